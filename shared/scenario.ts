@@ -1,0 +1,205 @@
+/**
+ * Scenario = topology + services + network + simulator settings. Built-ins live as data files in
+ * shared/scenarios/*.json; `--scenario <file>` reads the same schema, validated field by field.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+import { UsageError } from './errors';
+
+import tiny from './scenarios/tiny.json';
+import small from './scenarios/small.json';
+import kais from './scenarios/kais.json';
+import large from './scenarios/large.json';
+
+export interface NodeSpec {
+  cpuCores: number;
+  memGB: number;
+}
+export interface LinkSpec {
+  latencyMs: number;
+  mbps: number;
+}
+export interface ServiceSpec {
+  /** CPU share of one replica (cores): processing time = work / cpuCores. */
+  cpuCores: number;
+  /** Memory reserved by one replica while it exists (GB). */
+  memGB: number;
+  /** Relative popularity (arrival weight) for synthetic workloads. */
+  weight: number;
+  /** Relative work multiplier for synthetic workloads (1 = calibrated median). */
+  workScale: number;
+}
+
+export interface Scenario {
+  name: string;
+  /** Slot length (s): dispatch time scale. */
+  slotS: number;
+  /** Slots per frame: orchestration time scale. */
+  slotsPerFrame: number;
+  /** H: edge nodes an orchestration step may rescale per frame. */
+  scaleNodesPerFrame: number;
+  eaps: { nodes: NodeSpec[] }[];
+  cloud: { vms: number; vcpuPerVm: number; memGBPerVm: number };
+  network: {
+    deviceToEap: LinkSpec;
+    eapToOwnNode: LinkSpec;
+    eapToOtherNode: LinkSpec;
+    edgeToCloud: LinkSpec;
+  };
+  services: ServiceSpec[];
+  /** Seconds before a new replica serves. */
+  replicaStartupS: number;
+  /** Replicas of every service placed on each eAP's nodes at t = 0. */
+  initialReplicasPerEap: number;
+  /** Upper bound on replicas of one service in the edge cluster (orchestration). */
+  maxReplicasPerService: number;
+  /** A node is a valid target for w while its queue for w is below this x its ready replicas of w. */
+  queueCapPerReplica: number;
+  /** Requests an eAP may dispatch per slot. */
+  dispatchBudgetPerSlot: number;
+  workload: {
+    /** Mean arrival rate (requests/s) of the whole cluster at load 1. */
+    ratePerS: number;
+    /** Mean input size (MB). */
+    inputMB: number;
+    /** Relative deadline = deadlineBaseS + deadlineSlack x nominal processing time, see to-requests.ts. */
+    deadlineBaseS: number;
+    deadlineSlack: number;
+  };
+}
+
+const BUILT_INS: Record<string, unknown> = { tiny, small, kais, large };
+export const BUILT_IN_SCENARIOS = Object.keys(BUILT_INS);
+
+/** Resolve `--scenario <name|file>`: a built-in name, or a JSON file validated field by field. */
+export function loadScenario(nameOrFile: string): Scenario {
+  if (Object.prototype.hasOwnProperty.call(BUILT_INS, nameOrFile)) {
+    return validateScenario(BUILT_INS[nameOrFile], `built-in scenario ${nameOrFile}`);
+  }
+  const looksLikeFile = nameOrFile.includes('/') || nameOrFile.includes('\\') || nameOrFile.endsWith('.json');
+  if (!looksLikeFile) {
+    throw new UsageError(
+      `--scenario: unknown scenario "${nameOrFile}" (built-ins: ${BUILT_IN_SCENARIOS.join(', ')}, or a .json file)`,
+    );
+  }
+  let text: string;
+  try {
+    text = fs.readFileSync(nameOrFile, 'utf8');
+  } catch (e) {
+    throw new UsageError(`--scenario: cannot read ${nameOrFile}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    throw new UsageError(`${nameOrFile}: not valid JSON (${(e as Error).message})`);
+  }
+  const s = validateScenario(raw, nameOrFile);
+  if (!s.name) s.name = path.basename(nameOrFile, '.json');
+  return s;
+}
+
+type Obj = Record<string, unknown>;
+
+function isObj(v: unknown): v is Obj {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Validates every field; throws a UsageError naming the source and the field path. */
+export function validateScenario(raw: unknown, source: string): Scenario {
+  const fail = (field: string, problem: string): never => {
+    throw new UsageError(`${source}: field "${field}" ${problem}`, 'KAIS_ERR_SCENARIO');
+  };
+  const obj = (v: unknown, field: string): Obj => (isObj(v) ? v : fail(field, 'must be an object'));
+  const num = (o: Obj, key: string, field: string, min: number, max = Infinity, integer = false): number => {
+    const v = o[key];
+    if (typeof v !== 'number' || !Number.isFinite(v)) return fail(field, `must be a number, got ${JSON.stringify(v)}`);
+    if (integer && !Number.isInteger(v)) return fail(field, `must be an integer, got ${v}`);
+    if (v < min || v > max) return fail(field, `must be in [${min}, ${max}], got ${v}`);
+    return v;
+  };
+  const link = (o: Obj, key: string, field: string): LinkSpec => {
+    const l = obj(o[key], field);
+    return { latencyMs: num(l, 'latencyMs', `${field}.latencyMs`, 0, 60000), mbps: num(l, 'mbps', `${field}.mbps`, 1e-6) };
+  };
+
+  const r = obj(raw, '(root)');
+  const known = new Set([
+    'name', 'slotS', 'slotsPerFrame', 'scaleNodesPerFrame', 'eaps', 'cloud', 'network', 'services',
+    'replicaStartupS', 'initialReplicasPerEap', 'maxReplicasPerService', 'queueCapPerReplica',
+    'dispatchBudgetPerSlot', 'workload', 'description',
+  ]);
+  for (const k of Object.keys(r)) if (!known.has(k)) fail(k, 'is not a known scenario field');
+  if (r.name !== undefined && typeof r.name !== 'string') fail('name', 'must be a string');
+
+  if (!Array.isArray(r.eaps) || r.eaps.length === 0) fail('eaps', 'must be a non-empty array');
+  const eaps = (r.eaps as unknown[]).map((e, b) => {
+    const eo = obj(e, `eaps[${b}]`);
+    if (!Array.isArray(eo.nodes) || eo.nodes.length === 0) fail(`eaps[${b}].nodes`, 'must be a non-empty array');
+    return {
+      nodes: (eo.nodes as unknown[]).map((n, i) => {
+        const no = obj(n, `eaps[${b}].nodes[${i}]`);
+        return {
+          cpuCores: num(no, 'cpuCores', `eaps[${b}].nodes[${i}].cpuCores`, 0.01, 1024),
+          memGB: num(no, 'memGB', `eaps[${b}].nodes[${i}].memGB`, 0.01, 65536),
+        };
+      }),
+    };
+  });
+  const cloudO = obj(r.cloud, 'cloud');
+  const netO = obj(r.network, 'network');
+  if (!Array.isArray(r.services) || r.services.length === 0) fail('services', 'must be a non-empty array');
+  const services = (r.services as unknown[]).map((s, w) => {
+    const so = obj(s, `services[${w}]`);
+    return {
+      cpuCores: num(so, 'cpuCores', `services[${w}].cpuCores`, 0.01, 1024),
+      memGB: num(so, 'memGB', `services[${w}].memGB`, 0.001, 65536),
+      weight: so.weight === undefined ? 1 : num(so, 'weight', `services[${w}].weight`, 0),
+      workScale: so.workScale === undefined ? 1 : num(so, 'workScale', `services[${w}].workScale`, 1e-6),
+    };
+  });
+  const wl = obj(r.workload, 'workload');
+  const s: Scenario = {
+    name: typeof r.name === 'string' ? r.name : '',
+    slotS: num(r, 'slotS', 'slotS', 0.001, 3600),
+    slotsPerFrame: num(r, 'slotsPerFrame', 'slotsPerFrame', 1, 1e6, true),
+    scaleNodesPerFrame: num(r, 'scaleNodesPerFrame', 'scaleNodesPerFrame', 0, 1e6, true),
+    eaps,
+    cloud: {
+      vms: num(cloudO, 'vms', 'cloud.vms', 1, 1e6, true),
+      vcpuPerVm: num(cloudO, 'vcpuPerVm', 'cloud.vcpuPerVm', 0.01),
+      memGBPerVm: num(cloudO, 'memGBPerVm', 'cloud.memGBPerVm', 0.01),
+    },
+    network: {
+      deviceToEap: link(netO, 'deviceToEap', 'network.deviceToEap'),
+      eapToOwnNode: link(netO, 'eapToOwnNode', 'network.eapToOwnNode'),
+      eapToOtherNode: link(netO, 'eapToOtherNode', 'network.eapToOtherNode'),
+      edgeToCloud: link(netO, 'edgeToCloud', 'network.edgeToCloud'),
+    },
+    services,
+    replicaStartupS: num(r, 'replicaStartupS', 'replicaStartupS', 0, 3600),
+    initialReplicasPerEap: num(r, 'initialReplicasPerEap', 'initialReplicasPerEap', 0, 1000, true),
+    maxReplicasPerService: num(r, 'maxReplicasPerService', 'maxReplicasPerService', 1, 1e6, true),
+    queueCapPerReplica: num(r, 'queueCapPerReplica', 'queueCapPerReplica', 1, 1e6),
+    dispatchBudgetPerSlot: num(r, 'dispatchBudgetPerSlot', 'dispatchBudgetPerSlot', 1, 1e6, true),
+    workload: {
+      ratePerS: num(wl, 'ratePerS', 'workload.ratePerS', 0),
+      inputMB: num(wl, 'inputMB', 'workload.inputMB', 0),
+      deadlineBaseS: num(wl, 'deadlineBaseS', 'workload.deadlineBaseS', 0),
+      deadlineSlack: num(wl, 'deadlineSlack', 'workload.deadlineSlack', 0),
+    },
+  };
+  const maxSvcCpu = Math.max(...services.map((x) => x.cpuCores));
+  const maxNodeCpu = Math.max(...eaps.flatMap((e) => e.nodes.map((n) => n.cpuCores)));
+  if (maxSvcCpu > Math.max(maxNodeCpu, s.cloud.vcpuPerVm * s.cloud.vms)) {
+    fail('services', `a service needs ${maxSvcCpu} cores, more than any node or the cloud has`);
+  }
+  return s;
+}
+
+/** Derived sizes used everywhere. */
+export function topologyOf(s: Scenario): { numEaps: number; numNodes: number; numServices: number; nodeEap: number[] } {
+  const nodeEap: number[] = [];
+  s.eaps.forEach((e, b) => e.nodes.forEach(() => nodeEap.push(b)));
+  return { numEaps: s.eaps.length, numNodes: nodeEap.length, numServices: s.services.length, nodeEap };
+}
