@@ -22,11 +22,13 @@ export interface ClusterView {
   nodeEap(node: number): number;
   /** Ready (serving) replicas of w at a target; the cloud reports its concurrent capacity for w. */
   readyReplicas(target: number, service: ServiceId): number;
+  /** Ready replicas of w at a target that are serving a request right now. */
+  busyReplicas(target: number, service: ServiceId): number;
   /** Replicas of w on node n, including starting ones and excluding ones marked for deletion. */
   replicas(node: number, service: ServiceId): number;
-  /** Requests waiting at a target (all services), not counting the ones being served. */
+  /** Requests sent to a target and not started yet (on the wire or waiting), all services. */
   queueLen(target: number): number;
-  /** Requests of w waiting at a target. */
+  /** Requests of w sent to a target and not started yet (on the wire or waiting). */
   serviceQueueLen(target: number, service: ServiceId): number;
   /** Requests being served at a target. */
   running(target: number): number;

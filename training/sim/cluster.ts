@@ -1,0 +1,298 @@
+/**
+ * The simulated edge cluster: nodes with replicas and queues, a finite cloud, requests moving
+ * through them. Struct-of-arrays indexed by target (0..numNodes-1 edge nodes, numNodes = cloud) and
+ * by target * numServices + service. Implements the ClusterView that dispatch policies read.
+ *
+ * Semantics (ALGORITHMS.md section 1):
+ * - a replica of w reserves memGB[w] on its node from creation until deletion, and serves one
+ *   request at a time; a request of w needs cpuCores[w] free CPU on the node to start, held until
+ *   it finishes (processing time = work / cpuCores[w]), then released;
+ * - a new replica is ready after replicaStartupS; a deleted replica leaves only when idle;
+ * - the cloud hosts every service, limited by its total vCPU (concurrency = vCPU / cpuCores[w]);
+ * - a failed node serves nothing: its running requests fail, its queue waits and expires.
+ */
+import type { Request } from '../../shared/domain';
+import type { ClusterView } from '../../shared/policy';
+import type { Scenario } from '../../shared/scenario';
+import { topologyOf } from '../../shared/scenario';
+import { Network } from './latency';
+import { RequestQueue } from './queue';
+
+export class Cluster implements ClusterView {
+  readonly numEaps: number;
+  readonly numNodes: number;
+  readonly numServices: number;
+  readonly numTargets: number;
+  readonly cloudTarget: number;
+  /** eAP of each edge node. */
+  readonly eapOfNode: Int32Array;
+  readonly net: Network;
+  readonly maxReplicasPerService: number;
+  readonly scaleNodesPerFrame: number;
+
+  // per target
+  readonly cpu: Float64Array;
+  readonly mem: Float64Array;
+  readonly freeCpu: Float64Array;
+  /** memory reserved by replicas (edge) */
+  readonly usedMem: Float64Array;
+  readonly waiting: Int32Array;
+  readonly runningCount: Int32Array;
+  readonly inFlightCount: Int32Array;
+  readonly failed: Uint8Array;
+  /** device-filter verdict the dispatchers see (1 = usable). Ground truth is `failed`. */
+  readonly healthyFlag: Uint8Array;
+
+  // per target * numServices + service
+  readonly ready: Int32Array;
+  readonly starting: Int32Array;
+  readonly draining: Int32Array;
+  readonly busy: Int32Array;
+  readonly queues: RequestQueue[];
+  /** lower bound of the deadlines in queues[k] (skip expiry scans when > now) */
+  readonly queueMinDeadline: Float64Array;
+  /** waiting + in-flight requests of a service at a target */
+  readonly pendingByService: Int32Array;
+  /** discounted mean processing time (s) */
+  readonly meanProcS: Float64Array;
+  /** discounted mean queueing delay (s) per target (all services) */
+  readonly meanQueueS: Float64Array;
+
+  readonly svcCpu: Float64Array;
+  readonly svcMem: Float64Array;
+  now = 0;
+  private eapQueueLens: Int32Array;
+
+  constructor(readonly scenario: Scenario) {
+    const topo = topologyOf(scenario);
+    this.numEaps = topo.numEaps;
+    this.numNodes = topo.numNodes;
+    this.numServices = topo.numServices;
+    this.numTargets = this.numNodes + 1;
+    this.cloudTarget = this.numNodes;
+    this.eapOfNode = Int32Array.from(topo.nodeEap);
+    this.net = new Network(scenario, topo.nodeEap, this.numTargets);
+    this.maxReplicasPerService = scenario.maxReplicasPerService;
+    this.scaleNodesPerFrame = scenario.scaleNodesPerFrame;
+    const T = this.numTargets;
+    const W = this.numServices;
+    this.cpu = new Float64Array(T);
+    this.mem = new Float64Array(T);
+    scenario.eaps.flatMap((e) => e.nodes).forEach((n, i) => {
+      this.cpu[i] = n.cpuCores;
+      this.mem[i] = n.memGB;
+    });
+    this.cpu[this.cloudTarget] = scenario.cloud.vms * scenario.cloud.vcpuPerVm;
+    this.mem[this.cloudTarget] = scenario.cloud.vms * scenario.cloud.memGBPerVm;
+    this.freeCpu = new Float64Array(T);
+    this.usedMem = new Float64Array(T);
+    this.waiting = new Int32Array(T);
+    this.runningCount = new Int32Array(T);
+    this.inFlightCount = new Int32Array(T);
+    this.failed = new Uint8Array(T);
+    this.healthyFlag = new Uint8Array(T);
+    this.ready = new Int32Array(T * W);
+    this.starting = new Int32Array(T * W);
+    this.draining = new Int32Array(T * W);
+    this.busy = new Int32Array(T * W);
+    this.queues = Array.from({ length: T * W }, () => new RequestQueue());
+    this.queueMinDeadline = new Float64Array(T * W);
+    this.pendingByService = new Int32Array(T * W);
+    this.meanProcS = new Float64Array(T * W);
+    this.meanQueueS = new Float64Array(T);
+    this.svcCpu = Float64Array.from(scenario.services.map((s) => s.cpuCores));
+    this.svcMem = Float64Array.from(scenario.services.map((s) => s.memGB));
+    this.eapQueueLens = new Int32Array(this.numEaps);
+    this.reset();
+  }
+
+  /** Empty cluster with the initial placement. */
+  reset(): void {
+    const W = this.numServices;
+    this.now = 0;
+    this.freeCpu.set(this.cpu);
+    this.usedMem.fill(0);
+    this.waiting.fill(0);
+    this.runningCount.fill(0);
+    this.inFlightCount.fill(0);
+    this.failed.fill(0);
+    this.healthyFlag.fill(1);
+    this.ready.fill(0);
+    this.starting.fill(0);
+    this.draining.fill(0);
+    this.busy.fill(0);
+    for (const q of this.queues) q.clear();
+    this.queueMinDeadline.fill(Infinity);
+    this.pendingByService.fill(0);
+    this.meanQueueS.fill(0);
+    this.eapQueueLens.fill(0);
+    for (let t = 0; t < this.numTargets; t++) {
+      for (let w = 0; w < W; w++) this.meanProcS[t * W + w] = this.nominalProcS(w);
+    }
+    const c = this.cloudTarget;
+    for (let w = 0; w < W; w++) this.ready[c * W + w] = Math.max(1, Math.floor(this.cpu[c] / this.svcCpu[w]));
+    this.placeInitial();
+  }
+
+  /** Nominal processing time of a median request of w (s), before anything was measured. */
+  nominalProcS(w: number): number {
+    return (0.12 * this.scenario.services[w].workScale) / this.svcCpu[w];
+  }
+
+  /**
+   * Initial placement: for each eAP, `initialReplicasPerEap` replicas of every service, each on the
+   * node of that eAP with the most free memory that fits it (services in index order).
+   */
+  private placeInitial(): void {
+    const k = this.scenario.initialReplicasPerEap;
+    for (let b = 0; b < this.numEaps; b++) {
+      for (let r = 0; r < k; r++) {
+        for (let w = 0; w < this.numServices; w++) {
+          let best = -1;
+          let bestFree = -Infinity;
+          for (let n = 0; n < this.numNodes; n++) {
+            if (this.eapOfNode[n] !== b) continue;
+            const free = this.mem[n] - this.usedMem[n];
+            if (free >= this.svcMem[w] - 1e-9 && free > bestFree) {
+              best = n;
+              bestFree = free;
+            }
+          }
+          if (best >= 0) {
+            this.ready[best * this.numServices + w]++;
+            this.usedMem[best] += this.svcMem[w];
+          }
+        }
+      }
+    }
+  }
+
+  /** d[w][n] including starting replicas, excluding draining ones. */
+  placement(): number[][] {
+    const W = this.numServices;
+    return Array.from({ length: W }, (_, w) =>
+      Array.from({ length: this.numNodes }, (_, n) => this.replicas(n, w)),
+    );
+  }
+
+  setEapQueueLen(eap: number, len: number): void {
+    this.eapQueueLens[eap] = len;
+  }
+
+  // ---- ClusterView ----
+  nowS(): number {
+    return this.now;
+  }
+  nodeEap(node: number): number {
+    return this.eapOfNode[node];
+  }
+  readyReplicas(target: number, service: number): number {
+    const k = target * this.numServices + service;
+    return this.ready[k] - this.draining[k];
+  }
+  busyReplicas(target: number, service: number): number {
+    return this.busy[target * this.numServices + service];
+  }
+  replicas(node: number, service: number): number {
+    const k = node * this.numServices + service;
+    return this.ready[k] + this.starting[k] - this.draining[k];
+  }
+  queueLen(target: number): number {
+    return this.waiting[target] + this.inFlightCount[target];
+  }
+  serviceQueueLen(target: number, service: number): number {
+    return this.pendingByService[target * this.numServices + service];
+  }
+  running(target: number): number {
+    return this.runningCount[target];
+  }
+  inFlight(target: number): number {
+    return this.inFlightCount[target];
+  }
+  freeCpuRatio(target: number): number {
+    return this.freeCpu[target] / this.cpu[target];
+  }
+  freeMemRatio(target: number): number {
+    return 1 - this.usedMem[target] / this.mem[target];
+  }
+  cpuCores(target: number): number {
+    return this.cpu[target];
+  }
+  memGB(target: number): number {
+    return this.mem[target];
+  }
+  transferS(eap: number, target: number, inputMB: number): number {
+    return this.net.transferS(eap, target, inputMB);
+  }
+  returnS(eap: number, target: number): number {
+    return this.net.returnS(eap, target);
+  }
+  meanServiceS(target: number, service: number): number {
+    return this.meanProcS[target * this.numServices + service];
+  }
+  healthy(target: number): boolean {
+    return this.healthyFlag[target] === 1;
+  }
+  eapQueueLen(eap: number): number {
+    return this.eapQueueLens[eap];
+  }
+  serviceCpuCores(service: number): number {
+    return this.svcCpu[service];
+  }
+  serviceMemGB(service: number): number {
+    return this.svcMem[service];
+  }
+  freeMemForReplicasGB(node: number): number {
+    return this.mem[node] - this.usedMem[node];
+  }
+  /** Replicas of w in the whole edge cluster (ready + starting - draining). */
+  edgeReplicas(service: number): number {
+    let s = 0;
+    for (let n = 0; n < this.numNodes; n++) s += this.replicas(n, service);
+    return s;
+  }
+}
+
+/** A request index's static fields, copied once into typed arrays for the hot loop. */
+export class RequestTable {
+  readonly n: number;
+  readonly service: Int32Array;
+  readonly eap: Int32Array;
+  readonly arrivalS: Float64Array;
+  readonly deadlineS: Float64Array;
+  readonly workCoreS: Float64Array;
+  readonly inputMB: Float64Array;
+  // dynamic
+  readonly eapArriveS: Float64Array;
+  readonly target: Int32Array;
+  readonly targetArriveS: Float64Array;
+  readonly startS: Float64Array;
+
+  constructor(readonly requests: Request[]) {
+    const n = requests.length;
+    this.n = n;
+    this.service = new Int32Array(n);
+    this.eap = new Int32Array(n);
+    this.arrivalS = new Float64Array(n);
+    this.deadlineS = new Float64Array(n);
+    this.workCoreS = new Float64Array(n);
+    this.inputMB = new Float64Array(n);
+    this.eapArriveS = new Float64Array(n);
+    this.target = new Int32Array(n).fill(-1);
+    this.targetArriveS = new Float64Array(n);
+    this.startS = new Float64Array(n);
+    for (let i = 0; i < n; i++) {
+      const r = requests[i];
+      this.service[i] = r.service;
+      this.eap[i] = r.eap;
+      this.arrivalS[i] = r.arrivalS;
+      this.deadlineS[i] = r.deadlineS;
+      this.workCoreS[i] = r.workCoreS;
+      this.inputMB[i] = r.inputMB;
+    }
+  }
+
+  resetDynamic(): void {
+    this.target.fill(-1);
+  }
+}
