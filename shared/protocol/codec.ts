@@ -1,0 +1,517 @@
+/**
+ * Frames <-> bytes. `encode` packs an envelope with msgpackr; `decode` checks the size, unpacks
+ * and validates every field, and returns `{ok: true, frame}` or `{ok: false, error}` with a
+ * stable `KAIS_ERR_*` code (docs/protocol.md, "Error codes"). `decode` never throws, whatever
+ * the bytes: a bad frame gets an `error` reply (`errorFrameFor`) and is dropped by the caller.
+ *
+ * The validator is hand-written with the few helpers below instead of a schema library: the
+ * message set is small, the typed-array and cross-field rules (lengths against shapes, the mask
+ * against the action) would need custom code in any library, and it adds no dependency.
+ *
+ * The decoded frame is rebuilt field by field from the validated values, so unknown keys are
+ * dropped and nothing a peer sent beyond the schema reaches the rest of the program.
+ */
+import { Packr, Unpackr } from 'msgpackr';
+import {
+  MESSAGE_TYPES,
+  PROTOCOL_VERSION,
+  ProtocolError,
+  type AckBody,
+  type BodyByType,
+  type ErrorBody,
+  type ExperienceBody,
+  type Frame,
+  type HelloBody,
+  type MessageType,
+  type NodeSample,
+  type PlacementBody,
+  type ProtocolErrorCode,
+  type ScaleBody,
+  type TelemetryBody,
+  type Transition,
+  type WeightsBody,
+  type WelcomeBody,
+} from './envelope';
+import { MAX_TENSOR_RANK, verifyWeights } from './weights';
+
+/** Default largest frame: 16 MiB, about 80 times the kais actor's weights. */
+export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
+
+export interface CodecOptions {
+  /**
+   * Largest frame accepted by `decode` (checked before unpacking) and produced by `encode`, bytes.
+   * @defaultValue 16 MiB (DEFAULT_MAX_FRAME_BYTES)
+   */
+  maxFrameBytes?: number;
+  /**
+   * Recompute the CRC-32 of every inbound `weights` frame and refuse a mismatch.
+   * @defaultValue true
+   */
+  verifyChecksums?: boolean;
+  /**
+   * Validate outgoing frames in `encode` (throws TypeError naming the field). Costs one pass over
+   * the typed arrays; never recomputes checksums.
+   * @defaultValue true
+   */
+  validateOutgoing?: boolean;
+}
+
+export type DecodeResult = { ok: true; frame: Frame } | { ok: false; error: ProtocolError };
+
+export class Codec {
+  readonly maxFrameBytes: number;
+  readonly verifyChecksums: boolean;
+  readonly validateOutgoing: boolean;
+
+  // Typed arrays travel as plain msgpack `bin` holding their raw little-endian bytes (`toWire`),
+  // and the validator turns them back into the class the schema names. Not msgpackr's
+  // `moreTypes` typed-array extension: it finds typed arrays with `instanceof` against its own
+  // realm's TypedArray, which misses arrays from another realm (jest's sandbox is one) and then
+  // writes them as maps; without `moreTypes` msgpackr 1.12 writes a Float32Array as `bin` of the
+  // wrong bytes. `bin` is also what any other msgpack library can produce and read.
+  // useRecords off: records need structures shared by both ends, and a peer must not be able to
+  // define any. structuredClone off: no object references or cycles on the wire.
+  private readonly packr = new Packr({ useRecords: false, structuredClone: false });
+  private readonly unpackr = new Unpackr({ useRecords: false, structuredClone: false, mapsAsObjects: true });
+
+  constructor(options: CodecOptions = {}) {
+    const max = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+    if (!Number.isSafeInteger(max) || max <= 0) {
+      throw new TypeError(`Codec: options.maxFrameBytes must be a positive integer, got ${max}`);
+    }
+    this.maxFrameBytes = max;
+    this.verifyChecksums = options.verifyChecksums ?? true;
+    this.validateOutgoing = options.validateOutgoing ?? true;
+  }
+
+  /**
+   * Frame -> bytes. Throws TypeError for an invalid frame (programmer error) and ProtocolError
+   * KAIS_ERR_OVERSIZED when the result is larger than `maxFrameBytes`.
+   */
+  encode(frame: Frame): Buffer {
+    if (this.validateOutgoing) {
+      const checked = validateFrame(frame, false);
+      if (!checked.ok) throw new TypeError(`encode: ${checked.error.message}`);
+    }
+    const { v, type, seq, ts } = frame;
+    const bytes = this.packr.pack({ v, type, seq, ts, body: toWire(frame) });
+    if (bytes.length > this.maxFrameBytes) {
+      throw new ProtocolError(
+        'KAIS_ERR_OVERSIZED',
+        `${type} frame of ${bytes.length} bytes exceeds the ${this.maxFrameBytes}-byte limit`,
+        seq,
+      );
+    }
+    return bytes;
+  }
+
+  /** Bytes -> validated frame, or a coded error. Never throws. */
+  decode(bytes: Uint8Array | ArrayBuffer): DecodeResult {
+    try {
+      return this.decodeUnsafe(bytes);
+    } catch (e) {
+      // Only reachable through a bug in this file: still no throw to the caller.
+      return fail('KAIS_ERR_MALFORMED', `undecodable frame: ${e instanceof Error ? e.message : String(e)}`, null);
+    }
+  }
+
+  private decodeUnsafe(input: Uint8Array | ArrayBuffer): DecodeResult {
+    const bytes =
+      input instanceof Uint8Array ? input : input instanceof ArrayBuffer ? new Uint8Array(input) : undefined;
+    if (bytes === undefined) return fail('KAIS_ERR_MALFORMED', 'frame is not bytes', null);
+    if (bytes.byteLength > this.maxFrameBytes) {
+      return fail(
+        'KAIS_ERR_OVERSIZED',
+        `frame of ${bytes.byteLength} bytes exceeds the ${this.maxFrameBytes}-byte limit`,
+        null,
+      );
+    }
+    if (bytes.byteLength === 0) return fail('KAIS_ERR_MALFORMED', 'empty frame', null);
+    let raw: unknown;
+    try {
+      raw = this.unpackr.unpack(bytes);
+    } catch (e) {
+      return fail('KAIS_ERR_MALFORMED', `undecodable bytes: ${e instanceof Error ? e.message : String(e)}`, null);
+    }
+    return validateFrame(raw, this.verifyChecksums);
+  }
+}
+
+/** Raw bytes of a typed array, without copying. */
+function bin(a: Float32Array | Int32Array | Uint8Array): Buffer {
+  return Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+}
+
+/** The body as it is packed: every typed array replaced by a `bin` view of its bytes. */
+function toWire(frame: Frame): unknown {
+  switch (frame.type) {
+    case 'weights':
+      return { ...frame.body, tensors: frame.body.tensors.map(bin) };
+    case 'placement':
+      return { ...frame.body, replicas: bin(frame.body.replicas) };
+    case 'experience':
+      return {
+        ...frame.body,
+        transitions: frame.body.transitions.map((t) => ({ ...t, obs: bin(t.obs), mask: bin(t.mask) })),
+      };
+    default:
+      return frame.body;
+  }
+}
+
+const defaultCodec = new Codec();
+
+/** `new Codec().encode(frame)` with the default options. */
+export function encodeFrame(frame: Frame): Buffer {
+  return defaultCodec.encode(frame);
+}
+
+/** `new Codec().decode(bytes)` with the default options. Never throws. */
+export function decodeFrame(bytes: Uint8Array | ArrayBuffer): DecodeResult {
+  return defaultCodec.decode(bytes);
+}
+
+function fail(code: ProtocolErrorCode, message: string, seq: number | null, field: string | null = null): DecodeResult {
+  return { ok: false, error: new ProtocolError(code, message, seq, field) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Envelope
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Validates a decoded value as a frame and rebuilds it from the checked fields. Exported for the
+ * in-process path (training) that skips bytes but wants the same guarantees.
+ */
+export function validateFrame(raw: unknown, verifyChecksums = true): DecodeResult {
+  if (!isPlainObject(raw)) return fail('KAIS_ERR_MALFORMED', `not an envelope: got ${describe(raw)}`, null);
+  for (const key of ['v', 'type', 'seq', 'ts', 'body']) {
+    if (!Object.hasOwn(raw, key)) return fail('KAIS_ERR_MALFORMED', `not an envelope: no "${key}"`, null);
+  }
+  if (raw.v !== PROTOCOL_VERSION) {
+    return fail('KAIS_ERR_VERSION', `protocol version ${describe(raw.v)} is not supported (this build speaks ${PROTOCOL_VERSION})`, null, 'v');
+  }
+  const seq = raw.seq;
+  if (!isUint(seq)) return fail('KAIS_ERR_BAD_FIELD', `seq must be a non-negative integer, got ${describe(seq)}`, null, 'seq');
+  const type = raw.type;
+  if (typeof type !== 'string' || !(MESSAGE_TYPES as readonly string[]).includes(type)) {
+    return fail('KAIS_ERR_UNKNOWN_TYPE', `unknown message type ${describe(type)}`, seq, 'type');
+  }
+  const ts = raw.ts;
+  if (!isFiniteNumber(ts) || ts < 0) {
+    return fail('KAIS_ERR_BAD_FIELD', `ts must be a non-negative number of ms, got ${describe(ts)}`, seq, 'ts');
+  }
+  let body: BodyByType[MessageType];
+  try {
+    body = BODY_READERS[type as MessageType](raw.body, 'body');
+  } catch (e) {
+    if (e instanceof BadField) return fail('KAIS_ERR_BAD_FIELD', `${e.field} ${e.problem}`, seq, e.field);
+    throw e;
+  }
+  if (type === 'weights') {
+    const problem = verifyWeights(body as WeightsBody, { checksum: verifyChecksums });
+    if (problem) {
+      const message = problem.field ? `${problem.field}: ${problem.message}` : problem.message;
+      return fail(problem.code, message, seq, problem.field);
+    }
+  }
+  return { ok: true, frame: { v: PROTOCOL_VERSION, type, seq, ts, body } as Frame };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Field helpers: each reads `o[key]`, checks it, and throws BadField naming the path otherwise
+// ---------------------------------------------------------------------------------------------
+
+class BadField {
+  constructor(
+    readonly field: string,
+    readonly problem: string,
+  ) {}
+}
+
+type Obj = Record<string, unknown>;
+
+function isPlainObject(x: unknown): x is Obj {
+  if (typeof x !== 'object' || x === null) return false;
+  const proto = Object.getPrototypeOf(x);
+  return proto === Object.prototype || proto === null;
+}
+
+function isFiniteNumber(x: unknown): x is number {
+  return typeof x === 'number' && Number.isFinite(x);
+}
+
+function isUint(x: unknown): x is number {
+  return typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
+}
+
+/** Short description of a received value for error messages (never the whole value). */
+function describe(x: unknown): string {
+  if (x === undefined) return 'nothing';
+  if (x === null) return 'null';
+  if (typeof x === 'string') return JSON.stringify(x.length > 40 ? `${x.slice(0, 40)}...` : x);
+  if (typeof x === 'number' || typeof x === 'boolean') return String(x);
+  if (typeof x === 'bigint') return `${x}n`;
+  if (Array.isArray(x)) return `an array of ${x.length}`;
+  if (ArrayBuffer.isView(x)) return `a ${x.constructor.name} of ${x.byteLength} bytes`;
+  if (typeof x === 'object') return `a ${x.constructor?.name ?? 'null-prototype object'}`;
+  return typeof x;
+}
+
+function field(o: Obj, key: string, path: string): unknown {
+  if (!Object.hasOwn(o, key)) throw new BadField(`${path}.${key}`, 'is missing');
+  return o[key];
+}
+
+function obj(x: unknown, path: string): Obj {
+  if (!isPlainObject(x)) throw new BadField(path, `must be a map, got ${describe(x)}`);
+  return x;
+}
+
+function uint(o: Obj, key: string, path: string, max = Number.MAX_SAFE_INTEGER): number {
+  const x = field(o, key, path);
+  if (!isUint(x) || x > max) {
+    throw new BadField(`${path}.${key}`, `must be an integer in [0, ${max}], got ${describe(x)}`);
+  }
+  return x;
+}
+
+function uintOrNull(o: Obj, key: string, path: string): number | null {
+  const x = field(o, key, path);
+  if (x === null) return null;
+  if (!isUint(x)) throw new BadField(`${path}.${key}`, `must be a non-negative integer or null, got ${describe(x)}`);
+  return x;
+}
+
+function num(o: Obj, key: string, path: string, min = -Infinity, max = Infinity): number {
+  const x = field(o, key, path);
+  if (!isFiniteNumber(x) || x < min || x > max) {
+    throw new BadField(`${path}.${key}`, `must be a finite number in [${min}, ${max}], got ${describe(x)}`);
+  }
+  return x;
+}
+
+function numOrNull(o: Obj, key: string, path: string, min = -Infinity): number | null {
+  const x = field(o, key, path);
+  if (x === null) return null;
+  if (!isFiniteNumber(x) || x < min) {
+    throw new BadField(`${path}.${key}`, `must be a finite number >= ${min} or null, got ${describe(x)}`);
+  }
+  return x;
+}
+
+function bool(o: Obj, key: string, path: string): boolean {
+  const x = field(o, key, path);
+  if (typeof x !== 'boolean') throw new BadField(`${path}.${key}`, `must be a boolean, got ${describe(x)}`);
+  return x;
+}
+
+function str(o: Obj, key: string, path: string, minLen: number, maxLen: number): string {
+  const x = field(o, key, path);
+  if (typeof x !== 'string' || x.length < minLen || x.length > maxLen) {
+    throw new BadField(`${path}.${key}`, `must be a string of ${minLen}..${maxLen} characters, got ${describe(x)}`);
+  }
+  return x;
+}
+
+function list(o: Obj, key: string, path: string): unknown[] {
+  const x = field(o, key, path);
+  if (!Array.isArray(x)) throw new BadField(`${path}.${key}`, `must be an array, got ${describe(x)}`);
+  return x;
+}
+
+/**
+ * A typed array field. On the wire it is `bin` (raw little-endian elements, decoded by msgpackr
+ * as a Buffer); it is copied into a fresh, aligned array of the schema's class, so the frame never
+ * keeps the receive buffer alive. An array that already has the right class (in-process
+ * `validateFrame`, or msgpackr's typed-array extension from another sender) is kept as is.
+ */
+function typed<T extends Float32Array | Int32Array | Uint8Array>(
+  ctor: { new (buffer: ArrayBuffer): T; readonly BYTES_PER_ELEMENT: number; readonly name: string },
+  x: unknown,
+  path: string,
+): T {
+  if (ArrayBuffer.isView(x) && x.constructor === ctor) return x as T;
+  if (x instanceof Uint8Array) {
+    if (x.byteLength % ctor.BYTES_PER_ELEMENT !== 0) {
+      throw new BadField(path, `must be ${ctor.name} bytes, got ${x.byteLength} bytes`);
+    }
+    // Not x.slice(): on a Buffer that is a view of the same memory.
+    const copy = new Uint8Array(x.byteLength);
+    copy.set(x);
+    return new ctor(copy.buffer);
+  }
+  throw new BadField(path, `must be a ${ctor.name}, got ${describe(x)}`);
+}
+
+function allFinite(a: Float32Array, path: string): Float32Array {
+  for (let i = 0; i < a.length; i++) {
+    if (!Number.isFinite(a[i])) throw new BadField(path, `has a non-finite value at index ${i}`);
+  }
+  return a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bodies
+// ---------------------------------------------------------------------------------------------
+
+const MAX_U32 = 0xffffffff;
+
+function readHello(x: unknown, p: string): HelloBody {
+  const o = obj(x, p);
+  return {
+    eapId: uint(o, 'eapId', p),
+    token: str(o, 'token', p, 0, 4096),
+    agentVersion: str(o, 'agentVersion', p, 0, 128),
+    weightVersion: uintOrNull(o, 'weightVersion', p),
+    placementVersion: uintOrNull(o, 'placementVersion', p),
+  };
+}
+
+function readWelcome(x: unknown, p: string): WelcomeBody {
+  const o = obj(x, p);
+  const heartbeatMs = uint(o, 'heartbeatMs', p);
+  if (heartbeatMs === 0) throw new BadField(`${p}.heartbeatMs`, 'must be > 0, got 0');
+  return {
+    sessionId: str(o, 'sessionId', p, 1, 128),
+    heartbeatMs,
+    weightVersion: uintOrNull(o, 'weightVersion', p),
+    placementVersion: uintOrNull(o, 'placementVersion', p),
+  };
+}
+
+/** Structure only; lengths against shapes, finiteness and the checksum are `verifyWeights`. */
+function readWeights(x: unknown, p: string): WeightsBody {
+  const o = obj(x, p);
+  const version = uint(o, 'version', p);
+  const checksum = uint(o, 'checksum', p, MAX_U32);
+  const shapes = list(o, 'shapes', p).map((s, i) => {
+    const sp = `${p}.shapes[${i}]`;
+    if (!Array.isArray(s) || s.length > MAX_TENSOR_RANK) {
+      throw new BadField(sp, `must be an array of at most ${MAX_TENSOR_RANK} dimensions, got ${describe(s)}`);
+    }
+    return s.map((d, k) => {
+      if (!isUint(d) || d > MAX_U32) throw new BadField(`${sp}[${k}]`, `must be a dimension >= 0, got ${describe(d)}`);
+      return d;
+    });
+  });
+  const tensors = list(o, 'tensors', p).map((t, i) => typed(Float32Array, t, `${p}.tensors[${i}]`));
+  if (tensors.length !== shapes.length) {
+    throw new BadField(`${p}.tensors`, `has ${tensors.length} tensors but shapes has ${shapes.length}`);
+  }
+  return { version, checksum, shapes, tensors };
+}
+
+function readPlacement(x: unknown, p: string): PlacementBody {
+  const o = obj(x, p);
+  const version = uint(o, 'version', p);
+  const frame = uint(o, 'frame', p);
+  const numServices = uint(o, 'numServices', p, MAX_U32);
+  const numNodes = uint(o, 'numNodes', p, MAX_U32);
+  const replicas = typed(Int32Array, field(o, 'replicas', p), `${p}.replicas`);
+  if (replicas.length !== numServices * numNodes) {
+    throw new BadField(
+      `${p}.replicas`,
+      `has ${replicas.length} counts, numServices x numNodes = ${numServices} x ${numNodes} needs ${numServices * numNodes}`,
+    );
+  }
+  for (let i = 0; i < replicas.length; i++) {
+    if (replicas[i] < 0) throw new BadField(`${p}.replicas`, `has a negative count ${replicas[i]} at index ${i}`);
+  }
+  return { version, frame, numServices, numNodes, replicas };
+}
+
+function readTransition(x: unknown, p: string, eap: number): Transition {
+  const o = obj(x, p);
+  const t: Transition = {
+    eap: uint(o, 'eap', p),
+    slot: uint(o, 'slot', p),
+    service: uint(o, 'service', p),
+    obs: allFinite(typed(Float32Array, field(o, 'obs', p), `${p}.obs`), `${p}.obs`),
+    mask: typed(Uint8Array, field(o, 'mask', p), `${p}.mask`),
+    action: uint(o, 'action', p),
+    // <= 1e-4 rather than <= 0: log(p) of a float32 probability of 1 can round to a tiny positive
+    logProb: num(o, 'logProb', p, -Infinity, 1e-4),
+    reward: num(o, 'reward', p),
+    latencyMs: numOrNull(o, 'latencyMs', p, 0),
+    metDeadline: bool(o, 'metDeadline', p),
+    done: bool(o, 'done', p),
+    weightVersion: uintOrNull(o, 'weightVersion', p),
+  };
+  if (t.eap !== eap) throw new BadField(`${p}.eap`, `is ${t.eap} in a batch from eAP ${eap}`);
+  if (t.obs.length === 0) throw new BadField(`${p}.obs`, 'is empty');
+  if (t.mask.length === 0) throw new BadField(`${p}.mask`, 'is empty');
+  for (let i = 0; i < t.mask.length; i++) {
+    if (t.mask[i] > 1) throw new BadField(`${p}.mask`, `must hold 0 or 1, got ${t.mask[i]} at index ${i}`);
+  }
+  if (t.action >= t.mask.length) {
+    throw new BadField(`${p}.action`, `is ${t.action}, outside the ${t.mask.length} targets of the mask`);
+  }
+  if (t.mask[t.action] !== 1) throw new BadField(`${p}.action`, `is ${t.action}, a target the mask excludes`);
+  return t;
+}
+
+function readExperience(x: unknown, p: string): ExperienceBody {
+  const o = obj(x, p);
+  const eap = uint(o, 'eap', p);
+  const transitions = list(o, 'transitions', p).map((t, i) => readTransition(t, `${p}.transitions[${i}]`, eap));
+  return { eap, transitions };
+}
+
+function readSample(x: unknown, p: string): NodeSample {
+  const o = obj(x, p);
+  const s: NodeSample = {
+    node: uint(o, 'node', p),
+    ts: num(o, 'ts', p, 0),
+    cpu: num(o, 'cpu', p, 0),
+    mem: num(o, 'mem', p, 0),
+    disk: num(o, 'disk', p, 0),
+    upBwMbps: num(o, 'upBwMbps', p, 0),
+    requests: uint(o, 'requests', p),
+    succeeded: uint(o, 'succeeded', p),
+    inDeadline: uint(o, 'inDeadline', p),
+    latencyMsSum: num(o, 'latencyMsSum', p, 0),
+  };
+  if (s.inDeadline > s.succeeded) {
+    throw new BadField(`${p}.inDeadline`, `is ${s.inDeadline}, more than the ${s.succeeded} succeeded`);
+  }
+  return s;
+}
+
+function readTelemetry(x: unknown, p: string): TelemetryBody {
+  const o = obj(x, p);
+  return {
+    eap: uint(o, 'eap', p),
+    samples: list(o, 'samples', p).map((s, i) => readSample(s, `${p}.samples[${i}]`)),
+  };
+}
+
+function readScale(x: unknown, p: string): ScaleBody {
+  const o = obj(x, p);
+  return { service: uint(o, 'service', p), node: uint(o, 'node', p), replicas: uint(o, 'replicas', p, 0x7fffffff) };
+}
+
+function readAck(x: unknown, p: string): AckBody {
+  return { of: uint(obj(x, p), 'of', p) };
+}
+
+const ERROR_CODE = /^KAIS_ERR_[A-Z0-9_]{1,64}$/;
+
+function readError(x: unknown, p: string): ErrorBody {
+  const o = obj(x, p);
+  const code = str(o, 'code', p, 1, 80);
+  if (!ERROR_CODE.test(code)) throw new BadField(`${p}.code`, `must look like KAIS_ERR_*, got ${describe(code)}`);
+  return { code, message: str(o, 'message', p, 0, 1024), of: uintOrNull(o, 'of', p) };
+}
+
+const BODY_READERS: { [T in MessageType]: (x: unknown, path: string) => BodyByType[T] } = {
+  hello: readHello,
+  welcome: readWelcome,
+  weights: readWeights,
+  placement: readPlacement,
+  experience: readExperience,
+  telemetry: readTelemetry,
+  scale: readScale,
+  ack: readAck,
+  error: readError,
+};

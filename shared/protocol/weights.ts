@@ -1,0 +1,307 @@
+/**
+ * Actor/critic weights as raw float32 tensors with a version and a checksum: the `weights` frame
+ * body (`packWeights`, `unpackWeights`, `verifyWeights`) and a single-buffer form for checkpoints
+ * in SQLite (`weightsToBytes`, `weightsFromBytes`). No tfjs here: callers pass
+ * `tensor.dataSync()` / `tensor.shape` in and build tensors from what comes out.
+ *
+ * Byte order: float32 data is little-endian, which is what a Float32Array holds on every platform
+ * Node supports (x64, arm64). A big-endian host is refused with a clear error rather than
+ * silently producing unreadable checkpoints.
+ */
+import { ProtocolError, type WeightsBody } from './envelope';
+import { KaisError } from '../errors';
+
+/** One tensor: its shape and its row-major values (length = product of shape, 1 for `[]`). */
+export interface WeightTensor {
+  shape: number[];
+  data: Float32Array;
+}
+
+/** Largest tensor rank accepted anywhere (dense layers use 1 and 2). */
+export const MAX_TENSOR_RANK = 8;
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+function assertLittleEndian(): void {
+  if (!LITTLE_ENDIAN) {
+    throw new KaisError('KAIS_ERR_PLATFORM', 'weights serialisation needs a little-endian host');
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CRC-32
+// ---------------------------------------------------------------------------------------------
+
+/*
+ * CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320, the one zlib and PNG use), table-driven,
+ * one byte per step. Hand-written on purpose: `zlib.crc32` only exists from Node 20.15 / 22.2 and
+ * the package promises Node >= 20, and a dependency for 20 lines is not worth it. It runs at a
+ * few hundred MB/s, far more than actor weights (about 0.2 MB) need. The test checks it against
+ * the standard check value and against `zlib.crc32` where that exists.
+ */
+const CRC_TABLE = (() => {
+  const t = new Uint32Array(256);
+  for (let n = 0; n < 256; n++) {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    t[n] = c >>> 0;
+  }
+  return t;
+})();
+
+/**
+ * CRC-32 of `bytes`. Pass the previous result as `crc` to continue over several buffers:
+ * `crc32(b, crc32(a)) === crc32(a ++ b)`.
+ */
+export function crc32(bytes: Uint8Array, crc = 0): number {
+  let c = ~crc >>> 0;
+  for (let i = 0; i < bytes.length; i++) c = CRC_TABLE[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
+  return ~c >>> 0;
+}
+
+function bytesOf(a: Float32Array): Uint8Array {
+  return new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+}
+
+/** CRC-32 over the raw bytes of all tensors in order: the `checksum` of a weights body. */
+export function weightsChecksum(tensors: readonly Float32Array[]): number {
+  assertLittleEndian();
+  let c = 0;
+  for (const t of tensors) c = crc32(bytesOf(t), c);
+  return c;
+}
+
+/** Number of elements of a shape (1 for a scalar `[]`). */
+export function shapeSize(shape: readonly number[]): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wire body
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Tensors -> `weights` body. The data is copied, so later updates of the model cannot change a
+ * frame being sent. Throws TypeError on a bad version, shape or length (programmer error).
+ */
+export function packWeights(tensors: readonly WeightTensor[], version: number): WeightsBody {
+  if (!Number.isSafeInteger(version) || version < 0) {
+    throw new TypeError(`packWeights: version must be a non-negative integer, got ${version}`);
+  }
+  const shapes: number[][] = [];
+  const data: Float32Array[] = [];
+  tensors.forEach((t, i) => {
+    const bad = t.shape.length > MAX_TENSOR_RANK || t.shape.some((d) => !Number.isSafeInteger(d) || d < 0);
+    if (bad) throw new TypeError(`packWeights: tensor ${i} has an invalid shape [${t.shape.join(', ')}]`);
+    if (!(t.data instanceof Float32Array) || t.data.length !== shapeSize(t.shape)) {
+      throw new TypeError(
+        `packWeights: tensor ${i} of shape [${t.shape.join(', ')}] needs ${shapeSize(t.shape)} float32 values, got ${t.data?.length}`,
+      );
+    }
+    shapes.push([...t.shape]);
+    data.push(Float32Array.from(t.data));
+  });
+  return { version, checksum: weightsChecksum(data), shapes, tensors: data };
+}
+
+/**
+ * Checks a weights body: shapes consistent with the data lengths, every value finite, and (unless
+ * `checksum: false`) the checksum matching. Returns the first problem (KAIS_ERR_BAD_FIELD or
+ * KAIS_ERR_CHECKSUM), or null.
+ */
+export function verifyWeights(body: WeightsBody, options: { checksum?: boolean } = {}): ProtocolError | null {
+  if (body.shapes.length !== body.tensors.length) {
+    return new ProtocolError(
+      'KAIS_ERR_BAD_FIELD',
+      `weights have ${body.shapes.length} shapes but ${body.tensors.length} tensors`,
+      null,
+      'body.tensors',
+    );
+  }
+  for (let i = 0; i < body.tensors.length; i++) {
+    const t = body.tensors[i];
+    const want = shapeSize(body.shapes[i]);
+    if (t.length !== want) {
+      return new ProtocolError(
+        'KAIS_ERR_BAD_FIELD',
+        `weights tensor ${i} has ${t.length} values, its shape [${body.shapes[i].join(', ')}] needs ${want}`,
+        null,
+        `body.tensors[${i}]`,
+      );
+    }
+    for (let j = 0; j < t.length; j++) {
+      if (!Number.isFinite(t[j])) {
+        return new ProtocolError(
+          'KAIS_ERR_BAD_FIELD',
+          `weights tensor ${i} has a non-finite value at ${j}`,
+          null,
+          `body.tensors[${i}]`,
+        );
+      }
+    }
+  }
+  if (options.checksum === false) return null;
+  const actual = weightsChecksum(body.tensors);
+  if (actual !== body.checksum) {
+    return new ProtocolError(
+      'KAIS_ERR_CHECKSUM',
+      `weights version ${body.version}: checksum ${hex(actual)} does not match the declared ${hex(body.checksum)}`,
+    );
+  }
+  return null;
+}
+
+/** `weights` body -> tensors, after `verifyWeights`; throws its ProtocolError. Shares the data. */
+export function unpackWeights(body: WeightsBody): WeightTensor[] {
+  const problem = verifyWeights(body);
+  if (problem) throw problem;
+  return body.tensors.map((data, i) => ({ shape: [...body.shapes[i]], data }));
+}
+
+function hex(n: number): string {
+  return `0x${(n >>> 0).toString(16).padStart(8, '0')}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoint bytes
+// ---------------------------------------------------------------------------------------------
+
+/*
+ * One buffer per weight set, for SQLite BLOBs. All integers little-endian.
+ *
+ *   offset  size        field
+ *   0       5           magic "KAISW"
+ *   5       1           format version (WEIGHTS_FORMAT_VERSION)
+ *   6       2           tensor count (u16)
+ *   8       8           weight version (f64, a non-negative safe integer)
+ *   16      4           data checksum (u32) = CRC-32 of the data section = WeightsBody.checksum
+ *   20      ...         per tensor: rank (u8), then rank dims (u32 each)
+ *   ...     0..3        zero padding to a multiple of 4
+ *   ...     4 * total   data: float32 values of all tensors, in order
+ *   end-4   4           buffer checksum (u32) = CRC-32 of every byte before it
+ *
+ * The trailing checksum catches corruption anywhere (header, shapes, data); the data checksum is
+ * kept so a checkpoint turns back into a wire body without recomputing anything.
+ */
+const MAGIC = [0x4b, 0x41, 0x49, 0x53, 0x57]; // "KAISW"
+export const WEIGHTS_FORMAT_VERSION = 1;
+const HEADER_BYTES = 20;
+
+/** Weights body -> one Buffer (format above). Throws TypeError on an inconsistent body. */
+export function weightsToBytes(body: WeightsBody): Buffer {
+  assertLittleEndian();
+  const problem = verifyWeights(body);
+  if (problem) throw new TypeError(`weightsToBytes: ${problem.message}`);
+  if (body.tensors.length > 0xffff) throw new TypeError(`weightsToBytes: too many tensors (${body.tensors.length})`);
+  let shapeBytes = 0;
+  let dataBytes = 0;
+  body.shapes.forEach((s, i) => {
+    if (s.some((d) => d > 0xffffffff)) throw new TypeError(`weightsToBytes: tensor ${i} dimension too large`);
+    shapeBytes += 1 + 4 * s.length;
+    dataBytes += body.tensors[i].byteLength;
+  });
+  const dataStart = align4(HEADER_BYTES + shapeBytes);
+  const out = Buffer.alloc(dataStart + dataBytes + 4);
+  MAGIC.forEach((b, i) => (out[i] = b));
+  out.writeUInt8(WEIGHTS_FORMAT_VERSION, 5);
+  out.writeUInt16LE(body.tensors.length, 6);
+  out.writeDoubleLE(body.version, 8);
+  out.writeUInt32LE(body.checksum >>> 0, 16);
+  let p = HEADER_BYTES;
+  for (const s of body.shapes) {
+    out.writeUInt8(s.length, p++);
+    for (const d of s) {
+      out.writeUInt32LE(d, p);
+      p += 4;
+    }
+  }
+  p = dataStart;
+  for (const t of body.tensors) {
+    out.set(bytesOf(t), p);
+    p += t.byteLength;
+  }
+  out.writeUInt32LE(crc32(out.subarray(0, p)), p);
+  return out;
+}
+
+/**
+ * One buffer -> weights body (data copied out, so the input may be reused). A truncated or
+ * corrupt buffer throws ProtocolError KAIS_ERR_MALFORMED or KAIS_ERR_CHECKSUM (unknown format
+ * version: KAIS_ERR_VERSION) with one clear line; never anything else.
+ */
+export function weightsFromBytes(bytes: Uint8Array): WeightsBody {
+  assertLittleEndian();
+  if (!(bytes instanceof Uint8Array)) {
+    throw new ProtocolError('KAIS_ERR_MALFORMED', 'weights buffer: expected bytes');
+  }
+  const n = bytes.length;
+  if (n < HEADER_BYTES + 4 || MAGIC.some((b, i) => bytes[i] !== b)) {
+    throw new ProtocolError('KAIS_ERR_MALFORMED', `not a KAIS weights buffer (${n} bytes, no "KAISW" header)`);
+  }
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const format = view.getUint8(5);
+  if (format !== WEIGHTS_FORMAT_VERSION) {
+    throw new ProtocolError(
+      'KAIS_ERR_VERSION',
+      `weights buffer format ${format} is not supported (this build reads ${WEIGHTS_FORMAT_VERSION})`,
+    );
+  }
+  const truncated = (what: string) =>
+    new ProtocolError('KAIS_ERR_MALFORMED', `weights buffer truncated or corrupt: ${what} (${n} bytes)`);
+  const count = view.getUint16(6, true);
+  const version = view.getFloat64(8, true);
+  const checksum = view.getUint32(16, true);
+
+  const shapes: number[][] = [];
+  let p = HEADER_BYTES;
+  let dataBytes = 0;
+  for (let i = 0; i < count; i++) {
+    if (p + 1 > n - 4) throw truncated(`shape of tensor ${i} is cut off`);
+    const rank = view.getUint8(p++);
+    if (rank > MAX_TENSOR_RANK) throw truncated(`tensor ${i} has rank ${rank}`);
+    if (p + 4 * rank > n - 4) throw truncated(`shape of tensor ${i} is cut off`);
+    const shape: number[] = [];
+    for (let k = 0; k < rank; k++, p += 4) shape.push(view.getUint32(p, true));
+    dataBytes += 4 * shapeSize(shape);
+    if (dataBytes > n) throw truncated(`tensor ${i} of shape [${shape.join(', ')}] does not fit`);
+    shapes.push(shape);
+  }
+  const dataStart = align4(p);
+  const end = dataStart + dataBytes;
+  if (end + 4 !== n) {
+    throw truncated(`expected ${end + 4} bytes from the header`);
+  }
+  const stored = view.getUint32(end, true);
+  const actual = crc32(bytes.subarray(0, end));
+  if (stored !== actual) {
+    throw new ProtocolError(
+      'KAIS_ERR_CHECKSUM',
+      `weights buffer corrupt: checksum ${hex(actual)} does not match the stored ${hex(stored)}`,
+    );
+  }
+  if (!Number.isSafeInteger(version) || version < 0) throw truncated(`weight version ${version}`);
+
+  const tensors: Float32Array[] = [];
+  let q = dataStart;
+  for (const s of shapes) {
+    const len = shapeSize(s);
+    // Copied into a fresh, aligned ArrayBuffer: the input's byteOffset need not be a multiple of
+    // 4, and the caller may reuse its buffer. (Not `bytes.slice`: on a Buffer that is a view.)
+    const copy = new Uint8Array(4 * len);
+    copy.set(bytes.subarray(q, q + 4 * len));
+    tensors.push(new Float32Array(copy.buffer));
+    q += 4 * len;
+  }
+  const body: WeightsBody = { version, checksum, shapes, tensors };
+  const problem = verifyWeights(body);
+  if (problem) {
+    throw new ProtocolError(problem.code, `weights buffer corrupt: ${problem.message}`);
+  }
+  return body;
+}
+
+function align4(x: number): number {
+  return (x + 3) & ~3;
+}

@@ -1,0 +1,303 @@
+import { Packr } from 'msgpackr';
+import {
+  Codec,
+  DEFAULT_MAX_FRAME_BYTES,
+  decodeFrame,
+  encodeFrame,
+  validateFrame,
+  type DecodeResult,
+} from '../../../../shared/protocol/codec';
+import {
+  MESSAGE_TYPES,
+  PROTOCOL_VERSION,
+  ProtocolError,
+  errorFrameFor,
+  makeFrame,
+  placementMatrix,
+  type Frame,
+} from '../../../../shared/protocol/envelope';
+import { KaisError } from '../../../../shared/errors';
+import { sampleFrames, sampleWeights } from './sample-frames';
+
+/**
+ * Plain msgpack without our validation, to craft frames a buggy or hostile peer would send.
+ * Typed arrays become `bin` of their bytes, as the codec writes them.
+ */
+const rawPackr = new Packr({ useRecords: false, structuredClone: false });
+function wireify(x: unknown): unknown {
+  if (ArrayBuffer.isView(x)) return Buffer.from(x.buffer, x.byteOffset, x.byteLength);
+  if (Array.isArray(x)) return x.map(wireify);
+  if (x !== null && typeof x === 'object') {
+    return Object.fromEntries(Object.entries(x).map(([k, v]) => [k, wireify(v)]));
+  }
+  return x;
+}
+const packRaw = (x: unknown): Buffer => rawPackr.pack(wireify(x));
+
+function frameOf(type: string): Frame {
+  const f = sampleFrames().find((s) => s.type === type);
+  if (!f) throw new Error(type);
+  return f;
+}
+
+/** A sample frame as a plain object whose body can be altered before raw packing. */
+function rawOf(type: string, edit: (body: any) => void): Buffer {
+  const f: any = frameOf(type);
+  edit(f.body);
+  return packRaw({ v: f.v, type: f.type, seq: f.seq, ts: f.ts, body: f.body });
+}
+
+function errorOf(r: DecodeResult): ProtocolError {
+  if (r.ok) throw new Error(`expected an error, got a ${r.frame.type} frame`);
+  return r.error;
+}
+
+describe('codec', () => {
+  describe('round trip', () => {
+    it('covers every message type', () => {
+      expect(sampleFrames().map((f) => f.type).sort()).toEqual([...MESSAGE_TYPES].sort());
+    });
+
+    it.each(sampleFrames().map((f) => [f.type, f] as const))('round-trips a %s frame', (_type, frame) => {
+      const r = decodeFrame(encodeFrame(frame));
+      expect(r.ok).toBe(true);
+      if (r.ok) expect(r.frame).toEqual(frame);
+    });
+
+    it('brings typed arrays back as the same classes, not as Buffers', () => {
+      const w = decodeFrame(encodeFrame(frameOf('weights')));
+      const e = decodeFrame(encodeFrame(frameOf('experience')));
+      const p = decodeFrame(encodeFrame(frameOf('placement')));
+      if (!w.ok || w.frame.type !== 'weights') throw new Error('weights');
+      if (!e.ok || e.frame.type !== 'experience') throw new Error('experience');
+      if (!p.ok || p.frame.type !== 'placement') throw new Error('placement');
+      for (const t of w.frame.body.tensors) expect(t.constructor).toBe(Float32Array);
+      expect(e.frame.body.transitions[0].obs.constructor).toBe(Float32Array);
+      expect(e.frame.body.transitions[0].mask.constructor).toBe(Uint8Array);
+      expect(p.frame.body.replicas.constructor).toBe(Int32Array);
+      expect(Array.from(w.frame.body.tensors[0])).toEqual(Array.from(new Float32Array([0.1, -0.2, 0.3, 1e-3, 5, -7.25])));
+      expect(placementMatrix(p.frame.body)).toEqual([[1, 0, 2], [0, 3, 0]]);
+    });
+
+    it('writes typed arrays as plain msgpack bin holding their little-endian bytes', () => {
+      const w = encodeFrame(frameOf('weights'));
+      // tensor [2] = [0.5, -0.5] as bin 8: c4 08 then 00 00 00 3f 00 00 00 bf
+      expect(w.includes(Buffer.from('c408000000' + '3f000000bf', 'hex'))).toBe(true);
+    });
+
+    it('keeps typed arrays msgpackr sent with its typed-array extension', () => {
+      // What a peer using new Packr({moreTypes: true}) in plain Node sends for Int32Array [1,0,2,0,3,0]:
+      // ext 8 (c7), 25 bytes, ext type 0x74 "t", array code 5 (Int32Array), then the raw bytes.
+      const raw = '010000000000000002000000000000000300000000000000';
+      const ext = Buffer.from('c7197405' + raw, 'hex');
+      const asBin = packRaw(frameOf('placement'));
+      const at = asBin.indexOf(Buffer.from('c418' + raw, 'hex'));
+      expect(at).toBeGreaterThan(0);
+      const bytes = Buffer.concat([asBin.subarray(0, at), ext, asBin.subarray(at + 26)]);
+      const r = decodeFrame(bytes);
+      if (!r.ok || r.frame.type !== 'placement') throw new Error(r.ok ? r.frame.type : r.error.message);
+      expect(placementMatrix(r.frame.body)).toEqual([[1, 0, 2], [0, 3, 0]]);
+    });
+
+    it('decodes from an ArrayBuffer and from a Uint8Array at an odd offset', () => {
+      const bytes = encodeFrame(frameOf('weights'));
+      const ab = Uint8Array.prototype.slice.call(bytes).buffer;
+      expect(decodeFrame(ab).ok).toBe(true);
+      const shifted = new Uint8Array(bytes.length + 3);
+      shifted.set(bytes, 3);
+      expect(decodeFrame(shifted.subarray(3)).ok).toBe(true);
+    });
+
+    it('strips body and envelope keys it does not know', () => {
+      const r = decodeFrame(rawOf('ack', (b) => (b.extra = 'x')));
+      if (!r.ok) throw r.error;
+      expect(r.frame.body).toEqual({ of: 2 });
+      const withTop = packRaw({ ...frameOf('ack'), trace: 1 });
+      const r2 = decodeFrame(withTop);
+      if (!r2.ok) throw r2.error;
+      expect(Object.keys(r2.frame).sort()).toEqual(['body', 'seq', 'ts', 'type', 'v']);
+    });
+
+    it('does not let a __proto__ key reach an object prototype', () => {
+      // {"v":1,"type":"ack","seq":1,"ts":0,"body":{"__proto__":{"of":9}}}, written byte by byte
+      const bytes = Buffer.from(
+        '85a17601a474797065a361636ba373657101a2747300a4626f647981a95f5f70726f746f5f5f81a26f6609',
+        'hex',
+      );
+      const e = errorOf(decodeFrame(bytes));
+      expect(e.code).toBe('KAIS_ERR_BAD_FIELD');
+      expect(e.field).toBe('body.of');
+      expect(({} as any).of).toBeUndefined();
+    });
+  });
+
+  describe('error codes', () => {
+    it('refuses bytes that are not msgpack with KAIS_ERR_MALFORMED', () => {
+      const e = errorOf(decodeFrame(Buffer.from([0xc1, 0x00, 0x01])));
+      expect(e.code).toBe('KAIS_ERR_MALFORMED');
+      expect(e.seq).toBeNull();
+    });
+
+    it('refuses a truncated frame with KAIS_ERR_MALFORMED', () => {
+      const bytes = encodeFrame(frameOf('weights'));
+      expect(errorOf(decodeFrame(bytes.subarray(0, bytes.length - 5))).code).toBe('KAIS_ERR_MALFORMED');
+    });
+
+    it('refuses trailing bytes after the envelope with KAIS_ERR_MALFORMED', () => {
+      const bytes = Buffer.concat([encodeFrame(frameOf('ack')), Buffer.from([0x01])]);
+      expect(errorOf(decodeFrame(bytes)).code).toBe('KAIS_ERR_MALFORMED');
+    });
+
+    it('refuses an empty frame and non-bytes input with KAIS_ERR_MALFORMED', () => {
+      expect(errorOf(decodeFrame(new Uint8Array(0))).code).toBe('KAIS_ERR_MALFORMED');
+      expect(errorOf(decodeFrame('hello' as unknown as Uint8Array)).code).toBe('KAIS_ERR_MALFORMED');
+    });
+
+    it.each([
+      ['a number', 42],
+      ['an array', [1, 'ack', 0, 0, {}]],
+      ['a map without body', { v: 1, type: 'ack', seq: 0, ts: 0 }],
+      ['a map without v', { type: 'ack', seq: 0, ts: 0, body: { of: 1 } }],
+    ])('refuses %s as not an envelope with KAIS_ERR_MALFORMED', (_what, value) => {
+      expect(errorOf(decodeFrame(packRaw(value))).code).toBe('KAIS_ERR_MALFORMED');
+    });
+
+    it('refuses a frame over maxFrameBytes with KAIS_ERR_OVERSIZED before decoding it', () => {
+      const codec = new Codec({ maxFrameBytes: 64 });
+      // Valid msgpack would decode fine; garbage would be MALFORMED if it were decoded at all.
+      const garbage = Buffer.alloc(65, 0xc1);
+      const e = errorOf(codec.decode(garbage));
+      expect(e.code).toBe('KAIS_ERR_OVERSIZED');
+      expect(e.message).toMatch(/65 bytes exceeds the 64-byte limit/);
+      expect(codec.decode(encodeFrame(frameOf('ack'))).ok).toBe(true);
+    });
+
+    it('uses a 16 MiB frame limit by default', () => {
+      expect(DEFAULT_MAX_FRAME_BYTES).toBe(16 * 1024 * 1024);
+      expect(errorOf(decodeFrame(new Uint8Array(DEFAULT_MAX_FRAME_BYTES + 1))).code).toBe('KAIS_ERR_OVERSIZED');
+    });
+
+    it('refuses to encode a frame larger than maxFrameBytes', () => {
+      const codec = new Codec({ maxFrameBytes: 100 });
+      expect(() => codec.encode(frameOf('weights'))).toThrow(ProtocolError);
+      try {
+        codec.encode(frameOf('weights'));
+      } catch (e) {
+        expect((e as ProtocolError).code).toBe('KAIS_ERR_OVERSIZED');
+      }
+    });
+
+    it('refuses an unknown protocol version with KAIS_ERR_VERSION', () => {
+      const e = errorOf(decodeFrame(packRaw({ ...frameOf('ack'), v: 2 })));
+      expect(e.code).toBe('KAIS_ERR_VERSION');
+      expect(e.message).toMatch(/version 2/);
+      expect(errorOf(decodeFrame(packRaw({ ...frameOf('ack'), v: '1' }))).code).toBe('KAIS_ERR_VERSION');
+    });
+
+    it('refuses an unknown message type with KAIS_ERR_UNKNOWN_TYPE and keeps its seq', () => {
+      const e = errorOf(decodeFrame(packRaw({ ...frameOf('ack'), type: 'launch', seq: 17 })));
+      expect(e.code).toBe('KAIS_ERR_UNKNOWN_TYPE');
+      expect(e.seq).toBe(17);
+      expect(errorOf(decodeFrame(packRaw({ ...frameOf('ack'), type: 3 }))).code).toBe('KAIS_ERR_UNKNOWN_TYPE');
+    });
+
+    it('rejects a weights frame whose checksum does not match', () => {
+      const f = frameOf('weights');
+      if (f.type !== 'weights') throw new Error();
+      f.body.tensors[1][0] = 0.75; // data changed after packing
+      const e = errorOf(decodeFrame(new Codec({ validateOutgoing: true }).encode(f)));
+      expect(e.code).toBe('KAIS_ERR_CHECKSUM');
+      expect(e.seq).toBe(2);
+      expect(new Codec({ verifyChecksums: false }).decode(encodeFrame(f)).ok).toBe(true);
+    });
+
+    it('makes ProtocolError a KaisError with a stable code', () => {
+      const e = errorOf(decodeFrame(Buffer.from([0xc1])));
+      expect(e).toBeInstanceOf(KaisError);
+      expect(e).toBeInstanceOf(ProtocolError);
+      expect(e.name).toBe('ProtocolError');
+    });
+  });
+
+  describe('KAIS_ERR_BAD_FIELD names the field', () => {
+    const cases: [string, string, (b: any) => void, string][] = [
+      ['a negative seq', 'ack', () => undefined, 'seq'],
+      ['a missing eapId', 'hello', (b) => delete b.eapId, 'body.eapId'],
+      ['a fractional eapId', 'hello', (b) => (b.eapId = 1.5), 'body.eapId'],
+      ['a token that is not a string', 'hello', (b) => (b.token = 7), 'body.token'],
+      ['a zero heartbeat', 'welcome', (b) => (b.heartbeatMs = 0), 'body.heartbeatMs'],
+      ['an empty session id', 'welcome', (b) => (b.sessionId = ''), 'body.sessionId'],
+      ['a weights body with more shapes than tensors', 'weights', (b) => b.shapes.push([1]), 'body.tensors'],
+      ['a tensor that does not match its shape', 'weights', (b) => (b.shapes[0] = [2, 2]), 'body.tensors[0]'],
+      ['a tensor holding NaN', 'weights', (b) => (b.tensors[1] = new Float32Array([NaN, 1])), 'body.tensors[1]'],
+      ['a tensor whose byte length is not a multiple of 4', 'weights', (b) => (b.tensors[1] = Buffer.alloc(6)), 'body.tensors[1]'],
+      ['a tensor that is not bytes', 'weights', (b) => (b.tensors[1] = [1, 2]), 'body.tensors[1]'],
+      ['a negative dimension', 'weights', (b) => (b.shapes[1] = [-2]), 'body.shapes[1][0]'],
+      ['a checksum above 32 bits', 'weights', (b) => (b.checksum = 2 ** 32), 'body.checksum'],
+      ['replicas not matching numServices x numNodes', 'placement', (b) => (b.numNodes = 4), 'body.replicas'],
+      ['a negative replica count', 'placement', (b) => (b.replicas = new Int32Array([1, 0, -2, 0, 3, 0])), 'body.replicas'],
+      ['replicas as a list of numbers', 'placement', (b) => (b.replicas = [1, 0, 2, 0, 3, 0]), 'body.replicas'],
+      ['an action outside the mask', 'experience', (b) => (b.transitions[0].action = 4), 'body.transitions[0].action'],
+      ['an action the mask excludes', 'experience', (b) => (b.transitions[0].action = 1), 'body.transitions[0].action'],
+      ['a mask value other than 0 or 1', 'experience', (b) => (b.transitions[1].mask = new Uint8Array([0, 2, 0, 1])), 'body.transitions[1].mask'],
+      ['an observation holding Infinity', 'experience', (b) => (b.transitions[0].obs = new Float32Array([1, Infinity, 0])), 'body.transitions[0].obs'],
+      ['a positive log-probability', 'experience', (b) => (b.transitions[0].logProb = 0.5), 'body.transitions[0].logProb'],
+      ['a transition from another eAP', 'experience', (b) => (b.transitions[1].eap = 0), 'body.transitions[1].eap'],
+      ['a done flag that is not a boolean', 'experience', (b) => (b.transitions[0].done = 1), 'body.transitions[0].done'],
+      ['a negative latency', 'experience', (b) => (b.transitions[0].latencyMs = -1), 'body.transitions[0].latencyMs'],
+      ['a NaN cpu reading', 'telemetry', (b) => (b.samples[0].cpu = NaN), 'body.samples[0].cpu'],
+      ['more in-deadline than succeeded', 'telemetry', (b) => (b.samples[0].inDeadline = 10), 'body.samples[0].inDeadline'],
+      ['samples that are not an array', 'telemetry', (b) => (b.samples = {}), 'body.samples'],
+      ['a negative replica target', 'scale', (b) => (b.replicas = -1), 'body.replicas'],
+      ['an ack of a bigint seq', 'ack', (b) => (b.of = 2n ** 60n), 'body.of'],
+      ['an error code that is not KAIS_ERR_*', 'error', (b) => (b.code = 'oops'), 'body.code'],
+      ['a body that is not a map', 'scale', () => undefined, 'body'],
+    ];
+
+    it.each(cases)('rejects %s', (_what, type, edit, fieldPath) => {
+      let bytes = rawOf(type, edit);
+      if (fieldPath === 'seq') bytes = packRaw({ ...frameOf(type), seq: -1 });
+      if (fieldPath === 'body') bytes = packRaw({ ...frameOf(type), body: [1, 2] });
+      const e = errorOf(decodeFrame(bytes));
+      expect(e.code).toBe('KAIS_ERR_BAD_FIELD');
+      expect(e.field).toBe(fieldPath);
+      expect(e.message).toContain(fieldPath);
+    });
+
+    it('rejects a non-finite ts', () => {
+      const e = errorOf(decodeFrame(packRaw({ ...frameOf('ack'), ts: Infinity })));
+      expect([e.code, e.field]).toEqual(['KAIS_ERR_BAD_FIELD', 'ts']);
+    });
+
+    it('throws a TypeError naming the field when encoding an invalid frame', () => {
+      const f = frameOf('scale') as any;
+      f.body.node = -1;
+      expect(() => encodeFrame(f)).toThrow(TypeError);
+      expect(() => encodeFrame(f)).toThrow(/body\.node/);
+    });
+  });
+
+  describe('helpers', () => {
+    it('builds an error reply that carries the offending seq', () => {
+      const e = errorOf(decodeFrame(packRaw({ ...frameOf('ack'), type: 'nope', seq: 9 })));
+      const reply = errorFrameFor(e, 0, 123);
+      expect(reply).toEqual({
+        v: PROTOCOL_VERSION,
+        type: 'error',
+        seq: 0,
+        ts: 123,
+        body: { code: 'KAIS_ERR_UNKNOWN_TYPE', message: e.message, of: 9 },
+      });
+      expect(decodeFrame(encodeFrame(reply)).ok).toBe(true);
+    });
+
+    it('validates in-process frames with the same rules', () => {
+      expect(validateFrame(makeFrame('weights', 0, sampleWeights())).ok).toBe(true);
+      expect(validateFrame({ v: 1 }).ok).toBe(false);
+    });
+
+    it('refuses a non-positive maxFrameBytes option with a TypeError naming it', () => {
+      expect(() => new Codec({ maxFrameBytes: 0 })).toThrow(/maxFrameBytes/);
+    });
+  });
+});

@@ -1,0 +1,57 @@
+/** One valid frame of every message type, shared by the protocol tests. */
+import { makeFrame, placementBody, type Frame } from '../../../../shared/protocol/envelope';
+import { packWeights } from '../../../../shared/protocol/weights';
+
+const TS = 1_700_000_000_000;
+
+export function sampleWeights(version = 3) {
+  return packWeights(
+    [
+      { shape: [3, 2], data: new Float32Array([0.1, -0.2, 0.3, 1e-3, 5, -7.25]) },
+      { shape: [2], data: new Float32Array([0.5, -0.5]) },
+      { shape: [], data: new Float32Array([42]) },
+    ],
+    version,
+  );
+}
+
+export function sampleFrames(): Frame[] {
+  return [
+    makeFrame('hello', 0, { eapId: 2, token: 's3cret', agentVersion: '0.1.0', weightVersion: null, placementVersion: 4 }, TS),
+    makeFrame('welcome', 1, { sessionId: 'sess-1', heartbeatMs: 5000, weightVersion: 3, placementVersion: null }, TS),
+    makeFrame('weights', 2, sampleWeights(), TS),
+    makeFrame('placement', 3, placementBody(7, 120, [[1, 0, 2], [0, 3, 0]]), TS),
+    makeFrame(
+      'experience',
+      4,
+      {
+        eap: 1,
+        transitions: [
+          {
+            eap: 1, slot: 10, service: 2, obs: new Float32Array([0.25, 1, -3]), mask: new Uint8Array([1, 0, 1, 1]),
+            action: 3, logProb: -0.7, reward: 1, latencyMs: 120.5, metDeadline: true, done: false, weightVersion: 3,
+          },
+          {
+            eap: 1, slot: 11, service: 0, obs: new Float32Array([0, 0, 0]), mask: new Uint8Array([0, 0, 0, 1]),
+            action: 3, logProb: 0, reward: -1, latencyMs: null, metDeadline: false, done: true, weightVersion: null,
+          },
+        ],
+      },
+      TS,
+    ),
+    makeFrame(
+      'telemetry',
+      5,
+      {
+        eap: 0,
+        samples: [
+          { node: 4, ts: TS - 250, cpu: 0.5, mem: 0.25, disk: 0.1, upBwMbps: 12.5, requests: 10, succeeded: 9, inDeadline: 8, latencyMsSum: 900 },
+        ],
+      },
+      TS,
+    ),
+    makeFrame('scale', 6, { service: 3, node: 5, replicas: 2 }, TS),
+    makeFrame('ack', 7, { of: 2 }, TS),
+    makeFrame('error', 8, { code: 'KAIS_ERR_CHECKSUM', message: 'weights checksum mismatch', of: 2 }, TS),
+  ];
+}
