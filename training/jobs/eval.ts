@@ -1,9 +1,233 @@
-import type { CommandModule } from 'yargs';
-// placeholder so that the skeleton compiles; replaced by the real eval job in this session
-export const evalCommand: CommandModule = {
+/**
+ * `kais eval`: every policy pair on the same requests and seed, the DESIGN.md section 4 report.
+ *
+ *   kais eval --scenario kais --workload p4 --seed 7 --frames 10 --json
+ *
+ * Options first, then setup (scenario, workload, faults), then one episode per policy pair, then
+ * the report: a table on a terminal, or the JSON object with --json, and a plot with --plot.
+ */
+import * as fs from 'fs';
+import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
+import type { DequeueName } from '../../shared/dequeue';
+import { DEQUEUE_NAMES } from '../../shared/dequeue';
+import { UsageError } from '../../shared/errors';
+import type { DispatchPolicy } from '../../shared/policy';
+import { loadScenario } from '../../shared/scenario';
+import type { Scenario } from '../../shared/scenario';
+import { makeDispatch, makeOrchestration, parsePolicyPair } from '../baselines/registry';
+import type { Fault } from '../sim/faults';
+import { faultsFromRate, faultsFromServerEvents } from '../sim/faults';
+import { buildRequests, DEFAULT_WORKLOAD, WORKLOAD_NAMES } from '../workload';
+import type { WorkloadName } from '../workload';
+import { writePlot } from './plot';
+import { runEpisode, type PolicyResult } from './rollout';
+
+/** Heuristic pairs worth comparing (the default of --policies). */
+export const DEFAULT_POLICIES = [
+  'random/static',
+  'round-robin/hpa',
+  'jsq/static',
+  'jsq/hpa',
+  'p2c/hpa',
+  'greedy/hpa',
+  'onsocmax/hpa',
+  'prob/hpa',
+  'lec/static',
+  'lec/hpa',
+  'lec/gsp-ss',
+  'greedy/gsp-ss',
+];
+
+export interface EvalArgs {
+  scenario: string;
+  workload: string;
+  trace?: string;
+  policies?: string;
+  checkpoint?: string;
+  frames: number;
+  seed: number;
+  load: number;
+  json: boolean;
+  plot?: string;
+  dequeue: string;
+  nodeDequeue?: string;
+  faultRate: number;
+  faultEvents?: string;
+  faultDurationS: number;
+  timing: boolean;
+}
+
+export interface EvalReport {
+  scenario: string;
+  workload: string | null;
+  trace: string | null;
+  seed: number;
+  frames: number;
+  load: number;
+  dequeue: string;
+  faults: number;
+  results: PolicyResult[];
+}
+
+/** Hook for learned policies (cmmac): set by the learned-dispatch module when it is present. */
+export type LearnedDispatchFactory = (name: string, scenario: Scenario, checkpoint: string | undefined) => DispatchPolicy | null;
+const learnedFactories: LearnedDispatchFactory[] = [];
+export function registerLearnedDispatch(f: LearnedDispatchFactory): void {
+  learnedFactories.push(f);
+}
+
+function makeAnyDispatch(name: string, scenario: Scenario, checkpoint: string | undefined): DispatchPolicy {
+  for (const f of learnedFactories) {
+    const p = f(name, scenario, checkpoint);
+    if (p) return p;
+  }
+  return makeDispatch(name, scenario);
+}
+
+function positiveInt(flag: string, v: unknown): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) throw new UsageError(`${flag}: must be a positive integer, got ${String(v)}`);
+  return v;
+}
+
+function dequeueName(flag: string, v: string): DequeueName {
+  if (!(DEQUEUE_NAMES as string[]).includes(v)) throw new UsageError(`${flag}: unknown dequeue strategy "${v}" (valid: ${DEQUEUE_NAMES.join(', ')})`);
+  return v as DequeueName;
+}
+
+/** Runs the evaluation; progress lines go to `progress` (stderr in the CLI). */
+export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}): EvalReport {
+  // SETUP
+  const frames = positiveInt('--frames', a.frames);
+  if (!Number.isInteger(a.seed)) throw new UsageError(`--seed: must be an integer, got ${String(a.seed)}`);
+  const scenario = loadScenario(a.scenario);
+  const pairs = (a.policies ?? DEFAULT_POLICIES.join(','))
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+  if (pairs.length === 0) throw new UsageError('--policies: empty list');
+  // validate every policy name before the long part starts
+  for (const p of pairs) {
+    const { dispatch, orchestration } = parsePolicyPair(p);
+    makeAnyDispatch(dispatch, scenario, a.checkpoint);
+    makeOrchestration(orchestration, scenario);
+  }
+  const eapDequeue = dequeueName('--dequeue', a.dequeue);
+  const nodeDequeue = dequeueName('--node-dequeue', a.nodeDequeue ?? a.dequeue);
+  if (!Number.isFinite(a.faultRate) || a.faultRate < 0) throw new UsageError(`--fault-rate: must be a number >= 0, got ${a.faultRate}`);
+  if (!Number.isFinite(a.faultDurationS) || a.faultDurationS <= 0) {
+    throw new UsageError(`--fault-duration: must be a positive number of seconds, got ${a.faultDurationS}`);
+  }
+  const durationS = frames * scenario.slotsPerFrame * scenario.slotS;
+  const requests = buildRequests({
+    scenario,
+    workload: a.workload as WorkloadName,
+    tracePath: a.trace ?? null,
+    seed: a.seed,
+    load: a.load,
+    durationS,
+    warn: progress,
+  });
+  const numNodes = scenario.eaps.reduce((s, e) => s + e.nodes.length, 0);
+  let faults: Fault[] = [];
+  if (a.faultEvents) faults = faultsFromServerEvents(a.faultEvents, numNodes, durationS, a.faultDurationS);
+  else if (a.faultRate > 0) faults = faultsFromRate(numNodes, durationS, a.faultRate / 3600, a.faultDurationS, a.seed);
+
+  // RUN: every pair on the same requests and seed
+  const results: PolicyResult[] = [];
+  const t0 = Date.now();
+  pairs.forEach((p, k) => {
+    const { dispatch, orchestration } = parsePolicyPair(p);
+    const r = runEpisode({
+      scenario,
+      requests,
+      frames,
+      seed: a.seed,
+      dispatch: makeAnyDispatch(dispatch, scenario, a.checkpoint),
+      orchestration: makeOrchestration(orchestration, scenario),
+      eapDequeue,
+      nodeDequeue,
+      faults,
+      timing: a.timing,
+    });
+    results.push(r);
+    if (Date.now() - t0 > 2000) progress(`[${k + 1}/${pairs.length}] ${r.policy}: throughput rate ${r.throughputRate.toFixed(3)} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  });
+  return {
+    scenario: scenario.name,
+    workload: a.trace ? null : a.workload,
+    trace: a.trace ?? null,
+    seed: a.seed,
+    frames,
+    load: a.load,
+    dequeue: eapDequeue,
+    faults: faults.length,
+    results,
+  };
+}
+
+/** The readable table printed on a terminal. */
+export function formatTable(r: EvalReport): string {
+  const head = ['policy', 'throughput', 'in time', 'late', 'dropped', 'queued', 'cost', 'mean ms', 'p99 ms', 'cloud', 'imbalance'];
+  const rows = [...r.results]
+    .sort((x, y) => y.throughputRate - x.throughputRate)
+    .map((x) => [
+      x.policy,
+      x.throughputRate.toFixed(3),
+      String(x.completedInTime),
+      String(x.late),
+      String(x.dropped),
+      String(x.queuedAtEnd),
+      String(x.schedulingCost),
+      x.meanLatencyMs.toFixed(0),
+      x.p99LatencyMs.toFixed(0),
+      x.cloudShare.toFixed(2),
+      x.edgeImbalance.toFixed(2),
+    ]);
+  const width = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
+  const line = (cells: string[]): string => cells.map((c, i) => (i === 0 ? c.padEnd(width[i]) : c.padStart(width[i]))).join('  ');
+  const src = r.trace ? `trace ${r.trace}` : `workload ${r.workload}`;
+  const arrived = r.results[0]?.arrived ?? 0;
+  return [
+    `scenario ${r.scenario}, ${src}, seed ${r.seed}, ${r.frames} frames, load ${r.load}, ${arrived} requests, dequeue ${r.dequeue}${r.faults ? `, ${r.faults} node failures` : ''}`,
+    line(head),
+    ...rows.map(line),
+  ].join('\n');
+}
+
+export const evalCommand: CommandModule<object, EvalArgs> = {
   command: 'eval',
-  describe: 'evaluate dispatch/orchestration policies on the simulator',
-  handler: () => {
-    throw new Error('not implemented yet');
+  describe: 'evaluate dispatch/orchestration policy pairs on the simulator',
+  builder: (y: Argv) =>
+    y
+      .option('scenario', { type: 'string', default: 'kais', describe: 'built-in scenario (tiny, small, kais, large) or a .json file' })
+      .option('workload', { type: 'string', default: DEFAULT_WORKLOAD, describe: `synthetic pattern: ${WORKLOAD_NAMES.join(', ')}` })
+      .option('trace', { type: 'string', describe: 'Alibaba batch_task CSV (v2017 or v2018), or a folder holding batch_task.csv' })
+      .option('policies', { type: 'string', describe: 'comma-separated dispatch/orchestration pairs (default: the heuristic pairs)' })
+      .option('checkpoint', { type: 'string', describe: 'SQLite checkpoint of kais train for cmmac' })
+      .option('frames', { type: 'number', default: 20, describe: 'frames to simulate (100 slots of 0.25 s each)' })
+      .option('seed', { type: 'number', default: 1, describe: 'random seed (same seed, same numbers)' })
+      .option('load', { type: 'number', default: 1, describe: 'multiplier on arrival rates' })
+      .option('dequeue', { type: 'string', default: 'edf', describe: `queue order: ${DEQUEUE_NAMES.join(', ')}` })
+      .option('node-dequeue', { type: 'string', describe: 'node queue order (default: --dequeue)' })
+      .option('fault-rate', { type: 'number', default: 0, describe: 'node failures per node per hour of simulated time' })
+      .option('fault-events', { type: 'string', describe: 'v2017_server_event.csv: fail nodes at the real softerror times' })
+      .option('fault-duration', { type: 'number', default: 60, describe: 'seconds a failed node stays down' })
+      .option('timing', { type: 'boolean', default: false, describe: 'measure decision latency (decisionP99Us; not reproducible)' })
+      .option('json', { type: 'boolean', default: false, describe: 'print the JSON report on stdout' })
+      .option('plot', { type: 'string', describe: 'write per-frame throughput per policy to a .svg or .png file' }) as unknown as Argv<EvalArgs>,
+  handler: (argv: ArgumentsCamelCase<EvalArgs>) => {
+    const args: EvalArgs = { ...argv, faultDurationS: (argv as unknown as { faultDuration: number }).faultDuration };
+    if (args.plot && !/\.(svg|png)$/i.test(args.plot)) throw new UsageError(`--plot: ${args.plot}: the file must end in .svg or .png`);
+    const report = runEval(args, (line) => process.stderr.write(`kais: ${line}\n`));
+    if (args.plot) {
+      writePlot(
+        args.plot,
+        `throughput rate per frame: ${report.scenario}`,
+        report.results.map((r) => ({ name: r.policy, values: r.throughputPerFrame })),
+      );
+    }
+    if (args.json) process.stdout.write(JSON.stringify(report) + '\n');
+    else process.stdout.write(formatTable(report) + '\n');
+    void fs;
   },
 };

@@ -1,0 +1,84 @@
+/**
+ * Line plots for `kais eval --plot` and `kais train` learning curves: an SVG written by hand (it is
+ * a few lines of markup), and PNG rendered from that SVG by @resvg/resvg-js (a maintained
+ * rasteriser shipped as a prebuilt binary inside its npm package; text uses the system fonts).
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+import { UsageError } from '../../shared/errors';
+
+export interface Series {
+  name: string;
+  values: number[];
+  /** draw dashed (e.g. baselines next to a learning curve) */
+  dashed?: boolean;
+}
+
+const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf', '#000000', '#aec7e8'];
+
+function esc(s: string): string {
+  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
+/** An SVG line chart, x = frame index (1-based), y in [0, 1] unless values exceed it. */
+export function renderSvg(title: string, series: Series[], xLabel = 'frame', yLabel = 'throughput rate'): string {
+  const W = 820;
+  const H = 460;
+  const left = 60;
+  const right = 230;
+  const top = 40;
+  const bottom = 50;
+  const pw = W - left - right;
+  const ph = H - top - bottom;
+  const n = Math.max(1, ...series.map((s) => s.values.length));
+  const yMax = Math.max(1, ...series.flatMap((s) => s.values.filter((v) => Number.isFinite(v))));
+  const x = (i: number): number => left + (n === 1 ? pw / 2 : (i / (n - 1)) * pw);
+  const y = (v: number): number => top + ph - (Math.max(0, v) / yMax) * ph;
+  const out: string[] = [];
+  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="DejaVu Sans, Arial, sans-serif" font-size="12">`);
+  out.push(`<rect width="${W}" height="${H}" fill="white"/>`);
+  out.push(`<text x="${left}" y="24" font-size="15">${esc(title)}</text>`);
+  for (let k = 0; k <= 5; k++) {
+    const v = (yMax * k) / 5;
+    out.push(`<line x1="${left}" y1="${y(v).toFixed(1)}" x2="${left + pw}" y2="${y(v).toFixed(1)}" stroke="#ddd"/>`);
+    out.push(`<text x="${left - 8}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end">${v.toFixed(2)}</text>`);
+  }
+  const ticks = Math.min(n, 10);
+  for (let k = 0; k < ticks; k++) {
+    const i = ticks === 1 ? 0 : Math.round((k * (n - 1)) / (ticks - 1));
+    out.push(`<text x="${x(i).toFixed(1)}" y="${top + ph + 18}" text-anchor="middle">${i + 1}</text>`);
+  }
+  out.push(`<line x1="${left}" y1="${top + ph}" x2="${left + pw}" y2="${top + ph}" stroke="#333"/>`);
+  out.push(`<line x1="${left}" y1="${top}" x2="${left}" y2="${top + ph}" stroke="#333"/>`);
+  out.push(`<text x="${left + pw / 2}" y="${H - 12}" text-anchor="middle">${esc(xLabel)}</text>`);
+  out.push(`<text x="16" y="${top + ph / 2}" text-anchor="middle" transform="rotate(-90 16 ${top + ph / 2})">${esc(yLabel)}</text>`);
+  series.forEach((s, k) => {
+    const color = COLORS[k % COLORS.length];
+    const pts = s.values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(' ');
+    out.push(`<polyline fill="none" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''} points="${pts}"/>`);
+    const ly = top + 8 + k * 18;
+    out.push(`<line x1="${left + pw + 16}" y1="${ly}" x2="${left + pw + 40}" y2="${ly}" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/>`);
+    out.push(`<text x="${left + pw + 46}" y="${ly + 4}">${esc(s.name)}</text>`);
+  });
+  out.push('</svg>');
+  return out.join('\n') + '\n';
+}
+
+/** Writes an .svg or .png plot; the file name's extension decides. */
+export function writePlot(file: string, title: string, series: Series[], xLabel?: string, yLabel?: string): void {
+  const svg = renderSvg(title, series, xLabel, yLabel);
+  const ext = path.extname(file).toLowerCase();
+  let data: string | Buffer;
+  if (ext === '.svg') data = svg;
+  else if (ext === '.png') {
+    // loaded lazily: only PNG output needs the native rasteriser
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { Resvg } = require('@resvg/resvg-js') as typeof import('@resvg/resvg-js');
+    data = new Resvg(svg, { font: { loadSystemFonts: true, defaultFontFamily: 'DejaVu Sans' } }).render().asPng();
+  } else throw new UsageError(`--plot: ${file}: the file must end in .svg or .png`);
+  try {
+    fs.writeFileSync(file, data);
+  } catch (e) {
+    throw new UsageError(`--plot: cannot write ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+  }
+}
