@@ -127,6 +127,8 @@ export class Codec {
       );
     }
     if (bytes.byteLength === 0) return fail('KAIS_ERR_MALFORMED', 'empty frame', null);
+    const shapeProblem = scanMsgpack(bytes, MAX_NESTING);
+    if (shapeProblem !== null) return fail('KAIS_ERR_MALFORMED', `undecodable bytes: ${shapeProblem}`, null);
     let raw: unknown;
     try {
       raw = this.unpackr.unpack(bytes);
@@ -169,6 +171,85 @@ export function encodeFrame(frame: Frame): Buffer {
 /** `new Codec().decode(bytes)` with the default options. Never throws. */
 export function decodeFrame(bytes: Uint8Array | ArrayBuffer): DecodeResult {
   return defaultCodec.decode(bytes);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pre-scan
+// ---------------------------------------------------------------------------------------------
+
+/** Deepest nesting a frame may have; ours have at most 5 (envelope, body, list, item, shape). */
+const MAX_NESTING = 16;
+
+/** The one msgpack extension accepted: msgpackr's typed array (self-contained, type byte + bytes). */
+const EXT_TYPED_ARRAY = 0x74;
+
+/**
+ * Walks the msgpack structure without building anything and returns the first problem, or null.
+ * Run before msgpackr so that hostile shapes cost a linear scan instead of a deep recursion or a
+ * huge allocation: nesting deeper than `maxDepth` (msgpackr would recurse until the stack
+ * overflows, milliseconds per frame), a length or count that runs past the end of the frame
+ * (msgpackr may allocate for it first), the reserved byte 0xc1, msgpackr's record and
+ * structured-clone extensions (a peer must not define record structures), and trailing bytes.
+ * Iterative: `open[i]` is the number of values still to read in the i-th open container.
+ */
+function scanMsgpack(b: Uint8Array, maxDepth: number): string | null {
+  const n = b.length;
+  const view = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  const open: number[] = [1];
+  let p = 0;
+  const u8 = () => b[p];
+  const u16 = () => view.getUint16(p);
+  const u32 = () => view.getUint32(p);
+  while (open.length > 0) {
+    if (open[open.length - 1] === 0) {
+      open.pop();
+      continue;
+    }
+    open[open.length - 1]--;
+    if (p >= n) return `frame ends inside a value at byte ${p}`;
+    const t = b[p++];
+    let children = 0; // values inside this one (2 per map entry)
+    let skip = 0; // payload bytes after the header
+    let lenBytes = 0; // size of the length field that follows the type byte
+    if (t <= 0x7f || t >= 0xe0 || t === 0xc0 || t === 0xc2 || t === 0xc3) {
+      // fixint, nil, bool: no payload
+    } else if (t <= 0x8f) children = 2 * (t & 0x0f);
+    else if (t <= 0x9f) children = t & 0x0f;
+    else if (t <= 0xbf) skip = t & 0x1f;
+    else if (t === 0xc1) return `reserved byte 0xc1 at ${p - 1}`;
+    else if (t === 0xca || t === 0xcb) skip = t === 0xca ? 4 : 8;
+    else if (t >= 0xcc && t <= 0xd3) skip = 1 << (t & 0x03);
+    else if (t === 0xc4 || t === 0xd9) lenBytes = 1;
+    else if (t === 0xc5 || t === 0xda || t === 0xdc || t === 0xde) lenBytes = 2;
+    else if (t === 0xc6 || t === 0xdb || t === 0xdd || t === 0xdf) lenBytes = 4;
+    else if (t >= 0xc7 && t <= 0xc9) {
+      lenBytes = 1 << (t - 0xc7); // ext 8/16/32: length field, then the type byte, then data
+    } else {
+      return `msgpack extension 0x${b[p] === undefined ? '??' : b[p].toString(16)} is not part of the protocol`; // fixext
+    }
+    if (lenBytes > 0) {
+      if (p + lenBytes > n) return `frame ends inside a length at byte ${p}`;
+      const len = lenBytes === 1 ? u8() : lenBytes === 2 ? u16() : u32();
+      p += lenBytes;
+      if (t === 0xdc || t === 0xdd) children = len;
+      else if (t === 0xde || t === 0xdf) children = 2 * len;
+      else if (t >= 0xc7 && t <= 0xc9) {
+        if (p >= n || b[p] !== EXT_TYPED_ARRAY) {
+          return `msgpack extension 0x${p < n ? b[p].toString(16) : '??'} is not part of the protocol`;
+        }
+        skip = 1 + len;
+      } else skip = len;
+    }
+    if (skip > n - p) return `a value of ${skip} bytes runs past the end of the frame at byte ${p}`;
+    p += skip;
+    if (children > 0) {
+      if (children > n - p) return `a container of ${children} values cannot fit in the ${n - p} bytes left`;
+      if (open.length > maxDepth) return `values nested deeper than ${maxDepth}`;
+      open.push(children);
+    }
+  }
+  if (p !== n) return `${n - p} bytes after the end of the envelope`;
+  return null;
 }
 
 function fail(code: ProtocolErrorCode, message: string, seq: number | null, field: string | null = null): DecodeResult {

@@ -153,6 +153,27 @@ describe('codec', () => {
       expect(errorOf(decodeFrame('hello' as unknown as Uint8Array)).code).toBe('KAIS_ERR_MALFORMED');
     });
 
+    it('refuses deep nesting with KAIS_ERR_MALFORMED before msgpackr recurses into it', () => {
+      const deep = Buffer.concat([Buffer.alloc(100_000, 0x91), Buffer.from([0x01])]);
+      const started = Date.now();
+      const e = errorOf(decodeFrame(deep));
+      expect(e.code).toBe('KAIS_ERR_MALFORMED');
+      expect(e.message).toMatch(/nested deeper than 16/);
+      expect(Date.now() - started).toBeLessThan(100);
+    });
+
+    it('refuses a count or length that runs past the end of the frame with KAIS_ERR_MALFORMED', () => {
+      expect(errorOf(decodeFrame(Buffer.from('ddffffffff01', 'hex'))).message).toMatch(/cannot fit/);
+      expect(errorOf(decodeFrame(Buffer.from('dbffffffff41', 'hex'))).message).toMatch(/runs past the end/);
+    });
+
+    it('refuses msgpackr records and other extensions with KAIS_ERR_MALFORMED', () => {
+      const records = new Packr({ useRecords: true }).pack(frameOf('ack'));
+      expect(errorOf(decodeFrame(records)).message).toMatch(/extension 0x72/);
+      const date = new Packr({ useRecords: false }).pack({ ...frameOf('ack'), ts: new Date(0) });
+      expect(errorOf(decodeFrame(date)).message).toMatch(/extension 0xff/);
+    });
+
     it.each([
       ['a number', 42],
       ['an array', [1, 'ack', 0, 0, {}]],

@@ -1,0 +1,171 @@
+import * as zlib from 'zlib';
+import { ProtocolError } from '../../../../shared/protocol/envelope';
+import {
+  WEIGHTS_FORMAT_VERSION,
+  crc32,
+  packWeights,
+  unpackWeights,
+  verifyWeights,
+  weightsChecksum,
+  weightsFromBytes,
+  weightsToBytes,
+} from '../../../../shared/protocol/weights';
+import { Rng } from '../../../../shared/rng';
+import { sampleWeights } from './sample-frames';
+
+function codeOf(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (e) {
+    if (!(e instanceof ProtocolError)) throw new Error(`expected a ProtocolError, got ${String(e)}`);
+    return e.code;
+  }
+  throw new Error('expected a throw');
+}
+
+/** An actor-sized weight set: obsDim 40 -> 256 -> 128 -> 32 -> 9, kernels and biases. */
+function actorLike(seed: number) {
+  const rng = new Rng(seed);
+  const dims = [40, 256, 128, 32, 9];
+  const tensors = [];
+  for (let i = 0; i + 1 < dims.length; i++) {
+    tensors.push({ shape: [dims[i], dims[i + 1]], data: Float32Array.from({ length: dims[i] * dims[i + 1] }, () => rng.normal()) });
+    tensors.push({ shape: [dims[i + 1]], data: Float32Array.from({ length: dims[i + 1] }, () => rng.normal()) });
+  }
+  return tensors;
+}
+
+describe('crc32', () => {
+  it('gives the standard check value for "123456789"', () => {
+    expect(crc32(Buffer.from('123456789'))).toBe(0xcbf43926);
+    expect(crc32(new Uint8Array(0))).toBe(0);
+  });
+
+  it('continues over several buffers', () => {
+    const all = Buffer.from('hello, edge cluster');
+    expect(crc32(all.subarray(7), crc32(all.subarray(0, 7)))).toBe(crc32(all));
+  });
+
+  it('agrees with zlib.crc32 where Node has it', () => {
+    const z = (zlib as unknown as { crc32?: (b: Uint8Array) => number }).crc32;
+    if (!z) return;
+    const bytes = Uint8Array.from({ length: 10_000 }, (_, i) => (i * 7919) & 0xff);
+    expect(crc32(bytes)).toBe(z(bytes));
+  });
+});
+
+describe('weights body', () => {
+  it('packs tensors with their shapes, version and a checksum over the raw bytes', () => {
+    const body = packWeights(actorLike(1), 5);
+    expect(body.version).toBe(5);
+    expect(body.shapes[0]).toEqual([40, 256]);
+    expect(body.checksum).toBe(weightsChecksum(body.tensors));
+    expect(verifyWeights(body)).toBeNull();
+    const back = unpackWeights(body);
+    expect(back.map((t) => t.shape)).toEqual(body.shapes);
+    expect(Buffer.from(back[3].data.buffer).equals(Buffer.from(actorLike(1)[3].data.buffer))).toBe(true);
+  });
+
+  it('copies the data so later model updates do not change a packed body', () => {
+    const tensors = actorLike(2);
+    const body = packWeights(tensors, 1);
+    tensors[0].data[0] += 1;
+    expect(verifyWeights(body)).toBeNull();
+  });
+
+  it('rejects a body whose data changed after packing with KAIS_ERR_CHECKSUM', () => {
+    const body = sampleWeights();
+    body.tensors[0][2] = -0.3;
+    expect(verifyWeights(body)?.code).toBe('KAIS_ERR_CHECKSUM');
+    expect(codeOf(() => unpackWeights(body))).toBe('KAIS_ERR_CHECKSUM');
+    expect(verifyWeights(body, { checksum: false })).toBeNull();
+  });
+
+  it('rejects a tensor whose length does not match its shape with KAIS_ERR_BAD_FIELD', () => {
+    const body = sampleWeights();
+    body.shapes[0] = [2, 2];
+    const problem = verifyWeights(body);
+    expect(problem?.code).toBe('KAIS_ERR_BAD_FIELD');
+    expect(problem?.field).toBe('body.tensors[0]');
+  });
+
+  it('throws a TypeError naming the tensor when packing a wrong length or shape', () => {
+    expect(() => packWeights([{ shape: [2, 3], data: new Float32Array(5) }], 0)).toThrow(/tensor 0 .*needs 6/);
+    expect(() => packWeights([{ shape: [-1], data: new Float32Array(0) }], 0)).toThrow(TypeError);
+    expect(() => packWeights([], -1)).toThrow(/version/);
+  });
+});
+
+describe('weights bytes (checkpoints)', () => {
+  it('round-trips through one buffer with magic, format version, shapes and checksums', () => {
+    const body = packWeights(actorLike(3), 12);
+    const bytes = weightsToBytes(body);
+    expect(bytes.subarray(0, 5).toString('latin1')).toBe('KAISW');
+    expect(bytes[5]).toBe(WEIGHTS_FORMAT_VERSION);
+    const back = weightsFromBytes(bytes);
+    expect([back.version, back.checksum, back.shapes]).toEqual([body.version, body.checksum, body.shapes]);
+    // compare raw bytes: jest's deep equality walks 50k floats one by one
+    back.tensors.forEach((t, i) => {
+      expect(t.constructor).toBe(Float32Array);
+      expect(Buffer.from(t.buffer, t.byteOffset, t.byteLength).equals(Buffer.from(body.tensors[i].buffer))).toBe(true);
+    });
+  });
+
+  it('reads a buffer at an unaligned offset and does not share its memory', () => {
+    const bytes = weightsToBytes(sampleWeights(9));
+    const big = Buffer.alloc(bytes.length + 1);
+    bytes.copy(big, 1);
+    const back = weightsFromBytes(big.subarray(1));
+    big.fill(0);
+    expect(back).toEqual(sampleWeights(9));
+  });
+
+  it('round-trips an empty weight set', () => {
+    const body = packWeights([], 0);
+    expect(weightsFromBytes(weightsToBytes(body))).toEqual(body);
+  });
+
+  it('refuses every truncation with KAIS_ERR_MALFORMED or KAIS_ERR_CHECKSUM', () => {
+    const bytes = weightsToBytes(sampleWeights());
+    for (let n = 0; n < bytes.length; n++) {
+      expect(['KAIS_ERR_MALFORMED', 'KAIS_ERR_CHECKSUM']).toContain(codeOf(() => weightsFromBytes(bytes.subarray(0, n))));
+    }
+  });
+
+  it('refuses every single-bit flip with a coded error', () => {
+    const bytes = weightsToBytes(sampleWeights());
+    for (let i = 0; i < bytes.length; i++) {
+      for (let bit = 0; bit < 8; bit++) {
+        const bad = Buffer.from(bytes);
+        bad[i] ^= 1 << bit;
+        expect(['KAIS_ERR_MALFORMED', 'KAIS_ERR_CHECKSUM', 'KAIS_ERR_VERSION']).toContain(codeOf(() => weightsFromBytes(bad)));
+      }
+    }
+  });
+
+  it('says clearly when the buffer is not a weights buffer at all', () => {
+    expect(() => weightsFromBytes(Buffer.from('SQLite format 3\0 and so on'))).toThrow(/not a KAIS weights buffer/);
+  });
+
+  it('refuses an unknown format version with KAIS_ERR_VERSION', () => {
+    const bytes = weightsToBytes(sampleWeights());
+    bytes[5] = 99;
+    expect(codeOf(() => weightsFromBytes(bytes))).toBe('KAIS_ERR_VERSION');
+  });
+
+  it('never throws anything but a ProtocolError on random buffers', () => {
+    const rng = new Rng(7);
+    const good = weightsToBytes(sampleWeights());
+    for (let k = 0; k < 2000; k++) {
+      const n = rng.int(200);
+      const bytes = k % 2 === 0 ? Buffer.from(good.subarray(0, Math.min(n, good.length))) : Buffer.alloc(n);
+      for (let i = 0; i < bytes.length; i++) if (k % 2 === 1 || rng.next() < 0.05) bytes[i] = rng.int(256);
+      if (bytes.length >= 5 && k % 4 === 1) bytes.write('KAISW\u0001', 0, 'latin1');
+      try {
+        weightsFromBytes(bytes);
+      } catch (e) {
+        expect(e).toBeInstanceOf(ProtocolError);
+      }
+    }
+  });
+});
