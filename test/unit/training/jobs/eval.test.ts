@@ -1,0 +1,152 @@
+/**
+ * `kais eval` through the real CLI (dist/kais.js, built by `npm test` before jest runs).
+ */
+import { spawnSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+const ROOT = path.resolve(__dirname, '../../../..');
+const KAIS = path.join(ROOT, 'dist', 'kais.js');
+const DATA = path.resolve(ROOT, '..', 'shared', 'data', 'alibaba');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-eval-'));
+
+function kais(...args: string[]) {
+  const r = spawnSync(process.execPath, [KAIS, ...args], { encoding: 'utf8', timeout: 120000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+function expectUsageError(r: { code: number | null; stderr: string }, pattern: RegExp) {
+  expect(r.code).toBe(2);
+  const lines = r.stderr.trim().split('\n');
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toMatch(pattern);
+  expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+}
+
+describe('kais eval', () => {
+  it('prints byte-identical JSON for the same seed, and the invariant holds for every policy', () => {
+    const args = ['eval', '--scenario', 'kais', '--workload', 'p4', '--seed', '7', '--frames', '10', '--json'];
+    const a = kais(...args);
+    const b = kais(...args);
+    expect(a.code).toBe(0);
+    expect(a.stdout).toBe(b.stdout);
+    const report = JSON.parse(a.stdout);
+    expect(report).toMatchObject({ scenario: 'kais', workload: 'p4', trace: null, seed: 7, frames: 10 });
+    expect(report.results.length).toBeGreaterThanOrEqual(10);
+    for (const r of report.results) {
+      expect(r.arrived).toBe(r.completedInTime + r.late + r.dropped + r.queuedAtEnd);
+      expect(r.throughputRate).toBeCloseTo(r.completedInTime / r.arrived, 4);
+    }
+  });
+
+  it('stresses the kais cluster at the default load: best pair between 0.55 and 0.90, random/static clearly below jsq/hpa', () => {
+    const r = kais('eval', '--scenario', 'kais', '--seed', '1', '--frames', '20', '--json', '--policies', 'random/static,jsq/hpa,jsq/static,lec/hpa,p2c/hpa');
+    expect(r.code).toBe(0);
+    const res: { policy: string; throughputRate: number }[] = JSON.parse(r.stdout).results;
+    const by = Object.fromEntries(res.map((x) => [x.policy, x.throughputRate]));
+    const best = Math.max(...res.map((x) => x.throughputRate));
+    expect(best).toBeGreaterThanOrEqual(0.55);
+    expect(best).toBeLessThanOrEqual(0.9);
+    expect(by['random/static']).toBeLessThan(by['jsq/hpa'] - 0.05);
+  });
+
+  it('prints a readable table without --json and writes an SVG plot', () => {
+    const plot = path.join(tmp, 'p.svg');
+    const r = kais('eval', '--scenario', 'tiny', '--frames', '2', '--policies', 'jsq/static,lec/hpa', '--plot', plot);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^scenario tiny/);
+    expect(r.stdout).toMatch(/policy\s+throughput/);
+    expect(r.stdout).toMatch(/lec\/hpa/);
+    const svg = fs.readFileSync(plot, 'utf8');
+    expect(svg).toMatch(/<svg/);
+    expect(svg).toMatch(/jsq\/static/);
+  });
+
+  it('refuses an unknown policy with exit code 2 and one line', () => {
+    expectUsageError(kais('eval', '--scenario', 'tiny', '--policies', 'jsq/static,fastest/hpa'), /--policies: unknown dispatch policy "fastest"/);
+    expectUsageError(kais('eval', '--scenario', 'tiny', '--policies', 'jsq'), /--policies: "jsq" is not dispatch\/orchestration/);
+  });
+
+  it('refuses a negative load, a bad frame count and an unknown scenario', () => {
+    expectUsageError(kais('eval', '--scenario', 'tiny', '--load', '-1'), /--load: must be a positive number, got -1/);
+    expectUsageError(kais('eval', '--scenario', 'tiny', '--frames', '0'), /--frames: must be a positive integer/);
+    expectUsageError(kais('eval', '--scenario', 'huge'), /--scenario: unknown scenario "huge"/);
+  });
+
+  it('refuses a scenario file with a bad field, naming the file and the field', () => {
+    const s = JSON.parse(fs.readFileSync(path.join(ROOT, 'shared', 'scenarios', 'tiny.json'), 'utf8'));
+    s.eaps[0].nodes[1].cpuCores = -2;
+    const f = path.join(tmp, 'bad.json');
+    fs.writeFileSync(f, JSON.stringify(s));
+    expectUsageError(kais('eval', '--scenario', f), /bad\.json: field "eaps\[0\]\.nodes\[1\]\.cpuCores" must be in/);
+    fs.writeFileSync(f, '{"slotS": ');
+    expectUsageError(kais('eval', '--scenario', f), /bad\.json: not valid JSON/);
+  });
+
+  it('runs a scenario file that is valid', () => {
+    const f = path.join(tmp, 'ok.json');
+    fs.copyFileSync(path.join(ROOT, 'shared', 'scenarios', 'small.json'), f);
+    const r = kais('eval', '--scenario', f, '--frames', '1', '--policies', 'jsq/hpa', '--json');
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout).results[0].arrived).toBeGreaterThan(0);
+  });
+
+  it('refuses a missing trace file and a trace with too many malformed rows', () => {
+    expectUsageError(kais('eval', '--scenario', 'tiny', '--trace', path.join(tmp, 'nope.csv')), /nope\.csv/);
+    const bad = path.join(tmp, 'bad.csv');
+    fs.writeFileSync(bad, '10,20,1,1,1,Terminated,50,0.01\nthis,is,not,a,row\n30,40,1,2,1,Terminated,50,0.01\n');
+    expectUsageError(kais('eval', '--scenario', 'tiny', '--trace', bad), /bad\.csv/);
+  });
+
+  it('skips a few malformed trace rows and reports them in one line on stderr', () => {
+    const lines: string[] = [];
+    for (let i = 0; i < 300; i++) lines.push(`${i * 2},${i * 2 + 30},${i % 7},${i},1,Terminated,50,0.01`);
+    lines.splice(100, 0, '12,oops,1');
+    const f = path.join(tmp, 'few-bad.csv');
+    fs.writeFileSync(f, lines.join('\n') + '\n');
+    const r = kais('eval', '--scenario', 'tiny', '--trace', f, '--frames', '1', '--policies', 'jsq/static', '--json');
+    expect(r.code).toBe(0);
+    expect(r.stderr.split('\n').filter((l) => /malformed/.test(l))).toHaveLength(1);
+    expect(JSON.parse(r.stdout).trace).toBe(f);
+  });
+
+  it('writes a PNG plot', () => {
+    const plot = path.join(tmp, 'p.png');
+    const r = kais('eval', '--scenario', 'tiny', '--frames', '1', '--policies', 'jsq/static', '--plot', plot);
+    expect(r.code).toBe(0);
+    expect(fs.readFileSync(plot).subarray(1, 4).toString()).toBe('PNG');
+  });
+
+  it('injects node failures at the real event times of the server event file', () => {
+    const d = fs.existsSync(DATA);
+    if (!d) return console.warn(`skipped: ${DATA} is absent`);
+    const r = kais('eval', '--scenario', 'small', '--frames', '4', '--policies', 'lec/hpa', '--fault-events', path.join(DATA, 'v2017_server_event.csv'), '--json');
+    expect(r.code).toBe(0);
+    const rep = JSON.parse(r.stdout);
+    expect(rep.faults).toBeGreaterThan(0);
+    expect(rep.results[0].lostToFailedNodes).toBeGreaterThan(0);
+  });
+});
+
+const withData = fs.existsSync(DATA) ? describe : describe.skip;
+if (!fs.existsSync(DATA)) console.warn(`trace tests skipped: ${DATA} is absent`);
+
+withData('kais eval on the Alibaba trace', () => {
+  it('replays the dev rows and a later window of the v2017 trace', () => {
+    const all = fs.readFileSync(path.join(DATA, 'v2017_batch_task.csv'), 'utf8').split('\n').filter(Boolean);
+    const late = all.filter((l) => Number(l.split(',')[0]) > 30000);
+    const f = path.join(tmp, 'later-window.csv');
+    fs.writeFileSync(f, late.join('\n') + '\n');
+    for (const trace of [path.join(DATA, 'v2017_batch_task.csv'), f]) {
+      const r = kais('eval', '--scenario', 'kais', '--trace', trace, '--frames', '4', '--policies', 'random/static,jsq/hpa', '--json');
+      expect(r.code).toBe(0);
+      const rep = JSON.parse(r.stdout);
+      expect(rep.trace).toBe(trace);
+      for (const x of rep.results) {
+        expect(x.arrived).toBeGreaterThan(1000);
+        expect(x.arrived).toBe(x.completedInTime + x.late + x.dropped + x.queuedAtEnd);
+      }
+    }
+  });
+});
