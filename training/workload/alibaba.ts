@@ -1,0 +1,216 @@
+/**
+ * Loader for Alibaba cluster-trace `batch_task` CSVs (no header). The only file that knows their
+ * column order.
+ *
+ * Two layouts, told apart by the number of columns:
+ *
+ * | layout | columns | arrivalS   | endS     | jobId    | taskId    | instances    | status | planCpu  | planMem  |
+ * | ------ | ------- | ---------- | -------- | -------- | --------- | ------------ | ------ | -------- | -------- |
+ * | v2017  | 8       | 1 create   | 2 end    | 3 job_id | 4 task_id | 5 inst_num   | 6      | 7        | 8        |
+ * | v2018  | 9       | 6 start    | 7 end    | 3 job    | 1 task    | 2 inst_num   | 5      | 8        | 9        |
+ *
+ * Quirks of the real files that are tolerated, not errors: empty plan_cpu / plan_mem (-> null),
+ * end time 0 or empty (-> null: still running), negative create times (created before the trace
+ * window; kept as they are), rows in any order (they are returned in file order; sort before
+ * replaying), CRLF line endings, blank lines. In v2018 the task name is unique only within its job.
+ *
+ * A row is malformed when it has the wrong number of columns, a non-numeric arrival time, or a
+ * non-empty numeric field that is not a number. Malformed rows under 1% of all rows are skipped and
+ * reported in one summary line through `warn`; 1% or more is a UsageError naming the file and the
+ * first bad line.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+import { UsageError } from '../../shared/errors';
+
+export type TraceLayout = 'v2017' | 'v2018';
+
+/** One batch task. Times in trace seconds (relative to the trace start, may be negative). */
+export interface TraceRow {
+  /** v2017 create_time, v2018 start_time. */
+  arrivalS: number;
+  /** End time, or null when the trace has 0 / nothing (task still running). */
+  endS: number | null;
+  jobId: string;
+  /** Unique in v2017; unique only within its job in v2018. */
+  taskId: string;
+  instances: number;
+  /** Terminated, Waiting, Running, Failed, ... as written in the trace. */
+  status: string;
+  /** CPU per instance, 100 = one core; null when empty. */
+  planCpu: number | null;
+  /** Normalised memory per instance; null when empty. */
+  planMem: number | null;
+}
+
+export interface LoadedTrace {
+  /** The CSV file actually read (a folder argument resolved to its batch_task file). */
+  file: string;
+  layout: TraceLayout;
+  /** Rows kept, in file order. */
+  rows: TraceRow[];
+  /** Malformed rows skipped. */
+  skipped: number;
+}
+
+/** Share of malformed rows at or above which the file is rejected. */
+export const MAX_MALFORMED_SHARE = 0.01;
+
+interface Columns {
+  count: number;
+  arrival: number;
+  end: number;
+  job: number;
+  task: number;
+  instances: number;
+  status: number;
+  cpu: number;
+  mem: number;
+}
+
+const LAYOUTS: Record<TraceLayout, Columns> = {
+  v2017: { count: 8, arrival: 0, end: 1, job: 2, task: 3, instances: 4, status: 5, cpu: 6, mem: 7 },
+  v2018: { count: 9, arrival: 5, end: 6, job: 2, task: 0, instances: 1, status: 4, cpu: 7, mem: 8 },
+};
+
+/**
+ * Resolves `--trace <path>`: a CSV file, or a folder holding `batch_task.csv` (or, failing that,
+ * exactly one `*batch_task.csv`, e.g. the development folder's `v2017_batch_task.csv`).
+ */
+export function resolveTracePath(tracePath: string): string {
+  let st: fs.Stats;
+  try {
+    st = fs.statSync(tracePath);
+  } catch (e) {
+    throw new UsageError(`--trace: cannot read ${tracePath}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+  }
+  if (!st.isDirectory()) return tracePath;
+  const direct = path.join(tracePath, 'batch_task.csv');
+  if (fs.existsSync(direct)) return direct;
+  let names: string[];
+  try {
+    names = fs.readdirSync(tracePath).filter((n) => n.endsWith('batch_task.csv')).sort();
+  } catch (e) {
+    throw new UsageError(`--trace: cannot read folder ${tracePath}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+  }
+  if (names.length === 1) return path.join(tracePath, names[0]);
+  if (names.length === 0) throw new UsageError(`--trace: folder ${tracePath} holds no batch_task.csv`);
+  throw new UsageError(`--trace: folder ${tracePath} holds several batch_task files (${names.join(', ')}); name one`);
+}
+
+/** Number, null for an empty field, NaN for garbage. */
+function numOrNull(s: string): number | null {
+  if (s.length === 0) return null;
+  const v = Number(s);
+  return Number.isFinite(v) ? v : NaN;
+}
+
+/**
+ * Reads a batch_task CSV (file or folder, see resolveTracePath). `warn` receives at most one
+ * summary line about skipped rows.
+ */
+export function loadTrace(tracePath: string, warn: (line: string) => void = () => {}): LoadedTrace {
+  const file = resolveTracePath(tracePath);
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new UsageError(`--trace: cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+  }
+  return parseTrace(text, file, warn);
+}
+
+/** Parses CSV text; `file` is used in messages only. */
+export function parseTrace(text: string, file: string, warn: (line: string) => void = () => {}): LoadedTrace {
+  const lines = text.split('\n');
+  const layout = detectLayout(lines, file);
+  const c = LAYOUTS[layout];
+  const rows: TraceRow[] = [];
+  let total = 0;
+  let skipped = 0;
+  let firstBadLine = 0;
+  let firstBadWhy = '';
+  const bad = (lineNo: number, why: string): void => {
+    skipped++;
+    if (firstBadLine === 0) {
+      firstBadLine = lineNo;
+      firstBadWhy = why;
+    }
+  };
+
+  for (let i = 0; i < lines.length; i++) {
+    let line = lines[i];
+    if (line.length > 0 && line.charCodeAt(line.length - 1) === 13) line = line.slice(0, -1);
+    if (line.length === 0 || line.trim().length === 0) continue;
+    total++;
+    const f = line.split(',');
+    if (f.length !== c.count) {
+      bad(i + 1, `${f.length} columns, expected ${c.count}`);
+      continue;
+    }
+    const arrival = numOrNull(f[c.arrival]);
+    if (arrival === null || Number.isNaN(arrival)) {
+      bad(i + 1, `time "${f[c.arrival]}" is not a number`);
+      continue;
+    }
+    const end = numOrNull(f[c.end]);
+    const instances = numOrNull(f[c.instances]);
+    const cpu = numOrNull(f[c.cpu]);
+    const mem = numOrNull(f[c.mem]);
+    if (Number.isNaN(end) || Number.isNaN(instances) || Number.isNaN(cpu) || Number.isNaN(mem)) {
+      bad(i + 1, 'a numeric field is not a number');
+      continue;
+    }
+    rows.push({
+      arrivalS: arrival,
+      endS: end === null || end === 0 ? null : end,
+      jobId: f[c.job],
+      taskId: f[c.task],
+      instances: instances === null ? 1 : instances,
+      status: f[c.status],
+      planCpu: cpu,
+      planMem: mem,
+    });
+  }
+
+  if (total === 0) throw new UsageError(`--trace: ${file} is empty (no rows)`);
+  if (skipped > 0) {
+    if (skipped >= MAX_MALFORMED_SHARE * total) {
+      throw new UsageError(
+        `--trace: ${file}: ${skipped} of ${total} rows are malformed (first at line ${firstBadLine}: ${firstBadWhy}); ` +
+          `not a ${layout} batch_task file?`,
+      );
+    }
+    warn(`kais: ${file}: skipped ${skipped} malformed rows of ${total} (first at line ${firstBadLine}: ${firstBadWhy})`);
+  }
+  return { file, layout, rows, skipped };
+}
+
+/** The layout is the most common column count (8 or 9) among the first 200 non-blank lines. */
+function detectLayout(lines: string[], file: string): TraceLayout {
+  let n8 = 0;
+  let n9 = 0;
+  let seen = 0;
+  let firstCount = -1;
+  let firstLine = 0;
+  for (let i = 0; i < lines.length && seen < 200; i++) {
+    const line = lines[i];
+    if (line.trim().length === 0) continue;
+    seen++;
+    let count = 1;
+    for (let k = 0; k < line.length; k++) if (line.charCodeAt(k) === 44) count++;
+    if (firstCount < 0) {
+      firstCount = count;
+      firstLine = i + 1;
+    }
+    if (count === 8) n8++;
+    else if (count === 9) n9++;
+  }
+  if (seen === 0) throw new UsageError(`--trace: ${file} is empty (no rows)`);
+  if (n8 === 0 && n9 === 0) {
+    throw new UsageError(
+      `--trace: ${file}: line ${firstLine} has ${firstCount} columns; expected 8 (v2017 batch_task) or 9 (v2018 batch_task)`,
+    );
+  }
+  return n9 > n8 ? 'v2018' : 'v2017';
+}
