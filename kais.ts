@@ -7,6 +7,8 @@ import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { isUsageError } from './shared/errors';
 import { evalCommand } from './training/jobs/eval';
+import { detectCommand } from './training/jobs/detect';
+import { trainCommand } from './training/jobs/train';
 
 /** Exit 2 with one line for the user's mistakes; a stack trace only for our own bugs. */
 export function failAndExit(e: unknown): never {
@@ -22,6 +24,8 @@ async function main(): Promise<void> {
   await yargs(hideBin(process.argv))
     .scriptName('kais')
     .command(evalCommand)
+    .command(trainCommand)
+    .command(detectCommand)
     .demandCommand(1, 'kais: name a command (see --help)')
     .strict()
     .fail((msg, err) => {

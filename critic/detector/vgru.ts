@@ -43,7 +43,7 @@ export interface VgruOptions {
   components: number;
   /** Feature size F of phi_x and phi_z. Default 16. */
   feature: number;
-  /** Optimiser steps. Default 300. */
+  /** Optimiser steps. Default 120. */
   steps: number;
   /** Windows per step. Default 64. */
   batchSize: number;
@@ -70,7 +70,7 @@ export const DEFAULT_VGRU_OPTIONS: Readonly<VgruOptions> = Object.freeze({
   latent: 6,
   components: 3,
   feature: 16,
-  steps: 300,
+  steps: 120,
   batchSize: 64,
   learningRate: 0.003,
   tempStart: 5.0,
@@ -125,9 +125,9 @@ export class VgruDetector {
       const a = new Float32Array(r * c);
       const s = Math.sqrt(2 / (r + c)); // Glorot normal
       for (let i = 0; i < a.length; i++) a[i] = rng.normal() * s;
-      return tf.variable(tf.tensor2d(a, [r, c]));
+      return tf.tidy(() => tf.variable(tf.tensor2d(a, [r, c]))); // tidy frees the initial tensor
     };
-    const b = (c: number, v = 0): tf.Variable => tf.variable(tf.fill([c], v));
+    const b = (c: number, v = 0): tf.Variable => tf.tidy(() => tf.variable(tf.fill([c], v)));
     this.p = {
       wx: w(D, F), bx: b(F),
       wc: w(F + H, K), bc: b(K),

@@ -1,0 +1,124 @@
+import { DeviceFilter, baselineFromHistory, baselineFromWindow, scoreWindow, type Verdict } from '../../../../agent/filters/device-filter';
+import { Rng } from '../../../../shared/rng';
+
+const N = 4;
+const T = 12;
+
+/** Correlated healthy metrics: a shared load factor plus noise, each on its own scale. */
+function healthyRows(rows: number, seed = 1, scales = [1, 100, 0.01, 5000]): Float64Array {
+  const rng = new Rng(seed);
+  const out = new Float64Array(rows * N);
+  let load = 0;
+  for (let r = 0; r < rows; r++) {
+    load = 0.9 * load + rng.normal() * 0.3;
+    for (let n = 0; n < N; n++) out[r * N + n] = scales[n] * (0.5 + 0.1 * load + 0.02 * rng.normal());
+  }
+  return out;
+}
+
+function rowsOf(data: Float64Array): number[][] {
+  const out: number[][] = [];
+  for (let r = 0; r < data.length / N; r++) out.push(Array.from(data.subarray(r * N, (r + 1) * N)));
+  return out;
+}
+
+describe('DeviceFilter', () => {
+  const history = healthyRows(2000);
+  const baseline = baselineFromHistory(history, N);
+
+  it('warms up for T - 1 samples, then calls healthy data healthy most of the time and never faulty', () => {
+    const f = new DeviceFilter(baseline);
+    const verdicts: Verdict[] = rowsOf(healthyRows(600, 7)).map((s) => f.push(s));
+    expect(verdicts.slice(0, T - 1).every((v) => v === 'warming')).toBe(true);
+    const rest = verdicts.slice(T - 1);
+    expect(rest.filter((v) => v === 'healthy').length / rest.length).toBeGreaterThan(0.8);
+    expect(rest.filter((v) => v === 'faulty').length).toBe(0);
+  });
+
+  it('calls a node faulty when its metrics go wild and decorrelate', () => {
+    const f = new DeviceFilter(baseline);
+    const rng = new Rng(3);
+    for (const s of rowsOf(healthyRows(30, 9))) f.push(s);
+    const scales = [1, 100, 0.01, 5000];
+    let last: Verdict = 'warming';
+    for (let i = 0; i < T; i++) last = f.push(scales.map((s) => s * (0.5 + 0.6 * rng.normal())));
+    expect(last).toBe('faulty');
+  });
+
+  it('is scale-free: multiplying a metric and its history by 1000 changes nothing', () => {
+    const scaled = Float64Array.from(history, (v, i) => (i % N === 1 ? v * 1000 : v));
+    const window = healthyRows(T, 11);
+    const scaledWindow = Float64Array.from(window, (v, i) => (i % N === 1 ? v * 1000 : v));
+    const a = scoreWindow(window, baseline);
+    const b = scoreWindow(scaledWindow, baselineFromHistory(scaled, N));
+    expect(b.varianceShare).toBeCloseTo(a.varianceShare, 9);
+    expect(b.corrDistance).toBeCloseTo(a.corrDistance, 9);
+  });
+
+  it('never lets constant columns or non-finite samples produce NaN', () => {
+    const flat = Float64Array.from(history, (v, i) => (i % N === 2 ? 7 : v)); // column 2 constant
+    const b = baselineFromHistory(flat, N);
+    expect([...b.scale, ...b.variance, ...b.corr].every(Number.isFinite)).toBe(true);
+    const f = new DeviceFilter(b);
+    const rows = rowsOf(healthyRows(40, 5));
+    for (const [i, s] of rows.entries()) {
+      s[2] = 7;
+      if (i === 20) s[0] = NaN;
+      if (i === 21) s[3] = Infinity;
+      f.push(s);
+      expect(Number.isFinite(f.varianceShare)).toBe(true);
+      expect(Number.isFinite(f.corrDistance)).toBe(true);
+    }
+    const allFlat = scoreWindow(new Float64Array(T * N).fill(1), b);
+    expect(Number.isFinite(allFlat.corrDistance)).toBe(true);
+  });
+
+  it('gives the same verdicts through the class and the pure window function', () => {
+    const f = new DeviceFilter(baseline, { refreshRate: 0 });
+    const data = healthyRows(200, 21);
+    for (let r = 0; r < 200; r++) {
+      const v = f.push(data.subarray(r * N, (r + 1) * N));
+      if (r >= T - 1) expect(scoreWindow(data.subarray((r - T + 1) * N, (r + 1) * N), baseline).verdict).toBe(v);
+    }
+  });
+
+  it('is ambiguous when exactly one rule fires, and both thresholds are configurable', () => {
+    const w = healthyRows(T, 13);
+    const s = scoreWindow(w, baseline, { thetaV: 1e9, thetaR: 0 });
+    expect(s.varianceFired).toBe(false);
+    expect(s.corrFired).toBe(true);
+    expect(s.verdict).toBe('ambiguous');
+    expect(scoreWindow(w, baseline, { thetaV: -1 + 1, beta: 1e-9, thetaR: 0 }).verdict).toBe('faulty');
+  });
+
+  it('refreshes its baseline only from healthy windows', () => {
+    const f = new DeviceFilter(baseline, { refreshRate: 0.5 });
+    const before = Float64Array.from(f.baseline.variance);
+    const rng = new Rng(4);
+    for (let i = 0; i < 40; i++) f.push([rng.normal() * 5, rng.normal() * 500, rng.normal(), rng.normal() * 9000]);
+    expect(Array.from(f.baseline.variance)).toEqual(Array.from(before));
+    for (const s of rowsOf(healthyRows(100, 8))) f.push(s);
+    expect(Array.from(f.baseline.variance)).not.toEqual(Array.from(before));
+  });
+
+  it('accepts a single healthy window as the baseline (Sentinel literal)', () => {
+    const b = baselineFromWindow(healthyRows(T, 2), N);
+    expect(b.variance.length).toBe(N);
+    expect(b.corr.length).toBe(N * N);
+  });
+
+  it('rejects bad options and sample widths, naming them', () => {
+    expect(() => new DeviceFilter(baseline, { thetaV: NaN })).toThrow(/thetaV/);
+    expect(() => new DeviceFilter(baseline, { windowSize: 1 })).toThrow(/windowSize/);
+    expect(() => new DeviceFilter(baseline).push([1, 2])).toThrow(/expected 4 metrics/);
+  });
+
+  it('costs microseconds per sample', () => {
+    const f = new DeviceFilter(baseline);
+    const data = healthyRows(20000, 17);
+    const t0 = process.hrtime.bigint();
+    for (let r = 0; r < 20000; r++) f.push(data.subarray(r * N, (r + 1) * N));
+    const us = Number(process.hrtime.bigint() - t0) / 1e3 / 20000;
+    expect(us).toBeLessThan(50); // generous for CI; the bench figure is the real check
+  });
+});
