@@ -1,0 +1,65 @@
+/**
+ * Device-filter benchmark figures for scripts/bench.ts (DESIGN.md §5): `detect.rulesUsPerWindow`
+ * (one DeviceFilter.push with N = 4 metrics, i.e. one window decision, in µs) and
+ * `detect.learnedUsPerWindow` (batched VGRU scoring of 12x4 windows, µs per window, after a tiny
+ * training). Synthetic seeded data, so no data folder is needed. The caller picks the tfjs backend
+ * (shared/tf-backend.ts) before calling, as an entry point.
+ */
+import { DeviceFilter, baselineFromHistory } from '../agent/filters/device-filter';
+import { VgruDetector } from '../critic/detector/vgru';
+import { Rng } from '../shared/rng';
+
+export interface BenchResult {
+  name: string;
+  value: number;
+  unit: string;
+}
+
+const N = 4;
+const T = 12;
+
+function series(rows: number, seed: number): Float64Array {
+  const rng = new Rng(seed);
+  const out = new Float64Array(rows * N);
+  let load = 0;
+  for (let r = 0; r < rows; r++) {
+    load = 0.9 * load + 0.3 * rng.normal();
+    for (let n = 0; n < N; n++) out[r * N + n] = 0.5 + 0.1 * load + 0.02 * rng.normal() + (r % 5000 > 4900 ? rng.normal() : 0);
+  }
+  return out;
+}
+
+export function benchDetect(): BenchResult[] {
+  // RULES: median of 5 runs of 50k pushes (a push after warm-up = one window verdict)
+  const data = series(50_000, 1);
+  const filter = new DeviceFilter(baselineFromHistory(series(5_000, 2), N));
+  const sample = new Float64Array(N);
+  const runs: number[] = [];
+  for (let rep = 0; rep < 5; rep++) {
+    const t0 = process.hrtime.bigint();
+    for (let r = 0; r < 50_000; r++) {
+      for (let n = 0; n < N; n++) sample[n] = data[r * N + n];
+      filter.push(sample);
+    }
+    runs.push(Number(process.hrtime.bigint() - t0) / 1e3 / 50_000);
+  }
+  runs.sort((a, b) => a - b);
+  // LEARNED: batched scoring of 2048 windows with a briefly trained default-size detector
+  const count = 2048;
+  const w = Float32Array.from({ length: count * T * N }, (_, i) => data[i % data.length]);
+  const det = new VgruDetector(N, T, { steps: 5 });
+  let learnedUs = NaN;
+  try {
+    det.fit(w.subarray(0, 512 * T * N), 512);
+    det.score(w, 64); // warm-up
+    const t0 = process.hrtime.bigint();
+    det.score(w, count);
+    learnedUs = Number(process.hrtime.bigint() - t0) / 1e3 / count;
+  } finally {
+    det.dispose();
+  }
+  return [
+    { name: 'detect.rulesUsPerWindow', value: Math.round(runs[2] * 1000) / 1000, unit: 'us' },
+    { name: 'detect.learnedUsPerWindow', value: Math.round(learnedUs * 100) / 100, unit: 'us' },
+  ];
+}

@@ -1,0 +1,165 @@
+import { spawnSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import * as zlib from 'zlib';
+import { countConfusion, metricsOf, readInput, runDetect, type DetectOptions } from '../../../../training/jobs/detect';
+import { UsageError } from '../../../../shared/errors';
+import { Rng } from '../../../../shared/rng';
+import { loadBackend } from '../../../../shared/tf-backend';
+
+const ROOT = path.resolve(__dirname, '../../../..');
+const DATA = path.resolve(ROOT, '../shared/data/anomaly');
+
+/** A synthetic SMD-style folder: 3 metrics, an incident of wild values in test rows 300-340. */
+function makeSmdFolder(opts: { gz?: boolean; badRow?: string; shortLabels?: boolean } = {}): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-detect-'));
+  for (const sub of ['train', 'test', 'test_label']) fs.mkdirSync(path.join(dir, sub));
+  const rng = new Rng(42);
+  const rows = (n: number, incident: boolean): string[] => {
+    const out: string[] = [];
+    let load = 0;
+    for (let r = 0; r < n; r++) {
+      load = 0.9 * load + 0.3 * rng.normal();
+      const wild = incident && r >= 300 && r < 340;
+      out.push([0, 1, 2].map((d) => (0.5 + 0.1 * load + 0.02 * rng.normal() + (wild ? (d - 1) * rng.normal() : 0)).toFixed(4)).join(','));
+    }
+    return out;
+  };
+  const train = rows(600, false);
+  const test = rows(500, true);
+  if (opts.badRow) test[7] = opts.badRow;
+  const write = (f: string, text: string): void => fs.writeFileSync(f + (opts.gz ? '.gz' : ''), opts.gz ? zlib.gzipSync(text) : text);
+  write(path.join(dir, 'train', 'node-a.csv'), train.join('\n') + '\n');
+  write(path.join(dir, 'test', 'node-a.csv'), test.join('\n') + '\n');
+  const labels = test.map((_, r) => (r >= 300 && r < 340 ? '1' : '0'));
+  fs.writeFileSync(path.join(dir, 'test_label', 'node-a.txt'), (opts.shortLabels ? labels.slice(0, 450) : labels).join('\n') + '\n');
+  return dir;
+}
+
+function options(input: string, extra: Partial<DetectOptions> = {}): DetectOptions {
+  return {
+    input,
+    json: true,
+    windowLabel: 'any',
+    seed: 1,
+    rules: {},
+    learned: { steps: 8, hidden: 8, latent: 3, feature: 8, batchSize: 32 },
+    maxTrainWindows: 300,
+    ...extra,
+  };
+}
+
+describe('point-adjusted and plain confusion counts', () => {
+  it('counts a whole anomalous run as detected when one window in it is flagged', () => {
+    const c = countConfusion([0, 1, 1, 1, 0, 1, 1, 0], [1, 0, 1, 0, 0, 0, 0, 0]);
+    expect(c).toEqual({ tp: 1, fp: 1, fn: 4, tpPa: 3, fpPa: 1, fnPa: 2 });
+    const m = metricsOf(c);
+    expect(m.precision).toBe(0.5);
+    expect(m.f1).toBeCloseTo(2 / 7, 4);
+    expect(m.f1PointAdjusted).toBeCloseTo(6 / 9, 4);
+  });
+});
+
+describe('reading detect input', () => {
+  it('reads .csv and .csv.gz folders alike', () => {
+    const a = readInput(makeSmdFolder());
+    const b = readInput(makeSmdFolder({ gz: true }));
+    expect(a[0].cols).toBe(3);
+    expect(Array.from(b[0].test)).toEqual(Array.from(a[0].test));
+  });
+
+  it('names the folder when it is missing', () => {
+    expect(() => readInput('/no/such/folder')).toThrow(/no such folder/);
+  });
+
+  it('names the file and line of a row with a different width', () => {
+    const dir = makeSmdFolder({ badRow: '0.1,0.2' });
+    expect(() => readInput(dir)).toThrow(UsageError);
+    expect(() => readInput(dir)).toThrow(/node-a\.csv:8: 2 values, expected 3/);
+  });
+
+  it('names the file and line of a non-numeric value', () => {
+    expect(() => readInput(makeSmdFolder({ badRow: '0.1,abc,0.3' }))).toThrow(/node-a\.csv:8: value 2 is not a number/);
+  });
+
+  it('names the label file when it is shorter than the test file', () => {
+    expect(() => readInput(makeSmdFolder({ shortLabels: true }))).toThrow(/node-a\.txt:451: label file ends after 450 lines/);
+  });
+});
+
+describe('runDetect', () => {
+  beforeAll(async () => {
+    await loadBackend();
+  });
+
+  it('reports every stage in the DESIGN.md shape and finds the injected incident', async () => {
+    const { report } = await runDetect(options(makeSmdFolder()));
+    expect(Object.keys(report)).toEqual(['input', 'windows', 'windowLabel', 'stages', 'rulesDecidedShare', 'usPerWindow']);
+    expect(Object.keys(report.stages)).toEqual(['rules', 'learned', 'twoStage']);
+    for (const s of Object.values(report.stages)) expect(Object.keys(s)).toEqual(['precision', 'recall', 'f1', 'f1PointAdjusted']);
+    expect(report.windows).toBe(500 - 11);
+    expect(report.windowLabel).toBe('any');
+    expect(report.stages.twoStage.f1PointAdjusted).toBeGreaterThan(0.5);
+    expect(report.rulesDecidedShare).toBeGreaterThan(0.5);
+  });
+
+  it('gives identical numbers on repeated runs with the same seed', async () => {
+    const dir = makeSmdFolder();
+    const a = await runDetect(options(dir));
+    const b = await runDetect(options(dir));
+    expect(b.report.stages).toEqual(a.report.stages);
+    expect(b.report.rulesDecidedShare).toBe(a.report.rulesDecidedShare);
+  });
+
+  it('runs on a NAB-style folder, using the first 15% of each series as history', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-nab-'));
+    fs.mkdirSync(path.join(dir, 'data', 'cat'), { recursive: true });
+    fs.mkdirSync(path.join(dir, 'labels'));
+    const rng = new Rng(3);
+    const start = Date.parse('2014-01-01T00:00:00Z');
+    const lines = ['timestamp,value'];
+    for (let i = 0; i < 400; i++) {
+      const ts = new Date(start + i * 300_000).toISOString().replace('T', ' ').slice(0, 19);
+      lines.push(`${ts},${(50 + rng.normal() + (i > 300 && i < 320 ? 30 * rng.normal() : 0)).toFixed(3)}`);
+    }
+    fs.writeFileSync(path.join(dir, 'data', 'cat', 's.csv'), lines.join('\n') + '\n');
+    const w = (i: number): string => new Date(start + i * 300_000).toISOString().replace('T', ' ').slice(0, 19) + '.000000';
+    fs.writeFileSync(path.join(dir, 'labels', 'combined_windows.json'), JSON.stringify({ 'cat/s.csv': [[w(295), w(325)]] }));
+    const { report } = await runDetect(options(dir, { dims: [0] }));
+    expect(report.windows).toBe(400 - 60 - 11);
+    expect(report.stages.learned.f1PointAdjusted).toBeGreaterThan(0);
+  });
+});
+
+const smd = path.join(DATA, 'smd');
+(fs.existsSync(smd) ? describe : describe.skip)(`on real SMD data (${smd}; skipped when absent)`, () => {
+  it('runs one machine end to end with the Sentinel dimensions', async () => {
+    await loadBackend();
+    const { report } = await runDetect(options(smd, { entities: ['machine-3-3'], dims: [0, 5, 12, 19], maxTrainWindows: 500 }));
+    expect(report.windows).toBeGreaterThan(20000);
+    expect(report.usPerWindow.rules).toBeLessThan(50);
+  });
+});
+
+const cli = path.join(ROOT, 'dist', 'kais.js');
+(fs.existsSync(cli) ? describe : describe.skip)('kais detect on the command line (needs npx tsc first)', () => {
+  const run = (...args: string[]): { status: number | null; stderr: string } => {
+    const r = spawnSync(process.execPath, [cli, 'detect', ...args], { encoding: 'utf8' });
+    return { status: r.status, stderr: r.stderr };
+  };
+
+  it('exits 2 with one line naming a missing folder', () => {
+    const r = run('--input', '/no/such/folder');
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/\/no\/such\/folder/);
+  });
+
+  it('exits 2 with one line naming the file and line of a bad row', () => {
+    const r = run('--input', makeSmdFolder({ badRow: 'x,y,z' }), '--json');
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/node-a\.csv:8:/);
+  });
+});
