@@ -1,0 +1,235 @@
+/**
+ * The agent's protocol state machine, independent of the transport: `AgentRuntime(send, onFrame)`
+ * gets its bytes from `agent/link.ts` (WebSocket) in production and from a memory link
+ * (`shared/protocol/memory-link.ts`) in training and tests.
+ *
+ * It decodes every inbound frame with the codec. A bad frame, or a frame an orchestrator never
+ * sends (`hello`, `experience`, `telemetry`), is answered with an `error` frame and dropped. A
+ * `weights` or `placement` frame whose version is not above the one held is stale: counted and
+ * ignored. A newer one is handed to the `onWeights` / `onPlacement` hook (where the actor swaps
+ * its weights and the dispatcher its placement table); if the hook throws (weights of the wrong
+ * shape for this actor, a placement for another cluster) the frame is refused with
+ * KAIS_ERR_REJECTED and nothing changes. Otherwise the runtime holds the new version and acks it.
+ *
+ * `welcome` starts a new connection: the link sent `hello` as seq 0, so the runtime's next seq
+ * is 1.
+ */
+import { EventEmitter } from 'node:events';
+import type { EapId } from '../shared/domain';
+import { Codec } from '../shared/protocol/codec';
+import {
+  errorFrameFor,
+  makeFrame,
+  type BodyByType,
+  type ErrorBody,
+  type Frame,
+  type HelloBody,
+  type PlacementBody,
+  type ScaleBody,
+  type WeightsBody,
+  type WelcomeBody,
+} from '../shared/protocol/envelope';
+import { verifyWeights } from '../shared/protocol/weights';
+
+/** Refusals of the runtime that are not about a frame's encoding. */
+export const RUNTIME_ERROR_CODES = {
+  /** A frame type the orchestrator never sends. */
+  state: 'KAIS_ERR_STATE',
+  /** A valid frame the agent cannot apply (the hook threw). */
+  rejected: 'KAIS_ERR_REJECTED',
+} as const;
+
+export interface AgentRuntimeOptions {
+  eapId: EapId;
+  /** Weights held at start (from the disk cache), `null` if none. @defaultValue null */
+  weights?: WeightsBody | null;
+  /** Placement held at start, `null` if none. @defaultValue null */
+  placement?: PlacementBody | null;
+  /** Applies new weights (version above the held one); throw to refuse them. */
+  onWeights?: (body: WeightsBody) => void;
+  /** Applies a new placement; throw to refuse it. */
+  onPlacement?: (body: PlacementBody) => void;
+  /** Handles a `scale` request; throw to refuse it. */
+  onScale?: (body: ScaleBody) => void;
+  /** Codec to decode with (limits). @defaultValue new Codec() */
+  codec?: Codec;
+}
+
+export interface AgentRuntimeStats {
+  weightsApplied: number;
+  placementsApplied: number;
+  /** weights/placement frames not newer than the version held. */
+  stale: number;
+  /** Inbound frames answered with an `error`. */
+  refused: number;
+  /** `error` frames received from the orchestrator. */
+  errorsReceived: number;
+}
+
+export interface AgentRuntimeEvents {
+  welcome: (body: WelcomeBody) => void;
+  weights: (body: WeightsBody) => void;
+  placement: (body: PlacementBody) => void;
+  /** An inbound frame was refused with this error (already sent to the peer). */
+  refused: (error: ErrorBody) => void;
+  /** The orchestrator sent an `error` (e.g. it refused one of our frames). */
+  peerError: (error: ErrorBody) => void;
+}
+
+export interface AgentRuntime {
+  on<K extends keyof AgentRuntimeEvents>(event: K, listener: AgentRuntimeEvents[K]): this;
+  once<K extends keyof AgentRuntimeEvents>(event: K, listener: AgentRuntimeEvents[K]): this;
+  off<K extends keyof AgentRuntimeEvents>(event: K, listener: AgentRuntimeEvents[K]): this;
+  emit<K extends keyof AgentRuntimeEvents>(event: K, ...args: Parameters<AgentRuntimeEvents[K]>): boolean;
+}
+
+export class AgentRuntime extends EventEmitter {
+  readonly eapId: EapId;
+  readonly stats: AgentRuntimeStats = { weightsApplied: 0, placementsApplied: 0, stale: 0, refused: 0, errorsReceived: 0 };
+  private readonly codec: Codec;
+  private readonly unsubscribe: () => void;
+  private held: { weights: WeightsBody | null; placement: PlacementBody | null };
+  private seq = 0;
+  private lastWelcome: WelcomeBody | null = null;
+
+  constructor(
+    private readonly sendBytes: (bytes: Uint8Array) => boolean,
+    onFrame: (cb: (bytes: Uint8Array) => void) => () => void,
+    private readonly options: AgentRuntimeOptions,
+  ) {
+    super();
+    if (!Number.isSafeInteger(options.eapId) || options.eapId < 0) {
+      throw new TypeError(`AgentRuntime: options.eapId must be a non-negative integer, got ${options.eapId}`);
+    }
+    if (options.weights) {
+      const problem = verifyWeights(options.weights);
+      if (problem) throw new TypeError(`AgentRuntime: options.weights: ${problem.message}`);
+    }
+    this.eapId = options.eapId;
+    this.codec = options.codec ?? new Codec();
+    this.held = { weights: options.weights ?? null, placement: options.placement ?? null };
+    this.unsubscribe = onFrame((bytes) => this.receive(bytes));
+  }
+
+  get weights(): WeightsBody | null {
+    return this.held.weights;
+  }
+
+  get placement(): PlacementBody | null {
+    return this.held.placement;
+  }
+
+  get weightVersion(): number | null {
+    return this.held.weights?.version ?? null;
+  }
+
+  get placementVersion(): number | null {
+    return this.held.placement?.version ?? null;
+  }
+
+  /** The orchestrator's last `welcome`, null before the first. */
+  get welcome(): WelcomeBody | null {
+    return this.lastWelcome;
+  }
+
+  /** The `hello` body for a new connection (what `AgentLink`'s `hello` option returns). */
+  helloBody(token: string, agentVersion: string): HelloBody {
+    return {
+      eapId: this.eapId,
+      token,
+      agentVersion,
+      weightVersion: this.weightVersion,
+      placementVersion: this.placementVersion,
+    };
+  }
+
+  /** Encodes and sends one frame with the next seq; false if the transport dropped it. */
+  sendFrame<T extends 'experience' | 'telemetry' | 'scale' | 'ack' | 'error'>(type: T, body: BodyByType[T]): boolean {
+    return this.sendBytes(this.codec.encode(makeFrame(type, this.seq++, body) as Frame));
+  }
+
+  /** Stops listening to the transport. */
+  dispose(): void {
+    this.unsubscribe();
+    this.removeAllListeners();
+  }
+
+  private receive(bytes: Uint8Array): void {
+    const r = this.codec.decode(bytes);
+    if (!r.ok) {
+      this.refuse(errorFrameFor(r.error, 0).body);
+      return;
+    }
+    const frame = r.frame;
+    switch (frame.type) {
+      case 'welcome':
+        this.seq = 1;
+        this.lastWelcome = frame.body;
+        this.emit('welcome', frame.body);
+        return;
+      case 'weights':
+        this.apply('weights', frame.seq, frame.body, this.options.onWeights);
+        return;
+      case 'placement':
+        this.apply('placement', frame.seq, frame.body, this.options.onPlacement);
+        return;
+      case 'scale':
+        try {
+          this.options.onScale?.(frame.body);
+        } catch (e) {
+          this.refuse({ code: RUNTIME_ERROR_CODES.rejected, message: `scale refused: ${messageOf(e)}`, of: frame.seq });
+          return;
+        }
+        this.sendFrame('ack', { of: frame.seq });
+        return;
+      case 'error':
+        this.stats.errorsReceived++;
+        this.emit('peerError', frame.body); // never answered: two peers must not loop on errors
+        return;
+      case 'ack':
+        return;
+      default:
+        this.refuse({ code: RUNTIME_ERROR_CODES.state, message: `${frame.type} frames are not sent to agents`, of: frame.seq });
+    }
+  }
+
+  private apply<K extends 'weights' | 'placement'>(
+    kind: K,
+    seq: number,
+    body: K extends 'weights' ? WeightsBody : PlacementBody,
+    hook: ((body: K extends 'weights' ? WeightsBody : PlacementBody) => void) | undefined,
+  ): void {
+    const held = this.held[kind];
+    if (held !== null && body.version <= held.version) {
+      this.stats.stale++;
+      return;
+    }
+    try {
+      hook?.(body);
+    } catch (e) {
+      this.refuse({ code: RUNTIME_ERROR_CODES.rejected, message: `${kind} ${body.version} refused: ${messageOf(e)}`, of: seq });
+      return;
+    }
+    if (kind === 'weights') {
+      this.held.weights = body as WeightsBody;
+      this.stats.weightsApplied++;
+      this.emit('weights', body as WeightsBody);
+    } else {
+      this.held.placement = body as PlacementBody;
+      this.stats.placementsApplied++;
+      this.emit('placement', body as PlacementBody);
+    }
+    this.sendFrame('ack', { of: seq });
+  }
+
+  private refuse(error: ErrorBody): void {
+    this.stats.refused++;
+    const message = error.message.length > 1024 ? `${error.message.slice(0, 1021)}...` : error.message;
+    this.sendFrame('error', { ...error, message });
+    this.emit('refused', error);
+  }
+}
+
+function messageOf(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
