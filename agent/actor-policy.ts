@@ -1,0 +1,112 @@
+/**
+ * `cmmac`: the learned dispatcher as a DispatchPolicy (ALGORITHMS.md section 2). All items of a
+ * decision round (one per live eAP) go through ONE forward pass of the actor; the simulator then
+ * applies them and builds the next round from the updated view, so an eAP's later decisions in a
+ * slot see its earlier ones.
+ *
+ * Modes: 'sample' draws a ~ pi(.|o) from a seeded Rng (training; also allowed in production),
+ * 'argmax' takes the most probable valid target (production default). With a recorder attached,
+ * every decision is reported as (obs, mask, action, log pi(a|o)) for the learner.
+ */
+import type { ClusterView, DispatchItem, DispatchPolicy } from '../shared/policy';
+import { Rng } from '../shared/rng';
+import { ActorF32, ACTOR_HIDDEN } from '../shared/nets/actor';
+import { argmaxMasked, maskedPolicyRow, sampleMasked } from '../shared/nets/masked';
+import { ObservationBuilder, type ObservationShape } from './observation';
+
+export type ActMode = 'sample' | 'argmax';
+
+/** Receives every decision; `obs` and `mask` are views valid only during the call (copy them). */
+export interface DecisionRecorder {
+  record(obs: Float32Array, mask: Uint8Array, action: number, logProb: number, eap: number): void;
+}
+
+export interface CmmacOptions {
+  shape: ObservationShape;
+  queueCapPerReplica: number;
+  /** Actor weights [W1, b1, ..., Wh, bh] (kernels [in, out]). */
+  weights: readonly Float32Array[];
+  /** @defaultValue 0 */
+  version?: number;
+  /** @defaultValue 'argmax' */
+  mode?: ActMode;
+  /**
+   * Sampling stream. Given: used as is and never re-seeded (training keeps one stream across
+   * episodes and checkpoints its state). Not given: derived from the episode seed at reset().
+   */
+  rng?: Rng;
+  hidden?: readonly number[];
+}
+
+export class CmmacDispatch implements DispatchPolicy {
+  readonly name = 'cmmac';
+  readonly observations: ObservationBuilder;
+  readonly numActions: number;
+  mode: ActMode;
+  recorder: DecisionRecorder | null = null;
+  private actor: ActorF32;
+  private _version: number;
+  private rng: Rng;
+  private readonly ownRng: boolean;
+  private readonly hidden: readonly number[];
+  private obsBuf: Float32Array;
+  private readonly pi: Float32Array;
+
+  constructor(o: CmmacOptions) {
+    this.observations = new ObservationBuilder(o.shape, o.queueCapPerReplica);
+    this.numActions = o.shape.numTargets;
+    this.hidden = o.hidden ?? ACTOR_HIDDEN;
+    this.actor = new ActorF32(this.observations.dim, this.numActions, o.weights, this.hidden);
+    this._version = o.version ?? 0;
+    this.mode = o.mode ?? 'argmax';
+    this.ownRng = o.rng === undefined;
+    this.rng = o.rng ?? new Rng(0);
+    this.obsBuf = new Float32Array(8 * this.observations.dim);
+    this.pi = new Float32Array(this.numActions);
+  }
+
+  get version(): number {
+    return this._version;
+  }
+
+  /** Swap in new actor weights (e.g. from a `weights` frame or after a learner update). */
+  setWeights(version: number, arrays: readonly Float32Array[]): void {
+    this.actor = new ActorF32(this.observations.dim, this.numActions, arrays, this.hidden);
+    this._version = version;
+  }
+
+  reset(seed: number): void {
+    if (this.ownRng) this.rng = Rng.derive(seed, 'cmmac');
+  }
+
+  decide(item: DispatchItem, view: ClusterView): number {
+    this.decideBatch([item], view);
+    return item.action;
+  }
+
+  decideBatch(items: DispatchItem[], view: ClusterView): void {
+    const n = items.length;
+    if (n === 0) return;
+    const D = this.observations.dim;
+    const A = this.numActions;
+    if (this.obsBuf.length < n * D) this.obsBuf = new Float32Array(Math.max(n, 2 * (this.obsBuf.length / D)) * D);
+    const obs = this.obsBuf;
+    for (let i = 0; i < n; i++) this.observations.build(items[i], view, obs, i * D);
+    const q = this.actor.scores(obs, n); // [n, A]
+    for (let i = 0; i < n; i++) {
+      const item = items[i];
+      const sum = maskedPolicyRow(q, i, item.mask, this.pi);
+      const a = this.mode === 'sample' ? sampleMasked(this.pi, this.rng) : argmaxMasked(this.pi);
+      item.action = a;
+      if (this.recorder) {
+        const logProb = Math.log(q[i * A + a]) - Math.log(sum);
+        this.recorder.record(obs.subarray(i * D, (i + 1) * D), item.mask, a, logProb, item.eap);
+      }
+    }
+  }
+
+  /** The Rng state (training checkpoints it so a resumed run samples the same actions). */
+  rngState(): number[] {
+    return this.rng.getState();
+  }
+}

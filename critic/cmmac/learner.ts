@@ -1,0 +1,230 @@
+/**
+ * The cMMAC learner (ALGORITHMS.md section 2; kais-reconstruction.md 2.8-2.10, global-critic
+ * variant): a centralised critic V(s) on the global state and the shared actor, trained on-policy
+ * from a RolloutBuffer.
+ *
+ *   y_t   = U_t + gamma V(s_{t+1})          U_t = sum_b u_{b,t} (team reward)
+ *   A_t   = y_t - V(s_t)                    shared by every decision of slot t (a constant)
+ *   L_V   = mean_t (y_t - V(s_t))^2
+ *   L_pi  = mean_k [ -A_{t(k)} log pi(a_k|o_k) ] - beta_H mean_k H(pi(.|o_k))
+ *
+ * log pi is the true log-probability of the masked L1-normalised policy with the mask recorded at
+ * acting time (not demo bug 5's log_softmax of probabilities). Targets and advantages are computed
+ * once per update with the critic before it changes. Separate Adam optimisers, lr 5e-4, gamma 0.9.
+ *
+ * Also `imitate`: behaviour cloning, L_bc = mean_k -log pi(a*_k|o_k) on a teacher's actions, to
+ * start the actor from a heuristic before RL fine-tunes it (a documented warm start, not part of
+ * the paper's algorithm). Every tensor is created inside tf.tidy or disposed explicitly.
+ */
+import * as tf from '@tensorflow/tfjs';
+import type { Rng } from '../../shared/rng';
+import type { ActorNet } from '../../shared/nets/actor';
+import type { ValueNet } from '../../shared/nets/value';
+import { Adam, type AdamState } from './adam';
+import type { RolloutBuffer } from './buffer';
+
+export interface LearnerOptions {
+  /** Adam learning rate of actor and critic. @defaultValue 5e-4 */
+  lr?: number;
+  /** Discount per decision slot. @defaultValue 0.9 */
+  gamma?: number;
+  /** beta_H, entropy bonus. @defaultValue 0.01 */
+  entropyCoef?: number;
+  /** Decisions per actor minibatch. @defaultValue 1024 */
+  minibatch?: number;
+  /** Critic gradient steps per update (each on all slots). @defaultValue 4 */
+  criticSteps?: number;
+  /** Passes over the decisions per update. @defaultValue 1 */
+  epochs?: number;
+  /** Standardise advantages over the update (CleanRL's norm_adv). @defaultValue false */
+  normAdv?: boolean;
+}
+
+export interface UpdateStats {
+  /** losses/value: critic MSE before the update */
+  vLoss: number;
+  /** losses/policy: mean -A log pi over the last epoch */
+  pgLoss: number;
+  /** losses/entropy: mean H(pi) */
+  entropy: number;
+  /** mean advantage and its std (before normalisation) */
+  advMean: number;
+  advStd: number;
+  meanValue: number;
+}
+
+export interface LearnerState {
+  actorAdam: AdamState;
+  criticAdam: AdamState;
+}
+
+export class CmmacLearner {
+  readonly opts: Required<LearnerOptions>;
+  private readonly actorAdam: Adam;
+  private readonly criticAdam: Adam;
+
+  constructor(
+    readonly actor: ActorNet,
+    readonly critic: ValueNet,
+    /** Minibatch shuffling (part of the run's seeded stream). */
+    private readonly rng: Rng,
+    options: LearnerOptions = {},
+  ) {
+    this.opts = { lr: 5e-4, gamma: 0.9, entropyCoef: 0.01, minibatch: 1024, criticSteps: 4, epochs: 1, normAdv: false, ...options };
+    this.actorAdam = new Adam(actor.variables, this.opts.lr);
+    this.criticAdam = new Adam(critic.variables, this.opts.lr);
+  }
+
+  /** One on-policy update from a finished buffer (clears nothing). */
+  update(buf: RolloutBuffer): UpdateStats {
+    if (!buf.isFinished) throw new Error('CmmacLearner.update: call buffer.finish(state) first');
+    const S = buf.numSlots;
+    const D = buf.stateDim;
+    if (S === 0 || buf.n === 0) return { vLoss: 0, pgLoss: 0, entropy: 0, advMean: 0, advStd: 0, meanValue: 0 };
+    const { gamma } = this.opts;
+
+    // ---- targets and advantages with the critic as it is now
+    const values = tf.tidy(() => this.critic.value(tf.tensor2d(buf.states.subarray(0, (S + 1) * D), [S + 1, D])));
+    const v = values.dataSync() as Float32Array; // [S + 1]
+    values.dispose();
+    const y = new Float32Array(S);
+    const adv = new Float32Array(S);
+    let vLoss = 0;
+    let meanValue = 0;
+    for (let t = 0; t < S; t++) {
+      y[t] = buf.rewards[t] + gamma * v[t + 1];
+      adv[t] = y[t] - v[t];
+      vLoss += adv[t] * adv[t];
+      meanValue += v[t];
+    }
+    vLoss /= S;
+    meanValue /= S;
+    // per-decision advantage
+    const N = buf.n;
+    const advK = new Float32Array(N);
+    let am = 0;
+    for (let k = 0; k < N; k++) {
+      advK[k] = adv[buf.slot[k]];
+      am += advK[k];
+    }
+    am /= N;
+    let as = 0;
+    for (let k = 0; k < N; k++) as += (advK[k] - am) ** 2;
+    as = Math.sqrt(as / N);
+    if (this.opts.normAdv) for (let k = 0; k < N; k++) advK[k] = (advK[k] - am) / (as + 1e-8);
+
+    // ---- critic: L_V on all slots
+    const sT = tf.tensor2d(buf.states.subarray(0, S * D), [S, D]);
+    const yT = tf.tensor1d(y);
+    for (let i = 0; i < this.opts.criticSteps; i++) {
+      this.step(this.critic.variables, this.criticAdam, () => tf.mean(tf.square(tf.sub(yT, this.critic.value(sT)))) as tf.Scalar);
+    }
+    tf.dispose([sT, yT]);
+
+    // ---- actor: L_pi on minibatches of decisions
+    let pg = 0;
+    let ent = 0;
+    for (let e = 0; e < this.opts.epochs; e++) {
+      pg = 0;
+      ent = 0;
+      for (const idx of this.minibatches(N)) {
+        const mb = this.gather(buf, idx);
+        const advMb = tf.tensor1d(Float32Array.from(idx, (k) => advK[k]));
+        let pgMb = 0;
+        let entMb = 0;
+        this.step(this.actor.variables, this.actorAdam, () => {
+          const { logProb, entropy } = this.actor.logProbAndEntropy(mb.obs, mb.mask, mb.actions);
+          const pgLoss = tf.neg(tf.mean(tf.mul(advMb, logProb)));
+          const h = tf.mean(entropy);
+          pgMb = (pgLoss.dataSync() as Float32Array)[0];
+          entMb = (h.dataSync() as Float32Array)[0];
+          return tf.sub(pgLoss, tf.mul(h, this.opts.entropyCoef)) as tf.Scalar;
+        });
+        tf.dispose([mb.obs, mb.mask, mb.actions, advMb]);
+        pg += pgMb * idx.length;
+        ent += entMb * idx.length;
+      }
+    }
+    return { vLoss, pgLoss: pg / N, entropy: ent / N, advMean: am, advStd: as, meanValue };
+  }
+
+  /**
+   * Behaviour cloning on the buffer's recorded actions (a teacher's): `epochs` passes of
+   * minibatches minimising mean -log pi(a*|o). Returns the last pass's mean loss.
+   */
+  imitate(buf: RolloutBuffer, epochs = 1): number {
+    let loss = 0;
+    for (let e = 0; e < epochs; e++) {
+      loss = 0;
+      for (const idx of this.minibatches(buf.n)) {
+        const mb = this.gather(buf, idx);
+        let l = 0;
+        this.step(this.actor.variables, this.actorAdam, () => {
+          const { logProb } = this.actor.logProbAndEntropy(mb.obs, mb.mask, mb.actions);
+          const bc = tf.neg(tf.mean(logProb)) as tf.Scalar;
+          l = (bc.dataSync() as Float32Array)[0];
+          return bc;
+        });
+        tf.dispose([mb.obs, mb.mask, mb.actions]);
+        loss += l * idx.length;
+      }
+      loss /= Math.max(1, buf.n);
+    }
+    return loss;
+  }
+
+  getState(): LearnerState {
+    return { actorAdam: this.actorAdam.getState(), criticAdam: this.criticAdam.getState() };
+  }
+
+  setState(s: LearnerState): void {
+    this.actorAdam.setState(s.actorAdam);
+    this.criticAdam.setState(s.criticAdam);
+  }
+
+  dispose(): void {
+    this.actorAdam.dispose();
+    this.criticAdam.dispose();
+  }
+
+  /** grads of loss() w.r.t. vars, one Adam step, everything disposed. */
+  private step(vars: tf.Variable[], opt: Adam, loss: () => tf.Scalar): void {
+    const { value, grads } = tf.variableGrads(loss, vars);
+    const g = vars.map((x) => grads[x.name]);
+    opt.apply(g);
+    value.dispose();
+    tf.dispose(Object.values(grads));
+  }
+
+  /** Shuffled index minibatches of size opts.minibatch (last one smaller). */
+  private minibatches(n: number): Int32Array[] {
+    const perm = new Int32Array(n);
+    for (let i = 0; i < n; i++) perm[i] = i;
+    for (let i = n - 1; i > 0; i--) {
+      const j = this.rng.int(i + 1);
+      const t = perm[i];
+      perm[i] = perm[j];
+      perm[j] = t;
+    }
+    const out: Int32Array[] = [];
+    for (let s = 0; s < n; s += this.opts.minibatch) out.push(perm.subarray(s, Math.min(n, s + this.opts.minibatch)));
+    return out;
+  }
+
+  /** Minibatch tensors (caller disposes): obs [m, D], mask [m, A] float, actions [m] int32. */
+  private gather(buf: RolloutBuffer, idx: Int32Array): { obs: tf.Tensor2D; mask: tf.Tensor2D; actions: tf.Tensor1D } {
+    const m = idx.length;
+    const D = buf.obsDim;
+    const A = buf.numActions;
+    const obs = new Float32Array(m * D);
+    const mask = new Float32Array(m * A);
+    const actions = new Int32Array(m);
+    for (let r = 0; r < m; r++) {
+      const k = idx[r];
+      obs.set(buf.obs.subarray(k * D, (k + 1) * D), r * D);
+      for (let a = 0; a < A; a++) mask[r * A + a] = buf.mask[k * A + a];
+      actions[r] = buf.action[k];
+    }
+    return { obs: tf.tensor2d(obs, [m, D]), mask: tf.tensor2d(mask, [m, A]), actions: tf.tensor1d(actions, 'int32') };
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * Hand-written forward pass of a stack of dense layers on plain Float32Arrays, mirroring the tfjs
+ * networks of this folder weight for weight (same [in, out] row-major kernels, same biases).
+ *
+ * Why hand-written: a dispatch decision runs the actor on 1-5 rows. A tfjs call costs about
+ * 100 µs+ of per-op overhead (tensor creation, kernel dispatch, dataSync) before any arithmetic,
+ * several times the arithmetic itself at this size; this loop has no allocation and skips zero
+ * inputs (the one-hot blocks), so a batch-1 decision stays well under 1 ms on one core. Training
+ * still uses tfjs (gradients); a test checks both give the same outputs. No tfjs import here, so
+ * the live agent's hot path does not need a backend.
+ */
+
+/** One dense layer: y = act(x W + b). W is [inDim, outDim] row-major (tfjs layout). */
+export interface DenseF32 {
+  inDim: number;
+  outDim: number;
+  kernel: Float32Array;
+  bias: Float32Array;
+}
+
+/**
+ * Layers from the flat weight list [W1, b1, W2, b2, ...] (kernels [in, out], biases [out]).
+ * Shares the arrays (no copy).
+ */
+export function denseLayersFrom(arrays: readonly Float32Array[], dims: readonly number[]): DenseF32[] {
+  if (arrays.length !== 2 * (dims.length - 1)) {
+    throw new TypeError(`denseLayersFrom: expected ${2 * (dims.length - 1)} arrays for dims [${dims.join(', ')}], got ${arrays.length}`);
+  }
+  const layers: DenseF32[] = [];
+  for (let l = 0; l + 1 < dims.length; l++) {
+    const inDim = dims[l];
+    const outDim = dims[l + 1];
+    const kernel = arrays[2 * l];
+    const bias = arrays[2 * l + 1];
+    if (kernel.length !== inDim * outDim || bias.length !== outDim) {
+      throw new TypeError(
+        `denseLayersFrom: layer ${l} needs a [${inDim}, ${outDim}] kernel and a [${outDim}] bias, got ${kernel.length} and ${bias.length} values`,
+      );
+    }
+    layers.push({ inDim, outDim, kernel, bias });
+  }
+  return layers;
+}
+
+/**
+ * out[r, :] = act(x[r, :] W + b) for `rows` rows. x is [rows, inDim], out is [rows, outDim]
+ * (both row-major, `out` preallocated). act: 'relu', 'linear' or 'relu1' (ReLU + 1, the actor head).
+ */
+export function denseForward(
+  layer: DenseF32,
+  x: Float32Array,
+  rows: number,
+  out: Float32Array,
+  act: 'relu' | 'linear' | 'relu1',
+): void {
+  const { inDim, outDim, kernel, bias } = layer;
+  for (let r = 0; r < rows; r++) {
+    const xo = r * inDim;
+    const yo = r * outDim;
+    for (let j = 0; j < outDim; j++) out[yo + j] = bias[j];
+    for (let i = 0; i < inDim; i++) {
+      const xi = x[xo + i];
+      if (xi === 0) continue;
+      const wo = i * outDim;
+      for (let j = 0; j < outDim; j++) out[yo + j] += xi * kernel[wo + j];
+    }
+    if (act === 'relu') {
+      for (let j = 0; j < outDim; j++) if (out[yo + j] < 0) out[yo + j] = 0;
+    } else if (act === 'relu1') {
+      for (let j = 0; j < outDim; j++) out[yo + j] = (out[yo + j] > 0 ? out[yo + j] : 0) + 1;
+    }
+  }
+}
+
+/**
+ * A whole MLP: hidden layers ReLU, last layer `lastAct`. Scratch buffers grow with the batch and
+ * are reused, so a steady stream of decisions allocates nothing.
+ */
+export class MlpF32 {
+  readonly layers: DenseF32[];
+  private scratch: Float32Array[] = [];
+  private capacity = 0;
+
+  constructor(
+    arrays: readonly Float32Array[],
+    readonly dims: readonly number[],
+    private readonly lastAct: 'linear' | 'relu1',
+  ) {
+    this.layers = denseLayersFrom(arrays, dims);
+  }
+
+  /** Forward `rows` rows of x ([rows, dims[0]]); returns a view [rows, dims[last]] valid until the next call. */
+  forward(x: Float32Array, rows: number): Float32Array {
+    if (rows > this.capacity) {
+      this.capacity = Math.max(rows, 2 * this.capacity, 8);
+      this.scratch = this.layers.map((l) => new Float32Array(this.capacity * l.outDim));
+    }
+    let input = x;
+    for (let l = 0; l < this.layers.length; l++) {
+      const last = l === this.layers.length - 1;
+      denseForward(this.layers[l], input, rows, this.scratch[l], last ? this.lastAct : 'relu');
+      input = this.scratch[l];
+    }
+    return input.subarray(0, rows * this.dims[this.dims.length - 1]);
+  }
+}

@@ -1,0 +1,118 @@
+/**
+ * `kais train` on the `tiny` scenario for two frames, through the real CLI (dist/kais.js, built by
+ * `npm test` before jest runs): checkpoint file, resume equal to an uninterrupted run, and one-line
+ * exit 2 for corrupt, truncated or foreign checkpoints.
+ */
+import { spawnSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import Database from 'better-sqlite3';
+import { loadScenario } from '../../shared/scenario';
+import { loadCmmacFromDb } from '../../training/jobs/checkpoint';
+
+const ROOT = path.join(__dirname, '..', '..');
+const KAIS = path.join(ROOT, 'dist', 'kais.js');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-train-'));
+
+function kais(...args: string[]) {
+  const r = spawnSync(process.execPath, [KAIS, ...args], { encoding: 'utf8', timeout: 60000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+function metricsOf(file: string): unknown[] {
+  const db = new Database(file, { readonly: true });
+  const rows = db.prepare('SELECT json FROM metrics ORDER BY frame').all() as { json: string }[];
+  db.close();
+  // wall times are not reproducible
+  return rows.map((r) => {
+    const { wallS, learnS, ...rest } = JSON.parse(r.json) as Record<string, unknown>;
+    void wallS;
+    void learnS;
+    return rest;
+  });
+}
+
+const base = ['train', '--scenario', 'tiny', '--episode-frames', '1', '--bc-frames', '1', '--seed', '3', '--json'];
+
+describe('kais train (smoke, tiny scenario)', () => {
+  afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  it('trains two frames and writes config, weights and per-frame metrics to SQLite', () => {
+    const out = path.join(tmp, 'a.db');
+    const r = kais(...base, '--frames', '2', '--out', out);
+    expect(r.stderr).toMatch(/frame 2\/2 \[rl\]/);
+    expect(r.code).toBe(0);
+    const summary = JSON.parse(r.stdout);
+    expect(summary.frames).toBe(2);
+    expect(metricsOf(out)).toHaveLength(2);
+    const policy = loadCmmacFromDb(out, loadScenario('tiny'));
+    expect(policy.name).toBe('cmmac');
+    expect(policy.version).toBe(2);
+  });
+
+  it('resumes a stopped run and ends at the same numbers as an uninterrupted one', () => {
+    const whole = path.join(tmp, 'whole.db');
+    const parts = path.join(tmp, 'parts.db');
+    expect(kais(...base, '--frames', '3', '--out', whole).code).toBe(0);
+    expect(kais(...base, '--frames', '2', '--out', parts).code).toBe(0);
+    const r = kais(...base, '--frames', '3', '--out', parts, '--resume');
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/resuming/);
+    expect(metricsOf(parts)).toEqual(metricsOf(whole));
+    const a = loadCmmacFromDb(whole, loadScenario('tiny'));
+    const b = loadCmmacFromDb(parts, loadScenario('tiny'));
+    expect(b.version).toBe(a.version);
+  });
+
+  it('refuses to overwrite an existing file without --resume', () => {
+    const out = path.join(tmp, 'a.db');
+    const r = kais(...base, '--frames', '1', '--out', out);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/file exists; pass --resume/);
+  });
+
+  it('exits 2 with one line for a file that is not a checkpoint', () => {
+    const out = path.join(tmp, 'garbage.db');
+    fs.writeFileSync(out, 'this is not sqlite at all, just some text '.repeat(200));
+    const r = kais(...base, '--frames', '1', '--out', out, '--resume');
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/not a usable kais checkpoint/);
+  });
+
+  it('exits 2 with one line for a truncated checkpoint', () => {
+    const out = path.join(tmp, 'trunc.db');
+    fs.copyFileSync(path.join(tmp, 'a.db'), out);
+    const bytes = fs.readFileSync(out);
+    fs.writeFileSync(out, bytes.subarray(0, Math.floor(bytes.length / 2)));
+    const r = kais(...base, '--frames', '3', '--out', out, '--resume');
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/kais checkpoint/);
+  });
+
+  it('exits 2 with one line when the stored weights fail their checksum', () => {
+    const out = path.join(tmp, 'flip.db');
+    fs.copyFileSync(path.join(tmp, 'a.db'), out);
+    const db = new Database(out);
+    const row = db.prepare('SELECT episode, actor FROM checkpoints ORDER BY episode DESC LIMIT 1').get() as { episode: number; actor: Buffer };
+    row.actor[row.actor.length - 40] ^= 0xff;
+    db.prepare('UPDATE checkpoints SET actor = ? WHERE episode = ?').run(row.actor, row.episode);
+    db.close();
+    const r = kais(...base, '--frames', '3', '--out', out, '--resume');
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/checksum/);
+    expect(() => loadCmmacFromDb(out, loadScenario('tiny'))).toThrow(/checksum/);
+  });
+
+  it('exits 2 with one line for a checkpoint of another scenario', () => {
+    const r = kais('train', '--scenario', 'small', '--frames', '1', '--out', path.join(tmp, 'a.db'), '--resume');
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/trained on scenario "tiny", not "small"/);
+    expect(() => loadCmmacFromDb(path.join(tmp, 'a.db'), loadScenario('small'))).toThrow(/not "small"/);
+  });
+});

@@ -1,0 +1,103 @@
+import { performance } from 'perf_hooks';
+import { loadScenario, topologyOf } from '../../../shared/scenario';
+import { initActorWeights } from '../../../shared/nets/actor';
+import { Rng } from '../../../shared/rng';
+import { CmmacDispatch, type DecisionRecorder } from '../../../agent/actor-policy';
+import { observationDim } from '../../../agent/observation';
+import { buildRequests } from '../../../training/workload';
+import { makeDispatch, makeOrchestration } from '../../../training/baselines/registry';
+import { runEpisode, percentile } from '../../../training/jobs/rollout';
+import { EdgeCloudEnv } from '../../../training/sim/env';
+
+function setup(name: string, mode: 'sample' | 'argmax', rng?: Rng) {
+  const scenario = loadScenario(name);
+  const topo = topologyOf(scenario);
+  const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
+  const weights = initActorWeights(observationDim(shape), shape.numTargets, 42);
+  const policy = new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights, mode, rng });
+  return { scenario, policy, shape, weights };
+}
+
+describe('cmmac dispatch policy', () => {
+  it('only chooses targets the mask allows over a whole episode, in both modes', () => {
+    for (const mode of ['sample', 'argmax'] as const) {
+      const { scenario, policy } = setup('small', mode);
+      const requests = buildRequests({ scenario, workload: 'p4', seed: 2, load: 1, durationS: 25 });
+      // rollout's env throws on an illegal action
+      const r = runEpisode({ scenario, requests, frames: 1, seed: 2, dispatch: policy, orchestration: makeOrchestration('hpa', scenario) });
+      expect(r.arrived).toBeGreaterThan(0);
+      expect(r.policy).toBe('cmmac/hpa');
+    }
+  });
+
+  it('samples the same actions from the same seed', () => {
+    const run = () => {
+      const { scenario, policy } = setup('small', 'sample');
+      const requests = buildRequests({ scenario, workload: 'p4', seed: 5, load: 1, durationS: 25 });
+      return runEpisode({ scenario, requests, frames: 1, seed: 5, dispatch: policy, orchestration: makeOrchestration('static', scenario) });
+    };
+    expect(run()).toEqual(run());
+  });
+
+  it('records obs, mask, action and the log-probability of every decision when a recorder is attached', () => {
+    const { scenario, policy, shape } = setup('small', 'sample', new Rng(9));
+    const got: { obs: Float32Array; mask: Uint8Array; action: number; logProb: number }[] = [];
+    const rec: DecisionRecorder = { record: (obs, mask, action, logProb) => got.push({ obs: obs.slice(), mask: mask.slice(), action, logProb }) };
+    policy.recorder = rec;
+    const requests = buildRequests({ scenario, workload: 'p4', seed: 5, load: 1, durationS: 10 });
+    const env = new EdgeCloudEnv(scenario, { requests, frames: 1 });
+    let { observations } = env.reset({ seed: 5 });
+    let decisions = 0;
+    while (!env.isDone && decisions < 300) {
+      const items = env.agents.map((b) => observations[b]);
+      policy.decideBatch(items, env.view);
+      decisions += items.length;
+      const actions: number[] = [];
+      for (const it of items) actions[it.eap] = it.action;
+      observations = env.step(actions).observations;
+    }
+    expect(got.length).toBe(decisions);
+    for (const g of got) {
+      expect(g.obs.length).toBe(observationDim(shape));
+      expect(g.mask[g.action]).toBe(1);
+      expect(g.logProb).toBeLessThanOrEqual(0);
+      expect(g.logProb).toBeGreaterThan(-Math.log(1e6));
+    }
+  });
+
+  it('decides a batch-1 request with mask in well under 1 ms on the kais scenario (median; p99 is printed, it depends on machine load)', () => {
+    const { scenario, policy } = setup('kais', 'argmax');
+    const requests = buildRequests({ scenario, workload: 'p4', seed: 1, load: 1, durationS: 10 });
+    const env = new EdgeCloudEnv(scenario, { requests, frames: 1, orchestration: makeOrchestration('hpa', scenario) });
+    let { observations } = env.reset({ seed: 1 });
+    const us: number[] = [];
+    const lec = makeDispatch('lec', scenario);
+    const lecUs: number[] = [];
+    while (!env.isDone && us.length < 3000) {
+      const actions: number[] = [];
+      for (const b of env.agents) {
+        const t0 = performance.now();
+        actions[b] = policy.decide(observations[b], env.view);
+        us.push((performance.now() - t0) * 1000);
+        const t1 = performance.now();
+        lec.decide(observations[b], env.view);
+        lecUs.push((performance.now() - t1) * 1000);
+      }
+      observations = env.step(actions).observations;
+    }
+    const p99 = percentile(Float64Array.from(us.slice(200)), 0.99);
+    const p50 = percentile(Float64Array.from(us.slice(200)), 0.5);
+    const lecP99 = percentile(Float64Array.from(lecUs.slice(200)), 0.99);
+    process.stdout.write(`cmmac batch-1 decision: p50 ${p50.toFixed(1)} us, p99 ${p99.toFixed(1)} us (lec p99 ${lecP99.toFixed(1)} us)\n`);
+    expect(p50).toBeLessThan(1000);
+  });
+
+  it('swaps in new weights with a version', () => {
+    const { policy, shape, weights } = setup('tiny', 'argmax');
+    expect(policy.version).toBe(0);
+    policy.setWeights(7, weights.map((w) => w.map(() => 0)));
+    expect(policy.version).toBe(7);
+    expect(() => policy.setWeights(8, weights.slice(1))).toThrow(TypeError);
+    void shape;
+  });
+});

@@ -1,0 +1,228 @@
+/**
+ * `kais train` checkpoints in one SQLite file (better-sqlite3), and loading a trained `cmmac`
+ * policy from it (`loadCmmacFromDb`, for `kais eval --checkpoint` and the agent).
+ *
+ * Tables:
+ * - `meta(key TEXT PRIMARY KEY, value TEXT)`: `config` = the resolved run config (JSON, first row
+ *   a run writes), `format` = CHECKPOINT_FORMAT;
+ * - `checkpoints(episode INTEGER PRIMARY KEY, frame, actor BLOB, critic BLOB, adam BLOB, state TEXT)`:
+ *   after each finished episode; `actor`/`critic`/`adam` are shared/protocol/weights.ts buffers
+ *   (raw little-endian float32 with a CRC-32), `state` is JSON (Adam step counts, Rng states,
+ *   weight version);
+ * - `metrics(frame INTEGER PRIMARY KEY, json TEXT)`: one row per trained frame.
+ * Every write is one transaction, so a killed run leaves the last complete checkpoint.
+ *
+ * Anything unreadable (not SQLite, truncated, missing tables, bad checksum, another scenario or
+ * shape) throws UsageError with one line naming the file.
+ */
+import * as fs from 'fs';
+import Database from 'better-sqlite3';
+import { UsageError } from '../../shared/errors';
+import { packWeights, weightsFromBytes, weightsToBytes } from '../../shared/protocol/weights';
+import type { Scenario } from '../../shared/scenario';
+import { topologyOf } from '../../shared/scenario';
+import { hashString } from '../../shared/rng';
+import { CmmacDispatch, type ActMode } from '../../agent/actor-policy';
+import { observationDim } from '../../agent/observation';
+
+export const CHECKPOINT_FORMAT = 'kais-train-v1';
+
+export interface CheckpointRow {
+  episode: number;
+  /** frames trained when it was written */
+  frame: number;
+  actor: Float32Array[];
+  actorShapes: number[][];
+  critic: Float32Array[];
+  criticShapes: number[][];
+  /** actor m, actor v, critic m, critic v moments, concatenated in that order */
+  adam: Float32Array[];
+  adamShapes: number[][];
+  state: CheckpointState;
+}
+
+export interface CheckpointState {
+  weightVersion: number;
+  actorAdamStep: number;
+  criticAdamStep: number;
+  rng: Record<string, number[]>;
+}
+
+/** Fingerprint of a scenario (name + content), stored with the config to refuse mismatches. */
+export function scenarioFingerprint(s: Scenario): string {
+  return `${s.name}:${(hashString(JSON.stringify(s)) >>> 0).toString(16)}`;
+}
+
+function bad(path: string, why: string): UsageError {
+  return new UsageError(`${path}: not a usable kais checkpoint (${why})`, 'KAIS_ERR_CHECKPOINT');
+}
+
+function oneLine(e: unknown): string {
+  return (e instanceof Error ? e.message : String(e)).split('\n')[0];
+}
+
+export class CheckpointDb {
+  private constructor(
+    private readonly db: Database.Database,
+    readonly path: string,
+  ) {}
+
+  /** Opens (and for `create`, initialises) a checkpoint file. */
+  static open(path: string, mode: 'create' | 'read'): CheckpointDb {
+    if (mode === 'read' && !fs.existsSync(path)) throw new UsageError(`${path}: no such checkpoint file`, 'KAIS_ERR_CHECKPOINT');
+    let db: Database.Database;
+    try {
+      db = new Database(path, { readonly: mode === 'read', fileMustExist: mode === 'read' });
+      if (mode === 'create') {
+        db.exec(`
+          CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+          CREATE TABLE IF NOT EXISTS checkpoints (episode INTEGER PRIMARY KEY, frame INTEGER NOT NULL,
+            actor BLOB NOT NULL, critic BLOB NOT NULL, adam BLOB NOT NULL, state TEXT NOT NULL);
+          CREATE TABLE IF NOT EXISTS metrics (frame INTEGER PRIMARY KEY, json TEXT NOT NULL);
+        `);
+      }
+      db.prepare('SELECT count(*) FROM checkpoints').get();
+      db.prepare('SELECT count(*) FROM metrics').get();
+      const fmt = db.prepare("SELECT value FROM meta WHERE key = 'format'").get() as { value: string } | undefined;
+      if (fmt && fmt.value !== CHECKPOINT_FORMAT) {
+        db.close();
+        throw bad(path, `format ${fmt.value}, this build reads ${CHECKPOINT_FORMAT}`);
+      }
+    } catch (e) {
+      if (e instanceof UsageError) throw e;
+      throw bad(path, oneLine(e));
+    }
+    return new CheckpointDb(db, path);
+  }
+
+  close(): void {
+    this.db.close();
+  }
+
+  /** The stored resolved config, or null for a fresh file. */
+  config<T>(): T | null {
+    try {
+      const row = this.db.prepare("SELECT value FROM meta WHERE key = 'config'").get() as { value: string } | undefined;
+      return row ? (JSON.parse(row.value) as T) : null;
+    } catch (e) {
+      throw bad(this.path, oneLine(e));
+    }
+  }
+
+  writeConfig(config: unknown): void {
+    const put = this.db.prepare('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)');
+    this.db.transaction(() => {
+      put.run('format', CHECKPOINT_FORMAT);
+      put.run('config', JSON.stringify(config));
+    })();
+  }
+
+  /** Writes a checkpoint and the metrics of the frames it covers, atomically. */
+  writeCheckpoint(c: CheckpointRow, metrics: { frame: number; json: unknown }[]): void {
+    const actor = weightsToBytes(packWeights(c.actor.map((data, i) => ({ data, shape: c.actorShapes[i] })), c.state.weightVersion));
+    const critic = weightsToBytes(packWeights(c.critic.map((data, i) => ({ data, shape: c.criticShapes[i] })), c.state.weightVersion));
+    const adam = weightsToBytes(packWeights(c.adam.map((data, i) => ({ data, shape: c.adamShapes[i] })), c.state.weightVersion));
+    const putC = this.db.prepare('INSERT OR REPLACE INTO checkpoints (episode, frame, actor, critic, adam, state) VALUES (?, ?, ?, ?, ?, ?)');
+    const putM = this.db.prepare('INSERT OR REPLACE INTO metrics (frame, json) VALUES (?, ?)');
+    this.db.transaction(() => {
+      putC.run(c.episode, c.frame, actor, critic, adam, JSON.stringify(c.state));
+      for (const m of metrics) putM.run(m.frame, JSON.stringify(m.json));
+    })();
+  }
+
+  /** The newest checkpoint, or null when there is none. Throws UsageError when it is corrupt. */
+  latest(): CheckpointRow | null {
+    let row: { episode: number; frame: number; actor: Buffer; critic: Buffer; adam: Buffer; state: string } | undefined;
+    try {
+      row = this.db.prepare('SELECT * FROM checkpoints ORDER BY episode DESC LIMIT 1').get() as typeof row;
+    } catch (e) {
+      throw bad(this.path, oneLine(e));
+    }
+    if (!row) return null;
+    try {
+      const actor = weightsFromBytes(row.actor);
+      const critic = weightsFromBytes(row.critic);
+      const adam = weightsFromBytes(row.adam);
+      const state = JSON.parse(row.state) as CheckpointState;
+      return {
+        episode: row.episode,
+        frame: row.frame,
+        actor: actor.tensors,
+        actorShapes: actor.shapes,
+        critic: critic.tensors,
+        criticShapes: critic.shapes,
+        adam: adam.tensors,
+        adamShapes: adam.shapes,
+        state,
+      };
+    } catch (e) {
+      throw bad(this.path, `checkpoint of episode ${row.episode}: ${oneLine(e)}`);
+    }
+  }
+
+  /** Metrics rows in frame order. */
+  metrics(): { frame: number; json: Record<string, unknown> }[] {
+    try {
+      return (this.db.prepare('SELECT frame, json FROM metrics ORDER BY frame').all() as { frame: number; json: string }[]).map((r) => ({
+        frame: r.frame,
+        json: JSON.parse(r.json) as Record<string, unknown>,
+      }));
+    } catch (e) {
+      throw bad(this.path, oneLine(e));
+    }
+  }
+
+  /** Drops metrics of frames after `frame` (written by a run killed after its last checkpoint). */
+  truncateMetrics(frame: number): void {
+    this.db.prepare('DELETE FROM metrics WHERE frame >= ?').run(frame);
+  }
+}
+
+/** Config fields loadCmmacFromDb needs (a subset of the train config). */
+interface StoredConfig {
+  scenarioFingerprint: string;
+  scenario: string;
+  obsDim: number;
+  numActions: number;
+}
+
+/**
+ * A trained `cmmac` dispatcher from a `kais train` file, for `scenario` (must be the one it was
+ * trained on). `mode`: 'argmax' (default) or 'sample' (seeded per episode by reset()).
+ */
+export function loadCmmacFromDb(path: string, scenario: Scenario, options: { mode?: ActMode } = {}): CmmacDispatch {
+  const db = CheckpointDb.open(path, 'read');
+  try {
+    const cfg = db.config<StoredConfig>();
+    if (!cfg) throw bad(path, 'no config row');
+    checkScenario(path, cfg, scenario);
+    const ck = db.latest();
+    if (!ck) throw bad(path, 'no checkpoint written yet');
+    const topo = topologyOf(scenario);
+    const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
+    if (ck.actorShapes[0]?.[0] !== observationDim(shape) || ck.actorShapes[ck.actorShapes.length - 1]?.[0] !== shape.numTargets) {
+      throw bad(path, `actor shapes do not fit scenario ${scenario.name}`);
+    }
+    return new CmmacDispatch({
+      shape,
+      queueCapPerReplica: scenario.queueCapPerReplica,
+      weights: ck.actor,
+      version: ck.state.weightVersion,
+      mode: options.mode ?? 'argmax',
+    });
+  } finally {
+    db.close();
+  }
+}
+
+export function checkScenario(path: string, cfg: { scenarioFingerprint: string; scenario: string }, scenario: Scenario): void {
+  if (cfg.scenarioFingerprint !== scenarioFingerprint(scenario)) {
+    const same = cfg.scenario === scenario.name;
+    throw new UsageError(
+      same
+        ? `${path}: trained on a different version of scenario "${scenario.name}" (fingerprint ${cfg.scenarioFingerprint})`
+        : `${path}: trained on scenario "${cfg.scenario}", not "${scenario.name}"`,
+      'KAIS_ERR_CHECKPOINT',
+    );
+  }
+}

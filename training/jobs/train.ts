@@ -1,0 +1,497 @@
+/**
+ * `kais train`: cMMAC dispatch on the simulator, one file top to bottom (CleanRL style; the
+ * algorithm is ALGORITHMS.md section 2, the learner critic/cmmac/learner.ts).
+ *
+ *   options -> setup (scenario, nets, learner, checkpoint file) -> per episode: fresh requests,
+ *   per frame: // SIM + // ACT (decision rounds, each one batched forward pass) -> // LEARN (one
+ *   update on the frame's decisions) -> logging; a checkpoint after every episode.
+ *
+ * Warm start (documented, optional): the first `bcFrames` frames act with the `lec` heuristic and
+ * train the actor by behaviour cloning on its choices; RL (sampling, TD advantage) takes over after.
+ * Orchestration is a fixed baseline (`hpa` by default): stage 1 of the curriculum.
+ *
+ * Resume: checkpoints are taken at episode boundaries with the Adam moments and every Rng state,
+ * so `--resume` after a kill recomputes the interrupted episode and ends at the same numbers as an
+ * uninterrupted run.
+ */
+import * as fs from 'fs';
+import { performance } from 'perf_hooks';
+import type { Argv, CommandModule } from 'yargs';
+import { UsageError } from '../../shared/errors';
+import { Rng } from '../../shared/rng';
+import { loadScenario, topologyOf, type Scenario } from '../../shared/scenario';
+import { loadBackend } from '../../shared/tf-backend';
+import { ActorNet } from '../../shared/nets/actor';
+import { ValueNet } from '../../shared/nets/value';
+import { CmmacDispatch } from '../../agent/actor-policy';
+import { observationDim } from '../../agent/observation';
+import { RolloutBuffer } from '../../critic/cmmac/buffer';
+import { CmmacLearner } from '../../critic/cmmac/learner';
+import { buildState, stateDim } from '../../critic/cmmac/state';
+import { EdgeCloudEnv, ENV_VERSION } from '../sim/env';
+import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES, type WorkloadName } from '../workload';
+import { makeDispatch, makeOrchestration } from '../baselines/registry';
+import { runEpisode } from './rollout';
+import { CheckpointDb, checkScenario, scenarioFingerprint } from './checkpoint';
+
+// ------------------------------------------------------------------------------------ OPTIONS
+
+export interface TrainOptions {
+  /** Built-in scenario name or a scenario JSON file. */
+  scenario: string;
+  /** Synthetic arrival pattern (ignored with --trace). */
+  workload: WorkloadName;
+  /** Alibaba batch_task CSV (or folder) to replay instead of a synthetic pattern. */
+  trace: string | null;
+  /** Arrival-rate multiplier. */
+  load: number;
+  /** Total frames to train (behaviour-cloning frames included). */
+  frames: number;
+  /** Frames per episode (fresh requests and a fresh simulator each episode). */
+  episodeFrames: number;
+  /** Warm-start frames acting with `lec` and cloning it (0 = pure RL from random weights). */
+  bcFrames: number;
+  /** Passes over each BC frame's decisions. */
+  bcEpochs: number;
+  /** Orchestration baseline held fixed while dispatch learns. */
+  orchestration: string;
+  seed: number;
+  /** Adam learning rate (actor and critic). */
+  lr: number;
+  gamma: number;
+  entropyCoef: number;
+  minibatch: number;
+  /** Standardise advantages per update. */
+  normAdv: boolean;
+  /** Evaluate (argmax, held-out seeds) every this many frames at episode ends; 0 = never. */
+  evalEvery: number;
+  /** Frames per evaluation episode. */
+  evalFrames: number;
+  /** SQLite checkpoint file. */
+  out: string;
+  resume: boolean;
+  json: boolean;
+}
+
+export const TRAIN_DEFAULTS: Omit<TrainOptions, 'scenario'> = {
+  workload: DEFAULT_WORKLOAD,
+  trace: null,
+  load: 1,
+  frames: 60,
+  episodeFrames: 3,
+  bcFrames: 15,
+  bcEpochs: 2,
+  orchestration: 'hpa',
+  seed: 1,
+  lr: 5e-4,
+  gamma: 0.9,
+  entropyCoef: 0.01,
+  minibatch: 1024,
+  normAdv: false,
+  evalEvery: 0,
+  evalFrames: 3,
+  out: 'kais-train.db',
+  resume: false,
+  json: false,
+};
+
+/** Seeds of held-out evaluation episodes (training episodes derive theirs from --seed). */
+export const EVAL_SEED_BASE = 1_000_003;
+
+/** Resolved config: the options plus what they imply; the first row a run writes. */
+export interface TrainConfig extends TrainOptions {
+  scenarioFingerprint: string;
+  envVersion: string;
+  obsDim: number;
+  numActions: number;
+  stateDim: number;
+}
+
+export interface FrameMetrics {
+  frame: number;
+  episode: number;
+  phase: 'bc' | 'rl';
+  'charts/throughputRate': number;
+  'charts/teamReward': number;
+  'charts/decisions': number;
+  'losses/value': number;
+  'losses/policy': number;
+  'losses/entropy': number;
+  'losses/bc': number;
+  'charts/evalThroughputRate'?: number;
+  /** wall seconds of this frame (sim + act + learn), not reproducible */
+  wallS: number;
+  /** wall seconds of the LEARN part */
+  learnS?: number;
+}
+
+export interface TrainResult {
+  config: TrainConfig;
+  framesDone: number;
+  metrics: FrameMetrics[];
+  finalEval: number | null;
+  wallS: number;
+  framesPerS: number;
+}
+
+// -------------------------------------------------------------------------------------- SETUP
+
+export async function train(options: Partial<TrainOptions> & { scenario: string }, log: (line: string) => void = () => {}): Promise<TrainResult> {
+  await loadBackend();
+  let opts: TrainOptions = { ...TRAIN_DEFAULTS, ...options };
+  const scenario = loadScenario(opts.scenario);
+  validate(opts);
+
+  const topo = topologyOf(scenario);
+  const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
+  if (!opts.resume && fs.existsSync(opts.out) && fs.statSync(opts.out).size > 0) {
+    throw new UsageError(`--out ${opts.out}: file exists; pass --resume to continue it or choose another file`);
+  }
+  const db = CheckpointDb.open(opts.out, 'create');
+  try {
+    let stored = opts.resume ? db.config<TrainConfig>() : null;
+    if (stored) {
+      checkScenario(opts.out, stored, scenario);
+      // the stored run config wins; only the total length may be extended
+      opts = { ...stored, frames: options.frames ?? stored.frames, out: opts.out, resume: true, json: opts.json };
+    }
+    const config: TrainConfig = {
+      ...opts,
+      scenarioFingerprint: scenarioFingerprint(scenario),
+      envVersion: ENV_VERSION,
+      obsDim: observationDim(shape),
+      numActions: shape.numTargets,
+      stateDim: stateDim(shape),
+    };
+    return await run(config, scenario, shape, db, stored !== null, log);
+  } finally {
+    db.close();
+  }
+}
+
+function validate(o: TrainOptions): void {
+  const posInt = (name: string, v: number, min = 1) => {
+    if (!Number.isInteger(v) || v < min) throw new UsageError(`--${name}: expected an integer >= ${min}, got ${v}`);
+  };
+  posInt('frames', o.frames);
+  posInt('episode-frames', o.episodeFrames);
+  posInt('bc-frames', o.bcFrames, 0);
+  posInt('bc-epochs', o.bcEpochs);
+  posInt('minibatch', o.minibatch);
+  posInt('eval-every', o.evalEvery, 0);
+  posInt('eval-frames', o.evalFrames);
+  if (!Number.isFinite(o.seed)) throw new UsageError(`--seed: expected a number, got ${o.seed}`);
+  if (!isWorkloadName(o.workload)) throw new UsageError(`--workload: unknown "${o.workload}" (valid: ${WORKLOAD_NAMES.join(', ')})`);
+  if (!(o.lr > 0) || !(o.gamma >= 0 && o.gamma < 1) || !(o.entropyCoef >= 0)) {
+    throw new UsageError(`--lr/--gamma/--entropy-coef: expected lr > 0, 0 <= gamma < 1, entropy >= 0`);
+  }
+  makeOrchestration(o.orchestration, loadScenario(o.scenario));
+}
+
+async function run(
+  config: TrainConfig,
+  scenario: Scenario,
+  shape: { numServices: number; numTargets: number; numEaps: number },
+  db: CheckpointDb,
+  resuming: boolean,
+  log: (line: string) => void,
+): Promise<TrainResult> {
+  const t0 = performance.now();
+  // TRY NOT TO MODIFY: seeding. Every stream derives from --seed and is checkpointed.
+  const actRng = Rng.derive(config.seed, 'train/act');
+  const learnRng = Rng.derive(config.seed, 'train/learn');
+  const actor = new ActorNet(config.obsDim, shape.numTargets, Rng.derive(config.seed, 'train/init-actor'));
+  const critic = new ValueNet(config.stateDim, Rng.derive(config.seed, 'train/init-critic'));
+  const learner = new CmmacLearner(actor, critic, learnRng, {
+    lr: config.lr,
+    gamma: config.gamma,
+    entropyCoef: config.entropyCoef,
+    minibatch: config.minibatch,
+    normAdv: config.normAdv,
+  });
+  const policy = new CmmacDispatch({
+    shape,
+    queueCapPerReplica: scenario.queueCapPerReplica,
+    weights: actor.getWeights().arrays,
+    mode: 'sample',
+    rng: actRng,
+  });
+  const teacher = makeDispatch('lec', scenario);
+  const buf = new RolloutBuffer(actor.obsDim, shape.numTargets, config.stateDim, 8192);
+  const sBuf = new Float32Array(config.stateDim);
+  const obsBuf = new Float32Array(actor.obsDim);
+  const metrics: FrameMetrics[] = [];
+  let weightVersion = 0;
+  let startEpisode = 0;
+
+  if (resuming) {
+    const ck = db.latest();
+    if (ck) {
+      actor.setWeights(ck.actor);
+      critic.setWeights(ck.critic);
+      const na = actor.variables.length;
+      const nc = critic.variables.length;
+      if (ck.adam.length !== 2 * (na + nc)) throw new UsageError(`${db.path}: checkpoint optimiser state does not fit the networks`);
+      learner.setState({
+        actorAdam: { step: ck.state.actorAdamStep, moments: ck.adam.slice(0, 2 * na) },
+        criticAdam: { step: ck.state.criticAdamStep, moments: ck.adam.slice(2 * na) },
+      });
+      actRng.setState(ck.state.rng.act);
+      learnRng.setState(ck.state.rng.learn);
+      weightVersion = ck.state.weightVersion;
+      policy.setWeights(weightVersion, actor.getWeights().arrays);
+      startEpisode = ck.episode + 1;
+      for (const m of db.metrics()) if (m.frame < ck.frame) metrics.push(m.json as unknown as FrameMetrics);
+      db.truncateMetrics(ck.frame);
+      log(`resuming ${db.path} after episode ${ck.episode} (${ck.frame} frames done)`);
+    }
+  } else {
+    db.writeConfig(config);
+  }
+
+  const E = config.episodeFrames;
+  const totalEpisodes = Math.ceil(config.frames / E);
+  const orchestration = makeOrchestration(config.orchestration, scenario);
+  let finalEval: number | null = null;
+  const actions: number[] = new Array(shape.numEaps).fill(-1);
+
+  for (let episode = startEpisode; episode < totalEpisodes; episode++) {
+    const epFrames = Math.min(E, config.frames - episode * E);
+    const epSeed = Rng.derive(config.seed, `train/episode-${episode}`).nextU32();
+    const requests = buildRequests({
+      scenario,
+      workload: config.workload,
+      tracePath: config.trace,
+      seed: epSeed,
+      load: config.load,
+      durationS: epFrames * scenario.slotsPerFrame * scenario.slotS,
+      warn: log,
+    });
+    const env = new EdgeCloudEnv(scenario, { requests, frames: epFrames, orchestration, illegalAction: 'throw' });
+    let { observations } = env.reset({ seed: epSeed });
+    policy.reset(epSeed);
+    teacher.reset?.(epSeed, env.view);
+    const view = env.view;
+    const epMetrics: FrameMetrics[] = [];
+
+    for (let fi = 0; fi < epFrames; fi++) {
+      const tf0 = performance.now();
+      const frame = episode * E + fi;
+      const bc = frame < config.bcFrames;
+      const frameEnd = (fi + 1) * scenario.slotsPerFrame;
+      let lastSlot = -1;
+      let teamReward = 0;
+      policy.recorder = bc ? null : buf;
+      while (!env.isDone && env.slotIndex < frameEnd) {
+        // SIM: a new decision slot starts: remember s_t for the critic
+        if (env.slotIndex !== lastSlot) {
+          buildState(env.state(), sBuf);
+          buf.beginSlot(sBuf);
+          lastSlot = env.slotIndex;
+        }
+        // ACT: one batched forward pass over the live eAPs (or the teacher while cloning)
+        const live = env.agents;
+        const items = live.map((b) => observations[b]);
+        if (bc) {
+          for (const it of items) {
+            it.action = teacher.decide(it, view);
+            policy.observations.build(it, view, obsBuf);
+            buf.record(obsBuf, it.mask, it.action, 0, it.eap);
+          }
+        } else {
+          policy.decideBatch(items, view);
+        }
+        for (const b of live) actions[b] = observations[b].action;
+        const step = env.step(actions);
+        observations = step.observations;
+        let u = 0;
+        for (const b of env.possibleAgents) u += step.rewards[b];
+        buf.addReward(u);
+        teamReward += u;
+      }
+      // LEARN: one update on this frame's decisions, bootstrapped from the state reached
+      const tl0 = performance.now();
+      buildState(env.state(), sBuf);
+      buf.finish(sBuf);
+      const m: FrameMetrics = {
+        frame,
+        episode,
+        phase: bc ? 'bc' : 'rl',
+        'charts/throughputRate': frameRate(env, fi),
+        'charts/teamReward': round(teamReward / Math.max(1, buf.numSlots), 4),
+        'charts/decisions': buf.n,
+        'losses/value': 0,
+        'losses/policy': 0,
+        'losses/entropy': 0,
+        'losses/bc': 0,
+        wallS: 0,
+      };
+      if (bc) {
+        m['losses/bc'] = round(learner.imitate(buf, config.bcEpochs), 5);
+      } else {
+        const st = learner.update(buf);
+        m['losses/value'] = round(st.vLoss, 5);
+        m['losses/policy'] = round(st.pgLoss, 5);
+        m['losses/entropy'] = round(st.entropy, 5);
+      }
+      buf.clear();
+      policy.setWeights(++weightVersion, actor.getWeights().arrays);
+      m.wallS = round((performance.now() - tf0) / 1000, 3);
+      m.learnS = round((performance.now() - tl0) / 1000, 3);
+      epMetrics.push(m);
+      metrics.push(m);
+      log(progressLine(m, config.frames, (performance.now() - t0) / 1000));
+    }
+
+    // evaluation on held-out seeds (argmax), at episode ends
+    const framesDone = episode * E + epFrames;
+    if (config.evalEvery > 0 && (Math.floor(framesDone / config.evalEvery) > Math.floor((framesDone - epFrames) / config.evalEvery) || framesDone === config.frames)) {
+      const ev = evaluate(scenario, config, actor.getWeights().arrays, shape, 1);
+      epMetrics[epMetrics.length - 1]['charts/evalThroughputRate'] = ev;
+      finalEval = ev;
+      log(`eval after ${framesDone} frames: cmmac/${config.orchestration} throughput rate ${ev.toFixed(4)} (held-out seed)`);
+    }
+
+    // checkpoint: weights, optimiser, Rng states and this episode's metrics in one transaction
+    const ls = learner.getState();
+    db.writeCheckpoint(
+      {
+        episode,
+        frame: framesDone,
+        actor: actor.getWeights().arrays,
+        actorShapes: actor.getWeights().shapes,
+        critic: critic.getWeights().arrays,
+        criticShapes: critic.getWeights().shapes,
+        adam: [...ls.actorAdam.moments, ...ls.criticAdam.moments],
+        adamShapes: [...actor.getWeights().shapes, ...actor.getWeights().shapes, ...critic.getWeights().shapes, ...critic.getWeights().shapes],
+        state: {
+          weightVersion,
+          actorAdamStep: ls.actorAdam.step,
+          criticAdamStep: ls.criticAdam.step,
+          rng: { act: actRng.getState(), learn: learnRng.getState() },
+        },
+      },
+      epMetrics.map((x) => ({ frame: x.frame, json: x })),
+    );
+  }
+
+  learner.dispose();
+  actor.dispose();
+  critic.dispose();
+  const wallS = (performance.now() - t0) / 1000;
+  const trainedNow = metrics.length - startEpisode * E;
+  return { config, framesDone: metrics.length, metrics, finalEval, wallS: round(wallS, 2), framesPerS: round(trainedNow / wallS, 3) };
+}
+
+/** Throughput rate of frame fi of the env: in-time completions / arrivals in that frame. */
+function frameRate(env: EdgeCloudEnv, fi: number): number {
+  const f = env.frames[fi];
+  return f && f.arrived > 0 ? round(f.completedInTime / f.arrived, 4) : 0;
+}
+
+/** Mean throughput rate of the argmax policy over `seeds` held-out episodes. */
+export function evaluate(
+  scenario: Scenario,
+  config: TrainOptions,
+  actorWeights: Float32Array[],
+  shape: { numServices: number; numTargets: number; numEaps: number },
+  seeds: number,
+): number {
+  let sum = 0;
+  for (let i = 0; i < seeds; i++) {
+    const seed = EVAL_SEED_BASE + i;
+    const requests = buildRequests({
+      scenario,
+      workload: config.workload,
+      tracePath: config.trace,
+      seed,
+      load: config.load,
+      durationS: config.evalFrames * scenario.slotsPerFrame * scenario.slotS,
+    });
+    const dispatch = new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights: actorWeights, mode: 'argmax' });
+    const r = runEpisode({ scenario, requests, frames: config.evalFrames, seed, dispatch, orchestration: makeOrchestration(config.orchestration, scenario) });
+    sum += r.throughputRate;
+  }
+  return round(sum / seeds, 4);
+}
+
+function progressLine(m: FrameMetrics, total: number, elapsedS: number): string {
+  const fps = (m.frame + 1) / Math.max(1e-9, elapsedS);
+  const losses =
+    m.phase === 'bc'
+      ? `bc ${m['losses/bc'].toFixed(3)}`
+      : `v ${m['losses/value'].toFixed(3)} pg ${m['losses/policy'].toFixed(3)} H ${m['losses/entropy'].toFixed(2)}`;
+  return `frame ${m.frame + 1}/${total} [${m.phase}] throughput ${m['charts/throughputRate'].toFixed(3)} U ${m['charts/teamReward'].toFixed(2)} ${losses} | ${m.wallS.toFixed(1)} s/frame (learn ${(m.learnS ?? 0).toFixed(1)}), ${fps.toFixed(2)} frames/s`;
+}
+
+function round(x: number, d: number): number {
+  const f = 10 ** d;
+  return Math.round(x * f) / f;
+}
+
+// ---------------------------------------------------------------------------------------- CLI
+
+export const trainCommand: CommandModule<object, TrainOptions> = {
+  command: 'train',
+  describe: 'train the cMMAC dispatcher on the simulator (checkpoints in SQLite)',
+  builder: (y: Argv) =>
+    y
+      .option('scenario', { type: 'string', default: 'kais', describe: 'built-in scenario name or scenario JSON file' })
+      .option('workload', { type: 'string', default: TRAIN_DEFAULTS.workload, describe: `synthetic pattern (${WORKLOAD_NAMES.join(', ')})` })
+      .option('trace', { type: 'string', describe: 'Alibaba batch_task CSV (or folder) to replay' })
+      .option('load', { type: 'number', default: TRAIN_DEFAULTS.load, describe: 'arrival-rate multiplier' })
+      .option('frames', { type: 'number', default: TRAIN_DEFAULTS.frames, describe: 'total frames to train (BC frames included)' })
+      .option('episode-frames', { type: 'number', default: TRAIN_DEFAULTS.episodeFrames, describe: 'frames per episode' })
+      .option('bc-frames', { type: 'number', default: TRAIN_DEFAULTS.bcFrames, describe: 'warm-start frames cloning lec (0 = none)' })
+      .option('bc-epochs', { type: 'number', default: TRAIN_DEFAULTS.bcEpochs, describe: 'passes over each BC frame' })
+      .option('orchestration', { type: 'string', default: TRAIN_DEFAULTS.orchestration, describe: 'fixed orchestration baseline' })
+      .option('seed', { type: 'number', default: TRAIN_DEFAULTS.seed, describe: 'seed of every random stream' })
+      .option('lr', { type: 'number', default: TRAIN_DEFAULTS.lr, describe: 'Adam learning rate' })
+      .option('gamma', { type: 'number', default: TRAIN_DEFAULTS.gamma, describe: 'discount per slot' })
+      .option('entropy-coef', { type: 'number', default: TRAIN_DEFAULTS.entropyCoef, describe: 'entropy bonus beta_H' })
+      .option('minibatch', { type: 'number', default: TRAIN_DEFAULTS.minibatch, describe: 'decisions per actor minibatch' })
+      .option('norm-adv', { type: 'boolean', default: TRAIN_DEFAULTS.normAdv, describe: 'standardise advantages' })
+      .option('eval-every', { type: 'number', default: TRAIN_DEFAULTS.evalEvery, describe: 'evaluate every N frames (0 = never)' })
+      .option('eval-frames', { type: 'number', default: TRAIN_DEFAULTS.evalFrames, describe: 'frames per evaluation episode' })
+      .option('out', { type: 'string', default: TRAIN_DEFAULTS.out, describe: 'SQLite checkpoint file' })
+      .option('resume', { type: 'boolean', default: false, describe: 'continue the run stored in --out' })
+      .option('json', { type: 'boolean', default: false, describe: 'print the result as JSON on stdout' }) as unknown as Argv<TrainOptions>,
+  handler: async (argv) => {
+    const r = await train(
+      {
+        scenario: argv.scenario,
+        workload: argv.workload,
+        trace: argv.trace ?? null,
+        load: argv.load,
+        frames: argv.frames,
+        episodeFrames: argv.episodeFrames,
+        bcFrames: argv.bcFrames,
+        bcEpochs: argv.bcEpochs,
+        orchestration: argv.orchestration,
+        seed: argv.seed,
+        lr: argv.lr,
+        gamma: argv.gamma,
+        entropyCoef: argv.entropyCoef,
+        minibatch: argv.minibatch,
+        normAdv: argv.normAdv,
+        evalEvery: argv.evalEvery,
+        evalFrames: argv.evalFrames,
+        out: argv.out,
+        resume: argv.resume,
+        json: argv.json,
+      },
+      (line) => process.stderr.write(`${line}\n`),
+    );
+    const last = r.metrics[r.metrics.length - 1];
+    const summary = {
+      out: r.config.out,
+      frames: r.framesDone,
+      throughputRate: last ? last['charts/throughputRate'] : null,
+      evalThroughputRate: r.finalEval,
+      wallS: r.wallS,
+      framesPerS: r.framesPerS,
+    };
+    if (argv.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
+    else process.stdout.write(`trained ${summary.frames} frames in ${summary.wallS} s -> ${summary.out}\n`);
+  },
+};
