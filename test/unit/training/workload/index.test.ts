@@ -43,8 +43,8 @@ describe('buildRequests', () => {
     for (const workload of WORKLOAD_NAMES) {
       // two whole periods of the periodic patterns (4 frames each)
       const reqs = buildRequests({ ...base, workload, durationS: 200 });
-      expect(reqs.length).toBeGreaterThan(0.8 * 12 * 200);
-      expect(reqs.length).toBeLessThan(1.2 * 12 * 200);
+      expect(reqs.length).toBeGreaterThan(0.8 * tiny.workload.ratePerS * 200);
+      expect(reqs.length).toBeLessThan(1.2 * tiny.workload.ratePerS * 200);
     }
   });
 
@@ -53,14 +53,14 @@ describe('buildRequests', () => {
     const lines: string[] = [];
     const a = buildRequests({ ...base, workload: 'p1', tracePath: dir, warn: (l) => lines.push(l) });
     const b = buildRequests({ ...base, workload: 'mixed', tracePath: dir });
-    expect(a).toHaveLength(12 * 50);
+    expect(a).toHaveLength(tiny.workload.ratePerS * 50);
     expect(JSON.stringify(a)).toBe(JSON.stringify(b));
     expect(lines).toEqual([]);
   });
 
   it('multiplies the arrival rate by --load', () => {
     const dir = madeUpTrace();
-    expect(buildRequests({ ...base, tracePath: dir, load: 2 })).toHaveLength(2 * 12 * 50);
+    expect(buildRequests({ ...base, tracePath: dir, load: 2 })).toHaveLength(2 * tiny.workload.ratePerS * 50);
   });
 
   it('passes a usage error for a missing trace through', () => {
@@ -71,7 +71,7 @@ describe('buildRequests', () => {
 
   it('builds 100k requests quickly (a regression guard, not a benchmark)', () => {
     const start = process.hrtime.bigint();
-    const reqs = buildRequests({ scenario: kais, workload: 'mixed', seed: 1, load: 1, durationS: 100000 / 300 });
+    const reqs = buildRequests({ scenario: kais, workload: 'mixed', seed: 1, load: 1, durationS: 100000 / kais.workload.ratePerS });
     const ms = Number(process.hrtime.bigint() - start) / 1e6;
     expect(reqs.length).toBeGreaterThan(90000);
     expect(ms).toBeLessThan(3000);
