@@ -1,0 +1,553 @@
+/**
+ * The orchestrator's WebSocket hub: one session per eAP, frames only (to the hub, weights are a
+ * `WeightsBody` of Float32Arrays; it imports `shared/protocol/` and `ws`, never tfjs).
+ *
+ * Session life: connect -> `hello` (token checked; wrong token: `error` KAIS_ERR_AUTH, close 4001)
+ * -> `welcome`, then the current weights and placement if the agent's `hello` says it holds older
+ * ones -> frames both ways -> close. A second `hello` for the same eAP replaces the old session
+ * (close 4002). No `hello` within `helloTimeoutMs`: close 4008.
+ *
+ * Every inbound message goes through `Codec.decode`. A bad one (undecodable, a type the agent may
+ * not send, a second `hello`, an `experience` claiming another eAP) is answered with an `error`
+ * frame and dropped: it never changes the hub's state and never throws out of a handler.
+ *
+ * Heartbeats: every `heartbeatMs` the hub pings each socket; one that has sent nothing (no
+ * message, no pong) since the previous tick is terminated, so a dead peer is gone within two
+ * intervals.
+ *
+ * Backpressure: a push (weights, placement) to a session whose `ws.bufferedAmount` is over
+ * `maxBufferedBytes` is not queued; it is kept as the session's pending push of that kind,
+ * replacing an older pending one (weights and placements are full states, so only the newest
+ * matters), and sent once the socket has drained. A slow agent costs one pending reference, never
+ * a growing queue, and never delays the others. A peer that does not even read its error replies
+ * (buffer over 4 x the limit) is closed (1008).
+ */
+import { EventEmitter } from 'node:events';
+import type { IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { timingSafeEqual } from 'node:crypto';
+import { WebSocket, WebSocketServer, type RawData } from 'ws';
+import type { EapId } from '../shared/domain';
+import { Codec, DEFAULT_MAX_FRAME_BYTES } from '../shared/protocol/codec';
+import {
+  makeFrame,
+  type AckFrame,
+  type BodyByType,
+  type ErrorBody,
+  type ErrorFrame,
+  type ExperienceFrame,
+  type Frame,
+  type HelloBody,
+  type PlacementBody,
+  type ScaleFrame,
+  type TelemetryFrame,
+  type WeightsBody,
+} from '../shared/protocol/envelope';
+import { verifyWeights } from '../shared/protocol/weights';
+
+/** Refusals of the hub that are not about a frame's encoding (docs/protocol.md, "Error codes"). */
+export const HUB_ERROR_CODES = {
+  /** `hello` with a wrong token; the socket is closed after the reply. */
+  auth: 'KAIS_ERR_AUTH',
+  /** A well-formed frame that is not allowed now: before `hello`, a second `hello`, an orchestrator-only type, another eAP's id. */
+  state: 'KAIS_ERR_STATE',
+} as const;
+
+/** WebSocket close codes used by the hub (4000-4999 is the application range). */
+export const HUB_CLOSE_CODES = {
+  auth: 4001,
+  replaced: 4002,
+  helloTimeout: 4008,
+  /** ws standard: policy violation (the peer does not read what it is sent). */
+  notReading: 1008,
+  goingAway: 1001,
+} as const;
+
+export interface HubOptions {
+  /** TCP port; 0 picks a free one (read it back from `hub.port`). @defaultValue 0 */
+  port?: number;
+  /** Interface to bind. @defaultValue '127.0.0.1' */
+  host?: string;
+  /** Shared token every `hello` must carry; '' turns auth off. @defaultValue '' */
+  token?: string;
+  /** Per-eAP tokens, checked instead of `token` for the eAPs listed. @defaultValue {} */
+  agentTokens?: Readonly<Record<number, string>>;
+  /** Ping interval and the agent's required frame interval (sent in `welcome`), ms. @defaultValue 5000 */
+  heartbeatMs?: number;
+  /** Time a new socket has to send its `hello`, ms. @defaultValue 10000 */
+  helloTimeoutMs?: number;
+  /** Socket buffer above which pushes to that session are coalesced, bytes. @defaultValue 4 MiB */
+  maxBufferedBytes?: number;
+  /** Largest inbound frame; larger messages close the socket (1009). @defaultValue 16 MiB */
+  maxFrameBytes?: number;
+  /** Current weights at startup (from the store), pushed to agents that hold older ones. @defaultValue null */
+  weights?: WeightsBody | null;
+  /** Current placement at startup (from the store). @defaultValue null */
+  placement?: PlacementBody | null;
+}
+
+/** What the hub tells the rest of the orchestrator about one welcomed session. */
+export interface SessionInfo {
+  sessionId: string;
+  eapId: EapId;
+  agentVersion: string;
+  /** Weight version the agent holds: from its `hello`, then from its acks. */
+  weightVersion: number | null;
+  placementVersion: number | null;
+  connectedMs: number;
+}
+
+/** Frames an agent may send once welcomed, handed to the orchestrator as they are. */
+export type AgentFrame = ExperienceFrame | TelemetryFrame | ScaleFrame | AckFrame | ErrorFrame;
+
+export interface HubStats {
+  /** Frames decoded and accepted (including `hello`). */
+  accepted: number;
+  /** Frames answered with an `error` and dropped. */
+  refused: number;
+  /** Pushes kept pending (or replacing a pending one) because the socket was over its buffer limit. */
+  coalesced: number;
+  /** Sockets terminated by the heartbeat. */
+  deadPeers: number;
+}
+
+export interface HubEvents {
+  /** A `hello` was accepted and `welcome` sent. */
+  session: (session: SessionInfo, hello: HelloBody) => void;
+  /** A welcomed session ended. */
+  sessionClosed: (session: SessionInfo, code: number, reason: string) => void;
+  /** A valid frame from a welcomed agent (experience, telemetry, scale, ack, error). */
+  frame: (session: SessionInfo, frame: AgentFrame) => void;
+  /** An agent acknowledged applying a weights or placement version the hub pushed. */
+  applied: (session: SessionInfo, kind: 'weights' | 'placement', version: number) => void;
+  /** A frame was refused (`session` is null before `hello`). */
+  refused: (session: SessionInfo | null, error: ErrorBody) => void;
+}
+
+type PushKind = 'weights' | 'placement';
+
+class Session {
+  info: SessionInfo | null = null;
+  /** Outbound sequence number of this connection. */
+  seq = 0;
+  /** Set by any inbound traffic, cleared by the heartbeat tick. */
+  alive = true;
+  /** No more frames are processed (auth refused, replaced, closing). */
+  closing = false;
+  readonly pending: { weights: WeightsBody | null; placement: PlacementBody | null } = { weights: null, placement: null };
+  /** Outbound seq of a push -> what it carried, until acked (bounded). */
+  readonly unacked = new Map<number, { kind: PushKind; version: number }>();
+  helloTimer: NodeJS.Timeout | null = null;
+
+  constructor(readonly ws: WebSocket) {}
+}
+
+const MAX_UNACKED = 64;
+
+export interface Hub {
+  on<K extends keyof HubEvents>(event: K, listener: HubEvents[K]): this;
+  once<K extends keyof HubEvents>(event: K, listener: HubEvents[K]): this;
+  off<K extends keyof HubEvents>(event: K, listener: HubEvents[K]): this;
+  emit<K extends keyof HubEvents>(event: K, ...args: Parameters<HubEvents[K]>): boolean;
+}
+
+export class Hub extends EventEmitter {
+  readonly host: string;
+  readonly heartbeatMs: number;
+  readonly helloTimeoutMs: number;
+  readonly maxBufferedBytes: number;
+  readonly stats: HubStats = { accepted: 0, refused: 0, coalesced: 0, deadPeers: 0 };
+
+  private readonly token: string;
+  private readonly agentTokens: Readonly<Record<number, string>>;
+  private readonly codec: Codec;
+  /** Outgoing frames are validated once per push, not once per session. */
+  private readonly outCodec: Codec;
+  private readonly sockets = new Set<Session>();
+  private readonly byEap = new Map<EapId, Session>();
+  private weights: WeightsBody | null;
+  private placement: PlacementBody | null;
+  private sessionCounter = 0;
+  private readonly startedMs = Date.now();
+  private heartbeat: NodeJS.Timeout | null = null;
+  private closed = false;
+
+  private constructor(
+    private readonly wss: WebSocketServer,
+    options: HubOptions,
+    codec: Codec,
+  ) {
+    super();
+    this.host = options.host ?? '127.0.0.1';
+    this.heartbeatMs = options.heartbeatMs ?? 5000;
+    this.helloTimeoutMs = options.helloTimeoutMs ?? 10_000;
+    this.maxBufferedBytes = options.maxBufferedBytes ?? 4 * 1024 * 1024;
+    this.token = options.token ?? '';
+    this.agentTokens = options.agentTokens ?? {};
+    this.codec = codec;
+    // Outgoing frames are bounded by what an agent accepts by default, not by the inbound limit.
+    this.outCodec = new Codec({ maxFrameBytes: DEFAULT_MAX_FRAME_BYTES, validateOutgoing: false });
+    this.weights = options.weights ?? null;
+    this.placement = options.placement ?? null;
+    wss.on('connection', (ws, req) => this.accept(ws, req));
+    this.heartbeat = setInterval(() => this.tick(), this.heartbeatMs);
+    this.heartbeat.unref();
+  }
+
+  /** Starts a hub listening on `options.port` (0: a free port). Rejects if the port is taken. */
+  static async listen(options: HubOptions = {}): Promise<Hub> {
+    for (const key of ['heartbeatMs', 'helloTimeoutMs', 'maxBufferedBytes', 'maxFrameBytes'] as const) {
+      const v = options[key];
+      if (v !== undefined && (!Number.isSafeInteger(v) || v <= 0)) {
+        throw new TypeError(`Hub: options.${key} must be a positive integer, got ${v}`);
+      }
+    }
+    const port = options.port ?? 0;
+    if (!Number.isSafeInteger(port) || port < 0 || port > 65535) {
+      throw new TypeError(`Hub: options.port must be an integer in 0..65535, got ${port}`);
+    }
+    const codec = new Codec({ maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES });
+    if (options.weights) {
+      const problem = verifyWeights(options.weights);
+      if (problem) throw new TypeError(`Hub: options.weights: ${problem.message}`);
+    }
+    const wss = new WebSocketServer({
+      port,
+      host: options.host ?? '127.0.0.1',
+      // Frames over the limit never reach the codec: ws closes the socket with 1009.
+      maxPayload: codec.maxFrameBytes,
+      perMessageDeflate: false,
+      clientTracking: false,
+    });
+    await new Promise<void>((resolve, reject) => {
+      const onError = (e: Error) => reject(e);
+      wss.once('error', onError);
+      wss.once('listening', () => {
+        wss.off('error', onError);
+        resolve();
+      });
+    });
+    // After listening, a server error must not crash the process; it is reported, not thrown.
+    wss.on('error', () => undefined);
+    return new Hub(wss, options, codec);
+  }
+
+  /** The port the hub listens on (the real one when started with port 0). */
+  get port(): number {
+    return (this.wss.address() as AddressInfo).port;
+  }
+
+  get url(): string {
+    return `ws://${this.host}:${this.port}`;
+  }
+
+  get weightVersion(): number | null {
+    return this.weights?.version ?? null;
+  }
+
+  get placementVersion(): number | null {
+    return this.placement?.version ?? null;
+  }
+
+  /** Welcomed sessions, by eAP id. */
+  sessions(): SessionInfo[] {
+    return [...this.byEap.values()].map((s) => ({ ...s.info! })).sort((a, b) => a.eapId - b.eapId);
+  }
+
+  /** Versions waiting for one eAP's socket to drain (coalesced pushes); null when nothing waits. */
+  pendingPushes(eapId: EapId): { weights: number | null; placement: number | null } {
+    const s = this.byEap.get(eapId);
+    return { weights: s?.pending.weights?.version ?? null, placement: s?.pending.placement?.version ?? null };
+  }
+
+  /**
+   * Makes `body` the current weights and pushes it to every welcomed session (coalesced for
+   * sessions over their buffer limit). Throws TypeError for an invalid body or a version that does
+   * not increase. Returns how many sessions got it now and how many will get it on drain.
+   */
+  broadcastWeights(body: WeightsBody): { sent: number; coalesced: number } {
+    const problem = verifyWeights(body);
+    if (problem) throw new TypeError(`Hub.broadcastWeights: ${problem.message}`);
+    if (this.weights && body.version <= this.weights.version) {
+      throw new TypeError(`Hub.broadcastWeights: version ${body.version} is not above the current ${this.weights.version}`);
+    }
+    this.outCodec.encode(makeFrame('weights', 0, body)); // throws KAIS_ERR_OVERSIZED before any state changes
+    this.weights = body;
+    return this.pushAll('weights', body);
+  }
+
+  /** Same as `broadcastWeights`, for a placement. */
+  broadcastPlacement(body: PlacementBody): { sent: number; coalesced: number } {
+    // validates the body (TypeError naming the field) and its size, before any state changes
+    new Codec({ maxFrameBytes: DEFAULT_MAX_FRAME_BYTES }).encode(makeFrame('placement', 0, body));
+    if (this.placement && body.version <= this.placement.version) {
+      throw new TypeError(`Hub.broadcastPlacement: version ${body.version} is not above the current ${this.placement.version}`);
+    }
+    this.placement = body;
+    return this.pushAll('placement', body);
+  }
+
+  /** Sends one frame (e.g. `scale`) to one eAP's session; false if it has none. */
+  sendTo<T extends 'scale' | 'ack' | 'error'>(eapId: EapId, type: T, body: BodyByType[T]): boolean {
+    const s = this.byEap.get(eapId);
+    if (!s || s.closing) return false;
+    return this.sendFrame(s, makeFrame(type, s.seq++, body) as Frame);
+  }
+
+  /** Closes every socket (1001) and the server. Sockets that do not close within 2 s are terminated. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    const waits = [...this.sockets].map(
+      (s) =>
+        new Promise<void>((resolve) => {
+          if (s.ws.readyState === WebSocket.CLOSED) return resolve();
+          const t = setTimeout(() => s.ws.terminate(), 2000);
+          s.ws.once('close', () => {
+            clearTimeout(t);
+            resolve();
+          });
+          s.closing = true;
+          s.ws.close(HUB_CLOSE_CODES.goingAway, 'orchestrator shutting down');
+        }),
+    );
+    await Promise.all(waits);
+    await new Promise<void>((resolve) => this.wss.close(() => resolve()));
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Sessions
+  // ------------------------------------------------------------------------------------------
+
+  private accept(ws: WebSocket, _req: IncomingMessage): void {
+    const s = new Session(ws);
+    if (this.closed) {
+      ws.terminate();
+      return;
+    }
+    this.sockets.add(s);
+    s.helloTimer = setTimeout(() => {
+      if (s.info === null && !s.closing) {
+        s.closing = true;
+        ws.close(HUB_CLOSE_CODES.helloTimeout, 'no hello');
+      }
+    }, this.helloTimeoutMs);
+    ws.on('message', (data, isBinary) => {
+      s.alive = true;
+      if (s.closing) return;
+      try {
+        this.receive(s, data, isBinary);
+      } catch (e) {
+        // A bug in a handler or a listener must not take the process down or leave the session
+        // half-updated: refuse the frame and go on.
+        this.refuse(s, HUB_ERROR_CODES.state, `internal error handling the frame: ${e instanceof Error ? e.message : String(e)}`, null);
+      }
+    });
+    ws.on('pong', () => (s.alive = true));
+    ws.on('ping', () => (s.alive = true));
+    // 'error' is followed by 'close'; without a listener it would be thrown.
+    ws.on('error', () => undefined);
+    ws.on('close', (code, reason) => this.onSocketClose(s, code, reason.toString()));
+  }
+
+  private onSocketClose(s: Session, code: number, reason: string): void {
+    if (s.helloTimer) clearTimeout(s.helloTimer);
+    this.sockets.delete(s);
+    s.closing = true;
+    const info = s.info;
+    if (info && this.byEap.get(info.eapId) === s) this.byEap.delete(info.eapId);
+    if (info) this.emitSafe('sessionClosed', { ...info }, code, reason);
+  }
+
+  private receive(s: Session, data: RawData, isBinary: boolean): void {
+    if (!isBinary) {
+      this.refuse(s, 'KAIS_ERR_MALFORMED', 'text message: frames are binary msgpack', null);
+      return;
+    }
+    const bytes = Array.isArray(data) ? Buffer.concat(data) : data instanceof ArrayBuffer ? new Uint8Array(data) : data;
+    const r = this.codec.decode(bytes);
+    if (!r.ok) {
+      this.refuse(s, r.error.code, r.error.message, r.error.seq);
+      return;
+    }
+    const frame = r.frame;
+    if (s.info === null) {
+      if (frame.type !== 'hello') {
+        this.refuse(s, HUB_ERROR_CODES.state, `expected hello as the first frame, got ${frame.type}`, frame.seq);
+        return;
+      }
+      this.hello(s, frame.body, frame.seq);
+      return;
+    }
+    const info = s.info;
+    switch (frame.type) {
+      case 'hello':
+        this.refuse(s, HUB_ERROR_CODES.state, 'hello was already accepted on this connection', frame.seq);
+        return;
+      case 'welcome':
+      case 'weights':
+      case 'placement':
+        this.refuse(s, HUB_ERROR_CODES.state, `${frame.type} frames are sent by the orchestrator only`, frame.seq);
+        return;
+      case 'experience':
+      case 'telemetry':
+        if (frame.body.eap !== info.eapId) {
+          this.refuse(s, HUB_ERROR_CODES.state, `body.eap ${frame.body.eap} is not this session's eAP ${info.eapId}`, frame.seq);
+          return;
+        }
+        break;
+      case 'ack': {
+        const pushed = s.unacked.get(frame.body.of);
+        if (pushed) {
+          for (const seq of [...s.unacked.keys()]) if (seq <= frame.body.of) s.unacked.delete(seq);
+          if (pushed.kind === 'weights') info.weightVersion = pushed.version;
+          else info.placementVersion = pushed.version;
+          this.stats.accepted++;
+          this.emitSafe('applied', { ...info }, pushed.kind, pushed.version);
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    if (frame.type !== 'ack') this.stats.accepted++;
+    this.emitSafe('frame', { ...info }, frame as AgentFrame);
+  }
+
+  private hello(s: Session, hello: HelloBody, seq: number): void {
+    const expected = this.agentTokens[hello.eapId] ?? this.token;
+    if (expected !== '' && !sameToken(hello.token, expected)) {
+      s.closing = true;
+      this.refuse(s, HUB_ERROR_CODES.auth, `wrong token for eAP ${hello.eapId}`, seq);
+      s.ws.close(HUB_CLOSE_CODES.auth, 'wrong token');
+      return;
+    }
+    if (s.helloTimer) clearTimeout(s.helloTimer);
+    const previous = this.byEap.get(hello.eapId);
+    if (previous) {
+      previous.closing = true;
+      previous.ws.close(HUB_CLOSE_CODES.replaced, 'replaced by a new session');
+    }
+    const info: SessionInfo = {
+      sessionId: `e${hello.eapId}-${this.startedMs.toString(36)}-${++this.sessionCounter}`,
+      eapId: hello.eapId,
+      agentVersion: hello.agentVersion,
+      weightVersion: hello.weightVersion,
+      placementVersion: hello.placementVersion,
+      connectedMs: Date.now(),
+    };
+    s.info = info;
+    this.byEap.set(hello.eapId, s);
+    this.stats.accepted++;
+    this.sendFrame(
+      s,
+      makeFrame('welcome', s.seq++, {
+        sessionId: info.sessionId,
+        heartbeatMs: this.heartbeatMs,
+        weightVersion: this.weightVersion,
+        placementVersion: this.placementVersion,
+      }),
+    );
+    if (this.weights && (hello.weightVersion === null || hello.weightVersion < this.weights.version)) {
+      this.push(s, 'weights', this.weights);
+    }
+    if (this.placement && (hello.placementVersion === null || hello.placementVersion < this.placement.version)) {
+      this.push(s, 'placement', this.placement);
+    }
+    this.emitSafe('session', { ...info }, hello);
+  }
+
+  /** Replies with an `error` frame (the frame itself is dropped by the caller). */
+  private refuse(s: Session, code: string, message: string, of: number | null): void {
+    this.stats.refused++;
+    const body: ErrorBody = { code, message: message.length > 1024 ? `${message.slice(0, 1021)}...` : message, of };
+    if (s.ws.bufferedAmount > 4 * this.maxBufferedBytes) {
+      // It does not read its replies: stop talking to it.
+      s.closing = true;
+      s.ws.close(HUB_CLOSE_CODES.notReading, 'peer does not read');
+    } else {
+      this.sendFrame(s, makeFrame('error', s.seq++, body));
+    }
+    this.emitSafe('refused', s.info ? { ...s.info } : null, body);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Pushes and backpressure
+  // ------------------------------------------------------------------------------------------
+
+  private pushAll(kind: PushKind, body: WeightsBody | PlacementBody): { sent: number; coalesced: number } {
+    let sent = 0;
+    let coalesced = 0;
+    for (const s of this.byEap.values()) {
+      if (s.closing) continue;
+      if (this.push(s, kind, body)) sent++;
+      else coalesced++;
+    }
+    return { sent, coalesced };
+  }
+
+  /** Sends now, or keeps it as the pending push of its kind when the socket is backed up. */
+  private push(s: Session, kind: PushKind, body: WeightsBody | PlacementBody): boolean {
+    if (s.ws.bufferedAmount > this.maxBufferedBytes) {
+      if (kind === 'weights') s.pending.weights = body as WeightsBody;
+      else s.pending.placement = body as PlacementBody;
+      this.stats.coalesced++;
+      return false;
+    }
+    if (kind === 'weights') s.pending.weights = null;
+    else s.pending.placement = null;
+    const seq = s.seq++;
+    s.unacked.set(seq, { kind, version: body.version });
+    if (s.unacked.size > MAX_UNACKED) s.unacked.delete(s.unacked.keys().next().value!);
+    const frame = kind === 'weights' ? makeFrame('weights', seq, body as WeightsBody) : makeFrame('placement', seq, body as PlacementBody);
+    return this.sendFrame(s, frame);
+  }
+
+  private flush(s: Session): void {
+    if (s.closing || s.ws.readyState !== WebSocket.OPEN) return;
+    if (s.pending.weights && s.ws.bufferedAmount <= this.maxBufferedBytes) this.push(s, 'weights', s.pending.weights);
+    if (s.pending.placement && s.ws.bufferedAmount <= this.maxBufferedBytes) this.push(s, 'placement', s.pending.placement);
+  }
+
+  private sendFrame(s: Session, frame: Frame): boolean {
+    if (s.ws.readyState !== WebSocket.OPEN) return false;
+    const bytes = this.outCodec.encode(frame);
+    s.ws.send(bytes, { binary: true }, (err) => {
+      if (!err && (s.pending.weights || s.pending.placement)) this.flush(s);
+    });
+    return true;
+  }
+
+  /** Heartbeat: terminate sockets silent since the last tick, ping the others, retry pending pushes. */
+  private tick(): void {
+    for (const s of this.sockets) {
+      if (!s.alive) {
+        this.stats.deadPeers++;
+        s.closing = true;
+        s.ws.terminate();
+        continue;
+      }
+      s.alive = false;
+      if (s.ws.readyState === WebSocket.OPEN) s.ws.ping();
+      this.flush(s);
+    }
+  }
+
+  /** Listeners' exceptions stay theirs: the hub's state is already updated when it emits. */
+  private emitSafe<K extends keyof HubEvents>(event: K, ...args: Parameters<HubEvents[K]>): void {
+    try {
+      this.emit(event, ...args);
+    } catch {
+      // a listener bug must not turn into a refused frame or a crash of the hub
+    }
+  }
+}
+
+/** Constant-time token comparison (length leaks; the token's content does not). */
+function sameToken(got: string, expected: string): boolean {
+  const a = Buffer.from(got, 'utf8');
+  const b = Buffer.from(expected, 'utf8');
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+

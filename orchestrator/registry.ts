@@ -1,0 +1,75 @@
+/**
+ * The model registry: the one place that issues weight and placement versions. A new version is
+ * written to the store first and only then broadcast, so an agent can never hold a version the
+ * orchestrator would forget on a restart. It also records, from the hub's events, which agent is
+ * connected and which versions it holds (its `hello`, then its acks).
+ *
+ * Restart: `Store.open(file)` + `startHub(store, options)` serves the latest stored weights and
+ * placement; an agent that reconnects with them gets nothing new, one with older ones gets the
+ * current ones right after `welcome`.
+ */
+import type { EapId, Placement } from '../shared/domain';
+import { placementBody, type PlacementBody, type WeightsBody } from '../shared/protocol/envelope';
+import { packWeights, type WeightTensor } from '../shared/protocol/weights';
+import { Hub, type HubEvents, type HubOptions } from './hub';
+import type { Store } from './store';
+
+/** Starts a hub on `options` that resumes from the store's latest weights and placement. */
+export async function startHub(store: Store, options: Omit<HubOptions, 'weights' | 'placement'> = {}): Promise<Hub> {
+  store.markAllDisconnected();
+  return Hub.listen({ ...options, weights: store.latestModel(), placement: store.latestPlacement() });
+}
+
+export class ModelRegistry {
+  private readonly detach: (() => void)[] = [];
+
+  constructor(
+    private readonly store: Store,
+    private readonly hub: Hub,
+  ) {
+    const onSession: HubEvents['session'] = (s) =>
+      store.agentConnected(s.eapId, s.sessionId, s);
+    const onClosed: HubEvents['sessionClosed'] = (s) => store.agentDisconnected(s.eapId, s.sessionId);
+    const onApplied: HubEvents['applied'] = (s, kind, version) =>
+      store.agentApplied(s.eapId, kind, version);
+    hub.on('session', onSession).on('sessionClosed', onClosed).on('applied', onApplied);
+    this.detach.push(
+      () => hub.off('session', onSession),
+      () => hub.off('sessionClosed', onClosed),
+      () => hub.off('applied', onApplied),
+    );
+  }
+
+  get weightVersion(): number | null {
+    return this.store.latestModelVersion();
+  }
+
+  get placementVersion(): number | null {
+    return this.store.latestPlacementVersion();
+  }
+
+  /** New actor weights (in `model.getWeights()` order): next version, stored, then pushed to every agent. */
+  publishWeights(tensors: readonly WeightTensor[]): WeightsBody {
+    const body = packWeights(tensors, (this.store.latestModelVersion() ?? 0) + 1);
+    this.store.putModel(body);
+    this.hub.broadcastWeights(body);
+    return body;
+  }
+
+  /** New placement d[w][n] for orchestration frame `frame`: next version, stored, then pushed. */
+  publishPlacement(frame: number, d: Placement): PlacementBody {
+    const body = placementBody((this.store.latestPlacementVersion() ?? 0) + 1, frame, d);
+    this.store.putPlacement(body);
+    this.hub.broadcastPlacement(body);
+    return body;
+  }
+
+  /** Weight version held by each connected agent (null: none yet). */
+  holders(): Map<EapId, number | null> {
+    return new Map(this.hub.sessions().map((s) => [s.eapId, s.weightVersion]));
+  }
+
+  dispose(): void {
+    this.detach.splice(0).forEach((f) => f());
+  }
+}
