@@ -55,6 +55,7 @@ export interface EvalArgs {
   faultEvents?: string;
   faultDurationS: number;
   timing: boolean;
+  filters: boolean;
 }
 
 export interface EvalReport {
@@ -66,6 +67,7 @@ export interface EvalReport {
   load: number;
   dequeue: string;
   faults: number;
+  filters: boolean;
   results: PolicyResult[];
 }
 
@@ -148,6 +150,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
       nodeDequeue,
       faults,
       timing: a.timing,
+      deviceFilters: a.filters,
     });
     results.push(r);
     if (Date.now() - t0 > 2000) progress(`[${k + 1}/${pairs.length}] ${r.policy}: throughput rate ${r.throughputRate.toFixed(3)} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
@@ -161,6 +164,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     load: a.load,
     dequeue: eapDequeue,
     faults: faults.length,
+    filters: !!a.filters,
     results,
   };
 }
@@ -212,6 +216,7 @@ export const evalCommand: CommandModule<object, EvalArgs> = {
       .option('fault-rate', { type: 'number', default: 0, describe: 'node failures per node per hour of simulated time' })
       .option('fault-events', { type: 'string', describe: 'v2017_server_event.csv: fail nodes at the real softerror times' })
       .option('fault-duration', { type: 'number', default: 60, describe: 'seconds a failed node stays down' })
+      .option('filters', { type: 'boolean', default: false, describe: 'run the device filters on simulated node telemetry' })
       .option('timing', { type: 'boolean', default: false, describe: 'measure decision latency (decisionP99Us; not reproducible)' })
       .option('json', { type: 'boolean', default: false, describe: 'print the JSON report on stdout' })
       .option('plot', { type: 'string', describe: 'write per-frame throughput per policy to a .svg or .png file' }) as unknown as Argv<EvalArgs>,

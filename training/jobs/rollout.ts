@@ -20,6 +20,8 @@ export interface EpisodeOptions {
   eapDequeue?: DequeueName;
   nodeDequeue?: DequeueName;
   faults?: Fault[];
+  /** Run the device filters on simulated node telemetry. */
+  deviceFilters?: boolean;
   /** Measure every decision's wall time (adds ~0.1 µs per decision; makes output non-reproducible). */
   timing?: boolean;
 }
@@ -40,6 +42,8 @@ export interface PolicyResult {
   /** null unless timing was asked for (wall time is not reproducible). */
   decisionP99Us: number | null;
   lostToFailedNodes: number;
+  /** with device filters: share of healthy node-time the filters excluded (null without filters) */
+  falseExclusionRate: number | null;
   /** throughput rate of each frame: in-time completions / arrivals in the frame */
   throughputPerFrame: number[];
 }
@@ -53,6 +57,8 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
     nodeDequeue: o.nodeDequeue,
     faults: o.faults,
     illegalAction: 'throw',
+    deviceFilters: o.deviceFilters,
+    seed: o.seed,
   });
   const policy = o.dispatch;
   let { observations } = env.reset({ seed: o.seed });
@@ -102,6 +108,7 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
     edgeImbalance: round(env.edgeImbalance, 4),
     decisionP99Us: o.timing ? round(percentile(Float64Array.from(times), 0.99), 2) : null,
     lostToFailedNodes: env.lostToFailedNodes,
+    falseExclusionRate: env.telemetry ? round(env.telemetry.falseExclusionRate, 4) : null,
     throughputPerFrame: env.frames.map((f) => round(f.arrived > 0 ? f.completedInTime / f.arrived : 0, 4)),
   };
 }

@@ -32,6 +32,7 @@ import { RequestQueue } from './queue';
 import { slotRewards } from './reward';
 import { applyScaleOps } from './executor';
 import type { Fault } from './faults';
+import { TelemetryFilters } from './telemetry';
 
 export const ENV_VERSION = 'edge-cloud-v1';
 
@@ -50,6 +51,9 @@ export interface EnvOptions {
   illegalAction?: 'throw' | 'cloud';
   /** epsilon of the reward. @defaultValue 1 */
   rewardEpsilon?: number;
+  /** Generate node telemetry and run the device filters on it (telemetry.ts). @defaultValue false */
+  deviceFilters?: boolean;
+  seed?: number;
 }
 
 export interface StepResult {
@@ -89,7 +93,7 @@ export class EdgeCloudEnv {
   private nextArrival = 0;
   private slot = 0;
   private done = false;
-  private readonly opts: Required<Omit<EnvOptions, 'orchestration' | 'faults'>> & Pick<EnvOptions, 'orchestration' | 'faults'>;
+  private readonly opts: Required<Omit<EnvOptions, 'orchestration' | 'faults' | 'seed'>> & Pick<EnvOptions, 'orchestration' | 'faults' | 'seed'>;
 
   // accounting
   readonly outcome: Outcome = { arrived: 0, completedInTime: 0, late: 0, dropped: 0, queuedAtEnd: 0 };
@@ -109,6 +113,9 @@ export class EdgeCloudEnv {
   private windowStartS = 0;
   private nextOrchestrationS = Infinity;
   private readonly orchView: OrchestrationView;
+  /** device filters on simulated telemetry (null when off) */
+  telemetry: TelemetryFilters | null = null;
+  private nextTelemetryS = 0;
 
   constructor(
     readonly scenario: Scenario,
@@ -120,6 +127,7 @@ export class EdgeCloudEnv {
       dropHopeless: false,
       illegalAction: 'throw',
       rewardEpsilon: 1,
+      deviceFilters: false,
       ...options,
     };
     if (!Number.isInteger(options.frames) || options.frames < 1) {
@@ -198,6 +206,8 @@ export class EdgeCloudEnv {
       this.timeline.push(f.startS, EventType.NodeFault, f.node, 1);
       this.timeline.push(f.startS + f.durationS, EventType.NodeFault, f.node, 0);
     }
+    this.telemetry = this.opts.deviceFilters ? new TelemetryFilters(c, options.seed) : null;
+    this.nextTelemetryS = 0;
     const orch = this.opts.orchestration;
     if (orch) {
       orch.reset?.(options.seed, this.orchView);
@@ -348,6 +358,10 @@ export class EdgeCloudEnv {
       this.frames.push({ arrived: 0, completedInTime: 0, failed: 0, scaleOps: 0 });
     }
     this.expire(t1);
+    if (this.telemetry && t1 + 1e-9 >= this.nextTelemetryS) {
+      this.telemetry.tick(t1, (n) => this.abnormal(n, t1));
+      this.nextTelemetryS += this.telemetry.o.periodS;
+    }
     if (t1 + 1e-9 >= this.nextOrchestrationS && this.opts.orchestration) this.orchestrate();
     if (this.slot >= this.totalSlots) {
       this.finish();
@@ -576,6 +590,16 @@ export class EdgeCloudEnv {
       for (let w = 0; w < c.numServices; w++) this.reap(n, w);
       this.tryStartAny(n, time);
     }
+  }
+
+  /** Ground truth for telemetry: node n is failed, or fails within the precursor time. */
+  private abnormal(n: number, now: number): boolean {
+    if (this.cluster.failed[n]) return true;
+    const pre = this.telemetry?.o.precursorS ?? 0;
+    for (const f of this.opts.faults ?? []) {
+      if (f.node === n && now >= f.startS - pre && now < f.startS + f.durationS) return true;
+    }
+    return false;
   }
 
   /** Count request i as dropped (failed before finishing). */
