@@ -1,0 +1,59 @@
+/** AgentLink's reconnect schedule, against a port where nothing listens. */
+import { createServer } from 'node:net';
+import { AgentLink } from '../../../agent/link';
+
+async function deadPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+async function retryDelays(port: number, seed: number, count: number): Promise<number[]> {
+  const link = new AgentLink({
+    url: `ws://127.0.0.1:${port}`,
+    seed,
+    hello: () => ({ eapId: 0, token: '', agentVersion: 't', weightVersion: null, placementVersion: null }),
+    backoff: { initialMs: 1, maxMs: 8, factor: 2, jitter: 0.5 },
+  });
+  const delays: number[] = [];
+  await new Promise<void>((resolve) => {
+    link.on('retry', (delayMs) => {
+      delays.push(delayMs);
+      if (delays.length === count) resolve();
+    });
+    link.start();
+  });
+  await link.close();
+  return delays;
+}
+
+describe('AgentLink', () => {
+  it('backs off exponentially up to maxMs with seeded jitter: same seed, same schedule', async () => {
+    const port = await deadPort();
+    const a = await retryDelays(port, 7, 6);
+    const b = await retryDelays(port, 7, 6);
+    expect(a).toEqual(b);
+    const bases = [1, 2, 4, 8, 8, 8];
+    a.forEach((d, i) => {
+      expect(d).toBeGreaterThanOrEqual(Math.floor(bases[i] * 0.5));
+      expect(d).toBeLessThanOrEqual(bases[i]);
+    });
+  });
+
+  it('names the option in a bad url or backoff', () => {
+    const hello = () => ({ eapId: 0, token: '', agentVersion: 't', weightVersion: null, placementVersion: null });
+    expect(() => new AgentLink({ url: 'http://x', seed: 1, hello })).toThrow(/options.url.*http:\/\/x/);
+    expect(() => new AgentLink({ url: 'ws://x', seed: 1, hello, backoff: { jitter: 2 } })).toThrow(/backoff.jitter.*2/);
+  });
+
+  it('send returns false before a welcome', () => {
+    const link = new AgentLink({
+      url: 'ws://127.0.0.1:1', seed: 1,
+      hello: () => ({ eapId: 0, token: '', agentVersion: 't', weightVersion: null, placementVersion: null }),
+    });
+    expect(link.send(new Uint8Array([1]))).toBe(false);
+    expect(link.ready).toBe(false);
+  });
+});
