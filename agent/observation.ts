@@ -34,6 +34,7 @@
  * The cloud's latency and queue are its target block (the last one).
  */
 import type { ClusterView, DispatchItem } from '../shared/policy';
+import { expectedCompletionS } from '../shared/eta';
 
 export const PER_TARGET_FEATURES = 12;
 
@@ -47,21 +48,7 @@ export function observationDim(s: ObservationShape): number {
   return s.numServices + 3 + s.numTargets * PER_TARGET_FEATURES + s.numEaps;
 }
 
-/**
- * Expected completion time (s) of a request of w with `inputMB` from eAP b at target t, from what
- * the view shows (the same estimate as training/baselines/dispatch/lec.ts, restated here because
- * agent/ imports shared/ only; a test checks they agree):
- *   eta = transfer + max(replica wait, CPU wait) + proc + return.
- */
-export function expectedCompletionS(view: ClusterView, eap: number, t: number, w: number, inputMB: number): number {
-  const proc = view.meanServiceS(t, w);
-  const ready = Math.max(1, view.readyReplicas(t, w));
-  const ahead = view.serviceQueueLen(t, w) + view.busyReplicas(t, w) - ready + 1;
-  const replicaWait = ahead > 0 ? (ahead * proc) / ready : 0;
-  const cpuWait = (view.queueLen(t) * proc * view.serviceCpuCores(w)) / view.cpuCores(t);
-  const wait = replicaWait > cpuWait ? replicaWait : cpuWait;
-  return view.transferS(eap, t, inputMB) + wait + proc + view.returnS(eap, t);
-}
+export { expectedCompletionS };
 
 function clip(x: number, lo: number, hi: number): number {
   return x < lo ? lo : x > hi ? hi : x;
