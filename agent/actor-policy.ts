@@ -10,7 +10,7 @@
  */
 import type { ClusterView, DispatchItem, DispatchPolicy } from '../shared/policy';
 import { Rng } from '../shared/rng';
-import { ActorF32, ACTOR_HIDDEN } from '../shared/nets/actor';
+import { ActorF32, ACTOR_HIDDEN, type HeadActivation } from '../shared/nets/actor';
 import { argmaxMasked, maskedPolicyRow, sampleMasked } from '../shared/nets/masked';
 import { ObservationBuilder, type ObservationShape } from './observation';
 
@@ -36,6 +36,8 @@ export interface CmmacOptions {
    */
   rng?: Rng;
   hidden?: readonly number[];
+  /** Actor head, as trained. @defaultValue 'relu1' */
+  head?: HeadActivation;
 }
 
 export class CmmacDispatch implements DispatchPolicy {
@@ -49,6 +51,7 @@ export class CmmacDispatch implements DispatchPolicy {
   private rng: Rng;
   private readonly ownRng: boolean;
   private readonly hidden: readonly number[];
+  private readonly head: HeadActivation;
   private obsBuf: Float32Array;
   private readonly pi: Float32Array;
 
@@ -56,7 +59,8 @@ export class CmmacDispatch implements DispatchPolicy {
     this.observations = new ObservationBuilder(o.shape, o.queueCapPerReplica);
     this.numActions = o.shape.numTargets;
     this.hidden = o.hidden ?? ACTOR_HIDDEN;
-    this.actor = new ActorF32(this.observations.dim, this.numActions, o.weights, this.hidden);
+    this.head = o.head ?? 'relu1';
+    this.actor = new ActorF32(this.observations.dim, this.numActions, o.weights, this.hidden, this.head);
     this._version = o.version ?? 0;
     this.mode = o.mode ?? 'argmax';
     this.ownRng = o.rng === undefined;
@@ -71,7 +75,7 @@ export class CmmacDispatch implements DispatchPolicy {
 
   /** Swap in new actor weights (e.g. from a `weights` frame or after a learner update). */
   setWeights(version: number, arrays: readonly Float32Array[]): void {
-    this.actor = new ActorF32(this.observations.dim, this.numActions, arrays, this.hidden);
+    this.actor = new ActorF32(this.observations.dim, this.numActions, arrays, this.hidden, this.head);
     this._version = version;
   }
 

@@ -22,7 +22,7 @@ export class Adam {
 
   constructor(
     private readonly vars: tf.Variable[],
-    readonly lr: number,
+    public lr: number,
     readonly beta1 = 0.9,
     readonly beta2 = 0.999,
     readonly eps = 1e-8,

@@ -173,6 +173,12 @@ export class CmmacLearner {
     return loss;
   }
 
+  /** Changes the learning rate of both optimisers (e.g. a faster one for behaviour cloning). */
+  setLearningRate(lr: number): void {
+    this.actorAdam.lr = lr;
+    this.criticAdam.lr = lr;
+  }
+
   getState(): LearnerState {
     return { actorAdam: this.actorAdam.getState(), criticAdam: this.criticAdam.getState() };
   }

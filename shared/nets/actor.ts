@@ -3,6 +3,13 @@
  * and a head over the targets q = ReLU(W h + b) + 1, masked and L1-normalised into the policy
  * (masked.ts). Parameters are shared by all eAPs; the eAP id is an input feature.
  *
+ * Head variant `softplus1`: q = softplus(W h + b) + 1, same range (> 1), same policy form. Why it
+ * exists: with ReLU a head unit whose pre-activation goes negative on every input has q = 1 and
+ * zero gradient forever; cross-entropy and negative advantages push the non-chosen targets down,
+ * so units die, and a dead unit cannot learn even when it is the right target (measured: behaviour
+ * cloning at lr 1e-3 killed the cloud's unit and the actor never chose the cloud again). Softplus
+ * keeps a gradient everywhere. 'relu1' stays the default of the nets (the paper's form).
+ *
  * Two implementations of the same function:
  * - `ActorNet`: tfjs variables, for the learner (gradients);
  * - `ActorF32`: the hand-written forward pass of dense-f32.ts, for acting (see there why).
@@ -10,7 +17,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { Rng } from '../rng';
-import { MlpF32 } from './dense-f32';
+import { MlpF32, type HeadActivation } from './dense-f32';
 import { Mlp, mlpShapes, type WeightArrays } from './mlp';
 import { maskedEntropy, maskedLogProb, maskedPolicy } from './masked';
 
@@ -24,6 +31,8 @@ export function actorShapes(obsDim: number, numActions: number, hidden: readonly
   return mlpShapes(actorDims(obsDim, numActions, hidden));
 }
 
+export type { HeadActivation };
+
 export class ActorNet {
   readonly mlp: Mlp;
 
@@ -32,6 +41,7 @@ export class ActorNet {
     readonly numActions: number,
     rng: Rng,
     readonly hidden: readonly number[] = ACTOR_HIDDEN,
+    readonly head: HeadActivation = 'relu1',
   ) {
     this.mlp = new Mlp(actorDims(obsDim, numActions, hidden), rng);
   }
@@ -40,9 +50,10 @@ export class ActorNet {
     return this.mlp.variables;
   }
 
-  /** q = ReLU(W h + b) + 1: [batch, obsDim] -> [batch, A], every entry >= 1. Call inside tf.tidy. */
+  /** q = ReLU(W h + b) + 1 (or softplus): [batch, obsDim] -> [batch, A], every entry >= 1. Call inside tf.tidy. */
   scores(obs: tf.Tensor2D): tf.Tensor2D {
-    return tf.add(tf.relu(this.mlp.apply(obs)), 1) as tf.Tensor2D;
+    const z = this.mlp.apply(obs);
+    return tf.add(this.head === 'softplus1' ? tf.softplus(z) : tf.relu(z), 1) as tf.Tensor2D;
   }
 
   /** pi(.|o) under the mask: [batch, A]. Call inside tf.tidy. */
@@ -78,8 +89,9 @@ export class ActorF32 {
     readonly numActions: number,
     arrays: readonly Float32Array[],
     hidden: readonly number[] = ACTOR_HIDDEN,
+    head: HeadActivation = 'relu1',
   ) {
-    this.mlp = new MlpF32(arrays, actorDims(obsDim, numActions, hidden), 'relu1');
+    this.mlp = new MlpF32(arrays, actorDims(obsDim, numActions, hidden), head);
   }
 
   /** q for `rows` observations ([rows, obsDim]) -> view [rows, A], valid until the next call. */

@@ -10,6 +10,14 @@
  * the live agent's hot path does not need a backend.
  */
 
+/** Positive actor head: q = ReLU(z) + 1 (cA2C/KaiS) or softplus(z) + 1 (never-dead variant). */
+export type HeadActivation = 'relu1' | 'softplus1';
+
+/** log(1 + e^z), without overflow. */
+export function softplus(z: number): number {
+  return z > 20 ? z : z < -20 ? Math.exp(z) : Math.log1p(Math.exp(z));
+}
+
 /** One dense layer: y = act(x W + b). W is [inDim, outDim] row-major (tfjs layout). */
 export interface DenseF32 {
   inDim: number;
@@ -44,14 +52,15 @@ export function denseLayersFrom(arrays: readonly Float32Array[], dims: readonly 
 
 /**
  * out[r, :] = act(x[r, :] W + b) for `rows` rows. x is [rows, inDim], out is [rows, outDim]
- * (both row-major, `out` preallocated). act: 'relu', 'linear' or 'relu1' (ReLU + 1, the actor head).
+ * (both row-major, `out` preallocated). act: 'relu', 'linear', or an actor head: 'relu1'
+ * (ReLU(z) + 1) or 'softplus1' (softplus(z) + 1).
  */
 export function denseForward(
   layer: DenseF32,
   x: Float32Array,
   rows: number,
   out: Float32Array,
-  act: 'relu' | 'linear' | 'relu1',
+  act: 'relu' | 'linear' | HeadActivation,
 ): void {
   const { inDim, outDim, kernel, bias } = layer;
   for (let r = 0; r < rows; r++) {
@@ -68,6 +77,8 @@ export function denseForward(
       for (let j = 0; j < outDim; j++) if (out[yo + j] < 0) out[yo + j] = 0;
     } else if (act === 'relu1') {
       for (let j = 0; j < outDim; j++) out[yo + j] = (out[yo + j] > 0 ? out[yo + j] : 0) + 1;
+    } else if (act === 'softplus1') {
+      for (let j = 0; j < outDim; j++) out[yo + j] = softplus(out[yo + j]) + 1;
     }
   }
 }
@@ -84,7 +95,7 @@ export class MlpF32 {
   constructor(
     arrays: readonly Float32Array[],
     readonly dims: readonly number[],
-    private readonly lastAct: 'linear' | 'relu1',
+    private readonly lastAct: 'linear' | HeadActivation,
   ) {
     this.layers = denseLayersFrom(arrays, dims);
   }

@@ -116,3 +116,18 @@ describe('kais train (smoke, tiny scenario)', () => {
     expect(() => loadCmmacFromDb(path.join(tmp, 'a.db'), loadScenario('small'))).toThrow(/not "small"/);
   });
 });
+
+describe('kais train --init-from', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-init-'));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('starts a new run from the weights of another run of the same scenario', () => {
+    const first = path.join(dir, 'first.db');
+    const second = path.join(dir, 'second.db');
+    expect(kais(...base, '--frames', '1', '--out', first).code).toBe(0);
+    const r = kais('train', '--scenario', 'tiny', '--episode-frames', '1', '--bc-frames', '0', '--frames', '1', '--out', second, '--init-from', first);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/starting from/);
+    expect(metricsOf(second)).toHaveLength(1);
+  });
+});

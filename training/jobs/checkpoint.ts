@@ -24,6 +24,7 @@ import { topologyOf } from '../../shared/scenario';
 import { hashString } from '../../shared/rng';
 import { CmmacDispatch, type ActMode } from '../../agent/actor-policy';
 import { observationDim } from '../../agent/observation';
+import type { HeadActivation } from '../../shared/nets/actor';
 
 export const CHECKPOINT_FORMAT = 'kais-train-v1';
 
@@ -184,6 +185,7 @@ interface StoredConfig {
   scenario: string;
   obsDim: number;
   numActions: number;
+  head?: HeadActivation;
 }
 
 /**
@@ -209,6 +211,7 @@ export function loadCmmacFromDb(path: string, scenario: Scenario, options: { mod
       weights: ck.actor,
       version: ck.state.weightVersion,
       mode: options.mode ?? 'argmax',
+      head: cfg.head ?? 'relu1',
     });
   } finally {
     db.close();

@@ -6,8 +6,9 @@
  *   per frame: // SIM + // ACT (decision rounds, each one batched forward pass) -> // LEARN (one
  *   update on the frame's decisions) -> logging; a checkpoint after every episode.
  *
- * Warm start (documented, optional): the first `bcFrames` frames act with the `lec` heuristic and
- * train the actor by behaviour cloning on its choices; RL (sampling, TD advantage) takes over after.
+ * Warm start (documented, optional): the first `bcFrames` frames act with a heuristic (`--teacher`,
+ * default `lec`) and train the actor by behaviour cloning on its choices; RL (sampling, TD
+ * advantage) takes over after.
  * Orchestration is a fixed baseline (`hpa` by default): stage 1 of the curriculum.
  *
  * Resume: checkpoints are taken at episode boundaries with the Adam moments and every Rng state,
@@ -21,7 +22,7 @@ import { UsageError } from '../../shared/errors';
 import { Rng } from '../../shared/rng';
 import { loadScenario, topologyOf, type Scenario } from '../../shared/scenario';
 import { loadBackend } from '../../shared/tf-backend';
-import { ActorNet } from '../../shared/nets/actor';
+import { ActorNet, type HeadActivation } from '../../shared/nets/actor';
 import { ValueNet } from '../../shared/nets/value';
 import { CmmacDispatch } from '../../agent/actor-policy';
 import { observationDim } from '../../agent/observation';
@@ -53,6 +54,14 @@ export interface TrainOptions {
   bcFrames: number;
   /** Passes over each BC frame's decisions. */
   bcEpochs: number;
+  /** Actor head: 'softplus1' (default, cannot die; see shared/nets/actor.ts) or 'relu1' (the paper's). */
+  head: HeadActivation;
+  /** Heuristic dispatcher cloned during the warm start. */
+  teacher: string;
+  /** Learning rate during the warm start. */
+  bcLr: number;
+  /** DAgger: after the first episode of the warm start, act with the actor (argmax) and label its states with the teacher. */
+  dagger: boolean;
   /** Orchestration baseline held fixed while dispatch learns. */
   orchestration: string;
   seed: number;
@@ -67,6 +76,8 @@ export interface TrainOptions {
   evalEvery: number;
   /** Frames per evaluation episode. */
   evalFrames: number;
+  /** Start from the actor and critic of another run's latest checkpoint (same scenario; fresh optimiser). */
+  initFrom: string | null;
   /** SQLite checkpoint file. */
   out: string;
   resume: boolean;
@@ -81,6 +92,10 @@ export const TRAIN_DEFAULTS: Omit<TrainOptions, 'scenario'> = {
   episodeFrames: 3,
   bcFrames: 15,
   bcEpochs: 2,
+  head: 'softplus1',
+  teacher: 'lec',
+  bcLr: 1e-3,
+  dagger: true,
   orchestration: 'hpa',
   seed: 1,
   lr: 5e-4,
@@ -90,6 +105,7 @@ export const TRAIN_DEFAULTS: Omit<TrainOptions, 'scenario'> = {
   normAdv: false,
   evalEvery: 0,
   evalFrames: 3,
+  initFrom: null,
   out: 'kais-train.db',
   resume: false,
   json: false,
@@ -186,6 +202,7 @@ function validate(o: TrainOptions): void {
     throw new UsageError(`--lr/--gamma/--entropy-coef: expected lr > 0, 0 <= gamma < 1, entropy >= 0`);
   }
   makeOrchestration(o.orchestration, loadScenario(o.scenario));
+  makeDispatch(o.teacher, loadScenario(o.scenario));
 }
 
 async function run(
@@ -200,7 +217,7 @@ async function run(
   // TRY NOT TO MODIFY: seeding. Every stream derives from --seed and is checkpointed.
   const actRng = Rng.derive(config.seed, 'train/act');
   const learnRng = Rng.derive(config.seed, 'train/learn');
-  const actor = new ActorNet(config.obsDim, shape.numTargets, Rng.derive(config.seed, 'train/init-actor'));
+  const actor = new ActorNet(config.obsDim, shape.numTargets, Rng.derive(config.seed, 'train/init-actor'), undefined, config.head);
   const critic = new ValueNet(config.stateDim, Rng.derive(config.seed, 'train/init-critic'));
   const learner = new CmmacLearner(actor, critic, learnRng, {
     lr: config.lr,
@@ -215,8 +232,9 @@ async function run(
     weights: actor.getWeights().arrays,
     mode: 'sample',
     rng: actRng,
+    head: config.head,
   });
-  const teacher = makeDispatch('lec', scenario);
+  const teacher = makeDispatch(config.teacher, scenario);
   const buf = new RolloutBuffer(actor.obsDim, shape.numTargets, config.stateDim, 8192);
   const sBuf = new Float32Array(config.stateDim);
   const obsBuf = new Float32Array(actor.obsDim);
@@ -246,6 +264,22 @@ async function run(
       log(`resuming ${db.path} after episode ${ck.episode} (${ck.frame} frames done)`);
     }
   } else {
+    if (config.initFrom) {
+      const src = CheckpointDb.open(config.initFrom, 'read');
+      try {
+        const cfg = src.config<TrainConfig>();
+        if (!cfg) throw new UsageError(`--init-from ${config.initFrom}: no config row`);
+        checkScenario(config.initFrom, cfg, scenario);
+        const ck = src.latest();
+        if (!ck) throw new UsageError(`--init-from ${config.initFrom}: no checkpoint written yet`);
+        actor.setWeights(ck.actor);
+        critic.setWeights(ck.critic);
+        policy.setWeights(0, actor.getWeights().arrays);
+        log(`starting from ${config.initFrom} (${ck.frame} frames trained there)`);
+      } finally {
+        src.close();
+      }
+    }
     db.writeConfig(config);
   }
 
@@ -298,6 +332,11 @@ async function run(
             policy.observations.build(it, view, obsBuf);
             buf.record(obsBuf, it.mask, it.action, 0, it.eap);
           }
+          if (config.dagger && episode > 0) {
+            policy.mode = 'argmax';
+            policy.decideBatch(items, view); // the student acts; the teacher's labels are recorded
+            policy.mode = 'sample';
+          }
         } else {
           policy.decideBatch(items, view);
         }
@@ -327,8 +366,10 @@ async function run(
         wallS: 0,
       };
       if (bc) {
+        learner.setLearningRate(config.bcLr);
         m['losses/bc'] = round(learner.imitate(buf, config.bcEpochs), 5);
       } else {
+        learner.setLearningRate(config.lr);
         const st = learner.update(buf);
         m['losses/value'] = round(st.vLoss, 5);
         m['losses/policy'] = round(st.pgLoss, 5);
@@ -340,7 +381,7 @@ async function run(
       m.learnS = round((performance.now() - tl0) / 1000, 3);
       epMetrics.push(m);
       metrics.push(m);
-      log(progressLine(m, config.frames, (performance.now() - t0) / 1000));
+      log(progressLine(m, config.frames, metrics.length - startEpisode * E, (performance.now() - t0) / 1000));
     }
 
     // evaluation on held-out seeds (argmax), at episode ends
@@ -408,15 +449,15 @@ export function evaluate(
       load: config.load,
       durationS: config.evalFrames * scenario.slotsPerFrame * scenario.slotS,
     });
-    const dispatch = new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights: actorWeights, mode: 'argmax' });
+    const dispatch = new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights: actorWeights, mode: 'argmax', head: config.head });
     const r = runEpisode({ scenario, requests, frames: config.evalFrames, seed, dispatch, orchestration: makeOrchestration(config.orchestration, scenario) });
     sum += r.throughputRate;
   }
   return round(sum / seeds, 4);
 }
 
-function progressLine(m: FrameMetrics, total: number, elapsedS: number): string {
-  const fps = (m.frame + 1) / Math.max(1e-9, elapsedS);
+function progressLine(m: FrameMetrics, total: number, framesThisRun: number, elapsedS: number): string {
+  const fps = framesThisRun / Math.max(1e-9, elapsedS);
   const losses =
     m.phase === 'bc'
       ? `bc ${m['losses/bc'].toFixed(3)}`
@@ -444,6 +485,10 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
       .option('episode-frames', { type: 'number', default: TRAIN_DEFAULTS.episodeFrames, describe: 'frames per episode' })
       .option('bc-frames', { type: 'number', default: TRAIN_DEFAULTS.bcFrames, describe: 'warm-start frames cloning lec (0 = none)' })
       .option('bc-epochs', { type: 'number', default: TRAIN_DEFAULTS.bcEpochs, describe: 'passes over each BC frame' })
+      .option('head', { type: 'string', choices: ['softplus1', 'relu1'], default: TRAIN_DEFAULTS.head, describe: 'actor head: softplus(z)+1 or the paper\'s ReLU(z)+1' })
+      .option('teacher', { type: 'string', default: TRAIN_DEFAULTS.teacher, describe: 'heuristic cloned during the warm start' })
+      .option('bc-lr', { type: 'number', default: TRAIN_DEFAULTS.bcLr, describe: 'learning rate during the warm start' })
+      .option('dagger', { type: 'boolean', default: TRAIN_DEFAULTS.dagger, describe: 'warm start: the actor acts after the first episode, the teacher labels' })
       .option('orchestration', { type: 'string', default: TRAIN_DEFAULTS.orchestration, describe: 'fixed orchestration baseline' })
       .option('seed', { type: 'number', default: TRAIN_DEFAULTS.seed, describe: 'seed of every random stream' })
       .option('lr', { type: 'number', default: TRAIN_DEFAULTS.lr, describe: 'Adam learning rate' })
@@ -453,6 +498,7 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
       .option('norm-adv', { type: 'boolean', default: TRAIN_DEFAULTS.normAdv, describe: 'standardise advantages' })
       .option('eval-every', { type: 'number', default: TRAIN_DEFAULTS.evalEvery, describe: 'evaluate every N frames (0 = never)' })
       .option('eval-frames', { type: 'number', default: TRAIN_DEFAULTS.evalFrames, describe: 'frames per evaluation episode' })
+      .option('init-from', { type: 'string', describe: "start from another run's latest checkpoint (same scenario)" })
       .option('out', { type: 'string', default: TRAIN_DEFAULTS.out, describe: 'SQLite checkpoint file' })
       .option('resume', { type: 'boolean', default: false, describe: 'continue the run stored in --out' })
       .option('json', { type: 'boolean', default: false, describe: 'print the result as JSON on stdout' }) as unknown as Argv<TrainOptions>,
@@ -467,6 +513,10 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
         episodeFrames: argv.episodeFrames,
         bcFrames: argv.bcFrames,
         bcEpochs: argv.bcEpochs,
+        head: argv.head,
+        teacher: argv.teacher,
+        bcLr: argv.bcLr,
+        dagger: argv.dagger,
         orchestration: argv.orchestration,
         seed: argv.seed,
         lr: argv.lr,
@@ -476,6 +526,7 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
         normAdv: argv.normAdv,
         evalEvery: argv.evalEvery,
         evalFrames: argv.evalFrames,
+        initFrom: argv.initFrom ?? null,
         out: argv.out,
         resume: argv.resume,
         json: argv.json,

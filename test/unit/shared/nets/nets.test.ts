@@ -85,6 +85,18 @@ describe('actor and critic networks', () => {
     actor.dispose();
   });
 
+  it('computes the same softplus-head scores in both implementations, all above 1', () => {
+    const actor = new ActorNet(30, 6, new Rng(13), [16, 8], 'softplus1');
+    const x = randomObs(new Rng(14), 4, 30);
+    const ref = tf.tidy(() => actor.scores(tf.tensor2d(x, [4, 30])).dataSync() as Float32Array);
+    const fast = new ActorF32(30, 6, actor.getWeights().arrays, [16, 8], 'softplus1').scores(x, 4);
+    for (let i = 0; i < ref.length; i++) {
+      expect(fast[i]).toBeCloseTo(ref[i], 4);
+      expect(fast[i]).toBeGreaterThan(1);
+    }
+    actor.dispose();
+  });
+
   it('round-trips weights through getWeights and setWeights and refuses a wrong shape', () => {
     const a = new ActorNet(6, 3, new Rng(10));
     const b = new ActorNet(6, 3, new Rng(11));
