@@ -75,6 +75,40 @@ export class CmmacLearner {
     this.criticAdam = new Adam(critic.variables, this.opts.lr);
   }
 
+  /**
+   * Critic steps only (y_t = U_t + gamma V(s_{t+1}) with the current critic, opts.criticSteps steps);
+   * returns L_V before the steps. Used while behaviour cloning, so that V already fits the
+   * teacher's returns when RL starts instead of feeding random advantages to the actor.
+   */
+  fitCritic(buf: RolloutBuffer): number {
+    if (!buf.isFinished) throw new Error('CmmacLearner.fitCritic: call buffer.finish(state) first');
+    const S = buf.numSlots;
+    const D = buf.stateDim;
+    if (S === 0) return 0;
+    const values = tf.tidy(() => this.critic.value(tf.tensor2d(buf.states.subarray(0, (S + 1) * D), [S + 1, D])));
+    const v = values.dataSync() as Float32Array;
+    values.dispose();
+    const y = new Float32Array(S);
+    let vLoss = 0;
+    for (let t = 0; t < S; t++) {
+      y[t] = buf.rewards[t] + this.opts.gamma * v[t + 1];
+      vLoss += (y[t] - v[t]) ** 2;
+    }
+    this.criticSteps(buf, y);
+    return vLoss / S;
+  }
+
+  private criticSteps(buf: RolloutBuffer, y: Float32Array): void {
+    const S = buf.numSlots;
+    const D = buf.stateDim;
+    const sT = tf.tensor2d(buf.states.subarray(0, S * D), [S, D]);
+    const yT = tf.tensor1d(y);
+    for (let i = 0; i < this.opts.criticSteps; i++) {
+      this.step(this.critic.variables, this.criticAdam, () => tf.mean(tf.square(tf.sub(yT, this.critic.value(sT)))) as tf.Scalar);
+    }
+    tf.dispose([sT, yT]);
+  }
+
   /** One on-policy update from a finished buffer (clears nothing). */
   update(buf: RolloutBuffer): UpdateStats {
     if (!buf.isFinished) throw new Error('CmmacLearner.update: call buffer.finish(state) first');
@@ -114,12 +148,7 @@ export class CmmacLearner {
     if (this.opts.normAdv) for (let k = 0; k < N; k++) advK[k] = (advK[k] - am) / (as + 1e-8);
 
     // ---- critic: L_V on all slots
-    const sT = tf.tensor2d(buf.states.subarray(0, S * D), [S, D]);
-    const yT = tf.tensor1d(y);
-    for (let i = 0; i < this.opts.criticSteps; i++) {
-      this.step(this.critic.variables, this.criticAdam, () => tf.mean(tf.square(tf.sub(yT, this.critic.value(sT)))) as tf.Scalar);
-    }
-    tf.dispose([sT, yT]);
+    this.criticSteps(buf, y);
 
     // ---- actor: L_pi on minibatches of decisions
     let pg = 0;

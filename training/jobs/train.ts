@@ -95,7 +95,7 @@ export const TRAIN_DEFAULTS: Omit<TrainOptions, 'scenario'> = {
   head: 'softplus1',
   teacher: 'lec',
   bcLr: 1e-3,
-  dagger: true,
+  dagger: false,
   orchestration: 'hpa',
   seed: 1,
   lr: 5e-4,
@@ -368,6 +368,7 @@ async function run(
       if (bc) {
         learner.setLearningRate(config.bcLr);
         m['losses/bc'] = round(learner.imitate(buf, config.bcEpochs), 5);
+        m['losses/value'] = round(learner.fitCritic(buf), 5);
       } else {
         learner.setLearningRate(config.lr);
         const st = learner.update(buf);
@@ -460,7 +461,7 @@ function progressLine(m: FrameMetrics, total: number, framesThisRun: number, ela
   const fps = framesThisRun / Math.max(1e-9, elapsedS);
   const losses =
     m.phase === 'bc'
-      ? `bc ${m['losses/bc'].toFixed(3)}`
+      ? `bc ${m['losses/bc'].toFixed(3)} v ${m['losses/value'].toFixed(3)}`
       : `v ${m['losses/value'].toFixed(3)} pg ${m['losses/policy'].toFixed(3)} H ${m['losses/entropy'].toFixed(2)}`;
   return `frame ${m.frame + 1}/${total} [${m.phase}] throughput ${m['charts/throughputRate'].toFixed(3)} U ${m['charts/teamReward'].toFixed(2)} ${losses} | ${m.wallS.toFixed(1)} s/frame (learn ${(m.learnS ?? 0).toFixed(1)}), ${fps.toFixed(2)} frames/s`;
 }

@@ -51,6 +51,7 @@ describe('cMMAC learner', () => {
       fillBandit(buf, rng, actor, 40);
       learner.update(buf);
       learner.imitate(buf, 1);
+      learner.fitCritic(buf);
     }
     expect(tf.memory().numTensors).toBe(before);
     learner.dispose();
@@ -58,20 +59,40 @@ describe('cMMAC learner', () => {
     critic.dispose();
   });
 
-  // Skipped: fails on a clean clone at commit 85b7099 (probability stays at 1/3); the learner's policy step is
-  // being fixed (see the closing note of this session). Re-enable with the fix, do not delete.
-  it.skip('raises the probability of the action that earns the reward', () => {
-    const actor = new ActorNet(OBS, A, new Rng(5), SMALL);
+  // With the paper's ReLU+1 head this failed at 85b7099 (the probability stayed at exactly 1/3: every
+  // head unit was negative on this input, q = 1 everywhere, zero gradient; see the next test). Training
+  // uses the softplus head, which keeps a gradient.
+  it('raises the probability of the action that earns the reward', () => {
+    const actor = new ActorNet(OBS, A, new Rng(5), SMALL, 'softplus1');
     const critic = new ValueNet(S, new Rng(6), SMALL);
     const learner = new CmmacLearner(actor, critic, new Rng(7), { minibatch: 64, gamma: 0, lr: 3e-3 });
     const buf = new RolloutBuffer(OBS, A, S);
     const rng = new Rng(8);
     const p0 = probOf0(actor);
-    for (let i = 0; i < 60; i++) {
+    for (let i = 0; i < 200; i++) {
       fillBandit(buf, rng, actor, 64);
       learner.update(buf);
     }
     expect(probOf0(actor)).toBeGreaterThan(p0 + 0.2);
+    learner.dispose();
+    actor.dispose();
+    critic.dispose();
+  });
+
+  it('cannot move a ReLU+1 head whose units are all negative, which is why training uses the softplus head', () => {
+    const actor = new ActorNet(OBS, A, new Rng(5), SMALL, 'relu1');
+    const critic = new ValueNet(S, new Rng(6), SMALL);
+    const w = actor.getWeights().arrays;
+    w[w.length - 1] = new Float32Array(A).fill(-100); // head biases far below zero: every unit dead
+    actor.setWeights(w);
+    const learner = new CmmacLearner(actor, critic, new Rng(7), { minibatch: 64, gamma: 0, lr: 3e-3 });
+    const buf = new RolloutBuffer(OBS, A, S);
+    const rng = new Rng(8);
+    for (let i = 0; i < 10; i++) {
+      fillBandit(buf, rng, actor, 64);
+      learner.update(buf);
+    }
+    expect(probOf0(actor)).toBeCloseTo(1 / 3, 6);
     learner.dispose();
     actor.dispose();
     critic.dispose();
