@@ -3,7 +3,7 @@
  * `npm test` before jest runs): checkpoint file, resume equal to an uninterrupted run, and one-line
  * exit 2 for corrupt, truncated or foreign checkpoints.
  */
-import { spawnSync } from 'child_process';
+import { spawn, spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -63,6 +63,28 @@ describe('kais train (smoke, tiny scenario)', () => {
     const a = loadCmmacFromDb(whole, loadScenario('tiny'));
     const b = loadCmmacFromDb(parts, loadScenario('tiny'));
     expect(b.version).toBe(a.version);
+    // an earlier checkpoint of the same run
+    expect(loadCmmacFromDb(whole, loadScenario('tiny'), { maxFrame: 1 }).version).toBe(1);
+  });
+
+  it('resumes a run killed with SIGKILL mid-episode and ends at the same numbers as an uninterrupted one', async () => {
+    const args = ['train', '--scenario', 'tiny', '--episode-frames', '2', '--bc-frames', '1', '--seed', '4', '--frames', '6'];
+    const whole = path.join(tmp, 'kill-whole.db');
+    const killed = path.join(tmp, 'kill-parts.db');
+    expect(kais(...args, '--out', whole).code).toBe(0);
+    await new Promise<void>((resolve) => {
+      const child = spawn(process.execPath, [KAIS, ...args, '--out', killed]);
+      let err = '';
+      child.stderr.on('data', (d: Buffer) => {
+        err += d.toString();
+        if (/frame 4\/6/.test(err)) child.kill('SIGKILL'); // inside the second episode
+      });
+      child.on('exit', () => resolve());
+    });
+    expect(metricsOf(killed).length).toBeLessThan(6); // it really died before the end
+    const r = kais(...args, '--out', killed, '--resume');
+    expect(r.code).toBe(0);
+    expect(metricsOf(killed)).toEqual(metricsOf(whole));
   });
 
   it('refuses to overwrite an existing file without --resume', () => {

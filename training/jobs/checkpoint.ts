@@ -131,11 +131,14 @@ export class CheckpointDb {
     })();
   }
 
-  /** The newest checkpoint, or null when there is none. Throws UsageError when it is corrupt. */
-  latest(): CheckpointRow | null {
+  /**
+   * The newest checkpoint (with at most `maxFrame` frames trained), or null when there is none.
+   * Throws UsageError when it is corrupt.
+   */
+  latest(maxFrame = Number.MAX_SAFE_INTEGER): CheckpointRow | null {
     let row: { episode: number; frame: number; actor: Buffer; critic: Buffer; adam: Buffer; state: string } | undefined;
     try {
-      row = this.db.prepare('SELECT * FROM checkpoints ORDER BY episode DESC LIMIT 1').get() as typeof row;
+      row = this.db.prepare('SELECT * FROM checkpoints WHERE frame <= ? ORDER BY episode DESC LIMIT 1').get(maxFrame) as typeof row;
     } catch (e) {
       throw bad(this.path, oneLine(e));
     }
@@ -190,16 +193,17 @@ interface StoredConfig {
 
 /**
  * A trained `cmmac` dispatcher from a `kais train` file, for `scenario` (must be the one it was
- * trained on). `mode`: 'argmax' (default) or 'sample' (seeded per episode by reset()).
+ * trained on). `mode`: 'argmax' (default) or 'sample' (seeded per episode by reset()). `maxFrame`:
+ * the newest checkpoint with at most that many frames trained (default: the newest).
  */
-export function loadCmmacFromDb(path: string, scenario: Scenario, options: { mode?: ActMode } = {}): CmmacDispatch {
+export function loadCmmacFromDb(path: string, scenario: Scenario, options: { mode?: ActMode; maxFrame?: number } = {}): CmmacDispatch {
   const db = CheckpointDb.open(path, 'read');
   try {
     const cfg = db.config<StoredConfig>();
     if (!cfg) throw bad(path, 'no config row');
     checkScenario(path, cfg, scenario);
-    const ck = db.latest();
-    if (!ck) throw bad(path, 'no checkpoint written yet');
+    const ck = db.latest(options.maxFrame);
+    if (!ck) throw bad(path, options.maxFrame === undefined ? 'no checkpoint written yet' : `no checkpoint at or before frame ${options.maxFrame}`);
     const topo = topologyOf(scenario);
     const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
     if (ck.actorShapes[0]?.[0] !== observationDim(shape) || ck.actorShapes[ck.actorShapes.length - 1]?.[0] !== shape.numTargets) {

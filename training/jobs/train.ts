@@ -91,7 +91,7 @@ export const TRAIN_DEFAULTS: Omit<TrainOptions, 'scenario'> = {
   frames: 60,
   episodeFrames: 3,
   bcFrames: 15,
-  bcEpochs: 2,
+  bcEpochs: 4,
   head: 'softplus1',
   teacher: 'lec',
   bcLr: 1e-3,
