@@ -38,6 +38,12 @@ export interface LearnerOptions {
   epochs?: number;
   /** Standardise advantages over the update (CleanRL's norm_adv). @defaultValue false */
   normAdv?: boolean;
+  /**
+   * GAE lambda: 0 = the spec's one-step TD advantage; > 0 sums later TD errors
+   * A_t = delta_t + gamma lambda A_{t+1} (and y_t = A_t + V(s_t)), so outcomes that land a few
+   * slots after the decision (a cloud round trip) are credited to it. @defaultValue 0
+   */
+  gaeLambda?: number;
 }
 
 export interface UpdateStats {
@@ -70,7 +76,7 @@ export class CmmacLearner {
     private readonly rng: Rng,
     options: LearnerOptions = {},
   ) {
-    this.opts = { lr: 5e-4, gamma: 0.9, entropyCoef: 0.01, minibatch: 1024, criticSteps: 4, epochs: 1, normAdv: false, ...options };
+    this.opts = { lr: 5e-4, gamma: 0.9, entropyCoef: 0.01, minibatch: 1024, criticSteps: 4, epochs: 1, normAdv: false, gaeLambda: 0, ...options };
     this.actorAdam = new Adam(actor.variables, this.opts.lr);
     this.criticAdam = new Adam(critic.variables, this.opts.lr);
   }
@@ -130,6 +136,11 @@ export class CmmacLearner {
       adv[t] = y[t] - v[t];
       vLoss += adv[t] * adv[t];
       meanValue += v[t];
+    }
+    const lam = this.opts.gaeLambda;
+    if (lam > 0) {
+      for (let t = S - 2; t >= 0; t--) adv[t] += gamma * lam * adv[t + 1];
+      for (let t = 0; t < S; t++) y[t] = adv[t] + v[t];
     }
     vLoss /= S;
     meanValue /= S;

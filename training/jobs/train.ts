@@ -72,6 +72,8 @@ export interface TrainOptions {
   minibatch: number;
   /** Standardise advantages per update. */
   normAdv: boolean;
+  /** GAE lambda (0 = one-step TD advantage, the spec's). */
+  gaeLambda: number;
   /** Evaluate (argmax, held-out seeds) every this many frames at episode ends; 0 = never. */
   evalEvery: number;
   /** Frames per evaluation episode. */
@@ -103,6 +105,7 @@ export const TRAIN_DEFAULTS: Omit<TrainOptions, 'scenario'> = {
   entropyCoef: 0.01,
   minibatch: 1024,
   normAdv: false,
+  gaeLambda: 0,
   evalEvery: 0,
   evalFrames: 3,
   initFrom: null,
@@ -201,6 +204,7 @@ function validate(o: TrainOptions): void {
   if (!(o.lr > 0) || !(o.gamma >= 0 && o.gamma < 1) || !(o.entropyCoef >= 0)) {
     throw new UsageError(`--lr/--gamma/--entropy-coef: expected lr > 0, 0 <= gamma < 1, entropy >= 0`);
   }
+  if (!(o.gaeLambda >= 0 && o.gaeLambda <= 1)) throw new UsageError(`--gae-lambda: expected a number in [0, 1], got ${o.gaeLambda}`);
   makeOrchestration(o.orchestration, loadScenario(o.scenario));
   makeDispatch(o.teacher, loadScenario(o.scenario));
 }
@@ -225,6 +229,7 @@ async function run(
     entropyCoef: config.entropyCoef,
     minibatch: config.minibatch,
     normAdv: config.normAdv,
+    gaeLambda: config.gaeLambda ?? 0,
   });
   const policy = new CmmacDispatch({
     shape,
@@ -497,6 +502,7 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
       .option('entropy-coef', { type: 'number', default: TRAIN_DEFAULTS.entropyCoef, describe: 'entropy bonus beta_H' })
       .option('minibatch', { type: 'number', default: TRAIN_DEFAULTS.minibatch, describe: 'decisions per actor minibatch' })
       .option('norm-adv', { type: 'boolean', default: TRAIN_DEFAULTS.normAdv, describe: 'standardise advantages' })
+      .option('gae-lambda', { type: 'number', default: TRAIN_DEFAULTS.gaeLambda, describe: 'GAE lambda (0 = one-step TD advantage)' })
       .option('eval-every', { type: 'number', default: TRAIN_DEFAULTS.evalEvery, describe: 'evaluate every N frames (0 = never)' })
       .option('eval-frames', { type: 'number', default: TRAIN_DEFAULTS.evalFrames, describe: 'frames per evaluation episode' })
       .option('init-from', { type: 'string', describe: "start from another run's latest checkpoint (same scenario)" })
@@ -525,6 +531,7 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
         entropyCoef: argv.entropyCoef,
         minibatch: argv.minibatch,
         normAdv: argv.normAdv,
+        gaeLambda: argv.gaeLambda,
         evalEvery: argv.evalEvery,
         evalFrames: argv.evalFrames,
         initFrom: argv.initFrom ?? null,

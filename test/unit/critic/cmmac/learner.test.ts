@@ -122,6 +122,32 @@ describe('cMMAC learner', () => {
     critic.dispose();
   });
 
+  it('sums later TD errors into the advantage with GAE lambda and keeps the one-step TD error at lambda 0', () => {
+    const stats = (lam: number) => {
+      const actor = new ActorNet(OBS, A, new Rng(20), SMALL, 'softplus1');
+      const critic = new ValueNet(S, new Rng(21), SMALL);
+      // V = 0 everywhere: then delta_t = U_t and the advantages are plain (discounted) reward sums
+      const w = critic.getWeights().arrays.map((a) => new Float32Array(a.length));
+      critic.setWeights(w);
+      const learner = new CmmacLearner(actor, critic, new Rng(22), { gamma: 0.5, gaeLambda: lam, criticSteps: 0 });
+      const buf = new RolloutBuffer(OBS, A, S);
+      const state = new Float32Array(S);
+      for (const u of [0, 0, 4]) {
+        buf.beginSlot(state);
+        buf.record(new Float32Array(OBS), new Uint8Array(A).fill(1), 0, 0, 0);
+        buf.addReward(u);
+      }
+      buf.finish(state);
+      const st = learner.update(buf);
+      learner.dispose();
+      actor.dispose();
+      critic.dispose();
+      return st.advMean;
+    };
+    expect(stats(0)).toBeCloseTo(4 / 3, 5); // advantages [0, 0, 4]
+    expect(stats(1)).toBeCloseTo((1 + 2 + 4) / 3, 5); // [0.25 * 4, 0.5 * 4, 4]
+  });
+
   it('restores the optimiser state exactly, so a resumed learner takes the same steps', () => {
     const mk = () => {
       const actor = new ActorNet(OBS, A, new Rng(12), SMALL);
