@@ -74,6 +74,8 @@ export interface TrainOptions {
   normAdv: boolean;
   /** GAE lambda (0 = one-step TD advantage, the spec's). */
   gaeLambda: number;
+  /** epsilon of the reward u_b = exp(-lambda_b - epsilon nu_b) (the journal: 1). */
+  rewardEpsilon: number;
   /** Evaluate (argmax, held-out seeds) every this many frames at episode ends; 0 = never. */
   evalEvery: number;
   /** Frames per evaluation episode. */
@@ -106,6 +108,7 @@ export const TRAIN_DEFAULTS: Omit<TrainOptions, 'scenario'> = {
   minibatch: 1024,
   normAdv: false,
   gaeLambda: 0,
+  rewardEpsilon: 1,
   evalEvery: 0,
   evalFrames: 3,
   initFrom: null,
@@ -204,6 +207,7 @@ function validate(o: TrainOptions): void {
   if (!(o.lr > 0) || !(o.gamma >= 0 && o.gamma < 1) || !(o.entropyCoef >= 0)) {
     throw new UsageError(`--lr/--gamma/--entropy-coef: expected lr > 0, 0 <= gamma < 1, entropy >= 0`);
   }
+  if (!(o.rewardEpsilon >= 0)) throw new UsageError(`--reward-epsilon: expected a number >= 0, got ${o.rewardEpsilon}`);
   if (!(o.gaeLambda >= 0 && o.gaeLambda <= 1)) throw new UsageError(`--gae-lambda: expected a number in [0, 1], got ${o.gaeLambda}`);
   makeOrchestration(o.orchestration, loadScenario(o.scenario));
   makeDispatch(o.teacher, loadScenario(o.scenario));
@@ -306,7 +310,7 @@ async function run(
       durationS: epFrames * scenario.slotsPerFrame * scenario.slotS,
       warn: log,
     });
-    const env = new EdgeCloudEnv(scenario, { requests, frames: epFrames, orchestration, illegalAction: 'throw' });
+    const env = new EdgeCloudEnv(scenario, { requests, frames: epFrames, orchestration, illegalAction: 'throw', rewardEpsilon: config.rewardEpsilon ?? 1 });
     let { observations } = env.reset({ seed: epSeed });
     policy.reset(epSeed);
     teacher.reset?.(epSeed, env.view);
@@ -503,6 +507,7 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
       .option('minibatch', { type: 'number', default: TRAIN_DEFAULTS.minibatch, describe: 'decisions per actor minibatch' })
       .option('norm-adv', { type: 'boolean', default: TRAIN_DEFAULTS.normAdv, describe: 'standardise advantages' })
       .option('gae-lambda', { type: 'number', default: TRAIN_DEFAULTS.gaeLambda, describe: 'GAE lambda (0 = one-step TD advantage)' })
+      .option('reward-epsilon', { type: 'number', default: TRAIN_DEFAULTS.rewardEpsilon, describe: 'epsilon of the imbalance term of the reward' })
       .option('eval-every', { type: 'number', default: TRAIN_DEFAULTS.evalEvery, describe: 'evaluate every N frames (0 = never)' })
       .option('eval-frames', { type: 'number', default: TRAIN_DEFAULTS.evalFrames, describe: 'frames per evaluation episode' })
       .option('init-from', { type: 'string', describe: "start from another run's latest checkpoint (same scenario)" })
@@ -532,6 +537,7 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
         minibatch: argv.minibatch,
         normAdv: argv.normAdv,
         gaeLambda: argv.gaeLambda,
+        rewardEpsilon: argv.rewardEpsilon,
         evalEvery: argv.evalEvery,
         evalFrames: argv.evalFrames,
         initFrom: argv.initFrom ?? null,
