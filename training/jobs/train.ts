@@ -98,7 +98,7 @@ export const TRAIN_DEFAULTS: Omit<TrainOptions, 'scenario'> = {
   bcEpochs: 4,
   head: 'softplus1',
   teacher: 'lec',
-  bcLr: 1e-3,
+  bcLr: 5e-4,
   dagger: false,
   orchestration: 'hpa',
   seed: 1,
