@@ -71,19 +71,27 @@ export interface EvalReport {
   results: PolicyResult[];
 }
 
-/** Hook for learned policies (cmmac): set by the learned-dispatch module when it is present. */
-export type LearnedDispatchFactory = (name: string, scenario: Scenario, checkpoint: string | undefined) => DispatchPolicy | null;
-const learnedFactories: LearnedDispatchFactory[] = [];
-export function registerLearnedDispatch(f: LearnedDispatchFactory): void {
-  learnedFactories.push(f);
-}
-
+/**
+ * `cmmac` is the learned dispatcher: from `--checkpoint <db>` (a `kais train` output), else the
+ * model the project ships for the scenario. Loaded lazily so that heuristic-only runs never load
+ * the learned-policy code.
+ */
 function makeAnyDispatch(name: string, scenario: Scenario, checkpoint: string | undefined): DispatchPolicy {
-  for (const f of learnedFactories) {
-    const p = f(name, scenario, checkpoint);
-    if (p) return p;
+  if (name !== 'cmmac') return makeDispatch(name, scenario);
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const ck = require('./checkpoint') as {
+    loadCmmacFromDb: (path: string, s: Scenario) => DispatchPolicy;
+    loadDefaultCmmac?: (s: Scenario) => DispatchPolicy | null;
+  };
+  if (checkpoint) {
+    if (!fs.existsSync(checkpoint)) throw new UsageError(`--checkpoint: ${checkpoint} does not exist`);
+    return ck.loadCmmacFromDb(checkpoint, scenario);
   }
-  return makeDispatch(name, scenario);
+  const shipped = ck.loadDefaultCmmac?.(scenario) ?? null;
+  if (!shipped) {
+    throw new UsageError(`--policies: cmmac needs --checkpoint <db>: no trained model ships for scenario "${scenario.name}"`);
+  }
+  return shipped;
 }
 
 function positiveInt(flag: string, v: unknown): number {
@@ -171,7 +179,12 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
 
 /** The readable table printed on a terminal. */
 export function formatTable(r: EvalReport): string {
+  const timed = r.results.some((x) => x.decisionP99Us !== null);
+  const filtered = r.results.some((x) => x.falseExclusionRate !== null);
   const head = ['policy', 'throughput', 'in time', 'late', 'dropped', 'queued', 'cost', 'mean ms', 'p99 ms', 'cloud', 'imbalance'];
+  if (r.faults > 0) head.push('lost to failures');
+  if (filtered) head.push('false excl');
+  if (timed) head.push('decision p99 us');
   const rows = [...r.results]
     .sort((x, y) => y.throughputRate - x.throughputRate)
     .map((x) => [
@@ -186,6 +199,9 @@ export function formatTable(r: EvalReport): string {
       x.p99LatencyMs.toFixed(0),
       x.cloudShare.toFixed(2),
       x.edgeImbalance.toFixed(2),
+      ...(r.faults > 0 ? [String(x.lostToFailedNodes)] : []),
+      ...(filtered ? [x.falseExclusionRate === null ? '-' : x.falseExclusionRate.toFixed(3)] : []),
+      ...(timed ? [x.decisionP99Us === null ? '-' : x.decisionP99Us.toFixed(1)] : []),
     ]);
   const width = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
   const line = (cells: string[]): string => cells.map((c, i) => (i === 0 ? c.padEnd(width[i]) : c.padStart(width[i]))).join('  ');
@@ -233,6 +249,5 @@ export const evalCommand: CommandModule<object, EvalArgs> = {
     }
     if (args.json) process.stdout.write(JSON.stringify(report) + '\n');
     else process.stdout.write(formatTable(report) + '\n');
-    void fs;
   },
 };

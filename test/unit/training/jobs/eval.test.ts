@@ -111,6 +111,19 @@ describe('kais eval', () => {
     expect(JSON.parse(r.stdout).trace).toBe(f);
   });
 
+  it('refuses cmmac without a usable checkpoint, in one line', () => {
+    expectUsageError(kais('eval', '--scenario', 'tiny', '--policies', 'cmmac/hpa', '--checkpoint', path.join(tmp, 'none.db')), /--checkpoint: .*none\.db does not exist/);
+    const bad = path.join(tmp, 'corrupt.db');
+    fs.writeFileSync(bad, 'this is not a database');
+    expectUsageError(kais('eval', '--scenario', 'tiny', '--policies', 'cmmac/hpa', '--checkpoint', bad), /corrupt\.db/);
+  });
+
+  it('adds decision latency to the table with --timing', () => {
+    const r = kais('eval', '--scenario', 'tiny', '--frames', '1', '--policies', 'jsq/static', '--timing');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/decision p99 us/);
+  });
+
   it('writes a PNG plot', () => {
     const plot = path.join(tmp, 'p.png');
     const r = kais('eval', '--scenario', 'tiny', '--frames', '1', '--policies', 'jsq/static', '--plot', plot);
