@@ -9,6 +9,10 @@ import { isUsageError } from './shared/errors';
 import { evalCommand } from './training/jobs/eval';
 import { detectCommand } from './training/jobs/detect';
 import { trainCommand } from './training/jobs/train';
+import { agentCommand } from './agent/cli';
+import { nodeCommand } from './orchestrator/node-cli';
+import { orchestratorCommand } from './orchestrator/cli';
+import { upCommand } from './training/jobs/up';
 
 /** Exit 2 with one line for the user's mistakes; a stack trace only for our own bugs. */
 export function failAndExit(e: unknown): never {
@@ -26,6 +30,10 @@ async function main(): Promise<void> {
     .command(evalCommand)
     .command(trainCommand)
     .command(detectCommand)
+    .command(agentCommand)
+    .command(nodeCommand)
+    .command(orchestratorCommand)
+    .command(upCommand)
     .demandCommand(1, 'kais: name a command (see --help)')
     .strict()
     .fail((msg, err) => {

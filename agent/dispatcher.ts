@@ -1,0 +1,446 @@
+/**
+ * Per request: eAP queue (dequeue strategy) -> context filter -> policy -> proxy -> answer. It
+ * never waits on the orchestrator: the policy is the learned actor once weights arrived (from a
+ * `weights` frame or the disk cache), the `lec` fallback before.
+ *
+ * Flow of one request: `submit` puts it in the eAP queue (ordered by the dequeue strategy:
+ * `edf` earliest deadline first, or `fifo`); the pump takes requests while fewer than
+ * `maxInFlight` are outstanding; a request whose deadline passed while queued is answered 504
+ * `expired` without being sent. A dispatched one waits the emulated eAP -> target transfer time,
+ * goes to the target over HTTP, and waits the return time. A 503 from an edge node (full) is
+ * retried once on the cloud. Every request gets exactly one answer: served (200), refused (503,
+ * with the target's reason), or timed out (504) after `deadline x 3 + 1 s`.
+ *
+ * Every decision becomes a `Transition` (reward 1 if the device got its answer in time, else 0)
+ * in a bounded experience buffer, and counts toward the per-target telemetry of the interval.
+ */
+import type { Request } from '../shared/domain';
+import type { DispatchItem, DispatchPolicy } from '../shared/policy';
+import type { Scenario } from '../shared/scenario';
+import type { NodeSample, Transition, WeightsBody } from '../shared/protocol/envelope';
+import { buildMask } from './filters/context-filter';
+import { ObservationBuilder } from './observation';
+import { LecFallback } from './heuristic';
+import type { LocalClusterView } from './local-view';
+import { Proxy, type ProxyOutcome } from './proxy';
+
+export type DequeueRule = 'edf' | 'fifo';
+
+export interface Targets {
+  /** Base URL of each edge node, index = node id (0..numNodes-1). */
+  nodes: string[];
+  cloud: string;
+}
+
+/** What the device sends to the ingress. */
+export interface IngressRequest {
+  service: number;
+  /** Relative deadline from arrival at the eAP, real milliseconds. */
+  deadlineMs: number;
+  payloadBytes: number;
+  /** Emulation hint: CPU work (scenario core-seconds); the target uses its nominal work without it. */
+  workCoreS?: number;
+}
+
+export interface DispatchResult {
+  status: 200 | 503 | 504;
+  /** Target index that served or refused (numNodes = cloud), -1 if never sent. */
+  target: number;
+  /** End to end at the eAP: ingress to answer, real ms. */
+  latencyMs: number;
+  reason?: string;
+  procMs?: number;
+}
+
+export interface DispatcherOptions {
+  scenario: Scenario;
+  view: LocalClusterView;
+  targets: Targets;
+  /** @defaultValue 256 */
+  maxInFlight?: number;
+  /** @defaultValue 'edf' */
+  dequeue?: DequeueRule;
+  /** Actor head the weights were trained with (not carried by the weights frame). @defaultValue 'relu1' */
+  actorHead?: 'relu1' | 'softplus1';
+  /** Transitions kept for the next experience frame; older ones are dropped. @defaultValue 4096 */
+  experienceCapacity?: number;
+  /** Record experience (observations cost ~2 KB per decision on `kais`). @defaultValue true */
+  recordExperience?: boolean;
+}
+
+interface Pending {
+  req: Request;
+  workCoreS: number | null;
+  deadlineMs: number;
+  t0: number;
+  resolve: (r: DispatchResult) => void;
+}
+
+export interface DispatchCounters {
+  received: number;
+  inTime: number;
+  late: number;
+  refused: number;
+  expired: number;
+  timedOut: number;
+  retriedOnCloud: number;
+  decisionsLearned: number;
+  decisionsFallback: number;
+  experienceDropped: number;
+}
+
+interface TargetInterval {
+  requests: number;
+  succeeded: number;
+  inDeadline: number;
+  latencyMsSum: number;
+  bytes: number;
+}
+
+export class Dispatcher {
+  readonly counters: DispatchCounters = {
+    received: 0,
+    inTime: 0,
+    late: 0,
+    refused: 0,
+    expired: 0,
+    timedOut: 0,
+    retriedOnCloud: 0,
+    decisionsLearned: 0,
+    decisionsFallback: 0,
+    experienceDropped: 0,
+  };
+  /** Latency histogram (real ms) of answered requests, Prometheus-style cumulative at export. */
+  readonly latencyBucketsMs = [10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000];
+  readonly latencyCounts: number[];
+  latencyMsSum = 0;
+  private readonly view: LocalClusterView;
+  private readonly scenario: Scenario;
+  private readonly targets: Targets;
+  private readonly maxInFlight: number;
+  private readonly dequeue: DequeueRule;
+  private readonly queue: Pending[] = [];
+  private readonly proxy = new Proxy();
+  private readonly fallback = new LecFallback();
+  private readonly observations: ObservationBuilder;
+  private readonly actorHead: 'relu1' | 'softplus1';
+  private readonly experienceCapacity: number;
+  private readonly recordExperience: boolean;
+  private learned: (DispatchPolicy & { version: number; recorder: unknown; setWeights(v: number, a: readonly Float32Array[]): void }) | null = null;
+  private lastLogProb = 0;
+  private lastObs: Float32Array | null = null;
+  private inFlight = 0;
+  private nextId = 0;
+  private experience: Transition[] = [];
+  private interval = new Map<number, TargetInterval>();
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(o: DispatcherOptions) {
+    this.view = o.view;
+    this.scenario = o.scenario;
+    this.targets = o.targets;
+    if (o.targets.nodes.length !== o.view.numNodes) {
+      throw new TypeError(`Dispatcher: targets.nodes has ${o.targets.nodes.length} URLs, the scenario has ${o.view.numNodes} nodes`);
+    }
+    this.maxInFlight = o.maxInFlight ?? 256;
+    this.dequeue = o.dequeue ?? 'edf';
+    this.actorHead = o.actorHead ?? 'relu1';
+    this.experienceCapacity = o.experienceCapacity ?? 4096;
+    this.recordExperience = o.recordExperience ?? true;
+    this.observations = new ObservationBuilder(
+      { numServices: o.view.numServices, numTargets: o.view.numTargets, numEaps: o.view.numEaps },
+      o.scenario.queueCapPerReplica,
+    );
+    this.latencyCounts = new Array(this.latencyBucketsMs.length + 1).fill(0);
+  }
+
+  /** Weight version of the learned policy in use, null while the fallback decides. */
+  get weightVersion(): number | null {
+    return this.learned?.version ?? null;
+  }
+
+  get policyName(): string {
+    return this.learned ? 'cmmac' : this.fallback.name;
+  }
+
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  get outstanding(): number {
+    return this.inFlight + this.queue.length;
+  }
+
+  /**
+   * Swaps in actor weights; throws TypeError if they do not fit this scenario's actor (the runtime
+   * then refuses the frame and keeps the old policy). The actor code (and tfjs) loads on first use.
+   */
+  setWeights(body: WeightsBody): void {
+    const shapes = body.shapes;
+    const dim = this.observations.dim;
+    const A = this.view.numTargets;
+    if (shapes.length < 2 || shapes.length % 2 !== 0 || shapes[0][0] !== dim || shapes[shapes.length - 1][0] !== A) {
+      throw new TypeError(`actor weights do not fit: expected input ${dim} and ${A} actions, got shapes ${JSON.stringify(shapes)}`);
+    }
+    const hidden: number[] = [];
+    for (let i = 0; i < shapes.length - 2; i += 2) hidden.push(shapes[i][1]);
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { CmmacDispatch } = require('./actor-policy') as typeof import('./actor-policy');
+    const policy = new CmmacDispatch({
+      shape: { numServices: this.view.numServices, numTargets: A, numEaps: this.view.numEaps },
+      queueCapPerReplica: this.scenario.queueCapPerReplica,
+      weights: body.tensors,
+      version: body.version,
+      mode: 'argmax',
+      hidden,
+      head: this.actorHead,
+    });
+    policy.recorder = {
+      record: (obs: Float32Array, _mask: Uint8Array, _action: number, logProb: number) => {
+        this.lastLogProb = logProb;
+        this.lastObs = this.recordExperience ? obs.slice() : null;
+      },
+    };
+    this.learned = policy;
+  }
+
+  /** Queues one request; resolves with its answer (never rejects). */
+  submit(r: IngressRequest): Promise<DispatchResult> {
+    const t0 = performance.now();
+    const nowS = this.view.nowS();
+    const speed = this.view.speed;
+    const req: Request = {
+      id: this.nextId++,
+      service: r.service,
+      eap: this.view.eap,
+      arrivalS: nowS,
+      deadlineS: nowS + (r.deadlineMs / 1000) * speed,
+      workCoreS: r.workCoreS ?? 0,
+      inputMB: r.payloadBytes / 1e6,
+    };
+    this.counters.received++;
+    return new Promise<DispatchResult>((resolve) => {
+      const p: Pending = { req, workCoreS: r.workCoreS ?? null, deadlineMs: r.deadlineMs, t0, resolve };
+      this.enqueue(p);
+      this.pump();
+    });
+  }
+
+  /** Resolves once nothing is queued or in flight. */
+  idle(): Promise<void> {
+    if (this.outstanding === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** Takes the transitions recorded since the last call (at most `max`). */
+  takeExperience(max = 256): Transition[] {
+    return this.experience.splice(0, max);
+  }
+
+  /** Per-target samples of the interval since the last call (targets that got requests). */
+  takeTelemetry(intervalS: number): NodeSample[] {
+    const ts = Date.now();
+    const out: NodeSample[] = [];
+    for (const [t, c] of this.interval) {
+      out.push({
+        node: t,
+        ts,
+        cpu: 1 - this.view.freeCpuRatio(t),
+        mem: 1 - this.view.freeMemRatio(t),
+        disk: 0,
+        upBwMbps: intervalS > 0 ? (c.bytes * 8) / 1e6 / intervalS : 0,
+        requests: c.requests,
+        succeeded: c.succeeded,
+        inDeadline: c.inDeadline,
+        latencyMsSum: c.latencyMsSum,
+      });
+    }
+    this.interval = new Map();
+    return out.sort((a, b) => a.node - b.node);
+  }
+
+  close(): void {
+    this.proxy.close();
+  }
+
+  // ------------------------------------------------------------------------------------------
+
+  private key(p: Pending): number {
+    return this.dequeue === 'edf' ? p.req.deadlineS : p.req.arrivalS;
+  }
+
+  private enqueue(p: Pending): void {
+    // binary insertion, stable: equal keys keep arrival order
+    const k = this.key(p);
+    let lo = 0;
+    let hi = this.queue.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.key(this.queue[mid]) <= k) lo = mid + 1;
+      else hi = mid;
+    }
+    this.queue.splice(lo, 0, p);
+    this.view.setOwnQueueLen(this.queue.length);
+  }
+
+  private pump(): void {
+    while (this.queue.length > 0 && this.inFlight < this.maxInFlight) {
+      const p = this.queue.shift()!;
+      this.view.setOwnQueueLen(this.queue.length);
+      if (this.view.nowS() > p.req.deadlineS) {
+        this.counters.expired++;
+        this.answer(p, { status: 504, target: -1, latencyMs: 0, reason: 'expired in the eAP queue' });
+        continue;
+      }
+      this.inFlight++;
+      void this.dispatch(p).finally(() => {
+        this.inFlight--;
+        this.pump();
+        this.checkIdle();
+      });
+    }
+    this.checkIdle();
+  }
+
+  private checkIdle(): void {
+    if (this.outstanding === 0 && this.idleWaiters.length > 0) this.idleWaiters.splice(0).forEach((f) => f());
+  }
+
+  private decide(p: Pending): { target: number; mask: Uint8Array; obs: Float32Array | null; logProb: number; version: number | null } {
+    const view = this.view;
+    const mask = new Uint8Array(view.numTargets);
+    buildMask(view, p.req.service, this.scenario.queueCapPerReplica, mask);
+    const item: DispatchItem = { request: p.req, eap: view.eap, mask, action: view.cloudTarget };
+    if (this.learned) {
+      this.lastObs = null;
+      this.lastLogProb = 0;
+      let target: number;
+      try {
+        target = this.learned.decide(item, view);
+      } catch {
+        target = -1;
+      }
+      if (target >= 0 && target < view.numTargets && mask[target]) {
+        this.counters.decisionsLearned++;
+        return { target, mask, obs: this.lastObs, logProb: Math.min(0, this.lastLogProb), version: this.learned.version };
+      }
+    }
+    this.counters.decisionsFallback++;
+    const target = this.fallback.decide(item, view);
+    let obs: Float32Array | null = null;
+    if (this.recordExperience) {
+      obs = new Float32Array(this.observations.dim);
+      this.observations.build(item, view, obs);
+    }
+    // the fallback is deterministic: the probability of its choice is 1
+    return { target, mask, obs, logProb: 0, version: null };
+  }
+
+  private async dispatch(p: Pending): Promise<void> {
+    const view = this.view;
+    const w = p.req.service;
+    const d = this.decide(p);
+    const timeoutMs = p.deadlineMs * 3 + 1000;
+    let target = d.target;
+    let outcome = await this.send(p, target, timeoutMs);
+    if (outcome.kind !== 'served' && target !== view.cloudTarget && performance.now() - p.t0 < timeoutMs) {
+      // the node was full or away: the cloud always takes it
+      this.counters.retriedOnCloud++;
+      target = view.cloudTarget;
+      outcome = await this.send(p, target, timeoutMs - (performance.now() - p.t0));
+    }
+    const latencyMs = performance.now() - p.t0;
+    const metDeadline = outcome.kind === 'served' && latencyMs <= p.deadlineMs;
+    let result: DispatchResult;
+    if (outcome.kind === 'served') {
+      if (metDeadline) this.counters.inTime++;
+      else this.counters.late++;
+      result = { status: 200, target, latencyMs, ...(outcome.procMs !== null ? { procMs: outcome.procMs } : {}) };
+    } else if (outcome.kind === 'timeout') {
+      this.counters.timedOut++;
+      result = { status: 504, target, latencyMs, reason: 'target did not answer in time' };
+    } else {
+      this.counters.refused++;
+      result = { status: 503, target, latencyMs, reason: outcome.reason };
+    }
+    this.answer(p, result);
+    const c = this.intervalOf(target);
+    if (outcome.kind === 'served') {
+      c.succeeded++;
+      c.latencyMsSum += latencyMs;
+      if (metDeadline) c.inDeadline++;
+    }
+    if (d.obs) {
+      this.pushExperience({
+        eap: view.eap,
+        slot: Math.floor(p.req.arrivalS / this.scenario.slotS),
+        service: w,
+        obs: d.obs,
+        mask: d.mask,
+        action: d.target,
+        logProb: d.logProb,
+        reward: metDeadline ? 1 : 0,
+        latencyMs: outcome.kind === 'served' ? latencyMs : null,
+        metDeadline,
+        done: false,
+        weightVersion: d.version,
+      });
+    }
+  }
+
+  /** Emulated transfer, the HTTP call, emulated return; keeps the view's counters. */
+  private async send(p: Pending, target: number, timeoutMs: number): Promise<ProxyOutcome> {
+    const view = this.view;
+    const w = p.req.service;
+    const url = target === view.cloudTarget ? this.targets.cloud : this.targets.nodes[target];
+    const c = this.intervalOf(target);
+    c.requests++;
+    c.bytes += p.req.inputMB * 1e6;
+    view.onSent(target, w);
+    const speed = view.speed;
+    let outcome: ProxyOutcome = { kind: 'timeout' };
+    try {
+      await sleep(((view.transferS(view.eap, target, p.req.inputMB) * 1000) / speed));
+      const work = p.workCoreS === null ? null : p.workCoreS / speed;
+      outcome = await this.proxy.forward(url, w, work, Math.max(1, timeoutMs));
+      if (outcome.kind === 'served') await sleep((view.returnS(view.eap, target) * 1000) / speed);
+    } finally {
+      const procS = outcome.kind === 'served' && outcome.procMs !== null ? (outcome.procMs / 1000) * speed : null;
+      view.onDone(target, w, procS, outcome.kind === 'served' ? outcome.cpu : null);
+      if (outcome.kind === 'unreachable') view.markUnreachable(target);
+    }
+    return outcome;
+  }
+
+  private answer(p: Pending, r: DispatchResult): void {
+    const ms = r.latencyMs;
+    this.latencyMsSum += ms;
+    let i = 0;
+    while (i < this.latencyBucketsMs.length && ms > this.latencyBucketsMs[i]) i++;
+    this.latencyCounts[i]++;
+    p.resolve(r);
+  }
+
+  private intervalOf(t: number): TargetInterval {
+    let c = this.interval.get(t);
+    if (!c) {
+      c = { requests: 0, succeeded: 0, inDeadline: 0, latencyMsSum: 0, bytes: 0 };
+      this.interval.set(t, c);
+    }
+    return c;
+  }
+
+  private pushExperience(t: Transition): void {
+    this.experience.push(t);
+    if (this.experience.length > this.experienceCapacity) {
+      const drop = this.experience.length - this.experienceCapacity;
+      this.experience.splice(0, drop);
+      this.counters.experienceDropped += drop;
+    }
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  if (!(ms > 0)) return Promise.resolve();
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,216 @@
+/**
+ * The live agent's ClusterView (shared/policy.ts): what one eAP knows about the cluster, built
+ * from the last placement frame (replicas d[w][n]) and the agent's own counters (requests it sent
+ * to each target and has not had answered yet, processing times the targets reported back).
+ *
+ * Time runs in "scenario seconds": real seconds x `speed`, so a load replayed at `--speed 10` looks
+ * to the policy like the workload it was trained on (deadlines, service times and network delays are
+ * all scaled by the same factor by the load generator and the emulated cluster).
+ *
+ * Estimates from own counters (the agent never asks anyone before deciding):
+ * - busy replicas of w at t = min(outstanding_w(t), ready_w(t));
+ * - requests of w waiting at t = max(0, outstanding_w(t) - ready_w(t));
+ * - free CPU = 1 - sum_w busy_w x cpuCores_w / cpuCores(t) (other eAPs' load is invisible until
+ *   the node reports it: the last reported utilisation is used while fresh);
+ * - a target that refused the connection is unhealthy for `unhealthyForS` (the device filter's
+ *   place until agent/filters/device-filter.ts is wired in).
+ */
+import type { ClusterView } from '../shared/policy';
+import type { Scenario } from '../shared/scenario';
+import { topologyOf } from '../shared/scenario';
+import { discounted } from '../shared/dequeue';
+import type { PlacementBody } from '../shared/protocol/envelope';
+
+export class LocalClusterView implements ClusterView {
+  readonly numEaps: number;
+  readonly numNodes: number;
+  readonly numServices: number;
+  readonly numTargets: number;
+  readonly cloudTarget: number;
+  readonly nodeEapOf: number[];
+  /** [n * W + w] replicas of w on edge node n (from the placement frame). */
+  readonly replicaCount: Int32Array;
+  /** [t * W + w] requests this agent sent to t and not yet answered. */
+  readonly outstanding: Int32Array;
+  /** [t * W + w] discounted mean processing time (scenario s). */
+  readonly meanProcS: Float64Array;
+  /** [t] last utilisation reported by the target (cpu fraction) and when (scenario s), -1 = never. */
+  private readonly reportedCpu: Float64Array;
+  private readonly reportedAtS: Float64Array;
+  private readonly unhealthyUntilS: Float64Array;
+  private readonly cpu: Float64Array;
+  private readonly mem: Float64Array;
+  private readonly svcCpu: Float64Array;
+  private readonly svcMem: Float64Array;
+  private readonly latS: Float64Array;
+  private readonly sPerMB: Float64Array;
+  private readonly deviceLatencyS: number;
+  private readonly t0Ms: number;
+  private ownQueue = 0;
+
+  constructor(
+    readonly scenario: Scenario,
+    readonly eap: number,
+    readonly speed = 1,
+    private readonly unhealthyForS = 2,
+  ) {
+    if (!(speed > 0) || !Number.isFinite(speed)) throw new TypeError(`LocalClusterView: speed must be > 0, got ${speed}`);
+    const topo = topologyOf(scenario);
+    this.numEaps = topo.numEaps;
+    this.numNodes = topo.numNodes;
+    this.numServices = topo.numServices;
+    this.numTargets = topo.numNodes + 1;
+    this.cloudTarget = topo.numNodes;
+    this.nodeEapOf = topo.nodeEap;
+    if (!Number.isInteger(eap) || eap < 0 || eap >= this.numEaps) {
+      throw new TypeError(`LocalClusterView: eap must be in 0..${this.numEaps - 1}, got ${eap}`);
+    }
+    const T = this.numTargets;
+    const W = this.numServices;
+    this.replicaCount = new Int32Array(this.numNodes * W);
+    this.outstanding = new Int32Array(T * W);
+    this.meanProcS = new Float64Array(T * W);
+    this.reportedCpu = new Float64Array(T).fill(-1);
+    this.reportedAtS = new Float64Array(T).fill(-Infinity);
+    this.unhealthyUntilS = new Float64Array(T);
+    this.cpu = new Float64Array(T);
+    this.mem = new Float64Array(T);
+    scenario.eaps.flatMap((e) => e.nodes).forEach((n, i) => {
+      this.cpu[i] = n.cpuCores;
+      this.mem[i] = n.memGB;
+    });
+    this.cpu[this.cloudTarget] = scenario.cloud.vms * scenario.cloud.vcpuPerVm;
+    this.mem[this.cloudTarget] = scenario.cloud.vms * scenario.cloud.memGBPerVm;
+    this.svcCpu = Float64Array.from(scenario.services.map((s) => s.cpuCores));
+    this.svcMem = Float64Array.from(scenario.services.map((s) => s.memGB));
+    for (let t = 0; t < T; t++) for (let w = 0; w < W; w++) this.meanProcS[t * W + w] = this.nominalProcS(w);
+    // network, as training/sim/latency.ts: latency + size / bandwidth per link class
+    const net = scenario.network;
+    this.latS = new Float64Array(T);
+    this.sPerMB = new Float64Array(T);
+    for (let t = 0; t < T; t++) {
+      const link = t === this.cloudTarget ? net.edgeToCloud : this.nodeEapOf[t] === eap ? net.eapToOwnNode : net.eapToOtherNode;
+      this.latS[t] = link.latencyMs / 1000;
+      this.sPerMB[t] = 8 / link.mbps;
+    }
+    this.deviceLatencyS = net.deviceToEap.latencyMs / 1000;
+    this.t0Ms = performance.now();
+  }
+
+  /** Nominal processing time of a median request of w (s), as the simulator's before measuring. */
+  nominalProcS(w: number): number {
+    return (0.12 * this.scenario.services[w].workScale) / this.svcCpu[w];
+  }
+
+  /** Takes the replica table of a placement frame; throws TypeError if it is for another cluster. */
+  applyPlacement(body: PlacementBody): void {
+    if (body.numNodes !== this.numNodes || body.numServices !== this.numServices) {
+      throw new TypeError(
+        `placement is ${body.numServices} services x ${body.numNodes} nodes, this cluster has ${this.numServices} x ${this.numNodes}`,
+      );
+    }
+    const W = this.numServices;
+    for (let w = 0; w < W; w++) {
+      for (let n = 0; n < this.numNodes; n++) this.replicaCount[n * W + w] = body.replicas[w * this.numNodes + n];
+    }
+  }
+
+  // ---- the agent's own counters ----
+  setOwnQueueLen(len: number): void {
+    this.ownQueue = len;
+  }
+  onSent(t: number, w: number): void {
+    this.outstanding[t * this.numServices + w]++;
+  }
+  /** A request to t finished: its measured processing time (scenario s) if it was served. */
+  onDone(t: number, w: number, procS: number | null, cpuUtil: number | null): void {
+    const k = t * this.numServices + w;
+    if (this.outstanding[k] > 0) this.outstanding[k]--;
+    if (procS !== null && Number.isFinite(procS) && procS >= 0) this.meanProcS[k] = discounted(this.meanProcS[k], procS);
+    if (cpuUtil !== null && Number.isFinite(cpuUtil)) {
+      this.reportedCpu[t] = cpuUtil;
+      this.reportedAtS[t] = this.nowS();
+    }
+  }
+  /** The target could not be reached: keep it out of the mask for a while. */
+  markUnreachable(t: number): void {
+    if (t !== this.cloudTarget) this.unhealthyUntilS[t] = this.nowS() + this.unhealthyForS;
+  }
+
+  // ---- ClusterView ----
+  nowS(): number {
+    return ((performance.now() - this.t0Ms) / 1000) * this.speed;
+  }
+  nodeEap(node: number): number {
+    return this.nodeEapOf[node];
+  }
+  readyReplicas(target: number, service: number): number {
+    if (target === this.cloudTarget) return Math.max(1, Math.floor(this.cpu[target] / this.svcCpu[service]));
+    return this.replicaCount[target * this.numServices + service];
+  }
+  busyReplicas(target: number, service: number): number {
+    return Math.min(this.outstanding[target * this.numServices + service], this.readyReplicas(target, service));
+  }
+  replicas(node: number, service: number): number {
+    return this.replicaCount[node * this.numServices + service];
+  }
+  queueLen(target: number): number {
+    let q = 0;
+    for (let w = 0; w < this.numServices; w++) q += this.serviceQueueLen(target, w);
+    return q;
+  }
+  serviceQueueLen(target: number, service: number): number {
+    return Math.max(0, this.outstanding[target * this.numServices + service] - this.readyReplicas(target, service));
+  }
+  running(target: number): number {
+    let r = 0;
+    for (let w = 0; w < this.numServices; w++) r += this.busyReplicas(target, w);
+    return r;
+  }
+  inFlight(_target: number): number {
+    return 0;
+  }
+  freeCpuRatio(target: number): number {
+    if (this.nowS() - this.reportedAtS[target] < 1 && this.reportedCpu[target] >= 0) {
+      return Math.max(0, Math.min(1, 1 - this.reportedCpu[target]));
+    }
+    let used = 0;
+    for (let w = 0; w < this.numServices; w++) used += this.busyReplicas(target, w) * this.svcCpu[w];
+    return Math.max(0, 1 - used / this.cpu[target]);
+  }
+  freeMemRatio(target: number): number {
+    if (target === this.cloudTarget) return 1;
+    let used = 0;
+    for (let w = 0; w < this.numServices; w++) used += this.replicas(target, w) * this.svcMem[w];
+    return Math.max(0, 1 - used / this.mem[target]);
+  }
+  cpuCores(target: number): number {
+    return this.cpu[target];
+  }
+  memGB(target: number): number {
+    return this.mem[target];
+  }
+  transferS(eap: number, target: number, inputMB: number): number {
+    void eap; // this view only knows its own eAP's links
+    return this.latS[target] + inputMB * this.sPerMB[target];
+  }
+  returnS(eap: number, target: number): number {
+    void eap;
+    return this.latS[target] + this.deviceLatencyS;
+  }
+  meanServiceS(target: number, service: number): number {
+    return this.meanProcS[target * this.numServices + service];
+  }
+  healthy(target: number): boolean {
+    return this.unhealthyUntilS[target] <= this.nowS();
+  }
+  eapQueueLen(eap: number): number {
+    return eap === this.eap ? this.ownQueue : 0;
+  }
+  serviceCpuCores(service: number): number {
+    return this.svcCpu[service];
+  }
+  serviceMemGB(service: number): number {
+    return this.svcMem[service];
+  }
+}

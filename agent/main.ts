@@ -1,0 +1,302 @@
+/**
+ * Process wiring of `kais agent`: HTTP ingress + /metrics + /healthz, the dispatcher, the
+ * orchestrator link (AgentLink -> AgentRuntime), the disk cache, and the batched experience and
+ * telemetry frames. Nothing on the request path waits on the orchestrator.
+ *
+ * HTTP:
+ * - `POST /request` `{service, deadlineMs, payloadBytes, workCoreS?}` -> 200 `{target, latencyMs,
+ *   procMs}` served; 503 `{reason}` refused (target full, draining); 504 `{reason}` not answered
+ *   in time by the target or expired in the queue; 400 `{reason}` for a malformed request.
+ * - `GET /metrics` Prometheus text; `GET /healthz` JSON (200, 503 while draining).
+ *
+ * `drain()` (SIGTERM in the CLI): new requests get 503 `draining`, queued and in-flight ones are
+ * finished and answered, the last experience is sent, the link closes.
+ */
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Scenario } from '../shared/scenario';
+import { AgentLink } from './link';
+import { AgentRuntime } from './runtime';
+import { Dispatcher, type IngressRequest, type Targets } from './dispatcher';
+import { healthJson, metricsText, type HealthState } from './health';
+import { LocalClusterView } from './local-view';
+import { StateCache } from './weights-cache';
+
+export const AGENT_VERSION = '0.1.0';
+
+export interface AgentOptions {
+  scenario: Scenario;
+  eap: number;
+  orchestratorUrl: string;
+  targets: Targets;
+  token?: string;
+  /** @defaultValue 0 */
+  port?: number;
+  /** @defaultValue '127.0.0.1' */
+  host?: string;
+  /** Directory of the weights/placement cache; null: no cache. */
+  cacheDir: string | null;
+  /** Time scale of the replayed workload (see local-view.ts). @defaultValue 1 */
+  speed?: number;
+  /** Seed of the reconnect jitter. @defaultValue eap */
+  seed?: number;
+  actorHead?: 'relu1' | 'softplus1';
+  /** Experience and telemetry batch interval, ms. @defaultValue 1000 */
+  batchMs?: number;
+  /** Longest a drain waits for outstanding requests, ms. @defaultValue 30000 */
+  drainTimeoutMs?: number;
+  log?: (line: string) => void;
+}
+
+export interface RunningAgent {
+  readonly port: number;
+  readonly dispatcher: Dispatcher;
+  readonly runtime: AgentRuntime;
+  readonly link: AgentLink;
+  health(): Record<string, unknown>;
+  /** Stops accepting, answers everything outstanding, closes. Idempotent. */
+  drain(): Promise<void>;
+}
+
+const MAX_BODY_BYTES = 64 * 1024;
+
+export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
+  const log = o.log ?? (() => undefined);
+  const view = new LocalClusterView(o.scenario, o.eap, o.speed ?? 1);
+  const dispatcher = new Dispatcher({ scenario: o.scenario, view, targets: o.targets, actorHead: o.actorHead });
+  const cache = o.cacheDir ? new StateCache(o.cacheDir) : null;
+  const state: HealthState = {
+    eap: o.eap,
+    connected: false,
+    draining: false,
+    weightVersion: null,
+    placementVersion: null,
+    weightsApplied: 0,
+    placementsApplied: 0,
+    reconnects: 0,
+    experienceSent: 0,
+    telemetrySent: 0,
+  };
+
+  // Cached state first: the agent dispatches with it before (or without) the orchestrator.
+  let cachedWeights = cache?.loadWeights() ?? null;
+  let cachedPlacement = cache?.loadPlacement() ?? null;
+  if (cachedWeights) {
+    try {
+      dispatcher.setWeights(cachedWeights);
+      log(`using cached weights v${cachedWeights.version}`);
+    } catch (e) {
+      log(`cached weights ignored: ${(e as Error).message}`);
+      cachedWeights = null;
+    }
+  }
+  if (cachedPlacement) {
+    try {
+      view.applyPlacement(cachedPlacement);
+    } catch {
+      cachedPlacement = null;
+    }
+  }
+
+  let runtime: AgentRuntime | null = null;
+  const link = new AgentLink({
+    url: o.orchestratorUrl,
+    seed: o.seed ?? o.eap,
+    hello: () => runtime!.helloBody(o.token ?? '', AGENT_VERSION),
+    backoff: { initialMs: 200, maxMs: 5000 },
+  });
+  const rt = new AgentRuntime(link.send.bind(link), link.onFrame.bind(link), {
+    eapId: o.eap,
+    weights: cachedWeights,
+    placement: cachedPlacement,
+    onWeights: (body) => {
+      dispatcher.setWeights(body);
+      try {
+        cache?.saveWeights(body);
+      } catch (e) {
+        log(`weights cache not written: ${(e as Error).message}`);
+      }
+    },
+    onPlacement: (body) => {
+      view.applyPlacement(body);
+      try {
+        cache?.savePlacement(body);
+      } catch (e) {
+        log(`placement cache not written: ${(e as Error).message}`);
+      }
+    },
+  });
+  runtime = rt;
+  const sync = () => {
+    state.weightVersion = rt.weightVersion;
+    state.placementVersion = rt.placementVersion;
+    state.weightsApplied = rt.stats.weightsApplied;
+    state.placementsApplied = rt.stats.placementsApplied;
+  };
+  rt.on('weights', (b) => {
+    sync();
+    log(`weights v${b.version} applied`);
+  });
+  rt.on('placement', () => sync());
+  link.on('ready', () => {
+    state.connected = true;
+    if (link.connections > 1) state.reconnects++;
+    log(`connected to ${o.orchestratorUrl}`);
+  });
+  link.on('down', (code) => {
+    state.connected = false;
+    log(`orchestrator link down (${code}); dispatching on`);
+  });
+  link.on('refused', (e) => log(`orchestrator refused hello: ${e.message}`));
+  sync();
+  link.start();
+
+  // ---- batched experience and telemetry ----
+  const batchMs = o.batchMs ?? 1000;
+  let lastBatch = performance.now();
+  const flush = () => {
+    const now = performance.now();
+    const intervalS = (now - lastBatch) / 1000;
+    lastBatch = now;
+    const samples = dispatcher.takeTelemetry(intervalS);
+    if (!link.ready) return; // telemetry of a disconnected interval is not worth queueing
+    if (rt.sendFrame('telemetry', { eap: o.eap, samples })) state.telemetrySent++;
+    for (let i = 0; i < 16; i++) {
+      const transitions = dispatcher.takeExperience(256);
+      if (transitions.length === 0) break;
+      if (rt.sendFrame('experience', { eap: o.eap, transitions })) state.experienceSent++;
+    }
+  };
+  const batchTimer = setInterval(() => {
+    try {
+      flush();
+    } catch (e) {
+      log(`batch not sent: ${(e as Error).message}`);
+    }
+  }, batchMs);
+
+  // ---- HTTP ----
+  const server = http.createServer((req, res) => {
+    const url = req.url ?? '/';
+    if (req.method === 'GET' && url === '/healthz') {
+      send(res, state.draining ? 503 : 200, healthJson(dispatcher, state));
+      return;
+    }
+    if (req.method === 'GET' && url === '/metrics') {
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
+      res.end(metricsText(dispatcher, state));
+      return;
+    }
+    if (req.method === 'POST' && url === '/request') {
+      readBody(req, (err, body) => {
+        if (err) return send(res, 400, { reason: err });
+        if (state.draining) return send(res, 503, { reason: 'draining' });
+        const parsed = parseIngress(body!, o.scenario.services.length);
+        if (typeof parsed === 'string') return send(res, 400, { reason: parsed });
+        void dispatcher.submit(parsed).then((r) => {
+          const { status, ...rest } = r;
+          send(res, status, rest);
+        });
+      });
+      return;
+    }
+    send(res, 404, { reason: `no route ${req.method} ${url}` });
+  });
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(o.port ?? 0, o.host ?? '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+
+  let drained: Promise<void> | null = null;
+  const drain = (): Promise<void> => {
+    if (drained) return drained;
+    state.draining = true;
+    drained = (async () => {
+      server.close(); // no new connections; open ones get 503 draining
+      const deadline = new Promise<void>((resolve) => setTimeout(resolve, o.drainTimeoutMs ?? 30_000).unref());
+      await Promise.race([dispatcher.idle(), deadline]);
+      clearInterval(batchTimer);
+      try {
+        flush();
+      } catch {
+        // best effort: the last batch is lost, not the requests
+      }
+      await link.close(1000, 'agent draining');
+      rt.dispose();
+      dispatcher.close();
+      server.closeAllConnections();
+    })();
+    return drained;
+  };
+
+  return {
+    port,
+    dispatcher,
+    runtime: rt,
+    link,
+    health: () => healthJson(dispatcher, state),
+    drain,
+  };
+}
+
+function send(res: http.ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function readBody(req: http.IncomingMessage, cb: (err: string | null, body: string | null) => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let failed = false;
+  req.on('data', (c: Buffer) => {
+    size += c.length;
+    if (size > MAX_BODY_BYTES && !failed) {
+      failed = true;
+      cb(`body over ${MAX_BODY_BYTES} bytes`, null);
+      req.resume();
+      return;
+    }
+    if (!failed) chunks.push(c);
+  });
+  req.on('end', () => {
+    if (!failed) cb(null, Buffer.concat(chunks).toString('utf8'));
+  });
+  req.on('error', () => {
+    if (!failed) {
+      failed = true;
+      cb('request stream error', null);
+    }
+  });
+}
+
+/** The ingress body, or one line saying what is wrong with it. */
+export function parseIngress(text: string, numServices: number): IngressRequest | string {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return 'body is not JSON';
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return 'body must be a JSON object';
+  const o = raw as Record<string, unknown>;
+  const { service, deadlineMs, payloadBytes, workCoreS } = o;
+  if (!Number.isInteger(service) || (service as number) < 0 || (service as number) >= numServices) {
+    return `service must be an integer in 0..${numServices - 1}, got ${JSON.stringify(service)}`;
+  }
+  if (typeof deadlineMs !== 'number' || !Number.isFinite(deadlineMs) || deadlineMs <= 0 || deadlineMs > 3_600_000) {
+    return `deadlineMs must be a number in (0, 3600000], got ${JSON.stringify(deadlineMs)}`;
+  }
+  if (typeof payloadBytes !== 'number' || !Number.isFinite(payloadBytes) || payloadBytes < 0) {
+    return `payloadBytes must be a number >= 0, got ${JSON.stringify(payloadBytes)}`;
+  }
+  if (workCoreS !== undefined && (typeof workCoreS !== 'number' || !Number.isFinite(workCoreS) || workCoreS < 0 || workCoreS > 3600)) {
+    return `workCoreS must be a number in [0, 3600], got ${JSON.stringify(workCoreS)}`;
+  }
+  return { service: service as number, deadlineMs, payloadBytes, ...(workCoreS !== undefined ? { workCoreS: workCoreS as number } : {}) };
+}

@@ -1,0 +1,339 @@
+/**
+ * The emulated edge cluster of `kais node` / `kais up`: one HTTP server per edge node and one for
+ * the cloud, standing in for real service replicas, with the simulator's service model
+ * (training/sim/cluster.ts):
+ * - node n hosts d[w][n] replicas of service w; a replica serves one request at a time, and a
+ *   request of w also needs cpuCores_w free CPU on the node to start (held until it finishes);
+ * - processing time = work / cpuCores_w (work in core-seconds, sent by the caller; the nominal
+ *   median 0.12 x workScale_w when it sends none), divided by `speed`;
+ * - requests that cannot start wait in a FIFO per service, at most queueCapPerReplica x replicas of
+ *   them (the context filter's room rule); beyond that, or with no replica of w, the answer is 503;
+ * - the cloud hosts every service, limited by its total vCPU (concurrency = vCPU / cpuCores_w).
+ *
+ * Wire: `POST /serve?service=<w>&work=<core-s>` -> 200 `{node, service, procMs, queuedMs, cpu,
+ * mem}` (cpu, mem: utilisation fractions after the request, the node's telemetry) or 503
+ * `{reason}`. `GET /healthz` -> 200.
+ *
+ * Admin server (the orchestrator's executor talks to it): `PUT /placement` `{d: number[][]}`
+ * replaces the replica table (a removed replica finishes its request first); `GET /stats`
+ * returns per-service `arrivals`, `busyReplicaS`, `readyReplicaS` over the window since the
+ * previous call (what the hpa rule needs), and `GET /placement` the current table.
+ */
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Placement } from '../shared/domain';
+import type { Scenario } from '../shared/scenario';
+import { topologyOf } from '../shared/scenario';
+
+export interface ServeResult {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+interface Waiting {
+  procMs: number;
+  enqueuedMs: number;
+  done: (r: ServeResult) => void;
+}
+
+/** One emulated target (edge node or cloud); no sockets here, see `EmulatedCluster`. */
+export class EmulatedTarget {
+  readonly replicas: Int32Array;
+  readonly busy: Int32Array;
+  readonly waiting: Waiting[][];
+  cpuUsed = 0;
+  /** Stats window, per service. */
+  arrivals: Float64Array;
+  busyReplicaMs: Float64Array;
+  readyReplicaMs: Float64Array;
+  private lastIntegrateMs = performance.now();
+  private rr = 0;
+  private readonly timers = new Set<NodeJS.Timeout>();
+
+  constructor(
+    readonly id: number,
+    readonly isCloud: boolean,
+    readonly cpuCores: number,
+    readonly memGB: number,
+    private readonly scenario: Scenario,
+    private readonly speed: number,
+  ) {
+    const W = scenario.services.length;
+    this.replicas = new Int32Array(W);
+    this.busy = new Int32Array(W);
+    this.waiting = Array.from({ length: W }, () => []);
+    this.arrivals = new Float64Array(W);
+    this.busyReplicaMs = new Float64Array(W);
+    this.readyReplicaMs = new Float64Array(W);
+    if (isCloud) {
+      scenario.services.forEach((s, w) => (this.replicas[w] = Math.max(1, Math.floor(cpuCores / s.cpuCores))));
+    }
+  }
+
+  setReplicas(w: number, k: number): void {
+    if (this.isCloud) return;
+    this.integrate();
+    this.replicas[w] = k;
+    if (k === 0) {
+      // no replica left to serve the waiting ones: refuse them now
+      for (const q of this.waiting[w].splice(0)) q.done({ status: 503, body: { reason: 'replica removed' } });
+    }
+    this.tryStart();
+  }
+
+  serve(w: number, workCoreS: number | null): Promise<ServeResult> {
+    const svc = this.scenario.services[w];
+    this.integrate();
+    this.arrivals[w]++;
+    if (this.replicas[w] === 0) return Promise.resolve({ status: 503, body: { reason: `no replica of service ${w}` } });
+    const cap = this.scenario.queueCapPerReplica * this.replicas[w];
+    if (this.waiting[w].length >= cap) return Promise.resolve({ status: 503, body: { reason: 'full' } });
+    const work = workCoreS ?? 0.12 * svc.workScale;
+    const procMs = ((work / svc.cpuCores) * 1000) / this.speed;
+    return new Promise<ServeResult>((done) => {
+      this.waiting[w].push({ procMs, enqueuedMs: performance.now(), done });
+      this.tryStart();
+    });
+  }
+
+  /** Memory in use by replicas, fraction of the node's. */
+  memUtil(): number {
+    if (this.isCloud) return 0;
+    let used = 0;
+    this.scenario.services.forEach((s, w) => (used += this.replicas[w] * s.memGB));
+    return Math.min(4, used / this.memGB);
+  }
+
+  /** Window stats since the previous call (seconds, scaled back to scenario time). */
+  takeStats(): { arrivals: number[]; busyReplicaS: number[]; readyReplicaS: number[] } {
+    this.integrate();
+    const s = {
+      arrivals: Array.from(this.arrivals),
+      busyReplicaS: Array.from(this.busyReplicaMs, (x) => (x / 1000) * this.speed),
+      readyReplicaS: Array.from(this.readyReplicaMs, (x) => (x / 1000) * this.speed),
+    };
+    this.arrivals.fill(0);
+    this.busyReplicaMs.fill(0);
+    this.readyReplicaMs.fill(0);
+    return s;
+  }
+
+  close(): void {
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    for (const q of this.waiting) for (const r of q.splice(0)) r.done({ status: 503, body: { reason: 'node stopping' } });
+  }
+
+  private integrate(): void {
+    const now = performance.now();
+    const dt = now - this.lastIntegrateMs;
+    this.lastIntegrateMs = now;
+    if (dt <= 0) return;
+    for (let w = 0; w < this.replicas.length; w++) {
+      this.busyReplicaMs[w] += Math.min(this.busy[w], this.replicas[w]) * dt;
+      this.readyReplicaMs[w] += this.replicas[w] * dt;
+    }
+  }
+
+  private tryStart(): void {
+    const W = this.replicas.length;
+    let started = true;
+    while (started) {
+      started = false;
+      for (let j = 0; j < W; j++) {
+        const w = (this.rr + j) % W;
+        const q = this.waiting[w];
+        const need = this.scenario.services[w].cpuCores;
+        if (q.length > 0 && this.busy[w] < this.replicas[w] && this.cpuUsed + need <= this.cpuCores + 1e-9) {
+          this.rr = (w + 1) % W;
+          this.start(w, q.shift()!, need);
+          started = true;
+        }
+      }
+    }
+  }
+
+  private start(w: number, r: Waiting, need: number): void {
+    this.integrate();
+    this.busy[w]++;
+    this.cpuUsed += need;
+    const queuedMs = performance.now() - r.enqueuedMs;
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      this.integrate();
+      this.busy[w]--;
+      this.cpuUsed = Math.max(0, this.cpuUsed - need);
+      r.done({
+        status: 200,
+        body: { node: this.id, service: w, procMs: r.procMs, queuedMs, cpu: this.cpuUsed / this.cpuCores, mem: this.memUtil() },
+      });
+      this.tryStart();
+    }, r.procMs);
+    this.timers.add(t);
+  }
+}
+
+/**
+ * Initial placement d[w][n], the simulator's rule: for each eAP, `initialReplicasPerEap` replicas
+ * of every service, each on the node of that eAP with the most free memory that fits it.
+ */
+export function initialPlacement(scenario: Scenario): Placement {
+  const topo = topologyOf(scenario);
+  const nodes = scenario.eaps.flatMap((e) => e.nodes);
+  const used = new Float64Array(topo.numNodes);
+  const d: Placement = scenario.services.map(() => new Array<number>(topo.numNodes).fill(0));
+  for (let b = 0; b < topo.numEaps; b++) {
+    for (let r = 0; r < scenario.initialReplicasPerEap; r++) {
+      scenario.services.forEach((s, w) => {
+        let best = -1;
+        let bestFree = -Infinity;
+        for (let n = 0; n < topo.numNodes; n++) {
+          if (topo.nodeEap[n] !== b) continue;
+          const free = nodes[n].memGB - used[n];
+          if (free >= s.memGB - 1e-9 && free > bestFree) {
+            best = n;
+            bestFree = free;
+          }
+        }
+        if (best >= 0) {
+          d[w][best]++;
+          used[best] += s.memGB;
+        }
+      });
+    }
+  }
+  return d;
+}
+
+export interface EmulatedClusterOptions {
+  scenario: Scenario;
+  /** Time scale (nominal work only; callers scale the work they send). @defaultValue 1 */
+  speed?: number;
+  /** @defaultValue '127.0.0.1' */
+  host?: string;
+  /** Admin server port. @defaultValue 0 */
+  adminPort?: number;
+}
+
+export class EmulatedCluster {
+  readonly targets: EmulatedTarget[];
+  private readonly servers: http.Server[] = [];
+  private admin: http.Server | null = null;
+  nodeUrls: string[] = [];
+  cloudUrl = '';
+  adminUrl = '';
+  private placement: Placement;
+
+  constructor(private readonly o: EmulatedClusterOptions) {
+    const s = o.scenario;
+    const nodes = s.eaps.flatMap((e) => e.nodes);
+    const speed = o.speed ?? 1;
+    this.targets = nodes.map((n, i) => new EmulatedTarget(i, false, n.cpuCores, n.memGB, s, speed));
+    this.targets.push(new EmulatedTarget(nodes.length, true, s.cloud.vms * s.cloud.vcpuPerVm, s.cloud.vms * s.cloud.memGBPerVm, s, speed));
+    this.placement = initialPlacement(s);
+    this.applyPlacement(this.placement);
+  }
+
+  /** Replaces the replica table d[w][n]; throws TypeError for a table of another shape. */
+  applyPlacement(d: Placement): void {
+    const W = this.o.scenario.services.length;
+    const N = this.targets.length - 1;
+    if (!Array.isArray(d) || d.length !== W || !d.every((row) => Array.isArray(row) && row.length === N && row.every((k) => Number.isInteger(k) && k >= 0))) {
+      throw new TypeError(`placement must be ${W} rows of ${N} non-negative integers`);
+    }
+    this.placement = d.map((row) => row.slice());
+    for (let w = 0; w < W; w++) for (let n = 0; n < N; n++) this.targets[n].setReplicas(w, d[w][n]);
+  }
+
+  async listen(): Promise<void> {
+    const host = this.o.host ?? '127.0.0.1';
+    for (const t of this.targets) {
+      const server = http.createServer((req, res) => this.handleServe(t, req, res));
+      server.keepAliveTimeout = 65_000;
+      await listen(server, 0, host);
+      this.servers.push(server);
+      const url = `http://${host}:${(server.address() as AddressInfo).port}`;
+      if (t.isCloud) this.cloudUrl = url;
+      else this.nodeUrls.push(url);
+    }
+    this.admin = http.createServer((req, res) => this.handleAdmin(req, res));
+    await listen(this.admin, this.o.adminPort ?? 0, host);
+    this.adminUrl = `http://${host}:${(this.admin.address() as AddressInfo).port}`;
+  }
+
+  async close(): Promise<void> {
+    for (const t of this.targets) t.close();
+    const all = [...this.servers, ...(this.admin ? [this.admin] : [])];
+    await Promise.all(
+      all.map(
+        (s) =>
+          new Promise<void>((resolve) => {
+            s.close(() => resolve());
+            s.closeAllConnections();
+          }),
+      ),
+    );
+  }
+
+  private handleServe(t: EmulatedTarget, req: http.IncomingMessage, res: http.ServerResponse): void {
+    req.resume();
+    const url = new URL(req.url ?? '/', 'http://x');
+    if (req.method === 'GET' && url.pathname === '/healthz') return json(res, 200, { ok: true, node: t.id });
+    if (req.method !== 'POST' || url.pathname !== '/serve') return json(res, 404, { reason: 'no such route' });
+    const w = Number(url.searchParams.get('service'));
+    const workText = url.searchParams.get('work');
+    const work = workText === null ? null : Number(workText);
+    if (!Number.isInteger(w) || w < 0 || w >= t.replicas.length) return json(res, 400, { reason: `bad service ${url.searchParams.get('service')}` });
+    if (work !== null && (!Number.isFinite(work) || work < 0 || work > 3600)) return json(res, 400, { reason: `bad work ${workText}` });
+    void t.serve(w, work).then((r) => json(res, r.status, r.body));
+  }
+
+  private handleAdmin(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const path = (req.url ?? '/').split('?')[0];
+      if (req.method === 'GET' && path === '/stats') {
+        const W = this.o.scenario.services.length;
+        const sum = { arrivals: new Array<number>(W).fill(0), busyReplicaS: new Array<number>(W).fill(0), readyReplicaS: new Array<number>(W).fill(0) };
+        for (const t of this.targets) {
+          const s = t.takeStats();
+          if (t.isCloud) continue; // hpa looks at edge replicas only
+          for (let w = 0; w < W; w++) {
+            sum.arrivals[w] += s.arrivals[w];
+            sum.busyReplicaS[w] += s.busyReplicaS[w];
+            sum.readyReplicaS[w] += s.readyReplicaS[w];
+          }
+        }
+        return json(res, 200, sum);
+      }
+      if (req.method === 'GET' && path === '/placement') return json(res, 200, { d: this.placement });
+      if (req.method === 'PUT' && path === '/placement') {
+        try {
+          const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { d: Placement };
+          this.applyPlacement(body.d);
+          return json(res, 200, { ok: true });
+        } catch (e) {
+          return json(res, 400, { reason: (e as Error).message });
+        }
+      }
+      json(res, 404, { reason: 'no such route' });
+    });
+  }
+}
+
+function listen(server: http.Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+function json(res: http.ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}

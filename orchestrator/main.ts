@@ -1,0 +1,206 @@
+/**
+ * Process wiring of `kais orchestrator`: store (SQLite, WAL) -> hub (resumes the stored weights
+ * and placement) -> model registry -> placement loop -> executor, plus what agents send:
+ * `experience` batches go to the store's experience ring, `telemetry` to per-eAP metrics.
+ *
+ * Weights: on a fresh store, the initial cmmac actor weights are published (version 1) when the
+ * config names a `kais train` checkpoint; otherwise none (agents use their heuristic fallback).
+ * After a restart the stored latest version is served as is.
+ *
+ * NOT DONE: the online learner. Experience is stored (bounded ring) but no critic/actor update runs
+ * and no new weight versions are produced during a run; `learner` in the config is refused unless
+ * 'none'. See docs/runtime.md.
+ *
+ * Config file (JSON), every field optional except none:
+ * `{"scenario": "kais", "orchestration": "static"|"hpa", "token": "", "agentTokens": {"0": "..."},
+ *   "frameS": <scenario seconds per frame, default slotS x slotsPerFrame>, "speed": 1,
+ *   "executor": null | "http://<kais node admin>", "checkpoint": null | "<kais train db>",
+ *   "actorHead": "relu1", "heartbeatMs": 5000, "learner": "none"}`
+ */
+import * as fs from 'node:fs';
+import type { Placement } from '../shared/domain';
+import { UsageError } from '../shared/errors';
+import { placementMatrix } from '../shared/protocol/envelope';
+import type { WeightTensor } from '../shared/protocol/weights';
+import { loadScenario, type Scenario } from '../shared/scenario';
+import { initialPlacement } from './emulated-cluster';
+import type { Hub } from './hub';
+import { EmulatedExecutor, NullExecutor, ORCHESTRATION_NAMES, PlacementLoop, type OrchestrationName } from './placement-loop';
+import { ModelRegistry, startHub } from './registry';
+import { Store, type MetricPoint } from './store';
+
+export interface OrchestratorConfig {
+  scenario: Scenario;
+  orchestration: OrchestrationName;
+  token: string;
+  agentTokens: Record<number, string>;
+  frameS: number;
+  speed: number;
+  executor: string | null;
+  checkpoint: string | null;
+  heartbeatMs: number;
+}
+
+/** Reads and validates the config file; UsageError naming the file and field for anything wrong. */
+export function readConfig(file: string): OrchestratorConfig {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new UsageError(`--config: cannot read ${file} as JSON (${(e as Error).message})`);
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new UsageError(`${file}: must hold a JSON object`);
+  const o = raw as Record<string, unknown>;
+  const fail = (field: string, why: string): never => {
+    throw new UsageError(`${file}: field "${field}" ${why}`);
+  };
+  const known = ['scenario', 'orchestration', 'token', 'agentTokens', 'frameS', 'speed', 'executor', 'checkpoint', 'heartbeatMs', 'learner', 'actorHead'];
+  for (const k of Object.keys(o)) if (!known.includes(k)) fail(k, `is not a config field (known: ${known.join(', ')})`);
+  const str = (k: string, d: string): string => (o[k] === undefined ? d : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string'));
+  const strOrNull = (k: string): string | null => (o[k] === undefined || o[k] === null ? null : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string or null'));
+  const pos = (k: string, d: number): number => {
+    const v = o[k] === undefined ? d : o[k];
+    return typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : fail(k, `must be a positive number, got ${JSON.stringify(v)}`);
+  };
+  const scenario = loadScenario(str('scenario', 'kais'));
+  const orchestration = str('orchestration', 'static');
+  if (!(ORCHESTRATION_NAMES as string[]).includes(orchestration)) fail('orchestration', `must be one of ${ORCHESTRATION_NAMES.join(', ')} (gpg is not wired in yet)`);
+  const learner = str('learner', 'none');
+  if (learner !== 'none') fail('learner', `"${learner}": the online learner is not implemented yet; only "none"`);
+  const agentTokens: Record<number, string> = {};
+  if (o.agentTokens !== undefined) {
+    if (typeof o.agentTokens !== 'object' || o.agentTokens === null) fail('agentTokens', 'must be an object {eapId: token}');
+    for (const [k, v] of Object.entries(o.agentTokens as object)) {
+      if (!/^\d+$/.test(k) || typeof v !== 'string') fail(`agentTokens.${k}`, 'must map an eAP id to a string token');
+      agentTokens[Number(k)] = v as string;
+    }
+  }
+  const heartbeatMs = pos('heartbeatMs', 5000);
+  if (!Number.isInteger(heartbeatMs)) fail('heartbeatMs', 'must be an integer');
+  const executor = strOrNull('executor');
+  if (executor !== null && !/^https?:\/\//.test(executor)) fail('executor', 'must be an http:// URL of a kais node admin server');
+  const checkpoint = strOrNull('checkpoint');
+  if (checkpoint !== null && !fs.existsSync(checkpoint)) fail('checkpoint', `${checkpoint} does not exist`);
+  return {
+    scenario,
+    orchestration: orchestration as OrchestrationName,
+    token: str('token', ''),
+    agentTokens,
+    frameS: pos('frameS', scenario.slotS * scenario.slotsPerFrame),
+    speed: pos('speed', 1),
+    executor,
+    checkpoint,
+    heartbeatMs,
+  };
+}
+
+export interface RunningOrchestrator {
+  readonly hub: Hub;
+  readonly store: Store;
+  readonly registry: ModelRegistry;
+  readonly loop: PlacementLoop;
+  readonly port: number;
+  /** Whether this start resumed a stored placement (restart) rather than publishing the initial one. */
+  readonly resumed: boolean;
+  close(): Promise<void>;
+}
+
+/** Loads the actor weights of a `kais train` checkpoint (loads the training code lazily). */
+function checkpointActor(path: string): WeightTensor[] {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { CheckpointDb } = require('../training/jobs/checkpoint') as typeof import('../training/jobs/checkpoint');
+  const db = CheckpointDb.open(path, 'read');
+  try {
+    const ck = db.latest();
+    if (!ck) throw new UsageError(`${path}: no checkpoint written yet`);
+    return ck.actor.map((data, i) => ({ shape: ck.actorShapes[i], data }));
+  } finally {
+    db.close();
+  }
+}
+
+export async function startOrchestrator(
+  cfg: OrchestratorConfig,
+  opts: { port?: number; dbPath: string; log?: (line: string) => void },
+): Promise<RunningOrchestrator> {
+  const log = opts.log ?? (() => undefined);
+  const store = Store.open(opts.dbPath);
+  const hub = await startHub(store, { port: opts.port ?? 0, token: cfg.token, agentTokens: cfg.agentTokens, heartbeatMs: cfg.heartbeatMs });
+  const registry = new ModelRegistry(store, hub);
+
+  if (store.latestModelVersion() === null && cfg.checkpoint) {
+    const body = registry.publishWeights(checkpointActor(cfg.checkpoint));
+    log(`published initial cmmac weights v${body.version} from ${cfg.checkpoint}`);
+  } else if (store.latestModelVersion() !== null) {
+    log(`serving stored weights v${store.latestModelVersion()}`);
+  } else {
+    log('no model: agents dispatch with their heuristic fallback');
+  }
+
+  const stored = store.latestPlacement();
+  let start: Placement;
+  let resumed = false;
+  if (stored && stored.numNodes === hubNodes(cfg.scenario) && stored.numServices === cfg.scenario.services.length) {
+    start = placementMatrix(stored);
+    resumed = true;
+    log(`resuming placement v${stored.version} (frame ${stored.frame})`);
+  } else {
+    start = initialPlacement(cfg.scenario);
+  }
+
+  hub.on('frame', (session, frame) => {
+    if (frame.type === 'experience') {
+      store.appendExperience(frame.body);
+    } else if (frame.type === 'telemetry') {
+      let requests = 0;
+      let inDeadline = 0;
+      for (const s of frame.body.samples) {
+        requests += s.requests;
+        inDeadline += s.inDeadline;
+      }
+      const tsMs = Date.now();
+      const points: MetricPoint[] = [
+        { tsMs, name: 'agent/requests', eap: session.eapId, value: requests },
+        { tsMs, name: 'agent/in_deadline', eap: session.eapId, value: inDeadline },
+      ];
+      store.recordMetrics(points);
+    }
+  });
+
+  const loop = new PlacementLoop({
+    scenario: cfg.scenario,
+    registry,
+    executor: cfg.executor ? new EmulatedExecutor(cfg.executor) : new NullExecutor(),
+    policy: cfg.orchestration,
+    start,
+    startFrame: resumed ? stored!.frame : 0,
+    publishStart: !resumed,
+    frameMs: (cfg.frameS * 1000) / cfg.speed,
+    speed: cfg.speed,
+    log,
+  });
+  await loop.start();
+
+  let closing: Promise<void> | null = null;
+  return {
+    hub,
+    store,
+    registry,
+    loop,
+    port: hub.port,
+    resumed,
+    close: () => {
+      closing ??= (async () => {
+        await loop.stop();
+        registry.dispose();
+        await hub.close();
+        store.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+function hubNodes(s: Scenario): number {
+  return s.eaps.reduce((a, e) => a + e.nodes.length, 0);
+}

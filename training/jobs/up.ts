@@ -1,0 +1,462 @@
+/**
+ * `kais up [--duration S] [--json] [--speed x] [--scenario kais] [--workload p4] [--load x]`:
+ * the whole system on one machine, on loopback, as real processes on free ports:
+ *   1. `kais node` (the emulated edge nodes and cloud),
+ *   2. `kais orchestrator` (config written to a temporary folder, SQLite state there too),
+ *   3. one `kais agent` per eAP,
+ *   4. this process as the load generator: the built-in workload (or `--trace`) replayed at real
+ *      time x `--speed`, each request POSTed to its eAP's agent.
+ * A live summary goes to stderr every 2 s; after `--duration` seconds of load it waits for every
+ * answer (at most 30 s), stops the processes (SIGTERM: agents drain) and prints the summary (the
+ * DESIGN.md JSON with `--json`).
+ *
+ * Accounting, from the device's side (the generator): a request is `completedInTime` (200 within
+ * its deadline), `late` (200 after it), `refused` (any other answer; `refusedReasons` counts the
+ * reasons: target full, timeout, expired in the queue...) or `unanswered` (no HTTP answer at all:
+ * connection error, or still open when the generator gave up). sent = the sum of the four.
+ *
+ * If the orchestrator process dies during the run (a crash, or SIGKILL from a test: its pid is on
+ * stderr), it is restarted on the same port with the same SQLite file after 1 s
+ * (`--no-restart-orchestrator` turns that off); agents keep dispatching meanwhile.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import * as readline from 'node:readline';
+import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
+import type { Request } from '../../shared/domain';
+import { UsageError } from '../../shared/errors';
+import { loadScenario, topologyOf, type Scenario } from '../../shared/scenario';
+import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../workload';
+
+interface UpArgs {
+  duration: number;
+  json: boolean;
+  speed: number;
+  scenario: string;
+  workload: string;
+  trace?: string;
+  seed: number;
+  load: number;
+  orchestration: string;
+  checkpoint?: string;
+  restartOrchestrator: boolean;
+  verbose: boolean;
+}
+
+export interface EapSummary {
+  eap: number;
+  sent: number;
+  completedInTime: number;
+  late: number;
+  refused: number;
+  unanswered: number;
+  throughputRate: number;
+  weightVersion: number | null;
+  placementVersion: number | null;
+  weightsApplied: number;
+  placementsApplied: number;
+  decisionsLearned: number;
+  decisionsFallback: number;
+}
+
+export interface UpSummary {
+  durationS: number;
+  scenario: string;
+  workload: string;
+  speed: number;
+  load: number;
+  sent: number;
+  completedInTime: number;
+  late: number;
+  refused: number;
+  unanswered: number;
+  throughputRate: number;
+  weightVersionsApplied: number;
+  placementVersionsApplied: number;
+  orchestratorRestarts: number;
+  refusedReasons: Record<string, number>;
+  meanLatencyMs: number;
+  p99LatencyMs: number;
+  perEap: EapSummary[];
+}
+
+interface Counts {
+  sent: number;
+  completedInTime: number;
+  late: number;
+  refused: number;
+  unanswered: number;
+}
+
+/** A child `kais` process that announced itself with one JSON `ready` line on stdout. */
+class Child {
+  readonly proc: ChildProcess;
+  readonly ready: Promise<Record<string, unknown>>;
+  exited = false;
+  private readonly tail: string[] = [];
+
+  constructor(
+    readonly name: string,
+    args: string[],
+    verbose: boolean,
+    onExit: (code: number | null, signal: NodeJS.Signals | null) => void,
+  ) {
+    this.proc = spawn(process.execPath, [...process.execArgv, process.argv[1], ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, KAIS_EXIT_WITH_PARENT: '1' },
+    });
+    const errLines = readline.createInterface({ input: this.proc.stderr! });
+    errLines.on('line', (line) => {
+      this.tail.push(line);
+      if (this.tail.length > 20) this.tail.shift();
+      if (verbose) process.stderr.write(`[${name}] ${line}\n`);
+    });
+    this.ready = new Promise((resolve, reject) => {
+      const out = readline.createInterface({ input: this.proc.stdout! });
+      out.on('line', (line) => {
+        try {
+          const msg = JSON.parse(line) as Record<string, unknown>;
+          if (msg.ready) resolve(msg);
+        } catch {
+          // not the ready line
+        }
+      });
+      this.proc.once('exit', (code, signal) => {
+        this.exited = true;
+        reject(new Error(`${name} exited (${signal ?? code}) before it was ready: ${this.tail.slice(-3).join(' | ')}`));
+        onExit(code, signal);
+      });
+    });
+    this.ready.catch(() => undefined);
+  }
+
+  get pid(): number {
+    return this.proc.pid ?? -1;
+  }
+
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves once it exited. */
+  stop(graceMs = 35_000): Promise<void> {
+    if (this.exited) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const t = setTimeout(() => this.proc.kill('SIGKILL'), graceMs);
+      this.proc.once('exit', () => {
+        clearTimeout(t);
+        resolve();
+      });
+      this.proc.kill('SIGTERM');
+    });
+  }
+}
+
+function getJson(url: string, timeoutMs = 2000): Promise<Record<string, unknown> | null> {
+  return new Promise((resolve) => {
+    const req = http.get(url, { timeout: timeoutMs }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        try {
+          resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>);
+        } catch {
+          resolve(null);
+        }
+      });
+      res.on('error', () => resolve(null));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(null));
+  });
+}
+
+export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpSummary> {
+  const scenario: Scenario = loadScenario(a.scenario);
+  if (!(a.duration > 0) || !Number.isFinite(a.duration)) throw new UsageError(`--duration: must be a positive number of seconds, got ${a.duration}`);
+  if (!(a.speed > 0) || !Number.isFinite(a.speed)) throw new UsageError(`--speed: must be a positive number, got ${a.speed}`);
+  if (!isWorkloadName(a.workload)) throw new UsageError(`--workload: unknown workload "${a.workload}" (valid: ${WORKLOAD_NAMES.join(', ')})`);
+  if (a.orchestration !== 'static' && a.orchestration !== 'hpa') throw new UsageError(`--orchestration: static or hpa, got ${a.orchestration}`);
+  if (a.checkpoint && !fs.existsSync(a.checkpoint)) throw new UsageError(`--checkpoint: ${a.checkpoint} does not exist`);
+  const topo = topologyOf(scenario);
+  const requests: Request[] = buildRequests({
+    scenario,
+    workload: a.workload,
+    tracePath: a.trace ?? null,
+    seed: a.seed,
+    load: a.load,
+    durationS: a.duration * a.speed,
+    warn: log,
+  });
+
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-up-'));
+  const children: Child[] = [];
+  let stopping = false;
+  let orchestratorRestarts = 0;
+  const onSignal = () => {
+    stopping = true;
+    void Promise.all(children.map((c) => c.stop(3000))).then(() => {
+      fs.rmSync(dir, { recursive: true, force: true });
+      process.exit(130);
+    });
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+
+  try {
+    // 1. emulated cluster
+    const node = new Child('node', ['node', '--scenario', a.scenario, '--speed', String(a.speed)], a.verbose, () => undefined);
+    children.push(node);
+    const nodeReady = await node.ready;
+    const targetsFile = path.join(dir, 'targets.json');
+    fs.writeFileSync(targetsFile, JSON.stringify({ nodes: nodeReady.nodes, cloud: nodeReady.cloud }));
+
+    // 2. orchestrator (restarted on the same port if it dies)
+    const configFile = path.join(dir, 'orchestrator.json');
+    fs.writeFileSync(
+      configFile,
+      JSON.stringify({
+        scenario: a.scenario,
+        orchestration: a.orchestration,
+        speed: a.speed,
+        executor: nodeReady.admin,
+        checkpoint: a.checkpoint ? path.resolve(a.checkpoint) : null,
+      }),
+    );
+    const dbFile = path.join(dir, 'orchestrator.db');
+    let orchestratorPort = 0;
+    const startOrchestrator = (): Child => {
+      const c = new Child(
+        'orchestrator',
+        ['orchestrator', '--config', configFile, '--db', dbFile, '--port', String(orchestratorPort)],
+        a.verbose,
+        (code, signal) => {
+          if (stopping || !a.restartOrchestrator) return;
+          log(`orchestrator exited (${signal ?? code}); restarting in 1 s on port ${orchestratorPort}`);
+          setTimeout(() => {
+            if (stopping) return;
+            orchestratorRestarts++;
+            const next = startOrchestrator();
+            children.push(next);
+            next.ready.then(
+              (r) => log(`orchestrator pid=${next.pid} back on ${String(r.url)} (placement v${String(r.placementVersion)}, resumed ${String(r.resumed)})`),
+              (e: Error) => log(`orchestrator restart failed: ${e.message}`),
+            );
+          }, 1000);
+        },
+      );
+      return c;
+    };
+    const orch = startOrchestrator();
+    children.push(orch);
+    const orchReady = await orch.ready;
+    orchestratorPort = orchReady.port as number;
+    log(`orchestrator pid=${orch.pid} url=${String(orchReady.url)}`);
+
+    // 3. agents
+    const agents = Array.from({ length: topo.numEaps }, (_, b) => {
+      const c = new Child(
+        `agent ${b}`,
+        [
+          'agent',
+          '--orchestrator',
+          String(orchReady.url),
+          '--eap',
+          String(b),
+          '--targets',
+          targetsFile,
+          '--scenario',
+          a.scenario,
+          '--speed',
+          String(a.speed),
+          '--cache',
+          path.join(dir, `agent-${b}`),
+        ],
+        a.verbose,
+        () => undefined,
+      );
+      children.push(c);
+      return c;
+    });
+    const agentPorts = (await Promise.all(agents.map((c) => c.ready))).map((r) => r.port as number);
+    log(`${agents.length} agents up (pids ${agents.map((c) => c.pid).join(' ')}); replaying ${requests.length} requests over ${a.duration} s`);
+
+    // 4. load generator
+    const total: Counts = { sent: 0, completedInTime: 0, late: 0, refused: 0, unanswered: 0 };
+    const per: Counts[] = agentPorts.map(() => ({ sent: 0, completedInTime: 0, late: 0, refused: 0, unanswered: 0 }));
+    const reasons: Record<string, number> = {};
+    const latencies: number[] = [];
+    const httpAgents = agentPorts.map(() => new http.Agent({ keepAlive: true, maxSockets: 1024 }));
+    const open = new Set<http.ClientRequest>();
+    let outstanding = 0;
+    let allAnswered: (() => void) | null = null;
+    const record = (b: number, kind: keyof Counts, reason?: string) => {
+      total[kind]++;
+      per[b][kind]++;
+      if (reason) reasons[reason] = (reasons[reason] ?? 0) + 1;
+    };
+    const fire = (r: Request) => {
+      const b = r.eap;
+      const deadlineMs = ((r.deadlineS - r.arrivalS) * 1000) / a.speed;
+      const body = JSON.stringify({ service: r.service, deadlineMs, payloadBytes: Math.round(r.inputMB * 1e6), workCoreS: r.workCoreS });
+      total.sent++;
+      per[b].sent++;
+      outstanding++;
+      const t0 = performance.now();
+      let settled = false;
+      const settle = (kind: keyof Counts, reason?: string) => {
+        if (settled) return;
+        settled = true;
+        open.delete(req);
+        record(b, kind, reason);
+        outstanding--;
+        if (outstanding === 0 && allAnswered) allAnswered();
+      };
+      const req = http.request(
+        { host: '127.0.0.1', port: agentPorts[b], path: '/request', method: 'POST', agent: httpAgents[b], headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('error', () => settle('unanswered', 'response stream error'));
+          res.on('end', () => {
+            const ms = performance.now() - t0;
+            if (res.statusCode === 200) {
+              latencies.push(ms);
+              settle(ms <= deadlineMs ? 'completedInTime' : 'late');
+              return;
+            }
+            let reason = `status ${res.statusCode}`;
+            try {
+              const j = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { reason?: string };
+              if (j.reason) reason = `${res.statusCode} ${j.reason.replace(/ of service \d+$/, '')}`;
+            } catch {
+              // keep the status as the reason
+            }
+            settle('refused', reason);
+          });
+        },
+      );
+      open.add(req);
+      req.on('error', (e) => settle('unanswered', `no answer: ${e.message}`));
+      req.end(body);
+    };
+
+    const t0 = performance.now();
+    const health = async () => Promise.all(agentPorts.map((p) => getJson(`http://127.0.0.1:${p}/healthz`)));
+    const live = setInterval(() => {
+      void health().then((hs) => {
+        const t = ((performance.now() - t0) / 1000).toFixed(0);
+        const rates = per.map((c) => (c.sent - 0 > 0 ? (c.completedInTime / Math.max(1, c.completedInTime + c.late + c.refused)).toFixed(2) : '-')).join(' ');
+        const wv = hs.map((h) => (h?.weightVersion ?? '-') as string).join(',');
+        const pv = hs.map((h) => (h?.placementVersion ?? '-') as string).join(',');
+        log(`t=${t}s sent=${total.sent} inTime=${total.completedInTime} late=${total.late} refused=${total.refused} open=${outstanding} | rate per eAP ${rates} | weights v${wv} | placement v${pv}`);
+      });
+    }, 2000);
+
+    await new Promise<void>((resolve) => {
+      let i = 0;
+      const tick = () => {
+        const nowS = ((performance.now() - t0) / 1000) * a.speed;
+        while (i < requests.length && requests[i].arrivalS <= nowS) fire(requests[i++]);
+        if (i >= requests.length || stopping) {
+          resolve();
+          return;
+        }
+        const waitMs = ((requests[i].arrivalS - nowS) * 1000) / a.speed;
+        setTimeout(tick, Math.max(0, Math.min(50, waitMs)));
+      };
+      tick();
+    });
+    const remainingMs = a.duration * 1000 - (performance.now() - t0);
+    if (remainingMs > 0) await new Promise((r) => setTimeout(r, remainingMs));
+    // wait for every answer (the agents answer each request within deadline x 3 + 1 s)
+    if (outstanding > 0) {
+      await Promise.race([
+        new Promise<void>((resolve) => (allAnswered = resolve)),
+        new Promise<void>((resolve) => setTimeout(resolve, 30_000).unref()),
+      ]);
+    }
+    clearInterval(live);
+    for (const req of [...open]) {
+      req.destroy(new Error('gave up waiting'));
+    }
+    const hs = await health();
+    httpAgents.forEach((h) => h.destroy());
+
+    const answered = total.completedInTime + total.late;
+    latencies.sort((x, y) => x - y);
+    const perEap: EapSummary[] = per.map((c, b) => {
+      const h = (hs[b] ?? {}) as Record<string, unknown>;
+      const counters = (h.counters ?? {}) as Record<string, number>;
+      return {
+        eap: b,
+        ...c,
+        throughputRate: c.sent > 0 ? c.completedInTime / c.sent : 0,
+        weightVersion: (h.weightVersion as number | null) ?? null,
+        placementVersion: (h.placementVersion as number | null) ?? null,
+        weightsApplied: (h.weightsApplied as number) ?? 0,
+        placementsApplied: (h.placementsApplied as number) ?? 0,
+        decisionsLearned: counters.decisionsLearned ?? 0,
+        decisionsFallback: counters.decisionsFallback ?? 0,
+      };
+    });
+    return {
+      durationS: a.duration,
+      scenario: scenario.name,
+      workload: a.trace ? 'trace' : a.workload,
+      speed: a.speed,
+      load: a.load,
+      ...total,
+      throughputRate: total.sent > 0 ? total.completedInTime / total.sent : 0,
+      weightVersionsApplied: Math.max(0, ...perEap.map((e) => e.weightsApplied)),
+      placementVersionsApplied: Math.max(0, ...perEap.map((e) => e.placementsApplied)),
+      orchestratorRestarts,
+      refusedReasons: reasons,
+      meanLatencyMs: answered > 0 ? latencies.reduce((s, x) => s + x, 0) / latencies.length : 0,
+      p99LatencyMs: latencies.length > 0 ? latencies[Math.min(latencies.length - 1, Math.floor(0.99 * latencies.length))] : 0,
+      perEap,
+    };
+  } finally {
+    stopping = true;
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await Promise.all(children.map((c) => c.stop()));
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function formatSummary(s: UpSummary): string {
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  const lines = [
+    `kais up: ${s.scenario}, ${s.workload}, ${s.durationS} s at speed ${s.speed}`,
+    `sent ${s.sent}: in time ${s.completedInTime}, late ${s.late}, refused ${s.refused}, unanswered ${s.unanswered}; throughput rate ${pct(s.throughputRate)}`,
+    `latency mean ${s.meanLatencyMs.toFixed(0)} ms, p99 ${s.p99LatencyMs.toFixed(0)} ms; weight versions applied ${s.weightVersionsApplied}, placement versions applied ${s.placementVersionsApplied}, orchestrator restarts ${s.orchestratorRestarts}`,
+    ...s.perEap.map((e) => `  eAP ${e.eap}: sent ${e.sent}, rate ${pct(e.throughputRate)}, policy decisions cmmac ${e.decisionsLearned} / fallback ${e.decisionsFallback}`),
+  ];
+  if (Object.keys(s.refusedReasons).length > 0) lines.push(`refused: ${Object.entries(s.refusedReasons).map(([k, v]) => `${k} x${v}`).join(', ')}`);
+  return lines.join('\n');
+}
+
+export const upCommand: CommandModule<object, UpArgs> = {
+  command: 'up',
+  describe: 'orchestrator, one agent per eAP, an emulated cluster and a replayed workload on this machine',
+  builder: (y: Argv) =>
+    y
+      .option('duration', { type: 'number', default: 60, describe: 'seconds of load (real time)' })
+      .option('json', { type: 'boolean', default: false, describe: 'print the JSON summary on stdout' })
+      .option('speed', { type: 'number', default: 1, describe: 'replay speed: x times real time (service and network times scale too)' })
+      .option('scenario', { type: 'string', default: 'kais', describe: 'built-in scenario or a .json file' })
+      .option('workload', { type: 'string', default: DEFAULT_WORKLOAD, describe: `synthetic pattern: ${WORKLOAD_NAMES.join(', ')}` })
+      .option('trace', { type: 'string', describe: 'Alibaba batch_task CSV to replay instead' })
+      .option('seed', { type: 'number', default: 1, describe: 'workload seed' })
+      .option('load', { type: 'number', default: 1, describe: 'multiplier on the arrival rate' })
+      .option('orchestration', { type: 'string', default: 'static', describe: 'placement policy: static or hpa' })
+      .option('checkpoint', { type: 'string', describe: 'kais train checkpoint: its actor is published as weights v1' })
+      .option('restart-orchestrator', { type: 'boolean', default: true, describe: 'restart the orchestrator if it dies' })
+      .option('verbose', { type: 'boolean', default: false, describe: "forward the processes' logs to stderr" }) as unknown as Argv<UpArgs>,
+  handler: async (argv: ArgumentsCamelCase<UpArgs>) => {
+    const s = await runUp(argv, (line) => process.stderr.write(`kais up: ${line}\n`));
+    if (argv.json) process.stdout.write(`${JSON.stringify(s)}\n`);
+    else process.stdout.write(`${formatSummary(s)}\n`);
+    process.exit(0);
+  },
+};
