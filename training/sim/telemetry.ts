@@ -13,8 +13,9 @@
  * of the load (variance up, correlations broken), memory drifts, the upload rate collapses.
  *
  * Filter loop: each node has a DeviceFilter (agent/filters/device-filter.ts) whose baseline is the
- * node's own history over its first 60 samples ("the node's first minute"; the node counts as
- * healthy meanwhile). The CPU level is the utilisation smoothed over ~10 s, as monitoring reports it.
+ * pooled history of the first 24 samples of all nodes of the same shape ("a similar node", as
+ * Sentinel says; pooling keeps one node that is already failing from defining normal; nodes count
+ * as healthy meanwhile). The CPU level is the utilisation smoothed over ~10 s, as monitoring reports it.
  * 'faulty' excludes the node at once; 'ambiguous' twice in a row excludes it too (the learned
  * detector that decides ambiguous windows in the agent is not in the simulator loop yet); a node
  * is re-admitted after `readmitS` of consecutive 'healthy' verdicts.
@@ -30,12 +31,16 @@ export interface TelemetryOptions {
   periodS: number;
   /** Seconds before a failure during which telemetry is already abnormal. @defaultValue 20 */
   precursorS: number;
-  /** Consecutive healthy seconds before an excluded node is re-admitted. @defaultValue 10 */
+  /** Consecutive healthy seconds before an excluded node is re-admitted. @defaultValue 5 */
   readmitS: number;
+  /** Consecutive 'ambiguous' verdicts that exclude a node (Infinity: only 'faulty' excludes). @defaultValue Infinity */
+  ambiguousRun: number;
 }
 
 const AC1 = [0.75, 0.93, 0.64, 0.98];
 const STD = [0.11, 0.04, 0.056, 0.017];
+/** median sample spacing of v2018_machine_usage.csv (s) */
+const REAL_SPACING_S = 60;
 
 export class TelemetryFilters {
   readonly o: TelemetryOptions;
@@ -44,7 +49,7 @@ export class TelemetryFilters {
   private readonly cpuLevel: Float64Array;
   private readonly filters: (DeviceFilter | null)[];
   private readonly history: Float64Array[];
-  private static readonly HISTORY = 60;
+  private static readonly HISTORY = 24;
   private readonly ambiguousRun: Int32Array;
   private readonly healthyRunS: Float64Array;
   private readonly sample = new Float64Array(TELEMETRY_DIMS);
@@ -52,13 +57,15 @@ export class TelemetryFilters {
   falseExcludedS = 0;
   healthyNodeS = 0;
   exclusions = 0;
+  /** verdict counts by ground truth (abnormal = failing or in its precursor), for reports */
+  readonly verdicts = { abnormal: {} as Record<string, number>, normal: {} as Record<string, number> };
 
   constructor(
     private readonly cluster: Cluster,
     seed: number,
     options: Partial<TelemetryOptions> = {},
   ) {
-    this.o = { periodS: 1, precursorS: 20, readmitS: 10, ...options };
+    this.o = { periodS: 1, precursorS: 20, readmitS: 5, ambiguousRun: Infinity, ...options };
     const N = cluster.numNodes;
     this.rng = Rng.derive(seed, 'telemetry');
     this.noise = new Float64Array(N * TELEMETRY_DIMS);
@@ -75,7 +82,8 @@ export class TelemetryFilters {
     // noise[base] is the node's common load factor (AR(1) with the CPU series' ac1 and spread);
     // the other three are small independent measurement noises of the other metrics
     for (let d = 0; d < TELEMETRY_DIMS; d++) {
-      const a = AC1[d];
+      // the real series were measured at ~60 s spacing: per-sample autocorrelation at periodS spacing
+      const a = Math.pow(AC1[d], this.o.periodS / REAL_SPACING_S);
       const sd = d === 0 ? STD[0] : 0.2 * STD[d];
       this.noise[base + d] = a * this.noise[base + d] + Math.sqrt(1 - a * a) * sd * this.rng.normal();
     }
@@ -101,28 +109,29 @@ export class TelemetryFilters {
   tick(now: number, abnormal: (node: number) => boolean): void {
     const c = this.cluster;
     const dt = this.o.periodS;
+    if (this.filters[0] === null && this.history[0].length >= TelemetryFilters.HISTORY * TELEMETRY_DIMS) this.buildFilters();
     for (let n = 0; n < c.numNodes; n++) {
-      this.cpuLevel[n] = 0.9 * this.cpuLevel[n] + 0.1 * (1 - c.freeCpu[n] / c.cpu[n]);
+      this.cpuLevel[n] = 0.97 * this.cpuLevel[n] + 0.03 * (1 - c.freeCpu[n] / c.cpu[n]);
       const bad = abnormal(n);
       this.generate(n, bad, c.usedMem[n] / c.mem[n], this.sample);
       const f = this.filters[n];
       if (!f) {
-        // first minute: collect the node's own healthy history, then build its baseline
+        // first minute: collect every node's history; then each node's baseline is built from the
+        // pooled histories of the nodes of the same shape (Sentinel: "a similar node"), so a node
+        // that is already failing in its first minute does not teach its own baseline that it is normal
         const h = this.history[n];
         const grown = new Float64Array(h.length + TELEMETRY_DIMS);
         grown.set(h);
         grown.set(this.sample, h.length);
         this.history[n] = grown;
-        if (grown.length >= TelemetryFilters.HISTORY * TELEMETRY_DIMS) {
-          this.filters[n] = new DeviceFilter(baselineFromHistory(grown, TELEMETRY_DIMS));
-          this.history[n] = new Float64Array(0);
-        }
         if (!bad) this.healthyNodeS += dt;
         continue;
       }
       const v = f.push(this.sample);
+      const tally = bad ? this.verdicts.abnormal : this.verdicts.normal;
+      tally[v] = (tally[v] ?? 0) + 1;
       const wasUp = c.healthyFlag[n] === 1;
-      if (v === 'faulty' || (v === 'ambiguous' && ++this.ambiguousRun[n] >= 2)) {
+      if (v === 'faulty' || (v === 'ambiguous' && ++this.ambiguousRun[n] >= this.o.ambiguousRun)) {
         if (wasUp) this.exclusions++;
         c.healthyFlag[n] = 0;
         this.healthyRunS[n] = 0;
@@ -136,6 +145,24 @@ export class TelemetryFilters {
         if (c.healthyFlag[n] === 0) this.falseExcludedS += dt;
       }
     }
+  }
+
+  /** Builds every node's filter once all have HISTORY samples (see tick). */
+  private buildFilters(): void {
+    const c = this.cluster;
+    const shapeOf = (n: number): string => `${c.cpu[n]}/${c.mem[n]}`;
+    for (let n = 0; n < c.numNodes; n++) {
+      const peers: Float64Array[] = [];
+      for (let m = 0; m < c.numNodes; m++) if (shapeOf(m) === shapeOf(n)) peers.push(this.history[m]);
+      const pooled = new Float64Array(peers.reduce((a, p) => a + p.length, 0));
+      let off = 0;
+      for (const p of peers) {
+        pooled.set(p, off);
+        off += p.length;
+      }
+      this.filters[n] = new DeviceFilter(baselineFromHistory(pooled, TELEMETRY_DIMS));
+    }
+    for (let n = 0; n < c.numNodes; n++) this.history[n] = new Float64Array(0);
   }
 
   get falseExclusionRate(): number {

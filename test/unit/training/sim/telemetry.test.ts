@@ -1,0 +1,48 @@
+import * as fs from 'fs';
+import * as path from 'path';
+import { loadScenario, topologyOf } from '../../../../shared/scenario';
+import { makeDispatch, makeOrchestration } from '../../../../training/baselines/registry';
+import { runEpisode } from '../../../../training/jobs/rollout';
+import { faultsFromRate, faultsFromServerEvents, type Fault } from '../../../../training/sim/faults';
+import { buildRequests } from '../../../../training/workload';
+
+const EVENTS = path.resolve(__dirname, '../../../../../shared/data/alibaba/v2017_server_event.csv');
+const scenario = loadScenario('kais');
+function compare(faults: Fault[], frames: number) {
+  const durationS = frames * scenario.slotsPerFrame * scenario.slotS;
+  const requests = buildRequests({ scenario, workload: 'p4', seed: 4, load: 1, durationS });
+  const run = (deviceFilters: boolean) =>
+    runEpisode({
+      scenario,
+      requests,
+      frames,
+      seed: 4,
+      dispatch: makeDispatch('lec', scenario),
+      orchestration: makeOrchestration('hpa', scenario),
+      faults,
+      deviceFilters,
+    });
+  return { without: run(false), with: run(true) };
+}
+
+describe('device filters in the simulator', () => {
+  it('lose at least 70% fewer requests to failed nodes, excluding under 2% of healthy node-time (Poisson failures)', () => {
+    // each node fails about once per half hour, for a minute
+    const faults = faultsFromRate(topologyOf(scenario).numNodes, 300, 1 / 1800, 60, 4);
+    expect(faults.length).toBeGreaterThan(4);
+    const r = compare(faults, 12);
+    expect(r.without.lostToFailedNodes).toBeGreaterThan(100);
+    expect(r.with.lostToFailedNodes).toBeLessThanOrEqual(0.3 * r.without.lostToFailedNodes);
+    expect(r.with.falseExclusionRate).not.toBeNull();
+    expect(r.with.falseExclusionRate!).toBeLessThan(0.02);
+    expect(r.without.falseExclusionRate).toBeNull();
+  });
+
+  (fs.existsSync(EVENTS) ? it : it.skip)('do the same at the real failure times of v2017_server_event.csv', () => {
+    // 20 frames: the events (scaled onto the episode) start at t = 0, and the filters need their
+    // first 24 s of history before they can judge anything
+    const r = compare(faultsFromServerEvents(EVENTS, topologyOf(scenario).numNodes, 500, 60), 20);
+    expect(r.with.lostToFailedNodes).toBeLessThanOrEqual(0.3 * r.without.lostToFailedNodes);
+    expect(r.with.falseExclusionRate!).toBeLessThan(0.02);
+  });
+});
