@@ -8,9 +8,12 @@
  *   sim.usPerRequest.<scenario>       the inverse, in microseconds
  *   sim.costGrowth.large/small        usPerRequest(large) / usPerRequest(small) over nodes(large) / nodes(small)
  *                                     (<= 1 means the cost per request grows at most linearly with cluster size)
- * Other modules add their figures through optional bench modules (detect, actor, hub) when present.
+ *   actor.decisionUs.p50|p99, lec.decisionUs.p99   scripts/bench-actor.ts
+ *   detect.rulesUsPerWindow, detect.learnedUsPerWindow   scripts/bench-detect.ts
+ * Optional modules (e.g. a hub fan-out bench) are added when their file exists.
  */
 import { performance } from 'perf_hooks';
+import { loadBackend } from '../shared/tf-backend';
 import { loadScenario, topologyOf } from '../shared/scenario';
 import { makeDispatch, makeOrchestration } from '../training/baselines/registry';
 import { runEpisode } from '../training/jobs/rollout';
@@ -50,13 +53,17 @@ function optional(modulePath: string, fn: string): (() => BenchResult[] | Promis
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const m = require(modulePath) as Record<string, unknown>;
     return typeof m[fn] === 'function' ? (m[fn] as () => BenchResult[]) : null;
-  } catch {
-    return null;
+  } catch (e) {
+    // only a module that is not there is optional; a broken one must show
+    if ((e as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' && String((e as Error).message).includes(modulePath.slice(2))) return null;
+    throw e;
   }
 }
 
 async function main(): Promise<void> {
   const json = process.argv.includes('--json');
+  const backend = await loadBackend(); // entry point: the detector bench needs a tfjs backend
+  if (!json) process.stdout.write(`tfjs backend: ${backend}\n`);
   const results: BenchResult[] = [];
   // SIM: best of 3 runs (the machine is shared; the best run is the least disturbed one)
   const sims: Record<string, { reqPerSec: number; nodes: number }> = {};

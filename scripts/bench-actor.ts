@@ -1,0 +1,71 @@
+/**
+ * Decision latency of the learned actor next to `lec`, measured in the same run on the same
+ * decisions: a kais episode is driven by jsq, and at every decision both policies decide the same
+ * item on the same cluster state (batch 1, with the mask), each timed on its own.
+ * The actor has the production size (256-128-32) with random weights: latency does not depend on
+ * what the weights are.
+ *
+ *   actor.decisionUs.p50|p99   cmmac: observation build + masked forward pass + arg-max
+ *   lec.decisionUs.p99         lec on the same decisions
+ */
+import { performance } from 'perf_hooks';
+import { CmmacDispatch } from '../agent/actor-policy';
+import { observationDim } from '../agent/observation';
+import { actorDims } from '../shared/nets/actor';
+import type { ClusterView, DispatchItem, DispatchPolicy } from '../shared/policy';
+import { Rng } from '../shared/rng';
+import { loadScenario, topologyOf } from '../shared/scenario';
+import { makeDispatch, makeOrchestration } from '../training/baselines/registry';
+import { percentile, runEpisode } from '../training/jobs/rollout';
+import { buildRequests } from '../training/workload';
+
+export interface BenchResult {
+  name: string;
+  value: number;
+  unit: string;
+}
+
+export function benchActor(): BenchResult[] {
+  const scenario = loadScenario('kais');
+  const topo = topologyOf(scenario);
+  const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
+  const dims = actorDims(observationDim(shape), shape.numTargets);
+  const rng = new Rng(1);
+  const weights: Float32Array[] = [];
+  for (let l = 0; l + 1 < dims.length; l++) {
+    weights.push(Float32Array.from({ length: dims[l] * dims[l + 1] }, () => (rng.next() - 0.5) * 0.1));
+    weights.push(new Float32Array(dims[l + 1]));
+  }
+  const actor = new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights });
+  const lec = makeDispatch('lec', scenario);
+  const jsq = makeDispatch('jsq', scenario);
+  const actorUs: number[] = [];
+  const lecUs: number[] = [];
+  const probe: DispatchPolicy = {
+    name: 'probe',
+    reset: (seed, view) => {
+      actor.reset(seed);
+      jsq.reset?.(seed, view);
+    },
+    decide(item: DispatchItem, view: ClusterView): number {
+      let t0 = performance.now();
+      actor.decide(item, view);
+      actorUs.push((performance.now() - t0) * 1000);
+      t0 = performance.now();
+      lec.decide(item, view);
+      lecUs.push((performance.now() - t0) * 1000);
+      return jsq.decide(item, view);
+    },
+  };
+  const frames = 4;
+  const requests = buildRequests({ scenario, workload: 'p4', seed: 1, load: 1, durationS: frames * scenario.slotsPerFrame * scenario.slotS });
+  runEpisode({ scenario, requests, frames, seed: 1, dispatch: probe, orchestration: makeOrchestration('static', scenario) });
+  const a = Float64Array.from(actorUs);
+  const l = Float64Array.from(lecUs);
+  return [
+    { name: 'actor.decisionUs.p50', value: +percentile(a, 0.5).toFixed(1), unit: 'us' },
+    { name: 'actor.decisionUs.p99', value: +percentile(a, 0.99).toFixed(1), unit: 'us' },
+    { name: 'lec.decisionUs.p99', value: +percentile(l, 0.99).toFixed(2), unit: 'us' },
+    { name: 'actor.decisions', value: a.length, unit: 'count' },
+  ];
+}
