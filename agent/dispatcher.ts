@@ -7,9 +7,11 @@
  * `edf` earliest deadline first, or `fifo`); the pump takes requests while fewer than
  * `maxInFlight` are outstanding; a request whose deadline passed while queued is answered 504
  * `expired` without being sent. A dispatched one waits the emulated eAP -> target transfer time,
- * goes to the target over HTTP, and waits the return time. A 503 from an edge node (full) is
- * retried once on the cloud. Every request gets exactly one answer: served (200), refused (503,
- * with the target's reason), or timed out (504) after `deadline x 3 + 1 s`.
+ * goes to the target over HTTP (with the time left to start it: the target drops it unserved, 504,
+ * once the result could no longer come back in time), and waits the return time. A 503 from an
+ * edge node (full) or an unreachable node is retried once on the cloud while the deadline is not
+ * past. Every request gets exactly one answer: served (200), refused (503, with the target's
+ * reason), expired (504), or timed out (504) after `deadline x 3 + 1 s`.
  *
  * Every decision becomes a `Transition` (reward 1 if the device got its answer in time, else 0)
  * in a bounded experience buffer, and counts toward the per-target telemetry of the interval.
@@ -343,7 +345,8 @@ export class Dispatcher {
     const timeoutMs = p.deadlineMs * 3 + 1000;
     let target = d.target;
     let outcome = await this.send(p, target, timeoutMs);
-    if (outcome.kind !== 'served' && target !== view.cloudTarget && performance.now() - p.t0 < timeoutMs) {
+    const full = (outcome.kind === 'refused' && outcome.status === 503) || outcome.kind === 'unreachable';
+    if (full && target !== view.cloudTarget && performance.now() - p.t0 < p.deadlineMs) {
       // the node was full or away: the cloud always takes it
       this.counters.retriedOnCloud++;
       target = view.cloudTarget;
@@ -359,6 +362,9 @@ export class Dispatcher {
     } else if (outcome.kind === 'timeout') {
       this.counters.timedOut++;
       result = { status: 504, target, latencyMs, reason: 'target did not answer in time' };
+    } else if (outcome.kind === 'refused' && outcome.status === 504) {
+      this.counters.expired++;
+      result = { status: 504, target, latencyMs, reason: outcome.reason };
     } else {
       this.counters.refused++;
       result = { status: 503, target, latencyMs, reason: outcome.reason };
@@ -402,11 +408,13 @@ export class Dispatcher {
     try {
       await sleep(((view.transferS(view.eap, target, p.req.inputMB) * 1000) / speed));
       const work = p.workCoreS === null ? null : p.workCoreS / speed;
-      outcome = await this.proxy.forward(url, w, work, Math.max(1, timeoutMs));
+      // the target may start it until the result could still get back in time
+      const ttlMs = p.deadlineMs - (performance.now() - p.t0) - (view.returnS(view.eap, target) * 1000) / speed;
+      outcome = await this.proxy.forward(url, w, work, Math.max(1, timeoutMs), ttlMs);
       if (outcome.kind === 'served') await sleep((view.returnS(view.eap, target) * 1000) / speed);
     } finally {
       const procS = outcome.kind === 'served' && outcome.procMs !== null ? (outcome.procMs / 1000) * speed : null;
-      view.onDone(target, w, procS, outcome.kind === 'served' ? outcome.cpu : null);
+      view.onDone(target, w, procS, outcome.kind === 'served' || outcome.kind === 'refused' ? outcome : null);
       if (outcome.kind === 'unreachable') view.markUnreachable(target);
     }
     return outcome;

@@ -7,11 +7,13 @@
  * to the policy like the workload it was trained on (deadlines, service times and network delays are
  * all scaled by the same factor by the load generator and the emulated cluster).
  *
- * Estimates from own counters (the agent never asks anyone before deciding):
+ * Estimates (the agent never asks anyone before deciding): from its own counters,
  * - busy replicas of w at t = min(outstanding_w(t), ready_w(t));
  * - requests of w waiting at t = max(0, outstanding_w(t) - ready_w(t));
- * - free CPU = 1 - sum_w busy_w x cpuCores_w / cpuCores(t) (other eAPs' load is invisible until
- *   the node reports it: the last reported utilisation is used while fresh);
+ * - free CPU = 1 - sum_w busy_w x cpuCores_w / cpuCores(t);
+ * and, since other eAPs' load on a node is invisible to these counters, each is raised to what the
+ * target itself reported with its last answer (waiting/busy per service, CPU utilisation) while
+ * that report is fresher than `reportTtlS`;
  * - a target that refused the connection is unhealthy for `unhealthyForS` (the device filter's
  *   place until agent/filters/device-filter.ts is wired in).
  */
@@ -20,6 +22,7 @@ import type { Scenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';
 import { discounted } from '../shared/dequeue';
 import type { PlacementBody } from '../shared/protocol/envelope';
+import type { TargetLoad } from './proxy';
 
 export class LocalClusterView implements ClusterView {
   readonly numEaps: number;
@@ -38,6 +41,9 @@ export class LocalClusterView implements ClusterView {
   private readonly reportedCpu: Float64Array;
   private readonly reportedAtS: Float64Array;
   private readonly unhealthyUntilS: Float64Array;
+  /** [t * W + w] waiting / busy counts of the target's last report. */
+  private readonly repWaiting: Int32Array;
+  private readonly repBusy: Int32Array;
   private readonly cpu: Float64Array;
   private readonly mem: Float64Array;
   private readonly svcCpu: Float64Array;
@@ -53,6 +59,7 @@ export class LocalClusterView implements ClusterView {
     readonly eap: number,
     readonly speed = 1,
     private readonly unhealthyForS = 2,
+    private readonly reportTtlS = 1,
   ) {
     if (!(speed > 0) || !Number.isFinite(speed)) throw new TypeError(`LocalClusterView: speed must be > 0, got ${speed}`);
     const topo = topologyOf(scenario);
@@ -73,6 +80,8 @@ export class LocalClusterView implements ClusterView {
     this.reportedCpu = new Float64Array(T).fill(-1);
     this.reportedAtS = new Float64Array(T).fill(-Infinity);
     this.unhealthyUntilS = new Float64Array(T);
+    this.repWaiting = new Int32Array(T * W);
+    this.repBusy = new Int32Array(T * W);
     this.cpu = new Float64Array(T);
     this.mem = new Float64Array(T);
     scenario.eaps.flatMap((e) => e.nodes).forEach((n, i) => {
@@ -122,15 +131,26 @@ export class LocalClusterView implements ClusterView {
   onSent(t: number, w: number): void {
     this.outstanding[t * this.numServices + w]++;
   }
-  /** A request to t finished: its measured processing time (scenario s) if it was served. */
-  onDone(t: number, w: number, procS: number | null, cpuUtil: number | null): void {
-    const k = t * this.numServices + w;
+  /** A request to t finished: its measured processing time (scenario s) if it was served, and the target's load report. */
+  onDone(t: number, w: number, procS: number | null, load: TargetLoad | null): void {
+    const W = this.numServices;
+    const k = t * W + w;
     if (this.outstanding[k] > 0) this.outstanding[k]--;
     if (procS !== null && Number.isFinite(procS) && procS >= 0) this.meanProcS[k] = discounted(this.meanProcS[k], procS);
-    if (cpuUtil !== null && Number.isFinite(cpuUtil)) {
-      this.reportedCpu[t] = cpuUtil;
+    if (load && load.cpu !== null && Number.isFinite(load.cpu)) {
+      this.reportedCpu[t] = load.cpu;
       this.reportedAtS[t] = this.nowS();
+      if (load.waiting && load.busy && load.waiting.length === W && load.busy.length === W) {
+        for (let v = 0; v < W; v++) {
+          this.repWaiting[t * W + v] = load.waiting[v];
+          this.repBusy[t * W + v] = load.busy[v];
+        }
+      }
     }
+  }
+
+  private fresh(t: number): boolean {
+    return this.nowS() - this.reportedAtS[t] < this.reportTtlS;
   }
   /** The target could not be reached: keep it out of the mask for a while. */
   markUnreachable(t: number): void {
@@ -149,7 +169,9 @@ export class LocalClusterView implements ClusterView {
     return this.replicaCount[target * this.numServices + service];
   }
   busyReplicas(target: number, service: number): number {
-    return Math.min(this.outstanding[target * this.numServices + service], this.readyReplicas(target, service));
+    const k = target * this.numServices + service;
+    const own = Math.min(this.outstanding[k], this.readyReplicas(target, service));
+    return this.fresh(target) ? Math.max(own, Math.min(this.repBusy[k], this.readyReplicas(target, service))) : own;
   }
   replicas(node: number, service: number): number {
     return this.replicaCount[node * this.numServices + service];
@@ -160,7 +182,9 @@ export class LocalClusterView implements ClusterView {
     return q;
   }
   serviceQueueLen(target: number, service: number): number {
-    return Math.max(0, this.outstanding[target * this.numServices + service] - this.readyReplicas(target, service));
+    const k = target * this.numServices + service;
+    const own = Math.max(0, this.outstanding[k] - this.readyReplicas(target, service));
+    return this.fresh(target) ? Math.max(own, this.repWaiting[k]) : own;
   }
   running(target: number): number {
     let r = 0;
@@ -171,7 +195,7 @@ export class LocalClusterView implements ClusterView {
     return 0;
   }
   freeCpuRatio(target: number): number {
-    if (this.nowS() - this.reportedAtS[target] < 1 && this.reportedCpu[target] >= 0) {
+    if (this.fresh(target) && this.reportedCpu[target] >= 0) {
       return Math.max(0, Math.min(1, 1 - this.reportedCpu[target]));
     }
     let used = 0;

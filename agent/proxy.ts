@@ -1,24 +1,34 @@
 /**
  * Forwards one request to an edge node or the cloud over HTTP (keep-alive) and reports what came
  * of it. The target's wire format is the emulated cluster's (orchestrator/emulated-cluster.ts):
- * `POST <base>/serve?service=<w>&work=<core-s>` -> 200 `{procMs, cpu, mem}` or 503 `{reason}`.
+ * `POST <base>/serve?service=<w>&work=<core-s>&ttl=<ms>` -> 200 `{procMs, cpu, mem, waiting, busy}`,
+ * 503 `{reason}` (full, no replica) or 504 `{reason}` (expired before it started).
  * A real service behind a small adapter answers the same way. Never throws: every failure is an
  * outcome.
  */
 import * as http from 'node:http';
 
+/** The target's own load report, when it sends one: per service waiting and busy counts. */
+export interface TargetLoad {
+  cpu: number | null;
+  waiting: number[] | null;
+  busy: number[] | null;
+}
+
 export type ProxyOutcome =
-  | { kind: 'served'; status: number; procMs: number | null; cpu: number | null }
-  | { kind: 'refused'; status: number; reason: string }
+  | ({ kind: 'served'; status: number; procMs: number | null } & TargetLoad)
+  | ({ kind: 'refused'; status: number; reason: string } & TargetLoad)
   | { kind: 'unreachable'; reason: string }
   | { kind: 'timeout' };
 
 export class Proxy {
   private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
 
-  forward(baseUrl: string, service: number, workCoreS: number | null, timeoutMs: number): Promise<ProxyOutcome> {
+  /** `ttlMs`: real ms the target has before the result is useless (it drops the request unstarted after that). */
+  forward(baseUrl: string, service: number, workCoreS: number | null, timeoutMs: number, ttlMs: number | null = null): Promise<ProxyOutcome> {
     const work = workCoreS === null ? '' : `&work=${workCoreS}`;
-    const url = new URL(`${baseUrl}/serve?service=${service}${work}`);
+    const ttl = ttlMs === null ? '' : `&ttl=${Math.max(0, Math.round(ttlMs))}`;
+    const url = new URL(`${baseUrl}/serve?service=${service}${work}${ttl}`);
     return new Promise<ProxyOutcome>((resolve) => {
       let done = false;
       const finish = (o: ProxyOutcome) => {
@@ -41,15 +51,15 @@ export class Proxy {
               // a target that answers without a JSON body: the status still says what happened
             }
             const status = res.statusCode ?? 0;
+            const load: TargetLoad = {
+              cpu: typeof body.cpu === 'number' ? body.cpu : null,
+              waiting: numbers(body.waiting),
+              busy: numbers(body.busy),
+            };
             if (status >= 200 && status < 300) {
-              finish({
-                kind: 'served',
-                status,
-                procMs: typeof body.procMs === 'number' ? body.procMs : null,
-                cpu: typeof body.cpu === 'number' ? body.cpu : null,
-              });
+              finish({ kind: 'served', status, procMs: typeof body.procMs === 'number' ? body.procMs : null, ...load });
             } else {
-              finish({ kind: 'refused', status, reason: typeof body.reason === 'string' ? body.reason : `status ${status}` });
+              finish({ kind: 'refused', status, reason: typeof body.reason === 'string' ? body.reason : `status ${status}`, ...load });
             }
           });
         },
@@ -66,4 +76,8 @@ export class Proxy {
   close(): void {
     this.agent.destroy();
   }
+}
+
+function numbers(v: unknown): number[] | null {
+  return Array.isArray(v) && v.every((x) => typeof x === 'number' && Number.isFinite(x) && x >= 0) ? (v as number[]) : null;
 }

@@ -6,13 +6,17 @@
  *   request of w also needs cpuCores_w free CPU on the node to start (held until it finishes);
  * - processing time = work / cpuCores_w (work in core-seconds, sent by the caller; the nominal
  *   median 0.12 x workScale_w when it sends none), divided by `speed`;
- * - requests that cannot start wait in a FIFO per service, at most queueCapPerReplica x replicas of
- *   them (the context filter's room rule); beyond that, or with no replica of w, the answer is 503;
+ * - requests that cannot start wait in a queue per service, earliest deadline first (the
+ *   simulator's default node dequeue), at most queueCapPerReplica x replicas of them (the context
+ *   filter's room rule); beyond that, or with no replica of w, the answer is 503;
+ * - a request whose deadline (`ttl` ms from arrival, when given) passes before it starts is dropped
+ *   unserved with 504 `expired at node`, as the simulator drops it: late work never takes a replica;
  * - the cloud hosts every service, limited by its total vCPU (concurrency = vCPU / cpuCores_w).
  *
- * Wire: `POST /serve?service=<w>&work=<core-s>` -> 200 `{node, service, procMs, queuedMs, cpu,
- * mem}` (cpu, mem: utilisation fractions after the request, the node's telemetry) or 503
- * `{reason}`. `GET /healthz` -> 200.
+ * Wire: `POST /serve?service=<w>&work=<core-s>&ttl=<ms>` -> 200 `{node, service, procMs, queuedMs, cpu,
+ * mem, waiting, busy}` or 503 `{reason, ...}`: cpu, mem are utilisation fractions after the
+ * request (the node's telemetry), waiting[w] / busy[w] its queue and busy replicas per service
+ * (so each agent also sees the load the other eAPs put on the node). `GET /healthz` -> 200.
  *
  * Admin server (the orchestrator's executor talks to it): `PUT /placement` `{d: number[][]}`
  * replaces the replica table (a removed replica finishes its request first); `GET /stats`
@@ -33,6 +37,8 @@ export interface ServeResult {
 interface Waiting {
   procMs: number;
   enqueuedMs: number;
+  /** performance.now() after which it is dropped instead of started (Infinity: never). */
+  expiresMs: number;
   done: (r: ServeResult) => void;
 }
 
@@ -81,19 +87,30 @@ export class EmulatedTarget {
     this.tryStart();
   }
 
-  serve(w: number, workCoreS: number | null): Promise<ServeResult> {
+  serve(w: number, workCoreS: number | null, ttlMs: number | null = null): Promise<ServeResult> {
     const svc = this.scenario.services[w];
     this.integrate();
     this.arrivals[w]++;
     if (this.replicas[w] === 0) return Promise.resolve({ status: 503, body: { reason: `no replica of service ${w}` } });
     const cap = this.scenario.queueCapPerReplica * this.replicas[w];
-    if (this.waiting[w].length >= cap) return Promise.resolve({ status: 503, body: { reason: 'full' } });
+    if (this.waiting[w].length >= cap) return Promise.resolve({ status: 503, body: { reason: 'full', ...this.snapshot() } });
     const work = workCoreS ?? 0.12 * svc.workScale;
     const procMs = ((work / svc.cpuCores) * 1000) / this.speed;
+    const now = performance.now();
+    const expiresMs = ttlMs === null ? Infinity : now + ttlMs;
     return new Promise<ServeResult>((done) => {
-      this.waiting[w].push({ procMs, enqueuedMs: performance.now(), done });
+      // earliest deadline first; equal deadlines (no ttl) keep arrival order
+      const q = this.waiting[w];
+      let i = q.length;
+      while (i > 0 && q[i - 1].expiresMs > expiresMs) i--;
+      q.splice(i, 0, { procMs, enqueuedMs: now, expiresMs, done });
       this.tryStart();
     });
+  }
+
+  /** The load report every answer carries: utilisations and, per service, waiting and busy counts. */
+  snapshot(): { cpu: number; mem: number; waiting: number[]; busy: number[] } {
+    return { cpu: this.cpuUsed / this.cpuCores, mem: this.memUtil(), waiting: this.waiting.map((q) => q.length), busy: Array.from(this.busy) };
   }
 
   /** Memory in use by replicas, fraction of the node's. */
@@ -137,6 +154,16 @@ export class EmulatedTarget {
 
   private tryStart(): void {
     const W = this.replicas.length;
+    const now = performance.now();
+    for (let w = 0; w < W; w++) {
+      const q = this.waiting[w];
+      for (let i = q.length - 1; i >= 0; i--) {
+        if (q[i].expiresMs < now) {
+          const [r] = q.splice(i, 1);
+          r.done({ status: 504, body: { reason: 'expired at node', ...this.snapshot() } });
+        }
+      }
+    }
     let started = true;
     while (started) {
       started = false;
@@ -165,7 +192,7 @@ export class EmulatedTarget {
       this.cpuUsed = Math.max(0, this.cpuUsed - need);
       r.done({
         status: 200,
-        body: { node: this.id, service: w, procMs: r.procMs, queuedMs, cpu: this.cpuUsed / this.cpuCores, mem: this.memUtil() },
+        body: { node: this.id, service: w, procMs: r.procMs, queuedMs, ...this.snapshot() },
       });
       this.tryStart();
     }, r.procMs);
@@ -283,9 +310,12 @@ export class EmulatedCluster {
     const w = Number(url.searchParams.get('service'));
     const workText = url.searchParams.get('work');
     const work = workText === null ? null : Number(workText);
+    const ttlText = url.searchParams.get('ttl');
+    const ttl = ttlText === null ? null : Number(ttlText);
+    if (ttl !== null && (!Number.isFinite(ttl) || ttl < 0)) return json(res, 400, { reason: `bad ttl ${ttlText}` });
     if (!Number.isInteger(w) || w < 0 || w >= t.replicas.length) return json(res, 400, { reason: `bad service ${url.searchParams.get('service')}` });
     if (work !== null && (!Number.isFinite(work) || work < 0 || work > 3600)) return json(res, 400, { reason: `bad work ${workText}` });
-    void t.serve(w, work).then((r) => json(res, r.status, r.body));
+    void t.serve(w, work, ttl).then((r) => json(res, r.status, r.body));
   }
 
   private handleAdmin(req: http.IncomingMessage, res: http.ServerResponse): void {
