@@ -1,0 +1,149 @@
+/**
+ * Curriculum (ALGORITHMS.md section 4): lessons are data files (training/curriculum/lessons/*.json,
+ * or a folder/file of the user's), and promotion is a pure function of the metric history.
+ *
+ * A lesson ends, and the next starts, when one of these holds (checked in this order):
+ *   threshold  the last episode's throughput rate reached `promotion.threshold`;
+ *   plateau    over the last `plateauEpisodes` episodes the best rate improved on the best before
+ *              them by less than `minImprovement`;
+ *   budget     `maxEpisodes` episodes were run.
+ * The reason is returned so that the training log can say why each lesson ended.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+import { UsageError } from '../../shared/errors';
+
+export interface Lesson {
+  name: string;
+  description?: string;
+  /** built-in scenario name or scenario file */
+  scenario: string;
+  workload: 'p1' | 'p2' | 'p3' | 'p4' | 'mixed';
+  load: number;
+  /** frames per episode */
+  episodeFrames: number;
+  orchestration: string;
+  maxEpisodes: number;
+  promotion: { threshold?: number; plateauEpisodes: number; minImprovement: number };
+  /** checkpoint label to start from (a previous lesson's checkpointOut) */
+  checkpointIn?: string;
+  checkpointOut: string;
+}
+
+export interface PromotionDecision {
+  promote: boolean;
+  reason: 'threshold' | 'plateau' | 'budget' | 'continue';
+  detail: string;
+}
+
+/** Pure: should the lesson end after these episodes' throughput rates? */
+export function decidePromotion(lesson: Lesson, rates: readonly number[]): PromotionDecision {
+  const n = rates.length;
+  const p = lesson.promotion;
+  if (n > 0 && p.threshold !== undefined && rates[n - 1] >= p.threshold) {
+    return { promote: true, reason: 'threshold', detail: `throughput rate ${rates[n - 1].toFixed(3)} >= ${p.threshold}` };
+  }
+  const k = p.plateauEpisodes;
+  if (n > k) {
+    const before = Math.max(...rates.slice(0, n - k));
+    const recent = Math.max(...rates.slice(n - k));
+    if (recent - before < p.minImprovement) {
+      return {
+        promote: true,
+        reason: 'plateau',
+        detail: `best of the last ${k} episodes ${recent.toFixed(3)} improved on ${before.toFixed(3)} by less than ${p.minImprovement}`,
+      };
+    }
+  }
+  if (n >= lesson.maxEpisodes) return { promote: true, reason: 'budget', detail: `${n} episodes run (max ${lesson.maxEpisodes})` };
+  return { promote: false, reason: 'continue', detail: `${n} episodes` };
+}
+
+const WORKLOADS = ['p1', 'p2', 'p3', 'p4', 'mixed'];
+
+/** Validates one lesson object; errors name the file and the field. */
+export function validateLesson(raw: unknown, source: string): Lesson {
+  const fail = (field: string, problem: string): never => {
+    throw new UsageError(`${source}: field "${field}" ${problem}`, 'KAIS_ERR_CURRICULUM');
+  };
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return fail('(root)', 'must be an object');
+  const r = raw as Record<string, unknown>;
+  const str = (k: string, optional = false): string | undefined => {
+    if (r[k] === undefined && optional) return undefined;
+    if (typeof r[k] !== 'string' || (r[k] as string).length === 0) return fail(k, 'must be a non-empty string');
+    return r[k] as string;
+  };
+  const num = (o: Record<string, unknown>, k: string, field: string, min: number, max: number, integer = false): number => {
+    const v = o[k];
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max || (integer && !Number.isInteger(v))) {
+      return fail(field, `must be ${integer ? 'an integer' : 'a number'} in [${min}, ${max}], got ${JSON.stringify(v)}`);
+    }
+    return v;
+  };
+  const workload = str('workload')!;
+  if (!WORKLOADS.includes(workload)) fail('workload', `must be one of ${WORKLOADS.join(', ')}, got "${workload}"`);
+  const pr = r.promotion;
+  if (typeof pr !== 'object' || pr === null || Array.isArray(pr)) return fail('promotion', 'must be an object');
+  const po = pr as Record<string, unknown>;
+  return {
+    name: str('name')!,
+    description: str('description', true),
+    scenario: str('scenario')!,
+    workload: workload as Lesson['workload'],
+    load: num(r, 'load', 'load', 1e-6, 1000),
+    episodeFrames: num(r, 'episodeFrames', 'episodeFrames', 1, 1e5, true),
+    orchestration: str('orchestration')!,
+    maxEpisodes: num(r, 'maxEpisodes', 'maxEpisodes', 1, 1e6, true),
+    promotion: {
+      threshold: po.threshold === undefined ? undefined : num(po, 'threshold', 'promotion.threshold', 0, 1),
+      plateauEpisodes: num(po, 'plateauEpisodes', 'promotion.plateauEpisodes', 1, 1e6, true),
+      minImprovement: num(po, 'minImprovement', 'promotion.minImprovement', 0, 1),
+    },
+    checkpointIn: str('checkpointIn', true),
+    checkpointOut: str('checkpointOut')!,
+  };
+}
+
+/** The shipped lessons (JSON is not compiled into dist/, so from dist/ look back at the sources). */
+export const BUILT_IN_CURRICULUM = [path.join(__dirname, 'lessons'), path.resolve(__dirname, '..', '..', '..', 'training', 'curriculum', 'lessons')].find(
+  (d) => fs.existsSync(d),
+) ?? path.join(__dirname, 'lessons');
+
+/**
+ * `--curriculum <name|dir|file>`: `default` (the shipped lessons), a folder of lesson files (taken
+ * in file-name order) or one lesson file. Checks that each checkpointIn names an earlier lesson's
+ * checkpointOut.
+ */
+export function loadCurriculum(spec: string): Lesson[] {
+  const target = spec === 'default' ? BUILT_IN_CURRICULUM : spec;
+  let files: string[];
+  try {
+    files = fs.statSync(target).isDirectory()
+      ? fs
+          .readdirSync(target)
+          .filter((f) => f.endsWith('.json'))
+          .sort()
+          .map((f) => path.join(target, f))
+      : [target];
+  } catch (e) {
+    throw new UsageError(`--curriculum: cannot read ${target}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+  }
+  if (files.length === 0) throw new UsageError(`--curriculum: ${target} holds no .json lesson files`);
+  const lessons = files.map((f) => {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(fs.readFileSync(f, 'utf8'));
+    } catch (e) {
+      throw new UsageError(`${f}: not a readable JSON lesson (${(e as Error).message})`);
+    }
+    return validateLesson(raw, f);
+  });
+  const outs = new Set<string>();
+  for (const [i, l] of lessons.entries()) {
+    if (l.checkpointIn !== undefined && !outs.has(l.checkpointIn)) {
+      throw new UsageError(`${files[i]}: field "checkpointIn" names "${l.checkpointIn}", which no earlier lesson writes`);
+    }
+    outs.add(l.checkpointOut);
+  }
+  return lessons;
+}
