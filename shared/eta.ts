@@ -8,7 +8,7 @@
  *   CPU wait     = pending(t) x proc_t x cpuCores_w / cpuCores(t)
  *                  (all requests ahead at the node share its cores; assumes they look like this one)
  */
-import type { ClusterView } from './policy';
+import type { ClusterView, DispatchItem } from './policy';
 
 export function expectedCompletionS(view: ClusterView, eap: number, t: number, w: number, inputMB: number): number {
   const proc = view.meanServiceS(t, w);
@@ -18,4 +18,31 @@ export function expectedCompletionS(view: ClusterView, eap: number, t: number, w
   const cpuWait = (view.queueLen(t) * proc * view.serviceCpuCores(w)) / view.cpuCores(t);
   const wait = replicaWait > cpuWait ? replicaWait : cpuWait;
   return view.transferS(eap, t, inputMB) + wait + proc + view.returnS(eap, t);
+}
+
+/**
+ * The `lec` rule: among the valid targets whose expected completion time meets the request's
+ * slack, the one with the smallest; if none meets it, the smallest overall. Used by the `lec`
+ * baseline and by the agent's fallback before any actor weights arrive.
+ */
+export function bestByEta(item: DispatchItem, view: ClusterView): { target: number; eta: number } {
+  const w = item.request.service;
+  const slack = item.request.deadlineS - view.nowS();
+  let bestOk = -1;
+  let bestOkEta = Infinity;
+  let best = view.cloudTarget;
+  let bestEta = Infinity;
+  for (let t = 0; t < view.numTargets; t++) {
+    if (!item.mask[t]) continue;
+    const eta = expectedCompletionS(view, item.eap, t, w, item.request.inputMB);
+    if (eta < bestEta) {
+      bestEta = eta;
+      best = t;
+    }
+    if (eta <= slack && eta < bestOkEta) {
+      bestOkEta = eta;
+      bestOk = t;
+    }
+  }
+  return bestOk >= 0 ? { target: bestOk, eta: bestOkEta } : { target: best, eta: bestEta };
 }
