@@ -207,6 +207,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     const node = new Child('node', ['node', '--scenario', a.scenario, '--speed', String(a.speed)], a.verbose, () => undefined);
     children.push(node);
     const nodeReady = await node.ready;
+    log(`emulated cluster pid=${node.pid} admin=${String(nodeReady.admin)}`);
     const targetsFile = path.join(dir, 'targets.json');
     fs.writeFileSync(targetsFile, JSON.stringify({ nodes: nodeReady.nodes, cloud: nodeReady.cloud }));
 

@@ -1,0 +1,108 @@
+/**
+ * `kais up` through the real CLI (dist/kais.js, built by `npm test`): real processes on ephemeral
+ * loopback ports (emulated cluster, orchestrator, one agent per eAP) and the load generator.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as path from 'node:path';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const KAIS = path.join(ROOT, 'dist', 'kais.js');
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+const running = new Set<ChildProcess>();
+
+afterEach(() => {
+  // a failed expectation must not leave kais up (and, through it, its children) running
+  for (const c of running) c.kill('SIGKILL');
+  running.clear();
+});
+
+function kaisUp(args: string[], onStderrLine: (line: string, child: ChildProcess) => void = () => undefined): Promise<Run> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [KAIS, 'up', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    running.add(child);
+    let stdout = '';
+    let stderr = '';
+    let partial = '';
+    child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => {
+      stderr += c.toString();
+      partial += c.toString();
+      const lines = partial.split('\n');
+      partial = lines.pop()!;
+      for (const line of lines) onStderrLine(line, child);
+    });
+    child.on('exit', (code) => {
+      running.delete(child);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+function pidsIn(stderr: string): number[] {
+  return [...stderr.matchAll(/pids? ?=?([\d ]+)/g)].flatMap((m) => m[1].trim().split(/\s+/).map(Number)).filter((p) => p > 0);
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function expectAccounted(s: Record<string, unknown>): void {
+  const n = (k: string) => s[k] as number;
+  expect(n('sent')).toBeGreaterThan(100);
+  expect(n('completedInTime') + n('late') + n('refused') + n('unanswered')).toBe(n('sent'));
+  expect(n('unanswered')).toBe(0);
+  const perEap = s.perEap as Record<string, number>[];
+  expect(perEap).toHaveLength(5);
+  expect(perEap.reduce((a, e) => a + e.sent, 0)).toBe(n('sent'));
+  for (const e of perEap) expect(e.completedInTime + e.late + e.refused + e.unanswered).toBe(e.sent);
+}
+
+describe('kais up', () => {
+  it('accounts for every request it sent in 10 s and leaves no process behind', async () => {
+    const run = await kaisUp(['--duration', '10', '--json']);
+    expect(run.code).toBe(0);
+    const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    expectAccounted(s);
+    expect(s.durationS).toBe(10);
+    expect(s.completedInTime as number).toBeGreaterThan(0);
+    expect(s.placementVersionsApplied as number).toBeGreaterThanOrEqual(1);
+    const pids = pidsIn(run.stderr);
+    expect(pids.length).toBeGreaterThanOrEqual(7); // cluster, orchestrator, 5 agents
+    expect(pids.filter(alive)).toEqual([]);
+  }, 60_000);
+
+  it('keeps every agent dispatching, with no request unanswered, when the orchestrator is SIGKILLed mid-run', async () => {
+    let killed = -1;
+    let orchestratorPid = -1;
+    const run = await kaisUp(['--duration', '10', '--json'], (line) => {
+      const m = /orchestrator pid=(\d+)/.exec(line);
+      if (m && orchestratorPid < 0) orchestratorPid = Number(m[1]);
+      if (/agents up/.test(line) && orchestratorPid > 0) {
+        setTimeout(() => {
+          killed = orchestratorPid;
+          process.kill(orchestratorPid, 'SIGKILL');
+        }, 3000);
+      }
+    });
+    expect(run.code).toBe(0);
+    expect(killed).toBeGreaterThan(0);
+    const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    expectAccounted(s);
+    expect(s.orchestratorRestarts).toBe(1);
+    // the restarted orchestrator resumed the stored placement instead of starting over
+    expect(run.stderr).toMatch(/back on ws:\/\/\S+ \(placement v\d+, resumed true\)/);
+    for (const e of s.perEap as Record<string, number>[]) expect(e.completedInTime).toBeGreaterThan(0);
+    expect(pidsIn(run.stderr).filter(alive)).toEqual([]);
+  }, 60_000);
+});
