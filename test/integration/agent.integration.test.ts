@@ -1,0 +1,181 @@
+/**
+ * The agent's process wiring (agent/main.ts) against a real hub, store and emulated cluster, all
+ * in this process on port 0 (the `tiny` scenario: 1 eAP, 3 nodes, 4 services).
+ */
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { startAgent, type RunningAgent } from '../../agent/main';
+import { observationDim } from '../../agent/observation';
+import { EmulatedCluster, initialPlacement } from '../../orchestrator/emulated-cluster';
+import type { Hub } from '../../orchestrator/hub';
+import { ModelRegistry, startHub } from '../../orchestrator/registry';
+import { Store } from '../../orchestrator/store';
+import { actorShapes, initActorWeights } from '../../shared/nets/actor';
+import { loadScenario } from '../../shared/scenario';
+import type { Transition } from '../../shared/protocol/envelope';
+
+const scenario = loadScenario('tiny');
+
+function post(port: number, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+  const text = typeof body === 'string' ? body : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: '127.0.0.1', port, path: '/request', method: 'POST', agent: false, headers: { 'content-length': Buffer.byteLength(text) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown> }));
+      },
+    );
+    req.on('error', reject);
+    req.end(text);
+  });
+}
+
+function get(port: number, p: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: '127.0.0.1', port, path: p, agent: false }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+      })
+      .on('error', reject);
+  });
+}
+
+async function until(cond: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
+  const t0 = Date.now();
+  while (!(await cond())) {
+    if (Date.now() - t0 > timeoutMs) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const request = { service: 0, deadlineMs: 2000, payloadBytes: 1000, workCoreS: 0.01 };
+
+describe('kais agent (process wiring)', () => {
+  let dir: string;
+  let cluster: EmulatedCluster;
+  let store: Store;
+  let hub: Hub;
+  let registry: ModelRegistry;
+  const agents: RunningAgent[] = [];
+
+  const start = async (cacheDir: string, url = hub.url) => {
+    const a = await startAgent({
+      scenario,
+      eap: 0,
+      orchestratorUrl: url,
+      targets: { nodes: cluster.nodeUrls, cloud: cluster.cloudUrl },
+      cacheDir,
+      batchMs: 100,
+    });
+    agents.push(a);
+    return a;
+  };
+
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-agent-it-'));
+    cluster = new EmulatedCluster({ scenario });
+    await cluster.listen();
+    store = Store.open(path.join(dir, 'o.db'));
+    hub = await startHub(store, { heartbeatMs: 1000 });
+    registry = new ModelRegistry(store, hub);
+    registry.publishPlacement(0, initialPlacement(scenario));
+  });
+
+  afterEach(async () => {
+    for (const a of agents.splice(0)) await a.drain();
+    registry.dispose();
+    await hub.close();
+    store.close();
+    await cluster.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('dispatches with the lec fallback before weights, then with cmmac once a weights frame arrives, and caches them', async () => {
+    const a = await start(path.join(dir, 'cache'));
+    await until(() => a.runtime.placementVersion === 1);
+    const r1 = await post(a.port, request);
+    expect(r1.status).toBe(200);
+    expect(a.health().policy).toBe('lec');
+
+    const dim = observationDim({ numServices: 4, numTargets: 4, numEaps: 1 });
+    const arrays = initActorWeights(dim, 4, 7);
+    const shapes = actorShapes(dim, 4);
+    registry.publishWeights(arrays.map((data, i) => ({ shape: shapes[i], data })));
+    await until(() => a.runtime.weightVersion === 1);
+    await until(() => registry.holders().get(0) === 1); // acked
+    const r2 = await post(a.port, request);
+    expect(r2.status).toBe(200);
+    expect(a.health().policy).toBe('cmmac');
+    expect(a.dispatcher.counters.decisionsLearned).toBe(1);
+    expect(fs.existsSync(path.join(dir, 'cache', 'weights.bin'))).toBe(true);
+  });
+
+  it('sends its decisions as experience and its per-target counts as telemetry, in batches', async () => {
+    const transitions: Transition[] = [];
+    let served = 0;
+    hub.on('frame', (_s, f) => {
+      if (f.type === 'experience') transitions.push(...f.body.transitions);
+      if (f.type === 'telemetry') for (const x of f.body.samples) served += x.succeeded;
+    });
+    const a = await start(path.join(dir, 'cache'));
+    await until(() => a.link.ready);
+    await Promise.all(Array.from({ length: 10 }, () => post(a.port, request)));
+    await until(() => transitions.length === 10 && served === 10);
+    expect(transitions[0]).toMatchObject({ eap: 0, service: 0, weightVersion: null, logProb: 0, metDeadline: true, reward: 1 });
+    expect(hub.stats.refused).toBe(0);
+  });
+
+  it('keeps dispatching with its cached weights and placement when the orchestrator is unreachable', async () => {
+    const cache = path.join(dir, 'cache');
+    const first = await start(cache);
+    await until(() => first.runtime.placementVersion === 1);
+    const dim = observationDim({ numServices: 4, numTargets: 4, numEaps: 1 });
+    const shapes = actorShapes(dim, 4);
+    registry.publishWeights(initActorWeights(dim, 4, 3).map((data, i) => ({ shape: shapes[i], data })));
+    await until(() => first.runtime.weightVersion === 1);
+    await first.drain();
+
+    const alone = await start(cache, 'ws://127.0.0.1:1'); // nothing listens there
+    expect(alone.health()).toMatchObject({ policy: 'cmmac', weightVersion: 1, placementVersion: 1, connected: false });
+    const rs = await Promise.all(Array.from({ length: 5 }, () => post(alone.port, request)));
+    expect(rs.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+  });
+
+  it('answers every request it holds when drained, and takes no new connection meanwhile', async () => {
+    const a = await start(path.join(dir, 'cache'));
+    // 0.3 core-s of work at 0.5 cores: 600 ms each, more than the cluster can start at once
+    const slow = { service: 0, deadlineMs: 5000, payloadBytes: 0, workCoreS: 0.3 };
+    const pending = Array.from({ length: 12 }, () => post(a.port, slow));
+    await until(() => a.dispatcher.counters.received === 12);
+    const drained = a.drain();
+    await expect(post(a.port, slow)).rejects.toThrow(/ECONNREFUSED/);
+    const results = await Promise.all(pending);
+    await drained;
+    expect(results).toHaveLength(12);
+    for (const r of results) expect([200, 503, 504]).toContain(r.status);
+    expect(results.filter((r) => r.status === 200).length).toBeGreaterThan(0);
+    expect(a.dispatcher.outstanding).toBe(0);
+  });
+
+  it('refuses a malformed request with 400 and one line saying why; serves /metrics and /healthz', async () => {
+    const a = await start(path.join(dir, 'cache'));
+    const bad = await post(a.port, { service: 99, deadlineMs: 100, payloadBytes: 0 });
+    expect(bad.status).toBe(400);
+    expect(bad.body.reason).toMatch(/service must be an integer in 0\.\.3/);
+    expect((await post(a.port, 'not json')).status).toBe(400);
+    await post(a.port, request);
+    const m = await get(a.port, '/metrics');
+    expect(m.status).toBe(200);
+    expect(m.text).toMatch(/kais_agent_requests_total\{eap="0",outcome="in_time"\} 1/);
+    expect(m.text).toMatch(/kais_agent_latency_ms_count\{eap="0"\} 1/);
+    const h = await get(a.port, '/healthz');
+    expect(h.status).toBe(200);
+    expect(JSON.parse(h.text)).toMatchObject({ ok: true, eap: 0 });
+  });
+});
