@@ -1,0 +1,35 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { StateCache } from '../../../agent/weights-cache';
+import { placementBody } from '../../../shared/protocol/envelope';
+import { packWeights } from '../../../shared/protocol/weights';
+
+describe('StateCache', () => {
+  let dir: string;
+  beforeEach(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-cache-'))));
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('returns the weights and placement it saved', () => {
+    const c = new StateCache(dir);
+    const w = packWeights([{ shape: [2, 2], data: Float32Array.from([1, 2, 3, 4]) }, { shape: [2], data: Float32Array.from([5, 6]) }], 3);
+    const p = placementBody(4, 9, [[1, 0], [2, 3]]);
+    c.saveWeights(w);
+    c.savePlacement(p);
+    const again = new StateCache(dir);
+    expect(again.loadWeights()).toEqual(w);
+    expect(again.loadPlacement()).toEqual(p);
+  });
+
+  it('returns null for an empty, truncated or corrupt cache instead of failing', () => {
+    const c = new StateCache(dir);
+    expect(c.loadWeights()).toBeNull();
+    expect(c.loadPlacement()).toBeNull();
+    c.saveWeights(packWeights([{ shape: [3], data: Float32Array.from([1, 2, 3]) }], 1));
+    const f = path.join(dir, 'weights.bin');
+    fs.writeFileSync(f, fs.readFileSync(f).subarray(0, 20));
+    expect(c.loadWeights()).toBeNull();
+    fs.writeFileSync(path.join(dir, 'placement.json'), '{"version":1,"frame":0,"numServices":1,"numNodes":2,"replicas":[1]}');
+    expect(c.loadPlacement()).toBeNull();
+  });
+});

@@ -1,0 +1,39 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { readConfig } from '../../../orchestrator/main';
+
+describe('readConfig', () => {
+  let dir: string;
+  beforeEach(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-cfg-'))));
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const write = (obj: unknown) => {
+    const f = path.join(dir, 'c.json');
+    fs.writeFileSync(f, typeof obj === 'string' ? obj : JSON.stringify(obj));
+    return f;
+  };
+
+  it('fills the defaults: kais, static, one frame = slotS x slotsPerFrame', () => {
+    const c = readConfig(write({}));
+    expect(c).toMatchObject({ orchestration: 'static', token: '', frameS: 25, speed: 1, executor: null, checkpoint: null });
+    expect(c.scenario.name).toBe('kais');
+  });
+
+  it.each([
+    [{ orchestration: 'gpg' }, /field "orchestration" must be one of static, hpa/],
+    [{ frameS: -1 }, /field "frameS" must be a positive number/],
+    [{ executor: 'ftp://x' }, /field "executor" must be an http:\/\/ URL/],
+    [{ learner: 'cmmac' }, /field "learner" .*not implemented/],
+    [{ colour: 'red' }, /field "colour" is not a config field/],
+    [{ checkpoint: '/nonexistent.db' }, /field "checkpoint" \/nonexistent.db does not exist/],
+  ])('refuses %j naming the file and the field', (cfg, msg) => {
+    const f = write(cfg);
+    expect(() => readConfig(f)).toThrow(msg);
+    expect(() => readConfig(f)).toThrow(f);
+  });
+
+  it('refuses a file that is not JSON with one line naming it', () => {
+    const f = write('{nope');
+    expect(() => readConfig(f)).toThrow(new RegExp(`--config: cannot read ${f.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} as JSON`));
+  });
+});
