@@ -67,7 +67,7 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
       .option('scenario', { type: 'string', default: 'kais', describe: 'built-in scenario or a .json file' })
       .option('cache', { type: 'string', describe: 'directory of the weights/placement cache (default: tmpdir/kais-agent-<eap>)' })
       .option('speed', { type: 'number', default: 1, describe: 'time scale of the replayed workload' })
-      .option('actor-head', { type: 'string', default: 'relu1', describe: 'actor head of the weights: relu1 or softplus1' }) as unknown as Argv<AgentArgs>,
+      .option('actor-head', { type: 'string', default: 'softplus1', describe: 'actor head the weights were trained with: softplus1 (kais train default) or relu1' }) as unknown as Argv<AgentArgs>,
   handler: async (a: ArgumentsCamelCase<AgentArgs>) => {
     const scenario = loadScenario(a.scenario);
     const topo = topologyOf(scenario);

@@ -62,7 +62,7 @@ export interface DispatcherOptions {
   maxInFlight?: number;
   /** @defaultValue 'edf' */
   dequeue?: DequeueRule;
-  /** Actor head the weights were trained with (not carried by the weights frame). @defaultValue 'relu1' */
+  /** Actor head the weights were trained with (not carried by the weights frame). @defaultValue 'softplus1' (kais train's) */
   actorHead?: 'relu1' | 'softplus1';
   /** Transitions kept for the next experience frame; older ones are dropped. @defaultValue 4096 */
   experienceCapacity?: number;
@@ -146,7 +146,7 @@ export class Dispatcher {
     }
     this.maxInFlight = o.maxInFlight ?? 256;
     this.dequeue = o.dequeue ?? 'edf';
-    this.actorHead = o.actorHead ?? 'relu1';
+    this.actorHead = o.actorHead ?? 'softplus1';
     this.experienceCapacity = o.experienceCapacity ?? 4096;
     this.recordExperience = o.recordExperience ?? true;
     this.observations = new ObservationBuilder(
@@ -181,11 +181,21 @@ export class Dispatcher {
     const shapes = body.shapes;
     const dim = this.observations.dim;
     const A = this.view.numTargets;
-    if (shapes.length < 2 || shapes.length % 2 !== 0 || shapes[0][0] !== dim || shapes[shapes.length - 1][0] !== A) {
-      throw new TypeError(`actor weights do not fit: expected input ${dim} and ${A} actions, got shapes ${JSON.stringify(shapes)}`);
-    }
+    // The MLP is the chain of [in, out] kernels + [out] biases from `dim` to A; arrays after it
+    // (the optional target scorer) are the actor's business (shared/nets/actor.ts).
     const hidden: number[] = [];
-    for (let i = 0; i < shapes.length - 2; i += 2) hidden.push(shapes[i][1]);
+    let width = dim;
+    let i = 0;
+    for (; i + 1 < shapes.length; i += 2) {
+      const [k, b] = [shapes[i], shapes[i + 1]];
+      if (k.length !== 2 || k[0] !== width || b.length !== 1 || b[0] !== k[1]) break;
+      width = k[1];
+      if (width === A) break;
+      hidden.push(width);
+    }
+    if (width !== A || i + 1 >= shapes.length) {
+      throw new TypeError(`actor weights do not fit: expected an MLP from ${dim} inputs to ${A} actions, got shapes ${JSON.stringify(shapes)}`);
+    }
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { CmmacDispatch } = require('./actor-policy') as typeof import('./actor-policy');
     const policy = new CmmacDispatch({

@@ -138,6 +138,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     log(`weights v${b.version} applied`);
   });
   rt.on('placement', () => sync());
+  rt.on('refused', (e) => log(`refused a frame from the orchestrator: ${e.code} ${e.message}`));
   link.on('ready', () => {
     state.connected = true;
     if (link.connections > 1) state.reconnects++;

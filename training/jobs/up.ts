@@ -30,6 +30,7 @@ import type { Request } from '../../shared/domain';
 import { UsageError } from '../../shared/errors';
 import { loadScenario, topologyOf, type Scenario } from '../../shared/scenario';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../workload';
+import { CheckpointDb } from './checkpoint';
 
 interface UpArgs {
   duration: number;
@@ -178,6 +179,17 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   if (a.orchestration !== 'static' && a.orchestration !== 'hpa') throw new UsageError(`--orchestration: static or hpa, got ${a.orchestration}`);
   if (a.checkpoint && !fs.existsSync(a.checkpoint)) throw new UsageError(`--checkpoint: ${a.checkpoint} does not exist`);
   const topo = topologyOf(scenario);
+  // The weights frame does not say which actor head the weights were trained with; the agents
+  // are told here from the checkpoint's config (protocol change requested: carry it in `weights`).
+  let actorHead = 'softplus1';
+  if (a.checkpoint) {
+    const db = CheckpointDb.open(a.checkpoint, 'read');
+    try {
+      actorHead = db.config<{ head?: string }>()?.head ?? 'relu1';
+    } finally {
+      db.close();
+    }
+  }
   const requests: Request[] = buildRequests({
     scenario,
     workload: a.workload,
@@ -271,6 +283,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
           String(a.speed),
           '--cache',
           path.join(dir, `agent-${b}`),
+          '--actor-head',
+          actorHead,
         ],
         a.verbose,
         () => undefined,
