@@ -89,6 +89,9 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
       speed: a.speed,
       actorHead: a.actorHead,
       log,
+    }).catch((e: NodeJS.ErrnoException) => {
+      if (e.code === 'EADDRINUSE') throw new UsageError(`--port: ${a.port} is already in use`);
+      throw e;
     });
     process.stdout.write(`${JSON.stringify({ ready: true, eap: a.eap, port: agent.port })}\n`);
     await new Promise<void>((resolve) => {
