@@ -11,7 +11,7 @@
  * once the result could no longer come back in time), and waits the return time. A 503 from an
  * edge node (full) or an unreachable node is retried once on the cloud while the deadline is not
  * past. Every request gets exactly one answer: served (200), refused (503, with the target's
- * reason), expired (504), or timed out (504) after `deadline x 3 + 1 s`.
+ * reason), expired (504), or timed out (504) after min(deadline x 3 + 1 s, deadline + 10 s).
  *
  * Every decision becomes a `Transition` (reward 1 if the device got its answer in time, else 0)
  * in a bounded experience buffer, and counts toward the per-target telemetry of the interval.
@@ -352,7 +352,7 @@ export class Dispatcher {
     const view = this.view;
     const w = p.req.service;
     const d = this.decide(p);
-    const timeoutMs = p.deadlineMs * 3 + 1000;
+    const timeoutMs = Math.min(p.deadlineMs * 3 + 1000, p.deadlineMs + 10_000);
     let target = d.target;
     let outcome = await this.send(p, target, timeoutMs);
     const full = (outcome.kind === 'refused' && outcome.status === 503) || outcome.kind === 'unreachable';

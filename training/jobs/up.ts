@@ -383,7 +383,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     });
     const remainingMs = a.duration * 1000 - (performance.now() - t0);
     if (remainingMs > 0) await new Promise((r) => setTimeout(r, remainingMs));
-    // wait for every answer (the agents answer each request within deadline x 3 + 1 s)
+    // wait for every answer (an agent answers each request within its deadline + 10 s; deadlines are < 20 s)
     if (outstanding > 0) {
       await Promise.race([
         new Promise<void>((resolve) => (allAnswered = resolve)),
