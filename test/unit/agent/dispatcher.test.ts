@@ -1,0 +1,121 @@
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Dispatcher } from '../../../agent/dispatcher';
+import { LocalClusterView } from '../../../agent/local-view';
+import { placementBody } from '../../../shared/protocol/envelope';
+import { loadScenario } from '../../../shared/scenario';
+
+const tiny = loadScenario('tiny');
+
+/** A stub target answering every /serve with `status` after `delayMs`; records the query strings. */
+async function stub(status: number, delayMs = 0): Promise<{ url: string; seen: string[]; close: () => Promise<void> }> {
+  const seen: string[] = [];
+  const server = http.createServer((req, res) => {
+    seen.push(req.url ?? '');
+    req.resume();
+    setTimeout(() => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(status === 200 ? { procMs: 5, cpu: 0.5, waiting: [0, 0, 0, 0], busy: [1, 0, 0, 0] } : { reason: 'full' }));
+    }, delayMs);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    seen,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+function setup(nodes: string[], cloud: string, maxInFlight = 256) {
+  const view = new LocalClusterView(tiny, 0);
+  // service 0 only on node 0
+  view.applyPlacement(placementBody(1, 0, [[1, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]]));
+  const d = new Dispatcher({ scenario: tiny, view, targets: { nodes, cloud }, maxInFlight });
+  return { view, d };
+}
+
+describe('Dispatcher', () => {
+  const closers: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const c of closers.splice(0)) await c();
+  });
+
+  it('forwards to the chosen node with the work and the time left, and answers 200 with the target', async () => {
+    const node = await stub(200);
+    const cloud = await stub(200);
+    closers.push(node.close, cloud.close);
+    const { d } = setup([node.url, node.url, node.url], cloud.url);
+    const r = await d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 1000, workCoreS: 0.1 });
+    d.close();
+    expect(r).toMatchObject({ status: 200, target: 0, procMs: 5 });
+    expect(node.seen[0]).toMatch(/^\/serve\?service=0&work=0\.1&ttl=\d+$/);
+    expect(d.counters.inTime).toBe(1);
+  });
+
+  it('retries once on the cloud when the edge node answers 503 full', async () => {
+    const node = await stub(503);
+    const cloud = await stub(200);
+    closers.push(node.close, cloud.close);
+    const { d, view } = setup([node.url, node.url, node.url], cloud.url);
+    const r = await d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 });
+    d.close();
+    expect(r).toMatchObject({ status: 200, target: view.cloudTarget });
+    expect(d.counters.retriedOnCloud).toBe(1);
+    expect(cloud.seen).toHaveLength(1);
+  });
+
+  it('sends to the cloud, and keeps the node out of the mask, when the node cannot be reached', async () => {
+    const cloud = await stub(200);
+    closers.push(cloud.close);
+    const { d, view } = setup(['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud.url);
+    const r = await d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 });
+    expect(r).toMatchObject({ status: 200, target: view.cloudTarget });
+    expect(view.healthy(0)).toBe(false);
+    const again = await d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 });
+    d.close();
+    expect(again.target).toBe(view.cloudTarget);
+    expect(d.counters.retriedOnCloud).toBe(1);
+  });
+
+  it('answers 504 expired for a request whose deadline passed while it waited in the eAP queue', async () => {
+    const node = await stub(200, 150);
+    const cloud = await stub(200, 150);
+    closers.push(node.close, cloud.close);
+    const { d } = setup([node.url, node.url, node.url], cloud.url, 1);
+    const first = d.submit({ service: 0, deadlineMs: 5000, payloadBytes: 0 });
+    const second = d.submit({ service: 0, deadlineMs: 20, payloadBytes: 0 });
+    const [a, b] = await Promise.all([first, second]);
+    d.close();
+    expect(a.status).toBe(200);
+    expect(b).toMatchObject({ status: 504, target: -1, reason: 'expired in the eAP queue' });
+    expect(d.outstanding).toBe(0);
+  });
+
+  it('records one transition per decision, with the fallback log-probability 0, and bounds the buffer', async () => {
+    const node = await stub(200);
+    const cloud = await stub(200);
+    closers.push(node.close, cloud.close);
+    const view = new LocalClusterView(tiny, 0);
+    const d = new Dispatcher({ scenario: tiny, view, targets: { nodes: [node.url, node.url, node.url], cloud: cloud.url }, experienceCapacity: 3 });
+    await Promise.all(Array.from({ length: 5 }, () => d.submit({ service: 1, deadlineMs: 2000, payloadBytes: 0 })));
+    d.close();
+    const t = d.takeExperience();
+    expect(t).toHaveLength(3);
+    expect(d.counters.experienceDropped).toBe(2);
+    expect(t[0]).toMatchObject({ eap: 0, service: 1, logProb: 0, weightVersion: null, done: false });
+    expect(t[0].mask[view.cloudTarget]).toBe(1);
+    expect(t[0].mask[t[0].action]).toBe(1);
+  });
+
+  it('refuses weights that do not fit the scenario actor', () => {
+    const { d } = setup(['http://x', 'http://x', 'http://x'], 'http://x');
+    expect(() => d.setWeights({ version: 1, checksum: 0, shapes: [[3, 2], [2]], tensors: [new Float32Array(6), new Float32Array(2)] })).toThrow(
+      /actor weights do not fit/,
+    );
+    expect(d.weightVersion).toBeNull();
+  });
+});
