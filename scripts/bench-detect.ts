@@ -1,6 +1,8 @@
 /**
  * Device-filter benchmark figures for scripts/bench.ts (DESIGN.md §5): `detect.rulesUsPerWindow`
  * (one DeviceFilter.push with N = 4 metrics, i.e. one window decision, in µs) and
+ * `detect.rulesUsPerWindowN38` (the same with N = 38 metrics, SMD's width, and the rule settings
+ * `kais detect` uses: level evidence, faulty margin; the correlation rule makes it O(T N^2)),
  * `detect.learnedUsPerWindow` (batched VGRU scoring of 12x4 windows, µs per window, after a tiny
  * training). Synthetic seeded data, so no data folder is needed. The caller picks the tfjs backend
  * (shared/tf-backend.ts) before calling, as an entry point.
@@ -8,6 +10,7 @@
 import { DeviceFilter, baselineFromHistory } from '../agent/filters/device-filter';
 import { VgruDetector } from '../critic/detector/vgru';
 import { Rng } from '../shared/rng';
+import { DETECT_RULE_DEFAULTS } from '../training/jobs/detect';
 
 export interface BenchResult {
   name: string;
@@ -18,7 +21,7 @@ export interface BenchResult {
 const N = 4;
 const T = 12;
 
-function series(rows: number, seed: number): Float64Array {
+function series(rows: number, seed: number, N = 4): Float64Array {
   const rng = new Rng(seed);
   const out = new Float64Array(rows * N);
   let load = 0;
@@ -44,6 +47,21 @@ export function benchDetect(): BenchResult[] {
     runs.push(Number(process.hrtime.bigint() - t0) / 1e3 / 50_000);
   }
   runs.sort((a, b) => a - b);
+  // RULES with N = 38 and the kais detect settings: median of 5 runs of 10k pushes
+  const N38 = 38;
+  const data38 = series(10_000, 3, N38);
+  const filter38 = new DeviceFilter(baselineFromHistory(series(5_000, 4, N38), N38, DETECT_RULE_DEFAULTS), DETECT_RULE_DEFAULTS);
+  const sample38 = new Float64Array(N38);
+  const runs38: number[] = [];
+  for (let rep = 0; rep < 5; rep++) {
+    const t0 = process.hrtime.bigint();
+    for (let r = 0; r < 10_000; r++) {
+      for (let n = 0; n < N38; n++) sample38[n] = data38[r * N38 + n];
+      filter38.push(sample38);
+    }
+    runs38.push(Number(process.hrtime.bigint() - t0) / 1e3 / 10_000);
+  }
+  runs38.sort((a, b) => a - b);
   // LEARNED: batched scoring of 2048 windows with a briefly trained default-size detector
   const count = 2048;
   const w = Float32Array.from({ length: count * T * N }, (_, i) => data[i % data.length]);
@@ -60,6 +78,7 @@ export function benchDetect(): BenchResult[] {
   }
   return [
     { name: 'detect.rulesUsPerWindow', value: Math.round(runs[2] * 1000) / 1000, unit: 'us' },
+    { name: 'detect.rulesUsPerWindowN38', value: Math.round(runs38[2] * 1000) / 1000, unit: 'us' },
     { name: 'detect.learnedUsPerWindow', value: Math.round(learnedUs * 100) / 100, unit: 'us' },
   ];
 }

@@ -23,6 +23,23 @@
  *   matrix-norm comparison of Sentinel made scale-free: values lie in [0, 2]; 0.4 is a large change.
  *   With N = 1 there is no correlation: the rule never fires.
  *
+ * Level evidence (an addition to Sentinel's variance rule, off by default: thetaM = Infinity):
+ *   Most SMD incidents are level shifts (a metric jumps to a new plateau) that leave a 12-sample
+ *   variance unchanged, so the variance rule alone calls them healthy. With a finite `thetaM`, a
+ *   dimension also counts as "differing" on the variance rule when its window mean is far from the
+ *   history's level:
+ *       z(n) = |mean_w(n) - level(n)| / scale(n) / levelTol(n) > thetaM
+ *   level(n) = median of the history, levelTol(n) = the 99.9% quantile of the same statistic over
+ *   the history's own windows (floored at 1), so z = 1 means "as far from the level as the most
+ *   extreme healthy window of this node" and the threshold is per node without labels. The rule
+ *   structure is unchanged: rule 1 = "at least beta of the dimensions differ (in variance or level)",
+ *   rule 2 = correlation; both -> faulty, one -> ambiguous, neither -> healthy.
+ *
+ * Faulty margin (`faultyMargin`, default 1 = plain Sentinel): 'faulty' additionally requires that
+ *   rule 1 still fires with both of its thresholds multiplied by faultyMargin. A window where both
+ *   rules fire but rule 1 only weakly is 'ambiguous' (the learned stage decides), so what the rules
+ *   mask on their own is high-precision evidence.
+ *
  * Constant columns (no NaN may decide anything): a dimension whose standardised window standard
  * deviation is below `flatStd` is "flat" in that window; its correlations with every other
  * dimension are taken as 0 (never 0/0). Its variance (0) is still compared on the variance rule,
@@ -32,7 +49,8 @@
  * Verdict: both rules fire -> 'faulty'; neither -> 'healthy'; exactly one -> 'ambiguous' (to be
  * decided by the learned detector, critic/detector). Until T samples have been seen: 'warming'.
  *
- * Baseline choice and refresh: the baseline comes from a healthy history of the node itself (in
+ * Baseline choice and refresh (level and levelTol are fixed from the history: a refresh that moved
+ * the level would teach the filter a slow level shift): the baseline comes from a healthy history of the node itself (in
  * `kais detect`, the train split; in the agent, the node's first minutes, or a similar node's
  * history as Sentinel suggests) via `baselineFromHistory`. It is refreshed only from windows the
  * filter itself judged 'healthy': each such window moves var_b and R_b towards its own values by
@@ -62,6 +80,11 @@ export interface DeviceFilterOptions {
   minScale: number;
   /** EMA rate at which healthy windows refresh the baseline; 0 freezes it. Default 0.001. */
   refreshRate: number;
+  /** Level-shift threshold in units of the history's own extreme (see module comment). Default
+   *  Infinity (off: Sentinel's variance rule only). `kais detect` uses 2. */
+  thetaM: number;
+  /** Rule 1 must also fire at faultyMargin x (thetaV, thetaM) for 'faulty'. Default 1. */
+  faultyMargin: number;
 }
 
 export const DEFAULT_DEVICE_FILTER_OPTIONS: Readonly<DeviceFilterOptions> = Object.freeze({
@@ -72,6 +95,8 @@ export const DEFAULT_DEVICE_FILTER_OPTIONS: Readonly<DeviceFilterOptions> = Obje
   flatStd: 0.05,
   minScale: 1e-6,
   refreshRate: 0.001,
+  thetaM: Infinity,
+  faultyMargin: 1,
 });
 
 /** Summary of healthy behaviour that windows are compared with. All arrays are owned copies. */
@@ -84,6 +109,11 @@ export interface Baseline {
   variance: Float64Array;
   /** Mean window correlation matrix, row-major, diagonal 1. [N * N] */
   corr: Float64Array;
+  /** Per-dimension level (median of the history, raw units). [N] Absent: level evidence off. */
+  level?: Float64Array;
+  /** Per-dimension level tolerance: 99.9% quantile of |window mean - level| / scale over the
+   *  history's windows, floored at 1. [N] */
+  levelTol?: Float64Array;
 }
 
 /** Both rule statistics and the verdict of one window, as numbers for inspection and tests. */
@@ -93,7 +123,11 @@ export interface WindowScore {
   varianceShare: number;
   /** RMS change of the off-diagonal correlations, in [0, 2]. */
   corrDistance: number;
+  /** Largest level statistic z(n) over the dimensions (0 when level evidence is off). */
+  levelMax: number;
   varianceFired: boolean;
+  /** Rule 1 also fires at faultyMargin x its thresholds. */
+  strongFired: boolean;
   corrFired: boolean;
 }
 
@@ -109,6 +143,8 @@ export function resolveDeviceFilterOptions(o: Partial<DeviceFilterOptions> = {})
   check('flatStd', Number.isFinite(r.flatStd) && r.flatStd >= 0);
   check('minScale', Number.isFinite(r.minScale) && r.minScale > 0);
   check('refreshRate', r.refreshRate >= 0 && r.refreshRate <= 1);
+  check('thetaM', r.thetaM >= 0); // Infinity allowed (off)
+  check('faultyMargin', Number.isFinite(r.faultyMargin) && r.faultyMargin >= 1);
   return r;
 }
 
@@ -120,10 +156,18 @@ export class WindowScratch {
   readonly mean: Float64Array;
   readonly std: Float64Array;
   readonly variance: Float64Array;
-  constructor(readonly dims: number) {
+  /** Centred window values divided by their own norm, [N][T] (0 for flat dims). */
+  readonly unit: Float64Array;
+  readonly flat: Uint8Array;
+  /** The window's off-diagonal correlations, upper triangle row by row. */
+  readonly corr: Float64Array;
+  constructor(readonly dims: number, readonly windowSize = 12) {
+    this.corr = new Float64Array((dims * (dims - 1)) / 2);
     this.mean = new Float64Array(dims);
     this.std = new Float64Array(dims);
     this.variance = new Float64Array(dims);
+    this.unit = new Float64Array(dims * windowSize);
+    this.flat = new Uint8Array(dims);
   }
 }
 
@@ -141,7 +185,7 @@ export function scoreWindow(
 ): WindowScore {
   const o = options as DeviceFilterOptions;
   const T = o.windowSize ?? DEFAULT_DEVICE_FILTER_OPTIONS.windowSize;
-  return scoreRing(window, start, T, baseline, withDefaults(o), scratch ?? new WindowScratch(baseline.dims));
+  return scoreRing(window, start, T, baseline, withDefaults(o), scratch && scratch.windowSize === T ? scratch : new WindowScratch(baseline.dims, T));
 }
 
 function withDefaults(o: Partial<DeviceFilterOptions>): DeviceFilterOptions {
@@ -154,6 +198,8 @@ function withDefaults(o: Partial<DeviceFilterOptions>): DeviceFilterOptions {
     flatStd: o.flatStd ?? DEFAULT_DEVICE_FILTER_OPTIONS.flatStd,
     minScale: o.minScale ?? DEFAULT_DEVICE_FILTER_OPTIONS.minScale,
     refreshRate: o.refreshRate ?? DEFAULT_DEVICE_FILTER_OPTIONS.refreshRate,
+    thetaM: o.thetaM ?? DEFAULT_DEVICE_FILTER_OPTIONS.thetaM,
+    faultyMargin: o.faultyMargin ?? DEFAULT_DEVICE_FILTER_OPTIONS.faultyMargin,
   };
 }
 
@@ -167,53 +213,80 @@ function scoreRing(
   s: WindowScratch,
 ): WindowScore {
   const N = b.dims;
-  const { mean, std, variance } = s;
-  // per-dimension mean and variance on standardised values
+  const { mean, std, variance, unit, flat, corr } = s;
+  const useLevel = o.thetaM !== Infinity && b.level !== undefined && b.levelTol !== undefined;
+  const k = o.faultyMargin;
+  let differing = 0;
+  let strong = 0;
+  let levelMax = 0;
+  // per-dimension mean, variance (standardised), level statistic; centred values into `unit`
   for (let n = 0; n < N; n++) {
     let sum = 0;
-    for (let t = 0; t < T; t++) sum += ring[((start + t) % T) * N + n];
+    const u = n * T;
+    for (let t = 0; t < T; t++) {
+      const v = ring[((start + t) % T) * N + n];
+      unit[u + t] = v;
+      sum += v;
+    }
     const m = sum / T;
     let sq = 0;
     for (let t = 0; t < T; t++) {
-      const d = ring[((start + t) % T) * N + n] - m;
+      const d = unit[u + t] - m;
+      unit[u + t] = d;
       sq += d * d;
     }
     const inv = 1 / b.scale[n];
     mean[n] = m;
-    variance[n] = (sq / T) * inv * inv; // population variance, standardised
-    std[n] = Math.sqrt(sq / T); // raw units
+    const vr = (sq / T) * inv * inv; // population variance, standardised
+    variance[n] = vr;
+    const sd = Math.sqrt(sq / T); // raw units
+    std[n] = sd;
+    const isFlat = sd * inv < o.flatStd;
+    flat[n] = isFlat ? 1 : 0;
+    const invNorm = isFlat ? 0 : 1 / Math.sqrt(sq);
+    for (let t = 0; t < T; t++) unit[u + t] *= invNorm;
+    const dv = Math.abs(vr - b.variance[n]);
+    let z = 0;
+    if (useLevel) {
+      z = (Math.abs(m - b.level![n]) * inv) / b.levelTol![n];
+      if (z > levelMax) levelMax = z;
+    }
+    if (dv > o.thetaV || z > o.thetaM) differing++;
+    if (dv > k * o.thetaV || z > k * o.thetaM) strong++;
   }
-  let differing = 0;
-  for (let n = 0; n < N; n++) if (Math.abs(variance[n] - b.variance[n]) > o.thetaV) differing++;
+  const need = Math.ceil(o.beta * N - 1e-9);
   const varianceShare = differing / N;
-  const varianceFired = differing >= Math.ceil(o.beta * N - 1e-9);
+  const varianceFired = differing >= need;
+  const strongFired = strong >= need;
 
   let corrDistance = 0;
   if (N > 1) {
     let sum2 = 0;
+    let p = 0;
+    const bc = b.corr;
     for (let i = 0; i < N; i++) {
-      const flatI = std[i] / b.scale[i] < o.flatStd;
+      const fi = flat[i];
+      const ui = i * T;
+      const ci = i * N;
       for (let j = i + 1; j < N; j++) {
         let r = 0;
-        if (!flatI && !(std[j] / b.scale[j] < o.flatStd)) {
-          let c = 0;
-          for (let t = 0; t < T; t++) {
-            const row = ((start + t) % T) * N;
-            c += (ring[row + i] - mean[i]) * (ring[row + j] - mean[j]);
-          }
-          r = c / T / (std[i] * std[j]);
+        if (!fi && !flat[j]) {
+          const uj = j * T;
+          for (let t = 0; t < T; t++) r += unit[ui + t] * unit[uj + t];
+          // (T is small: the loop is the whole cost, O(T N^2 / 2) multiply-adds per window)
           if (r > 1) r = 1;
           else if (r < -1) r = -1;
         }
-        const d = r - b.corr[i * N + j];
+        corr[p++] = r;
+        const d = r - bc[ci + j];
         sum2 += d * d;
       }
     }
     corrDistance = Math.sqrt((2 * sum2) / (N * (N - 1)));
   }
   const corrFired = corrDistance > o.thetaR;
-  const verdict = varianceFired && corrFired ? 'faulty' : varianceFired || corrFired ? 'ambiguous' : 'healthy';
-  return { verdict, varianceShare, corrDistance, varianceFired, corrFired };
+  const verdict = varianceFired && corrFired && strongFired ? 'faulty' : varianceFired || corrFired ? 'ambiguous' : 'healthy';
+  return { verdict, varianceShare, corrDistance, levelMax, varianceFired, corrFired, strongFired };
 }
 
 /** Window correlation matrix into `out` (row-major [N*N], diagonal 1, flat dims correlate 0). */
@@ -274,6 +347,7 @@ export function baselineFromHistory(
   const starts: number[] = [];
   for (let s = 0; s + T <= count; s += Math.max(1, stride)) starts.push(s);
   const vars: Float64Array[] = Array.from({ length: dims }, () => new Float64Array(starts.length));
+  const means: Float64Array[] = Array.from({ length: dims }, () => new Float64Array(starts.length));
   const corr = new Float64Array(dims * dims);
   const c = new Float64Array(dims * dims);
   starts.forEach((s, k) => {
@@ -281,6 +355,7 @@ export function baselineFromHistory(
       let sum = 0;
       for (let t = 0; t < T; t++) sum += x[(s + t) * dims + n];
       const m = sum / T;
+      means[n][k] = m;
       let sq = 0;
       for (let t = 0; t < T; t++) sq += (x[(s + t) * dims + n] - m) ** 2;
       vars[n][k] = sq / T / (scale[n] * scale[n]);
@@ -290,7 +365,18 @@ export function baselineFromHistory(
   });
   const variance = new Float64Array(dims);
   for (let n = 0; n < dims; n++) variance[n] = median(vars[n]);
-  return { dims, scale, variance, corr };
+  // level = median of the history; levelTol = 99.9% quantile of the windows' standardised distance
+  // from it (floored at 1): the node's own most extreme healthy level excursion
+  const level = new Float64Array(dims);
+  const levelTol = new Float64Array(dims);
+  const col = new Float64Array(count);
+  for (let n = 0; n < dims; n++) {
+    for (let r = 0; r < count; r++) col[r] = x[r * dims + n];
+    level[n] = median(col);
+    const z = Float64Array.from(means[n], (m) => Math.abs(m - level[n]) / scale[n]).sort();
+    levelTol[n] = Math.max(1, z[Math.min(z.length - 1, Math.floor(0.999 * (z.length - 1)))]);
+  }
+  return { dims, scale, variance, corr, level, levelTol };
 }
 
 /** Baseline from exactly one healthy window [T][N] (Sentinel's literal "baseline window"). */
@@ -322,11 +408,18 @@ export class DeviceFilter {
   /** Rule statistics of the latest full window (valid once push returned something but 'warming'). */
   varianceShare = 0;
   corrDistance = 0;
+  levelMax = 0;
 
   constructor(baseline: Baseline, options: Partial<DeviceFilterOptions> = {}) {
     this.options = resolveDeviceFilterOptions(options);
     const N = baseline.dims;
-    if (baseline.scale.length !== N || baseline.variance.length !== N || baseline.corr.length !== N * N) {
+    if (
+      baseline.scale.length !== N ||
+      baseline.variance.length !== N ||
+      baseline.corr.length !== N * N ||
+      (baseline.level !== undefined && baseline.level.length !== N) ||
+      (baseline.levelTol !== undefined && baseline.levelTol.length !== N)
+    ) {
       throw new TypeError(`DeviceFilter baseline: arrays do not match dims=${N}`);
     }
     this.dims = N;
@@ -335,10 +428,12 @@ export class DeviceFilter {
       scale: Float64Array.from(baseline.scale),
       variance: Float64Array.from(baseline.variance),
       corr: Float64Array.from(baseline.corr),
+      level: baseline.level ? Float64Array.from(baseline.level) : undefined,
+      levelTol: baseline.levelTol ? Float64Array.from(baseline.levelTol) : undefined,
     };
     this.ring = new Float64Array(this.options.windowSize * N);
     this.last = new Float64Array(N);
-    this.scratch = new WindowScratch(N);
+    this.scratch = new WindowScratch(N, this.options.windowSize);
   }
 
   /** A read-only view of the current (possibly refreshed) baseline. */
@@ -369,30 +464,23 @@ export class DeviceFilter {
     const s = scoreRing(this.ring, start, T, this.base, this.options, this.scratch);
     this.varianceShare = s.varianceShare;
     this.corrDistance = s.corrDistance;
-    if (s.verdict === 'healthy' && this.options.refreshRate > 0) this.refresh(start);
+    this.levelMax = s.levelMax;
+    if (s.verdict === 'healthy' && this.options.refreshRate > 0) this.refresh();
     return s.verdict;
   }
 
-  /** EMA of the baseline towards the current (healthy) window. */
-  private refresh(start: number): void {
+  /** EMA of the baseline towards the current (healthy) window (its statistics are in scratch). */
+  private refresh(): void {
     const a = this.options.refreshRate;
     const N = this.dims;
-    const { variance, mean, std } = this.scratch;
+    const T = this.options.windowSize;
+    const { variance, corr } = this.scratch;
     const b = this.base;
     for (let n = 0; n < N; n++) b.variance[n] += a * (variance[n] - b.variance[n]);
-    const T = this.options.windowSize;
-    const flat = this.options.flatStd;
+    let p = 0;
     for (let i = 0; i < N; i++) {
       for (let j = i + 1; j < N; j++) {
-        let r = 0;
-        if (std[i] / b.scale[i] >= flat && std[j] / b.scale[j] >= flat) {
-          let c = 0;
-          for (let t = 0; t < T; t++) {
-            const row = ((start + t) % T) * N;
-            c += (this.ring[row + i] - mean[i]) * (this.ring[row + j] - mean[j]);
-          }
-          r = Math.max(-1, Math.min(1, c / T / (std[i] * std[j])));
-        }
+        const r = corr[p++];
         const k = i * N + j;
         b.corr[k] += a * (r - b.corr[k]);
         b.corr[j * N + i] = b.corr[k];

@@ -83,6 +83,22 @@ export interface DetectReport {
 
 const NAB_PROBATION = 0.15;
 
+/**
+ * The rule settings `kais detect` uses unless told otherwise (chosen by the leave-one-machine-out
+ * check of docs/detect.md on the 5 dev SMD machines; thetaR is Sentinel's 0.4). With all of a
+ * machine's ~33 live SMD columns, beta = 0.2 means "at least 7 metrics differ". The library
+ * defaults (DEFAULT_DEVICE_FILTER_OPTIONS) stay Sentinel's, for the simulator and the agent.
+ */
+export const DETECT_RULE_DEFAULTS: Readonly<Partial<DeviceFilterOptions>> = Object.freeze({
+  thetaV: 1.0,
+  beta: 0.2,
+  thetaR: 0.4,
+  thetaM: 2,
+  faultyMargin: 2,
+});
+/** Learned threshold on the normalised score used by `kais detect`: 0 = the held-out train q99. */
+export const DETECT_ETA = 0;
+
 // ---------------------------------------------------------------- READ
 
 function readText(file: string): string {
@@ -302,20 +318,45 @@ export interface EntityResult {
   learnedUs: number;
 }
 
-/** Runs both stages on one entity. */
-export function runEntity(e: Entity, o: DetectOptions): EntityResult {
-  const T = o.rules.windowSize ?? 12;
+/** Columns of `e` that are not constant over its train rows (at least column 0). */
+export function liveColumns(e: Entity): number[] {
+  const trainRows = e.train.length / e.cols;
+  const live: number[] = [];
+  for (let c = 0; c < e.cols; c++) {
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (let r = 0; r < trainRows; r++) {
+      const v = e.train[r * e.cols + c];
+      if (v < lo) lo = v;
+      if (v > hi) hi = v;
+    }
+    if (hi > lo) live.push(c);
+  }
+  if (live.length === 0) live.push(0);
+  return live;
+}
+
+function checkEntity(e: Entity, T: number): void {
   const trainRows = e.train.length / e.cols;
   const testRows = e.test.length / e.cols;
   if (trainRows < T + 1) throw new UsageError(`${e.name}: train has ${trainRows} rows, need more than ${T}`);
   if (testRows < T) throw new UsageError(`${e.name}: test has ${testRows} rows, need at least ${T}`);
-  const dims = o.dims ?? Array.from({ length: e.cols }, (_, i) => i);
+}
+
+/** The rule columns: --dims, else every column that is not constant in train. */
+export function ruleDims(e: Entity, o: DetectOptions): number[] {
+  const dims = o.dims ?? liveColumns(e);
   for (const d of dims) if (d >= e.cols) throw new UsageError(`--dims ${d}: ${e.name} has only ${e.cols} columns (0-based)`);
-  // RULES: stream the test rows through the agent's filter
+  return dims;
+}
+
+/** Streams the test rows through the agent's filter; one verdict per window and the time taken. */
+export function runRules(e: Entity, dims: number[], rules: Partial<DeviceFilterOptions>): { verdicts: Verdict[]; ns: number } {
+  const testRows = e.test.length / e.cols;
+  const N = dims.length;
   const trainR = columns(e.train, e.cols, dims);
   const testR = columns(e.test, e.cols, dims);
-  const filter = new DeviceFilter(baselineFromHistory(trainR, dims.length, o.rules), o.rules);
-  const N = dims.length;
+  const filter = new DeviceFilter(baselineFromHistory(trainR, N, rules), rules);
   const verdicts: Verdict[] = [];
   const row = new Float64Array(N);
   const t0 = process.hrtime.bigint();
@@ -324,49 +365,59 @@ export function runEntity(e: Entity, o: DetectOptions): EntityResult {
     const v = filter.push(row);
     if (v !== 'warming') verdicts.push(v);
   }
-  const rulesNs = Number(process.hrtime.bigint() - t0);
-  const windows = verdicts.length;
-  // LEARNED: all columns that move in train
-  const live: number[] = [];
-  for (let c = 0; c < e.cols; c++) {
-    let lo = Infinity;
-    let hi = -Infinity;
-    for (let r = 0; r < trainRows; r++) {
-      const v = e.train[r * e.cols + c];
-      lo = Math.min(lo, v);
-      hi = Math.max(hi, v);
-    }
-    if (hi > lo) live.push(c);
-  }
-  if (live.length === 0) live.push(0);
+  return { verdicts, ns: Number(process.hrtime.bigint() - t0) };
+}
+
+/** Trains the learned detector on the train rows (live columns) and scores every test window. */
+export function runLearned(e: Entity, o: DetectOptions): { scores: Float32Array; ns: number } {
+  const T = o.rules.windowSize ?? 12;
+  const trainRows = e.train.length / e.cols;
+  const live = liveColumns(e);
   const D = live.length;
   const stride = Math.max(1, Math.ceil((trainRows - T + 1) / o.maxTrainWindows));
   const tw = windowsOf(columns(e.train, e.cols, live), D, T, stride);
-  const det = new VgruDetector(D, T, { ...o.learned, seed: ((o.learned.seed ?? o.seed) ^ hashString(e.name)) >>> 0 });
-  let learned: Uint8Array;
-  let learnedNs: number;
+  const det = new VgruDetector(D, T, { eta: DETECT_ETA, ...o.learned, seed: ((o.learned.seed ?? o.seed) ^ hashString(e.name)) >>> 0 });
   try {
     det.fit(tw.w, tw.count);
     const xw = windowsOf(columns(e.test, e.cols, live), D, T, 1);
     const t1 = process.hrtime.bigint();
     const scores = det.score(xw.w, xw.count);
-    learnedNs = Number(process.hrtime.bigint() - t1);
-    const eta = det.options.eta;
-    learned = Uint8Array.from(scores, (s) => (s > eta ? 1 : 0));
+    return { scores, ns: Number(process.hrtime.bigint() - t1) };
   } finally {
     det.dispose();
   }
-  // window labels
+}
+
+/**
+ * Window labels from row labels: window k covers test rows k .. k+T-1 (it ends at row k+T-1);
+ * 'any' = 1 when any of those rows is 1, 'last' = the label of row k+T-1.
+ */
+export function windowLabels(rowLabels: Uint8Array, T: number, mode: 'any' | 'last'): Uint8Array {
+  const windows = Math.max(0, rowLabels.length - T + 1);
   const labels = new Uint8Array(windows);
   for (let k = 0; k < windows; k++) {
     const end = k + T - 1;
-    if (o.windowLabel === 'last') labels[k] = e.labels[end];
+    if (mode === 'last') labels[k] = rowLabels[end];
     else {
       let any = 0;
-      for (let r = k; r <= end; r++) any |= e.labels[r];
+      for (let r = k; r <= end; r++) any |= rowLabels[r];
       labels[k] = any;
     }
   }
+  return labels;
+}
+
+/** Runs both stages on one entity. */
+export function runEntity(e: Entity, o: DetectOptions): EntityResult {
+  const rules = { ...DETECT_RULE_DEFAULTS, ...o.rules };
+  const T = rules.windowSize ?? 12;
+  checkEntity(e, T);
+  const { verdicts, ns: rulesNs } = runRules(e, ruleDims(e, o), rules);
+  const windows = verdicts.length;
+  const { scores, ns: learnedNs } = runLearned(e, o);
+  const eta = o.learned.eta ?? DETECT_ETA;
+  const learned = Uint8Array.from(scores, (s) => (s > eta ? 1 : 0));
+  const labels = windowLabels(e.labels, T, o.windowLabel);
   return { name: e.name, windows, labels, verdicts, learned, rulesUs: rulesNs / 1e3 / windows, learnedUs: learnedNs / 1e3 / windows };
 }
 
@@ -410,6 +461,154 @@ export async function runDetect(o: DetectOptions): Promise<{ report: DetectRepor
     usPerWindow: { rules: round(rulesNs / windows, 3), learned: round(learnedNs / windows, 3) },
   };
   return { report, perEntity };
+}
+
+// ---------------------------------------------------------------- LEAVE ONE ENTITY OUT
+
+/** One point of the leave-one-out grid: rule settings plus the learned threshold. */
+export interface LomoConfig {
+  thetaM: number;
+  thetaV: number;
+  beta: number;
+  faultyMargin: number;
+  eta: number;
+}
+
+/** The grid `--lomo` searches (thetaR stays Sentinel's 0.4). */
+export const LOMO_GRID = Object.freeze({
+  thetaM: [1.5, 2, 3],
+  thetaV: [0.4, 1, 2],
+  beta: [0.1, 0.2],
+  faultyMargin: [1.5, 2],
+  eta: [0, 0.3],
+});
+
+export interface LomoFold {
+  heldOut: string;
+  chosen: LomoConfig;
+  windows: number;
+  stages: { rules: StageMetrics; learned: StageMetrics; twoStage: StageMetrics };
+  rulesDecidedShare: number;
+  rulesFlagged: number;
+}
+
+interface GridCounts {
+  rules: Counts;
+  learned: Counts;
+  two: Counts;
+  decided: number;
+  windows: number;
+}
+
+function addCounts(a: GridCounts, b: GridCounts): GridCounts {
+  const add = (x: Counts, y: Counts): Counts => ({ tp: x.tp + y.tp, fp: x.fp + y.fp, fn: x.fn + y.fn, tpPa: x.tpPa + y.tpPa, fpPa: x.fpPa + y.fpPa, fnPa: x.fnPa + y.fnPa });
+  return { rules: add(a.rules, b.rules), learned: add(a.learned, b.learned), two: add(a.two, b.two), decided: a.decided + b.decided, windows: a.windows + b.windows };
+}
+
+/**
+ * The selection objective on the tuning entities' pooled counts: two-stage F1 + 0.5 x two-stage
+ * point-adjusted F1, minus 3 x the shortfall of the rules' precision below 0.92 (when they flag
+ * anything) and 3 x the shortfall of the rules' decided share below 0.65. Labels of the held-out
+ * entity never enter it.
+ */
+export function lomoObjective(c: GridCounts): number {
+  const two = metricsOf(c.two);
+  const flagged = c.rules.tp + c.rules.fp;
+  const prec = flagged === 0 ? 1 : c.rules.tp / flagged;
+  const dec = c.windows === 0 ? 0 : c.decided / c.windows;
+  return two.f1 + 0.5 * two.f1PointAdjusted - 3 * Math.max(0, 0.92 - prec) - 3 * Math.max(0, 0.65 - dec);
+}
+
+/**
+ * Leave-one-entity-out check: every entity's learned scores are computed once; each rule setting of
+ * LOMO_GRID streams every entity; for each held-out entity the setting with the best
+ * `lomoObjective` on the OTHER entities is applied to it. Returns one fold per entity and the
+ * pooled held-out counts.
+ */
+export async function runLomo(o: DetectOptions): Promise<{ folds: LomoFold[]; pooled: LomoFold }> {
+  const entities = readInput(o.input, o.entities);
+  if (entities.length < 2) throw new UsageError(`--lomo needs at least 2 entities, got ${entities.length}`);
+  const configs: LomoConfig[] = [];
+  for (const thetaM of LOMO_GRID.thetaM)
+    for (const thetaV of LOMO_GRID.thetaV)
+      for (const beta of LOMO_GRID.beta)
+        for (const faultyMargin of LOMO_GRID.faultyMargin) for (const eta of LOMO_GRID.eta) configs.push({ thetaM, thetaV, beta, faultyMargin, eta });
+  const counts: GridCounts[][] = []; // [entity][config]
+  for (const e of entities) {
+    const T = o.rules.windowSize ?? 12;
+    checkEntity(e, T);
+    const dims = ruleDims(e, o);
+    const { scores } = runLearned(e, o);
+    const labels = windowLabels(e.labels, T, o.windowLabel);
+    const learnedBy = new Map<number, Uint8Array>();
+    for (const eta of LOMO_GRID.eta) learnedBy.set(eta, Uint8Array.from(scores, (s) => (s > eta ? 1 : 0)));
+    const row: GridCounts[] = [];
+    const verdictCache = new Map<string, Verdict[]>();
+    for (const c of configs) {
+      const key = `${c.thetaM}/${c.thetaV}/${c.beta}/${c.faultyMargin}`;
+      let verdicts = verdictCache.get(key);
+      if (!verdicts) {
+        verdicts = runRules(e, dims, { ...DETECT_RULE_DEFAULTS, ...o.rules, thetaM: c.thetaM, thetaV: c.thetaV, beta: c.beta, faultyMargin: c.faultyMargin }).verdicts;
+        verdictCache.set(key, verdicts);
+      }
+      const learned = learnedBy.get(c.eta)!;
+      const v = verdicts;
+      const predRules = Uint8Array.from(v, (x) => (x === 'faulty' ? 1 : 0));
+      const predTwo = Uint8Array.from(v, (x, k) => (x === 'faulty' ? 1 : x === 'ambiguous' ? learned[k] : 0));
+      row.push({
+        rules: countConfusion(labels, predRules),
+        learned: countConfusion(labels, learned),
+        two: countConfusion(labels, predTwo),
+        decided: v.filter((x) => x !== 'ambiguous').length,
+        windows: v.length,
+      });
+    }
+    counts.push(row);
+  }
+  const foldOf = (name: string, chosen: LomoConfig, c: GridCounts): LomoFold => ({
+    heldOut: name,
+    chosen,
+    windows: c.windows,
+    stages: { rules: metricsOf(c.rules), learned: metricsOf(c.learned), twoStage: metricsOf(c.two) },
+    rulesDecidedShare: round(c.decided / c.windows),
+    rulesFlagged: c.rules.tp + c.rules.fp,
+  });
+  const folds: LomoFold[] = [];
+  let pooled: GridCounts | null = null;
+  entities.forEach((e, h) => {
+    let best = 0;
+    let bestJ = -Infinity;
+    configs.forEach((_, i) => {
+      let sum: GridCounts | null = null;
+      counts.forEach((row, k) => {
+        if (k !== h) sum = sum ? addCounts(sum, row[i]) : row[i];
+      });
+      const j = lomoObjective(sum!);
+      if (j > bestJ + 1e-12) {
+        bestJ = j;
+        best = i;
+      }
+    });
+    const c = counts[h][best];
+    folds.push(foldOf(e.name, configs[best], c));
+    pooled = pooled ? addCounts(pooled, c) : c;
+  });
+  return { folds, pooled: foldOf('ALL held-out folds (pooled)', folds[0].chosen, pooled!) };
+}
+
+function lomoTable(r: { folds: LomoFold[]; pooled: LomoFold }): string {
+  const f = (x: number): string => x.toFixed(3);
+  const out = ['held out                      chosen (thetaM thetaV beta margin eta)   rules P / R / flagged / decided   learned F1 / PA   two-stage P / R / F1 / PA'];
+  for (const x of [...r.folds, r.pooled]) {
+    const c = x.chosen;
+    const s = x.stages;
+    out.push(
+      `${x.heldOut.slice(0, 29).padEnd(29)} ${(x === r.pooled ? '(per fold)' : `${c.thetaM} ${c.thetaV} ${c.beta} ${c.faultyMargin} ${c.eta}`).padEnd(40)} ` +
+        `${f(s.rules.precision)} / ${f(s.rules.recall)} / ${x.rulesFlagged} / ${f(x.rulesDecidedShare)}   ${f(s.learned.f1)} / ${f(s.learned.f1PointAdjusted)}   ` +
+        `${f(s.twoStage.precision)} / ${f(s.twoStage.recall)} / ${f(s.twoStage.f1)} / ${f(s.twoStage.f1PointAdjusted)}`,
+    );
+  }
+  return out.join('\n');
 }
 
 function round(x: number, digits = 4): number {
@@ -458,6 +657,9 @@ interface DetectArgs {
   beta?: number;
   eta?: number;
   steps?: number;
+  'theta-m'?: number;
+  'faulty-margin'?: number;
+  lomo: boolean;
 }
 
 export const detectCommand: CommandModule<object, DetectArgs> = {
@@ -466,21 +668,26 @@ export const detectCommand: CommandModule<object, DetectArgs> = {
   builder: (y: Argv) =>
     y
       .option('input', { type: 'string', demandOption: true, describe: 'SMD-style folder (train/, test/, test_label/) or NAB folder (data/, labels/)' })
-      .option('dims', { type: 'string', describe: 'comma-separated 0-based columns for the rules (default: all)' })
+      .option('dims', { type: 'string', describe: 'comma-separated 0-based columns for the rules (default: every column not constant in train)' })
       .option('json', { type: 'boolean', default: false, describe: 'print one JSON object (DESIGN.md §4)' })
       .option('window-label', { type: 'string', choices: ['any', 'last'], default: 'any', describe: "window label from row labels: 'any' row or the 'last' row" })
       .option('seed', { type: 'number', default: 1 })
       .option('entities', { type: 'string', describe: 'comma-separated entity names (file stems) to run, default all' })
-      .option('theta-v', { type: 'number', describe: 'variance-rule threshold (default 0.4)' })
-      .option('theta-r', { type: 'number', describe: 'correlation-rule threshold (default 0.4)' })
-      .option('beta', { type: 'number', describe: 'share of dimensions for the variance rule (default 0.5)' })
-      .option('eta', { type: 'number', describe: 'learned threshold on the normalised score (default 0.3)' })
+      .option('theta-v', { type: 'number', describe: `variance threshold on standardised values (default ${DETECT_RULE_DEFAULTS.thetaV})` })
+      .option('theta-r', { type: 'number', describe: `correlation-rule threshold (default ${DETECT_RULE_DEFAULTS.thetaR})` })
+      .option('beta', { type: 'number', describe: `share of dimensions for rule 1 (default ${DETECT_RULE_DEFAULTS.beta})` })
+      .option('theta-m', { type: 'number', describe: `level-shift threshold, in units of the history's own extreme (default ${DETECT_RULE_DEFAULTS.thetaM})` })
+      .option('faulty-margin', { type: 'number', describe: `rule 1 must fire at this multiple of its thresholds for faulty (default ${DETECT_RULE_DEFAULTS.faultyMargin})` })
+      .option('eta', { type: 'number', describe: `learned threshold on the normalised score (default ${DETECT_ETA})` })
+      .option('lomo', { type: 'boolean', default: false, describe: 'leave-one-entity-out check: tune rules and eta on the others, measure on each' })
       .option('steps', { type: 'number', describe: 'learned detector training steps per entity (default 120)' }) as unknown as Argv<DetectArgs>,
   handler: async (a) => {
     const rules: Partial<DeviceFilterOptions> = {};
     if (a['theta-v'] !== undefined) rules.thetaV = a['theta-v'];
     if (a['theta-r'] !== undefined) rules.thetaR = a['theta-r'];
     if (a.beta !== undefined) rules.beta = a.beta;
+    if (a['theta-m'] !== undefined) rules.thetaM = a['theta-m'];
+    if (a['faulty-margin'] !== undefined) rules.faultyMargin = a['faulty-margin'];
     const learned: Partial<VgruOptions> = {};
     if (a.eta !== undefined) learned.eta = a.eta;
     if (a.steps !== undefined) learned.steps = a.steps;
@@ -498,6 +705,11 @@ export const detectCommand: CommandModule<object, DetectArgs> = {
     // validate the input before paying for the backend
     if (!fs.existsSync(opts.input)) throw new UsageError(`--input ${opts.input}: no such folder`);
     await loadBackend();
+    if (a.lomo) {
+      const r = await runLomo(opts);
+      process.stdout.write(opts.json ? JSON.stringify(r) + '\n' : lomoTable(r) + '\n');
+      return;
+    }
     const { report, perEntity } = await runDetect(opts);
     process.stdout.write(opts.json ? JSON.stringify(report) + '\n' : table(report, perEntity) + '\n');
   },

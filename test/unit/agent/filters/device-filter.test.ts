@@ -26,6 +26,34 @@ describe('DeviceFilter', () => {
   const history = healthyRows(2000);
   const baseline = baselineFromHistory(history, N);
 
+  it('sees a level shift that leaves the variance unchanged only with level evidence (thetaM)', () => {
+    // the same healthy window, every metric moved up by 8 of its history's standard deviations
+    const window = healthyRows(T, 21);
+    const shifted = Float64Array.from(window, (v, i) => v + 8 * baseline.scale[i % N]);
+    const off = scoreWindow(shifted, baseline);
+    expect(off.varianceFired).toBe(scoreWindow(window, baseline).varianceFired);
+    expect(off.levelMax).toBe(0);
+    const on = scoreWindow(shifted, baseline, { thetaM: 2 });
+    expect(on.levelMax).toBeGreaterThan(2);
+    expect(on.varianceFired).toBe(true);
+    expect(scoreWindow(window, baseline, { thetaM: 2 }).levelMax).toBeLessThan(2);
+    expect(Array.from(baseline.levelTol!).every((x) => x >= 1 && Number.isFinite(x))).toBe(true);
+  });
+
+  it('keeps both-rules-fire windows ambiguous unless rule 1 also fires at faultyMargin x its thresholds', () => {
+    const window = healthyRows(T, 23);
+    const rng = new Rng(5);
+    // decorrelate (rule 2) and move the level by ~3 history extremes (rule 1 at thetaM = 2, not at 2 x 2)
+    const tol = baseline.levelTol!;
+    const w = Float64Array.from(window, (v, i) => v + 3 * tol[i % N] * baseline.scale[i % N] + baseline.scale[i % N] * rng.normal());
+    const plain = scoreWindow(w, baseline, { thetaM: 2, thetaV: 100 });
+    expect(plain.varianceFired && plain.corrFired).toBe(true);
+    expect(plain.verdict).toBe('faulty');
+    const strict = scoreWindow(w, baseline, { thetaM: 2, thetaV: 100, faultyMargin: 2 });
+    expect(strict.strongFired).toBe(false);
+    expect(strict.verdict).toBe('ambiguous');
+  });
+
   it('warms up for T - 1 samples, then calls healthy data healthy most of the time and never faulty', () => {
     const f = new DeviceFilter(baseline);
     const verdicts: Verdict[] = rowsOf(healthyRows(600, 7)).map((s) => f.push(s));

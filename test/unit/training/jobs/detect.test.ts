@@ -3,7 +3,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import * as zlib from 'zlib';
-import { countConfusion, metricsOf, readInput, runDetect, type DetectOptions } from '../../../../training/jobs/detect';
+import { countConfusion, metricsOf, readInput, runDetect, runLomo, windowLabels, type DetectOptions } from '../../../../training/jobs/detect';
 import { UsageError } from '../../../../shared/errors';
 import { Rng } from '../../../../shared/rng';
 import { loadBackend } from '../../../../shared/tf-backend';
@@ -61,6 +61,14 @@ describe('point-adjusted and plain confusion counts', () => {
   });
 });
 
+describe('window labels', () => {
+  it('derive from the T rows each window covers (any row, or the last row)', () => {
+    const rows = Uint8Array.from([0, 0, 1, 0, 0, 0]);
+    expect(Array.from(windowLabels(rows, 3, 'any'))).toEqual([1, 1, 1, 0]);
+    expect(Array.from(windowLabels(rows, 3, 'last'))).toEqual([1, 0, 0, 0]);
+  });
+});
+
 describe('reading detect input', () => {
   it('reads .csv and .csv.gz folders alike', () => {
     const a = readInput(makeSmdFolder());
@@ -110,6 +118,16 @@ describe('runDetect', () => {
     const b = await runDetect(options(dir));
     expect(b.report.stages).toEqual(a.report.stages);
     expect(b.report.rulesDecidedShare).toBe(a.report.rulesDecidedShare);
+  });
+
+  it('leave-one-out: one fold per entity, the setting chosen without the held-out labels', async () => {
+    const dir = makeSmdFolder();
+    for (const sub of ['train', 'test']) fs.copyFileSync(path.join(dir, sub, 'node-a.csv'), path.join(dir, sub, 'node-b.csv'));
+    fs.copyFileSync(path.join(dir, 'test_label', 'node-a.txt'), path.join(dir, 'test_label', 'node-b.txt'));
+    const r = await runLomo(options(dir));
+    expect(r.folds.map((f) => f.heldOut)).toEqual(['node-a', 'node-b']);
+    expect(r.pooled.windows).toBe(2 * (500 - 11));
+    for (const f of r.folds) expect(f.stages.twoStage.f1PointAdjusted).toBeGreaterThan(0.5);
   });
 
   it('runs on a NAB-style folder, using the first 15% of each series as history', async () => {
