@@ -19,6 +19,7 @@ import type { Placement } from '../shared/domain';
 import type { Scenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';
 import type { ModelRegistry } from './registry';
+import { HpaRecommender, type HpaOptions } from '../shared/hpa';
 
 export type OrchestrationName = 'static' | 'hpa';
 export const ORCHESTRATION_NAMES: OrchestrationName[] = ['static', 'hpa'];
@@ -62,13 +63,13 @@ export class EmulatedExecutor implements Executor {
 
 /** The hpa rule on one frame's stats; returns the new placement (a copy). */
 export class HpaRule {
-  private readonly history: [number, number][][];
+  private readonly rule: HpaRecommender;
 
   constructor(
     private readonly scenario: Scenario,
-    private readonly o = { targetUtilisation: 0.7, tolerance: 0.1, stabilisationS: 300, minReplicas: 1 },
+    options: Partial<HpaOptions> = {},
   ) {
-    this.history = scenario.services.map(() => []);
+    this.rule = new HpaRecommender(scenario.services.length, options);
   }
 
   decide(d: Placement, stats: FrameStats, nowS: number): Placement {
@@ -87,18 +88,13 @@ export class HpaRule {
     for (let w = 0; w < s.services.length; w++) {
       const svc = s.services[w];
       const current = next[w].reduce((a, b) => a + b, 0);
-      const u = stats.readyReplicaS[w] > 0 ? stats.busyReplicaS[w] / stats.readyReplicaS[w] : stats.arrivals[w] > 0 ? 1 : 0;
-      const ratio = u / this.o.targetUtilisation;
-      let desired = current;
-      if (current === 0) desired = stats.arrivals[w] > 0 ? this.o.minReplicas : 0;
-      else if (Math.abs(ratio - 1) > this.o.tolerance) desired = Math.ceil(current * ratio);
-      desired = Math.max(this.o.minReplicas, Math.min(s.maxReplicasPerService, desired));
-      const h = this.history[w];
-      h.push([nowS, desired]);
-      while (h.length > 0 && h[0][0] < nowS - this.o.stabilisationS) h.shift();
-      let stable = desired;
-      if (desired < current) for (const [, k] of h) stable = Math.max(stable, k);
-      stable = Math.min(stable, Math.max(current, desired));
+      const stable = this.rule.recommend(
+        w,
+        current,
+        { busyReplicaS: stats.busyReplicaS[w], readyReplicaS: stats.readyReplicaS[w], arrivals: stats.arrivals[w] },
+        nowS,
+        s.maxReplicasPerService,
+      );
       for (let k = current; k < stable; k++) {
         // least allocated (CPU share) node with memory for one more replica
         let best = -1;
