@@ -271,9 +271,21 @@ function scoreRing(
       for (let j = i + 1; j < N; j++) {
         let r = 0;
         if (!fi && !flat[j]) {
+          // the whole cost of the rules, O(T N^2 / 2) multiply-adds per window: 4 accumulators
           const uj = j * T;
-          for (let t = 0; t < T; t++) r += unit[ui + t] * unit[uj + t];
-          // (T is small: the loop is the whole cost, O(T N^2 / 2) multiply-adds per window)
+          let r0 = 0;
+          let r1 = 0;
+          let r2 = 0;
+          let r3 = 0;
+          let t = 0;
+          for (; t + 3 < T; t += 4) {
+            r0 += unit[ui + t] * unit[uj + t];
+            r1 += unit[ui + t + 1] * unit[uj + t + 1];
+            r2 += unit[ui + t + 2] * unit[uj + t + 2];
+            r3 += unit[ui + t + 3] * unit[uj + t + 3];
+          }
+          for (; t < T; t++) r0 += unit[ui + t] * unit[uj + t];
+          r = r0 + r1 + (r2 + r3);
           if (r > 1) r = 1;
           else if (r < -1) r = -1;
         }
