@@ -12,7 +12,7 @@ import type { ClusterView, DispatchItem, DispatchPolicy } from '../shared/policy
 import { Rng } from '../shared/rng';
 import { ActorF32, ACTOR_HIDDEN, type HeadActivation } from '../shared/nets/actor';
 import { argmaxMasked, maskedPolicyRow, sampleMasked } from '../shared/nets/masked';
-import { ObservationBuilder, type ObservationShape } from './observation';
+import { ObservationBuilder, targetBlockOf, type ObservationShape } from './observation';
 
 export type ActMode = 'sample' | 'argmax';
 
@@ -24,7 +24,7 @@ export interface DecisionRecorder {
 export interface CmmacOptions {
   shape: ObservationShape;
   queueCapPerReplica: number;
-  /** Actor weights [W1, b1, ..., Wh, bh] (kernels [in, out]). */
+  /** Actor weights [W1, b1, ..., Wh, bh] (kernels [in, out]), optionally followed by the shared target scorer's 4 arrays (shared/nets/actor.ts). */
   weights: readonly Float32Array[];
   /** @defaultValue 0 */
   version?: number;
@@ -60,7 +60,7 @@ export class CmmacDispatch implements DispatchPolicy {
     this.numActions = o.shape.numTargets;
     this.hidden = o.hidden ?? ACTOR_HIDDEN;
     this.head = o.head ?? 'relu1';
-    this.actor = new ActorF32(this.observations.dim, this.numActions, o.weights, this.hidden, this.head);
+    this.actor = new ActorF32(this.observations.dim, this.numActions, o.weights, this.hidden, this.head, targetBlockOf(o.shape));
     this._version = o.version ?? 0;
     this.mode = o.mode ?? 'argmax';
     this.ownRng = o.rng === undefined;
@@ -75,7 +75,7 @@ export class CmmacDispatch implements DispatchPolicy {
 
   /** Swap in new actor weights (e.g. from a `weights` frame or after a learner update). */
   setWeights(version: number, arrays: readonly Float32Array[]): void {
-    this.actor = new ActorF32(this.observations.dim, this.numActions, arrays, this.hidden, this.head);
+    this.actor = new ActorF32(this.observations.dim, this.numActions, arrays, this.hidden, this.head, targetBlockOf(this.observations.shape));
     this._version = version;
   }
 

@@ -8,7 +8,7 @@
  * uses) and its margin to the slack: the quantities a good dispatcher reasons with, which an MLP
  * would otherwise have to rediscover from raw queue lengths.
  *
- * Feature table (W services, T = N + 1 targets, B eAPs; dim = W + 3 + T x 12 + B):
+ * Feature table (W services, T = N + 1 targets, B eAPs; dim = W + 3 + T x 14 + B):
  *
  * | index | feature | unit | normalisation |
  * | --- | --- | --- | --- |
@@ -16,7 +16,7 @@
  * | W | slack to deadline (deadline - now) | s | / 1 s, clipped to [-1, 4] |
  * | W+1 | own eAP queue length (after this request) | requests | x / (x + 32) |
  * | W+2 | input size | MB | / 2 MB, clipped to [0, 4] |
- * | per target t, base W + 3 + 12 t: | | | |
+ * | per target t, base W + 3 + 14 t: | | | |
  * | +0 | valid (context-filter mask) | - | 0/1 |
  * | +1 | hosts a ready replica of w (d >= 1; cloud 1) | - | 0/1 |
  * | +2 | requests of w sent and not started / (queue cap x ready replicas) | - | clipped to [0, 2] |
@@ -29,19 +29,30 @@
  * | +9 | margin: slack - eta | s | / 1 s, clipped to [-2, 2] |
  * | +10 | meets the deadline (eta <= slack) | - | 0/1 |
  * | +11 | busy replicas of w / ready replicas of w | - | [0, 1] (0 if none) |
- * | W+3+12T .. +B-1 | eAP id, one-hot | - | 0/1 |
+ * | +12 | load: (requests of w not started + busy replicas of w) / ready replicas (jsq's measure) | - | x / (x + 2) |
+ * | +13 | slack / eta (how many times over the deadline would still be met) | - | clipped to [0, 4] (0 if no replica or slack <= 0) |
+ * | W+3+14T .. +B-1 | eAP id, one-hot | - | 0/1 |
+ *
+ * Features +12 and +13 (added with the `deadline-load` warm-start teacher, critic/cmmac/teacher.ts)
+ * are the quantities that teacher decides on; without them the cloned actor sent far more requests
+ * to the cloud than its teacher.
  *
  * The cloud's latency and queue are its target block (the last one).
  */
 import type { ClusterView, DispatchItem } from '../shared/policy';
 import { expectedCompletionS } from '../shared/eta';
 
-export const PER_TARGET_FEATURES = 12;
+export const PER_TARGET_FEATURES = 14;
 
 export interface ObservationShape {
   numServices: number;
   numTargets: number;
   numEaps: number;
+}
+
+/** Where the per-target blocks sit in the observation (for the actor's shared target scorer). */
+export function targetBlockOf(s: ObservationShape): { offset: number; stride: number; count: number } {
+  return { offset: s.numServices + 3, stride: PER_TARGET_FEATURES, count: s.numTargets };
 }
 
 export function observationDim(s: ObservationShape): number {
@@ -103,6 +114,9 @@ export class ObservationBuilder {
         o[p + 9] = clip(slackS - eta, -2, 2);
         o[p + 10] = eta <= slackS ? 1 : 0;
         o[p + 11] = ready > 0 ? clip(view.busyReplicas(t, w) / ready, 0, 1) : 0;
+        const load = (view.serviceQueueLen(t, w) + view.busyReplicas(t, w)) / Math.max(1, ready);
+        o[p + 12] = load / (load + 2);
+        o[p + 13] = slackS > 0 && eta > 0 ? clip(slackS / eta, 0, 4) : 0;
       } else {
         // no replica: nothing will ever run here; "never" = the clip bounds
         o[p + 8] = 4;

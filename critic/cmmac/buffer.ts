@@ -16,6 +16,8 @@ export class RolloutBuffer {
   /** decision -> index of its slot in states/rewards */
   slot: Int32Array;
   eap: Int32Array;
+  /** decision -> id of the request it dispatched (-1 unless tagged, see tagRequests) */
+  requestId: Int32Array;
   /** [(numSlots + 1) x stateDim] once finished */
   states: Float32Array;
   rewards: Float32Array;
@@ -33,6 +35,7 @@ export class RolloutBuffer {
     this.logProb = new Float32Array(capacity);
     this.slot = new Int32Array(capacity);
     this.eap = new Int32Array(capacity);
+    this.requestId = new Int32Array(capacity).fill(-1);
     this.states = new Float32Array(128 * stateDim);
     this.rewards = new Float32Array(128);
   }
@@ -62,6 +65,14 @@ export class RolloutBuffer {
     this.logProb[i] = logProb;
     this.slot[i] = this.numSlots - 1;
     this.eap[i] = eap;
+    this.requestId[i] = -1;
+  }
+
+  /** Tags the last ids.length decisions (in record order) with their request ids. */
+  tagRequests(ids: readonly number[]): void {
+    const start = this.n - ids.length;
+    if (start < 0) throw new Error('RolloutBuffer.tagRequests: more ids than decisions');
+    for (let j = 0; j < ids.length; j++) this.requestId[start + j] = ids[j];
   }
 
   /** Appends the bootstrap state s_S after the last slot. */
@@ -93,6 +104,7 @@ export class RolloutBuffer {
     this.logProb = grow(this.logProb, cap);
     this.slot = grow(this.slot, cap);
     this.eap = grow(this.eap, cap);
+    this.requestId = grow(this.requestId, cap);
   }
 }
 

@@ -9,7 +9,7 @@ import * as os from 'os';
 import * as path from 'path';
 import Database from 'better-sqlite3';
 import { loadScenario } from '../../shared/scenario';
-import { loadCmmacFromDb } from '../../training/jobs/checkpoint';
+import { loadActorFile, loadCmmacFromDb, loadDefaultCmmac } from '../../training/jobs/checkpoint';
 
 const ROOT = path.join(__dirname, '..', '..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
@@ -40,7 +40,7 @@ describe('kais train (smoke, tiny scenario)', () => {
 
   it('trains two frames and writes config, weights and per-frame metrics to SQLite', () => {
     const out = path.join(tmp, 'a.db');
-    const r = kais(...base, '--frames', '2', '--out', out);
+    const r = kais(...base, '--frames', '2', '--out', out, '--export-actor', path.join(tmp, 'a.bin'));
     expect(r.stderr).toMatch(/frame 2\/2 \[rl\]/);
     expect(r.code).toBe(0);
     const summary = JSON.parse(r.stdout);
@@ -49,6 +49,13 @@ describe('kais train (smoke, tiny scenario)', () => {
     const policy = loadCmmacFromDb(out, loadScenario('tiny'));
     expect(policy.name).toBe('cmmac');
     expect(policy.version).toBe(2);
+    // the exported actor (what models/ ships) loads as a policy of the same scenario only
+    const exported = loadActorFile(path.join(tmp, 'a.bin'), loadScenario('tiny'));
+    expect(exported.name).toBe('cmmac');
+    expect(() => loadActorFile(path.join(tmp, 'a.bin'), loadScenario('small'))).toThrow(/trained on scenario "tiny"/);
+    expect(loadDefaultCmmac(loadScenario('tiny'))).toBeNull();
+    // the model shipped for kais (models/kais-cmmac.bin, docs/cmmac.md) fits the current scenario
+    expect(loadDefaultCmmac(loadScenario('kais'))?.name).toBe('cmmac');
   });
 
   it('resumes a stopped run and ends at the same numbers as an uninterrupted one', () => {

@@ -16,6 +16,7 @@
  * shape) throws UsageError with one line naming the file.
  */
 import * as fs from 'fs';
+import { join as pathJoin } from 'path';
 import Database from 'better-sqlite3';
 import { UsageError } from '../../shared/errors';
 import { packWeights, weightsFromBytes, weightsToBytes } from '../../shared/protocol/weights';
@@ -24,7 +25,7 @@ import { topologyOf } from '../../shared/scenario';
 import { hashString } from '../../shared/rng';
 import { CmmacDispatch, type ActMode } from '../../agent/actor-policy';
 import { observationDim } from '../../agent/observation';
-import type { HeadActivation } from '../../shared/nets/actor';
+import { actorArrayCount, type HeadActivation } from '../../shared/nets/actor';
 
 export const CHECKPOINT_FORMAT = 'kais-train-v1';
 
@@ -118,16 +119,28 @@ export class CheckpointDb {
     })();
   }
 
-  /** Writes a checkpoint and the metrics of the frames it covers, atomically. */
-  writeCheckpoint(c: CheckpointRow, metrics: { frame: number; json: unknown }[]): void {
+  /** A JSON meta value (e.g. 'best': the best held-out evaluation), or null. */
+  meta<T>(key: string): T | null {
+    try {
+      const row = this.db.prepare('SELECT value FROM meta WHERE key = ?').get(key) as { value: string } | undefined;
+      return row ? (JSON.parse(row.value) as T) : null;
+    } catch (e) {
+      throw bad(this.path, oneLine(e));
+    }
+  }
+
+  /** Writes a checkpoint, the metrics of the frames it covers and meta values, atomically. */
+  writeCheckpoint(c: CheckpointRow, metrics: { frame: number; json: unknown }[], meta: Record<string, unknown> = {}): void {
     const actor = weightsToBytes(packWeights(c.actor.map((data, i) => ({ data, shape: c.actorShapes[i] })), c.state.weightVersion));
     const critic = weightsToBytes(packWeights(c.critic.map((data, i) => ({ data, shape: c.criticShapes[i] })), c.state.weightVersion));
     const adam = weightsToBytes(packWeights(c.adam.map((data, i) => ({ data, shape: c.adamShapes[i] })), c.state.weightVersion));
     const putC = this.db.prepare('INSERT OR REPLACE INTO checkpoints (episode, frame, actor, critic, adam, state) VALUES (?, ?, ?, ?, ?, ?)');
     const putM = this.db.prepare('INSERT OR REPLACE INTO metrics (frame, json) VALUES (?, ?)');
+    const putMeta = this.db.prepare('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)');
     this.db.transaction(() => {
       putC.run(c.episode, c.frame, actor, critic, adam, JSON.stringify(c.state));
       for (const m of metrics) putM.run(m.frame, JSON.stringify(m.json));
+      for (const [k, v] of Object.entries(meta)) putMeta.run(k, JSON.stringify(v));
     })();
   }
 
@@ -194,19 +207,23 @@ interface StoredConfig {
 /**
  * A trained `cmmac` dispatcher from a `kais train` file, for `scenario` (must be the one it was
  * trained on). `mode`: 'argmax' (default) or 'sample' (seeded per episode by reset()). `maxFrame`:
- * the newest checkpoint with at most that many frames trained (default: the newest).
+ * the newest checkpoint with at most that many frames trained; default: the checkpoint of the best
+ * held-out evaluation when the run evaluated (`--eval-every`), else the newest. `which: 'latest'`
+ * ignores the best evaluation.
  */
-export function loadCmmacFromDb(path: string, scenario: Scenario, options: { mode?: ActMode; maxFrame?: number } = {}): CmmacDispatch {
+export function loadCmmacFromDb(path: string, scenario: Scenario, options: { mode?: ActMode; maxFrame?: number; which?: 'best' | 'latest' } = {}): CmmacDispatch {
   const db = CheckpointDb.open(path, 'read');
   try {
     const cfg = db.config<StoredConfig>();
     if (!cfg) throw bad(path, 'no config row');
     checkScenario(path, cfg, scenario);
-    const ck = db.latest(options.maxFrame);
+    const best = options.maxFrame === undefined && options.which !== 'latest' ? db.meta<{ frame: number }>('best') : null;
+    const ck = db.latest(options.maxFrame ?? best?.frame);
     if (!ck) throw bad(path, options.maxFrame === undefined ? 'no checkpoint written yet' : `no checkpoint at or before frame ${options.maxFrame}`);
     const topo = topologyOf(scenario);
     const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
-    if (ck.actorShapes[0]?.[0] !== observationDim(shape) || ck.actorShapes[ck.actorShapes.length - 1]?.[0] !== shape.numTargets) {
+    const headBias = ck.actorShapes[actorArrayCount() - 1];
+    if (ck.actorShapes[0]?.[0] !== observationDim(shape) || headBias?.[0] !== shape.numTargets) {
       throw bad(path, `actor shapes do not fit scenario ${scenario.name}`);
     }
     return new CmmacDispatch({
@@ -232,4 +249,51 @@ export function checkScenario(path: string, cfg: { scenarioFingerprint: string; 
       'KAIS_ERR_CHECKPOINT',
     );
   }
+}
+
+/** The `.json` written next to an exported actor (`kais train --export-actor`). */
+interface ExportedActorMeta {
+  scenario: string;
+  scenarioFingerprint: string;
+  head: HeadActivation;
+  obsDim: number;
+  numActions: number;
+}
+
+/** Folders searched for shipped models: `models/` at the package root, from source or from dist/. */
+export function modelDirs(): string[] {
+  return [pathJoin(__dirname, '..', '..', 'models'), pathJoin(__dirname, '..', '..', '..', 'models')];
+}
+
+/**
+ * A `cmmac` dispatcher from an exported actor (`<file>` weights + `<file>.json`), checked against
+ * the scenario. Throws UsageError (one line) when it is unreadable or made for something else.
+ */
+export function loadActorFile(file: string, scenario: Scenario, options: { mode?: ActMode } = {}): CmmacDispatch {
+  let meta: ExportedActorMeta;
+  let arrays: Float32Array[];
+  try {
+    meta = JSON.parse(fs.readFileSync(`${file}.json`, 'utf8')) as ExportedActorMeta;
+    arrays = weightsFromBytes(fs.readFileSync(file)).tensors;
+  } catch (e) {
+    throw bad(file, oneLine(e));
+  }
+  checkScenario(file, meta, scenario);
+  const topo = topologyOf(scenario);
+  const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
+  if (meta.obsDim !== observationDim(shape) || meta.numActions !== shape.numTargets) throw bad(file, `actor shapes do not fit scenario ${scenario.name}`);
+  return new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights: arrays, mode: options.mode ?? 'argmax', head: meta.head });
+}
+
+/**
+ * The model the project ships for a scenario (`models/<scenario>-cmmac.bin`, made by the command in
+ * docs/cmmac.md), or null when none ships. A shipped file that does not fit (the scenario changed
+ * since it was trained, or it is corrupt) throws UsageError with one line.
+ */
+export function loadDefaultCmmac(scenario: Scenario, options: { mode?: ActMode } = {}): CmmacDispatch | null {
+  for (const dir of modelDirs()) {
+    const file = pathJoin(dir, `${scenario.name}-cmmac.bin`);
+    if (fs.existsSync(file) && fs.existsSync(`${file}.json`)) return loadActorFile(file, scenario, options);
+  }
+  return null;
 }

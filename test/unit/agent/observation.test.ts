@@ -13,7 +13,7 @@ function busyEnv(name: string) {
 }
 
 describe('observation builder', () => {
-  it('has W + 3 + 12 T + B features', () => {
+  it('has W + 3 + 14 T + B features', () => {
     expect(observationDim({ numServices: 30, numTargets: 41, numEaps: 5 })).toBe(30 + 3 + 41 * PER_TARGET_FEATURES + 5);
   });
 

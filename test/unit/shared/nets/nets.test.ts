@@ -97,6 +97,36 @@ describe('actor and critic networks', () => {
     actor.dispose();
   });
 
+  it('adds the shared target scorer identically in both implementations; a fresh one changes nothing', () => {
+    // 3 targets of 4 features each at offset 2 of a 16-feature observation
+    const block = { offset: 2, stride: 4, count: 3 };
+    const plain = new ActorNet(16, 3, new Rng(21), [16, 8], 'softplus1');
+    const scored = new ActorNet(16, 3, new Rng(21), [16, 8], 'softplus1', block);
+    expect(scored.getWeights().shapes.slice(-4)).toEqual([[4, 16], [16], [16, 1], [1]]);
+    const x = randomObs(new Rng(22), 5, 16);
+    const p0 = tf.tidy(() => plain.scores(tf.tensor2d(x, [5, 16])).dataSync() as Float32Array);
+    const s0 = tf.tidy(() => scored.scores(tf.tensor2d(x, [5, 16])).dataSync() as Float32Array);
+    for (let i = 0; i < p0.length; i++) expect(s0[i]).toBeCloseTo(p0[i], 5);
+    // non-zero scorer output layer: both implementations agree
+    const w = scored.getWeights().arrays.map((a, i, all) => (i >= all.length - 2 ? a.map((_, j) => 0.3 * ((j % 3) - 1) + 0.05) : a));
+    scored.setWeights(w);
+    const ref = tf.tidy(() => scored.scores(tf.tensor2d(x, [5, 16])).dataSync() as Float32Array);
+    const fast = new ActorF32(16, 3, w, [16, 8], 'softplus1', block);
+    expect(fast.hasTargetScorer).toBe(true);
+    const got = fast.scores(x, 5);
+    let differs = false;
+    for (let i = 0; i < ref.length; i++) {
+      expect(got[i]).toBeCloseTo(ref[i], 4);
+      differs ||= Math.abs(ref[i] - p0[i]) > 1e-3;
+    }
+    expect(differs).toBe(true);
+    // an actor without the scorer's arrays still loads with a block given (older checkpoints)
+    expect(new ActorF32(16, 3, plain.getWeights().arrays, [16, 8], 'softplus1', block).hasTargetScorer).toBe(false);
+    expect(() => plain.setWeights(w)).toThrow(TypeError);
+    plain.dispose();
+    scored.dispose();
+  });
+
   it('round-trips weights through getWeights and setWeights and refuses a wrong shape', () => {
     const a = new ActorNet(6, 3, new Rng(10));
     const b = new ActorNet(6, 3, new Rng(11));
