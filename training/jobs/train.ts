@@ -379,6 +379,8 @@ async function run(
     const epMetrics: FrameMetrics[] = [];
     let frameStart = 0;
     let bcLoss = 0;
+    /** credit 'request': index of the first decision the actor sampled in this episode's buffer */
+    let rlStart = -1;
 
     for (let fi = 0; fi < epFrames; fi++) {
       const tf0 = performance.now();
@@ -388,6 +390,7 @@ async function run(
       let lastSlot = -1;
       let teamReward = 0;
       policy.recorder = bc ? null : buf;
+      if (!bc && rlStart < 0) rlStart = buf.n;
       while (!env.isDone && env.slotIndex < frameEnd) {
         // SIM: a new decision slot starts: remember s_t for the critic
         if (env.slotIndex !== lastSlot) {
@@ -458,6 +461,8 @@ async function run(
           m['losses/value'] = round(learner.fitCriticRequests(buf, outcome), 5);
         } else {
           learner.setLearningRate(config.lr);
+          // an episode that started with cloning frames: only the actor's own samples are on-policy
+          outcome.fill(Number.NaN, 0, Math.max(0, rlStart));
           const st = learner.updateRequests(buf, outcome, { teamShare: config.teamShare, clip: config.clip, epochs: config.ppoEpochs, targetKl: config.targetKl });
           m['losses/value'] = round(st.vLoss, 5);
           m['losses/policy'] = round(st.pgLoss, 5);
@@ -477,6 +482,7 @@ async function run(
       }
       if (learnNow) {
         buf.clear();
+        rlStart = -1;
         policy.setWeights(++weightVersion, actor.getWeights().arrays);
       }
       m.wallS = round((performance.now() - tf0) / 1000, 3);
