@@ -22,7 +22,7 @@ import type { WorkloadName } from '../workload';
 import { writePlot } from './plot';
 import { runEpisode, type PolicyResult } from './rollout';
 
-/** Heuristic pairs worth comparing (the default of --policies). */
+/** Heuristic pairs worth comparing (the default of --policies, with cmmac/hpa when a model ships). */
 export const DEFAULT_POLICIES = [
   'random/static',
   'round-robin/hpa',
@@ -94,6 +94,18 @@ function makeAnyDispatch(name: string, scenario: Scenario, checkpoint: string | 
   return shipped;
 }
 
+/** The heuristic pairs, plus cmmac/hpa when the project ships a model that fits the scenario. */
+function defaultPolicies(scenario: Scenario): string[] {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const ck = require('./checkpoint') as { loadDefaultCmmac?: (s: Scenario) => DispatchPolicy | null };
+    if (ck.loadDefaultCmmac?.(scenario)) return ['cmmac/hpa', ...DEFAULT_POLICIES];
+  } catch {
+    // a shipped model for another version of this scenario: the heuristics alone
+  }
+  return DEFAULT_POLICIES;
+}
+
 function positiveInt(flag: string, v: unknown): number {
   if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) throw new UsageError(`${flag}: must be a positive integer, got ${String(v)}`);
   return v;
@@ -110,7 +122,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
   const frames = positiveInt('--frames', a.frames);
   if (!Number.isInteger(a.seed)) throw new UsageError(`--seed: must be an integer, got ${String(a.seed)}`);
   const scenario = loadScenario(a.scenario);
-  const pairs = (a.policies ?? DEFAULT_POLICIES.join(','))
+  const pairs = (a.policies ?? defaultPolicies(scenario).join(','))
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s.length > 0);
