@@ -128,7 +128,8 @@ export class EdgeCloudEnv {
       illegalAction: 'throw',
       rewardEpsilon: 1,
       deviceFilters: false,
-      ...options,
+      // an option passed as undefined keeps its default (a plain spread would overwrite it)
+      ...(Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as EnvOptions),
     };
     if (!Number.isInteger(options.frames) || options.frames < 1) {
       throw new TypeError(`EdgeCloudEnv: expected frames to be a positive integer, but got ${options.frames}`);
@@ -424,8 +425,10 @@ export class EdgeCloudEnv {
         return this.req.eapArriveS[i];
       case 'edf':
         return this.req.deadlineS[i];
-      default:
+      case 'discounted':
         return slackKey(this.predictedSlack(i));
+      default:
+        throw new TypeError(`EdgeCloudEnv: unknown eapDequeue ${String(this.opts.eapDequeue)}`);
     }
   }
 
@@ -441,12 +444,13 @@ export class EdgeCloudEnv {
         return this.req.targetArriveS[i];
       case 'edf':
         return this.req.deadlineS[i];
-      default: {
+      case 'discounted': {
         const c = this.cluster;
         const slack = this.req.deadlineS[i] - c.now - c.meanProcS[t * c.numServices + this.req.service[i]] - c.net.returnS(this.req.eap[i], t);
         return slack >= 0 ? this.req.deadlineS[i] : 1e9 + this.req.deadlineS[i];
       }
     }
+    throw new TypeError(`EdgeCloudEnv: unknown nodeDequeue ${String(this.opts.nodeDequeue)}`);
   }
 
   private onTargetArrive(i: number, t: number, time: number): void {

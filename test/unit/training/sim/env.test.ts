@@ -174,3 +174,12 @@ describe('RequestQueue', () => {
     expect(out).toEqual([3, 1, 10, 0, 4]);
   });
 });
+
+describe('EdgeCloudEnv options', () => {
+  it('keeps the default queue order (edf) when an option is passed as undefined', () => {
+    const a = run(new EdgeCloudEnv(scenario(), { requests: [req(0, 0, 2, 10), req(1, 0, 0.1, 0.6)], frames: 4, eapDequeue: undefined, nodeDequeue: undefined }));
+    const b = run(new EdgeCloudEnv(scenario(), { requests: [req(0, 0, 2, 10), req(1, 0, 0.1, 0.6)], frames: 4, eapDequeue: 'edf', nodeDequeue: 'edf' }));
+    expect(a.outcome).toEqual(b.outcome);
+    expect(a.outcome.completedInTime).toBe(2); // edf serves the urgent request first
+  });
+});
