@@ -19,7 +19,7 @@
  */
 import type { ClusterView } from '../shared/policy';
 import type { Scenario } from '../shared/scenario';
-import { topologyOf } from '../shared/scenario';
+import { capacityArrays, topologyOf } from '../shared/scenario';
 import { discounted } from '../shared/dequeue';
 import type { PlacementBody } from '../shared/protocol/envelope';
 import type { TargetLoad } from './proxy';
@@ -82,16 +82,11 @@ export class LocalClusterView implements ClusterView {
     this.unhealthyUntilS = new Float64Array(T);
     this.repWaiting = new Int32Array(T * W);
     this.repBusy = new Int32Array(T * W);
-    this.cpu = new Float64Array(T);
-    this.mem = new Float64Array(T);
-    scenario.eaps.flatMap((e) => e.nodes).forEach((n, i) => {
-      this.cpu[i] = n.cpuCores;
-      this.mem[i] = n.memGB;
-    });
-    this.cpu[this.cloudTarget] = scenario.cloud.vms * scenario.cloud.vcpuPerVm;
-    this.mem[this.cloudTarget] = scenario.cloud.vms * scenario.cloud.memGBPerVm;
-    this.svcCpu = Float64Array.from(scenario.services.map((s) => s.cpuCores));
-    this.svcMem = Float64Array.from(scenario.services.map((s) => s.memGB));
+    const cap = capacityArrays(scenario);
+    this.cpu = cap.cpu;
+    this.mem = cap.mem;
+    this.svcCpu = cap.svcCpu;
+    this.svcMem = cap.svcMem;
     for (let t = 0; t < T; t++) for (let w = 0; w < W; w++) this.meanProcS[t * W + w] = this.nominalProcS(w);
     // network, as training/sim/latency.ts: latency + size / bandwidth per link class
     const net = scenario.network;

@@ -203,3 +203,25 @@ export function topologyOf(s: Scenario): { numEaps: number; numNodes: number; nu
   s.eaps.forEach((e, b) => e.nodes.forEach(() => nodeEap.push(b)));
   return { numEaps: s.eaps.length, numNodes: nodeEap.length, numServices: s.services.length, nodeEap };
 }
+
+/**
+ * Capacity arrays indexed by dispatch target (0..numNodes-1 edge nodes, numNodes the cloud as one
+ * pool) and by service, for the ClusterView implementations (simulator and agent).
+ */
+export function capacityArrays(s: Scenario): { cpu: Float64Array; mem: Float64Array; svcCpu: Float64Array; svcMem: Float64Array } {
+  const nodes = s.eaps.flatMap((e) => e.nodes);
+  const cpu = new Float64Array(nodes.length + 1);
+  const mem = new Float64Array(nodes.length + 1);
+  nodes.forEach((n, i) => {
+    cpu[i] = n.cpuCores;
+    mem[i] = n.memGB;
+  });
+  cpu[nodes.length] = s.cloud.vms * s.cloud.vcpuPerVm;
+  mem[nodes.length] = s.cloud.vms * s.cloud.memGBPerVm;
+  return {
+    cpu,
+    mem,
+    svcCpu: Float64Array.from(s.services.map((x) => x.cpuCores)),
+    svcMem: Float64Array.from(s.services.map((x) => x.memGB)),
+  };
+}

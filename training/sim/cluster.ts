@@ -14,7 +14,7 @@
 import type { Request } from '../../shared/domain';
 import type { ClusterView } from '../../shared/policy';
 import type { Scenario } from '../../shared/scenario';
-import { topologyOf } from '../../shared/scenario';
+import { capacityArrays, topologyOf } from '../../shared/scenario';
 import { Network } from './latency';
 import { RequestQueue } from './queue';
 
@@ -76,14 +76,9 @@ export class Cluster implements ClusterView {
     this.scaleNodesPerFrame = scenario.scaleNodesPerFrame;
     const T = this.numTargets;
     const W = this.numServices;
-    this.cpu = new Float64Array(T);
-    this.mem = new Float64Array(T);
-    scenario.eaps.flatMap((e) => e.nodes).forEach((n, i) => {
-      this.cpu[i] = n.cpuCores;
-      this.mem[i] = n.memGB;
-    });
-    this.cpu[this.cloudTarget] = scenario.cloud.vms * scenario.cloud.vcpuPerVm;
-    this.mem[this.cloudTarget] = scenario.cloud.vms * scenario.cloud.memGBPerVm;
+    const cap = capacityArrays(scenario);
+    this.cpu = cap.cpu;
+    this.mem = cap.mem;
     this.freeCpu = new Float64Array(T);
     this.usedMem = new Float64Array(T);
     this.waiting = new Int32Array(T);
@@ -100,8 +95,8 @@ export class Cluster implements ClusterView {
     this.pendingByService = new Int32Array(T * W);
     this.meanProcS = new Float64Array(T * W);
     this.meanQueueS = new Float64Array(T);
-    this.svcCpu = Float64Array.from(scenario.services.map((s) => s.cpuCores));
-    this.svcMem = Float64Array.from(scenario.services.map((s) => s.memGB));
+    this.svcCpu = cap.svcCpu;
+    this.svcMem = cap.svcMem;
     this.eapQueueLens = new Int32Array(this.numEaps);
     this.reset();
   }
