@@ -54,7 +54,11 @@ export function renderSvg(title: string, series: Series[], xLabel = 'frame', yLa
   out.push(`<text x="16" y="${top + ph / 2}" text-anchor="middle" transform="rotate(-90 16 ${top + ph / 2})">${esc(yLabel)}</text>`);
   series.forEach((s, k) => {
     const color = COLORS[k % COLORS.length];
-    const pts = s.values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(' ');
+    // non-finite values (e.g. frames without an evaluation) are skipped, the line joins the rest
+    const pts = s.values
+      .map((v, i) => (Number.isFinite(v) ? `${x(i).toFixed(1)},${y(v).toFixed(1)}` : ''))
+      .filter((p) => p !== '')
+      .join(' ');
     out.push(`<polyline fill="none" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''} points="${pts}"/>`);
     const ly = top + 8 + k * 18;
     out.push(`<line x1="${left + pw + 16}" y1="${ly}" x2="${left + pw + 40}" y2="${ly}" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/>`);

@@ -44,6 +44,7 @@ import { DEQUEUE_NAMES, type DequeueName } from '../../shared/dequeue';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES, type WorkloadName } from '../workload';
 import { makeDispatch, makeOrchestration } from '../baselines/registry';
 import { runEpisode } from './rollout';
+import { writePlot } from './plot';
 import { CheckpointDb, checkScenario, scenarioFingerprint } from './checkpoint';
 import { packWeights, weightsToBytes } from '../../shared/protocol/weights';
 
@@ -696,8 +697,11 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
       .option('init-from', { type: 'string', describe: "start from another run's latest checkpoint (same scenario)" })
       .option('out', { type: 'string', default: TRAIN_DEFAULTS.out, describe: 'SQLite checkpoint file' })
       .option('resume', { type: 'boolean', default: false, describe: 'continue the run stored in --out' })
-      .option('json', { type: 'boolean', default: false, describe: 'print the result as JSON on stdout' }) as unknown as Argv<TrainOptions>,
+      .option('json', { type: 'boolean', default: false, describe: 'print the result as JSON on stdout' })
+      .option('plot', { type: 'string', describe: 'learning curve (.svg or .png): throughput rate per frame next to jsq/hpa and lec/hpa' }) as unknown as Argv<TrainOptions>,
   handler: async (argv) => {
+    const plotFile = (argv as unknown as { plot?: string }).plot;
+    if (plotFile !== undefined && !/\.(svg|png)$/i.test(plotFile)) throw new UsageError(`--plot: ${plotFile}: the file must end in .svg or .png`);
     const r = await train(
       {
         scenario: argv.scenario,
@@ -748,7 +752,49 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
       wallS: r.wallS,
       framesPerS: r.framesPerS,
     };
+    if (plotFile) writeLearningCurve(plotFile, r.metrics, argv);
     if (argv.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
     else process.stdout.write(`trained ${summary.frames} frames in ${summary.wallS} s -> ${summary.out}\n`);
   },
 };
+
+/**
+ * The learning curve: throughput rate of each training frame and of the held-out evaluations,
+ * next to jsq/hpa and lec/hpa run on one episode of the same length, workload, dequeue and seed
+ * (dashed: the level a heuristic reaches on this workload, frame by frame).
+ */
+function writeLearningCurve(file: string, metrics: FrameMetrics[], o: TrainOptions): void {
+  const scenario = loadScenario(o.scenario);
+  const frames = Math.max(1, metrics.length);
+  const requests = buildRequests({
+    scenario,
+    workload: o.workload,
+    tracePath: o.trace ?? null,
+    seed: o.seed,
+    load: o.load,
+    durationS: frames * scenario.slotsPerFrame * scenario.slotS,
+  });
+  const baseline = (d: string, orch: string) =>
+    runEpisode({
+      scenario,
+      requests,
+      frames,
+      seed: o.seed,
+      dispatch: makeDispatch(d, scenario),
+      orchestration: makeOrchestration(orch, scenario),
+      eapDequeue: o.dequeue,
+      nodeDequeue: o.dequeue,
+    }).throughputPerFrame;
+  writePlot(
+    file,
+    `kais train on ${scenario.name}: throughput rate per frame`,
+    [
+      { name: 'cmmac (training)', values: metrics.map((m) => m['charts/throughputRate']) },
+      { name: 'cmmac (held-out eval)', values: metrics.map((m) => m['charts/evalThroughputRate'] ?? NaN) },
+      { name: 'jsq/hpa', values: baseline('jsq', 'hpa'), dashed: true },
+      { name: 'lec/hpa', values: baseline('lec', 'hpa'), dashed: true },
+    ],
+    'frame',
+    'throughput rate',
+  );
+}
