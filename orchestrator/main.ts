@@ -105,10 +105,16 @@ export interface RunningOrchestrator {
   close(): Promise<void>;
 }
 
-/** Loads the actor weights of a `kais train` checkpoint (loads the training code lazily). */
+/** Loads the actor weights of a `kais train` checkpoint or an exported actor file (loads the training code lazily). */
 function checkpointActor(path: string): WeightTensor[] {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { CheckpointDb } = require('../training/jobs/checkpoint') as typeof import('../training/jobs/checkpoint');
+  const ckm = require('../training/jobs/checkpoint') as typeof import('../training/jobs/checkpoint');
+  if (ckm.isActorFile(path)) {
+    // an exported actor (e.g. the shipped models/<scenario>-cmmac.bin)
+    const a = ckm.readActorFile(path);
+    return a.tensors.map((data, i) => ({ shape: a.shapes[i], data }));
+  }
+  const { CheckpointDb } = ckm;
   const db = CheckpointDb.open(path, 'read');
   try {
     const ck = db.latest();

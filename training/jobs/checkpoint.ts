@@ -285,6 +285,31 @@ export function loadActorFile(file: string, scenario: Scenario, options: { mode?
   return new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights: arrays, mode: options.mode ?? 'argmax', head: meta.head });
 }
 
+/** Path of the model the project ships for a scenario, or null. */
+export function defaultModelPath(scenario: Scenario): string | null {
+  for (const dir of modelDirs()) {
+    const file = pathJoin(dir, `${scenario.name}-cmmac.bin`);
+    if (fs.existsSync(file) && fs.existsSync(`${file}.json`)) return file;
+  }
+  return null;
+}
+
+/** Actor tensors (with shapes) and head of an exported actor file, for publishing as weights. */
+export function readActorFile(file: string): { shapes: number[][]; tensors: Float32Array[]; head: HeadActivation } {
+  try {
+    const meta = JSON.parse(fs.readFileSync(`${file}.json`, 'utf8')) as ExportedActorMeta;
+    const body = weightsFromBytes(fs.readFileSync(file));
+    return { shapes: body.shapes, tensors: body.tensors, head: meta.head };
+  } catch (e) {
+    throw bad(file, oneLine(e));
+  }
+}
+
+/** True when `file` is an exported actor (has its .json sidecar) rather than a kais train database. */
+export function isActorFile(file: string): boolean {
+  return fs.existsSync(`${file}.json`);
+}
+
 /**
  * The model the project ships for a scenario (`models/<scenario>-cmmac.bin`, made by the command in
  * docs/cmmac.md), or null when none ships. A shipped file that does not fit (the scenario changed

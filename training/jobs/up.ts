@@ -30,7 +30,7 @@ import type { Request } from '../../shared/domain';
 import { UsageError } from '../../shared/errors';
 import { loadScenario, topologyOf, type Scenario } from '../../shared/scenario';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../workload';
-import { CheckpointDb } from './checkpoint';
+import { CheckpointDb, defaultModelPath, isActorFile, readActorFile } from './checkpoint';
 
 interface UpArgs {
   duration: number;
@@ -182,8 +182,19 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   // The weights frame does not say which actor head the weights were trained with; the agents
   // are told here from the checkpoint's config (protocol change requested: carry it in `weights`).
   let actorHead = 'softplus1';
-  if (a.checkpoint) {
-    const db = CheckpointDb.open(a.checkpoint, 'read');
+  // without --checkpoint, the learned policy the project ships for the scenario, when there is one
+  let checkpoint = a.checkpoint;
+  if (!checkpoint) {
+    const shipped = defaultModelPath(scenario);
+    if (shipped) {
+      checkpoint = shipped;
+      log(`using the shipped model ${shipped}`);
+    }
+  }
+  if (checkpoint && isActorFile(checkpoint)) {
+    actorHead = readActorFile(checkpoint).head;
+  } else if (checkpoint) {
+    const db = CheckpointDb.open(checkpoint, 'read');
     try {
       actorHead = db.config<{ head?: string }>()?.head ?? 'relu1';
     } finally {
@@ -232,7 +243,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         orchestration: a.orchestration,
         speed: a.speed,
         executor: nodeReady.admin,
-        checkpoint: a.checkpoint ? path.resolve(a.checkpoint) : null,
+        checkpoint: checkpoint ? path.resolve(checkpoint) : null,
       }),
     );
     const dbFile = path.join(dir, 'orchestrator.db');
@@ -465,7 +476,7 @@ export const upCommand: CommandModule<object, UpArgs> = {
       .option('seed', { type: 'number', default: 1, describe: 'workload seed' })
       .option('load', { type: 'number', default: 1, describe: 'multiplier on the arrival rate' })
       .option('orchestration', { type: 'string', default: 'static', describe: 'placement policy: static or hpa' })
-      .option('checkpoint', { type: 'string', describe: 'kais train checkpoint: its actor is published as weights v1' })
+      .option('checkpoint', { type: 'string', describe: 'kais train checkpoint or exported actor (.bin): its actor is published as weights v1 (default: the model shipped for the scenario)' })
       .option('restart-orchestrator', { type: 'boolean', default: true, describe: 'restart the orchestrator if it dies' })
       .option('verbose', { type: 'boolean', default: false, describe: "forward the processes' logs to stderr" }) as unknown as Argv<UpArgs>,
   handler: async (argv: ArgumentsCamelCase<UpArgs>) => {
