@@ -7,15 +7,14 @@
  * config names a `kais train` checkpoint; otherwise none (agents use their heuristic fallback).
  * After a restart the stored latest version is served as is.
  *
- * NOT DONE: the online learner. Experience is stored (bounded ring) but no critic/actor update runs
- * and no new weight versions are produced during a run; `learner` in the config is refused unless
- * 'none'. See docs/runtime.md.
+ * There is no online learner yet: experience is stored (bounded ring) but no critic/actor update
+ * runs and no new weight versions are produced during a run (docs/runtime.md, issue 4).
  *
  * Config file (JSON), every field optional except none:
  * `{"scenario": "kais", "orchestration": "static"|"hpa", "token": "", "agentTokens": {"0": "..."},
  *   "frameS": <scenario seconds per frame, default slotS x slotsPerFrame>, "speed": 1,
- *   "executor": null | "http://<kais node admin>", "checkpoint": null | "<kais train db>",
- *   "actorHead": "relu1", "heartbeatMs": 5000, "learner": "none"}`
+ *   "executor": null | "http://<kais node admin>", "checkpoint": null | "<kais train db or actor .bin>",
+ *   "actorHead": "relu1", "heartbeatMs": 5000}`
  */
 import * as fs from 'node:fs';
 import type { Placement } from '../shared/domain';
@@ -54,7 +53,7 @@ export function readConfig(file: string): OrchestratorConfig {
   const fail = (field: string, why: string): never => {
     throw new UsageError(`${file}: field "${field}" ${why}`);
   };
-  const known = ['scenario', 'orchestration', 'token', 'agentTokens', 'frameS', 'speed', 'executor', 'checkpoint', 'heartbeatMs', 'learner', 'actorHead'];
+  const known = ['scenario', 'orchestration', 'token', 'agentTokens', 'frameS', 'speed', 'executor', 'checkpoint', 'heartbeatMs', 'actorHead'];
   for (const k of Object.keys(o)) if (!known.includes(k)) fail(k, `is not a config field (known: ${known.join(', ')})`);
   const str = (k: string, d: string): string => (o[k] === undefined ? d : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string'));
   const strOrNull = (k: string): string | null => (o[k] === undefined || o[k] === null ? null : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string or null'));
@@ -65,8 +64,6 @@ export function readConfig(file: string): OrchestratorConfig {
   const scenario = loadScenario(str('scenario', 'kais'));
   const orchestration = str('orchestration', 'static');
   if (!(ORCHESTRATION_NAMES as string[]).includes(orchestration)) fail('orchestration', `must be one of ${ORCHESTRATION_NAMES.join(', ')} (gpg is not wired in yet)`);
-  const learner = str('learner', 'none');
-  if (learner !== 'none') fail('learner', `"${learner}": the online learner is not implemented yet; only "none"`);
   const agentTokens: Record<number, string> = {};
   if (o.agentTokens !== undefined) {
     if (typeof o.agentTokens !== 'object' || o.agentTokens === null) fail('agentTokens', 'must be an object {eapId: token}');

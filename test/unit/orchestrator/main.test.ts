@@ -23,7 +23,7 @@ describe('readConfig', () => {
     [{ orchestration: 'gpg' }, /field "orchestration" must be one of static, hpa/],
     [{ frameS: -1 }, /field "frameS" must be a positive number/],
     [{ executor: 'ftp://x' }, /field "executor" must be an http:\/\/ URL/],
-    [{ learner: 'cmmac' }, /field "learner" .*not implemented/],
+    [{ learner: 'cmmac' }, /field "learner" is not a config field/],
     [{ colour: 'red' }, /field "colour" is not a config field/],
     [{ checkpoint: '/nonexistent.db' }, /field "checkpoint" \/nonexistent.db does not exist/],
   ])('refuses %j naming the file and the field', (cfg, msg) => {
