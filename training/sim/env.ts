@@ -110,7 +110,6 @@ export class EdgeCloudEnv {
   private readonly slotDone: Float64Array;
   private readonly slotFailed: Float64Array;
   private readonly window: ServiceWindowStats;
-  private windowStartS = 0;
   private nextOrchestrationS = Infinity;
   private readonly orchView: OrchestrationView;
   /** device filters on simulated telemetry (null when off) */
@@ -253,17 +252,15 @@ export class EdgeCloudEnv {
   private slotClosed = false;
 
   private collectRound(): StepResult {
-    const c = this.cluster;
-    const rewards = this.slotClosed ? this.rewards : zeroRecord(this.possibleAgents);
-    const closed = this.slotClosed;
+    // the reward of the slot closed by this step, if any; rewards of empty slots skipped on the way
+    // to the next decision are added to it
+    let rw = this.slotClosed ? this.rewards : zeroRecord(this.possibleAgents);
+    let cl = this.slotClosed;
     this.slotClosed = false;
     let live = this.fillRound();
-    let rw = rewards;
-    let cl = closed;
     while (live.length === 0 && !this.done) {
       this.advanceSlot();
-      // rewards of skipped empty slots are summed into the step that returns
-      rw = sumRecords(cl ? rw : zeroRecord(this.possibleAgents), this.rewards);
+      rw = sumRecords(rw, this.rewards);
       cl = true;
       this.slotClosed = false;
       live = this.done ? [] : this.fillRound();
@@ -280,7 +277,6 @@ export class EdgeCloudEnv {
       truncations[b] = trunc;
       infos[b] = { slotClosed: cl, slot: this.slot };
     }
-    void c;
     return { observations, rewards: rw, terminations, truncations, infos };
   }
 
@@ -682,7 +678,6 @@ export class EdgeCloudEnv {
     w.failed.fill(0);
     w.workCoreS.fill(0);
     w.windowS = 0;
-    this.windowStartS = this.cluster.now;
   }
 
   private accumulateSlotStats(slotS: number): void {
