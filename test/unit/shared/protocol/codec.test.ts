@@ -17,6 +17,7 @@ import {
   type Frame,
 } from '../../../../shared/protocol/envelope';
 import { KaisError } from '../../../../shared/errors';
+import { packWeights, weightsChecksum } from '../../../../shared/protocol/weights';
 import { sampleFrames, sampleWeights } from './sample-frames';
 
 /**
@@ -97,6 +98,57 @@ describe('codec', () => {
       const r = decodeFrame(bytes);
       if (!r.ok || r.frame.type !== 'placement') throw new Error(r.ok ? r.frame.type : r.error.message);
       expect(placementMatrix(r.frame.body)).toEqual([[1, 0, 2], [0, 3, 0]]);
+    });
+
+    it('round-trips a weights frame of the shipped model size (200k floats) and still checks every byte', () => {
+      // [612, 256] + [256] + [256, 128] + [128] + [128, 41] + [41]: 195,753 floats, about 780 KB
+      const shapes = [[612, 256], [256], [256, 128], [128], [128, 41], [41]];
+      const tensors = shapes.map((shape, k) => {
+        const data = new Float32Array(shape.reduce((a, b) => a * b, 1));
+        for (let i = 0; i < data.length; i++) data[i] = Math.sin(i * 0.37 + k) * 0.1;
+        return { shape, data };
+      });
+      const frame = makeFrame('weights', 9, packWeights(tensors, 12));
+      const bytes = encodeFrame(frame);
+      expect(bytes.length).toBeGreaterThan(780_000);
+      const r = decodeFrame(bytes);
+      if (!r.ok || r.frame.type !== 'weights') throw new Error(r.ok ? r.frame.type : r.error.message);
+      expect(r.frame.body.version).toBe(12);
+      expect(r.frame.body.shapes).toEqual(shapes);
+      r.frame.body.tensors.forEach((t, k) => expect(t).toEqual(tensors[k].data));
+      // the decoded tensors own their memory: reusing the receive buffer changes nothing
+      const before = r.frame.body.tensors[0][0];
+      bytes.fill(0);
+      expect(r.frame.body.tensors[0][0]).toBe(before);
+
+      const fresh = () => encodeFrame(frame);
+      const dataAt = fresh().indexOf(Buffer.from(tensors[2].data.buffer, 0, 64)); // inside tensor 2
+      expect(dataAt).toBeGreaterThan(0);
+      // one flipped bit deep inside the data
+      const flipped = fresh();
+      flipped[dataAt + 1001] ^= 0x10;
+      expect(errorOf(decodeFrame(flipped)).code).toBe('KAIS_ERR_CHECKSUM');
+      // a NaN with a checksum that matches it
+      const nan = frame.body.tensors.map((t) => Float32Array.from(t));
+      nan[4][77] = NaN;
+      const withNaN = packRaw({ ...frame, body: { ...frame.body, tensors: nan, checksum: weightsChecksum(nan) } });
+      const eNaN = errorOf(decodeFrame(withNaN));
+      expect(eNaN.code).toBe('KAIS_ERR_BAD_FIELD');
+      expect(eNaN.field).toBe('body.tensors[4]');
+      // a shape that does not match its tensor
+      const wrongShape = packRaw({ ...frame, body: { ...frame.body, shapes: [[612, 255], ...shapes.slice(1)] } });
+      expect(errorOf(decodeFrame(wrongShape)).code).toBe('KAIS_ERR_BAD_FIELD');
+      // a tensor that is not whole float32s
+      const odd = frame.body.tensors.map((t) => Buffer.from(t.buffer, t.byteOffset, t.byteLength));
+      odd[5] = odd[5].subarray(0, odd[5].length - 1);
+      expect(errorOf(decodeFrame(packRaw({ ...frame, body: { ...frame.body, tensors: odd } }))).code).toBe('KAIS_ERR_BAD_FIELD');
+      // a tensor of the wrong type
+      const str = packRaw({ ...frame, body: { ...frame.body, tensors: ['not floats', ...frame.body.tensors.slice(1)] } });
+      expect(errorOf(decodeFrame(str)).code).toBe('KAIS_ERR_BAD_FIELD');
+      // truncated anywhere
+      for (const cut of [1, 100, dataAt + 5, fresh().length - 1]) {
+        expect(errorOf(decodeFrame(fresh().subarray(0, cut))).code).toBe('KAIS_ERR_MALFORMED');
+      }
     });
 
     it('decodes from an ArrayBuffer and from a Uint8Array at an odd offset', () => {

@@ -3,6 +3,7 @@ import { ProtocolError } from '../../../../shared/protocol/envelope';
 import {
   WEIGHTS_FORMAT_VERSION,
   crc32,
+  crc32Portable,
   packWeights,
   unpackWeights,
   verifyWeights,
@@ -51,6 +52,19 @@ describe('crc32', () => {
     if (!z) return;
     const bytes = Uint8Array.from({ length: 10_000 }, (_, i) => (i * 7919) & 0xff);
     expect(crc32(bytes)).toBe(z(bytes));
+  });
+
+  it('has a portable version that agrees with it for every length and offset mod 8', () => {
+    expect(crc32Portable(Buffer.from('123456789'))).toBe(0xcbf43926);
+    expect(crc32Portable(new Uint8Array(0))).toBe(0);
+    const bytes = Uint8Array.from({ length: 4099 }, (_, i) => (i * 7919 + 13) & 0xff);
+    for (let start = 0; start < 8; start++) {
+      for (const end of [start, start + 1, start + 7, start + 8, start + 9, 4096, 4099]) {
+        const part = bytes.subarray(start, end);
+        expect(crc32Portable(part)).toBe(crc32(part));
+      }
+    }
+    expect(crc32Portable(bytes.subarray(1000), crc32Portable(bytes.subarray(0, 1000)))).toBe(crc32(bytes));
   });
 });
 
