@@ -18,6 +18,7 @@
  */
 import type { Request } from '../shared/domain';
 import type { DispatchItem, DispatchPolicy } from '../shared/policy';
+import { Rng } from '../shared/rng';
 import type { Scenario } from '../shared/scenario';
 import type { NodeSample, Transition, WeightsBody } from '../shared/protocol/envelope';
 import { buildMask } from './filters/context-filter';
@@ -64,6 +65,14 @@ export interface DispatcherOptions {
   dequeue?: DequeueRule;
   /** Actor head the weights were trained with (not carried by the weights frame). @defaultValue 'softplus1' (kais train's) */
   actorHead?: 'relu1' | 'softplus1';
+  /**
+   * How the actor picks a target: 'argmax' (the most likely one; production without learning) or
+   * 'sample' (draw from the policy: what an online-learning orchestrator needs, since its update
+   * weighs each decision by the probability it was taken with). @defaultValue 'argmax'
+   */
+  act?: 'argmax' | 'sample';
+  /** Seed of the sampling stream (act 'sample'). @defaultValue 0 */
+  actSeed?: number;
   /** Transitions kept for the next experience frame; older ones are dropped. @defaultValue 4096 */
   experienceCapacity?: number;
   /** Record experience (observations cost ~2 KB per decision on `kais`). @defaultValue true */
@@ -126,6 +135,8 @@ export class Dispatcher {
   private readonly fallback = new LecFallback();
   private readonly observations: ObservationBuilder;
   private readonly actorHead: 'relu1' | 'softplus1';
+  private readonly act: 'argmax' | 'sample';
+  private readonly actSeed: number;
   private readonly experienceCapacity: number;
   private readonly recordExperience: boolean;
   private learned: (DispatchPolicy & { version: number; recorder: unknown; setWeights(v: number, a: readonly Float32Array[]): void }) | null = null;
@@ -147,6 +158,8 @@ export class Dispatcher {
     this.maxInFlight = o.maxInFlight ?? 256;
     this.dequeue = o.dequeue ?? 'edf';
     this.actorHead = o.actorHead ?? 'softplus1';
+    this.act = o.act ?? 'argmax';
+    this.actSeed = o.actSeed ?? 0;
     this.experienceCapacity = o.experienceCapacity ?? 4096;
     this.recordExperience = o.recordExperience ?? true;
     this.observations = new ObservationBuilder(
@@ -203,7 +216,8 @@ export class Dispatcher {
       queueCapPerReplica: this.scenario.queueCapPerReplica,
       weights: body.tensors,
       version: body.version,
-      mode: 'argmax',
+      mode: this.act,
+      rng: new Rng(this.actSeed),
       hidden,
       head: this.actorHead,
     });

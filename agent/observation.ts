@@ -42,22 +42,9 @@
 import type { ClusterView, DispatchItem } from '../shared/policy';
 import { expectedCompletionS } from '../shared/eta';
 
-export const PER_TARGET_FEATURES = 14;
+import { observationDim, PER_TARGET_FEATURES, type ObservationShape } from '../shared/spaces';
 
-export interface ObservationShape {
-  numServices: number;
-  numTargets: number;
-  numEaps: number;
-}
-
-/** Where the per-target blocks sit in the observation (for the actor's shared target scorer). */
-export function targetBlockOf(s: ObservationShape): { offset: number; stride: number; count: number } {
-  return { offset: s.numServices + 3, stride: PER_TARGET_FEATURES, count: s.numTargets };
-}
-
-export function observationDim(s: ObservationShape): number {
-  return s.numServices + 3 + s.numTargets * PER_TARGET_FEATURES + s.numEaps;
-}
+export { PER_TARGET_FEATURES, observationDim, targetBlockOf, type ObservationShape } from '../shared/spaces';
 
 export { expectedCompletionS };
 

@@ -7,14 +7,16 @@
  * config names a `kais train` checkpoint; otherwise none (agents use their heuristic fallback).
  * After a restart the stored latest version is served as is.
  *
- * There is no online learner yet: experience is stored (bounded ring) but no critic/actor update
- * runs and no new weight versions are produced during a run (docs/runtime.md, issue 4).
+ * Online learning (`"learner": "cmmac"`, the default): orchestrator/learner.ts reads the ring and,
+ * every `learnBatch` actor decisions, updates the critic and the actor and publishes the next
+ * weight version. It needs a model to start from (a `checkpoint`, or a stored version); agents of
+ * a learning orchestrator should act with `--act sample`. `"learner": "none"` only stores experience.
  *
  * Config file (JSON), every field optional except none:
  * `{"scenario": "kais", "orchestration": "static"|"hpa", "token": "", "agentTokens": {"0": "..."},
  *   "frameS": <scenario seconds per frame, default slotS x slotsPerFrame>, "speed": 1,
  *   "executor": null | "http://<kais node admin>", "checkpoint": null | "<kais train db or actor .bin>",
- *   "actorHead": "relu1", "heartbeatMs": 5000}`
+ *   "actorHead": "softplus1", "heartbeatMs": 5000, "learner": "cmmac"|"none", "learnBatch": 2048}`
  */
 import * as fs from 'node:fs';
 import type { Placement } from '../shared/domain';
@@ -25,6 +27,7 @@ import { loadScenario, type Scenario } from '../shared/scenario';
 import { initialPlacement } from './emulated-cluster';
 import type { Hub } from './hub';
 import { EmulatedExecutor, NullExecutor, ORCHESTRATION_NAMES, PlacementLoop, type OrchestrationName } from './placement-loop';
+import type { OnlineLearner } from './learner';
 import { ModelRegistry, startHub } from './registry';
 import { Store, type MetricPoint } from './store';
 
@@ -38,6 +41,10 @@ export interface OrchestratorConfig {
   executor: string | null;
   checkpoint: string | null;
   heartbeatMs: number;
+  /** Head of the actor (an exported actor file's own head wins). */
+  actorHead: 'relu1' | 'softplus1';
+  learner: 'cmmac' | 'none';
+  learnBatch: number;
 }
 
 /** Reads and validates the config file; UsageError naming the file and field for anything wrong. */
@@ -53,7 +60,7 @@ export function readConfig(file: string): OrchestratorConfig {
   const fail = (field: string, why: string): never => {
     throw new UsageError(`${file}: field "${field}" ${why}`);
   };
-  const known = ['scenario', 'orchestration', 'token', 'agentTokens', 'frameS', 'speed', 'executor', 'checkpoint', 'heartbeatMs', 'actorHead'];
+  const known = ['scenario', 'orchestration', 'token', 'agentTokens', 'frameS', 'speed', 'executor', 'checkpoint', 'heartbeatMs', 'actorHead', 'learner', 'learnBatch'];
   for (const k of Object.keys(o)) if (!known.includes(k)) fail(k, `is not a config field (known: ${known.join(', ')})`);
   const str = (k: string, d: string): string => (o[k] === undefined ? d : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string'));
   const strOrNull = (k: string): string | null => (o[k] === undefined || o[k] === null ? null : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string or null'));
@@ -78,6 +85,12 @@ export function readConfig(file: string): OrchestratorConfig {
   if (executor !== null && !/^https?:\/\//.test(executor)) fail('executor', 'must be an http:// URL of a kais node admin server');
   const checkpoint = strOrNull('checkpoint');
   if (checkpoint !== null && !fs.existsSync(checkpoint)) fail('checkpoint', `${checkpoint} does not exist`);
+  const actorHead = str('actorHead', 'softplus1');
+  if (actorHead !== 'relu1' && actorHead !== 'softplus1') fail('actorHead', `must be relu1 or softplus1, got ${JSON.stringify(actorHead)}`);
+  const learner = str('learner', 'cmmac');
+  if (learner !== 'cmmac' && learner !== 'none') fail('learner', `must be "cmmac" or "none", got ${JSON.stringify(learner)}`);
+  const learnBatch = pos('learnBatch', 2048);
+  if (!Number.isInteger(learnBatch)) fail('learnBatch', 'must be an integer');
   return {
     scenario,
     orchestration: orchestration as OrchestrationName,
@@ -88,6 +101,9 @@ export function readConfig(file: string): OrchestratorConfig {
     executor,
     checkpoint,
     heartbeatMs,
+    actorHead: actorHead as 'relu1' | 'softplus1',
+    learner: learner as 'cmmac' | 'none',
+    learnBatch,
   };
 }
 
@@ -96,6 +112,8 @@ export interface RunningOrchestrator {
   readonly store: Store;
   readonly registry: ModelRegistry;
   readonly loop: PlacementLoop;
+  /** null with `"learner": "none"`. */
+  readonly learner: OnlineLearner | null;
   readonly port: number;
   /** Whether this start resumed a stored placement (restart) rather than publishing the initial one. */
   readonly resumed: boolean;
@@ -103,20 +121,21 @@ export interface RunningOrchestrator {
 }
 
 /** Loads the actor weights of a `kais train` checkpoint or an exported actor file (loads the training code lazily). */
-function checkpointActor(path: string): WeightTensor[] {
+function checkpointActor(path: string): { tensors: WeightTensor[]; head: 'relu1' | 'softplus1' | null } {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const ckm = require('../training/jobs/checkpoint') as typeof import('../training/jobs/checkpoint');
   if (ckm.isActorFile(path)) {
     // an exported actor (e.g. the shipped models/<scenario>-cmmac.bin)
     const a = ckm.readActorFile(path);
-    return a.tensors.map((data, i) => ({ shape: a.shapes[i], data }));
+    return { tensors: a.tensors.map((data, i) => ({ shape: a.shapes[i], data })), head: a.head };
   }
   const { CheckpointDb } = ckm;
   const db = CheckpointDb.open(path, 'read');
   try {
     const ck = db.latest();
     if (!ck) throw new UsageError(`${path}: no checkpoint written yet`);
-    return ck.actor.map((data, i) => ({ shape: ck.actorShapes[i], data }));
+    const head = db.config<{ head?: 'relu1' | 'softplus1' }>()?.head ?? null;
+    return { tensors: ck.actor.map((data, i) => ({ shape: ck.actorShapes[i], data })), head };
   } finally {
     db.close();
   }
@@ -131,8 +150,10 @@ export async function startOrchestrator(
   const hub = await startHub(store, { port: opts.port ?? 0, token: cfg.token, agentTokens: cfg.agentTokens, heartbeatMs: cfg.heartbeatMs });
   const registry = new ModelRegistry(store, hub);
 
+  let head = cfg.actorHead;
+  if (cfg.checkpoint) head = checkpointActor(cfg.checkpoint).head ?? head;
   if (store.latestModelVersion() === null && cfg.checkpoint) {
-    const body = registry.publishWeights(checkpointActor(cfg.checkpoint));
+    const body = registry.publishWeights(checkpointActor(cfg.checkpoint).tensors);
     log(`published initial cmmac weights v${body.version} from ${cfg.checkpoint}`);
   } else if (store.latestModelVersion() !== null) {
     log(`serving stored weights v${store.latestModelVersion()}`);
@@ -184,17 +205,29 @@ export async function startOrchestrator(
   });
   await loop.start();
 
+  let learner: OnlineLearner | null = null;
+  if (cfg.learner === 'cmmac') {
+    // tfjs and the learner load only when learning is on
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { OnlineLearner: L } = require('./learner') as typeof import('./learner');
+    learner = new L({ scenario: cfg.scenario, store, registry, head, batch: cfg.learnBatch, log });
+    learner.start();
+    log(learner.weightVersion === null ? 'learner: waiting for a model to start from' : `learner: on, from weights v${learner.weightVersion}, every ${cfg.learnBatch} decisions`);
+  }
+
   let closing: Promise<void> | null = null;
   return {
     hub,
     store,
     registry,
     loop,
+    learner,
     port: hub.port,
     resumed,
     close: () => {
       closing ??= (async () => {
         await loop.stop();
+        learner?.dispose();
         registry.dispose();
         await hub.close();
         store.close();

@@ -10,7 +10,8 @@
  * Synchronous on purpose: better-sqlite3 calls take microseconds for rows this size, and a
  * synchronous store cannot interleave two writers inside one process.
  *
- * Schema version history: 1 (initial).
+ * Schema version history: 1 (initial; the `learner` table was added later with CREATE IF NOT
+ * EXISTS, so older files gain it on open and stay readable).
  */
 import Database from 'better-sqlite3';
 import { Codec } from '../shared/protocol/codec';
@@ -117,6 +118,11 @@ CREATE TABLE IF NOT EXISTS experience (
   ts_ms INTEGER NOT NULL,
   transitions INTEGER NOT NULL,
   frame BLOB NOT NULL
+);
+-- The online learner's own state (orchestrator/learner.ts): experience cursor, critic weights.
+CREATE TABLE IF NOT EXISTS learner (
+  key TEXT PRIMARY KEY,
+  value BLOB NOT NULL
 );
 `;
 
@@ -341,6 +347,39 @@ export class Store {
         .prepare('SELECT ts_ms, name, eap, value FROM metrics WHERE name = ? AND ts_ms >= ? ORDER BY ts_ms, rowid')
         .all(name, sinceMs) as { ts_ms: number; name: string; eap: number | null; value: number }[]
     ).map((r) => ({ tsMs: r.ts_ms, name: r.name, eap: r.eap, value: r.value }));
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Online learner state
+  // ------------------------------------------------------------------------------------------
+
+  /**
+   * Saves the learner's state in one transaction: the next experience seq it has not consumed and
+   * its critic weights (a `weightsToBytes` BLOB, so a half-written state cannot exist).
+   */
+  putLearnerState(state: { cursor: number; updates: number; critic: WeightsBody }): void {
+    const put = this.db.prepare('INSERT OR REPLACE INTO learner (key, value) VALUES (?, ?)');
+    this.db.transaction(() => {
+      put.run('cursor', Buffer.from(String(state.cursor)));
+      put.run('updates', Buffer.from(String(state.updates)));
+      put.run('critic', weightsToBytes(state.critic));
+    })();
+  }
+
+  /** The learner's saved state, or null before its first save. */
+  learnerState(): { cursor: number; updates: number; critic: WeightsBody } | null {
+    const rows = this.db.prepare('SELECT key, value FROM learner').all() as { key: string; value: Buffer }[];
+    const m = new Map(rows.map((r) => [r.key, r.value]));
+    const cursor = m.get('cursor');
+    const updates = m.get('updates');
+    const critic = m.get('critic');
+    if (!cursor || !updates || !critic) return null;
+    return { cursor: Number(cursor.toString()), updates: Number(updates.toString()), critic: weightsFromBytes(critic) };
+  }
+
+  /** Seq the next appended experience batch gets (= number of batches ever appended). */
+  get experienceSeqEnd(): number {
+    return this.nextExperienceSeq;
   }
 
   // ------------------------------------------------------------------------------------------

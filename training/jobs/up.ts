@@ -45,6 +45,8 @@ interface UpArgs {
   checkpoint?: string;
   restartOrchestrator: boolean;
   verbose: boolean;
+  learn: boolean;
+  learnBatch: number;
 }
 
 export interface EapSummary {
@@ -78,6 +80,16 @@ export interface UpSummary {
   weightVersionsApplied: number;
   placementVersionsApplied: number;
   orchestratorRestarts: number;
+  /** Whether the orchestrator learned online (agents then act by sampling). */
+  learning: boolean;
+  /**
+   * What `kais eval` predicts for the same requests: the simulator with the policy the run
+   * started with (the model's actor, argmax; or the agents' lec fallback without a model) and the
+   * same orchestration. `vsEval` = throughputRate / evalThroughputRate.
+   */
+  evalPolicy: string;
+  evalThroughputRate: number;
+  vsEval: number;
   refusedReasons: Record<string, number>;
   meanLatencyMs: number;
   p99LatencyMs: number;
@@ -177,6 +189,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   if (!(a.speed > 0) || !Number.isFinite(a.speed)) throw new UsageError(`--speed: must be a positive number, got ${a.speed}`);
   if (!isWorkloadName(a.workload)) throw new UsageError(`--workload: unknown workload "${a.workload}" (valid: ${WORKLOAD_NAMES.join(', ')})`);
   if (a.orchestration !== 'static' && a.orchestration !== 'hpa') throw new UsageError(`--orchestration: static or hpa, got ${a.orchestration}`);
+  if (!Number.isInteger(a.learnBatch) || a.learnBatch < 1) throw new UsageError(`--learn-batch: must be a positive integer, got ${a.learnBatch}`);
   if (a.checkpoint && !fs.existsSync(a.checkpoint)) throw new UsageError(`--checkpoint: ${a.checkpoint} does not exist`);
   const topo = topologyOf(scenario);
   // The weights frame does not say which actor head the weights were trained with; the agents
@@ -211,6 +224,11 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     warn: log,
   });
 
+  const learning = a.learn && checkpoint !== undefined;
+  // the prediction, before any process starts (it takes the CPU for a moment)
+  const predicted = predictRate(scenario, requests, a, checkpoint);
+  log(`kais eval predicts ${predicted.policy}: ${predicted.rate.toFixed(3)} for these ${requests.length} requests`);
+
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-up-'));
   const children: Child[] = [];
   let stopping = false;
@@ -244,6 +262,9 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         speed: a.speed,
         executor: nodeReady.admin,
         checkpoint: checkpoint ? path.resolve(checkpoint) : null,
+        actorHead,
+        learner: learning ? 'cmmac' : 'none',
+        learnBatch: a.learnBatch,
       }),
     );
     const dbFile = path.join(dir, 'orchestrator.db');
@@ -296,6 +317,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
           path.join(dir, `agent-${b}`),
           '--actor-head',
           actorHead,
+          '--act',
+          learning ? 'sample' : 'argmax',
         ],
         a.verbose,
         () => undefined,
@@ -425,6 +448,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         decisionsFallback: counters.decisionsFallback ?? 0,
       };
     });
+    const throughputRate = total.sent > 0 ? total.completedInTime / total.sent : 0;
     return {
       durationS: a.duration,
       scenario: scenario.name,
@@ -432,10 +456,14 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       speed: a.speed,
       load: a.load,
       ...total,
-      throughputRate: total.sent > 0 ? total.completedInTime / total.sent : 0,
+      throughputRate,
       weightVersionsApplied: Math.max(0, ...perEap.map((e) => e.weightsApplied)),
       placementVersionsApplied: Math.max(0, ...perEap.map((e) => e.placementsApplied)),
       orchestratorRestarts,
+      learning,
+      evalPolicy: predicted.policy,
+      evalThroughputRate: predicted.rate,
+      vsEval: predicted.rate > 0 ? throughputRate / predicted.rate : 0,
       refusedReasons: reasons,
       meanLatencyMs: answered > 0 ? latencies.reduce((s, x) => s + x, 0) / latencies.length : 0,
       p99LatencyMs: latencies.length > 0 ? latencies[Math.min(latencies.length - 1, Math.floor(0.99 * latencies.length))] : 0,
@@ -450,11 +478,43 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   }
 }
 
+/**
+ * The simulator's throughput rate for the run's requests (what `kais eval` reports for them): the
+ * starting policy (argmax actor of `checkpoint`, or lec, the agents' fallback) with the run's
+ * orchestration, EDF queues as the agents use, enough frames to finish every request.
+ */
+function predictRate(scenario: Scenario, requests: Request[], a: UpArgs, checkpoint: string | undefined): { policy: string; rate: number } {
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { runEpisode } = require('./rollout') as typeof import('./rollout');
+  const { makeDispatch, makeOrchestration } = require('../baselines/registry') as typeof import('../baselines/registry');
+  const ck = require('./checkpoint') as typeof import('./checkpoint');
+  /* eslint-enable @typescript-eslint/no-require-imports */
+  const dispatch = checkpoint
+    ? ck.isActorFile(checkpoint)
+      ? ck.loadActorFile(checkpoint, scenario, { mode: 'argmax' })
+      : ck.loadCmmacFromDb(checkpoint, scenario, { mode: 'argmax' })
+    : makeDispatch('lec', scenario);
+  const frameS = scenario.slotS * scenario.slotsPerFrame;
+  const lastS = requests.length > 0 ? requests[requests.length - 1].deadlineS : 0;
+  const res = runEpisode({
+    scenario,
+    requests,
+    frames: Math.max(1, Math.ceil((lastS + 1) / frameS)),
+    seed: a.seed,
+    dispatch,
+    orchestration: makeOrchestration(a.orchestration, scenario),
+    eapDequeue: 'edf',
+    nodeDequeue: 'edf',
+  });
+  return { policy: `${checkpoint ? 'cmmac' : 'lec'}/${a.orchestration}`, rate: res.throughputRate };
+}
+
 function formatSummary(s: UpSummary): string {
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
   const lines = [
     `kais up: ${s.scenario}, ${s.workload}, ${s.durationS} s at speed ${s.speed}`,
     `sent ${s.sent}: in time ${s.completedInTime}, late ${s.late}, refused ${s.refused}, unanswered ${s.unanswered}; throughput rate ${pct(s.throughputRate)}`,
+    `kais eval predicts ${s.evalPolicy} ${pct(s.evalThroughputRate)} for the same requests: live / predicted = ${s.vsEval.toFixed(3)}${s.learning ? ' (learning online)' : ''}`,
     `latency mean ${s.meanLatencyMs.toFixed(0)} ms, p99 ${s.p99LatencyMs.toFixed(0)} ms; weight versions applied ${s.weightVersionsApplied}, placement versions applied ${s.placementVersionsApplied}, orchestrator restarts ${s.orchestratorRestarts}`,
     ...s.perEap.map((e) => `  eAP ${e.eap}: sent ${e.sent}, rate ${pct(e.throughputRate)}, policy decisions cmmac ${e.decisionsLearned} / fallback ${e.decisionsFallback}`),
   ];
@@ -477,6 +537,8 @@ export const upCommand: CommandModule<object, UpArgs> = {
       .option('load', { type: 'number', default: 1, describe: 'multiplier on the arrival rate' })
       .option('orchestration', { type: 'string', default: 'static', describe: 'placement policy: static or hpa' })
       .option('checkpoint', { type: 'string', describe: 'kais train checkpoint or exported actor (.bin): its actor is published as weights v1 (default: the model shipped for the scenario)' })
+      .option('learn', { type: 'boolean', default: true, describe: 'the orchestrator learns online from the agents (needs a model; agents then act by sampling)' })
+      .option('learn-batch', { type: 'number', default: 2048, describe: 'actor decisions per online update' })
       .option('restart-orchestrator', { type: 'boolean', default: true, describe: 'restart the orchestrator if it dies' })
       .option('verbose', { type: 'boolean', default: false, describe: "forward the processes' logs to stderr" }) as unknown as Argv<UpArgs>,
   handler: async (argv: ArgumentsCamelCase<UpArgs>) => {

@@ -1,0 +1,167 @@
+/**
+ * The online learner on a real Store (SQLite file) and a real hub on loopback: experience batches
+ * go into the ring as the orchestrator would store them, the learner turns them into new weight
+ * versions, and what it learns is what the rewards say.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import * as tf from '@tensorflow/tfjs';
+import type { Transition } from '../../../shared/protocol/envelope';
+import { unpackWeights } from '../../../shared/protocol/weights';
+import { ActorF32, actorShapes, initActorWeights } from '../../../shared/nets/actor';
+import { maskedPolicyRow } from '../../../shared/nets/masked';
+import { Rng } from '../../../shared/rng';
+import { loadScenario, topologyOf } from '../../../shared/scenario';
+import { observationDim } from '../../../shared/spaces';
+import { OnlineLearner } from '../../../orchestrator/learner';
+import { ModelRegistry, startHub } from '../../../orchestrator/registry';
+import { Store } from '../../../orchestrator/store';
+import type { Hub } from '../../../orchestrator/hub';
+
+const scenario = loadScenario('tiny');
+const topo = topologyOf(scenario);
+const A = topo.numNodes + 1;
+const D = observationDim({ numServices: topo.numServices, numTargets: A, numEaps: topo.numEaps });
+
+/** Transitions acted by sampling from `weights`; reward 1 only for target 0 (a "best node"). */
+function experience(weights: Float32Array[], version: number, n: number, rng: Rng): Transition[] {
+  const actor = new ActorF32(D, A, weights, undefined, 'relu1');
+  const pi = new Float32Array(A);
+  const mask = new Uint8Array(A).fill(1);
+  const out: Transition[] = [];
+  for (let k = 0; k < n; k++) {
+    const obs = new Float32Array(D);
+    for (let i = 0; i < D; i++) obs[i] = rng.next();
+    maskedPolicyRow(actor.scores(obs, 1), 0, mask, pi);
+    let u = rng.next();
+    let a = 0;
+    while (a < A - 1 && u >= pi[a]) u -= pi[a++];
+    out.push({ eap: 0, slot: k, service: 0, obs, mask, action: a, logProb: Math.log(pi[a]), reward: a === 0 ? 1 : 0, latencyMs: 10, metDeadline: a === 0, done: false, weightVersion: version });
+  }
+  return out;
+}
+
+function probOfTarget0(weights: Float32Array[], rng: Rng): number {
+  const actor = new ActorF32(D, A, weights, undefined, 'relu1');
+  const pi = new Float32Array(A);
+  const mask = new Uint8Array(A).fill(1);
+  let s = 0;
+  for (let k = 0; k < 200; k++) {
+    const obs = new Float32Array(D);
+    for (let i = 0; i < D; i++) obs[i] = rng.next();
+    maskedPolicyRow(actor.scores(obs, 1), 0, mask, pi);
+    s += pi[0];
+  }
+  return s / 200;
+}
+
+describe('OnlineLearner', () => {
+  let dir: string;
+  let store: Store;
+  let hub: Hub;
+  let registry: ModelRegistry;
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-learner-'));
+    store = Store.open(path.join(dir, 'o.db'));
+    hub = await startHub(store, { port: 0 });
+    registry = new ModelRegistry(store, hub);
+  });
+  afterEach(async () => {
+    registry.dispose();
+    await hub.close();
+    store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const latest = () => unpackWeights(store.latestModel()!).map((t) => t.data);
+
+  it('turns experience into new weight versions that follow the rewards, without leaking tensors', () => {
+    const shapes = actorShapes(D, A);
+    registry.publishWeights(initActorWeights(D, A, 5).map((data, i) => ({ shape: shapes[i], data })));
+    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', batch: 128, criticWarmup: 1, lr: 2e-3, targetKl: 0.05 });
+    const rng = new Rng(11);
+    const before = probOfTarget0(latest(), new Rng(3));
+    // nothing pending: no update
+    expect(learner.poll()).toBe(false);
+    let tensors = -1;
+    for (let u = 0; u < 5; u++) {
+      const v = store.latestModelVersion()!;
+      store.appendExperience({ eap: 0, transitions: experience(latest(), v, 128, rng) });
+      expect(learner.poll()).toBe(true);
+      if (u === 2) tensors = tf.memory().numTensors;
+    }
+    // update 1 fits the critic only, the 4 others each published a version
+    expect(learner.stats.updates).toBe(5);
+    expect(learner.stats.published).toBe(4);
+    expect(store.latestModelVersion()).toBe(5);
+    expect(learner.weightVersion).toBe(5);
+    expect(tf.memory().numTensors).toBe(tensors);
+    const after = probOfTarget0(latest(), new Rng(3));
+    process.stdout.write(`p(target 0) ${before.toFixed(3)} -> ${after.toFixed(3)}\n`);
+    expect(after).toBeGreaterThan(before + 0.05);
+    learner.dispose();
+  });
+
+  it('skips the fallback heuristic, stale versions and misshapen transitions', () => {
+    const shapes = actorShapes(D, A);
+    const w = initActorWeights(D, A, 5);
+    for (let v = 1; v <= 4; v++) registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data })));
+    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', batch: 64, maxLag: 2 });
+    const rng = new Rng(1);
+    const good = experience(w, 4, 10, rng);
+    const fallback = experience(w, 4, 10, rng).map((t) => ({ ...t, weightVersion: null }));
+    const stale = experience(w, 1, 10, rng); // 4 - 1 > maxLag
+    const short = experience(w, 4, 10, rng).map((t) => ({ ...t, obs: t.obs.subarray(0, D - 1) }));
+    store.appendExperience({ eap: 0, transitions: [...good, ...fallback, ...stale, ...short] });
+    expect(learner.poll()).toBe(false);
+    expect(learner.stats.transitionsRead).toBe(40);
+    // only the 10 good ones are pending; 54 more make a batch
+    store.appendExperience({ eap: 0, transitions: experience(w, 3, 54, rng) });
+    expect(learner.poll()).toBe(true);
+    expect(learner.stats.transitionsUsed).toBe(64);
+    learner.dispose();
+  });
+
+  it('waits for a model, and after a restart resumes its cursor, update count and critic', () => {
+    const rng = new Rng(2);
+    const first = new OnlineLearner({ scenario, store, registry, head: 'relu1', batch: 32 });
+    expect(first.weightVersion).toBeNull();
+    const shapes = actorShapes(D, A);
+    const w = initActorWeights(D, A, 9);
+    // experience before any model: the heuristic's, nothing to learn
+    store.appendExperience({ eap: 0, transitions: experience(w, 1, 32, rng).map((t) => ({ ...t, weightVersion: null })) });
+    expect(first.poll()).toBe(false);
+    registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data })));
+    store.appendExperience({ eap: 0, transitions: experience(w, 1, 32, rng) });
+    expect(first.poll()).toBe(true); // picked up v1, warm-up update of the critic
+    store.appendExperience({ eap: 0, transitions: experience(w, 1, 32, rng) });
+    expect(first.poll()).toBe(true);
+    expect(store.latestModelVersion()).toBe(2);
+    const saved = store.learnerState()!;
+    expect(saved.updates).toBe(2);
+    expect(saved.cursor).toBe(3);
+    first.dispose();
+
+    // "restart": a new learner on the same store continues where the first stopped
+    const second = new OnlineLearner({ scenario, store, registry, head: 'relu1', batch: 32 });
+    expect(second.weightVersion).toBe(2);
+    expect(second.stats.updates).toBe(2);
+    expect(second.poll()).toBe(false); // nothing new: the old batches are not learned twice
+    store.appendExperience({ eap: 0, transitions: experience(latest(), 2, 32, rng) });
+    expect(second.poll()).toBe(true); // no second warm-up: straight to a new version
+    expect(store.latestModelVersion()).toBe(3);
+    second.dispose();
+  });
+
+  it('logs once and does not learn when the stored weights are not an actor of the scenario', () => {
+    registry.publishWeights([{ shape: [3, 2], data: new Float32Array(6) }]);
+    const lines: string[] = [];
+    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', batch: 8, log: (l) => lines.push(l) });
+    expect(learner.weightVersion).toBeNull();
+    learner.poll();
+    learner.poll();
+    expect(lines.filter((l) => l.includes('not a tiny actor'))).toHaveLength(1);
+    learner.dispose();
+  });
+});
