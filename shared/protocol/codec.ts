@@ -105,6 +105,46 @@ export class Codec {
     return bytes;
   }
 
+  /**
+   * A body sent in many frames (the hub pushes the same weights to every agent) in two parts:
+   * `encodeBody(type, body)` once, then `encodeHead(type, seq, ts)` per frame.
+   * `Buffer.concat([head, body])` is byte for byte `encode(makeFrame(type, seq, body, ts))`, so the
+   * parts can go out as two fragments of one WebSocket message and the body is never copied per
+   * receiver. Validates like `encode` (TypeError naming the field) and throws ProtocolError
+   * KAIS_ERR_OVERSIZED when the body alone is within ENVELOPE_HEAD_MAX_BYTES of `maxFrameBytes`.
+   */
+  encodeBody<T extends MessageType>(type: T, body: BodyByType[T]): Buffer {
+    const frame = { v: PROTOCOL_VERSION, type, seq: 0, ts: 0, body } as Frame;
+    if (this.validateOutgoing) {
+      const checked = validateFrame(frame, false);
+      if (!checked.ok) throw new TypeError(`encodeBody: ${checked.error.message}`);
+    }
+    const bytes = this.packr.pack(toWire(frame));
+    if (bytes.length > this.maxFrameBytes - ENVELOPE_HEAD_MAX_BYTES) {
+      throw new ProtocolError(
+        'KAIS_ERR_OVERSIZED',
+        `${type} body of ${bytes.length} bytes does not fit the ${this.maxFrameBytes}-byte frame limit`,
+      );
+    }
+    return bytes;
+  }
+
+  /** The envelope before the body (see `encodeBody`): `{v, type, seq, ts, ` and the key `body`. */
+  encodeHead(type: MessageType, seq: number, ts: number): Buffer {
+    if (!isUint(seq)) throw new TypeError(`encodeHead: seq must be a non-negative integer, got ${seq}`);
+    if (!isFiniteNumber(ts) || ts < 0) throw new TypeError(`encodeHead: ts must be a non-negative number, got ${ts}`);
+    // The frame is the map {v, type, seq, ts} with a fifth key, "body", last, as `encode` writes
+    // it: pack the four, then raise the map's count to 5 (msgpackr writes map16, 0xde + u16).
+    const four = this.packr.pack({ v: PROTOCOL_VERSION, type, seq, ts });
+    const head = Buffer.allocUnsafe(four.length + BODY_KEY.length);
+    four.copy(head, 0);
+    BODY_KEY.copy(head, four.length);
+    if (head[0] === 0xde) head.writeUInt16BE(5, 1);
+    else if (head[0] === 0x84) head[0] = 0x85; // fixmap, should msgpackr ever write one
+    else throw new Error(`encodeHead: unexpected msgpack map header 0x${head[0].toString(16)}`);
+    return head;
+  }
+
   /** Bytes -> validated frame, or a coded error. Never throws. */
   decode(bytes: Uint8Array | ArrayBuffer): DecodeResult {
     try {
@@ -138,6 +178,12 @@ export class Codec {
     return validateFrame(raw, this.verifyChecksums);
   }
 }
+
+/** Upper bound of `encodeHead`'s length: fixmap, 5 keys, the longest type, a 64-bit seq and ts. */
+export const ENVELOPE_HEAD_MAX_BYTES = 64;
+
+/** msgpack fixstr "body". */
+const BODY_KEY = Buffer.from([0xa4, 0x62, 0x6f, 0x64, 0x79]);
 
 /** Raw bytes of a typed array, without copying. */
 function bin(a: Float32Array | Int32Array | Uint8Array): Buffer {

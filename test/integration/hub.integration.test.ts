@@ -259,6 +259,41 @@ describe('hub with real agent links', () => {
     expect(agents.map((a) => Array.from(a.runtime.placement!.replicas))).toEqual([[1, 0, 2, 1], [1, 0, 2, 1], [1, 0, 2, 1]]);
   });
 
+  it('pushes weights as one message per agent, byte for byte encode(frame) with that session\'s seq', async () => {
+    const { hub, registry } = await orchestrator();
+    registry.publishPlacement(0, [[1, 1]]);
+    const received: Buffer[][] = [[], []];
+    const sockets = await Promise.all(
+      [0, 1].map(async (eapId) => {
+        const ws = new WebSocket(hub.url, { perMessageDeflate: false });
+        cleanups.push(() => ws.terminate());
+        ws.on('message', (data: Buffer) => received[eapId].push(data));
+        await new Promise((resolve) => ws.once('open', resolve));
+        // eAP 1 says it already holds placement 1, so its seq runs one behind eAP 0's
+        ws.send(codec.encode(makeFrame('hello', 0, { eapId, token: TOKEN, agentVersion: 'raw', weightVersion: null, placementVersion: eapId === 1 ? 1 : null })));
+        return ws;
+      }),
+    );
+    await waitFor(hub, 'session', () => hub.sessions().length === 2);
+    const body = registry.publishWeights(tensors(1, 1000));
+    const weightsMessage = (msgs: Buffer[]) => msgs.find((b) => { const r = inboundCodec.decode(b); return r.ok && r.frame.type === 'weights'; });
+    const deadline = Date.now() + 5000;
+    while (received.some((msgs) => !weightsMessage(msgs))) {
+      if (Date.now() > deadline) throw new Error('weights push not received');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const seqs = received.map((msgs) => {
+      const bytes = weightsMessage(msgs)!;
+      const r = inboundCodec.decode(bytes);
+      if (!r.ok || r.frame.type !== 'weights') throw new Error('not a weights frame');
+      expect(r.frame.body).toEqual(body);
+      expect(Buffer.compare(bytes, inboundCodec.encode(r.frame))).toBe(0);
+      return r.frame.seq;
+    });
+    expect(seqs).toEqual([2, 1]); // after welcome (and placement for eAP 0)
+    sockets.forEach((ws) => ws.close());
+  });
+
   it('refuses a wrong token with KAIS_ERR_AUTH and the link stops', async () => {
     const { hub } = await orchestrator();
     const intruder = agent(hub.url, 4, 'not-the-token');

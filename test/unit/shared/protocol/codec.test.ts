@@ -2,6 +2,7 @@ import { Packr } from 'msgpackr';
 import {
   Codec,
   DEFAULT_MAX_FRAME_BYTES,
+  ENVELOPE_HEAD_MAX_BYTES,
   decodeFrame,
   encodeFrame,
   validateFrame,
@@ -367,6 +368,33 @@ describe('codec', () => {
     it('validates in-process frames with the same rules', () => {
       expect(validateFrame(makeFrame('weights', 0, sampleWeights())).ok).toBe(true);
       expect(validateFrame({ v: 1 }).ok).toBe(false);
+    });
+
+    it.each(sampleFrames().map((f) => [f.type, f] as const))(
+      'encodes a %s frame as a head and a shared body whose concatenation is encode(frame)',
+      (_type, frame) => {
+        const codec = new Codec();
+        const body = codec.encodeBody(frame.type, frame.body as never);
+        for (const [seq, ts] of [[frame.seq, frame.ts], [0, 0], [2 ** 40, Date.now()], [Number.MAX_SAFE_INTEGER, 1.5]]) {
+          const head = codec.encodeHead(frame.type, seq, ts);
+          expect(head.length).toBeLessThanOrEqual(ENVELOPE_HEAD_MAX_BYTES);
+          const whole = Buffer.concat([head, body]);
+          expect(whole).toEqual(codec.encode({ ...frame, seq, ts } as Frame));
+          const r = codec.decode(whole);
+          expect(r.ok && r.frame.seq === seq && r.frame.ts === ts).toBe(true);
+        }
+      },
+    );
+
+    it('refuses to split an invalid or oversized frame, and a bad seq or ts, with clear errors', () => {
+      const scale = frameOf('scale') as any;
+      expect(() => new Codec().encodeBody('scale', { ...scale.body, node: -1 })).toThrow(/body\.node/);
+      const w = frameOf('weights');
+      const full = encodeFrame(w).length;
+      const tight = new Codec({ maxFrameBytes: full - 1 });
+      expect(() => tight.encodeBody('weights', w.body as never)).toThrow(expect.objectContaining({ code: 'KAIS_ERR_OVERSIZED' }));
+      expect(() => new Codec().encodeHead('ack', -1, 0)).toThrow(/seq/);
+      expect(() => new Codec().encodeHead('ack', 0, NaN)).toThrow(/ts/);
     });
 
     it('refuses a non-positive maxFrameBytes option with a TypeError naming it', () => {
