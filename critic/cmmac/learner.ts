@@ -377,6 +377,11 @@ export class CmmacLearner {
     this.criticAdam.lr = lr;
   }
 
+  /** Changes the entropy bonus beta_H (a curriculum lesson may set its own). */
+  setEntropyCoef(c: number): void {
+    this.opts.entropyCoef = c;
+  }
+
   getState(): LearnerState {
     return { actorAdam: this.actorAdam.getState(), criticAdam: this.criticAdam.getState() };
   }

@@ -28,6 +28,28 @@ export interface Lesson {
   /** checkpoint label to start from (a previous lesson's checkpointOut) */
   checkpointIn?: string;
   checkpointOut: string;
+  /**
+   * Optional: the lesson is behaviour cloning of this heuristic (`deadline-load` or a `kais eval`
+   * dispatch baseline): the teacher acts and the actor learns to imitate it; the critic fits the
+   * outcomes. Without it the lesson is RL fine-tuning.
+   */
+  teacher?: string;
+  /** Optional: Alibaba batch_task CSV (or folder) replayed instead of `workload`; relative paths are relative to the lesson file. */
+  trace?: string;
+  /**
+   * Optional, with `trace`: only rows whose arrival (create time, trace seconds) is in [from, to]
+   * are replayed, each episode from a start drawn uniformly in the window (seeded by the episode),
+   * so episodes see different stretches of the trace and the rows after `to` stay held out.
+   */
+  traceWindowS?: [number, number];
+  /** Optional: queue order at the eAPs and nodes (default: the run's --dequeue). */
+  dequeue?: 'fifo' | 'edf' | 'discounted';
+  /** Optional learner settings for this lesson (default: the run's --lr, --entropy-coef, --team-share). */
+  lr?: number;
+  entropyCoef?: number;
+  teamShare?: number;
+  /** Set by loadCurriculum: the file the lesson came from (for error messages; not a JSON field). */
+  source?: string;
 }
 
 export interface PromotionDecision {
@@ -60,6 +82,11 @@ export function decidePromotion(lesson: Lesson, rates: readonly number[]): Promo
 }
 
 const WORKLOADS = ['p1', 'p2', 'p3', 'p4', 'mixed'];
+const DEQUEUES = ['fifo', 'edf', 'discounted'];
+const FIELDS = [
+  'name', 'description', 'scenario', 'workload', 'load', 'episodeFrames', 'orchestration', 'maxEpisodes', 'promotion',
+  'checkpointIn', 'checkpointOut', 'teacher', 'trace', 'traceWindowS', 'dequeue', 'lr', 'entropyCoef', 'teamShare',
+];
 
 /** Validates one lesson object; errors name the file and the field. */
 export function validateLesson(raw: unknown, source: string): Lesson {
@@ -85,6 +112,19 @@ export function validateLesson(raw: unknown, source: string): Lesson {
   const pr = r.promotion;
   if (typeof pr !== 'object' || pr === null || Array.isArray(pr)) return fail('promotion', 'must be an object');
   const po = pr as Record<string, unknown>;
+  for (const k of Object.keys(r)) if (!FIELDS.includes(k)) fail(k, `is not a lesson field (valid: ${FIELDS.join(', ')})`);
+  const dequeue = str('dequeue', true);
+  if (dequeue !== undefined && !DEQUEUES.includes(dequeue)) fail('dequeue', `must be one of ${DEQUEUES.join(', ')}, got "${dequeue}"`);
+  let traceWindowS: [number, number] | undefined;
+  if (r.traceWindowS !== undefined) {
+    const w = r.traceWindowS as unknown[];
+    if (!Array.isArray(w) || w.length !== 2 || !w.every((x) => typeof x === 'number' && Number.isFinite(x)) || !((w[0] as number) < (w[1] as number))) {
+      return fail('traceWindowS', `must be [from, to] with from < to (trace seconds), got ${JSON.stringify(w)}`);
+    }
+    if (r.trace === undefined) fail('traceWindowS', 'needs a "trace" to cut');
+    traceWindowS = [w[0] as number, w[1] as number];
+  }
+  const optNum = (k: string, min: number, max: number) => (r[k] === undefined ? undefined : num(r, k, k, min, max));
   return {
     name: str('name')!,
     description: str('description', true),
@@ -101,6 +141,13 @@ export function validateLesson(raw: unknown, source: string): Lesson {
     },
     checkpointIn: str('checkpointIn', true),
     checkpointOut: str('checkpointOut')!,
+    teacher: str('teacher', true),
+    trace: str('trace', true),
+    traceWindowS,
+    dequeue: dequeue as Lesson['dequeue'],
+    lr: optNum('lr', 1e-9, 1),
+    entropyCoef: optNum('entropyCoef', 0, 10),
+    teamShare: optNum('teamShare', 0, 10),
   };
 }
 
@@ -115,6 +162,7 @@ export const BUILT_IN_CURRICULUM = [path.join(__dirname, 'lessons'), path.resolv
  * checkpointOut.
  */
 export function loadCurriculum(spec: string): Lesson[] {
+  if (spec === 'none') throw new UsageError('--curriculum none: no lessons (the caller trains a single lesson from the flags)');
   const target = spec === 'default' ? BUILT_IN_CURRICULUM : spec;
   let files: string[];
   try {
@@ -136,7 +184,13 @@ export function loadCurriculum(spec: string): Lesson[] {
     } catch (e) {
       throw new UsageError(`${f}: not a readable JSON lesson (${(e as Error).message})`);
     }
-    return validateLesson(raw, f);
+    const l = validateLesson(raw, f);
+    if (l.trace !== undefined) {
+      if (!path.isAbsolute(l.trace)) l.trace = path.resolve(path.dirname(f), l.trace);
+      if (!fs.existsSync(l.trace)) throw new UsageError(`${f}: field "trace": ${l.trace} does not exist`, 'KAIS_ERR_CURRICULUM');
+    }
+    l.source = f;
+    return l;
   });
   const outs = new Set<string>();
   for (const [i, l] of lessons.entries()) {

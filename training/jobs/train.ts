@@ -43,9 +43,12 @@ import { EdgeCloudEnv, ENV_VERSION } from '../sim/env';
 import { DEQUEUE_NAMES, type DequeueName } from '../../shared/dequeue';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES, type WorkloadName } from '../workload';
 import { makeDispatch, makeOrchestration } from '../baselines/registry';
+import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
+import { decidePromotion, loadCurriculum, type Lesson } from '../curriculum/schedule';
+import { loadTrace, toRequests, type TraceRow } from '../workload';
 import { runEpisode } from './rollout';
 import { writePlot } from './plot';
-import { CheckpointDb, checkScenario, scenarioFingerprint } from './checkpoint';
+import { CheckpointDb, checkScenario, scenarioFingerprint, type CheckpointRow, type CheckpointState } from './checkpoint';
 import { packWeights, weightsToBytes } from '../../shared/protocol/weights';
 
 // ------------------------------------------------------------------------------------ OPTIONS
@@ -117,6 +120,14 @@ export interface TrainOptions {
   evalSeeds: number;
   /** Start from the actor and critic of another run's latest checkpoint (same scenario; fresh optimiser). */
   initFrom: string | null;
+  /**
+   * Lessons to train through (training/curriculum/schedule.ts): 'default' (the shipped lessons,
+   * training/curriculum/lessons), a folder of lesson files or one file; null trains a single lesson
+   * from the flags (--workload, --load, --episode-frames, --bc-frames, --frames, ...).
+   */
+  curriculum: string | null;
+  /** Generate node telemetry and run the device filters on it, in training and in the evaluations (training/sim/telemetry.ts). */
+  filters: boolean;
   /** SQLite checkpoint file. */
   out: string;
   resume: boolean;
@@ -156,6 +167,8 @@ export const TRAIN_DEFAULTS: Omit<TrainOptions, 'scenario'> = {
   evalFrames: 3,
   evalSeeds: 2,
   initFrom: null,
+  curriculum: null,
+  filters: false,
   out: 'kais-train.db',
   resume: false,
   json: false,
@@ -171,12 +184,41 @@ export interface TrainConfig extends TrainOptions {
   obsDim: number;
   numActions: number;
   stateDim: number;
+  /** the lessons of --curriculum, as read when the run started (a resume uses these, not the files) */
+  lessons?: Lesson[];
+}
+
+/** Where a curriculum run stands, stored in every checkpoint (state.curriculum). */
+export interface CurriculumState {
+  /** index of the current lesson (lessons.length when all are done) */
+  lesson: number;
+  /** episodes of the current lesson done */
+  episodes: number;
+  /** their training throughput rates (the history decidePromotion judges) */
+  rates: number[];
+  startFrame: number;
+  startEpisode: number;
+}
+
+/** One started lesson (meta 'lessons' of the checkpoint file). */
+export interface LessonRecord {
+  lesson: number;
+  name: string;
+  startFrame: number;
+  startEpisode: number;
+  endFrame?: number;
+  endEpisode?: number;
+  episodes?: number;
+  reason?: string;
+  detail?: string;
 }
 
 export interface FrameMetrics {
   frame: number;
   episode: number;
   phase: 'bc' | 'rl';
+  /** curriculum: name of the lesson */
+  lesson?: string;
   'charts/throughputRate': number;
   'charts/teamReward': number;
   'charts/decisions': number;
@@ -187,6 +229,8 @@ export interface FrameMetrics {
   /** credit 'request': approximate KL of the update to the acting policy */
   'losses/approxKl'?: number;
   'charts/evalThroughputRate'?: number;
+  /** --filters, last frame of an episode: share of healthy node-time the device filters excluded */
+  'charts/falseExclusionRate'?: number;
   /** wall seconds of this frame (sim + act + learn), not reproducible */
   wallS: number;
   /** wall seconds of the LEARN part */
@@ -206,9 +250,15 @@ export interface TrainResult {
 
 export async function train(options: Partial<TrainOptions> & { scenario: string }, log: (line: string) => void = () => {}): Promise<TrainResult> {
   await loadBackend();
-  let opts: TrainOptions = { ...TRAIN_DEFAULTS, ...options };
+  // options left undefined take the defaults
+  const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as Partial<TrainOptions> & { scenario: string };
+  let opts: TrainOptions = { ...TRAIN_DEFAULTS, ...given };
   const scenario = loadScenario(opts.scenario);
+  if (opts.curriculum === 'none') opts.curriculum = null;
   validate(opts);
+  // bad lesson files fail before anything is written (a resume reads the stored lessons instead)
+  const fresh = !opts.resume || !fs.existsSync(opts.out) || fs.statSync(opts.out).size === 0;
+  const newLessons = fresh && opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario) : null;
 
   const topo = topologyOf(scenario);
   const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
@@ -217,14 +267,19 @@ export async function train(options: Partial<TrainOptions> & { scenario: string 
   }
   const db = CheckpointDb.open(opts.out, 'create');
   try {
-    let stored = opts.resume ? db.config<TrainConfig>() : null;
+    const stored = opts.resume ? db.config<TrainConfig>() : null;
     if (stored) {
       checkScenario(opts.out, stored, scenario);
       // the stored run config wins; only the total length may be extended
-      opts = { ...stored, frames: options.frames ?? stored.frames, out: opts.out, resume: true, json: opts.json };
+      opts = { ...stored, frames: given.frames ?? stored.frames, out: opts.out, resume: true, json: opts.json };
     }
+    // the lessons are read once, when the run starts; a resume uses the stored ones
+    const lessons = stored ? (stored.lessons ?? null) : (newLessons ?? (opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario) : null));
+    // a curriculum runs until its last lesson ends unless --frames caps it: the budget is the default
+    if (lessons && !stored && given.frames === undefined) opts.frames = lessons.reduce((n, l) => n + l.maxEpisodes * l.episodeFrames, 0);
     const config: TrainConfig = {
       ...opts,
+      ...(lessons ? { lessons } : {}),
       scenarioFingerprint: scenarioFingerprint(scenario),
       envVersion: ENV_VERSION,
       obsDim: observationDim(shape),
@@ -235,6 +290,115 @@ export async function train(options: Partial<TrainOptions> & { scenario: string 
   } finally {
     db.close();
   }
+}
+
+/** The heuristic a lesson (or the warm start) clones. */
+function makeTeacher(name: string, scenario: Scenario): DispatchPolicy {
+  return makeTrainTeacher(name) ?? makeDispatch(name, scenario);
+}
+
+/**
+ * Checks what the lesson files cannot check alone, naming the file: every lesson trains the run's
+ * scenario (one run trains one scenario's networks), its orchestration and teacher exist.
+ */
+export function checkLessons(lessons: Lesson[], scenario: Scenario): Lesson[] {
+  for (const l of lessons) {
+    const src = l.source ?? l.name;
+    const field = (f: string, e: unknown) => new UsageError(`${src}: field "${f}" ${(e instanceof Error ? e.message : String(e)).split('\n')[0]}`, 'KAIS_ERR_CURRICULUM');
+    let ls: Scenario;
+    try {
+      ls = loadScenario(l.scenario);
+    } catch (e) {
+      throw field('scenario', e);
+    }
+    if (scenarioFingerprint(ls) !== scenarioFingerprint(scenario)) {
+      throw new UsageError(`${src}: field "scenario" is "${l.scenario}", but this run trains scenario "${scenario.name}" (pass --scenario ${l.scenario}, or --curriculum none)`, 'KAIS_ERR_CURRICULUM');
+    }
+    try {
+      makeOrchestration(l.orchestration, scenario);
+    } catch (e) {
+      throw field('orchestration', e);
+    }
+    if (l.teacher !== undefined) {
+      try {
+        makeTeacher(l.teacher, scenario);
+      } catch (e) {
+        throw field('teacher', e);
+      }
+    }
+  }
+  return lessons;
+}
+
+/** What one episode trains on: a lesson's settings, or the run's own (single lesson). */
+interface EpisodePlan {
+  workload: WorkloadName;
+  trace: string | null;
+  traceWindowS: [number, number] | null;
+  load: number;
+  orchestration: string;
+  dequeue: DequeueName;
+  /** curriculum: the lesson clones this heuristic (single lesson: --bc-frames decides per frame) */
+  teacher: string | null;
+  lr: number;
+  entropyCoef: number;
+  teamShare: number;
+}
+
+function singlePlan(c: TrainConfig): EpisodePlan {
+  return {
+    workload: c.workload,
+    trace: c.trace,
+    traceWindowS: null,
+    load: c.load,
+    orchestration: c.orchestration,
+    // runs written before --dequeue existed trained with the env's default (edf)
+    dequeue: c.dequeue ?? 'edf',
+    teacher: null,
+    lr: c.lr,
+    entropyCoef: c.entropyCoef,
+    teamShare: c.teamShare,
+  };
+}
+
+function lessonPlan(l: Lesson, c: TrainConfig): EpisodePlan {
+  return {
+    workload: l.workload,
+    trace: l.trace ?? null,
+    traceWindowS: l.traceWindowS ?? null,
+    load: l.load,
+    orchestration: l.orchestration,
+    dequeue: l.dequeue ?? c.dequeue,
+    teacher: l.teacher ?? null,
+    lr: l.lr ?? c.lr,
+    entropyCoef: l.entropyCoef ?? c.entropyCoef,
+    teamShare: l.teamShare ?? c.teamShare,
+  };
+}
+
+const traceCache = new Map<string, TraceRow[]>();
+
+/**
+ * An episode's requests. With a trace window the rows of [from, to] are replayed from a start drawn
+ * in the window (`windowRng`), the rows before the start moved after the window's end, so each
+ * episode sees another stretch of the same rows and nothing outside the window.
+ */
+function episodeRequests(scenario: Scenario, p: EpisodePlan, seed: number, windowRng: Rng, durationS: number, warn: (line: string) => void) {
+  if (!p.trace || !p.traceWindowS) {
+    return buildRequests({ scenario, workload: p.workload, tracePath: p.trace, seed, load: p.load, durationS, warn });
+  }
+  let rows = traceCache.get(p.trace);
+  if (!rows) traceCache.set(p.trace, (rows = loadTrace(p.trace, warn).rows));
+  const [from, to] = p.traceWindowS;
+  const start = from + windowRng.next() * (to - from);
+  const span = to - from + 1;
+  const windowRows: TraceRow[] = [];
+  for (const r of rows) {
+    if (r.arrivalS < from || r.arrivalS > to) continue;
+    windowRows.push(r.arrivalS >= start ? r : { ...r, arrivalS: r.arrivalS + span, endS: r.endS === null ? null : r.endS + span });
+  }
+  if (windowRows.length === 0) throw new UsageError(`trace ${p.trace}: no rows in the lesson's traceWindowS [${from}, ${to}]`);
+  return toRequests(windowRows, { scenario, seed, load: p.load, durationS, warn, source: p.trace });
 }
 
 function validate(o: TrainOptions): void {
@@ -293,34 +457,46 @@ async function run(
     rng: actRng,
     head: config.head,
   });
-  const teacher = makeTrainTeacher(config.teacher) ?? makeDispatch(config.teacher, scenario);
+  const teacher = makeTeacher(config.teacher, scenario);
   const buf = new RolloutBuffer(actor.obsDim, shape.numTargets, config.stateDim, 8192);
   const sBuf = new Float32Array(config.stateDim);
   const obsBuf = new Float32Array(actor.obsDim);
   const metrics: FrameMetrics[] = [];
   let weightVersion = 0;
   let startEpisode = 0;
+  let resumedFrame = 0;
+  let resumedCurriculum: CurriculumState | null = null;
+
+  /** Networks and optimiser from a checkpoint row (the Rng streams are left alone). */
+  const restoreCheckpoint = (ck: CheckpointRow) => {
+    actor.setWeights(ck.actor);
+    critic.setWeights(ck.critic);
+    const na = actor.variables.length;
+    const nc = critic.variables.length;
+    if (ck.adam.length !== 2 * (na + nc)) throw new UsageError(`${db.path}: checkpoint optimiser state does not fit the networks`);
+    learner.setState({
+      actorAdam: { step: ck.state.actorAdamStep, moments: ck.adam.slice(0, 2 * na) },
+      criticAdam: { step: ck.state.criticAdamStep, moments: ck.adam.slice(2 * na) },
+    });
+    policy.setWeights(++weightVersion, actor.getWeights().arrays);
+  };
 
   if (resuming) {
     const ck = db.latest();
     if (ck) {
-      actor.setWeights(ck.actor);
-      critic.setWeights(ck.critic);
-      const na = actor.variables.length;
-      const nc = critic.variables.length;
-      if (ck.adam.length !== 2 * (na + nc)) throw new UsageError(`${db.path}: checkpoint optimiser state does not fit the networks`);
-      learner.setState({
-        actorAdam: { step: ck.state.actorAdamStep, moments: ck.adam.slice(0, 2 * na) },
-        criticAdam: { step: ck.state.criticAdamStep, moments: ck.adam.slice(2 * na) },
-      });
+      restoreCheckpoint(ck);
       actRng.setState(ck.state.rng.act);
       learnRng.setState(ck.state.rng.learn);
       weightVersion = ck.state.weightVersion;
       policy.setWeights(weightVersion, actor.getWeights().arrays);
       startEpisode = ck.episode + 1;
+      resumedFrame = ck.frame;
+      resumedCurriculum = (ck.state as CheckpointState & { curriculum?: CurriculumState }).curriculum ?? null;
+      if (config.lessons && !resumedCurriculum) throw new UsageError(`${db.path}: curriculum run without the lesson state in its checkpoint`);
       for (const m of db.metrics()) if (m.frame < ck.frame) metrics.push(m.json as unknown as FrameMetrics);
       db.truncateMetrics(ck.frame);
-      log(`resuming ${db.path} after episode ${ck.episode} (${ck.frame} frames done)`);
+      const where = config.lessons && resumedCurriculum ? `, in lesson ${resumedCurriculum.lesson + 1}/${config.lessons.length} "${config.lessons[resumedCurriculum.lesson]?.name ?? '(all done)'}" after ${resumedCurriculum.episodes} of its episodes` : '';
+      log(`resuming ${db.path} after episode ${ck.episode} (${ck.frame} frames done${where})`);
     }
   } else {
     if (config.initFrom) {
@@ -343,39 +519,75 @@ async function run(
   }
 
   const E = config.episodeFrames;
+  const lessons = config.lessons ?? null;
   const totalEpisodes = Math.ceil(config.frames / E);
-  const orchestration = makeOrchestration(config.orchestration, scenario);
+  const orchestrations = new Map<string, OrchestrationPolicy>();
+  const orchestrationOf = (name: string) => {
+    let o = orchestrations.get(name);
+    if (!o) orchestrations.set(name, (o = makeOrchestration(name, scenario)));
+    return o;
+  };
+  const teachers = new Map<string, ReturnType<typeof makeTeacher>>([[config.teacher, teacher]]);
+  const teacherOf = (name: string) => {
+    let t = teachers.get(name);
+    if (!t) teachers.set(name, (t = makeTeacher(name, scenario)));
+    return t;
+  };
   let finalEval: number | null = null;
   const actions: number[] = new Array(shape.numEaps).fill(-1);
   const perRequest = (config.credit ?? 'team') === 'request';
   let best = resuming ? db.meta<BestEval>('best') : null;
   let bestActor: Float32Array[] | null = null;
+  let framesDone = resumedFrame;
+  const framesAtStart = resumedFrame;
+  /** lessons: where the run is; `lessonLog` the lessons started so far (meta 'lessons'). */
+  let cur: CurriculumState = resumedCurriculum ?? { lesson: 0, episodes: 0, rates: [], startFrame: 0, startEpisode: 0 };
+  const lessonLog: LessonRecord[] = (resuming ? db.meta<LessonRecord[]>('lessons') : null) ?? [];
+  /** checkpoint labels written by finished lessons (meta 'labels': label -> checkpoint episode and frame) */
+  const labels: Record<string, { episode: number; frame: number }> = (resuming ? db.meta<Record<string, { episode: number; frame: number }>>('labels') : null) ?? {};
+  let lastCheckpointEpisode = startEpisode - 1;
 
-  for (let episode = startEpisode; episode < totalEpisodes; episode++) {
-    const epFrames = Math.min(E, config.frames - episode * E);
+  for (let episode = startEpisode; ; episode++) {
+    // which lesson, and what its episodes look like (single lesson: the run's own options)
+    const lesson = lessons ? (lessons[cur.lesson] ?? null) : null;
+    if (lessons ? lesson === null || framesDone >= config.frames : episode >= totalEpisodes) break;
+    const plan = lesson ? lessonPlan(lesson, config) : singlePlan(config);
+    if (lesson && cur.episodes === 0) {
+      // a lesson starts: from its checkpointIn when that is not where the run stands
+      const from = lesson.checkpointIn !== undefined ? labels[lesson.checkpointIn] : undefined;
+      if (from && from.episode !== lastCheckpointEpisode) {
+        const ck = db.latest(from.frame);
+        if (!ck || ck.episode !== from.episode) throw new UsageError(`${db.path}: checkpoint "${lesson.checkpointIn}" (episode ${from.episode}) is missing`);
+        restoreCheckpoint(ck);
+      }
+      if (!lessonLog.some((r) => r.lesson === cur.lesson)) {
+        lessonLog.push({ lesson: cur.lesson, name: lesson.name, startFrame: framesDone, startEpisode: episode });
+      }
+      log(
+        `lesson ${cur.lesson + 1}/${lessons!.length} "${lesson.name}" starts at frame ${framesDone}: ${lesson.trace ? `trace ${lesson.trace}${lesson.traceWindowS ? ` [${lesson.traceWindowS.join(', ')}] s` : ''}` : lesson.workload} x${lesson.load}, ` +
+          `${lesson.episodeFrames}-frame episodes, ${lesson.orchestration}, ${plan.dequeue}, ${lesson.teacher ? `cloning ${lesson.teacher}` : 'RL'}, at most ${lesson.maxEpisodes} episodes` +
+          (lesson.checkpointIn ? `, from checkpoint "${lesson.checkpointIn}"` : ''),
+      );
+    }
+    const epE = lesson ? lesson.episodeFrames : E;
+    const epFrames = Math.min(epE, config.frames - framesDone);
     const epSeed = Rng.derive(config.seed, `train/episode-${episode}`).nextU32();
-    const requests = buildRequests({
-      scenario,
-      workload: config.workload,
-      tracePath: config.trace,
-      seed: epSeed,
-      load: config.load,
-      durationS: epFrames * scenario.slotsPerFrame * scenario.slotS,
-      warn: log,
-    });
+    const requests = episodeRequests(scenario, plan, epSeed, Rng.derive(config.seed, `train/trace-window-${episode}`), epFrames * scenario.slotsPerFrame * scenario.slotS, log);
     const env = new EdgeCloudEnv(scenario, {
       requests,
       frames: epFrames,
-      orchestration,
+      orchestration: orchestrationOf(plan.orchestration),
       illegalAction: 'throw',
       rewardEpsilon: config.rewardEpsilon ?? 1,
-      // runs written before --dequeue existed trained with the env's default (edf)
-      eapDequeue: config.dequeue ?? 'edf',
-      nodeDequeue: config.dequeue ?? 'edf',
+      eapDequeue: plan.dequeue,
+      nodeDequeue: plan.dequeue,
+      deviceFilters: config.filters ?? false,
     });
+    const epTeacher = teacherOf(plan.teacher ?? config.teacher);
     let { observations } = env.reset({ seed: epSeed });
     policy.reset(epSeed);
-    teacher.reset?.(epSeed, env.view);
+    epTeacher.reset?.(epSeed, env.view);
+    learner.setEntropyCoef(plan.entropyCoef);
     const view = env.view;
     const epMetrics: FrameMetrics[] = [];
     let frameStart = 0;
@@ -385,8 +597,8 @@ async function run(
 
     for (let fi = 0; fi < epFrames; fi++) {
       const tf0 = performance.now();
-      const frame = episode * E + fi;
-      const bc = frame < config.bcFrames;
+      const frame = framesDone + fi;
+      const bc = lesson ? plan.teacher !== null : frame < config.bcFrames;
       const frameEnd = (fi + 1) * scenario.slotsPerFrame;
       let lastSlot = -1;
       let teamReward = 0;
@@ -404,7 +616,7 @@ async function run(
         const items = live.map((b) => observations[b]);
         if (bc) {
           for (const it of items) {
-            it.action = teacher.decide(it, view);
+            it.action = epTeacher.decide(it, view);
             policy.observations.build(it, view, obsBuf);
             buf.record(obsBuf, it.mask, it.action, 0, it.eap);
           }
@@ -453,6 +665,7 @@ async function run(
         'losses/bc': 0,
         wallS: 0,
       };
+      if (lesson) m.lesson = lesson.name;
       if (perRequest && bc) m['losses/bc'] = round(bcLoss, 5);
       if (!learnNow) {
         // keep collecting this episode's decisions
@@ -461,10 +674,10 @@ async function run(
         if (bc) {
           m['losses/value'] = round(learner.fitCriticRequests(buf, outcome), 5);
         } else {
-          learner.setLearningRate(config.lr);
+          learner.setLearningRate(plan.lr);
           // an episode that started with cloning frames: only the actor's own samples are on-policy
           outcome.fill(Number.NaN, 0, Math.max(0, rlStart));
-          const st = learner.updateRequests(buf, outcome, { teamShare: config.teamShare, clip: config.clip, epochs: config.ppoEpochs, targetKl: config.targetKl });
+          const st = learner.updateRequests(buf, outcome, { teamShare: plan.teamShare, clip: config.clip, epochs: config.ppoEpochs, targetKl: config.targetKl });
           m['losses/value'] = round(st.vLoss, 5);
           m['losses/policy'] = round(st.pgLoss, 5);
           m['losses/entropy'] = round(st.entropy, 5);
@@ -475,7 +688,7 @@ async function run(
         m['losses/bc'] = round(learner.imitate(buf, config.bcEpochs), 5);
         m['losses/value'] = round(learner.fitCritic(buf), 5);
       } else {
-        learner.setLearningRate(config.lr);
+        learner.setLearningRate(plan.lr);
         const st = learner.update(buf);
         m['losses/value'] = round(st.vLoss, 5);
         m['losses/policy'] = round(st.pgLoss, 5);
@@ -490,11 +703,18 @@ async function run(
       m.learnS = round((performance.now() - tl0) / 1000, 3);
       epMetrics.push(m);
       metrics.push(m);
-      log(progressLine(m, config.frames, metrics.length - startEpisode * E, (performance.now() - t0) / 1000));
+      const where = lesson ? `lesson ${cur.lesson + 1}/${lessons!.length} ${lesson.name} ep ${cur.episodes + 1}/${lesson.maxEpisodes} | ` : '';
+      log(where + progressLine(m, config.frames, metrics.length - framesAtStart, (performance.now() - t0) / 1000));
+    }
+    framesDone += epFrames;
+    if (env.telemetry && epMetrics.length > 0) {
+      // --filters: share of healthy node-time the device filters excluded this episode (kais eval reports the same)
+      const fx = round(env.telemetry.falseExclusionRate, 4);
+      epMetrics[epMetrics.length - 1]['charts/falseExclusionRate'] = fx;
+      log(`device filters: false exclusion rate ${fx} in episode ${episode}`);
     }
 
     // evaluation on held-out seeds (argmax), at episode ends
-    const framesDone = episode * E + epFrames;
     // (the schedule depends on frames done only, not on --frames, so a run stopped early and
     // resumed with more frames evaluates exactly where an uninterrupted one does)
     if (config.evalEvery > 0 && Math.floor(framesDone / config.evalEvery) > Math.floor((framesDone - epFrames) / config.evalEvery)) {
@@ -506,6 +726,24 @@ async function run(
         best = { episode, frame: framesDone, eval: ev };
         bestActor = actor.getWeights().arrays.map((a) => Float32Array.from(a));
       }
+    }
+
+    // promotion (curriculum): decided on the episodes' training throughput rates, then stored
+    // with the checkpoint so that --resume continues in the same lesson with the same history
+    const meta: Record<string, unknown> = best ? { best } : {};
+    if (lesson) {
+      const rate = round(epMetrics.reduce((s, x) => s + x['charts/throughputRate'], 0) / Math.max(1, epMetrics.length), 4);
+      cur = { ...cur, episodes: cur.episodes + 1, rates: [...cur.rates, rate] };
+      const d = decidePromotion(lesson, cur.rates);
+      if (d.promote) {
+        const rec = lessonLog.find((r) => r.lesson === cur.lesson)!;
+        Object.assign(rec, { endFrame: framesDone, endEpisode: episode, episodes: cur.episodes, reason: d.reason, detail: d.detail });
+        labels[lesson.checkpointOut] = { episode, frame: framesDone };
+        log(`lesson ${cur.lesson + 1}/${lessons!.length} "${lesson.name}" ended after ${cur.episodes} episodes (frame ${framesDone}): ${d.reason}, ${d.detail}; checkpoint "${lesson.checkpointOut}"`);
+        cur = { lesson: cur.lesson + 1, episodes: 0, rates: [], startFrame: framesDone, startEpisode: episode + 1 };
+      }
+      meta.lessons = lessonLog;
+      meta.labels = labels;
     }
 
     // checkpoint: weights, optimiser, Rng states and this episode's metrics in one transaction
@@ -525,11 +763,13 @@ async function run(
           actorAdamStep: ls.actorAdam.step,
           criticAdamStep: ls.criticAdam.step,
           rng: { act: actRng.getState(), learn: learnRng.getState() },
+          ...(lessons ? { curriculum: cur } : {}),
         },
       },
       epMetrics.map((x) => ({ frame: x.frame, json: x })),
-      best ? { best } : {},
+      meta,
     );
+    lastCheckpointEpisode = episode;
   }
   if (config.exportActor) {
     let arrays = bestActor;
@@ -551,7 +791,7 @@ async function run(
   actor.dispose();
   critic.dispose();
   const wallS = (performance.now() - t0) / 1000;
-  const trainedNow = metrics.length - startEpisode * E;
+  const trainedNow = metrics.length - framesAtStart;
   return { config, framesDone: metrics.length, metrics, finalEval, wallS: round(wallS, 2), framesPerS: round(trainedNow / wallS, 3) };
 }
 
@@ -635,7 +875,17 @@ export function evaluate(
     });
     const dispatch = new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights: actorWeights, mode: 'argmax', head: config.head });
     const dq = config.dequeue ?? 'discounted'; // older runs evaluated with rollout's unset (= discounted) order
-    const r = runEpisode({ scenario, requests, frames: config.evalFrames, seed, dispatch, orchestration: makeOrchestration(config.orchestration, scenario), eapDequeue: dq, nodeDequeue: dq });
+    const r = runEpisode({
+      scenario,
+      requests,
+      frames: config.evalFrames,
+      seed,
+      dispatch,
+      orchestration: makeOrchestration(config.orchestration, scenario),
+      eapDequeue: dq,
+      nodeDequeue: dq,
+      deviceFilters: config.filters ?? false,
+    });
     sum += r.throughputRate;
   }
   return round(sum / seeds, 4);
@@ -667,7 +917,9 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
       .option('trace', { type: 'string', describe: 'Alibaba batch_task CSV (or folder) to replay' })
       .option('load', { type: 'number', default: TRAIN_DEFAULTS.load, describe: 'arrival-rate multiplier' })
       .option('dequeue', { type: 'string', choices: [...DEQUEUE_NAMES], default: TRAIN_DEFAULTS.dequeue, describe: 'queue order (eAP and node queues) in training and its evaluations' })
-      .option('frames', { type: 'number', default: TRAIN_DEFAULTS.frames, describe: 'total frames to train (BC frames included)' })
+      .option('curriculum', { type: 'string', describe: "lessons to train through: 'default' (the shipped ones), a folder of lesson .json files or one file; 'none': one lesson from the flags" })
+      .option('filters', { type: 'boolean', default: TRAIN_DEFAULTS.filters, describe: 'run the device filters on simulated node telemetry (training and its evaluations)' })
+      .option('frames', { type: 'number', describe: `total frames to train, BC frames included (default ${TRAIN_DEFAULTS.frames}; with --curriculum: until the last lesson ends)` })
       .option('episode-frames', { type: 'number', default: TRAIN_DEFAULTS.episodeFrames, describe: 'frames per episode' })
       .option('bc-frames', { type: 'number', default: TRAIN_DEFAULTS.bcFrames, describe: 'warm-start frames cloning --teacher (0 = none)' })
       .option('bc-epochs', { type: 'number', default: TRAIN_DEFAULTS.bcEpochs, describe: 'passes over each BC frame' })
@@ -737,6 +989,8 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
         evalFrames: argv.evalFrames,
         evalSeeds: argv.evalSeeds,
         initFrom: argv.initFrom ?? null,
+        curriculum: resolveCurriculumFlag((argv as unknown as { curriculum?: string }).curriculum, argv.scenario),
+        filters: argv.filters,
         out: argv.out,
         resume: argv.resume,
         json: argv.json,
@@ -752,11 +1006,23 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
       wallS: r.wallS,
       framesPerS: r.framesPerS,
     };
-    if (plotFile) writeLearningCurve(plotFile, r.metrics, argv);
+    if (plotFile) writeLearningCurve(plotFile, r.metrics, r.config);
     if (argv.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
     else process.stdout.write(`trained ${summary.frames} frames in ${summary.wallS} s -> ${summary.out}\n`);
   },
 };
+
+/**
+ * `--curriculum` as given, or when it is not given: the shipped lessons for the scenario they are
+ * written for (the default recipe), a single lesson from the flags for any other scenario.
+ */
+export function resolveCurriculumFlag(flag: string | undefined, scenario: string): string | null {
+  if (flag !== undefined) return flag === 'none' ? null : flag;
+  return DEFAULT_CURRICULUM_SCENARIOS.includes(scenario) ? 'default' : null;
+}
+
+/** Scenarios the shipped lessons are written for (`kais train` without --curriculum runs them there). */
+export const DEFAULT_CURRICULUM_SCENARIOS: string[] = [];
 
 /**
  * The learning curve: throughput rate of each training frame and of the held-out evaluations,

@@ -1,7 +1,7 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { decidePromotion, loadCurriculum, type Lesson } from '../../../../training/curriculum/schedule';
+import { decidePromotion, loadCurriculum, validateLesson, type Lesson } from '../../../../training/curriculum/schedule';
 
 const lesson: Lesson = {
   name: 't',
@@ -49,5 +49,24 @@ describe('loadCurriculum', () => {
     fs.writeFileSync(f, JSON.stringify({ ...lesson, checkpointIn: 'nowhere' }));
     expect(() => loadCurriculum(f)).toThrow(/checkpointIn.*nowhere/);
     expect(() => loadCurriculum(path.join(dir, 'missing'))).toThrow(/--curriculum: cannot read/);
+  });
+  it('rejects fields it does not know (a misspelt one would be ignored silently otherwise)', () => {
+    expect(() => validateLesson({ ...lesson, maxEpisode: 3 }, 'x.json')).toThrow(/x\.json: field "maxEpisode" is not a lesson field/);
+  });
+  it('reads the optional fields: teacher, trace window, dequeue and learner settings', () => {
+    const l = validateLesson({ ...lesson, teacher: 'lec', trace: 't.csv', traceWindowS: [-5, 100], dequeue: 'edf', lr: 2e-4, entropyCoef: 0.01, teamShare: 0.2 }, 'x.json');
+    expect(l).toMatchObject({ teacher: 'lec', trace: 't.csv', traceWindowS: [-5, 100], dequeue: 'edf', lr: 2e-4, entropyCoef: 0.01, teamShare: 0.2 });
+    expect(() => validateLesson({ ...lesson, dequeue: 'lifo' }, 'x.json')).toThrow(/field "dequeue" must be one of fifo, edf, discounted/);
+    expect(() => validateLesson({ ...lesson, trace: 't.csv', traceWindowS: [3, 3] }, 'x.json')).toThrow(/field "traceWindowS" must be \[from, to\]/);
+    expect(() => validateLesson({ ...lesson, traceWindowS: [0, 3] }, 'x.json')).toThrow(/field "traceWindowS" needs a "trace"/);
+    expect(() => validateLesson({ ...lesson, lr: 0 }, 'x.json')).toThrow(/field "lr" must be a number/);
+  });
+  it('resolves a relative trace path against the lesson file and checks that it exists', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-cur-'));
+    fs.writeFileSync(path.join(dir, 'rows.csv'), '1,2,j,t,1,Terminated,50,0.01\n');
+    fs.writeFileSync(path.join(dir, '01.json'), JSON.stringify({ ...lesson, trace: 'rows.csv' }));
+    expect(loadCurriculum(dir)[0]).toMatchObject({ trace: path.join(dir, 'rows.csv'), source: path.join(dir, '01.json') });
+    fs.writeFileSync(path.join(dir, '01.json'), JSON.stringify({ ...lesson, trace: 'gone.csv' }));
+    expect(() => loadCurriculum(dir)).toThrow(/01\.json: field "trace": .*gone\.csv does not exist/);
   });
 });

@@ -1,0 +1,182 @@
+/**
+ * `kais train --curriculum` and `--filters` on the `tiny` scenario through the real CLI (dist/kais.js,
+ * built by `npm test` before jest runs): lessons in order with the reason each ended, the lesson
+ * stored in the checkpoint so that a run killed mid-lesson resumes to the same numbers, one-line
+ * exit 2 for bad lesson files, and the device filters in the training loop.
+ */
+import { spawn, spawnSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import Database from 'better-sqlite3';
+
+const ROOT = path.join(__dirname, '..', '..');
+const KAIS = path.join(ROOT, 'dist', 'kais.js');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-curriculum-'));
+
+function kais(...args: string[]) {
+  const r = spawnSync(process.execPath, [KAIS, ...args], { encoding: 'utf8', timeout: 60000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+function read(file: string): { metrics: Record<string, unknown>[]; meta: Record<string, unknown>; config: Record<string, unknown> } {
+  const db = new Database(file, { readonly: true });
+  const rows = db.prepare('SELECT json FROM metrics ORDER BY frame').all() as { json: string }[];
+  const meta = Object.fromEntries(
+    (db.prepare("SELECT key, value FROM meta WHERE key != 'format'").all() as { key: string; value: string }[]).map((r) => [r.key, JSON.parse(r.value)]),
+  );
+  db.close();
+  // wall times are not reproducible
+  const metrics = rows.map((r) => {
+    const { wallS, learnS, ...rest } = JSON.parse(r.json) as Record<string, unknown>;
+    void wallS;
+    void learnS;
+    return rest;
+  });
+  const { config, ...others } = meta;
+  return { metrics, meta: others, config };
+}
+
+/** A two-lesson curriculum: cloning on periodic load with a fixed placement, then RL on P4 with hpa. */
+function writeLessons(dir: string): void {
+  fs.mkdirSync(dir, { recursive: true });
+  const common = { scenario: 'tiny', load: 1, promotion: { plateauEpisodes: 5, minImprovement: 0.01 } };
+  fs.writeFileSync(
+    path.join(dir, '01-clone.json'),
+    JSON.stringify({ ...common, name: '01-clone', workload: 'p1', episodeFrames: 1, orchestration: 'static', maxEpisodes: 2, teacher: 'deadline-load', checkpointOut: 'cloned' }),
+  );
+  fs.writeFileSync(
+    path.join(dir, '02-rl.json'),
+    JSON.stringify({ ...common, name: '02-rl', workload: 'p4', episodeFrames: 2, orchestration: 'hpa', maxEpisodes: 2, lr: 2e-4, checkpointIn: 'cloned', checkpointOut: 'tuned' }),
+  );
+}
+
+const lessonsDir = path.join(tmp, 'lessons');
+const args = ['train', '--scenario', 'tiny', '--curriculum', lessonsDir, '--seed', '5', '--eval-every', '2'];
+
+describe('kais train --curriculum (smoke, tiny scenario)', () => {
+  beforeAll(() => writeLessons(lessonsDir));
+  afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  it('trains through the lessons in order and logs when each starts and why it ended', () => {
+    const out = path.join(tmp, 'whole.db');
+    const r = kais(...args, '--out', out);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/lesson 1\/2 "01-clone" starts at frame 0: p1 x1, 1-frame episodes, static, discounted, cloning deadline-load/);
+    expect(r.stderr).toMatch(/lesson 1\/2 "01-clone" ended after 2 episodes \(frame 2\): budget/);
+    expect(r.stderr).toMatch(/lesson 2\/2 "02-rl" starts at frame 2: p4 x1, 2-frame episodes, hpa, discounted, RL, at most 2 episodes, from checkpoint "cloned"/);
+    expect(r.stderr).toMatch(/lesson 2\/2 "02-rl" ended after 2 episodes \(frame 6\): budget/);
+    // the progress bar names the lesson
+    expect(r.stderr).toMatch(/lesson 2\/2 02-rl ep 2\/2 \| frame 6\/6 \[rl\]/);
+    const { metrics, meta, config } = read(out);
+    expect(metrics.map((m) => [m.lesson, m.phase])).toEqual([
+      ['01-clone', 'bc'],
+      ['01-clone', 'bc'],
+      ['02-rl', 'rl'],
+      ['02-rl', 'rl'],
+      ['02-rl', 'rl'],
+      ['02-rl', 'rl'],
+    ]);
+    expect(meta.lessons).toMatchObject([
+      { name: '01-clone', startFrame: 0, endFrame: 2, reason: 'budget' },
+      { name: '02-rl', startFrame: 2, endFrame: 6, reason: 'budget' },
+    ]);
+    expect(meta.labels).toEqual({ cloned: { episode: 1, frame: 2 }, tuned: { episode: 3, frame: 6 } });
+    expect((config.lessons as unknown[]).length).toBe(2);
+  });
+
+  it('resumes a run killed with SIGKILL inside the second lesson in that lesson, with the same numbers', async () => {
+    const killed = path.join(tmp, 'killed.db');
+    await new Promise<void>((resolve) => {
+      const child = spawn(process.execPath, [KAIS, ...args, '--out', killed]);
+      let err = '';
+      child.stderr.on('data', (d: Buffer) => {
+        err += d.toString();
+        if (/frame 5\/6/.test(err)) child.kill('SIGKILL'); // inside the second episode of lesson 2
+      });
+      child.on('exit', () => resolve());
+    });
+    expect(read(killed).metrics.length).toBeLessThan(6); // it really died before the end
+    // no --curriculum: a resume trains the lessons stored with the run
+    const r = kais('train', '--scenario', 'tiny', '--out', killed, '--resume');
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/resuming .* \(4 frames done, in lesson 2\/2 "02-rl" after 1 of its episodes\)/);
+    expect(r.stderr).not.toMatch(/lesson 1\/2/);
+    const [a, b] = [read(killed), read(path.join(tmp, 'whole.db'))];
+    expect(a.metrics).toEqual(b.metrics);
+    expect(a.meta).toEqual(b.meta); // lessons with their reasons, checkpoint labels, best evaluation
+  });
+
+  it('keeps a stopped curriculum run resumable with more frames (a cap on an episode boundary)', () => {
+    const parts = path.join(tmp, 'parts.db');
+    const first = kais(...args, '--out', parts, '--frames', '2');
+    expect(first.code).toBe(0);
+    expect(first.stderr).toMatch(/"01-clone" ended after 2 episodes/);
+    expect(first.stderr).not.toMatch(/"02-rl" starts/);
+    const r = kais('train', '--scenario', 'tiny', '--out', parts, '--resume', '--frames', '6');
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/in lesson 2\/2 "02-rl" after 0 of its episodes/);
+    expect(read(parts).metrics).toEqual(read(path.join(tmp, 'whole.db')).metrics);
+  });
+
+  describe('bad lesson files: exit 2 with one line naming the file and the problem, nothing written', () => {
+    const cases: [string, (dir: string) => void, RegExp][] = [
+      ['an unknown workload', (d) => edit(d, '02-rl.json', { workload: 'p9' }), /02-rl\.json: field "workload" must be one of p1, p2, p3, p4, mixed, got "p9"/],
+      ['a misspelt field', (d) => edit(d, '01-clone.json', { maxEpisode: 3 }), /01-clone\.json: field "maxEpisode" is not a lesson field/],
+      ['a negative load', (d) => edit(d, '01-clone.json', { load: -1 }), /01-clone\.json: field "load" must be a number/],
+      ['a checkpointIn nobody writes', (d) => edit(d, '02-rl.json', { checkpointIn: 'nowhere' }), /02-rl\.json: field "checkpointIn" names "nowhere"/],
+      ['an unknown orchestration', (d) => edit(d, '02-rl.json', { orchestration: 'nope' }), /02-rl\.json: field "orchestration"/],
+      ['an unknown teacher', (d) => edit(d, '01-clone.json', { teacher: 'nope' }), /01-clone\.json: field "teacher"/],
+      ['another scenario than the run', (d) => edit(d, '02-rl.json', { scenario: 'small' }), /02-rl\.json: field "scenario" is "small", but this run trains scenario "tiny"/],
+      ['a missing trace file', (d) => edit(d, '02-rl.json', { trace: 'no-such.csv' }), /02-rl\.json: field "trace": .*no-such\.csv does not exist/],
+      ['a trace window upside down', (d) => edit(d, '02-rl.json', { trace: '01-clone.json', traceWindowS: [5, 1] }), /02-rl\.json: field "traceWindowS" must be \[from, to\]/],
+      ['broken JSON', (d) => fs.writeFileSync(path.join(d, '01-clone.json'), '{"name": '), /01-clone\.json: not a readable JSON lesson/],
+    ];
+    it.each(cases)('%s', (_what, spoil, message) => {
+      const dir = fs.mkdtempSync(path.join(tmp, 'bad-'));
+      writeLessons(dir);
+      spoil(dir);
+      const out = path.join(dir, 'never.db');
+      const r = kais('train', '--scenario', 'tiny', '--curriculum', dir, '--out', out);
+      expect(r.code).toBe(2);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(message);
+      expect(fs.existsSync(out)).toBe(false);
+    });
+  });
+
+  it('refuses the shipped lessons (written for kais) on another scenario', () => {
+    const r = kais('train', '--scenario', 'tiny', '--curriculum', 'default', '--out', path.join(tmp, 'default.db'));
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/field "scenario" is "kais", but this run trains scenario "tiny"/);
+  });
+});
+
+function edit(dir: string, file: string, patch: Record<string, unknown>): void {
+  const f = path.join(dir, file);
+  fs.writeFileSync(f, JSON.stringify({ ...(JSON.parse(fs.readFileSync(f, 'utf8')) as object), ...patch }));
+}
+
+describe('kais train --filters', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-filters-'));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('runs the device filters on simulated telemetry in training and reports their false exclusions', () => {
+    const base = ['train', '--scenario', 'tiny', '--episode-frames', '2', '--bc-frames', '1', '--frames', '2', '--seed', '3', '--eval-every', '2'];
+    const on = path.join(dir, 'on.db');
+    const off = path.join(dir, 'off.db');
+    const r = kais(...base, '--filters', '--out', on);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/device filters: false exclusion rate [\d.]+ in episode 0/);
+    expect(kais(...base, '--out', off).code).toBe(0);
+    const a = read(on);
+    const b = read(off);
+    expect(a.config.filters).toBe(true);
+    expect(b.config.filters).toBe(false);
+    expect(a.metrics[1]['charts/falseExclusionRate']).toEqual(expect.any(Number));
+    expect(b.metrics[1]['charts/falseExclusionRate']).toBeUndefined();
+    // filtered nodes change the masks, so the dispatch and the numbers differ
+    expect(a.metrics).not.toEqual(b.metrics);
+  });
+});
