@@ -348,7 +348,9 @@ export class Dispatcher {
       }
       if (target >= 0 && target < view.numTargets && mask[target]) {
         this.counters.decisionsLearned++;
-        return { target, mask, obs: this.lastObs, logProb: Math.min(0, this.lastLogProb), version: this.learned.version };
+        // the log-probability of what was done: an argmax actor is deterministic (probability 1)
+        const logProb = this.act === 'sample' ? Math.min(0, this.lastLogProb) : 0;
+        return { target, mask, obs: this.lastObs, logProb, version: this.learned.version };
       }
     }
     this.counters.decisionsFallback++;

@@ -23,25 +23,29 @@
  *
  * Pace: every `pollMs` the learner reads new batches from the ring; once `batch` eligible
  * transitions are pending it runs one update. The first `criticWarmup` updates fit only the critic
- * (a fresh critic's advantages are noise), the later ones update the actor and publish. An update
- * on 2,048 transitions takes ~0.2-0.6 s on the wasm backend and runs on the orchestrator's event
- * loop: heartbeats (5 s) and fan-out wait that long at most. The update time is logged and kept
- * in `stats`.
+ * (a fresh critic's advantages are noise), the later ones update the actor and publish.
+ *
+ * Where the tfjs work runs: in a worker thread (learner-worker.ts) when the compiled worker file is
+ * there (always, from `dist/`), so the hub's event loop (heartbeats, fan-out, placement) never
+ * waits for an update: measured, one update on 2,048 transitions took 28 s on a machine loaded
+ * ~5x over its 2 cores, which on the event loop would have stalled every agent's link. In-process
+ * (`thread: 'in-process'`, and under jest where only the .ts sources exist) for tests.
  *
  * Restart: the actor starts from the latest stored weight version; the critic, the experience
  * cursor and the update count come back from the store's `learner` table (saved after every
  * update, in one transaction); Adam's moments start fresh.
  */
-import * as tf from '@tensorflow/tfjs';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import type { Transition } from '../shared/protocol/envelope';
 import { packWeights, unpackWeights, type WeightTensor } from '../shared/protocol/weights';
-import { ActorNet, actorArrayCount, type HeadActivation } from '../shared/nets/actor';
-import { ValueNet } from '../shared/nets/value';
-import { Rng } from '../shared/rng';
+import { actorArrayCount, type HeadActivation } from '../shared/nets/actor';
+import { criticShapes } from '../shared/nets/value';
 import { topologyOf, type Scenario } from '../shared/scenario';
 import { observationDim, targetBlockOf } from '../shared/spaces';
-import { CmmacLearner } from '../critic/cmmac/learner';
-import { RolloutBuffer } from '../critic/cmmac/buffer';
+import { LearnerCore, type CoreConfig, type CoreResult, type PackedBatch } from './learner-core';
+import type { WorkerReply, WorkerRequest } from './learner-worker';
 import type { ModelRegistry } from './registry';
 import type { Store } from './store';
 
@@ -65,6 +69,8 @@ export interface OnlineLearnerOptions {
   targetKl?: number;
   /** Seed of the critic's initial weights and the minibatch order. @defaultValue 1 */
   seed?: number;
+  /** Where updates run: 'auto' = a worker thread when learner-worker.js exists. @defaultValue 'auto' */
+  thread?: 'auto' | 'worker' | 'in-process';
   log?: (line: string) => void;
 }
 
@@ -76,10 +82,94 @@ export interface OnlineLearnerStats {
   /** Transitions read from the ring, and of those learned from. */
   transitionsRead: number;
   transitionsUsed: number;
-  /** Wall time of the last update (ms), its approximate KL and the mean reward of its batch. */
+  /** Wall time of the last update (ms, inside the engine), its approximate KL and the mean reward of its batch. */
   lastUpdateMs: number;
   lastApproxKl: number;
   lastMeanReward: number;
+}
+
+/** Runs LearnerCore somewhere: a worker thread or this thread. */
+interface Engine {
+  readonly where: string;
+  init(config: CoreConfig, actor: Float32Array[], critic: Float32Array[] | null): Promise<string>;
+  setActor(actor: Float32Array[]): Promise<void>;
+  update(batch: PackedBatch, criticOnly: boolean): Promise<CoreResult>;
+  dispose(): void;
+}
+
+class InProcessEngine implements Engine {
+  readonly where = 'in-process';
+  private core: LearnerCore | null = null;
+  async init(config: CoreConfig, actor: Float32Array[], critic: Float32Array[] | null): Promise<string> {
+    this.core?.dispose();
+    this.core = new LearnerCore(config, actor, critic);
+    return 'current';
+  }
+  async setActor(actor: Float32Array[]): Promise<void> {
+    this.core!.setActor(actor);
+  }
+  async update(batch: PackedBatch, criticOnly: boolean): Promise<CoreResult> {
+    return this.core!.update(batch, criticOnly);
+  }
+  dispose(): void {
+    this.core?.dispose();
+    this.core = null;
+  }
+}
+
+class WorkerEngine implements Engine {
+  readonly where = 'worker thread';
+  private readonly worker: Worker;
+  private waiting: { resolve: (r: WorkerReply) => void; reject: (e: Error) => void } | null = null;
+  private dead: Error | null = null;
+
+  constructor(file: string) {
+    this.worker = new Worker(file);
+    this.worker.unref();
+    const fail = (e: Error) => {
+      this.dead = e;
+      this.waiting?.reject(e);
+      this.waiting = null;
+    };
+    this.worker.on('message', (r: WorkerReply) => {
+      const w = this.waiting;
+      this.waiting = null;
+      w?.resolve(r);
+    });
+    this.worker.on('error', fail);
+    this.worker.on('exit', (code) => fail(new Error(`learner worker exited (${code})`)));
+  }
+
+  private call(msg: WorkerRequest, transfer: ArrayBuffer[] = []): Promise<CoreResult | null> {
+    if (this.dead) return Promise.reject(this.dead);
+    if (this.waiting) return Promise.reject(new Error('learner worker: one request at a time'));
+    return new Promise<WorkerReply>((resolve, reject) => {
+      this.waiting = { resolve, reject };
+      this.worker.postMessage(msg, transfer);
+    }).then((r) => {
+      if (!r.ok) throw new Error(r.error);
+      if (r.backend) this.backend = r.backend;
+      return r.result;
+    });
+  }
+
+  private backend = '';
+
+  async init(config: CoreConfig, actor: Float32Array[], critic: Float32Array[] | null): Promise<string> {
+    await this.call({ kind: 'init', config, actor, critic });
+    return this.backend;
+  }
+  async setActor(actor: Float32Array[]): Promise<void> {
+    await this.call({ kind: 'setActor', actor });
+  }
+  async update(batch: PackedBatch, criticOnly: boolean): Promise<CoreResult> {
+    const transfer = [batch.obs, batch.mask, batch.action, batch.logProb, batch.reward, batch.eap].map((a) => a.buffer as ArrayBuffer);
+    return (await this.call({ kind: 'update', batch, criticOnly }, transfer))!;
+  }
+  dispose(): void {
+    this.dead ??= new Error('learner worker: disposed');
+    void this.worker.terminate();
+  }
 }
 
 export class OnlineLearner {
@@ -87,14 +177,19 @@ export class OnlineLearner {
   private readonly o: Required<Omit<OnlineLearnerOptions, 'log'>> & { log: (line: string) => void };
   private readonly obsDim: number;
   private readonly numActions: number;
-  private actor: ActorNet | null = null;
-  private critic: ValueNet | null = null;
-  private learner: CmmacLearner | null = null;
+  private readonly engine: Engine;
+  private engineReady = false;
+  private savedCritic: Float32Array[] | null = null;
+  /** Shapes of the actor arrays (from the stored version), for publishing. */
+  private shapes: number[][] = [];
   private version: number | null = null;
   private cursor = 0;
   private pending: Transition[] = [];
   private timer: NodeJS.Timeout | null = null;
   private busy = false;
+  private disposed = false;
+  /** Decisions skipped because they were taken with probability 1 (warned once). */
+  private deterministic = 0;
   /** A stored version that is not an actor of this scenario (logged once). */
   private misfit: number | null = null;
 
@@ -107,6 +202,7 @@ export class OnlineLearner {
       lr: 2e-4,
       targetKl: 0.01,
       seed: 1,
+      thread: 'auto',
       log: () => undefined,
       ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
     } as unknown as OnlineLearner['o'];
@@ -119,14 +215,14 @@ export class OnlineLearner {
     if (saved) {
       this.cursor = saved.cursor;
       this.stats.updates = saved.updates;
+      this.savedCritic = unpackWeights(saved.critic).map((t) => t.data);
     } else {
       // a fresh learner learns from what arrives from now on, not from an old run's ring
       this.cursor = this.o.store.experienceSeqEnd;
     }
-    const rng = Rng.derive(this.o.seed, 'orchestrator/learner');
-    this.critic = new ValueNet(this.obsDim, rng);
-    if (saved) this.critic.setWeights(unpackWeights(saved.critic).map((t) => t.data));
-    this.loadActor(rng);
+    const workerFile = path.join(__dirname, 'learner-worker.js');
+    const useWorker = this.o.thread === 'worker' || (this.o.thread === 'auto' && fs.existsSync(workerFile));
+    this.engine = useWorker ? new WorkerEngine(workerFile) : new InProcessEngine();
   }
 
   /** Current weight version the actor is at (null: no model yet, nothing to learn from). */
@@ -134,9 +230,18 @@ export class OnlineLearner {
     return this.version;
   }
 
-  start(): void {
-    if (this.timer) return;
-    this.timer = setInterval(() => this.poll(), this.o.pollMs);
+  /** Where updates run ('worker thread' or 'in-process'). */
+  get where(): string {
+    return this.engine.where;
+  }
+
+  /** Loads the starting model (if one is stored) and starts polling. */
+  async start(): Promise<void> {
+    await this.loadActor();
+    if (this.timer || this.disposed) return;
+    this.timer = setInterval(() => {
+      this.poll().catch((e: Error) => this.o.log(`learner: update failed: ${e.message}`));
+    }, this.o.pollMs);
     this.timer.unref();
   }
 
@@ -147,26 +252,22 @@ export class OnlineLearner {
 
   dispose(): void {
     this.stop();
-    this.learner?.dispose();
-    this.actor?.dispose();
-    this.critic?.dispose();
-    this.learner = null;
-    this.actor = null;
-    this.critic = null;
+    this.disposed = true;
+    this.engine.dispose();
   }
 
   /**
-   * Reads new experience and runs at most one update when enough is pending; returns whether an
-   * update ran. Called by the timer; tests call it directly.
+   * Reads new experience and runs at most one update when enough is pending; resolves to whether
+   * an update ran. Called by the timer; tests call it directly.
    */
-  poll(): boolean {
-    if (this.busy || !this.critic) return false;
+  async poll(): Promise<boolean> {
+    if (this.busy || this.disposed) return false;
     this.busy = true;
     try {
-      if (this.version === null) this.loadActor(Rng.derive(this.o.seed, 'orchestrator/learner/late'));
+      if (this.version === null) await this.loadActor();
       this.read();
-      if (this.pending.length < this.o.batch || !this.learner) return false;
-      this.update(this.pending.splice(0, this.o.batch));
+      if (this.pending.length < this.o.batch || !this.engineReady) return false;
+      await this.update(this.pending.splice(0, this.o.batch));
       return true;
     } finally {
       this.busy = false;
@@ -192,14 +293,19 @@ export class OnlineLearner {
   private eligible(t: Transition): boolean {
     if (this.version === null || t.weightVersion === null) return false;
     if (t.weightVersion < this.version - this.o.maxLag || t.weightVersion > this.version) return false;
-    return t.obs.length === this.obsDim && t.mask.length === this.numActions && Number.isFinite(t.logProb) && t.logProb <= 0;
+    if (t.obs.length !== this.obsDim || t.mask.length !== this.numActions || !Number.isFinite(t.logProb) || t.logProb > 0) return false;
+    if (t.logProb === 0) {
+      // taken with probability 1: an argmax agent (or a single valid target): no policy gradient
+      if (this.deterministic++ === 0) this.o.log('learner: skipping decisions taken with probability 1; agents must run with --act sample for the orchestrator to learn from them');
+      return false;
+    }
+    return true;
   }
 
   /** Actor from the latest stored weights (none yet: stays null until a version exists). */
-  private loadActor(rng: Rng): void {
+  private async loadActor(): Promise<void> {
     const body = this.o.store.latestModel();
-    if (!body) return;
-    if (body.version === this.misfit) return;
+    if (!body || body.version === this.misfit || this.disposed) return;
     const tensors = unpackWeights(body);
     const mlpArrays = actorArrayCount();
     const fits =
@@ -212,71 +318,83 @@ export class OnlineLearner {
       return;
     }
     const topo = topologyOf(this.o.scenario);
-    const scorer = tensors.length > mlpArrays;
     const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
-    this.actor?.dispose();
-    this.learner?.dispose();
-    this.actor = new ActorNet(this.obsDim, this.numActions, rng, undefined, this.o.head, scorer ? targetBlockOf(shape) : null);
-    this.actor.setWeights(tensors.map((t) => t.data));
-    this.learner = new CmmacLearner(this.actor, this.critic!, rng, { lr: this.o.lr });
+    const arrays = tensors.map((t) => t.data);
+    if (!this.engineReady) {
+      const config: CoreConfig = {
+        obsDim: this.obsDim,
+        numActions: this.numActions,
+        head: this.o.head,
+        targetBlock: tensors.length > mlpArrays ? targetBlockOf(shape) : null,
+        lr: this.o.lr,
+        targetKl: this.o.targetKl,
+        warmupCriticSteps: 16,
+        seed: this.o.seed,
+      };
+      const backend = await this.engine.init(config, arrays, this.savedCritic);
+      this.engineReady = true;
+      this.o.log(`learner: ${this.engine.where}, tfjs backend ${backend}`);
+    } else {
+      await this.engine.setActor(arrays);
+    }
+    this.shapes = tensors.map((t) => t.shape);
     this.version = body.version;
   }
 
-  private update(batch: Transition[]): void {
-    const t0 = performance.now();
+  private async update(batch: Transition[]): Promise<void> {
     const n = batch.length;
-    // one "slot" per decision whose state is the decision's observation: the live critic is V(o)
-    const buf = new RolloutBuffer(this.obsDim, this.numActions, this.obsDim, n);
-    const outcome = new Float32Array(n);
+    const D = this.obsDim;
+    const A = this.numActions;
+    const packed: PackedBatch = {
+      n,
+      obs: new Float32Array(n * D),
+      mask: new Uint8Array(n * A),
+      action: new Int32Array(n),
+      logProb: new Float32Array(n),
+      reward: new Float32Array(n),
+      eap: new Int32Array(n),
+    };
     let rewardSum = 0;
-    for (let k = 0; k < n; k++) {
-      const t = batch[k];
-      buf.beginSlot(t.obs);
-      buf.record(t.obs, t.mask, t.action, t.logProb, t.eap);
-      outcome[k] = t.reward;
+    batch.forEach((t, k) => {
+      packed.obs.set(t.obs, k * D);
+      packed.mask.set(t.mask, k * A);
+      packed.action[k] = t.action;
+      packed.logProb[k] = t.logProb;
+      packed.reward[k] = t.reward;
+      packed.eap[k] = t.eap;
       rewardSum += t.reward;
-    }
-    buf.finish(new Float32Array(this.obsDim));
-    const learner = this.learner!;
+    });
     const warm = this.stats.updates < this.o.criticWarmup;
-    let kl = 0;
-    if (warm) {
-      learner.fitCriticRequests(buf, outcome, 16);
-    } else {
-      const st = learner.updateRequests(buf, outcome, { targetKl: this.o.targetKl });
-      kl = st.approxKl;
-    }
+    const res = await this.engine.update(packed, warm);
+    if (this.disposed) return;
     this.stats.updates++;
     this.stats.transitionsUsed += n;
-    this.stats.lastApproxKl = kl;
+    this.stats.lastApproxKl = res.approxKl;
     this.stats.lastMeanReward = rewardSum / n;
-    if (!warm) this.publish();
-    this.o.store.putLearnerState({ cursor: this.cursor, updates: this.stats.updates, critic: packWeights(toTensors(this.critic!.getWeights()), this.stats.updates) });
-    this.stats.lastUpdateMs = performance.now() - t0;
+    this.stats.lastUpdateMs = res.ms;
+    if (res.actor) await this.publish(res.actor);
+    const critic = res.critic.map((data, i) => ({ shape: criticShapes(D)[i], data }));
+    this.o.store.putLearnerState({ cursor: this.cursor, updates: this.stats.updates, critic: packWeights(critic, this.stats.updates) });
     this.o.log(
       `learner: update ${this.stats.updates}${warm ? ' (critic warm-up)' : ` -> weights v${this.version}`} on ${n} transitions, ` +
-        `mean reward ${(rewardSum / n).toFixed(3)}, kl ${kl.toFixed(4)}, ${this.stats.lastUpdateMs.toFixed(0)} ms, tensors ${tf.memory().numTensors}`,
+        `mean reward ${(rewardSum / n).toFixed(3)}, kl ${res.approxKl.toFixed(4)}, ${res.ms.toFixed(0)} ms, tensors ${res.tensors}`,
     );
   }
 
-  private publish(): void {
-    const tensors = toTensors(this.actor!.getWeights());
-    for (const t of tensors) {
-      for (let i = 0; i < t.data.length; i++) {
-        if (!Number.isFinite(t.data[i])) {
-          // a diverged update must never reach production: reload the last good version
+  private async publish(arrays: Float32Array[]): Promise<void> {
+    for (const a of arrays) {
+      for (let i = 0; i < a.length; i++) {
+        if (!Number.isFinite(a[i])) {
+          // a diverged update must never reach production: back to the last stored version
           this.o.log('learner: update produced non-finite weights; discarded, back to the stored version');
-          this.loadActor(Rng.derive(this.o.seed, `orchestrator/learner/reload-${this.stats.updates}`));
+          await this.loadActor();
           return;
         }
       }
     }
+    const tensors: WeightTensor[] = arrays.map((data, i) => ({ shape: this.shapes[i], data }));
     const body = this.o.registry.publishWeights(tensors);
     this.version = body.version;
     this.stats.published++;
   }
-}
-
-function toTensors(w: { shapes: number[][]; arrays: Float32Array[] }): WeightTensor[] {
-  return w.arrays.map((data, i) => ({ shape: w.shapes[i], data }));
 }

@@ -211,7 +211,7 @@ export async function startOrchestrator(
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { OnlineLearner: L } = require('./learner') as typeof import('./learner');
     learner = new L({ scenario: cfg.scenario, store, registry, head, batch: cfg.learnBatch, log });
-    learner.start();
+    await learner.start();
     log(learner.weightVersion === null ? 'learner: waiting for a model to start from' : `learner: on, from weights v${learner.weightVersion}, every ${cfg.learnBatch} decisions`);
   }
 

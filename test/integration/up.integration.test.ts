@@ -82,6 +82,20 @@ describe('kais up', () => {
     expect(pids.filter(alive)).toEqual([]);
   }, 60_000);
 
+  it('learns online: the orchestrator publishes new weight versions that the agents apply', async () => {
+    const run = await kaisUp(['--duration', '15', '--json', '--learn-batch', '256', '--verbose']);
+    expect(run.code).toBe(0);
+    const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    expectAccounted(s);
+    expect(s.learning).toBe(true);
+    // v1 = the shipped model, then at least one version learned from this run's experience
+    expect(s.weightVersionsApplied as number).toBeGreaterThanOrEqual(2);
+    expect(run.stderr).toMatch(/learner: worker thread/);
+    expect(run.stderr).toMatch(/learner: update \d+ -> weights v2 on 256 transitions/);
+    expect(s.evalPolicy).toBe('cmmac/static');
+    expect(s.evalThroughputRate as number).toBeGreaterThan(0.3);
+  }, 90_000);
+
   it('keeps every agent dispatching, with no request unanswered, when the orchestrator is SIGKILLed mid-run', async () => {
     let killed = -1;
     let orchestratorPid = -1;

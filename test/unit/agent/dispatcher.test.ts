@@ -3,7 +3,9 @@ import type { AddressInfo } from 'node:net';
 import { Dispatcher } from '../../../agent/dispatcher';
 import { LocalClusterView } from '../../../agent/local-view';
 import { placementBody } from '../../../shared/protocol/envelope';
-import { loadScenario } from '../../../shared/scenario';
+import { loadScenario, topologyOf } from '../../../shared/scenario';
+import { actorShapes, initActorWeights } from '../../../shared/nets/actor';
+import { observationDim } from '../../../shared/spaces';
 
 const tiny = loadScenario('tiny');
 
@@ -109,6 +111,27 @@ describe('Dispatcher', () => {
     expect(t[0]).toMatchObject({ eap: 0, service: 1, logProb: 0, weightVersion: null, done: false });
     expect(t[0].mask[view.cloudTarget]).toBe(1);
     expect(t[0].mask[t[0].action]).toBe(1);
+  });
+
+  it.each(['argmax', 'sample'] as const)('records the log-probability of what the actor did (--act %s)', async (act) => {
+    const node = await stub(200);
+    const cloud = await stub(200);
+    closers.push(node.close, cloud.close);
+    const view = new LocalClusterView(tiny, 0);
+    view.applyPlacement(placementBody(1, 0, [[1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]]));
+    const d = new Dispatcher({ scenario: tiny, view, targets: { nodes: [node.url, node.url, node.url], cloud: cloud.url }, act });
+    const topo = topologyOf(tiny);
+    const shapes = actorShapes(observationDim({ numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps }), topo.numNodes + 1);
+    const tensors = initActorWeights(shapes[0][0], topo.numNodes + 1, 3);
+    d.setWeights({ version: 7, checksum: 0, shapes, tensors });
+    await Promise.all(Array.from({ length: 20 }, () => d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 })));
+    d.close();
+    const t = d.takeExperience();
+    expect(t).toHaveLength(20);
+    for (const x of t) expect(x.weightVersion).toBe(7);
+    // argmax is deterministic (probability 1); sampling records log pi(a|o) < 0 (4 valid targets)
+    if (act === 'argmax') for (const x of t) expect(x.logProb).toBe(0);
+    else for (const x of t) expect(x.logProb).toBeLessThan(0);
   });
 
   it('refuses weights that do not fit the scenario actor', () => {

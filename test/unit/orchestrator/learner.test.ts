@@ -76,19 +76,19 @@ describe('OnlineLearner', () => {
 
   const latest = () => unpackWeights(store.latestModel()!).map((t) => t.data);
 
-  it('turns experience into new weight versions that follow the rewards, without leaking tensors', () => {
+  it('turns experience into new weight versions that follow the rewards, without leaking tensors', async () => {
     const shapes = actorShapes(D, A);
     registry.publishWeights(initActorWeights(D, A, 5).map((data, i) => ({ shape: shapes[i], data })));
-    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', batch: 128, criticWarmup: 1, lr: 2e-3, targetKl: 0.05 });
+    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', batch: 128, criticWarmup: 1, lr: 2e-3, targetKl: 0.05 });
     const rng = new Rng(11);
     const before = probOfTarget0(latest(), new Rng(3));
     // nothing pending: no update
-    expect(learner.poll()).toBe(false);
+    expect(await learner.poll()).toBe(false);
     let tensors = -1;
     for (let u = 0; u < 5; u++) {
       const v = store.latestModelVersion()!;
       store.appendExperience({ eap: 0, transitions: experience(latest(), v, 128, rng) });
-      expect(learner.poll()).toBe(true);
+      expect(await learner.poll()).toBe(true);
       if (u === 2) tensors = tf.memory().numTensors;
     }
     // update 1 fits the critic only, the 4 others each published a version
@@ -103,40 +103,43 @@ describe('OnlineLearner', () => {
     learner.dispose();
   });
 
-  it('skips the fallback heuristic, stale versions and misshapen transitions', () => {
+  it('skips the fallback heuristic, deterministic decisions, stale versions and misshapen transitions', async () => {
     const shapes = actorShapes(D, A);
     const w = initActorWeights(D, A, 5);
     for (let v = 1; v <= 4; v++) registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data })));
-    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', batch: 64, maxLag: 2 });
+    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', batch: 64, maxLag: 2 });
     const rng = new Rng(1);
     const good = experience(w, 4, 10, rng);
     const fallback = experience(w, 4, 10, rng).map((t) => ({ ...t, weightVersion: null }));
     const stale = experience(w, 1, 10, rng); // 4 - 1 > maxLag
     const short = experience(w, 4, 10, rng).map((t) => ({ ...t, obs: t.obs.subarray(0, D - 1) }));
-    store.appendExperience({ eap: 0, transitions: [...good, ...fallback, ...stale, ...short] });
-    expect(learner.poll()).toBe(false);
-    expect(learner.stats.transitionsRead).toBe(40);
+    const argmax = experience(w, 4, 10, rng).map((t) => ({ ...t, logProb: 0 })); // an --act argmax agent's
+    store.appendExperience({ eap: 0, transitions: [...good, ...fallback, ...stale, ...short, ...argmax] });
+    expect(await learner.poll()).toBe(false);
+    expect(learner.stats.transitionsRead).toBe(50);
     // only the 10 good ones are pending; 54 more make a batch
     store.appendExperience({ eap: 0, transitions: experience(w, 3, 54, rng) });
-    expect(learner.poll()).toBe(true);
+    expect(await learner.poll()).toBe(true);
     expect(learner.stats.transitionsUsed).toBe(64);
     learner.dispose();
   });
 
-  it('waits for a model, and after a restart resumes its cursor, update count and critic', () => {
+  it('waits for a model, and after a restart resumes its cursor, update count and critic', async () => {
     const rng = new Rng(2);
-    const first = new OnlineLearner({ scenario, store, registry, head: 'relu1', batch: 32 });
+    const first = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', batch: 32 });
+    await first.start();
+    first.stop();
     expect(first.weightVersion).toBeNull();
     const shapes = actorShapes(D, A);
     const w = initActorWeights(D, A, 9);
     // experience before any model: the heuristic's, nothing to learn
     store.appendExperience({ eap: 0, transitions: experience(w, 1, 32, rng).map((t) => ({ ...t, weightVersion: null })) });
-    expect(first.poll()).toBe(false);
+    expect(await first.poll()).toBe(false);
     registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data })));
     store.appendExperience({ eap: 0, transitions: experience(w, 1, 32, rng) });
-    expect(first.poll()).toBe(true); // picked up v1, warm-up update of the critic
+    expect(await first.poll()).toBe(true); // picked up v1, warm-up update of the critic
     store.appendExperience({ eap: 0, transitions: experience(w, 1, 32, rng) });
-    expect(first.poll()).toBe(true);
+    expect(await first.poll()).toBe(true);
     expect(store.latestModelVersion()).toBe(2);
     const saved = store.learnerState()!;
     expect(saved.updates).toBe(2);
@@ -144,23 +147,27 @@ describe('OnlineLearner', () => {
     first.dispose();
 
     // "restart": a new learner on the same store continues where the first stopped
-    const second = new OnlineLearner({ scenario, store, registry, head: 'relu1', batch: 32 });
+    const second = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', batch: 32 });
+    await second.start();
+    second.stop();
     expect(second.weightVersion).toBe(2);
     expect(second.stats.updates).toBe(2);
-    expect(second.poll()).toBe(false); // nothing new: the old batches are not learned twice
+    expect(await second.poll()).toBe(false); // nothing new: the old batches are not learned twice
     store.appendExperience({ eap: 0, transitions: experience(latest(), 2, 32, rng) });
-    expect(second.poll()).toBe(true); // no second warm-up: straight to a new version
+    expect(await second.poll()).toBe(true); // no second warm-up: straight to a new version
     expect(store.latestModelVersion()).toBe(3);
     second.dispose();
   });
 
-  it('logs once and does not learn when the stored weights are not an actor of the scenario', () => {
+  it('logs once and does not learn when the stored weights are not an actor of the scenario', async () => {
     registry.publishWeights([{ shape: [3, 2], data: new Float32Array(6) }]);
     const lines: string[] = [];
-    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', batch: 8, log: (l) => lines.push(l) });
+    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', batch: 8, log: (l) => lines.push(l) });
+    await learner.start();
+    learner.stop();
     expect(learner.weightVersion).toBeNull();
-    learner.poll();
-    learner.poll();
+    await learner.poll();
+    await learner.poll();
     expect(lines.filter((l) => l.includes('not a tiny actor'))).toHaveLength(1);
     learner.dispose();
   });
