@@ -12,7 +12,10 @@
  * KAIS_ERR_REJECTED and nothing changes. Otherwise the runtime holds the new version and acks it.
  *
  * `welcome` starts a new connection: the link sent `hello` as seq 0, so the runtime's next seq
- * is 1.
+ * is 1. `helloBody()` is called once per connection, right before its `hello` goes out, so it
+ * opens the door for that connection's one `welcome`; a second `welcome` before the next
+ * `helloBody()` (the same connection) is refused with KAIS_ERR_STATE and does not restart the seq.
+ * (The first `welcome` a runtime ever sees is accepted even without a `helloBody()` call.)
  */
 import { EventEmitter } from 'node:events';
 import type { EapId } from '../shared/domain';
@@ -91,6 +94,8 @@ export class AgentRuntime extends EventEmitter {
   private held: { weights: WeightsBody | null; placement: PlacementBody | null };
   private seq = 0;
   private lastWelcome: WelcomeBody | null = null;
+  /** True from `helloBody()` (a new connection) until that connection's `welcome`. */
+  private expectingWelcome = true;
 
   constructor(
     private readonly sendBytes: (bytes: Uint8Array) => boolean,
@@ -134,6 +139,7 @@ export class AgentRuntime extends EventEmitter {
 
   /** The `hello` body for a new connection (what `AgentLink`'s `hello` option returns). */
   helloBody(token: string, agentVersion: string): HelloBody {
+    this.expectingWelcome = true;
     return {
       eapId: this.eapId,
       token,
@@ -163,6 +169,11 @@ export class AgentRuntime extends EventEmitter {
     const frame = r.frame;
     switch (frame.type) {
       case 'welcome':
+        if (!this.expectingWelcome) {
+          this.refuse({ code: RUNTIME_ERROR_CODES.state, message: 'welcome was already received on this connection', of: frame.seq });
+          return;
+        }
+        this.expectingWelcome = false;
         this.seq = 1;
         this.lastWelcome = frame.body;
         this.emit('welcome', frame.body);

@@ -105,11 +105,29 @@ describe('AgentRuntime', () => {
     await new Promise<void>((resolve) => t.runtime.once('welcome', () => resolve()));
     t.runtime.sendFrame('telemetry', { eap: 1, samples: [] });
     t.runtime.sendFrame('telemetry', { eap: 1, samples: [] });
+    t.runtime.helloBody('tok', '0.1.0'); // what the link asks for when it dials again
     t.sendToAgent(welcome);
     await new Promise<void>((resolve) => t.runtime.once('welcome', () => resolve()));
     t.runtime.sendFrame('telemetry', { eap: 1, samples: [] });
     const frames = await t.receivedAtLeast(3);
     expect(frames.map((f) => f.seq)).toEqual([1, 2, 1]);
+    t.orch.close();
+  });
+
+  it('refuses a second welcome on the same connection with KAIS_ERR_STATE and keeps numbering its frames', async () => {
+    const t = setup();
+    t.runtime.helloBody('tok', '0.1.0');
+    const welcome = makeFrame('welcome', 0, { sessionId: 's', heartbeatMs: 1000, weightVersion: null, placementVersion: null });
+    t.sendToAgent(welcome);
+    await new Promise<void>((resolve) => t.runtime.once('welcome', () => resolve()));
+    t.runtime.sendFrame('telemetry', { eap: 1, samples: [] });
+    t.sendToAgent({ ...welcome, seq: 5 });
+    const frames = await t.receivedAtLeast(2);
+    t.runtime.sendFrame('telemetry', { eap: 1, samples: [] });
+    await t.receivedAtLeast(3);
+    expect(frames.map((f) => [f.type, f.seq])).toEqual([['telemetry', 1], ['error', 2], ['telemetry', 3]]);
+    expect(frames[1].body).toMatchObject({ code: 'KAIS_ERR_STATE', of: 5 });
+    expect(t.runtime.stats.refused).toBe(1);
     t.orch.close();
   });
 
