@@ -11,6 +11,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
+import { exitWithParent } from '../lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadScenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';
@@ -44,15 +45,6 @@ export function readTargets(file: string, numNodes: number): Targets {
   }
   if (o.nodes.length !== numNodes) throw new UsageError(`--targets: ${file} lists ${o.nodes.length} nodes, the scenario has ${numNodes}`);
   return { nodes: o.nodes as string[], cloud: o.cloud as string };
-}
-
-/** Exit when the parent that started us (kais up) is gone, so no process outlives a killed run. */
-export function exitWithParent(onGone: () => void): void {
-  if (!process.env.KAIS_EXIT_WITH_PARENT) return;
-  const ppid = process.ppid;
-  setInterval(() => {
-    if (process.ppid !== ppid) onGone();
-  }, 500).unref();
 }
 
 export const agentCommand: CommandModule<object, AgentArgs> = {

@@ -5,10 +5,10 @@
  * SIGTERM/SIGINT after closing every session and the store.
  */
 import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
+import { exitWithParent } from '../lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadBackend } from '../shared/tf-backend';
 import { readConfig, startOrchestrator } from './main';
-import { exitWithParent } from './process';
 
 interface OrchestratorArgs {
   config: string;

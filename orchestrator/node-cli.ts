@@ -6,10 +6,10 @@
  * `--targets` file of `kais agent`), and exits 0 on SIGTERM/SIGINT.
  */
 import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
+import { exitWithParent } from '../lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadScenario } from '../shared/scenario';
 import { EmulatedCluster } from './emulated-cluster';
-import { exitWithParent } from './process';
 
 interface NodeArgs {
   scenario: string;
