@@ -209,7 +209,11 @@ export class AgentLink extends EventEmitter implements FrameEndpoint {
 
   private receive(ws: WebSocket, data: RawData, isBinary: boolean): void {
     this.alive = true;
-    if (!isBinary || ws !== this.ws) return;
+    if (ws !== this.ws) return;
+    // Frames are binary. After `welcome` a text message goes the same way, as its UTF-8 bytes:
+    // garbage then gets a KAIS_ERR_MALFORMED reply from the runtime (as at the hub) instead of
+    // vanishing, and a peer gains nothing it could not do with a binary message.
+    if (!isBinary && !this.isReady) return;
     const bytes = Array.isArray(data) ? Buffer.concat(data) : data instanceof ArrayBuffer ? new Uint8Array(data) : data;
     if (!this.isReady) {
       // Before `welcome` the link reads frames itself; anything but welcome or a refusal is dropped.

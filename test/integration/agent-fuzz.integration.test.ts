@@ -3,7 +3,7 @@
  * (dist/kais.js, built by `npm test`): random bytes, truncated and bit-flipped frames, random
  * msgpack, envelopes with a random field, a wrong protocol version, types an orchestrator never
  * sends, weights with a bad checksum, weights and placements that do not fit this agent, hostile
- * length headers, deep nesting, and a few frames over the 16 MiB limit.
+ * length headers, deep nesting, text messages, and a few frames over the 16 MiB limit.
  *
  * The orchestrator is a bare ws server on 127.0.0.1:0 speaking the protocol through the codec. Each
  * bad frame is followed by a probe (a valid `scale` frame, which the agent acks), so the agent's
@@ -105,13 +105,13 @@ function randomValue(rng: Rng, depth: number): unknown {
   }
 }
 
-type Bad = { bytes: Buffer; expect: 'error' | 'close' };
+type Bad = { bytes: Buffer; text?: string; expect: 'error' | 'close' };
 
 function badFrame(rng: Rng, k: number): Bad {
   if (k % OVERSIZED_EVERY === OVERSIZED_EVERY - 1) return { bytes: Buffer.alloc(AGENT_LIMIT + 1 + rng.int(100), 0x91), expect: 'close' };
   const base = good[rng.int(good.length)];
   let bytes: Buffer;
-  switch (k % 11) {
+  switch (k % 12) {
     case 0: // random bytes
       bytes = Buffer.from(Array.from({ length: 1 + rng.int(300) }, () => rng.int(256)));
       break;
@@ -154,13 +154,18 @@ function badFrame(rng: Rng, k: number): Bad {
       if (at + 4 < bytes.length) bytes.writeUInt32BE(rng.nextU32(), at + 1);
       break;
     }
-    default: // deep nesting
+    case 10: // deep nesting
       bytes = Buffer.concat([Buffer.alloc(1 + rng.int(20_000), 0x91), Buffer.from([0x01])]);
+      break;
+    default: { // a text message instead of a binary one
+      const text = rng.int(2) === 0 ? 'probe' : String.fromCharCode(...Array.from({ length: 1 + rng.int(200) }, () => 32 + rng.int(95)));
+      return { bytes: Buffer.from(text), text, expect: 'error' };
+    }
   }
   // A mutation that stays a frame the agent may accept (a newer valid weights, a second welcome
   // is refused, but a valid scale or stale version is not "bad") is replaced by random bytes.
   const r = codec.decode(bytes);
-  const refusedAnyway = r.ok && (['hello', 'telemetry', 'experience', 'welcome'].includes(r.frame.type) || k % 11 === 8);
+  const refusedAnyway = r.ok && (['hello', 'telemetry', 'experience', 'welcome'].includes(r.frame.type) || k % 12 === 8);
   if (r.ok && !refusedAnyway) bytes = Buffer.concat([Buffer.from([0xc1]), bytes]);
   return { bytes, expect: 'error' };
 }
@@ -343,7 +348,7 @@ describe('kais agent under 10,000 bad frames from its orchestrator', () => {
       for (let k = start; k < Math.min(FRAMES, start + BATCH); k++) {
         const bad = badFrame(rng, k);
         batch.push(bad);
-        conn.ws.send(bad.bytes);
+        conn.ws.send(bad.text ?? bad.bytes);
         if (bad.expect === 'close') break; // the agent closes this socket: nothing more on it
         probeSeq = conn.seq++;
         conn.ws.send(codec.encode(makeFrame('scale', probeSeq, { service: 0, node: 0, replicas: 1 })));

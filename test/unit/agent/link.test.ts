@@ -1,6 +1,9 @@
 /** AgentLink's reconnect schedule, against a port where nothing listens. */
 import { createServer } from 'node:net';
+import { WebSocketServer } from 'ws';
 import { AgentLink } from '../../../agent/link';
+import { Codec } from '../../../shared/protocol/codec';
+import { makeFrame } from '../../../shared/protocol/envelope';
 
 async function deadPort(): Promise<number> {
   const server = createServer();
@@ -46,6 +49,37 @@ describe('AgentLink', () => {
     const hello = () => ({ eapId: 0, token: '', agentVersion: 't', weightVersion: null, placementVersion: null });
     expect(() => new AgentLink({ url: 'http://x', seed: 1, hello })).toThrow(/options.url.*http:\/\/x/);
     expect(() => new AgentLink({ url: 'ws://x', seed: 1, hello, backoff: { jitter: 2 } })).toThrow(/backoff.jitter.*2/);
+  });
+
+  it('drops a text message before welcome and hands one after welcome to its listeners as bytes', async () => {
+    const codec = new Codec();
+    const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    await new Promise((resolve) => wss.once('listening', resolve));
+    wss.on('connection', (ws) => {
+      ws.once('message', () => {
+        ws.send('before welcome');
+        ws.send(codec.encode(makeFrame('welcome', 0, { sessionId: 's', heartbeatMs: 5000, weightVersion: null, placementVersion: null })));
+        ws.send('after welcome');
+      });
+    });
+    const link = new AgentLink({
+      url: `ws://127.0.0.1:${(wss.address() as { port: number }).port}`,
+      seed: 1,
+      hello: () => ({ eapId: 0, token: '', agentVersion: 't', weightVersion: null, placementVersion: null }),
+    });
+    const got: string[] = [];
+    const done = new Promise<void>((resolve) =>
+      link.onFrame((bytes) => {
+        const r = codec.decode(bytes);
+        got.push(r.ok ? r.frame.type : Buffer.from(bytes).toString());
+        if (got.length === 2) resolve();
+      }),
+    );
+    link.start();
+    await done;
+    expect(got).toEqual(['welcome', 'after welcome']);
+    await link.close();
+    await new Promise((resolve) => wss.close(resolve));
   });
 
   it('send returns false before a welcome', () => {
