@@ -6,21 +6,23 @@
  *   hub.fanoutMs.p99.<N>                N = 10, 100, 200 ws clients: publish -> every client has decoded it;
  *                                       p99 over 20 publishes of the max over clients
  *   hub.publishMs.p99.<N>               of that, the hub's own publishWeights call (pack, SQLite, sends)
- *   hub.clientDecodeMs.p50.<N>          sum of the clients' decode times per publish: the clients all run
- *                                       in this process, so on a small machine they, not the hub, set the pace
+ *   hub.clientDecodeMs.p50.<N>          sum of the clients' decode times per publish: all N clients share
+ *                                       this machine, so on a small one they, not the hub, set the pace
  *   orchestrator.rssMB.200agents        RSS of the hub process (its own child process) with 200 sessions
- *   agent.rssMB                         peak RSS (VmHWM) of a real `kais agent` process during the ingress run
- *   ingress.overheadMs.p99              p99(through the agent) - p99(direct to the same backend), both paths
- *                                       at 1000 req/s at once (KAIS_BENCH_INGRESS_RATE overrides the rate)
+ *   agent.rssMB                         peak RSS (VmHWM) of a real `kais agent` process over the ingress runs
+ *   ingress.overheadMs.p99              p99(through the agent) - p99(direct to the same backend) at 1000 req/s,
+ *                                       one path after the other (KAIS_BENCH_INGRESS_RATE overrides the rate)
  *   ingress.agentMs.p99, ingress.directMs.p99   the two terms of that difference
- *   agent.cpuMsPerRequest               the agent process's CPU time per request over that run
+ *   ingress.*.250rps                    the same three at 250 req/s
+ *   agent.cpuMsPerRequest               the agent process's CPU time per request over the 1000 req/s run
  *
  * Processes: the hub runs in a child (`node dist/scripts/bench-hub.js --hub-child <db>`: the
  * orchestrator's Store + startHub + ModelRegistry on a temp SQLite file, port 0, driven by JSON
  * lines on stdin), so its RSS is its own. The fan-out clients (raw ws clients doing the agent's
  * `hello` with the token, decoding every frame with the codec, as AgentLink + AgentRuntime do) run
- * in this process. The ingress run starts a fixed-service-time backend child and a real
- * `node dist/kais.js agent` child against the hub; the load generator is this process.
+ * in two more children (`--clients-child <port>`). The ingress runs start a fixed-service-time
+ * backend child and a real `node dist/kais.js agent` child against the hub; the load generator is
+ * this process.
  *
  * Weights: the shipped models/kais-cmmac.bin (195,753 floats, about 780 KB), published as a new
  * version each time.
