@@ -204,8 +204,9 @@ class FakeOrchestrator {
         if (!conn) {
           if (r.frame.type !== 'hello') return;
           conn = { ws, hello: r.frame, frames: [], waiters: new Set(), seq: 0 };
+          // a long heartbeat: a slow moment of a busy machine must not add a reconnect of its own
           this.connections.push(conn);
-          const welcome = makeFrame('welcome', conn.seq++, { sessionId: `s${this.connections.length}`, heartbeatMs: 5000, weightVersion: 1, placementVersion: 1 });
+          const welcome = makeFrame('welcome', conn.seq++, { sessionId: `s${this.connections.length}`, heartbeatMs: 30_000, weightVersion: 1, placementVersion: 1 });
           ws.send(codec.encode(welcome));
           if (r.frame.body.weightVersion !== 1) ws.send(codec.encode(makeFrame('weights', conn.seq++, WEIGHTS_V1)));
           if (r.frame.body.placementVersion !== 1) ws.send(codec.encode(makeFrame('placement', conn.seq++, PLACEMENT_V1)));
