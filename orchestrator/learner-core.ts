@@ -21,6 +21,8 @@ export interface CoreConfig {
   targetKl: number;
   /** Critic steps of a warm-up (critic-only) update. */
   warmupCriticSteps: number;
+  /** PPO passes over a batch (each costs a forward and backward pass of the actor on it). */
+  epochs: number;
   seed: number;
 }
 
@@ -88,7 +90,7 @@ export class LearnerCore {
     if (criticOnly) {
       this.learner.fitCriticRequests(buf, b.reward, this.c.warmupCriticSteps);
     } else {
-      const st = this.learner.updateRequests(buf, b.reward, { targetKl: this.c.targetKl });
+      const st = this.learner.updateRequests(buf, b.reward, { targetKl: this.c.targetKl, epochs: this.c.epochs });
       approxKl = st.approxKl;
       epochsDone = st.epochsDone;
     }
