@@ -22,8 +22,14 @@
  * not the probability of what it did.
  *
  * Pace: every `pollMs` the learner reads new batches from the ring; once `batch` eligible
- * transitions are pending it runs one update. The first `criticWarmup` updates fit only the critic
- * (a fresh critic's advantages are noise), the later ones update the actor and publish.
+ * transitions are pending it runs one update on the newest `batch` of them (older ones are
+ * dropped: on-policy data goes stale). The first `criticWarmup` updates fit only the critic (a
+ * fresh critic's advantages are noise), the later ones update the actor and publish. CPU: an
+ * update costs about 6 forward+backward passes of a 612-input network per decision, ~10 G
+ * multiply-adds for 2,048 decisions (measured 5-40 s on the wasm backend here, depending on what
+ * else runs), so learning from every decision at 225 decisions/s would take about a core. After
+ * each update the learner rests for (1 / maxDuty - 1) x its duration (default: as long as the
+ * update took, i.e. at most half a core on average), and learns from the newest decisions only.
  *
  * Where the tfjs work runs: in a worker thread (learner-worker.ts) when the compiled worker file is
  * there (always, from `dist/`), so the hub's event loop (heartbeats, fan-out, placement) never
@@ -69,6 +75,8 @@ export interface OnlineLearnerOptions {
   targetKl?: number;
   /** Seed of the critic's initial weights and the minibatch order. @defaultValue 1 */
   seed?: number;
+  /** Largest share of one core the updates may take on average (the learner rests between them). @defaultValue 0.5 */
+  maxDuty?: number;
   /** Where updates run: 'auto' = a worker thread when learner-worker.js exists. @defaultValue 'auto' */
   thread?: 'auto' | 'worker' | 'in-process';
   log?: (line: string) => void;
@@ -188,6 +196,8 @@ export class OnlineLearner {
   private pending: Transition[] = [];
   private timer: NodeJS.Timeout | null = null;
   private busy = false;
+  /** No update before this time (performance.now ms): the rest after the previous one. */
+  private restUntil = 0;
   private disposed = false;
   /** Decisions skipped because they were taken with probability 1 (warned once). */
   private deterministic = 0;
@@ -204,9 +214,11 @@ export class OnlineLearner {
       targetKl: 0.01,
       seed: 1,
       thread: 'auto',
+      maxDuty: 0.5,
       log: () => undefined,
       ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
     } as unknown as OnlineLearner['o'];
+    if (!(this.o.maxDuty > 0 && this.o.maxDuty <= 1)) throw new TypeError(`OnlineLearner: maxDuty must be in (0, 1], got ${this.o.maxDuty}`);
     if (!(Number.isInteger(this.o.batch) && this.o.batch > 0)) throw new TypeError(`OnlineLearner: batch must be a positive integer, got ${this.o.batch}`);
     const topo = topologyOf(this.o.scenario);
     const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
@@ -269,8 +281,14 @@ export class OnlineLearner {
     try {
       if (this.version === null) await this.loadActor();
       this.read();
-      if (this.pending.length < this.o.batch || !this.engineReady) return false;
-      await this.update(this.pending.splice(0, this.o.batch));
+      if (this.pending.length < this.o.batch || !this.engineReady || performance.now() < this.restUntil) return false;
+      // the newest batch: older decisions were made by an older policy
+      const batch = this.pending.splice(this.pending.length - this.o.batch, this.o.batch);
+      this.pending.length = 0;
+      const t0 = performance.now();
+      await this.update(batch);
+      const took = performance.now() - t0;
+      this.restUntil = performance.now() + took * (1 / this.o.maxDuty - 1);
       return true;
     } finally {
       this.busy = false;
@@ -288,8 +306,8 @@ export class OnlineLearner {
         }
         this.cursor = r.seq + 1;
       }
-      // keep the newest experience when the learner falls behind
-      if (this.pending.length > 4 * this.o.batch) this.pending.splice(0, this.pending.length - 4 * this.o.batch);
+      // keep only the newest experience when the learner falls behind
+      if (this.pending.length > 2 * this.o.batch) this.pending.splice(0, this.pending.length - this.o.batch);
     }
   }
 
@@ -334,7 +352,7 @@ export class OnlineLearner {
         // CPU: the learner shares the machine with the hub (and, under kais up, the agents); an
         // update on 2,048 decisions with 2 epochs is ~3-4 s of one core on wasm (measured), so
         // the learner keeps up with ~225 decisions/s while using at most about half a core
-        warmupCriticSteps: 8,
+        warmupCriticSteps: 4,
         epochs: 2,
         seed: this.o.seed,
       };

@@ -79,7 +79,7 @@ describe('OnlineLearner', () => {
   it('turns experience into new weight versions that follow the rewards, without leaking tensors', async () => {
     const shapes = actorShapes(D, A);
     registry.publishWeights(initActorWeights(D, A, 5).map((data, i) => ({ shape: shapes[i], data })));
-    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', batch: 128, criticWarmup: 1, lr: 2e-3, targetKl: 0.05 });
+    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 128, criticWarmup: 1, lr: 2e-3, targetKl: 0.05 });
     const rng = new Rng(11);
     const before = probOfTarget0(latest(), new Rng(3));
     // nothing pending: no update
@@ -107,7 +107,7 @@ describe('OnlineLearner', () => {
     const shapes = actorShapes(D, A);
     const w = initActorWeights(D, A, 5);
     for (let v = 1; v <= 4; v++) registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data })));
-    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', batch: 64, maxLag: 2 });
+    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 64, maxLag: 2 });
     const rng = new Rng(1);
     const good = experience(w, 4, 10, rng);
     const fallback = experience(w, 4, 10, rng).map((t) => ({ ...t, weightVersion: null }));
@@ -126,7 +126,7 @@ describe('OnlineLearner', () => {
 
   it('waits for a model, and after a restart resumes its cursor, update count and critic', async () => {
     const rng = new Rng(2);
-    const first = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', batch: 32 });
+    const first = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 32 });
     await first.start();
     first.stop();
     expect(first.weightVersion).toBeNull();
@@ -147,7 +147,7 @@ describe('OnlineLearner', () => {
     first.dispose();
 
     // "restart": a new learner on the same store continues where the first stopped
-    const second = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', batch: 32 });
+    const second = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 32 });
     await second.start();
     second.stop();
     expect(second.weightVersion).toBe(2);
@@ -159,10 +159,26 @@ describe('OnlineLearner', () => {
     second.dispose();
   });
 
+  it('rests after an update so that updates take at most maxDuty of a core, and learns from the newest decisions', async () => {
+    const shapes = actorShapes(D, A);
+    const w = initActorWeights(D, A, 5);
+    registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data })));
+    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', batch: 32, maxDuty: 0.001 });
+    const rng = new Rng(4);
+    store.appendExperience({ eap: 0, transitions: experience(w, 1, 80, rng) });
+    expect(await learner.poll()).toBe(true);
+    expect(learner.stats.transitionsUsed).toBe(32);
+    // 80 read, the newest 32 learned from, the 48 older ones dropped; at 0.1% duty the next update waits
+    store.appendExperience({ eap: 0, transitions: experience(w, 1, 32, rng) });
+    expect(await learner.poll()).toBe(false);
+    expect(learner.stats.transitionsRead).toBe(112);
+    learner.dispose();
+  });
+
   it('logs once and does not learn when the stored weights are not an actor of the scenario', async () => {
     registry.publishWeights([{ shape: [3, 2], data: new Float32Array(6) }]);
     const lines: string[] = [];
-    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', batch: 8, log: (l) => lines.push(l) });
+    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 8, log: (l) => lines.push(l) });
     await learner.start();
     learner.stop();
     expect(learner.weightVersion).toBeNull();
