@@ -53,9 +53,12 @@
  * the level would teach the filter a slow level shift): the baseline comes from a healthy history of the node itself (in
  * `kais detect`, the train split; in the agent, the node's first minutes, or a similar node's
  * history as Sentinel suggests) via `baselineFromHistory`. It is refreshed only from windows the
- * filter itself judged 'healthy': each such window moves var_b and R_b towards its own values by
- * `refreshRate` (an exponential moving average; 0 freezes the baseline). Faulty or ambiguous windows
- * never touch it, so a slowly starting failure cannot teach the baseline that it is normal.
+ * filter itself judged 'healthy', at `refreshRate` (0 freezes the baseline): R_b by an exponential
+ * moving average, var_b by a median tracker (x (1 + rate) when the window's variance is above it,
+ * x (1 - rate) when below), because var_b is a median and an EMA would drift to the mean window
+ * variance, which for a spiky metric is many times the median (on SMD the EMA left 30% of
+ * machine-2-2's windows ambiguous instead of 8-10%). Faulty or ambiguous windows never touch it, so
+ * a slowly starting failure cannot teach the baseline that it is normal.
  *
  * Cost: `DeviceFilter.push` is O(T N + T N^2 / 2) multiply-adds on preallocated Float64Arrays and
  * allocates nothing per sample (about 1-3 µs for N = 4 on a laptop core; see scripts/bench-detect.ts).
@@ -78,7 +81,7 @@ export interface DeviceFilterOptions {
   flatStd: number;
   /** Floor of the per-dimension scale, in raw units. Default 1e-6. */
   minScale: number;
-  /** EMA rate at which healthy windows refresh the baseline; 0 freezes it. Default 0.001. */
+  /** Rate at which healthy windows refresh the baseline (module comment); 0 freezes it. Default 0.001. */
   refreshRate: number;
   /** Level-shift threshold in units of the history's own extreme (see module comment). Default
    *  Infinity (off: Sentinel's variance rule only). `kais detect` uses 2. */
@@ -97,6 +100,21 @@ export const DEFAULT_DEVICE_FILTER_OPTIONS: Readonly<DeviceFilterOptions> = Obje
   refreshRate: 0.001,
   thetaM: Infinity,
   faultyMargin: 1,
+});
+
+/**
+ * The rule settings measured on labelled server data by `kais detect` (docs/detect.md): the variance
+ * threshold and share for ~30 live SMD metrics, Sentinel's thetaR, level evidence at 2 history
+ * extremes and 'faulty' only at 2x rule 1's thresholds. `kais detect` (training/jobs/detect.ts) and
+ * the simulator's telemetry loop (training/sim/telemetry.ts) both use these, so the simulator runs
+ * the rules whose precision is measured. DEFAULT_DEVICE_FILTER_OPTIONS stay Sentinel's literal ones.
+ */
+export const DETECT_DEVICE_FILTER_OPTIONS: Readonly<Partial<DeviceFilterOptions>> = Object.freeze({
+  thetaV: 1.0,
+  beta: 0.2,
+  thetaR: 0.4,
+  thetaM: 2,
+  faultyMargin: 2,
 });
 
 /** Summary of healthy behaviour that windows are compared with. All arrays are owned copies. */
@@ -481,14 +499,23 @@ export class DeviceFilter {
     return s.verdict;
   }
 
-  /** EMA of the baseline towards the current (healthy) window (its statistics are in scratch). */
+  /**
+   * Moves the baseline towards the current (healthy) window (its statistics are in scratch): the
+   * typical variance by a median tracker (var_b x (1 + a) when the window's variance is above it,
+   * x (1 - a) when below), the correlations by an EMA of rate a.
+   */
   private refresh(): void {
     const a = this.options.refreshRate;
     const N = this.dims;
-    const T = this.options.windowSize;
     const { variance, corr } = this.scratch;
     const b = this.base;
-    for (let n = 0; n < N; n++) b.variance[n] += a * (variance[n] - b.variance[n]);
+    for (let n = 0; n < N; n++) {
+      // var_b is a MEDIAN window variance; an EMA would drift to the MEAN, which for a spiky metric
+      // is many times the median (then every quiet window differs by more than thetaV). A
+      // multiplicative step up or down tracks the median of the healthy windows instead.
+      if (variance[n] > b.variance[n]) b.variance[n] *= 1 + a;
+      else if (variance[n] < b.variance[n]) b.variance[n] *= 1 - a;
+    }
     let p = 0;
     for (let i = 0; i < N; i++) {
       for (let j = i + 1; j < N; j++) {

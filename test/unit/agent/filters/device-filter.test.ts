@@ -129,6 +129,34 @@ describe('DeviceFilter', () => {
     expect(Array.from(f.baseline.variance)).not.toEqual(Array.from(before));
   });
 
+  it('tracks the median healthy window variance, not the mean (a rare burst cannot inflate it)', () => {
+    // one metric, thresholds that call every window healthy: the refresh sees all of them
+    const hist = Float64Array.from({ length: 600 }, (_, i) => Math.sin(i) * 0.1);
+    const b1 = baselineFromHistory(hist, 1);
+    const f = new DeviceFilter(b1, { refreshRate: 0.05, thetaV: 1e9, thetaR: 1e9 });
+    const rng = new Rng(5);
+    // quiet samples with a burst every 60th: a fifth of the windows hold one, so the mean window
+    // variance is hundreds of times the median; an EMA would climb to the mean
+    const windowVars: number[] = [];
+    const ring: number[] = [];
+    for (let i = 0; i < 3000; i++) {
+      const x = i % 60 === 0 ? 3 * rng.normal() : 0.01 * rng.normal();
+      ring.push(x);
+      if (ring.length > T) ring.shift();
+      expect(f.push([x])).not.toBe('faulty');
+      if (ring.length === T) {
+        const m = ring.reduce((a, v) => a + v, 0) / T;
+        windowVars.push(ring.reduce((a, v) => a + (v - m) ** 2, 0) / T / b1.scale[0] ** 2);
+      }
+    }
+    const sorted = windowVars.slice(1000).sort((a, c) => a - c);
+    const median = sorted[sorted.length >> 1];
+    const mean = sorted.reduce((a, v) => a + v, 0) / sorted.length;
+    expect(f.baseline.variance[0]).toBeGreaterThan(0.5 * median);
+    expect(f.baseline.variance[0]).toBeLessThan(2 * median);
+    expect(f.baseline.variance[0]).toBeLessThan(0.5 * mean);
+  });
+
   it('accepts a single healthy window as the baseline (Sentinel literal)', () => {
     const b = baselineFromWindow(healthyRows(T, 2), N);
     expect(b.variance.length).toBe(N);
