@@ -46,6 +46,36 @@ describe('VgruDetector', () => {
     }
   });
 
+  it("'maxDim' scores an incident in one of many dimensions higher than 'mean' does", () => {
+    // 8 dims, the incident moves only dimension 0 in the last 4 steps
+    const D8 = 8;
+    const make = (count: number, seed: number, bad: boolean): Float32Array => {
+      const rng = new Rng(seed);
+      const out = new Float32Array(count * T * D8);
+      for (let k = 0; k < count; k++) {
+        const phase = rng.uniform(0, 2 * Math.PI);
+        for (let t = 0; t < T; t++)
+          for (let d = 0; d < D8; d++) out[(k * T + t) * D8 + d] = Math.sin(phase + t * 0.5 + d) + 0.05 * rng.normal() + (bad && d === 0 && t >= T - 4 ? 4 : 0);
+      }
+      return out;
+    };
+    const meanOf = (a: Float32Array): number => a.reduce((s, x) => s + x, 0) / a.length;
+    const run = (scoreReduce: 'maxDim' | 'mean'): number => {
+      const det = new VgruDetector(D8, T, { ...tiny, scoreReduce });
+      try {
+        det.fit(make(300, 1, false), 300);
+        expect(det.scoreRawDims(make(3, 2, false), 3)).toHaveLength(3 * D8);
+        return meanOf(det.score(make(50, 3, true), 50));
+      } finally {
+        det.dispose();
+      }
+    };
+    const maxDim = run('maxDim');
+    expect(maxDim).toBeGreaterThan(1);
+    expect(maxDim).toBeGreaterThan(run('mean'));
+    expect(() => new VgruDetector(D8, T, { scoreReduce: 'sum' as never })).toThrow(/scoreReduce/);
+  });
+
   it('gives identical scores for the same seed', () => {
     const run = (): Float32Array => {
       const det = new VgruDetector(D, T, { ...tiny, steps: 10, seed: 5 });
