@@ -38,7 +38,7 @@ import type { Argv, CommandModule } from 'yargs';
 import { UsageError } from '../../shared/errors';
 import { hashString } from '../../shared/rng';
 import { loadBackend } from '../../shared/tf-backend';
-import { DeviceFilter, baselineFromHistory, type DeviceFilterOptions, type Verdict } from '../../agent/filters/device-filter';
+import { DETECT_DEVICE_FILTER_OPTIONS, DeviceFilter, baselineFromHistory, type DeviceFilterOptions, type Verdict } from '../../agent/filters/device-filter';
 import { VgruDetector, type VgruOptions } from '../../critic/detector/vgru';
 
 // ---------------------------------------------------------------- OPTIONS
@@ -84,18 +84,13 @@ export interface DetectReport {
 const NAB_PROBATION = 0.15;
 
 /**
- * The rule settings `kais detect` uses unless told otherwise (chosen by the leave-one-machine-out
- * check of docs/detect.md on the 5 dev SMD machines; thetaR is Sentinel's 0.4). With all of a
- * machine's ~33 live SMD columns, beta = 0.2 means "at least 7 metrics differ". The library
- * defaults (DEFAULT_DEVICE_FILTER_OPTIONS) stay Sentinel's, for the simulator and the agent.
+ * The rule settings `kais detect` uses unless told otherwise: DETECT_DEVICE_FILTER_OPTIONS of
+ * agent/filters/device-filter.ts (chosen on the 5 dev SMD machines, docs/detect.md; thetaR is
+ * Sentinel's 0.4), the same object the simulator's telemetry loop uses. With all of a machine's ~33
+ * live SMD columns, beta = 0.2 means "at least 7 metrics differ". The library defaults
+ * (DEFAULT_DEVICE_FILTER_OPTIONS) stay Sentinel's literal ones.
  */
-export const DETECT_RULE_DEFAULTS: Readonly<Partial<DeviceFilterOptions>> = Object.freeze({
-  thetaV: 1.0,
-  beta: 0.2,
-  thetaR: 0.4,
-  thetaM: 2,
-  faultyMargin: 2,
-});
+export const DETECT_RULE_DEFAULTS: Readonly<Partial<DeviceFilterOptions>> = DETECT_DEVICE_FILTER_OPTIONS;
 /** Learned threshold on the normalised score used by `kais detect`: 0 = the held-out train q99. */
 export const DETECT_ETA = 0;
 
@@ -492,7 +487,7 @@ export interface LomoFold {
   rulesFlagged: number;
 }
 
-interface GridCounts {
+export interface GridCounts {
   rules: Counts;
   learned: Counts;
   two: Counts;
@@ -505,18 +500,30 @@ function addCounts(a: GridCounts, b: GridCounts): GridCounts {
   return { rules: add(a.rules, b.rules), learned: add(a.learned, b.learned), two: add(a.two, b.two), decided: a.decided + b.decided, windows: a.windows + b.windows };
 }
 
+/** Entities with fewer rule flags than this do not enter the worst-case precision of lomoObjective. */
+export const LOMO_MIN_FLAGS = 10;
+
 /**
- * The selection objective on the tuning entities' pooled counts: two-stage F1 + 0.5 x two-stage
- * point-adjusted F1, minus 3 x the shortfall of the rules' precision below 0.92 (when they flag
- * anything) and 3 x the shortfall of the rules' decided share below 0.65. Labels of the held-out
- * entity never enter it.
+ * The selection objective over the tuning entities (one GridCounts each): two-stage F1 + 0.5 x
+ * two-stage point-adjusted F1 on their pooled counts, minus 3 x the shortfall of the WORST tuning
+ * entity's rules precision below 0.9 (entities with at least LOMO_MIN_FLAGS flags) and 3 x the
+ * shortfall of the worst entity's decided share below 0.65. Worst case rather than pooled: a
+ * setting that keeps its rules precise and decisive only on average (one entity with many good
+ * flags hiding another whose flags are mostly false, or whose windows are mostly ambiguous)
+ * carried over badly to the held-out machine. Labels of the held-out entity never enter it.
  */
-export function lomoObjective(c: GridCounts): number {
-  const two = metricsOf(c.two);
-  const flagged = c.rules.tp + c.rules.fp;
-  const prec = flagged === 0 ? 1 : c.rules.tp / flagged;
-  const dec = c.windows === 0 ? 0 : c.decided / c.windows;
-  return two.f1 + 0.5 * two.f1PointAdjusted - 3 * Math.max(0, 0.92 - prec) - 3 * Math.max(0, 0.65 - dec);
+export function lomoObjective(tuning: GridCounts[]): number {
+  if (tuning.length === 0) return -Infinity;
+  const sum = tuning.reduce((a, b) => addCounts(a, b));
+  const two = metricsOf(sum.two);
+  let prec = 1;
+  let dec = 1;
+  for (const c of tuning) {
+    const flagged = c.rules.tp + c.rules.fp;
+    if (flagged >= LOMO_MIN_FLAGS) prec = Math.min(prec, c.rules.tp / flagged);
+    dec = Math.min(dec, c.windows === 0 ? 0 : c.decided / c.windows);
+  }
+  return two.f1 + 0.5 * two.f1PointAdjusted - 3 * Math.max(0, 0.9 - prec) - 3 * Math.max(0, 0.65 - dec);
 }
 
 /**
@@ -579,11 +586,8 @@ export async function runLomo(o: DetectOptions): Promise<{ folds: LomoFold[]; po
     let best = 0;
     let bestJ = -Infinity;
     configs.forEach((_, i) => {
-      let sum: GridCounts | null = null;
-      counts.forEach((row, k) => {
-        if (k !== h) sum = sum ? addCounts(sum, row[i]) : row[i];
-      });
-      const j = lomoObjective(sum!);
+      const tuning = counts.filter((_, k) => k !== h).map((row) => row[i]);
+      const j = lomoObjective(tuning);
       if (j > bestJ + 1e-12) {
         bestJ = j;
         best = i;

@@ -3,7 +3,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import * as zlib from 'zlib';
-import { countConfusion, metricsOf, readInput, runDetect, runLomo, windowLabels, type DetectOptions } from '../../../../training/jobs/detect';
+import { countConfusion, lomoObjective, metricsOf, readInput, runDetect, runLomo, windowLabels, type DetectOptions, type GridCounts } from '../../../../training/jobs/detect';
 import { UsageError } from '../../../../shared/errors';
 import { Rng } from '../../../../shared/rng';
 import { loadBackend } from '../../../../shared/tf-backend';
@@ -49,6 +49,23 @@ function options(input: string, extra: Partial<DetectOptions> = {}): DetectOptio
     ...extra,
   };
 }
+
+describe('leave-one-out selection objective', () => {
+  const grid = (tp: number, fp: number, decided: number): GridCounts => {
+    const c = { tp, fp, fn: 10, tpPa: tp + 10, fpPa: fp, fnPa: 0 };
+    return { rules: { ...c }, learned: { ...c }, two: { ...c }, decided, windows: 100 };
+  };
+  it('penalises the worst tuning entity, not the pooled one', () => {
+    // pooled rules precision 0.93 in both; in the second, one entity's 20 flags are 50% false
+    const even = lomoObjective([grid(90, 7, 90), grid(10, 1, 90)]);
+    const skewed = lomoObjective([grid(90, 0, 90), grid(10, 10, 90)]);
+    expect(skewed).toBeLessThan(even - 1);
+    // an entity that the rules leave mostly ambiguous costs too, even when the pooled share is fine
+    expect(lomoObjective([grid(90, 7, 100), grid(10, 1, 40)])).toBeLessThan(lomoObjective([grid(90, 7, 70), grid(10, 1, 70)]) - 0.5);
+    // entities with fewer than LOMO_MIN_FLAGS flags do not set the worst precision
+    expect(lomoObjective([grid(90, 7, 90), grid(1, 2, 90)])).toBeGreaterThan(lomoObjective([grid(90, 7, 90), grid(10, 20, 90)]));
+  });
+});
 
 describe('point-adjusted and plain confusion counts', () => {
   it('counts a whole anomalous run as detected when one window in it is flagged', () => {
