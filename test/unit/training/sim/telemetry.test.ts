@@ -5,6 +5,9 @@ import { makeDispatch, makeOrchestration } from '../../../../training/baselines/
 import { runEpisode } from '../../../../training/jobs/rollout';
 import { faultsFromRate, faultsFromServerEvents, type Fault } from '../../../../training/sim/faults';
 import { buildRequests } from '../../../../training/workload';
+import { DETECT_DEVICE_FILTER_OPTIONS } from '../../../../agent/filters/device-filter';
+import { Cluster } from '../../../../training/sim/cluster';
+import { TelemetryFilters } from '../../../../training/sim/telemetry';
 
 const EVENTS = path.resolve(__dirname, '../../../../../shared/data/alibaba/v2017_server_event.csv');
 const scenario = loadScenario('kais');
@@ -26,6 +29,13 @@ function compare(faults: Fault[], frames: number) {
 }
 
 describe('device filters in the simulator', () => {
+  it('run the rule settings kais detect measures unless told otherwise', () => {
+    const cluster = new Cluster(scenario);
+    expect(new TelemetryFilters(cluster, 1).o.rules).toBe(DETECT_DEVICE_FILTER_OPTIONS);
+    expect(new TelemetryFilters(cluster, 1, { rules: { thetaM: 3 } }).o.rules.thetaM).toBe(3);
+    expect(() => new TelemetryFilters(cluster, 1, { historySamples: 5 })).toThrow(/historySamples/);
+  });
+
   it('lose at least 70% fewer requests to failed nodes, excluding under 2% of healthy node-time (Poisson failures)', () => {
     // each node fails about once per half hour, for a minute
     const faults = faultsFromRate(topologyOf(scenario).numNodes, 300, 1 / 1800, 60, 4);
@@ -40,7 +50,7 @@ describe('device filters in the simulator', () => {
 
   (fs.existsSync(EVENTS) ? it : it.skip)('do the same at the real failure times of v2017_server_event.csv', () => {
     // 20 frames: the events (scaled onto the episode) start at t = 0, and the filters need their
-    // first 24 s of history before they can judge anything
+    // first 36 s of history (TelemetryOptions.historySamples) before they can judge anything
     const r = compare(faultsFromServerEvents(EVENTS, topologyOf(scenario).numNodes, 500, 60), 20);
     expect(r.with.lostToFailedNodes).toBeLessThanOrEqual(0.3 * r.without.lostToFailedNodes);
     expect(r.with.falseExclusionRate!).toBeLessThan(0.02);
