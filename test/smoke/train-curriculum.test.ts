@@ -145,6 +145,38 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
     });
   });
 
+  it('replays a window of a trace in a lesson, each episode from another start', () => {
+    const dir = path.join(tmp, 'trace');
+    fs.mkdirSync(dir);
+    // synthetic batch_task rows (v2017 layout): 400 tasks of 40 jobs, one per trace second
+    const rows = Array.from({ length: 400 }, (_, i) => `${i},${i + 20 + (i % 7) * 10},j${i % 40},t${i},1,Terminated,${50 + (i % 3) * 50},0.01`);
+    fs.writeFileSync(path.join(dir, 'tasks.csv'), `${rows.join('\n')}\n`);
+    fs.writeFileSync(
+      path.join(dir, '01-trace.json'),
+      JSON.stringify({
+        name: '01-trace', scenario: 'tiny', workload: 'p4', trace: 'tasks.csv', traceWindowS: [0, 299], load: 1, episodeFrames: 1,
+        orchestration: 'hpa', maxEpisodes: 2, promotion: { plateauEpisodes: 2, minImprovement: 0 }, checkpointOut: 'trace',
+      }),
+    );
+    const out = path.join(dir, 'trace.db');
+    const r = kais('train', '--scenario', 'tiny', '--curriculum', dir, '--seed', '2', '--eval-every', '0', '--out', out);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/lesson 1\/1 "01-trace" starts at frame 0: trace .*tasks\.csv \[0, 299\] s x1/);
+    expect(r.stderr).toMatch(/"01-trace" ended after 2 episodes \(frame 2\): budget/);
+    const { metrics } = read(out);
+    expect(metrics).toHaveLength(2);
+    // two different stretches of the window: not the same arrivals twice
+    expect(metrics[0]['charts/decisions']).not.toEqual(metrics[1]['charts/decisions']);
+  });
+
+  it('refuses single-lesson flags next to a curriculum (kais train on kais runs the shipped lessons by default)', () => {
+    const r = kais('train', '--scenario', 'kais', '--episode-frames', '2', '--out', path.join(tmp, 'never.db'));
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/--episode-frames\/--bc-frames: a curriculum sets these per lesson .* --curriculum none/);
+    expect(fs.existsSync(path.join(tmp, 'never.db'))).toBe(false);
+  });
+
   it('refuses the shipped lessons (written for kais) on another scenario', () => {
     const r = kais('train', '--scenario', 'tiny', '--curriculum', 'default', '--out', path.join(tmp, 'default.db'));
     expect(r.code).toBe(2);

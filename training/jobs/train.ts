@@ -256,6 +256,11 @@ export async function train(options: Partial<TrainOptions> & { scenario: string 
   const scenario = loadScenario(opts.scenario);
   if (opts.curriculum === 'none') opts.curriculum = null;
   validate(opts);
+  if (opts.curriculum && (given.episodeFrames !== undefined || given.bcFrames !== undefined)) {
+    throw new UsageError(
+      `--episode-frames/--bc-frames: a curriculum sets these per lesson (episodeFrames, teacher); pass --curriculum none to train a single lesson from the flags`,
+    );
+  }
   // bad lesson files fail before anything is written (a resume reads the stored lessons instead)
   const fresh = !opts.resume || !fs.existsSync(opts.out) || fs.statSync(opts.out).size === 0;
   const newLessons = fresh && opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario) : null;
@@ -920,8 +925,8 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
       .option('curriculum', { type: 'string', describe: "lessons to train through: 'default' (the shipped ones), a folder of lesson .json files or one file; 'none': one lesson from the flags" })
       .option('filters', { type: 'boolean', default: TRAIN_DEFAULTS.filters, describe: 'run the device filters on simulated node telemetry (training and its evaluations)' })
       .option('frames', { type: 'number', describe: `total frames to train, BC frames included (default ${TRAIN_DEFAULTS.frames}; with --curriculum: until the last lesson ends)` })
-      .option('episode-frames', { type: 'number', default: TRAIN_DEFAULTS.episodeFrames, describe: 'frames per episode' })
-      .option('bc-frames', { type: 'number', default: TRAIN_DEFAULTS.bcFrames, describe: 'warm-start frames cloning --teacher (0 = none)' })
+      .option('episode-frames', { type: 'number', describe: `frames per episode (default ${TRAIN_DEFAULTS.episodeFrames}; single lesson only)` })
+      .option('bc-frames', { type: 'number', describe: `warm-start frames cloning --teacher (default ${TRAIN_DEFAULTS.bcFrames}, 0 = none; single lesson only)` })
       .option('bc-epochs', { type: 'number', default: TRAIN_DEFAULTS.bcEpochs, describe: 'passes over each BC frame' })
       .option('head', { type: 'string', choices: ['softplus1', 'relu1'], default: TRAIN_DEFAULTS.head, describe: 'actor head: softplus(z)+1 or the paper\'s ReLU(z)+1' })
       .option('target-scorer', { type: 'boolean', default: TRAIN_DEFAULTS.targetScorer, describe: 'actor: add the shared per-target scorer (--no-target-scorer: the plain MLP)' })
@@ -1022,7 +1027,7 @@ export function resolveCurriculumFlag(flag: string | undefined, scenario: string
 }
 
 /** Scenarios the shipped lessons are written for (`kais train` without --curriculum runs them there). */
-export const DEFAULT_CURRICULUM_SCENARIOS: string[] = [];
+export const DEFAULT_CURRICULUM_SCENARIOS: string[] = ['kais'];
 
 /**
  * The learning curve: throughput rate of each training frame and of the held-out evaluations,

@@ -1,7 +1,7 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { decidePromotion, loadCurriculum, validateLesson, type Lesson } from '../../../../training/curriculum/schedule';
+import { BUILT_IN_CURRICULUM, decidePromotion, loadCurriculum, validateLesson, type Lesson } from '../../../../training/curriculum/schedule';
 
 const lesson: Lesson = {
   name: 't',
@@ -36,10 +36,25 @@ describe('decidePromotion', () => {
 });
 
 describe('loadCurriculum', () => {
-  it('loads the shipped lessons in order, each starting from the previous checkpoint', () => {
+  it('loads the shipped lessons in order, each starting from the previous checkpoint: cloning, then RL on P4', () => {
     const ls = loadCurriculum('default');
+    expect(ls.map((l) => [l.workload, l.teacher ?? 'rl'])).toEqual([
+      ['p4', 'deadline-load'],
+      ['p4', 'rl'],
+    ]);
+    for (let i = 1; i < ls.length; i++) expect(ls[i].checkpointIn).toBe(ls[i - 1].checkpointOut);
+  });
+  it("loads the handbook's staged lessons (P1, P2 static; P3 hpa; P4 at 1.1x)", () => {
+    const ls = loadCurriculum(path.join(BUILT_IN_CURRICULUM, '..', 'staged'));
     expect(ls.map((l) => l.workload)).toEqual(['p1', 'p2', 'p3', 'p4']);
     for (let i = 1; i < ls.length; i++) expect(ls[i].checkpointIn).toBe(ls[i - 1].checkpointOut);
+  });
+  const traceDir = path.join(BUILT_IN_CURRICULUM, '..', 'trace-finetune');
+  const hasTrace = fs.existsSync(path.join(BUILT_IN_CURRICULUM, '..', '..', '..', '..', 'shared', 'data', 'alibaba', 'v2017_batch_task.csv'));
+  (hasTrace ? it : it.skip)('loads the trace fine-tuning lessons: the shipped ones, then RL on the early trace window (skipped without ../shared/data/alibaba)', () => {
+    const ls = loadCurriculum(traceDir);
+    expect(ls.map((l) => l.name)).toEqual(['01-clone-deadline-load', '02-rl-p4', '03-rl-trace-early']);
+    expect(ls[2].traceWindowS).toEqual([-1100, 25000]);
   });
   it('names the file and the field of a bad lesson', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-cur-'));
