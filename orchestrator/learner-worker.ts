@@ -4,7 +4,7 @@
  * placement) never waits for a tfjs update. Loads the tfjs backend itself: it is an entry point.
  */
 import { parentPort } from 'node:worker_threads';
-import { loadBackend, speedUpTransposedMatMul } from '../shared/tf-backend';
+import { loadBackend } from '../shared/tf-backend';
 import { LearnerCore, type CoreConfig, type CoreResult, type PackedBatch } from './learner-core';
 
 export type WorkerRequest =
@@ -23,8 +23,6 @@ if (parentPort) {
       try {
         if (msg.kind === 'init') {
           const backend = await loadBackend();
-          // this thread only learns: fast transposed products (not byte-identical to kais train's)
-          speedUpTransposedMatMul();
           core?.dispose();
           core = new LearnerCore(msg.config, msg.actor, msg.critic);
           return { ok: true, result: null, backend };
