@@ -27,8 +27,9 @@ export class Adam {
     readonly beta2 = 0.999,
     readonly eps = 1e-8,
   ) {
-    this.m = vars.map((x) => tf.variable(tf.zerosLike(x), false));
-    this.v = vars.map((x) => tf.variable(tf.zerosLike(x), false));
+    // tidy frees the zerosLike tensors the variables were made from
+    this.m = tf.tidy(() => vars.map((x) => tf.variable(tf.zerosLike(x), false)));
+    this.v = tf.tidy(() => vars.map((x) => tf.variable(tf.zerosLike(x), false)));
   }
 
   /** One step with grads[i] for vars[i]; does not dispose the grads. */

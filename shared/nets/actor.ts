@@ -74,11 +74,15 @@ export class ActorNet {
       const { offset, stride, count } = targetBlock;
       if (count !== numActions || offset + stride * count > obsDim) throw new TypeError('ActorNet: target block does not fit the observation');
       const H = TARGET_SCORER_HIDDEN;
+      const G1 = glorotUniform(rng, stride, H);
+      // tidy frees the initial tensors (a variable keeps its own reference to the data)
       this.scorer.push(
-        tf.variable(tf.tensor2d(glorotUniform(rng, stride, H), [stride, H]), true),
-        tf.variable(tf.zeros([H]), true),
-        tf.variable(tf.zeros([H, 1]), true),
-        tf.variable(tf.zeros([1]), true),
+        ...tf.tidy(() => [
+          tf.variable(tf.tensor2d(G1, [stride, H]), true),
+          tf.variable(tf.zeros([H]), true),
+          tf.variable(tf.zeros([H, 1]), true),
+          tf.variable(tf.zeros([1]), true),
+        ]),
       );
     }
   }

@@ -43,8 +43,9 @@ export class Mlp {
     this.variables = [];
     for (let l = 0; l + 1 < dims.length; l++) {
       const w = glorotUniform(rng, dims[l], dims[l + 1]);
-      this.variables.push(tf.variable(tf.tensor2d(w, [dims[l], dims[l + 1]]), true));
-      this.variables.push(tf.variable(tf.zeros([dims[l + 1]]), true));
+      // tidy frees the initial tensors (a variable keeps its own reference to the data), so
+      // building and disposing nets (the online learner's reloads) leaves no tensor behind
+      this.variables.push(...tf.tidy(() => [tf.variable(tf.tensor2d(w, [dims[l], dims[l + 1]]), true), tf.variable(tf.zeros([dims[l + 1]]), true)]));
     }
   }
 

@@ -15,6 +15,7 @@ import { Rng } from '../../../shared/rng';
 import { loadScenario, topologyOf } from '../../../shared/scenario';
 import { observationDim } from '../../../shared/spaces';
 import { OnlineLearner } from '../../../orchestrator/learner';
+import { LearnerCore } from '../../../orchestrator/learner-core';
 import { ModelRegistry, startHub } from '../../../orchestrator/registry';
 import { Store } from '../../../orchestrator/store';
 import type { Hub } from '../../../orchestrator/hub';
@@ -173,6 +174,21 @@ describe('OnlineLearner', () => {
     expect(await learner.poll()).toBe(false);
     expect(learner.stats.transitionsRead).toBe(112);
     learner.dispose();
+  });
+
+  it('reloading the actor (a discarded update, a new stored version) leaves no tensor behind', () => {
+    const shapes = actorShapes(D, A);
+    const w = initActorWeights(D, A, 5);
+    const core = new LearnerCore(
+      { obsDim: D, numActions: A, head: 'relu1', targetBlock: null, lr: 1e-3, targetKl: 0.02, warmupCriticSteps: 2, epochs: 1, seed: 1 },
+      w,
+      null,
+    );
+    const before = tf.memory().numTensors;
+    for (let i = 0; i < 3; i++) core.setActor(w);
+    expect(tf.memory().numTensors).toBe(before);
+    expect(shapes).toHaveLength(w.length);
+    core.dispose();
   });
 
   it('logs once and does not learn when the stored weights are not an actor of the scenario', async () => {
