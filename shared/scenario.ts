@@ -198,6 +198,22 @@ export function validateScenario(raw: unknown, source: string): Scenario {
 }
 
 /** Derived sizes used everywhere. */
+/**
+ * The same scenario with decision slots of `slotS` seconds and the same frame length (slotsPerFrame
+ * adjusted). The simulator dispatches at slot boundaries, so a request waits half a slot on
+ * average before it is dispatched; the live agent dispatches on arrival, which small slots
+ * approximate (`kais eval --slot`, `kais up`'s prediction). Throws UsageError naming `flag` when
+ * the frame is not a whole number of such slots.
+ */
+export function scenarioWithSlot(s: Scenario, slotS: number, flag = '--slot'): Scenario {
+  const frameS = s.slotS * s.slotsPerFrame;
+  const n = Math.round(frameS / slotS);
+  if (!(slotS > 0) || !Number.isFinite(slotS) || n < 1 || Math.abs(n * slotS - frameS) > 1e-9 * frameS) {
+    throw new UsageError(`${flag}: must divide the ${frameS} s frame of scenario ${s.name} into whole slots, got ${slotS}`);
+  }
+  return { ...s, slotS: frameS / n, slotsPerFrame: n };
+}
+
 export function topologyOf(s: Scenario): { numEaps: number; numNodes: number; numServices: number; nodeEap: number[] } {
   const nodeEap: number[] = [];
   s.eaps.forEach((e, b) => e.nodes.forEach(() => nodeEap.push(b)));

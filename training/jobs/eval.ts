@@ -12,7 +12,7 @@ import type { DequeueName } from '../../shared/dequeue';
 import { DEQUEUE_NAMES } from '../../shared/dequeue';
 import { UsageError } from '../../shared/errors';
 import type { DispatchPolicy } from '../../shared/policy';
-import { loadScenario } from '../../shared/scenario';
+import { loadScenario, scenarioWithSlot } from '../../shared/scenario';
 import type { Scenario } from '../../shared/scenario';
 import { makeDispatch, makeOrchestration, parsePolicyPair } from '../baselines/registry';
 import type { Fault } from '../sim/faults';
@@ -56,6 +56,8 @@ export interface EvalArgs {
   faultDurationS: number;
   timing: boolean;
   filters: boolean;
+  /** Decision slot length (s); default the scenario's. */
+  slot?: number;
 }
 
 export interface EvalReport {
@@ -66,6 +68,8 @@ export interface EvalReport {
   frames: number;
   load: number;
   dequeue: string;
+  /** Decision slot length the simulator ran with (s). */
+  slotS: number;
   faults: number;
   filters: boolean;
   results: PolicyResult[];
@@ -76,8 +80,10 @@ export interface EvalReport {
  * model the project ships for the scenario. Loaded lazily so that heuristic-only runs never load
  * the learned-policy code.
  */
-function makeAnyDispatch(name: string, scenario: Scenario, checkpoint: string | undefined): DispatchPolicy {
+function makeAnyDispatch(name: string, scenario: Scenario, checkpoint: string | undefined, modelScenario: Scenario = scenario): DispatchPolicy {
   if (name !== 'cmmac') return makeDispatch(name, scenario);
+  // a model is checked against the scenario it was trained on (the slot length does not change its inputs)
+  scenario = modelScenario;
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const ck = require('./checkpoint') as {
     loadCmmacFromDb: (path: string, s: Scenario) => DispatchPolicy;
@@ -121,8 +127,9 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
   // SETUP
   const frames = positiveInt('--frames', a.frames);
   if (!Number.isInteger(a.seed)) throw new UsageError(`--seed: must be an integer, got ${String(a.seed)}`);
-  const scenario = loadScenario(a.scenario);
-  const pairs = (a.policies ?? defaultPolicies(scenario).join(','))
+  const base = loadScenario(a.scenario);
+  const scenario = a.slot === undefined ? base : scenarioWithSlot(base, a.slot);
+  const pairs = (a.policies ?? defaultPolicies(base).join(','))
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s.length > 0);
@@ -130,7 +137,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
   // validate every policy name before the long part starts
   for (const p of pairs) {
     const { dispatch, orchestration } = parsePolicyPair(p);
-    makeAnyDispatch(dispatch, scenario, a.checkpoint);
+    makeAnyDispatch(dispatch, scenario, a.checkpoint, base);
     makeOrchestration(orchestration, scenario);
   }
   const eapDequeue = dequeueName('--dequeue', a.dequeue);
@@ -164,7 +171,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
       requests,
       frames,
       seed: a.seed,
-      dispatch: makeAnyDispatch(dispatch, scenario, a.checkpoint),
+      dispatch: makeAnyDispatch(dispatch, scenario, a.checkpoint, base),
       orchestration: makeOrchestration(orchestration, scenario),
       eapDequeue,
       nodeDequeue,
@@ -183,6 +190,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     frames,
     load: a.load,
     dequeue: eapDequeue,
+    slotS: scenario.slotS,
     faults: faults.length,
     filters: !!a.filters,
     results,
@@ -220,7 +228,7 @@ export function formatTable(r: EvalReport): string {
   const src = r.trace ? `trace ${r.trace}` : `workload ${r.workload}`;
   const arrived = r.results[0]?.arrived ?? 0;
   return [
-    `scenario ${r.scenario}, ${src}, seed ${r.seed}, ${r.frames} frames, load ${r.load}, ${arrived} requests, dequeue ${r.dequeue}${r.faults ? `, ${r.faults} node failures` : ''}`,
+    `scenario ${r.scenario}, ${src}, seed ${r.seed}, ${r.frames} frames, load ${r.load}, ${arrived} requests, dequeue ${r.dequeue}, ${r.slotS} s slots${r.faults ? `, ${r.faults} node failures` : ''}`,
     line(head),
     ...rows.map(line),
   ].join('\n');
@@ -239,6 +247,7 @@ export const evalCommand: CommandModule<object, EvalArgs> = {
       .option('frames', { type: 'number', default: 20, describe: 'frames to simulate (100 slots of 0.25 s each)' })
       .option('seed', { type: 'number', default: 1, describe: 'random seed (same seed, same numbers)' })
       .option('load', { type: 'number', default: 1, describe: 'multiplier on arrival rates' })
+      .option('slot', { type: 'number', describe: "decision slot in seconds (default: the scenario's, 0.25 on kais); the live agent dispatches on arrival, which --slot 0.05 approximates" })
       .option('dequeue', { type: 'string', default: 'edf', describe: `queue order: ${DEQUEUE_NAMES.join(', ')}` })
       .option('node-dequeue', { type: 'string', describe: 'node queue order (default: --dequeue)' })
       .option('fault-rate', { type: 'number', default: 0, describe: 'node failures per node per hour of simulated time' })

@@ -68,6 +68,25 @@ describe('kais eval', () => {
     expectUsageError(kais('eval', '--scenario', 'tiny', '--policies', 'jsq'), /--policies: "jsq" is not dispatch\/orchestration/);
   });
 
+  it('--slot: finer decision slots, same frames and requests; the learned model still loads; a bad slot exits 2', () => {
+    const run = (extra: string[]) => {
+      const r = kais('eval', '--scenario', 'kais', '--frames', '1', '--policies', 'cmmac/static,lec/static', '--json', ...extra);
+      expect(r.code).toBe(0);
+      return JSON.parse(r.stdout) as { slotS: number; results: { policy: string; arrived: number; throughputRate: number; meanLatencyMs: number }[] };
+    };
+    const coarse = run([]);
+    const fine = run(['--slot', '0.05']);
+    expect(coarse.slotS).toBe(0.25);
+    expect(fine.slotS).toBe(0.05);
+    for (let i = 0; i < 2; i++) {
+      expect(fine.results[i].arrived).toBe(coarse.results[i].arrived);
+      // dispatching every 50 ms instead of every 250 ms: requests wait less before they go out
+      expect(fine.results[i].meanLatencyMs).toBeLessThan(coarse.results[i].meanLatencyMs);
+    }
+    expectUsageError(kais('eval', '--scenario', 'tiny', '--slot', '0.3'), /--slot: must divide the \S+ s frame of scenario tiny into whole slots, got 0.3/);
+    expectUsageError(kais('eval', '--scenario', 'tiny', '--slot', '0'), /--slot: must divide/);
+  });
+
   it('refuses a negative load, a bad frame count and an unknown scenario', () => {
     expectUsageError(kais('eval', '--scenario', 'tiny', '--load', '-1'), /--load: must be a positive number, got -1/);
     expectUsageError(kais('eval', '--scenario', 'tiny', '--frames', '0'), /--frames: must be a positive integer/);
