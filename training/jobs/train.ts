@@ -18,7 +18,13 @@
  *    recorded (meta 'best'); loadCmmacFromDb and `--export-actor` take that checkpoint, so
  *    fine-tuning can never ship a policy worse, on those seeds, than the cloned one.
  * The spec's settings are `--credit team --lr 5e-4 --entropy-coef 0.01`.
- * Orchestration is a fixed baseline (`hpa` by default): stage 1 of the curriculum.
+ * Orchestration is a fixed baseline (`hpa` by default).
+ *
+ * Curriculum (`--curriculum`, training/curriculum/schedule.ts): each episode takes its workload or
+ * trace window, load, length, orchestration, dequeue, cloning/RL and learner settings from the
+ * current lesson; after each episode decidePromotion judges the lesson's episode rates, and the
+ * lesson state goes into the checkpoint. On `kais` the default is the shipped lessons, which are
+ * steps 1-2 above as data (frame for frame the same as `--curriculum none` with the defaults).
  *
  * Resume: checkpoints are taken at episode boundaries with the Adam moments and every Rng state,
  * so `--resume` after a kill recomputes the interrupted episode and ends at the same numbers as an
