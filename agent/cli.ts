@@ -28,7 +28,7 @@ interface AgentArgs {
   cache?: string;
   speed: number;
   actorHead: string;
-  act: string;
+  explore: number;
 }
 
 export function readTargets(file: string, numNodes: number): Targets {
@@ -61,7 +61,7 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
       .option('cache', { type: 'string', describe: 'directory of the weights/placement cache (default: tmpdir/kais-agent-<eap>)' })
       .option('speed', { type: 'number', default: 1, describe: 'time scale of the replayed workload' })
       .option('actor-head', { type: 'string', default: 'softplus1', describe: 'actor head the weights were trained with: softplus1 (kais train default) or relu1' })
-      .option('act', { type: 'string', default: 'argmax', describe: 'argmax (most likely target) or sample (draw from the policy: needed when the orchestrator learns online)' }) as unknown as Argv<AgentArgs>,
+      .option('explore', { type: 'number', default: 0, describe: 'share of decisions drawn from the policy instead of its most likely target (0..1); the online learner learns from those' }) as unknown as Argv<AgentArgs>,
   handler: async (a: ArgumentsCamelCase<AgentArgs>) => {
     const scenario = loadScenario(a.scenario);
     const topo = topologyOf(scenario);
@@ -70,7 +70,7 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
     if (!Number.isInteger(a.port) || a.port < 0 || a.port > 65535) throw new UsageError(`--port: must be an integer in 0..65535, got ${a.port}`);
     if (!(a.speed > 0) || !Number.isFinite(a.speed)) throw new UsageError(`--speed: must be a positive number, got ${a.speed}`);
     if (a.actorHead !== 'relu1' && a.actorHead !== 'softplus1') throw new UsageError(`--actor-head: relu1 or softplus1, got ${a.actorHead}`);
-    if (a.act !== 'argmax' && a.act !== 'sample') throw new UsageError(`--act: argmax or sample, got ${a.act}`);
+    if (!(a.explore >= 0 && a.explore <= 1)) throw new UsageError(`--explore: must be a share in 0..1, got ${a.explore}`);
     const targets = readTargets(a.targets, topo.numNodes);
     const log = (line: string) => process.stderr.write(`kais agent ${a.eap}: ${line}\n`);
     const agent = await startAgent({
@@ -83,7 +83,7 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
       cacheDir: a.cache ?? path.join(os.tmpdir(), `kais-agent-${a.eap}`),
       speed: a.speed,
       actorHead: a.actorHead,
-      act: a.act,
+      explore: a.explore,
       log,
     }).catch((e: NodeJS.ErrnoException) => {
       if (e.code === 'EADDRINUSE') throw new UsageError(`--port: ${a.port} is already in use`);

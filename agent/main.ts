@@ -41,8 +41,8 @@ export interface AgentOptions {
   /** Seed of the reconnect jitter. @defaultValue eap */
   seed?: number;
   actorHead?: 'relu1' | 'softplus1';
-  /** 'argmax' or 'sample' (for a learning orchestrator), see Dispatcher. @defaultValue 'argmax' */
-  act?: 'argmax' | 'sample';
+  /** Share of decisions drawn from the policy (for a learning orchestrator), see Dispatcher. @defaultValue 0 */
+  explore?: number;
   /** Experience and telemetry batch interval, ms. @defaultValue 1000 */
   batchMs?: number;
   /** Longest a drain waits for outstanding requests, ms. @defaultValue 30000 */
@@ -65,7 +65,7 @@ const MAX_BODY_BYTES = 64 * 1024;
 export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const log = o.log ?? (() => undefined);
   const view = new LocalClusterView(o.scenario, o.eap, o.speed ?? 1);
-  const dispatcher = new Dispatcher({ scenario: o.scenario, view, targets: o.targets, actorHead: o.actorHead, act: o.act, actSeed: o.seed ?? o.eap });
+  const dispatcher = new Dispatcher({ scenario: o.scenario, view, targets: o.targets, actorHead: o.actorHead, explore: o.explore, actSeed: o.seed ?? o.eap });
   const cache = o.cacheDir ? new StateCache(o.cacheDir) : null;
   const state: HealthState = {
     eap: o.eap,

@@ -17,9 +17,9 @@
  *
  * What is learned from: transitions decided by the actor (weightVersion not null) at most `maxLag`
  * versions behind the current one; the heuristic fallback's decisions and older ones are skipped.
- * The PPO ratio needs the behaviour probability, so agents of a learning orchestrator act by
- * sampling (`kais agent --act sample`; `kais up` does this): an argmax agent's recorded logProb is
- * not the probability of what it did.
+ * The PPO ratio needs the behaviour probability, so the learner uses only decisions drawn from the
+ * policy: agents of a learning orchestrator explore a share of their decisions (`kais agent
+ * --explore 0.25`; `kais up` does this) and record probability 1 (logProb 0) for the argmax ones.
  *
  * Pace: every `pollMs` the learner reads new batches from the ring; once `batch` eligible
  * transitions are pending it runs one update on the newest `batch` of them (older ones are
@@ -199,8 +199,10 @@ export class OnlineLearner {
   /** No update before this time (performance.now ms): the rest after the previous one. */
   private restUntil = 0;
   private disposed = false;
-  /** Decisions skipped because they were taken with probability 1 (warned once). */
+  /** Decisions skipped because they were taken with probability 1. */
   private deterministic = 0;
+  /** Whether the "agents do not explore" hint was logged. */
+  private hinted = false;
   /** A stored version that is not an actor of this scenario (logged once). */
   private misfit: number | null = null;
 
@@ -281,6 +283,10 @@ export class OnlineLearner {
     try {
       if (this.version === null) await this.loadActor();
       this.read();
+      if (!this.hinted && this.deterministic >= this.o.batch && this.pending.length === 0 && this.stats.transitionsUsed === 0) {
+        this.hinted = true;
+        this.o.log(`learner: ${this.deterministic} actor decisions and none explored: agents must explore (kais agent --explore <share>) for the orchestrator to learn`);
+      }
       if (this.pending.length < this.o.batch || !this.engineReady || performance.now() < this.restUntil) return false;
       // the newest batch: older decisions were made by an older policy
       const batch = this.pending.splice(this.pending.length - this.o.batch, this.o.batch);
@@ -316,8 +322,8 @@ export class OnlineLearner {
     if (t.weightVersion < this.version - this.o.maxLag || t.weightVersion > this.version) return false;
     if (t.obs.length !== this.obsDim || t.mask.length !== this.numActions || !Number.isFinite(t.logProb) || t.logProb > 0) return false;
     if (t.logProb === 0) {
-      // taken with probability 1: an argmax agent (or a single valid target): no policy gradient
-      if (this.deterministic++ === 0) this.o.log('learner: skipping decisions taken with probability 1; agents must run with --act sample for the orchestrator to learn from them');
+      // taken with probability 1 (not explored, or a single valid target): no policy gradient
+      this.deterministic++;
       return false;
     }
     return true;

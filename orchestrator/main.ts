@@ -10,7 +10,7 @@
  * Online learning (`"learner": "cmmac"`, the default): orchestrator/learner.ts reads the ring and,
  * every `learnBatch` actor decisions, updates the critic and the actor and publishes the next
  * weight version. It needs a model to start from (a `checkpoint`, or a stored version); agents of
- * a learning orchestrator should act with `--act sample`. `"learner": "none"` only stores experience.
+ * a learning orchestrator should explore (`kais agent --explore 0.25`). `"learner": "none"` only stores experience.
  *
  * Config file (JSON), every field optional except none:
  * `{"scenario": "kais", "orchestration": "static"|"hpa", "token": "", "agentTokens": {"0": "..."},

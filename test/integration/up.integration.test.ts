@@ -83,7 +83,8 @@ describe('kais up', () => {
   }, 60_000);
 
   it('learns online: the orchestrator publishes new weight versions that the agents apply', async () => {
-    const run = await kaisUp(['--duration', '15', '--json', '--learn-batch', '256', '--verbose']);
+    // every decision explored, so a short run fills the batches
+    const run = await kaisUp(['--duration', '15', '--json', '--learn-batch', '256', '--explore', '1', '--verbose']);
     expect(run.code).toBe(0);
     const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
     expectAccounted(s);

@@ -47,6 +47,7 @@ interface UpArgs {
   verbose: boolean;
   learn: boolean;
   learnBatch: number;
+  explore: number;
 }
 
 export interface EapSummary {
@@ -80,7 +81,7 @@ export interface UpSummary {
   weightVersionsApplied: number;
   placementVersionsApplied: number;
   orchestratorRestarts: number;
-  /** Whether the orchestrator learned online (agents then act by sampling). */
+  /** Whether the orchestrator learned online (agents then explore `--explore` of their decisions). */
   learning: boolean;
   /**
    * What `kais eval --slot <evalSlotS>` predicts for the same requests: the simulator with the
@@ -192,6 +193,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   if (!(a.speed > 0) || !Number.isFinite(a.speed)) throw new UsageError(`--speed: must be a positive number, got ${a.speed}`);
   if (!isWorkloadName(a.workload)) throw new UsageError(`--workload: unknown workload "${a.workload}" (valid: ${WORKLOAD_NAMES.join(', ')})`);
   if (a.orchestration !== 'static' && a.orchestration !== 'hpa') throw new UsageError(`--orchestration: static or hpa, got ${a.orchestration}`);
+  if (!(a.explore > 0 && a.explore <= 1)) throw new UsageError(`--explore: must be a share in (0, 1], got ${a.explore}`);
   if (!Number.isInteger(a.learnBatch) || a.learnBatch < 1) throw new UsageError(`--learn-batch: must be a positive integer, got ${a.learnBatch}`);
   if (a.checkpoint && !fs.existsSync(a.checkpoint)) throw new UsageError(`--checkpoint: ${a.checkpoint} does not exist`);
   const topo = topologyOf(scenario);
@@ -320,8 +322,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
           path.join(dir, `agent-${b}`),
           '--actor-head',
           actorHead,
-          '--act',
-          learning ? 'sample' : 'argmax',
+          '--explore',
+          String(learning ? a.explore : 0),
         ],
         a.verbose,
         () => undefined,
@@ -547,8 +549,9 @@ export const upCommand: CommandModule<object, UpArgs> = {
       .option('load', { type: 'number', default: 1, describe: 'multiplier on the arrival rate' })
       .option('orchestration', { type: 'string', default: 'static', describe: 'placement policy: static or hpa' })
       .option('checkpoint', { type: 'string', describe: 'kais train checkpoint or exported actor (.bin): its actor is published as weights v1 (default: the model shipped for the scenario)' })
-      .option('learn', { type: 'boolean', default: true, describe: 'the orchestrator learns online from the agents (needs a model; agents then act by sampling)' })
-      .option('learn-batch', { type: 'number', default: 2048, describe: 'actor decisions per online update' })
+      .option('learn', { type: 'boolean', default: true, describe: 'the orchestrator learns online from the agents (needs a model)' })
+      .option('learn-batch', { type: 'number', default: 512, describe: 'explored decisions per online update' })
+      .option('explore', { type: 'number', default: 0.25, describe: 'share of decisions the agents draw from the policy while the orchestrator learns (0..1)' })
       .option('restart-orchestrator', { type: 'boolean', default: true, describe: 'restart the orchestrator if it dies' })
       .option('verbose', { type: 'boolean', default: false, describe: "forward the processes' logs to stderr" }) as unknown as Argv<UpArgs>,
   handler: async (argv: ArgumentsCamelCase<UpArgs>) => {

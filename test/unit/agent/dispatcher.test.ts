@@ -113,13 +113,13 @@ describe('Dispatcher', () => {
     expect(t[0].mask[t[0].action]).toBe(1);
   });
 
-  it.each(['argmax', 'sample'] as const)('records the log-probability of what the actor did (--act %s)', async (act) => {
+  it.each([0, 1, 0.5])('records the log-probability of what the actor did (--explore %s)', async (explore) => {
     const node = await stub(200);
     const cloud = await stub(200);
     closers.push(node.close, cloud.close);
     const view = new LocalClusterView(tiny, 0);
     view.applyPlacement(placementBody(1, 0, [[1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]]));
-    const d = new Dispatcher({ scenario: tiny, view, targets: { nodes: [node.url, node.url, node.url], cloud: cloud.url }, act });
+    const d = new Dispatcher({ scenario: tiny, view, targets: { nodes: [node.url, node.url, node.url], cloud: cloud.url }, explore });
     const topo = topologyOf(tiny);
     const shapes = actorShapes(observationDim({ numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps }), topo.numNodes + 1);
     const tensors = initActorWeights(shapes[0][0], topo.numNodes + 1, 3);
@@ -129,9 +129,15 @@ describe('Dispatcher', () => {
     const t = d.takeExperience();
     expect(t).toHaveLength(20);
     for (const x of t) expect(x.weightVersion).toBe(7);
-    // argmax is deterministic (probability 1); sampling records log pi(a|o) < 0 (4 valid targets)
-    if (act === 'argmax') for (const x of t) expect(x.logProb).toBe(0);
-    else for (const x of t) expect(x.logProb).toBeLessThan(0);
+    // argmax is deterministic (probability 1); a drawn decision records log pi(a|o) < 0 (4 valid targets)
+    const drawn = t.filter((x) => x.logProb < 0).length;
+    for (const x of t) expect(x.logProb).toBeLessThanOrEqual(0);
+    if (explore === 0) expect(drawn).toBe(0);
+    else if (explore === 1) expect(drawn).toBe(20);
+    else {
+      expect(drawn).toBeGreaterThan(3);
+      expect(drawn).toBeLessThan(17);
+    }
   });
 
   it('refuses weights that do not fit the scenario actor', () => {

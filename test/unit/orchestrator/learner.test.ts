@@ -114,7 +114,7 @@ describe('OnlineLearner', () => {
     const fallback = experience(w, 4, 10, rng).map((t) => ({ ...t, weightVersion: null }));
     const stale = experience(w, 1, 10, rng); // 4 - 1 > maxLag
     const short = experience(w, 4, 10, rng).map((t) => ({ ...t, obs: t.obs.subarray(0, D - 1) }));
-    const argmax = experience(w, 4, 10, rng).map((t) => ({ ...t, logProb: 0 })); // an --act argmax agent's
+    const argmax = experience(w, 4, 10, rng).map((t) => ({ ...t, logProb: 0 })); // an argmax decision's (not explored)
     store.appendExperience({ eap: 0, transitions: [...good, ...fallback, ...stale, ...short, ...argmax] });
     expect(await learner.poll()).toBe(false);
     expect(learner.stats.transitionsRead).toBe(50);
@@ -123,6 +123,16 @@ describe('OnlineLearner', () => {
     expect(await learner.poll()).toBe(true);
     expect(learner.stats.transitionsUsed).toBe(64);
     learner.dispose();
+    // agents that never explore: one line says why nothing is learned
+    const lines: string[] = [];
+    const idle = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 16, log: (l) => lines.push(l) });
+    await idle.start();
+    idle.stop();
+    store.appendExperience({ eap: 0, transitions: experience(w, 4, 40, rng).map((t) => ({ ...t, logProb: 0 })) });
+    expect(await idle.poll()).toBe(false);
+    expect(await idle.poll()).toBe(false);
+    expect(lines.filter((l) => /40 actor decisions and none explored/.test(l))).toHaveLength(1);
+    idle.dispose();
   });
 
   it('waits for a model, and after a restart resumes its cursor, update count and critic', async () => {
