@@ -126,6 +126,11 @@ export interface HubEvents {
   applied: (session: SessionInfo, kind: 'weights' | 'placement', version: number) => void;
   /** A frame was refused (`session` is null before `hello`). */
   refused: (session: SessionInfo | null, error: ErrorBody) => void;
+  /**
+   * A pushed weights or placement version has been handed to the session's socket completely (the
+   * ws send callback): the orchestrator's side of a fan-out is over for that agent.
+   */
+  flushed: (session: SessionInfo, kind: 'weights' | 'placement', version: number) => void;
 }
 
 type PushKind = 'weights' | 'placement';
@@ -514,7 +519,9 @@ export class Hub extends EventEmitter {
     // the same as `encode(frame)`; the receiver's WebSocket reassembles the fragments.
     s.ws.send(this.outCodec.encodeHead(kind, seq, Date.now()), { binary: true, fin: false });
     s.ws.send(this.encodedBody(kind, body), { binary: true, fin: true }, (err) => {
-      if (!err && (s.pending.weights || s.pending.placement)) this.flush(s);
+      if (err) return;
+      if (s.info) this.emit('flushed', s.info, kind, body.version);
+      if (s.pending.weights || s.pending.placement) this.flush(s);
     });
     return true;
   }

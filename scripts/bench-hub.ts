@@ -5,6 +5,8 @@
  *   codec.decodeMs.weights200kFloats    the same for a 200k-float (800 KB) frame, the shipped model's size
  *   hub.fanoutMs.p99.<N>                N = 10, 100, 200 ws clients: publish -> every client has decoded it;
  *                                       p99 over 20 publishes of the max over clients
+ *   hub.flushedMs.p99.<N>               the orchestrator's side of it: publish -> the last session's socket has
+ *                                       taken the whole frame (ws send callback, the hub's `flushed` event)
  *   hub.publishMs.p99.<N>               of that, the hub's own publishWeights call (pack, SQLite, sends)
  *   hub.clientDecodeMs.p50.<N>          sum of the clients' decode times per publish: all N clients share
  *                                       this machine, so on a small one they, not the hub, set the pace
@@ -213,10 +215,27 @@ async function hubChild(dbFile: string): Promise<void> {
   };
   process.once('SIGTERM', () => void stop());
   process.stdin.once('end', () => void stop()); // the bench process is gone
+  // the orchestrator's side of each fan-out: publish -> the last session's socket took the frame
+  const flushes = new Map<number, { t0: number; want: number; got: number; ms: number | null; waiter: (() => void) | null }>();
+  hub.on('flushed', (_s, kind, version) => {
+    const f = flushes.get(version);
+    if (kind !== 'weights' || !f) return;
+    if (++f.got === f.want) {
+      f.ms = performance.timeOrigin + performance.now() - f.t0;
+      f.waiter?.();
+    }
+  });
   readline.createInterface({ input: process.stdin }).on('line', (line) => {
-    const cmd = JSON.parse(line) as { cmd: string };
-    if (cmd.cmd === 'publish') {
+    const cmd = JSON.parse(line) as { cmd: string; version?: number };
+    if (cmd.cmd === 'flushed') {
+      const f = flushes.get(cmd.version!);
+      const reply = () => out({ flushedMs: f?.ms ?? null });
+      if (!f || f.ms !== null) reply();
+      else f.waiter = reply;
+    } else if (cmd.cmd === 'publish') {
       const t0 = performance.timeOrigin + performance.now();
+      const version = (store.latestModelVersion() ?? 0) + 1;
+      flushes.set(version, { t0, want: hub.sessions().length, got: 0, ms: null, waiter: null });
       const body = registry.publishWeights(weights);
       out({ version: body.version, t0, publishMs: performance.timeOrigin + performance.now() - t0 });
     } else if (cmd.cmd === 'placement') {
@@ -315,10 +334,14 @@ async function fanoutBench(hub: JsonChild, port: number): Promise<BenchResult[]>
       const fanoutMs: number[] = [];
       const hubMs: number[] = [];
       const decodeMs: number[] = [];
+      const flushedMs: number[] = [];
       for (let k = 0; k < PUBLISHES + 1; k++) {
         const { version, t0, publishMs } = (await hub.request({ cmd: 'publish' })) as { version: number; t0: number; publishMs: number };
         const reports = (await Promise.all(children.map((c) => c.request({ cmd: 'expect', version })))) as { last: number; decodeMs: number }[];
+        const { flushedMs: fMs } = (await hub.request({ cmd: 'flushed', version })) as { flushedMs: number | null };
         if (k > 0) {
+          if (fMs === null) throw new Error(`bench-hub: weights v${version} were not flushed to every session`);
+          flushedMs.push(fMs);
           // the first publish after new connections is a warm-up
           fanoutMs.push(Math.max(...reports.map((r) => r.last)) - t0);
           hubMs.push(publishMs);
@@ -328,6 +351,7 @@ async function fanoutBench(hub: JsonChild, port: number): Promise<BenchResult[]>
       }
       results.push(
         { name: `hub.fanoutMs.p99.${n}`, value: round(quantile(fanoutMs, 0.99), 1), unit: `ms (publish -> all ${n} decoded; median ${round(quantile(fanoutMs, 0.5), 1)})` },
+        { name: `hub.flushedMs.p99.${n}`, value: round(quantile(flushedMs, 0.99), 1), unit: `ms (the orchestrator's side: publish -> the last of ${n} sockets took the frame; median ${round(quantile(flushedMs, 0.5), 1)})` },
         { name: `hub.publishMs.p99.${n}`, value: round(quantile(hubMs, 0.99), 1), unit: `ms (the hub's publishWeights call: pack, store, send to ${n}; median ${round(quantile(hubMs, 0.5), 1)})` },
         { name: `hub.clientDecodeMs.p50.${n}`, value: round(quantile(decodeMs, 0.5), 1), unit: `ms (sum of the ${n} clients' decode times per publish, on ${CLIENT_PROCESSES} processes)` },
       );

@@ -240,7 +240,10 @@ describe('hub with real agent links', () => {
     expect(agents.every((a) => a.runtime.welcome?.heartbeatMs === 1000)).toBe(true);
 
     const applied = [0, 1, 2].map((id) => waitFor(hub, 'applied', (s: { eapId: number }, kind: string, v: number) => s.eapId === id && kind === 'weights' && v === 1));
+    // the orchestrator's side of the fan-out ends for each agent when its socket took the frame
+    const flushed = [0, 1, 2].map((id) => waitFor(hub, 'flushed', (s: { eapId: number }, kind: string, v: number) => s.eapId === id && kind === 'weights' && v === 1));
     const body = registry.publishWeights(tensors(1));
+    await Promise.all(flushed);
     await Promise.all(applied);
     for (const a of agents) {
       expect(a.runtime.weightVersion).toBe(1);
