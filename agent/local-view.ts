@@ -51,8 +51,14 @@ export class LocalClusterView implements ClusterView {
   private readonly latS: Float64Array;
   private readonly sPerMB: Float64Array;
   private readonly deviceLatencyS: number;
+  /** [w] the cloud's concurrent capacity for w (constant: its cores / w's cores). */
+  private readonly cloudReady: Int32Array;
+  /** [n] free memory ratio of edge node n under the current placement (recomputed by applyPlacement). */
+  private readonly freeMem: Float64Array;
   private readonly t0Ms: number;
   private ownQueue = 0;
+  /** While >= 0: the clock is held at this scenario time (one decision reads one instant). */
+  private heldS = -1;
 
   constructor(
     readonly scenario: Scenario,
@@ -88,6 +94,10 @@ export class LocalClusterView implements ClusterView {
     this.svcCpu = cap.svcCpu;
     this.svcMem = cap.svcMem;
     for (let t = 0; t < T; t++) for (let w = 0; w < W; w++) this.meanProcS[t * W + w] = this.nominalProcS(w);
+    this.cloudReady = new Int32Array(W);
+    for (let w = 0; w < W; w++) this.cloudReady[w] = Math.max(1, Math.floor(this.cpu[this.cloudTarget] / this.svcCpu[w]));
+    this.freeMem = new Float64Array(this.numNodes);
+    this.updateFreeMem();
     // network, as training/sim/latency.ts: latency + size / bandwidth per link class
     const net = scenario.network;
     this.latS = new Float64Array(T);
@@ -117,6 +127,28 @@ export class LocalClusterView implements ClusterView {
     for (let w = 0; w < W; w++) {
       for (let n = 0; n < this.numNodes; n++) this.replicaCount[n * W + w] = body.replicas[w * this.numNodes + n];
     }
+    this.updateFreeMem();
+  }
+
+  private updateFreeMem(): void {
+    for (let n = 0; n < this.numNodes; n++) {
+      let used = 0;
+      for (let w = 0; w < this.numServices; w++) used += this.replicas(n, w) * this.svcMem[w];
+      this.freeMem[n] = Math.max(0, 1 - used / this.mem[n]);
+    }
+  }
+
+  /**
+   * Holds the clock at the current instant until `releaseClock()`: everything read during one
+   * decision (mask, observation, fallback) then sees the same time, and the view reads
+   * performance.now() once per decision instead of once per target and service.
+   */
+  holdClock(): void {
+    this.heldS = -1;
+    this.heldS = this.nowS();
+  }
+  releaseClock(): void {
+    this.heldS = -1;
   }
 
   // ---- the agent's own counters ----
@@ -154,13 +186,14 @@ export class LocalClusterView implements ClusterView {
 
   // ---- ClusterView ----
   nowS(): number {
+    if (this.heldS >= 0) return this.heldS;
     return ((performance.now() - this.t0Ms) / 1000) * this.speed;
   }
   nodeEap(node: number): number {
     return this.nodeEapOf[node];
   }
   readyReplicas(target: number, service: number): number {
-    if (target === this.cloudTarget) return Math.max(1, Math.floor(this.cpu[target] / this.svcCpu[service]));
+    if (target === this.cloudTarget) return this.cloudReady[service];
     return this.replicaCount[target * this.numServices + service];
   }
   busyReplicas(target: number, service: number): number {
@@ -172,8 +205,16 @@ export class LocalClusterView implements ClusterView {
     return this.replicaCount[node * this.numServices + service];
   }
   queueLen(target: number): number {
+    // serviceQueueLen summed over the services, with one freshness check
+    const W = this.numServices;
+    const fresh = this.fresh(target);
+    const cloud = target === this.cloudTarget;
     let q = 0;
-    for (let w = 0; w < this.numServices; w++) q += this.serviceQueueLen(target, w);
+    for (let w = 0; w < W; w++) {
+      const k = target * W + w;
+      const own = Math.max(0, this.outstanding[k] - (cloud ? this.cloudReady[w] : this.replicaCount[k]));
+      q += fresh ? Math.max(own, this.repWaiting[k]) : own;
+    }
     return q;
   }
   serviceQueueLen(target: number, service: number): number {
@@ -190,18 +231,25 @@ export class LocalClusterView implements ClusterView {
     return 0;
   }
   freeCpuRatio(target: number): number {
-    if (this.fresh(target) && this.reportedCpu[target] >= 0) {
+    const fresh = this.fresh(target);
+    if (fresh && this.reportedCpu[target] >= 0) {
       return Math.max(0, Math.min(1, 1 - this.reportedCpu[target]));
     }
+    // busyReplicas summed over the services, with one freshness check
+    const W = this.numServices;
+    const cloud = target === this.cloudTarget;
     let used = 0;
-    for (let w = 0; w < this.numServices; w++) used += this.busyReplicas(target, w) * this.svcCpu[w];
+    for (let w = 0; w < W; w++) {
+      const k = target * W + w;
+      const ready = cloud ? this.cloudReady[w] : this.replicaCount[k];
+      const own = Math.min(this.outstanding[k], ready);
+      used += (fresh ? Math.max(own, Math.min(this.repBusy[k], ready)) : own) * this.svcCpu[w];
+    }
     return Math.max(0, 1 - used / this.cpu[target]);
   }
   freeMemRatio(target: number): number {
     if (target === this.cloudTarget) return 1;
-    let used = 0;
-    for (let w = 0; w < this.numServices; w++) used += this.replicas(target, w) * this.svcMem[w];
-    return Math.max(0, 1 - used / this.mem[target]);
+    return this.freeMem[target];
   }
   cpuCores(target: number): number {
     return this.cpu[target];
