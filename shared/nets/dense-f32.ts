@@ -63,15 +63,47 @@ export function denseForward(
   act: 'relu' | 'linear' | HeadActivation,
 ): void {
   const { inDim, outDim, kernel, bias } = layer;
+  const fr = Math.fround;
+  const blocked = outDim - (outDim % 8);
   for (let r = 0; r < rows; r++) {
     const xo = r * inDim;
     const yo = r * outDim;
-    for (let j = 0; j < outDim; j++) out[yo + j] = bias[j];
-    for (let i = 0; i < inDim; i++) {
-      const xi = x[xo + i];
-      if (xi === 0) continue;
-      const wo = i * outDim;
-      for (let j = 0; j < outDim; j++) out[yo + j] += xi * kernel[wo + j];
+    // out[yo + j] = bias[j] + sum over the nonzero x[i] (i ascending) of x[i] * W[i, j], rounded
+    // to float32 after every step as a Float32Array element would be. Eight outputs at a time in
+    // locals (the kernel row read once per input for them, no store/load per step): about twice
+    // as fast as updating `out` per input, and bit-identical to it (same operations, same order).
+    for (let j = 0; j < blocked; j += 8) {
+      let a0 = bias[j], a1 = bias[j + 1], a2 = bias[j + 2], a3 = bias[j + 3];
+      let a4 = bias[j + 4], a5 = bias[j + 5], a6 = bias[j + 6], a7 = bias[j + 7];
+      for (let i = 0; i < inDim; i++) {
+        const xi = x[xo + i];
+        if (xi === 0) continue;
+        const w = i * outDim + j;
+        a0 = fr(a0 + xi * kernel[w]);
+        a1 = fr(a1 + xi * kernel[w + 1]);
+        a2 = fr(a2 + xi * kernel[w + 2]);
+        a3 = fr(a3 + xi * kernel[w + 3]);
+        a4 = fr(a4 + xi * kernel[w + 4]);
+        a5 = fr(a5 + xi * kernel[w + 5]);
+        a6 = fr(a6 + xi * kernel[w + 6]);
+        a7 = fr(a7 + xi * kernel[w + 7]);
+      }
+      out[yo + j] = a0;
+      out[yo + j + 1] = a1;
+      out[yo + j + 2] = a2;
+      out[yo + j + 3] = a3;
+      out[yo + j + 4] = a4;
+      out[yo + j + 5] = a5;
+      out[yo + j + 6] = a6;
+      out[yo + j + 7] = a7;
+    }
+    for (let j = blocked; j < outDim; j++) {
+      let a = bias[j];
+      for (let i = 0; i < inDim; i++) {
+        const xi = x[xo + i];
+        if (xi !== 0) a = fr(a + xi * kernel[i * outDim + j]);
+      }
+      out[yo + j] = a;
     }
     if (act === 'relu') {
       for (let j = 0; j < outDim; j++) if (out[yo + j] < 0) out[yo + j] = 0;
