@@ -7,7 +7,6 @@
 import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
 import { exitWithParent } from '../lifecycle';
 import { UsageError } from '../shared/errors';
-import { loadBackend } from '../shared/tf-backend';
 import { readConfig, startOrchestrator } from './main';
 
 interface OrchestratorArgs {
@@ -28,7 +27,6 @@ export const orchestratorCommand: CommandModule<object, OrchestratorArgs> = {
     if (!Number.isInteger(a.port) || a.port < 0 || a.port > 65535) throw new UsageError(`--port: must be an integer in 0..65535, got ${a.port}`);
     const cfg = readConfig(a.config);
     const log = (line: string) => process.stderr.write(`kais orchestrator: ${line}\n`);
-    if (cfg.learner === 'cmmac') log(`tfjs backend: ${await loadBackend()}`);
     const o = await startOrchestrator(cfg, { port: a.port, dbPath: a.db, log }).catch((e: NodeJS.ErrnoException) => {
       if (e.code === 'EADDRINUSE') throw new UsageError(`--port: ${a.port} is already in use`);
       throw e;

@@ -252,7 +252,12 @@ export class OnlineLearner {
 
   /** Loads the starting model (if one is stored) and starts polling. */
   async start(): Promise<void> {
-    await this.loadActor();
+    try {
+      await this.loadActor();
+    } catch (e) {
+      if (this.disposed) return; // closed while the worker was still loading
+      throw e;
+    }
     if (this.timer || this.disposed) return;
     this.timer = setInterval(() => {
       this.poll().catch((e: Error) => {

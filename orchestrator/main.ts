@@ -211,8 +211,12 @@ export async function startOrchestrator(
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { OnlineLearner: L } = require('./learner') as typeof import('./learner');
     learner = new L({ scenario: cfg.scenario, store, registry, head, batch: cfg.learnBatch, log });
-    await learner.start();
-    log(learner.weightVersion === null ? 'learner: waiting for a model to start from' : `learner: on, from weights v${learner.weightVersion}, every ${cfg.learnBatch} decisions`);
+    // not awaited: agents are served while the learner's worker loads tfjs (a second or more)
+    const started = learner;
+    started.start().then(
+      () => log(started.weightVersion === null ? 'learner: waiting for a model to start from' : `learner: on, from weights v${started.weightVersion}, every ${cfg.learnBatch} decisions`),
+      (e: Error) => log(`learner: could not start (${e.message}); experience is still stored`),
+    );
   }
 
   let closing: Promise<void> | null = null;

@@ -115,8 +115,14 @@ describe('kais up', () => {
     const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
     expectAccounted(s);
     expect(s.orchestratorRestarts).toBe(1);
-    // the restarted orchestrator resumed the stored placement instead of starting over
-    expect(run.stderr).toMatch(/back on ws:\/\/\S+ \(placement v\d+, resumed true\)/);
+    // the restarted orchestrator resumed the stored model version (the shipped model is v1, the
+    // learner may have added some) and the stored placement instead of starting over
+    const back = /back on ws:\/\/\S+ \(weights v(\d+), placement v\d+, resumed true\)/.exec(run.stderr);
+    expect(back).not.toBeNull();
+    const resumedVersion = Number(back![1]);
+    expect(resumedVersion).toBeGreaterThanOrEqual(1);
+    // every agent ends on the resumed version or a later one: nothing went back to v1
+    for (const e of s.perEap as Record<string, number>[]) expect(e.weightVersion).toBeGreaterThanOrEqual(resumedVersion);
     for (const e of s.perEap as Record<string, number>[]) expect(e.completedInTime).toBeGreaterThan(0);
     expect(pidsIn(run.stderr).filter(alive)).toEqual([]);
   }, 60_000);

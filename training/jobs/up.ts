@@ -288,7 +288,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
             const next = startOrchestrator();
             children.push(next);
             next.ready.then(
-              (r) => log(`orchestrator pid=${next.pid} back on ${String(r.url)} (placement v${String(r.placementVersion)}, resumed ${String(r.resumed)})`),
+              (r) => log(`orchestrator pid=${next.pid} back on ${String(r.url)} (weights v${String(r.weightVersion)}, placement v${String(r.placementVersion)}, resumed ${String(r.resumed)})`),
               (e: Error) => log(`orchestrator restart failed: ${e.message}`),
             );
           }, 1000);
