@@ -94,6 +94,9 @@ export interface UpSummary {
   evalSlotS: number;
   evalThroughputRate: number;
   vsEval: number;
+  /** 1-minute load average and CPU count at the end: a live rate far below the prediction on a busy machine is CPU starvation. */
+  loadAverage1m: number;
+  cpus: number;
   refusedReasons: Record<string, number>;
   meanLatencyMs: number;
   p99LatencyMs: number;
@@ -470,6 +473,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       evalSlotS: predicted.slotS,
       evalThroughputRate: predicted.rate,
       vsEval: predicted.rate > 0 ? throughputRate / predicted.rate : 0,
+      loadAverage1m: +os.loadavg()[0].toFixed(2),
+      cpus: os.cpus().length,
       refusedReasons: reasons,
       meanLatencyMs: answered > 0 ? latencies.reduce((s, x) => s + x, 0) / latencies.length : 0,
       p99LatencyMs: latencies.length > 0 ? latencies[Math.min(latencies.length - 1, Math.floor(0.99 * latencies.length))] : 0,
@@ -527,6 +532,9 @@ function formatSummary(s: UpSummary): string {
     `kais up: ${s.scenario}, ${s.workload}, ${s.durationS} s at speed ${s.speed}`,
     `sent ${s.sent}: in time ${s.completedInTime}, late ${s.late}, refused ${s.refused}, unanswered ${s.unanswered}; throughput rate ${pct(s.throughputRate)}`,
     `kais eval --slot ${s.evalSlotS} predicts ${s.evalPolicy} ${pct(s.evalThroughputRate)} for the same requests: live / predicted = ${s.vsEval.toFixed(3)}${s.learning ? ' (learning online)' : ''}`,
+    ...(s.vsEval < 0.9 && s.loadAverage1m > s.cpus
+      ? [`note: load average ${s.loadAverage1m} on ${s.cpus} CPUs: the processes competed for CPU, so requests went late that the simulator serves in time`]
+      : []),
     `latency mean ${s.meanLatencyMs.toFixed(0)} ms, p99 ${s.p99LatencyMs.toFixed(0)} ms; weight versions applied ${s.weightVersionsApplied}, placement versions applied ${s.placementVersionsApplied}, orchestrator restarts ${s.orchestratorRestarts}`,
     ...s.perEap.map((e) => `  eAP ${e.eap}: sent ${e.sent}, rate ${pct(e.throughputRate)}, policy decisions cmmac ${e.decisionsLearned} / fallback ${e.decisionsFallback}`),
   ];
