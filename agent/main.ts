@@ -254,7 +254,9 @@ function send(res: http.ServerResponse, status: number, body: unknown): void {
 }
 
 function readBody(req: http.IncomingMessage, cb: (err: string | null, body: string | null) => void): void {
-  const chunks: Buffer[] = [];
+  // a device's body is a few dozen bytes: one chunk, decoded as is
+  let first: Buffer | null = null;
+  let more: Buffer[] | null = null;
   let size = 0;
   let failed = false;
   req.on('data', (c: Buffer) => {
@@ -265,10 +267,14 @@ function readBody(req: http.IncomingMessage, cb: (err: string | null, body: stri
       req.resume();
       return;
     }
-    if (!failed) chunks.push(c);
+    if (failed) return;
+    if (first === null) first = c;
+    else (more ??= [first]).push(c);
   });
   req.on('end', () => {
-    if (!failed) cb(null, Buffer.concat(chunks).toString('utf8'));
+    if (failed) return;
+    const bytes: Buffer | null = more ? Buffer.concat(more) : first;
+    cb(null, bytes ? bytes.toString('utf8') : '');
   });
   req.on('error', () => {
     if (!failed) {

@@ -21,14 +21,41 @@ export type ProxyOutcome =
   | { kind: 'unreachable'; reason: string }
   | { kind: 'timeout' };
 
+/** Where `<base>/serve` is: parsed once per base URL, not per request. */
+interface ServeEndpoint {
+  hostname: string;
+  port: string;
+  /** The path of `<base>/serve` (the query is appended per request). */
+  path: string;
+}
+
+const NO_BODY_HEADERS = { 'content-length': 0 };
+
 export class Proxy {
   private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  private readonly endpoints = new Map<string, ServeEndpoint | null>();
 
   /** `ttlMs`: real ms the target has before the result is useless (it drops the request unstarted after that). */
   forward(baseUrl: string, service: number, workCoreS: number | null, timeoutMs: number, ttlMs: number | null = null): Promise<ProxyOutcome> {
     const work = workCoreS === null ? '' : `&work=${workCoreS}`;
     const ttl = ttlMs === null ? '' : `&ttl=${Math.max(0, Math.round(ttlMs))}`;
-    const url = new URL(`${baseUrl}/serve?service=${service}${work}${ttl}`);
+    const query = `?service=${service}${work}${ttl}`;
+    let ep = this.endpoints.get(baseUrl);
+    if (ep === undefined) {
+      ep = serveEndpoint(baseUrl);
+      this.endpoints.set(baseUrl, ep);
+    }
+    let hostname: string;
+    let port: string;
+    let path: string;
+    if (ep) {
+      ({ hostname, port } = ep);
+      path = ep.path + query; // the query holds numbers only: nothing the URL parser would escape
+    } else {
+      const url = new URL(`${baseUrl}/serve${query}`); // a base with its own query or fragment
+      ({ hostname, port } = url);
+      path = url.pathname + url.search;
+    }
     return new Promise<ProxyOutcome>((resolve) => {
       let done = false;
       const finish = (o: ProxyOutcome) => {
@@ -38,15 +65,21 @@ export class Proxy {
         resolve(o);
       };
       const req = http.request(
-        { hostname: url.hostname, port: url.port, path: url.pathname + url.search, method: 'POST', agent: this.agent, headers: { 'content-length': 0 } },
+        { hostname, port, path, method: 'POST', agent: this.agent, headers: NO_BODY_HEADERS },
         (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
+          // the answer is a few dozen bytes: one chunk, kept as is
+          let first: Buffer | null = null;
+          let more: Buffer[] | null = null;
+          res.on('data', (c: Buffer) => {
+            if (first === null) first = c;
+            else (more ??= [first]).push(c);
+          });
           res.on('error', (e) => finish({ kind: 'unreachable', reason: e.message }));
           res.on('end', () => {
             let body: Record<string, unknown> = {};
             try {
-              body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
+              const bytes: Buffer = more ? Buffer.concat(more) : (first ?? Buffer.alloc(0));
+              body = JSON.parse(bytes.toString('utf8')) as Record<string, unknown>;
             } catch {
               // a target that answers without a JSON body: the status still says what happened
             }
@@ -75,6 +108,18 @@ export class Proxy {
 
   close(): void {
     this.agent.destroy();
+  }
+}
+
+/** `<base>/serve` parsed once; null for a base URL with a query or fragment (parsed per request then). */
+function serveEndpoint(baseUrl: string): ServeEndpoint | null {
+  if (baseUrl.includes('?') || baseUrl.includes('#')) return null;
+  try {
+    const url = new URL(`${baseUrl}/serve`);
+    if (url.search !== '' || url.hash !== '') return null;
+    return { hostname: url.hostname, port: url.port, path: url.pathname };
+  } catch {
+    return null; // new URL throws again per request, as before
   }
 }
 
