@@ -141,8 +141,6 @@ export class Dispatcher {
   private readonly explore: number;
   private readonly actSeed: number;
   private readonly coin: Rng;
-  /** Whether the current decision is drawn from the policy. */
-  private exploring = false;
   private readonly experienceCapacity: number;
   private readonly recordExperience: boolean;
   private learned: (DispatchPolicy & { version: number; mode: 'argmax' | 'sample'; recorder: unknown; setWeights(v: number, a: readonly Float32Array[]): void }) | null = null;
@@ -348,8 +346,8 @@ export class Dispatcher {
     if (this.learned) {
       this.lastObs = null;
       this.lastLogProb = 0;
-      this.exploring = this.explore > 0 && (this.explore >= 1 || this.coin.next() < this.explore);
-      this.learned.mode = this.exploring ? 'sample' : 'argmax';
+      const exploring = this.explore > 0 && (this.explore >= 1 || this.coin.next() < this.explore);
+      this.learned.mode = exploring ? 'sample' : 'argmax';
       let target: number;
       try {
         target = this.learned.decide(item, view);
@@ -359,7 +357,7 @@ export class Dispatcher {
       if (target >= 0 && target < view.numTargets && mask[target]) {
         this.counters.decisionsLearned++;
         // the log-probability of what was done: an argmax actor is deterministic (probability 1)
-        const logProb = this.exploring ? Math.min(0, this.lastLogProb) : 0;
+        const logProb = exploring ? Math.min(0, this.lastLogProb) : 0;
         return { target, mask, obs: this.lastObs, logProb, version: this.learned.version };
       }
     }

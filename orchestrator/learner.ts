@@ -184,8 +184,10 @@ class WorkerEngine implements Engine {
 export class OnlineLearner {
   readonly stats: OnlineLearnerStats = { updates: 0, published: 0, transitionsRead: 0, transitionsUsed: 0, lastUpdateMs: 0, lastApproxKl: 0, lastMeanReward: 0 };
   private readonly o: Required<Omit<OnlineLearnerOptions, 'log'>> & { log: (line: string) => void };
+  private readonly shape: { numServices: number; numTargets: number; numEaps: number };
   private readonly obsDim: number;
   private readonly numActions: number;
+  private readonly criticShapes: number[][];
   private readonly engine: Engine;
   private engineReady = false;
   private savedCritic: Float32Array[] | null = null;
@@ -223,9 +225,10 @@ export class OnlineLearner {
     if (!(this.o.maxDuty > 0 && this.o.maxDuty <= 1)) throw new TypeError(`OnlineLearner: maxDuty must be in (0, 1], got ${this.o.maxDuty}`);
     if (!(Number.isInteger(this.o.batch) && this.o.batch > 0)) throw new TypeError(`OnlineLearner: batch must be a positive integer, got ${this.o.batch}`);
     const topo = topologyOf(this.o.scenario);
-    const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
-    this.obsDim = observationDim(shape);
-    this.numActions = shape.numTargets;
+    this.shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
+    this.obsDim = observationDim(this.shape);
+    this.numActions = this.shape.numTargets;
+    this.criticShapes = criticShapes(this.obsDim);
     const saved = this.o.store.learnerState();
     if (saved) {
       this.cursor = saved.cursor;
@@ -349,15 +352,13 @@ export class OnlineLearner {
       this.o.log(`learner: stored weights v${body.version} are not a ${this.o.scenario.name} actor (shapes ${JSON.stringify(tensors.map((t) => t.shape))}); not learning`);
       return;
     }
-    const topo = topologyOf(this.o.scenario);
-    const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
     const arrays = tensors.map((t) => t.data);
     if (!this.engineReady) {
       const config: CoreConfig = {
         obsDim: this.obsDim,
         numActions: this.numActions,
         head: this.o.head,
-        targetBlock: tensors.length > mlpArrays ? targetBlockOf(shape) : null,
+        targetBlock: tensors.length > mlpArrays ? targetBlockOf(this.shape) : null,
         lr: this.o.lr,
         targetKl: this.o.targetKl,
         // CPU: the learner shares the machine with the hub (and, under kais up, the agents); an
@@ -409,7 +410,7 @@ export class OnlineLearner {
     this.stats.lastMeanReward = rewardSum / n;
     this.stats.lastUpdateMs = res.ms;
     if (res.actor) await this.publish(res.actor);
-    const critic = res.critic.map((data, i) => ({ shape: criticShapes(D)[i], data }));
+    const critic = res.critic.map((data, i) => ({ shape: this.criticShapes[i], data }));
     this.o.store.putLearnerState({ cursor: this.cursor, updates: this.stats.updates, critic: packWeights(critic, this.stats.updates) });
     this.o.log(
       `learner: update ${this.stats.updates}${warm ? ' (critic warm-up)' : ` -> weights v${this.version}`} on ${n} transitions, ` +

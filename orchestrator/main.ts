@@ -22,7 +22,6 @@ import * as fs from 'node:fs';
 import type { Placement } from '../shared/domain';
 import { UsageError } from '../shared/errors';
 import { placementMatrix } from '../shared/protocol/envelope';
-import type { WeightTensor } from '../shared/protocol/weights';
 import { loadScenario, type Scenario } from '../shared/scenario';
 import { initialPlacement } from './emulated-cluster';
 import type { Hub } from './hub';
@@ -120,27 +119,6 @@ export interface RunningOrchestrator {
   close(): Promise<void>;
 }
 
-/** Loads the actor weights of a `kais train` checkpoint or an exported actor file (loads the training code lazily). */
-function checkpointActor(path: string): { tensors: WeightTensor[]; head: 'relu1' | 'softplus1' | null } {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const ckm = require('../training/jobs/checkpoint') as typeof import('../training/jobs/checkpoint');
-  if (ckm.isActorFile(path)) {
-    // an exported actor (e.g. the shipped models/<scenario>-cmmac.bin)
-    const a = ckm.readActorFile(path);
-    return { tensors: a.tensors.map((data, i) => ({ shape: a.shapes[i], data })), head: a.head };
-  }
-  const { CheckpointDb } = ckm;
-  const db = CheckpointDb.open(path, 'read');
-  try {
-    const ck = db.latest();
-    if (!ck) throw new UsageError(`${path}: no checkpoint written yet`);
-    const head = db.config<{ head?: 'relu1' | 'softplus1' }>()?.head ?? null;
-    return { tensors: ck.actor.map((data, i) => ({ shape: ck.actorShapes[i], data })), head };
-  } finally {
-    db.close();
-  }
-}
-
 export async function startOrchestrator(
   cfg: OrchestratorConfig,
   opts: { port?: number; dbPath: string; log?: (line: string) => void },
@@ -150,10 +128,12 @@ export async function startOrchestrator(
   const hub = await startHub(store, { port: opts.port ?? 0, token: cfg.token, agentTokens: cfg.agentTokens, heartbeatMs: cfg.heartbeatMs });
   const registry = new ModelRegistry(store, hub);
 
-  let head = cfg.actorHead;
-  if (cfg.checkpoint) head = checkpointActor(cfg.checkpoint).head ?? head;
-  if (store.latestModelVersion() === null && cfg.checkpoint) {
-    const body = registry.publishWeights(checkpointActor(cfg.checkpoint).tensors);
+  // the checkpoint's actor, read once (training code loads only when there is one)
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const ck = cfg.checkpoint ? (require('../training/jobs/checkpoint') as typeof import('../training/jobs/checkpoint')).checkpointActor(cfg.checkpoint) : null;
+  const head = ck?.head ?? cfg.actorHead;
+  if (store.latestModelVersion() === null && ck) {
+    const body = registry.publishWeights(ck.tensors);
     log(`published initial cmmac weights v${body.version} from ${cfg.checkpoint}`);
   } else if (store.latestModelVersion() !== null) {
     log(`serving stored weights v${store.latestModelVersion()}`);

@@ -305,6 +305,46 @@ export function readActorFile(file: string): { shapes: number[][]; tensors: Floa
   }
 }
 
+/**
+ * Head of a checkpoint's actor: an exported actor's `.json`, or a `kais train` database's config
+ * (`relu1` when it has none, as loadCmmacFromDb reads it). UsageError (one line) if unreadable.
+ */
+export function checkpointHead(path: string): HeadActivation {
+  if (isActorFile(path)) {
+    try {
+      return (JSON.parse(fs.readFileSync(`${path}.json`, 'utf8')) as ExportedActorMeta).head;
+    } catch (e) {
+      throw bad(path, oneLine(e));
+    }
+  }
+  const db = CheckpointDb.open(path, 'read');
+  try {
+    return db.config<{ head?: HeadActivation }>()?.head ?? 'relu1';
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * The actor weights (with shapes) and head the orchestrator publishes from a checkpoint: an
+ * exported actor file's, or the newest checkpoint of a `kais train` database.
+ */
+export function checkpointActor(path: string): { tensors: { shape: number[]; data: Float32Array }[]; head: HeadActivation } {
+  if (isActorFile(path)) {
+    const a = readActorFile(path);
+    return { tensors: a.tensors.map((data, i) => ({ shape: a.shapes[i], data })), head: a.head };
+  }
+  const db = CheckpointDb.open(path, 'read');
+  try {
+    const ck = db.latest();
+    if (!ck) throw bad(path, 'no checkpoint written yet');
+    const head = db.config<{ head?: HeadActivation }>()?.head ?? 'relu1';
+    return { tensors: ck.actor.map((data, i) => ({ shape: ck.actorShapes[i], data })), head };
+  } finally {
+    db.close();
+  }
+}
+
 /** True when `file` is an exported actor (has its .json sidecar) rather than a kais train database. */
 export function isActorFile(file: string): boolean {
   return fs.existsSync(`${file}.json`);

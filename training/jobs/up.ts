@@ -30,7 +30,7 @@ import type { Request } from '../../shared/domain';
 import { UsageError } from '../../shared/errors';
 import { loadScenario, scenarioWithSlot, topologyOf, type Scenario } from '../../shared/scenario';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../workload';
-import { CheckpointDb, defaultModelPath, isActorFile, readActorFile } from './checkpoint';
+import { checkpointHead, defaultModelPath } from './checkpoint';
 
 interface UpArgs {
   duration: number;
@@ -202,7 +202,6 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   const topo = topologyOf(scenario);
   // The weights frame does not say which actor head the weights were trained with; the agents
   // are told here from the checkpoint's config (protocol change requested: carry it in `weights`).
-  let actorHead = 'softplus1';
   // without --checkpoint, the learned policy the project ships for the scenario, when there is one
   let checkpoint = a.checkpoint;
   if (!checkpoint) {
@@ -212,16 +211,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       log(`using the shipped model ${shipped}`);
     }
   }
-  if (checkpoint && isActorFile(checkpoint)) {
-    actorHead = readActorFile(checkpoint).head;
-  } else if (checkpoint) {
-    const db = CheckpointDb.open(checkpoint, 'read');
-    try {
-      actorHead = db.config<{ head?: string }>()?.head ?? 'relu1';
-    } finally {
-      db.close();
-    }
-  }
+  const actorHead = checkpoint ? checkpointHead(checkpoint) : 'softplus1';
   const requests: Request[] = buildRequests({
     scenario,
     workload: a.workload,
@@ -506,7 +496,7 @@ function predictRate(base: Scenario, requests: Request[], a: UpArgs, checkpoint:
   const dispatch = checkpoint
     ? ck.isActorFile(checkpoint)
       ? ck.loadActorFile(checkpoint, base, { mode: 'argmax' })
-      : ck.loadCmmacFromDb(checkpoint, base, { mode: 'argmax' })
+      : ck.loadCmmacFromDb(checkpoint, base, { mode: 'argmax', which: 'latest' }) // what the orchestrator publishes
     : makeDispatch('lec', scenario);
   const frameS = scenario.slotS * scenario.slotsPerFrame;
   const lastS = requests.length > 0 ? requests[requests.length - 1].deadlineS : 0;
