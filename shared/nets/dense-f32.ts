@@ -50,6 +50,10 @@ export function denseLayersFrom(arrays: readonly Float32Array[], dims: readonly 
   return layers;
 }
 
+/** Scratch of denseForward: offsets (i * outDim) and values of a row's nonzero inputs. */
+let nzIndex = new Int32Array(0);
+let nzValue = new Float64Array(0);
+
 /**
  * out[r, :] = act(x[r, :] W + b) for `rows` rows. x is [rows, inDim], out is [rows, outDim]
  * (both row-major, `out` preallocated). act: 'relu', 'linear', or an actor head: 'relu1'
@@ -65,9 +69,25 @@ export function denseForward(
   const { inDim, outDim, kernel, bias } = layer;
   const fr = Math.fround;
   const blocked = outDim - (outDim % 8);
+  if (nzIndex.length < inDim) {
+    nzIndex = new Int32Array(inDim);
+    nzValue = new Float64Array(inDim);
+  }
+  const idx = nzIndex;
+  const val = nzValue;
   for (let r = 0; r < rows; r++) {
     const xo = r * inDim;
     const yo = r * outDim;
+    // the nonzero inputs of this row, ascending (about 45% of a kais observation, fewer after a
+    // ReLU): listed once instead of tested once per block of outputs
+    let nnz = 0;
+    for (let i = 0; i < inDim; i++) {
+      const xi = x[xo + i];
+      if (xi !== 0) {
+        idx[nnz] = i * outDim;
+        val[nnz++] = xi;
+      }
+    }
     // out[yo + j] = bias[j] + sum over the nonzero x[i] (i ascending) of x[i] * W[i, j], rounded
     // to float32 after every step as a Float32Array element would be. Eight outputs at a time in
     // locals (the kernel row read once per input for them, no store/load per step): about twice
@@ -75,10 +95,9 @@ export function denseForward(
     for (let j = 0; j < blocked; j += 8) {
       let a0 = bias[j], a1 = bias[j + 1], a2 = bias[j + 2], a3 = bias[j + 3];
       let a4 = bias[j + 4], a5 = bias[j + 5], a6 = bias[j + 6], a7 = bias[j + 7];
-      for (let i = 0; i < inDim; i++) {
-        const xi = x[xo + i];
-        if (xi === 0) continue;
-        const w = i * outDim + j;
+      for (let n = 0; n < nnz; n++) {
+        const xi = val[n];
+        const w = idx[n] + j;
         a0 = fr(a0 + xi * kernel[w]);
         a1 = fr(a1 + xi * kernel[w + 1]);
         a2 = fr(a2 + xi * kernel[w + 2]);
@@ -99,10 +118,7 @@ export function denseForward(
     }
     for (let j = blocked; j < outDim; j++) {
       let a = bias[j];
-      for (let i = 0; i < inDim; i++) {
-        const xi = x[xo + i];
-        if (xi !== 0) a = fr(a + xi * kernel[i * outDim + j]);
-      }
+      for (let n = 0; n < nnz; n++) a = fr(a + val[n] * kernel[idx[n] + j]);
       out[yo + j] = a;
     }
     if (act === 'relu') {
