@@ -1,6 +1,6 @@
 /**
  * `kais agent --orchestrator <ws-url> --eap <id> --targets <file> [--token T] [--port N]
- * [--scenario kais] [--cache <dir>] [--speed x]`: one eAP's dispatcher as a process.
+ * [--scenario kais] [--cache <dir>] [--speed x] [--explore s] [--experience explored|all|none]`: one eAP's dispatcher as a process.
  *
  * Prints one JSON line on stdout once listening (`{"ready":true,"eap":..,"port":..}`), logs to
  * stderr, and on SIGTERM/SIGINT drains (answers every request it holds) and exits 0.
@@ -15,7 +15,7 @@ import { exitWithParent } from '../lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadScenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';
-import type { Targets } from './dispatcher';
+import { EXPERIENCE_MODES, type ExperienceMode, type Targets } from './dispatcher';
 import { startAgent } from './main';
 
 interface AgentArgs {
@@ -29,6 +29,7 @@ interface AgentArgs {
   speed: number;
   actorHead: string;
   explore: number;
+  experience: string;
 }
 
 export function readTargets(file: string, numNodes: number): Targets {
@@ -61,7 +62,8 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
       .option('cache', { type: 'string', describe: 'directory of the weights/placement cache (default: tmpdir/kais-agent-<eap>)' })
       .option('speed', { type: 'number', default: 1, describe: 'time scale of the replayed workload' })
       .option('actor-head', { type: 'string', default: 'softplus1', describe: 'actor head the weights were trained with: softplus1 (kais train default) or relu1' })
-      .option('explore', { type: 'number', default: 0, describe: 'share of decisions drawn from the policy instead of its most likely target (0..1); the online learner learns from those' }) as unknown as Argv<AgentArgs>,
+      .option('explore', { type: 'number', default: 0, describe: 'share of decisions drawn from the policy instead of its most likely target (0..1); the online learner learns from those' })
+      .option('experience', { type: 'string', default: 'explored', describe: 'decisions sent to the orchestrator as experience: explored (the drawn ones, what the online learner uses), all, or none' }) as unknown as Argv<AgentArgs>,
   handler: async (a: ArgumentsCamelCase<AgentArgs>) => {
     const scenario = loadScenario(a.scenario);
     const topo = topologyOf(scenario);
@@ -71,6 +73,7 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
     if (!(a.speed > 0) || !Number.isFinite(a.speed)) throw new UsageError(`--speed: must be a positive number, got ${a.speed}`);
     if (a.actorHead !== 'relu1' && a.actorHead !== 'softplus1') throw new UsageError(`--actor-head: relu1 or softplus1, got ${a.actorHead}`);
     if (!(a.explore >= 0 && a.explore <= 1)) throw new UsageError(`--explore: must be a share in 0..1, got ${a.explore}`);
+    if (!(EXPERIENCE_MODES as readonly string[]).includes(a.experience)) throw new UsageError(`--experience: one of ${EXPERIENCE_MODES.join(', ')}, got ${a.experience}`);
     const targets = readTargets(a.targets, topo.numNodes);
     const log = (line: string) => process.stderr.write(`kais agent ${a.eap}: ${line}\n`);
     const agent = await startAgent({
@@ -84,6 +87,7 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
       speed: a.speed,
       actorHead: a.actorHead,
       explore: a.explore,
+      experience: a.experience as ExperienceMode,
       log,
     }).catch((e: NodeJS.ErrnoException) => {
       if (e.code === 'EADDRINUSE') throw new UsageError(`--port: ${a.port} is already in use`);

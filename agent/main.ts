@@ -17,7 +17,7 @@ import type { AddressInfo } from 'node:net';
 import type { Scenario } from '../shared/scenario';
 import { AgentLink } from './link';
 import { AgentRuntime } from './runtime';
-import { Dispatcher, type IngressRequest, type Targets } from './dispatcher';
+import { Dispatcher, type ExperienceMode, type IngressRequest, type Targets } from './dispatcher';
 import { healthJson, metricsText, type HealthState } from './health';
 import { LocalClusterView } from './local-view';
 import { StateCache } from './weights-cache';
@@ -43,6 +43,8 @@ export interface AgentOptions {
   actorHead?: 'relu1' | 'softplus1';
   /** Share of decisions drawn from the policy (for a learning orchestrator), see Dispatcher. @defaultValue 0 */
   explore?: number;
+  /** Which decisions are sent as experience, see Dispatcher. @defaultValue 'explored' */
+  experience?: ExperienceMode;
   /** Experience and telemetry batch interval, ms. @defaultValue 1000 */
   batchMs?: number;
   /** Longest a drain waits for outstanding requests, ms. @defaultValue 30000 */
@@ -65,7 +67,10 @@ const MAX_BODY_BYTES = 64 * 1024;
 export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const log = o.log ?? (() => undefined);
   const view = new LocalClusterView(o.scenario, o.eap, o.speed ?? 1);
-  const dispatcher = new Dispatcher({ scenario: o.scenario, view, targets: o.targets, actorHead: o.actorHead, explore: o.explore, actSeed: o.seed ?? o.eap });
+  const dispatcher = new Dispatcher({ scenario: o.scenario, view, targets: o.targets, actorHead: o.actorHead, explore: o.explore, experience: o.experience, actSeed: o.seed ?? o.eap });
+  if ((o.explore ?? 0) === 0 && (o.experience ?? 'explored') === 'explored') {
+    log('explore 0: no experience is sent (the online learner learns from drawn decisions; --explore <share>, or --experience all)');
+  }
   const cache = o.cacheDir ? new StateCache(o.cacheDir) : null;
   const state: HealthState = {
     eap: o.eap,

@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { startAgent, type RunningAgent } from '../../agent/main';
+import { startAgent, type AgentOptions, type RunningAgent } from '../../agent/main';
 import { observationDim } from '../../agent/observation';
 import { EmulatedCluster, initialPlacement } from '../../orchestrator/emulated-cluster';
 import type { Hub } from '../../orchestrator/hub';
@@ -64,7 +64,7 @@ describe('kais agent (process wiring)', () => {
   let registry: ModelRegistry;
   const agents: RunningAgent[] = [];
 
-  const start = async (cacheDir: string, url = hub.url) => {
+  const start = async (cacheDir: string, url = hub.url, more: Partial<AgentOptions> = {}) => {
     const a = await startAgent({
       scenario,
       eap: 0,
@@ -72,6 +72,7 @@ describe('kais agent (process wiring)', () => {
       targets: { nodes: cluster.nodeUrls, cloud: cluster.cloudUrl },
       cacheDir,
       batchMs: 100,
+      ...more,
     });
     agents.push(a);
     return a;
@@ -116,14 +117,14 @@ describe('kais agent (process wiring)', () => {
     expect(fs.existsSync(path.join(dir, 'cache', 'weights.bin'))).toBe(true);
   });
 
-  it('sends its decisions as experience and its per-target counts as telemetry, in batches', async () => {
+  it('sends its decisions as experience (--experience all) and its per-target counts as telemetry, in batches', async () => {
     const transitions: Transition[] = [];
     let served = 0;
     hub.on('frame', (_s, f) => {
       if (f.type === 'experience') transitions.push(...f.body.transitions);
       if (f.type === 'telemetry') for (const x of f.body.samples) served += x.succeeded;
     });
-    const a = await start(path.join(dir, 'cache'));
+    const a = await start(path.join(dir, 'cache'), hub.url, { experience: 'all' });
     await until(() => a.link.ready);
     await Promise.all(Array.from({ length: 10 }, () => post(a.port, request)));
     await until(() => transitions.length === 10 && served === 10);

@@ -97,12 +97,12 @@ describe('Dispatcher', () => {
     expect(d.outstanding).toBe(0);
   });
 
-  it('records one transition per decision, with the fallback log-probability 0, and bounds the buffer', async () => {
+  it('records one transition per decision with --experience all, with the fallback log-probability 0, and bounds the buffer', async () => {
     const node = await stub(200);
     const cloud = await stub(200);
     closers.push(node.close, cloud.close);
     const view = new LocalClusterView(tiny, 0);
-    const d = new Dispatcher({ scenario: tiny, view, targets: { nodes: [node.url, node.url, node.url], cloud: cloud.url }, experienceCapacity: 3 });
+    const d = new Dispatcher({ scenario: tiny, view, targets: { nodes: [node.url, node.url, node.url], cloud: cloud.url }, experienceCapacity: 3, experience: 'all' });
     await Promise.all(Array.from({ length: 5 }, () => d.submit({ service: 1, deadlineMs: 2000, payloadBytes: 0 })));
     d.close();
     const t = d.takeExperience();
@@ -119,7 +119,7 @@ describe('Dispatcher', () => {
     closers.push(node.close, cloud.close);
     const view = new LocalClusterView(tiny, 0);
     view.applyPlacement(placementBody(1, 0, [[1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]]));
-    const d = new Dispatcher({ scenario: tiny, view, targets: { nodes: [node.url, node.url, node.url], cloud: cloud.url }, explore });
+    const d = new Dispatcher({ scenario: tiny, view, targets: { nodes: [node.url, node.url, node.url], cloud: cloud.url }, explore, experience: 'all' });
     const topo = topologyOf(tiny);
     const shapes = actorShapes(observationDim({ numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps }), topo.numNodes + 1);
     const tensors = initActorWeights(shapes[0][0], topo.numNodes + 1, 3);
@@ -138,6 +138,46 @@ describe('Dispatcher', () => {
       expect(drawn).toBeGreaterThan(3);
       expect(drawn).toBeLessThan(17);
     }
+  });
+
+  it.each([
+    ['explored', 0.5],
+    ['explored', 0],
+    ['none', 1],
+  ] as const)('with --experience %s (explore %s) keeps exactly the drawn decisions, or none', async (experience, explore) => {
+    const node = await stub(200);
+    const cloud = await stub(200);
+    closers.push(node.close, cloud.close);
+    const view = new LocalClusterView(tiny, 0);
+    view.applyPlacement(placementBody(1, 0, [[1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]]));
+    const targets = { nodes: [node.url, node.url, node.url], cloud: cloud.url };
+    const d = new Dispatcher({ scenario: tiny, view, targets, explore, ...(experience === 'explored' ? {} : { experience }) });
+    // before weights: lec fallback decisions, deterministic, never kept in these modes
+    await d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 });
+    const topo = topologyOf(tiny);
+    const shapes = actorShapes(observationDim({ numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps }), topo.numNodes + 1);
+    d.setWeights({ version: 2, checksum: 0, shapes, tensors: initActorWeights(shapes[0][0], topo.numNodes + 1, 3) });
+    await Promise.all(Array.from({ length: 40 }, () => d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 })));
+    d.close();
+    const t = d.takeExperience();
+    expect(d.counters.decisionsLearned).toBe(40);
+    if (experience === 'none' || explore === 0) {
+      expect(t).toHaveLength(0);
+    } else {
+      // about half drawn; every kept one is drawn (log-probability < 0 with 4 valid targets) and has its observation
+      expect(t.length).toBeGreaterThan(8);
+      expect(t.length).toBeLessThan(32);
+      for (const x of t) {
+        expect(x.logProb).toBeLessThan(0);
+        expect(x.weightVersion).toBe(2);
+        expect(x.obs.length).toBe(shapes[0][0]);
+      }
+    }
+  });
+
+  it('refuses an unknown experience mode', () => {
+    const view = new LocalClusterView(tiny, 0);
+    expect(() => new Dispatcher({ scenario: tiny, view, targets: { nodes: ['http://x', 'http://x', 'http://x'], cloud: 'http://x' }, experience: 'some' as never })).toThrow(/experience must be one of/);
   });
 
   it('refuses weights that do not fit the scenario actor', () => {
