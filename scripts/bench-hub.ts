@@ -50,6 +50,10 @@ const PUBLISHES = 20;
 /** Requests per second on each path (KAIS_BENCH_INGRESS_RATE overrides it, for a quick look). */
 const INGRESS_RATE = Number(process.env.KAIS_BENCH_INGRESS_RATE) || 1000;
 const INGRESS_SECONDS = 5;
+/** Developer knobs: KAIS_BENCH_HUB_PARTS=ingress skips the fan-out runs; KAIS_BENCH_AGENT_NODE_ARGS
+ * (space-separated, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`) go to the agent child's node. */
+const HUB_PARTS = (process.env.KAIS_BENCH_HUB_PARTS ?? 'codec,fanout,ingress').split(',');
+const AGENT_NODE_ARGS = (process.env.KAIS_BENCH_AGENT_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -471,7 +475,7 @@ async function ingressBench(hubPort: number, dir: string): Promise<BenchResult[]
     const targetsFile = path.join(dir, 'targets.json');
     fs.writeFileSync(targetsFile, JSON.stringify({ nodes: Array.from({ length: 40 }, () => backendUrl), cloud: backendUrl }));
     agentChild = new JsonChild(
-      [kaisJs, 'agent', '--orchestrator', `ws://127.0.0.1:${hubPort}`, '--eap', '0', '--token', TOKEN, '--targets', targetsFile,
+      [...AGENT_NODE_ARGS, kaisJs, 'agent', '--orchestrator', `ws://127.0.0.1:${hubPort}`, '--eap', '0', '--token', TOKEN, '--targets', targetsFile,
         '--scenario', instantNetworkScenario(dir), '--cache', path.join(dir, 'agent-cache')],
       'kais agent',
     );
@@ -525,14 +529,15 @@ async function ingressBench(hubPort: number, dir: string): Promise<BenchResult[]
 // ---------------------------------------------------------------------------------------------
 
 export async function benchHub(): Promise<BenchResult[]> {
-  const results = codecBench();
+  const results = HUB_PARTS.includes('codec') ? codecBench() : [];
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-bench-hub-'));
   const hub = new JsonChild([__filename, '--hub-child', path.join(dir, 'orchestrator.db')], 'hub');
   try {
     const { port } = (await hub.ready) as { port: number };
-    results.push(...(await fanoutBench(hub, port)));
+    if (HUB_PARTS.includes('fanout')) results.push(...(await fanoutBench(hub, port)));
+    else await hub.request({ cmd: 'publish' }); // the agent needs a weights version to use the actor
     await hub.request({ cmd: 'placement' });
-    results.push(...(await ingressBench(port, dir)));
+    if (HUB_PARTS.includes('ingress')) results.push(...(await ingressBench(port, dir)));
   } finally {
     await hub.stop();
     fs.rmSync(dir, { recursive: true, force: true });
