@@ -15,7 +15,8 @@
  *   ingress.overheadMs.p99              p99(through the agent) - p99(direct to the same backend) at 1000 req/s,
  *                                       one path after the other (KAIS_BENCH_INGRESS_RATE overrides the rate)
  *   ingress.agentMs.p99, ingress.directMs.p99   the two terms of that difference
- *   ingress.*.250rps                    the same three at 250 req/s
+ *   ingress.minimalProxyOverheadMs.p99  the same overhead through a bare Node HTTP proxy child (the floor of any Node hop)
+ *   ingress.*.250rps                    the same at 250 req/s
  *   agent.cpuMsPerRequest               the agent process's CPU time per request over the 1000 req/s run
  *
  * Processes: the hub runs in a child (`node dist/scripts/bench-hub.js --hub-child <db>`: the
@@ -389,6 +390,39 @@ server.listen(0, '127.0.0.1', () => process.stdout.write(JSON.stringify({ ready:
 process.on('SIGTERM', () => process.exit(0));
 `;
 
+/**
+ * The floor: the least a Node.js HTTP proxy does per request (parse the device's JSON, one
+ * keep-alive POST to the backend, parse its answer, answer the device), with no queue, policy,
+ * view or experience. Measured in the same run at the same rates, so `ingress.overheadMs` can be
+ * read against what any Node HTTP hop costs on this machine.
+ */
+const MINIMAL_PROXY_SOURCE = `
+const http = require('http');
+const backendPort = Number(process.argv[1]);
+const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+const server = http.createServer((req, res) => {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    const out = http.request({ hostname: '127.0.0.1', port: backendPort, path: '/serve?service=0&work=0', method: 'POST', agent, headers: { 'content-length': 0 } }, (r) => {
+      const got = [];
+      r.on('data', (c) => got.push(c));
+      r.on('end', () => {
+        const o = JSON.parse(Buffer.concat(got).toString('utf8'));
+        const text = JSON.stringify({ target: 0, latencyMs: 0, procMs: o.procMs });
+        res.writeHead(r.statusCode, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+        res.end(text);
+      });
+    });
+    out.end();
+  });
+});
+server.keepAliveTimeout = 65000;
+server.listen(0, '127.0.0.1', () => process.stdout.write(JSON.stringify({ ready: true, port: server.address().port }) + '\\n'));
+process.on('SIGTERM', () => process.exit(0));
+`;
+
 /** The kais scenario with an instant network, so the agent's emulated transfer waits are 0. */
 function instantNetworkScenario(dir: string): string {
   const kais = structuredClone(kaisScenario) as { network: Record<string, { latencyMs: number; mbps: number }> };
@@ -469,6 +503,7 @@ async function ingressBench(hubPort: number, dir: string): Promise<BenchResult[]
   const kaisJs = path.join(__dirname, '..', 'kais.js');
   const backend = new JsonChild(['-e', BACKEND_SOURCE], 'backend');
   let agentChild: JsonChild | null = null;
+  let minimal: JsonChild | null = null;
   try {
     const { port: backendPort } = (await backend.ready) as { port: number };
     const backendUrl = `http://127.0.0.1:${backendPort}`;
@@ -499,8 +534,12 @@ async function ingressBench(hubPort: number, dir: string): Promise<BenchResult[]
     const results: BenchResult[] = [];
     const lowRate = Math.min(250, INGRESS_RATE);
     let peakMB = 0;
+    minimal = new JsonChild(['-e', MINIMAL_PROXY_SOURCE, String(backendPort)], 'minimal proxy');
+    const { port: minimalPort } = (await minimal.ready) as { port: number };
+    const viaMinimal = (rate: number) => openLoop(rate, minimalPort, '/request', agentBody, minimal!.proc.pid!);
     for (const rate of INGRESS_RATE === lowRate ? [lowRate] : [INGRESS_RATE, lowRate]) {
       const d = await direct(rate);
+      const m = await viaMinimal(rate);
       const a = await viaAgent(rate);
       peakMB = Math.max(peakMB, a.peakRssMB);
       const suffix = rate === INGRESS_RATE ? '' : `.${rate}rps`;
@@ -510,6 +549,11 @@ async function ingressBench(hubPort: number, dir: string): Promise<BenchResult[]
         { name: `ingress.overheadMs.p99${suffix}`, value: round(pA - pD, 2), unit: `ms (p99 via agent - p99 direct, ${rate} req/s)` },
         { name: `ingress.agentMs.p99${suffix}`, value: round(pA, 2), unit: `ms (median ${round(quantile(a.ms, 0.5), 2)}, ${rate} req/s)` },
         { name: `ingress.directMs.p99${suffix}`, value: round(pD, 2), unit: `ms (median ${round(quantile(d.ms, 0.5), 2)}, ${rate} req/s)` },
+        {
+          name: `ingress.minimalProxyOverheadMs.p99${suffix}`,
+          value: round(quantile(m.ms, 0.99) - pD, 2),
+          unit: `ms (the floor: a bare Node HTTP proxy, same backend and load, ${rate} req/s; its CPU ${m.cpuMsPerRequest === null ? '?' : round(m.cpuMsPerRequest, 3)} ms/request)`,
+        },
       );
       if (rate === INGRESS_RATE && a.cpuMsPerRequest !== null) {
         results.push({ name: 'agent.cpuMsPerRequest', value: round(a.cpuMsPerRequest, 3), unit: `ms (kais agent user+system CPU per request at ${rate} req/s)` });
@@ -520,6 +564,7 @@ async function ingressBench(hubPort: number, dir: string): Promise<BenchResult[]
     return results;
   } finally {
     await agentChild?.stop();
+    await minimal?.stop();
     await backend.stop();
   }
 }
