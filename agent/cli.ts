@@ -61,7 +61,7 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
       .option('scenario', { type: 'string', default: 'kais', describe: 'built-in scenario or a .json file' })
       .option('cache', { type: 'string', describe: 'directory of the weights/placement cache (default: tmpdir/kais-agent-<eap>)' })
       .option('speed', { type: 'number', default: 1, describe: 'time scale of the replayed workload' })
-      .option('actor-head', { type: 'string', default: 'softplus1', describe: 'actor head the weights were trained with: softplus1 (kais train default) or relu1' })
+      .option('actor-head', { type: 'string', default: 'softplus1', describe: 'actor head for weights frames that do not name one (older orchestrators): softplus1 (kais train default) or relu1' })
       .option('explore', { type: 'number', default: 0, describe: 'share of decisions drawn from the policy instead of its most likely target (0..1); the online learner learns from those' })
       .option('experience', { type: 'string', default: 'explored', describe: 'decisions sent to the orchestrator as experience: explored (the drawn ones, what the online learner uses), all, or none' }) as unknown as Argv<AgentArgs>,
   handler: async (a: ArgumentsCamelCase<AgentArgs>) => {

@@ -68,7 +68,7 @@ export interface DispatcherOptions {
   maxInFlight?: number;
   /** @defaultValue 'edf' */
   dequeue?: DequeueRule;
-  /** Actor head the weights were trained with (not carried by the weights frame). @defaultValue 'softplus1' (kais train's) */
+  /** Actor head for weights whose frame does not say (orchestrators before the `head` field). @defaultValue 'softplus1' (kais train's) */
   actorHead?: 'relu1' | 'softplus1';
   /**
    * Share of the actor's decisions drawn from its policy (exploration); the others take the most
@@ -155,6 +155,7 @@ export class Dispatcher {
   private readonly experienceCapacity: number;
   private readonly experienceMode: ExperienceMode;
   private learned: (DispatchPolicy & { version: number; mode: 'argmax' | 'sample'; recorder: unknown; setWeights(v: number, a: readonly Float32Array[]): void }) | null = null;
+  private headInUse: 'relu1' | 'softplus1' = 'softplus1';
   private lastLogProb = 0;
   private lastObs: Float32Array | null = null;
   /** Whether the decision being made is kept as experience (set per decision by `decide`). */
@@ -239,7 +240,7 @@ export class Dispatcher {
       mode: 'argmax',
       rng: new Rng(this.actSeed),
       hidden,
-      head: this.actorHead,
+      head: body.head ?? this.actorHead,
     });
     policy.recorder = {
       record: (obs: Float32Array, _mask: Uint8Array, _action: number, logProb: number) => {
@@ -248,6 +249,12 @@ export class Dispatcher {
       },
     };
     this.learned = policy;
+    this.headInUse = body.head ?? this.actorHead;
+  }
+
+  /** Head of the actor in use: the weights frame's, else `actorHead`; null while the fallback decides. */
+  get actorHeadInUse(): 'relu1' | 'softplus1' | null {
+    return this.learned ? this.headInUse : null;
   }
 
   /** Queues one request; resolves with its answer (never rejects). */

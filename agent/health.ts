@@ -23,6 +23,7 @@ export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknow
     connected: s.connected,
     draining: s.draining,
     policy: d.policyName,
+    actorHead: d.actorHeadInUse,
     weightVersion: s.weightVersion,
     placementVersion: s.placementVersion,
     weightsApplied: s.weightsApplied,

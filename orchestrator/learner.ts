@@ -430,7 +430,7 @@ export class OnlineLearner {
       }
     }
     const tensors: WeightTensor[] = arrays.map((data, i) => ({ shape: this.shapes[i], data }));
-    const body = this.o.registry.publishWeights(tensors);
+    const body = this.o.registry.publishWeights(tensors, this.o.head);
     this.version = body.version;
     this.stats.published++;
   }

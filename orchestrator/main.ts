@@ -133,7 +133,7 @@ export async function startOrchestrator(
   const ck = cfg.checkpoint ? (require('../training/jobs/checkpoint') as typeof import('../training/jobs/checkpoint')).checkpointActor(cfg.checkpoint) : null;
   const head = ck?.head ?? cfg.actorHead;
   if (store.latestModelVersion() === null && ck) {
-    const body = registry.publishWeights(ck.tensors);
+    const body = registry.publishWeights(ck.tensors, head);
     log(`published initial cmmac weights v${body.version} from ${cfg.checkpoint}`);
   } else if (store.latestModelVersion() !== null) {
     log(`serving stored weights v${store.latestModelVersion()}`);

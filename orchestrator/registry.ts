@@ -9,7 +9,7 @@
  * current ones right after `welcome`.
  */
 import type { EapId, Placement } from '../shared/domain';
-import { placementBody, type PlacementBody, type WeightsBody } from '../shared/protocol/envelope';
+import { placementBody, type ActorHeadName, type PlacementBody, type WeightsBody } from '../shared/protocol/envelope';
 import { packWeights, type WeightTensor } from '../shared/protocol/weights';
 import { Hub, type HubEvents, type HubOptions } from './hub';
 import type { Store } from './store';
@@ -48,9 +48,9 @@ export class ModelRegistry {
     return this.store.latestPlacementVersion();
   }
 
-  /** New actor weights (in `model.getWeights()` order): next version, stored, then pushed to every agent. */
-  publishWeights(tensors: readonly WeightTensor[]): WeightsBody {
-    const body = packWeights(tensors, (this.store.latestModelVersion() ?? 0) + 1);
+  /** New actor weights (in `model.getWeights()` order) and the head they were trained with (carried to the agents): next version, stored, then pushed to every agent. */
+  publishWeights(tensors: readonly WeightTensor[], head?: ActorHeadName): WeightsBody {
+    const body = packWeights(tensors, (this.store.latestModelVersion() ?? 0) + 1, head);
     this.store.putModel(body);
     this.hub.broadcastWeights(body);
     return body;

@@ -13,10 +13,12 @@
  */
 import { Packr, Unpackr } from 'msgpackr';
 import {
+  ACTOR_HEADS,
   MESSAGE_TYPES,
   PROTOCOL_VERSION,
   ProtocolError,
   type AckBody,
+  type ActorHeadName,
   type BodyByType,
   type ErrorBody,
   type ExperienceBody,
@@ -526,7 +528,11 @@ function readWeights(x: unknown, p: string): WeightsBody {
   if (tensors.length !== shapes.length) {
     throw new BadField(`${p}.tensors`, `has ${tensors.length} tensors but shapes has ${shapes.length}`);
   }
-  return { version, checksum, shapes, tensors };
+  if (o.head === undefined) return { version, checksum, shapes, tensors };
+  if (!(ACTOR_HEADS as readonly unknown[]).includes(o.head)) {
+    throw new BadField(`${p}.head`, `must be one of ${ACTOR_HEADS.join(', ')}, got ${describe(o.head)}`);
+  }
+  return { version, checksum, shapes, tensors, head: o.head as ActorHeadName };
 }
 
 function readPlacement(x: unknown, p: string): PlacementBody {

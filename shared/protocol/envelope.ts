@@ -81,7 +81,16 @@ export interface WeightsBody {
   shapes: number[][];
   /** Values per tensor (dimensionless float32), same order as `shapes`. */
   tensors: Float32Array[];
+  /**
+   * Output head the actor was trained with (`relu1`: ReLU(z) + 1, `softplus1`: softplus(z) + 1);
+   * the agent applies it. Absent (older orchestrators, checkpoints without it): the agent's
+   * `--actor-head`.
+   */
+  head?: ActorHeadName;
 }
+
+export const ACTOR_HEADS = ['relu1', 'softplus1'] as const;
+export type ActorHeadName = (typeof ACTOR_HEADS)[number];
 
 /**
  * orchestrator -> agent: replica counts d[w][n] for the frame starting at `frame`.

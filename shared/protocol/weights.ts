@@ -8,7 +8,7 @@
  * Node supports (x64, arm64). A big-endian host is refused with a clear error rather than
  * silently producing unreadable checkpoints.
  */
-import { ProtocolError, type WeightsBody } from './envelope';
+import { ACTOR_HEADS, ProtocolError, type ActorHeadName, type WeightsBody } from './envelope';
 import * as zlib from 'zlib';
 import { KaisError } from '../errors';
 
@@ -118,10 +118,11 @@ export function shapeSize(shape: readonly number[]): number {
  * Tensors -> `weights` body. The data is copied, so later updates of the model cannot change a
  * frame being sent. Throws TypeError on a bad version, shape or length (programmer error).
  */
-export function packWeights(tensors: readonly WeightTensor[], version: number): WeightsBody {
+export function packWeights(tensors: readonly WeightTensor[], version: number, head?: ActorHeadName): WeightsBody {
   if (!Number.isSafeInteger(version) || version < 0) {
     throw new TypeError(`packWeights: version must be a non-negative integer, got ${version}`);
   }
+  if (head !== undefined && !ACTOR_HEADS.includes(head)) throw new TypeError(`packWeights: head must be one of ${ACTOR_HEADS.join(', ')}, got ${String(head)}`);
   const shapes: number[][] = [];
   const data: Float32Array[] = [];
   tensors.forEach((t, i) => {
@@ -135,7 +136,9 @@ export function packWeights(tensors: readonly WeightTensor[], version: number): 
     shapes.push([...t.shape]);
     data.push(Float32Array.from(t.data));
   });
-  return { version, checksum: weightsChecksum(data), shapes, tensors: data };
+  const body: WeightsBody = { version, checksum: weightsChecksum(data), shapes, tensors: data };
+  if (head !== undefined) body.head = head;
+  return body;
 }
 
 /**
@@ -144,6 +147,9 @@ export function packWeights(tensors: readonly WeightTensor[], version: number): 
  * KAIS_ERR_CHECKSUM), or null.
  */
 export function verifyWeights(body: WeightsBody, options: { checksum?: boolean } = {}): ProtocolError | null {
+  if (body.head !== undefined && !ACTOR_HEADS.includes(body.head)) {
+    return new ProtocolError('KAIS_ERR_BAD_FIELD', `weights head must be one of ${ACTOR_HEADS.join(', ')}, got ${String(body.head)}`, null, 'body.head');
+  }
   if (body.shapes.length !== body.tensors.length) {
     return new ProtocolError(
       'KAIS_ERR_BAD_FIELD',
@@ -209,17 +215,25 @@ function hex(n: number): string {
  *   6       2           tensor count (u16)
  *   8       8           weight version (f64, a non-negative safe integer)
  *   16      4           data checksum (u32) = CRC-32 of the data section = WeightsBody.checksum
- *   20      ...         per tensor: rank (u8), then rank dims (u32 each)
+ *   (format 2 only)
+ *   20      1           actor head: 1 relu1, 2 softplus1
+ *   21      3           zero
+ *   20|24   ...         per tensor: rank (u8), then rank dims (u32 each)
  *   ...     0..3        zero padding to a multiple of 4
  *   ...     4 * total   data: float32 values of all tensors, in order
  *   end-4   4           buffer checksum (u32) = CRC-32 of every byte before it
  *
  * The trailing checksum catches corruption anywhere (header, shapes, data); the data checksum is
- * kept so a checkpoint turns back into a wire body without recomputing anything.
+ * kept so a checkpoint turns back into a wire body without recomputing anything. A body with a
+ * `head` is written as format 2, one without as format 1 (so files written before heads existed,
+ * like models/kais-cmmac.bin, keep their bytes); both are read.
  */
 const MAGIC = [0x4b, 0x41, 0x49, 0x53, 0x57]; // "KAISW"
-export const WEIGHTS_FORMAT_VERSION = 1;
+/** Newest format written (2: with the actor head); format 1 is still read and written for head-less bodies. */
+export const WEIGHTS_FORMAT_VERSION = 2;
 const HEADER_BYTES = 20;
+const HEAD_CODES: readonly ActorHeadName[] = ['relu1', 'softplus1']; // code = index + 1
+const headerBytesOf = (format: number) => (format >= 2 ? HEADER_BYTES + 4 : HEADER_BYTES);
 
 /** Weights body -> one Buffer (format above). Throws TypeError on an inconsistent body. */
 export function weightsToBytes(body: WeightsBody): Buffer {
@@ -234,14 +248,16 @@ export function weightsToBytes(body: WeightsBody): Buffer {
     shapeBytes += 1 + 4 * s.length;
     dataBytes += body.tensors[i].byteLength;
   });
-  const dataStart = align4(HEADER_BYTES + shapeBytes);
+  const format = body.head === undefined ? 1 : 2;
+  const dataStart = align4(headerBytesOf(format) + shapeBytes);
   const out = Buffer.alloc(dataStart + dataBytes + 4);
   MAGIC.forEach((b, i) => (out[i] = b));
-  out.writeUInt8(WEIGHTS_FORMAT_VERSION, 5);
+  out.writeUInt8(format, 5);
   out.writeUInt16LE(body.tensors.length, 6);
   out.writeDoubleLE(body.version, 8);
   out.writeUInt32LE(body.checksum >>> 0, 16);
-  let p = HEADER_BYTES;
+  if (body.head !== undefined) out.writeUInt8(HEAD_CODES.indexOf(body.head) + 1, HEADER_BYTES);
+  let p = headerBytesOf(format);
   for (const s of body.shapes) {
     out.writeUInt8(s.length, p++);
     for (const d of s) {
@@ -274,10 +290,10 @@ export function weightsFromBytes(bytes: Uint8Array): WeightsBody {
   }
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const format = view.getUint8(5);
-  if (format !== WEIGHTS_FORMAT_VERSION) {
+  if (format !== 1 && format !== 2) {
     throw new ProtocolError(
       'KAIS_ERR_VERSION',
-      `weights buffer format ${format} is not supported (this build reads ${WEIGHTS_FORMAT_VERSION})`,
+      `weights buffer format ${format} is not supported (this build reads 1 and ${WEIGHTS_FORMAT_VERSION})`,
     );
   }
   const truncated = (what: string) =>
@@ -286,8 +302,13 @@ export function weightsFromBytes(bytes: Uint8Array): WeightsBody {
   const version = view.getFloat64(8, true);
   const checksum = view.getUint32(16, true);
 
+  let head: ActorHeadName | undefined;
+  if (format >= 2) {
+    if (n < headerBytesOf(format) + 4) throw truncated('header is cut off');
+    head = HEAD_CODES[view.getUint8(HEADER_BYTES) - 1];
+  }
   const shapes: number[][] = [];
-  let p = HEADER_BYTES;
+  let p = headerBytesOf(format);
   let dataBytes = 0;
   for (let i = 0; i < count; i++) {
     if (p + 1 > n - 4) throw truncated(`shape of tensor ${i} is cut off`);
@@ -314,6 +335,7 @@ export function weightsFromBytes(bytes: Uint8Array): WeightsBody {
     );
   }
   if (!Number.isSafeInteger(version) || version < 0) throw truncated(`weight version ${version}`);
+  if (format >= 2 && head === undefined) throw truncated(`actor head code ${view.getUint8(HEADER_BYTES)}`);
 
   const tensors: Float32Array[] = [];
   let q = dataStart;
@@ -327,6 +349,7 @@ export function weightsFromBytes(bytes: Uint8Array): WeightsBody {
     q += 4 * len;
   }
   const body: WeightsBody = { version, checksum, shapes, tensors };
+  if (head !== undefined) body.head = head;
   const problem = verifyWeights(body);
   if (problem) {
     throw new ProtocolError(problem.code, `weights buffer corrupt: ${problem.message}`);

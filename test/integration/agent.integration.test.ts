@@ -117,6 +117,20 @@ describe('kais agent (process wiring)', () => {
     expect(fs.existsSync(path.join(dir, 'cache', 'weights.bin'))).toBe(true);
   });
 
+  it('applies the actor head the weights frame carries, over its own --actor-head, and keeps it in its cache', async () => {
+    const cache = path.join(dir, 'cache');
+    const a = await start(cache, hub.url, { actorHead: 'softplus1' });
+    await until(() => a.runtime.placementVersion === 1);
+    const dim = observationDim({ numServices: 4, numTargets: 4, numEaps: 1 });
+    const shapes = actorShapes(dim, 4);
+    registry.publishWeights(initActorWeights(dim, 4, 5).map((data, i) => ({ shape: shapes[i], data })), 'relu1');
+    await until(() => a.runtime.weightVersion === 1);
+    expect(a.health()).toMatchObject({ policy: 'cmmac', actorHead: 'relu1' });
+    await a.drain();
+    const again = await start(cache, 'ws://127.0.0.1:1', { actorHead: 'softplus1' }); // from the cache alone
+    expect(again.health()).toMatchObject({ policy: 'cmmac', weightVersion: 1, actorHead: 'relu1' });
+  });
+
   it('sends its decisions as experience (--experience all) and its per-target counts as telemetry, in batches', async () => {
     const transitions: Transition[] = [];
     let served = 0;

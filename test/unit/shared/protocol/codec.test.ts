@@ -66,6 +66,18 @@ describe('codec', () => {
       if (r.ok) expect(r.frame).toEqual(frame);
     });
 
+    it('carries the optional actor head of a weights frame, and leaves it out when absent', () => {
+      const f = frameOf('weights');
+      if (f.type !== 'weights') throw new Error();
+      const withHead = { ...f, body: { ...f.body, head: 'relu1' as const } };
+      const r = decodeFrame(encodeFrame(withHead));
+      if (!r.ok || r.frame.type !== 'weights') throw new Error('weights');
+      expect(r.frame.body.head).toBe('relu1');
+      const plain = decodeFrame(encodeFrame(f));
+      if (!plain.ok || plain.frame.type !== 'weights') throw new Error('weights');
+      expect('head' in plain.frame.body).toBe(false);
+    });
+
     it('brings typed arrays back as the same classes, not as Buffers', () => {
       const w = decodeFrame(encodeFrame(frameOf('weights')));
       const e = decodeFrame(encodeFrame(frameOf('experience')));
@@ -308,6 +320,7 @@ describe('codec', () => {
       ['a tensor that is not bytes', 'weights', (b) => (b.tensors[1] = [1, 2]), 'body.tensors[1]'],
       ['a negative dimension', 'weights', (b) => (b.shapes[1] = [-2]), 'body.shapes[1][0]'],
       ['a checksum above 32 bits', 'weights', (b) => (b.checksum = 2 ** 32), 'body.checksum'],
+      ['an unknown actor head', 'weights', (b) => (b.head = 'tanh'), 'body.head'],
       ['replicas not matching numServices x numNodes', 'placement', (b) => (b.numNodes = 4), 'body.replicas'],
       ['a negative replica count', 'placement', (b) => (b.replicas = new Int32Array([1, 0, -2, 0, 3, 0])), 'body.replicas'],
       ['replicas as a list of numbers', 'placement', (b) => (b.replicas = [1, 0, 2, 0, 3, 0]), 'body.replicas'],

@@ -115,14 +115,50 @@ describe('weights bytes (checkpoints)', () => {
     const body = packWeights(actorLike(3), 12);
     const bytes = weightsToBytes(body);
     expect(bytes.subarray(0, 5).toString('latin1')).toBe('KAISW');
-    expect(bytes[5]).toBe(WEIGHTS_FORMAT_VERSION);
+    expect(bytes[5]).toBe(1); // no head: format 1, the bytes written before heads existed
     const back = weightsFromBytes(bytes);
+    expect(back.head).toBeUndefined();
     expect([back.version, back.checksum, back.shapes]).toEqual([body.version, body.checksum, body.shapes]);
     // compare raw bytes: jest's deep equality walks 50k floats one by one
     back.tensors.forEach((t, i) => {
       expect(t.constructor).toBe(Float32Array);
       expect(Buffer.from(t.buffer, t.byteOffset, t.byteLength).equals(Buffer.from(body.tensors[i].buffer))).toBe(true);
     });
+  });
+
+  it.each(['relu1', 'softplus1'] as const)('keeps the actor head %s (format 2), and a head-less body keeps format 1 bytes', (head) => {
+    const plain = weightsToBytes(packWeights(actorLike(2), 5));
+    const body = packWeights(actorLike(2), 5, head);
+    const bytes = weightsToBytes(body);
+    expect(bytes[5]).toBe(WEIGHTS_FORMAT_VERSION);
+    expect(WEIGHTS_FORMAT_VERSION).toBe(2);
+    expect(bytes.length).toBe(plain.length + 4);
+    const back = weightsFromBytes(bytes);
+    expect(back.head).toBe(head);
+    expect([back.version, back.checksum, back.shapes]).toEqual([body.version, body.checksum, body.shapes]);
+    // the same tensors: the data section is byte-identical to the format-1 one
+    expect(bytes.subarray(bytes.length - 4 - 4 * body.tensors.reduce((a, t) => a + t.length, 0), bytes.length - 4).equals(
+      plain.subarray(plain.length - 4 - 4 * body.tensors.reduce((a, t) => a + t.length, 0), plain.length - 4),
+    )).toBe(true);
+    // every truncation and bit flip of a format-2 buffer is refused with a coded error
+    for (let n = 0; n < bytes.length; n += 7) {
+      expect(['KAIS_ERR_MALFORMED', 'KAIS_ERR_CHECKSUM']).toContain(codeOf(() => weightsFromBytes(bytes.subarray(0, n))));
+    }
+    for (let i = 0; i < 40; i++) {
+      const bad = Buffer.from(bytes);
+      bad[i] ^= 4;
+      expect(['KAIS_ERR_MALFORMED', 'KAIS_ERR_CHECKSUM', 'KAIS_ERR_VERSION']).toContain(codeOf(() => weightsFromBytes(bad)));
+    }
+  });
+
+  it('refuses an unknown head when packing, verifying or reading', () => {
+    expect(() => packWeights(actorLike(1), 1, 'tanh' as never)).toThrow(/head must be one of relu1, softplus1/);
+    const body = packWeights(actorLike(1), 1, 'relu1');
+    expect(verifyWeights({ ...body, head: 'tanh' as never })?.field).toBe('body.head');
+    const bytes = weightsToBytes(body);
+    bytes[20] = 9; // head code 9, with a recomputed trailing checksum: only the code is wrong
+    bytes.writeUInt32LE(crc32(bytes.subarray(0, bytes.length - 4)), bytes.length - 4);
+    expect(codeOf(() => weightsFromBytes(bytes))).toBe('KAIS_ERR_MALFORMED');
   });
 
   it('reads a buffer at an unaligned offset and does not share its memory', () => {
