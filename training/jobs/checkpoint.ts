@@ -327,7 +327,9 @@ export function checkpointHead(path: string): HeadActivation {
 
 /**
  * The actor weights (with shapes) and head the orchestrator publishes from a checkpoint: an
- * exported actor file's, or the newest checkpoint of a `kais train` database.
+ * exported actor file's, or from a `kais train` database the checkpoint `kais eval --checkpoint`
+ * and `--export-actor` use (the best held-out evaluation, meta `best`; the newest without one), so
+ * what is deployed is what was evaluated.
  */
 export function checkpointActor(path: string): { tensors: { shape: number[]; data: Float32Array }[]; head: HeadActivation } {
   if (isActorFile(path)) {
@@ -336,7 +338,7 @@ export function checkpointActor(path: string): { tensors: { shape: number[]; dat
   }
   const db = CheckpointDb.open(path, 'read');
   try {
-    const ck = db.latest();
+    const ck = db.latest(db.meta<{ frame: number }>('best')?.frame);
     if (!ck) throw bad(path, 'no checkpoint written yet');
     const head = db.config<{ head?: HeadActivation }>()?.head ?? 'relu1';
     return { tensors: ck.actor.map((data, i) => ({ shape: ck.actorShapes[i], data })), head };

@@ -496,7 +496,7 @@ function predictRate(base: Scenario, requests: Request[], a: UpArgs, checkpoint:
   const dispatch = checkpoint
     ? ck.isActorFile(checkpoint)
       ? ck.loadActorFile(checkpoint, base, { mode: 'argmax' })
-      : ck.loadCmmacFromDb(checkpoint, base, { mode: 'argmax', which: 'latest' }) // what the orchestrator publishes
+      : ck.loadCmmacFromDb(checkpoint, base, { mode: 'argmax' }) // the best checkpoint: what the orchestrator publishes
     : makeDispatch('lec', scenario);
   const frameS = scenario.slotS * scenario.slotsPerFrame;
   const lastS = requests.length > 0 ? requests[requests.length - 1].deadlineS : 0;
