@@ -17,6 +17,8 @@
  *   ingress.agentMs.p99, ingress.directMs.p99   the two terms of that difference
  *   ingress.minimalProxyOverheadMs.p99  the same overhead through a bare Node HTTP proxy child (the floor of any Node hop)
  *   ingress.*.250rps                    the same at 250 req/s
+ *   ingress.*.pinned                    at 1000 req/s again with the agent (or bare proxy) pinned to CPU 1 and the load
+ *                                       generator, backend and hub to CPU 0 (taskset), as on an eAP host of its own
  *   agent.cpuMsPerRequest               the agent process's CPU time per request over the 1000 req/s run
  *
  * Processes: the hub runs in a child (`node dist/scripts/bench-hub.js --hub-child <db>`: the
@@ -30,7 +32,7 @@
  * Weights: the shipped models/kais-cmmac.bin (195,753 floats, about 780 KB), published as a new
  * version each time.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
@@ -499,7 +501,22 @@ async function openLoop(
   return { ms, cpuMsPerRequest, peakRssMB };
 }
 
-async function ingressBench(hubPort: number, dir: string): Promise<BenchResult[]> {
+/**
+ * Pins every thread of `pids` to CPU `cpu` (-1: all CPUs again) with taskset; false when it
+ * cannot (no taskset, fewer than 2 CPUs).
+ */
+function pin(pids: number[], cpu: number): boolean {
+  const n = os.cpus().length;
+  if (n < 2) return false;
+  const list = cpu < 0 ? `0-${n - 1}` : String(cpu);
+  for (const pid of pids) {
+    const r = spawnSync('taskset', ['-a', '-cp', list, String(pid)], { stdio: 'ignore' });
+    if (r.status !== 0) return false;
+  }
+  return true;
+}
+
+async function ingressBench(hubPort: number, hubPid: number, dir: string): Promise<BenchResult[]> {
   const kaisJs = path.join(__dirname, '..', 'kais.js');
   const backend = new JsonChild(['-e', BACKEND_SOURCE], 'backend');
   let agentChild: JsonChild | null = null;
@@ -559,6 +576,25 @@ async function ingressBench(hubPort: number, dir: string): Promise<BenchResult[]
         results.push({ name: 'agent.cpuMsPerRequest', value: round(a.cpuMsPerRequest, 3), unit: `ms (kais agent user+system CPU per request at ${rate} req/s)` });
       }
     }
+    // Again at INGRESS_RATE with the proxy under test on a core of its own (the agent runs on its
+    // eAP host; devices and backends are elsewhere): agent / bare proxy pinned to CPU 1, this
+    // process (the load generator), the backend and the hub to CPU 0. Skipped without taskset or
+    // with fewer than 2 CPUs.
+    const others = [process.pid, backend.proc.pid!, hubPid];
+    if (pin([agentPid, minimal.proc.pid!], 1) && pin(others, 0)) {
+      try {
+        const d = await direct(INGRESS_RATE);
+        const m = await viaMinimal(INGRESS_RATE);
+        const a = await viaAgent(INGRESS_RATE);
+        const pD = quantile(d.ms, 0.99);
+        results.push(
+          { name: 'ingress.overheadMs.p99.pinned', value: round(quantile(a.ms, 0.99) - pD, 2), unit: `ms (the same, agent pinned to CPU 1, load generator + backend to CPU 0; median ${round(quantile(a.ms, 0.5), 2)} vs ${round(quantile(d.ms, 0.5), 2)} direct)` },
+          { name: 'ingress.minimalProxyOverheadMs.p99.pinned', value: round(quantile(m.ms, 0.99) - pD, 2), unit: `ms (the bare proxy pinned the same way)` },
+        );
+      } finally {
+        pin([...others, agentPid, minimal.proc.pid!], -1);
+      }
+    }
     peakMB = Math.max(peakMB, procRssMB(agentPid)?.peak ?? 0); // VmHWM: the kernel's high-water mark
     results.push({ name: 'agent.rssMB', value: round(peakMB, 1), unit: `MB (peak RSS of kais agent, cmmac weights, under the runs above)` });
     return results;
@@ -582,7 +618,7 @@ export async function benchHub(): Promise<BenchResult[]> {
     if (HUB_PARTS.includes('fanout')) results.push(...(await fanoutBench(hub, port)));
     else await hub.request({ cmd: 'publish' }); // the agent needs a weights version to use the actor
     await hub.request({ cmd: 'placement' });
-    if (HUB_PARTS.includes('ingress')) results.push(...(await ingressBench(port, dir)));
+    if (HUB_PARTS.includes('ingress')) results.push(...(await ingressBench(port, hub.proc.pid!, dir)));
   } finally {
     await hub.stop();
     fs.rmSync(dir, { recursive: true, force: true });
@@ -602,7 +638,7 @@ if (require.main === module && process.argv[2] === '--clients-child') {
   });
 } else if (require.main === module) {
   benchHub()
-    .then((rs) => rs.forEach((r) => process.stdout.write(`${r.name.padEnd(34)} ${String(r.value).padStart(12)} ${r.unit}\n`)))
+    .then((rs) => rs.forEach((r) => process.stdout.write(`${r.name.padEnd(44)} ${String(r.value).padStart(12)} ${r.unit}\n`)))
     .catch((e) => {
       process.stderr.write(`bench-hub: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
       process.exit(1);

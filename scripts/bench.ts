@@ -83,7 +83,7 @@ async function main(): Promise<void> {
     if (f) results.push(...(await f()));
   }
   if (json) process.stdout.write(JSON.stringify({ results }) + '\n');
-  else for (const r of results) process.stdout.write(`${r.name.padEnd(34)} ${String(r.value).padStart(12)} ${r.unit}\n`);
+  else for (const r of results) process.stdout.write(`${r.name.padEnd(44)} ${String(r.value).padStart(12)} ${r.unit}\n`);
 }
 
 main().catch((e) => {
