@@ -1,16 +1,10 @@
 /**
  * Node telemetry in the simulator and the device filters run on it, the way the agent runs them.
  *
- * Healthy series: four metrics per node. A common load factor, an AR(1) process with the lag-1
- * autocorrelation and spread of the real CPU series of v2018_machine_usage.csv (16 machines: cpu
- * ac1 0.75, std 11 points; memory ac1 0.93, std 4; disk ac1 0.64, std 5.6; network out ac1 ~1.0,
- * std 1.7), added to the node's smoothed utilisation in the simulator, drives CPU, disk and upload;
- * memory follows the node's reserved replica memory; each metric has a small noise of its own.
- * One sample per `periodS` (1 s of simulated time; a window of T = 12 samples spans 12 s).
- *
- * Abnormal series: from `precursorS` before a failure until it recovers, the node's metrics turn
- * erratic the way failing machines' do: CPU and disk swing over their whole range independently
- * of the load (variance up, correlations broken), memory drifts, the upload rate collapses.
+ * Series: shared/node-telemetry.ts (four metrics per node, healthy and abnormal, shaped on the real
+ * v2018_machine_usage.csv series; the emulated cluster of `kais up` uses the same model). One
+ * sample per `periodS` (1 s of simulated time; a window of T = 12 samples spans 12 s). From
+ * `precursorS` before a failure until it recovers, the node's series is the abnormal one.
  *
  * Filter loop: each node has a DeviceFilter (agent/filters/device-filter.ts) with the rule settings
  * `kais detect` measures on labelled server data (DETECT_DEVICE_FILTER_OPTIONS: level evidence,
@@ -29,10 +23,11 @@
  * is re-admitted after `readmitS` of consecutive 'healthy' verdicts.
  */
 import { DETECT_DEVICE_FILTER_OPTIONS, DeviceFilter, baselineFromHistory, type DeviceFilterOptions } from '../../agent/filters/device-filter';
+import { NodeTelemetryModel, TELEMETRY_DIMS } from '../../shared/node-telemetry';
 import { Rng } from '../../shared/rng';
 import type { Cluster } from './cluster';
 
-export const TELEMETRY_DIMS = 4;
+export { TELEMETRY_DIMS };
 
 export interface TelemetryOptions {
   /** @defaultValue 1 */
@@ -50,15 +45,9 @@ export interface TelemetryOptions {
   rules: Partial<DeviceFilterOptions>;
 }
 
-const AC1 = [0.75, 0.93, 0.64, 0.98];
-const STD = [0.11, 0.04, 0.056, 0.017];
-/** median sample spacing of v2018_machine_usage.csv (s) */
-const REAL_SPACING_S = 60;
-
 export class TelemetryFilters {
   readonly o: TelemetryOptions;
-  private readonly rng: Rng;
-  private readonly noise: Float64Array;
+  private readonly model: NodeTelemetryModel;
   private readonly cpuLevel: Float64Array;
   private readonly filters: (DeviceFilter | null)[];
   private readonly history: Float64Array[];
@@ -80,39 +69,12 @@ export class TelemetryFilters {
     this.o = { periodS: 1, precursorS: 20, readmitS: 5, ambiguousRun: Infinity, historySamples: 36, rules: DETECT_DEVICE_FILTER_OPTIONS, ...options };
     if (!Number.isInteger(this.o.historySamples) || this.o.historySamples < 12) throw new TypeError(`TelemetryFilters historySamples: expected an integer >= 12, got ${this.o.historySamples}`);
     const N = cluster.numNodes;
-    this.rng = Rng.derive(seed, 'telemetry');
-    this.noise = new Float64Array(N * TELEMETRY_DIMS);
+    this.model = new NodeTelemetryModel(N, this.o.periodS, Rng.derive(seed, 'telemetry'));
     this.cpuLevel = new Float64Array(N);
     this.ambiguousRun = new Int32Array(N);
     this.healthyRunS = new Float64Array(N);
     this.filters = new Array(N).fill(null);
     this.history = Array.from({ length: N }, () => new Float64Array(0));
-  }
-
-  /** One sample of node n into out: [cpu, mem, disk, upload], each in [0, 1]. */
-  private generate(n: number, abnormal: boolean, memLevel: number, out: Float64Array): void {
-    const base = n * TELEMETRY_DIMS;
-    // noise[base] is the node's common load factor (AR(1) with the CPU series' ac1 and spread);
-    // the other three are small independent measurement noises of the other metrics
-    for (let d = 0; d < TELEMETRY_DIMS; d++) {
-      // the real series were measured at ~60 s spacing: per-sample autocorrelation at periodS spacing
-      const a = Math.pow(AC1[d], this.o.periodS / REAL_SPACING_S);
-      const sd = d === 0 ? STD[0] : 0.2 * STD[d];
-      this.noise[base + d] = a * this.noise[base + d] + Math.sqrt(1 - a * a) * sd * this.rng.normal();
-    }
-    const load = this.cpuLevel[n] + this.noise[base];
-    if (!abnormal) {
-      // healthy: CPU, disk and upload all follow the load (stable correlations), memory its reservations
-      out[0] = clamp01(0.2 + 0.6 * load);
-      out[1] = clamp01(0.3 + 0.6 * memLevel + this.noise[base + 1]);
-      out[2] = clamp01(0.07 + 0.3 * load + this.noise[base + 2]);
-      out[3] = clamp01(0.3 + 0.3 * load + this.noise[base + 3]);
-    } else {
-      out[0] = this.rng.next();
-      out[1] = clamp01(0.3 + 0.6 * memLevel + 10 * this.noise[base + 1]);
-      out[2] = this.rng.next() < 0.5 ? this.rng.next() : 0.01;
-      out[3] = clamp01(0.05 * this.rng.next());
-    }
   }
 
   /**
@@ -126,7 +88,7 @@ export class TelemetryFilters {
     for (let n = 0; n < c.numNodes; n++) {
       this.cpuLevel[n] = 0.97 * this.cpuLevel[n] + 0.03 * (1 - c.freeCpu[n] / c.cpu[n]);
       const bad = abnormal(n);
-      this.generate(n, bad, c.usedMem[n] / c.mem[n], this.sample);
+      this.model.sample(n, bad, this.cpuLevel[n], c.usedMem[n] / c.mem[n], this.sample);
       const f = this.filters[n];
       if (!f) {
         // first minute: collect every node's history; then each node's baseline is built from the
@@ -181,8 +143,4 @@ export class TelemetryFilters {
   get falseExclusionRate(): number {
     return this.healthyNodeS > 0 ? this.falseExcludedS / this.healthyNodeS : 0;
   }
-}
-
-function clamp01(x: number): number {
-  return x < 0 ? 0 : x > 1 ? 1 : x;
 }
