@@ -1,6 +1,6 @@
 /**
  * `kais agent --orchestrator <ws-url> --eap <id> --targets <file> [--token T] [--port N]
- * [--scenario kais] [--cache <dir>] [--speed x] [--explore s] [--experience explored|all|none]`: one eAP's dispatcher as a process.
+ * [--scenario kais] [--cache <dir>] [--speed x] [--explore s] [--experience explored|all|none] [--no-device-filters]`: one eAP's dispatcher as a process.
  *
  * Prints one JSON line on stdout once listening (`{"ready":true,"eap":..,"port":..}`), logs to
  * stderr, and on SIGTERM/SIGINT drains (answers every request it holds) and exits 0.
@@ -30,6 +30,7 @@ interface AgentArgs {
   actorHead: string;
   explore: number;
   experience: string;
+  deviceFilters: boolean;
 }
 
 export function readTargets(file: string, numNodes: number): Targets {
@@ -63,6 +64,7 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
       .option('speed', { type: 'number', default: 1, describe: 'time scale of the replayed workload' })
       .option('actor-head', { type: 'string', default: 'softplus1', describe: 'actor head for weights frames that do not name one (older orchestrators): softplus1 (kais train default) or relu1' })
       .option('explore', { type: 'number', default: 0, describe: 'share of decisions drawn from the policy instead of its most likely target (0..1); the online learner learns from those' })
+      .option('device-filters', { type: 'boolean', default: true, describe: "device filters on every node's GET /telemetry and QoS isolation on this agent's outcomes; excluded nodes leave the mask (--no-device-filters: off)" })
       .option('experience', { type: 'string', default: 'explored', describe: 'decisions sent to the orchestrator as experience: explored (the drawn ones, what the online learner uses), all, or none' }) as unknown as Argv<AgentArgs>,
   handler: async (a: ArgumentsCamelCase<AgentArgs>) => {
     const scenario = loadScenario(a.scenario);
@@ -88,6 +90,7 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
       actorHead: a.actorHead,
       explore: a.explore,
       experience: a.experience as ExperienceMode,
+      deviceFilters: a.deviceFilters,
       log,
     }).catch((e: NodeJS.ErrnoException) => {
       if (e.code === 'EADDRINUSE') throw new UsageError(`--port: ${a.port} is already in use`);

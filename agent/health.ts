@@ -2,6 +2,7 @@
  * The agent's `/metrics` (Prometheus text exposition format 0.0.4) and `/healthz` bodies.
  */
 import type { Dispatcher } from './dispatcher';
+import type { NodeHealth } from './filters/node-health';
 
 export interface HealthState {
   eap: number;
@@ -14,6 +15,8 @@ export interface HealthState {
   reconnects: number;
   experienceSent: number;
   telemetrySent: number;
+  /** Device filters and QoS isolation, when on. */
+  nodeHealth?: NodeHealth | null;
 }
 
 export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknown> {
@@ -31,6 +34,14 @@ export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknow
     queued: d.queued,
     outstanding: d.outstanding,
     counters: { ...d.counters },
+    nodes: s.nodeHealth
+      ? {
+          filtersStarted: s.nodeHealth.started,
+          excluded: s.nodeHealth.excludedNow(),
+          verdicts: { ...s.nodeHealth.verdicts },
+          lastEvents: s.nodeHealth.events.slice(-10),
+        }
+      : null,
   };
 }
 
@@ -64,6 +75,18 @@ export function metricsText(d: Dispatcher, s: HealthState): string {
   metric('kais_agent_weight_version', 'gauge', 'Actor weight version in use (-1: heuristic fallback).', [[l, s.weightVersion ?? -1]]);
   metric('kais_agent_placement_version', 'gauge', 'Placement version held (-1: none).', [[l, s.placementVersion ?? -1]]);
   metric('kais_agent_reconnects_total', 'counter', 'Connections to the orchestrator after the first.', [[l, s.reconnects]]);
+  if (s.nodeHealth) {
+    const h = s.nodeHealth;
+    metric('kais_agent_nodes_excluded', 'gauge', 'Edge nodes left out of the mask by the device filters or QoS isolation.', [[l, h.excludedNow().length]]);
+    const byKind = new Map<string, number>();
+    for (const e of h.events) byKind.set(`${e.kind}|${e.rule}`, (byKind.get(`${e.kind}|${e.rule}`) ?? 0) + 1);
+    metric(
+      'kais_agent_node_health_events_total',
+      'counter',
+      'Exclusions and re-admissions of edge nodes, by rule (last 1000 events).',
+      [...byKind].map(([k, v]) => [`${l},kind="${k.split('|')[0]}",rule="${k.split('|')[1]}"`, v] as [string, number]),
+    );
+  }
   lines.push('# HELP kais_agent_latency_ms End-to-end latency at the eAP (ingress to answer), ms.', '# TYPE kais_agent_latency_ms histogram');
   let cum = 0;
   d.latencyBucketsMs.forEach((le, i) => {

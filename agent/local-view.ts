@@ -269,8 +269,11 @@ export class LocalClusterView implements ClusterView {
     return this.meanProcS[target * this.numServices + service];
   }
   healthy(target: number): boolean {
-    return this.unhealthyUntilS[target] <= this.nowS();
+    return this.unhealthyUntilS[target] <= this.nowS() && !(target < this.numNodes && this.excluded !== null && this.excluded(target));
   }
+
+  /** Node health from the device filters and QoS isolation (agent/filters/node-health.ts); null: none. */
+  excluded: ((node: number) => boolean) | null = null;
   eapQueueLen(eap: number): number {
     return eap === this.eap ? this.ownQueue : 0;
   }

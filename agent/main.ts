@@ -21,6 +21,9 @@ import { Dispatcher, type ExperienceMode, type IngressRequest, type Targets } fr
 import { healthJson, metricsText, type HealthState } from './health';
 import { LocalClusterView } from './local-view';
 import { StateCache } from './weights-cache';
+import { NodeHealth } from './filters/node-health';
+import { TelemetryPoller } from './telemetry-poller';
+import { topologyOf } from '../shared/scenario';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -45,6 +48,13 @@ export interface AgentOptions {
   explore?: number;
   /** Which decisions are sent as experience, see Dispatcher. @defaultValue 'explored' */
   experience?: ExperienceMode;
+  /**
+   * Device filters on the nodes' `/telemetry` and QoS isolation on this agent's outcomes
+   * (agent/filters/node-health.ts): excluded nodes leave the context filter's mask. @defaultValue true
+   */
+  deviceFilters?: boolean;
+  /** Telemetry sample period of the nodes, seconds of scenario time. @defaultValue 1 */
+  telemetryPeriodS?: number;
   /** Experience and telemetry batch interval, ms. @defaultValue 1000 */
   batchMs?: number;
   /** Longest a drain waits for outstanding requests, ms. @defaultValue 30000 */
@@ -72,6 +82,23 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     log('explore 0: no experience is sent (the online learner learns from drawn decisions; --explore <share>, or --experience all)');
   }
   const cache = o.cacheDir ? new StateCache(o.cacheDir) : null;
+
+  // ---- node health: device filters on telemetry, QoS isolation on outcomes ----
+  let nodeHealth: NodeHealth | null = null;
+  let poller: TelemetryPoller | null = null;
+  if (o.deviceFilters ?? true) {
+    const nodes = o.scenario.eaps.flatMap((e) => e.nodes);
+    const health = new NodeHealth(
+      nodes.map((n) => `${n.cpuCores}/${n.memGB}`),
+      topologyOf(o.scenario).nodeEap,
+      {},
+      (e) => log(`node ${e.node} ${e.kind === 'readmit' ? 're-admitted' : e.kind === 'exclude' || e.kind === 'isolate' ? 'excluded' : 'not isolated'} (${e.rule}): ${e.reason}`),
+    );
+    nodeHealth = health;
+    view.excluded = (n) => health.excluded(n);
+    poller = new TelemetryPoller({ nodeUrls: o.targets.nodes, health, periodMs: (o.telemetryPeriodS ?? 1) * 1000 / (o.speed ?? 1), nowS: () => view.nowS(), log });
+    poller.start();
+  }
   const state: HealthState = {
     eap: o.eap,
     connected: false,
@@ -83,6 +110,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     reconnects: 0,
     experienceSent: 0,
     telemetrySent: 0,
+    nodeHealth,
   };
 
   // Cached state first: the agent dispatches with it before (or without) the orchestrator.
@@ -193,6 +221,14 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     const intervalS = (t - lastBatch) / 1000;
     lastBatch = t;
     const samples = dispatcher.takeTelemetry(intervalS);
+    if (nodeHealth) {
+      const nowS = view.nowS();
+      for (const x of samples) {
+        if (x.node >= nodeHealth.numNodes || x.requests === 0) continue;
+        nodeHealth.observe(x.node, { requests: x.requests, successRate: x.succeeded / x.requests, latencyMs: x.succeeded > 0 ? x.latencyMsSum / x.succeeded : 0 }, nowS);
+      }
+      nodeHealth.tick(nowS);
+    }
     if (!link.ready) return; // telemetry of a disconnected interval is not worth queueing
     if (rt.sendFrame('telemetry', { eap: o.eap, samples })) state.telemetrySent++;
     if (now) {
@@ -266,6 +302,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
         // best effort: the last batch is lost, not the requests
       }
       await link.close(1000, 'agent draining');
+      poller?.stop();
       rt.dispose();
       dispatcher.close();
       server.closeAllConnections();

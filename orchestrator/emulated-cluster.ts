@@ -17,6 +17,14 @@
  * mem, waiting, busy}` or 503 `{reason, ...}`: cpu, mem are utilisation fractions after the
  * request (the node's telemetry), waiting[w] / busy[w] its queue and busy replicas per service
  * (so each agent also sees the load the other eAPs put on the node). `GET /healthz` -> 200.
+ * `GET /telemetry` (edge nodes) -> `{seq, cpu, mem, disk, upload}`: the node's latest sample of the
+ * four metrics the device filters watch (shared/node-telemetry.ts, one per `telemetryPeriodS`;
+ * erratic while the node is abnormal or failed), `seq` counting samples.
+ *
+ * Faults: `faults` plays scripted failures (abnormal telemetry for `precursorS`, then failed for
+ * `downS`: what the node holds is answered 503 `node failed`, new requests too), and the admin
+ * server's `PUT /fault {node, state: ok|abnormal|failed}` sets a state now; `GET /faults` returns
+ * the requests refused by and lost on failed nodes.
  *
  * Admin server (the orchestrator's executor talks to it): `PUT /placement` `{d: number[][]}`
  * replaces the replica table (a removed replica finishes its request first); `GET /stats`
@@ -28,6 +36,10 @@ import type { AddressInfo } from 'node:net';
 import type { Placement } from '../shared/domain';
 import type { Scenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';
+import { NodeTelemetryModel, TELEMETRY_DIMS } from '../shared/node-telemetry';
+import { Rng } from '../shared/rng';
+
+export type NodeFault = 'ok' | 'abnormal' | 'failed';
 
 export interface ServeResult {
   status: number;
@@ -55,6 +67,11 @@ export class EmulatedTarget {
   private lastIntegrateMs = performance.now();
   private rr = 0;
   private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly running: Waiting[] = [];
+  /** Requests refused because the node had failed. */
+  failedRefusals = 0;
+  /** Requests the node held (queued or running) when it failed. */
+  lostOnFailure = 0;
 
   constructor(
     readonly id: number,
@@ -87,10 +104,29 @@ export class EmulatedTarget {
     this.tryStart();
   }
 
+  /** Fault state: 'abnormal' (telemetry erratic, still serving: the minutes before a failure), 'failed' (refuses everything). */
+  fault: NodeFault = 'ok';
+
+  /** Fails the node: what it holds is lost (answered 503 `node failed`), new requests are refused. */
+  fail(): void {
+    this.fault = 'failed';
+    this.lostOnFailure += this.running.length + this.waiting.reduce((a, q) => a + q.length, 0);
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    this.busy.fill(0);
+    this.cpuUsed = 0;
+    for (const q of this.waiting) for (const r of q.splice(0)) r.done({ status: 503, body: { reason: 'node failed' } });
+    for (const r of this.running.splice(0)) r.done({ status: 503, body: { reason: 'node failed' } });
+  }
+
   serve(w: number, workCoreS: number | null, ttlMs: number | null = null): Promise<ServeResult> {
     const svc = this.scenario.services[w];
     this.integrate();
     this.arrivals[w]++;
+    if (this.fault === 'failed') {
+      this.failedRefusals++;
+      return Promise.resolve({ status: 503, body: { reason: 'node failed' } });
+    }
     if (this.replicas[w] === 0) return Promise.resolve({ status: 503, body: { reason: `no replica of service ${w}` } });
     const cap = this.scenario.queueCapPerReplica * this.replicas[w];
     if (this.waiting[w].length >= cap) return Promise.resolve({ status: 503, body: { reason: 'full', ...this.snapshot() } });
@@ -185,8 +221,10 @@ export class EmulatedTarget {
     this.busy[w]++;
     this.cpuUsed += need;
     const queuedMs = performance.now() - r.enqueuedMs;
+    this.running.push(r);
     const t = setTimeout(() => {
       this.timers.delete(t);
+      this.running.splice(this.running.indexOf(r), 1);
       this.integrate();
       this.busy[w]--;
       this.cpuUsed = Math.max(0, this.cpuUsed - need);
@@ -232,8 +270,22 @@ export function initialPlacement(scenario: Scenario): Placement {
   return d;
 }
 
+/** A scripted node failure: telemetry abnormal from `atS - precursorS`, failed from `atS` for `downS` (seconds of scenario time). */
+export interface FaultPlan {
+  node: number;
+  atS: number;
+  precursorS: number;
+  downS: number;
+}
+
 export interface EmulatedClusterOptions {
   scenario: Scenario;
+  /** Seed of the telemetry series. @defaultValue 1 */
+  seed?: number;
+  /** Telemetry sample period, seconds of scenario time (real: / speed). @defaultValue 1 */
+  telemetryPeriodS?: number;
+  /** Node failures to play, from `listen()`. @defaultValue none */
+  faults?: readonly FaultPlan[];
   /** Time scale (nominal work only; callers scale the work they send). @defaultValue 1 */
   speed?: number;
   /** @defaultValue '127.0.0.1' */
@@ -250,6 +302,12 @@ export class EmulatedCluster {
   cloudUrl = '';
   adminUrl = '';
   private placement: Placement;
+  private readonly telemetry: NodeTelemetryModel;
+  /** Latest telemetry sample per edge node: [cpu, mem, disk, upload], and its sequence number. */
+  private readonly samples: Float64Array[];
+  private readonly cpuLevel: Float64Array;
+  private telemetrySeq = 0;
+  private readonly clusterTimers = new Set<NodeJS.Timeout>();
 
   constructor(private readonly o: EmulatedClusterOptions) {
     const s = o.scenario;
@@ -259,6 +317,51 @@ export class EmulatedCluster {
     this.targets.push(new EmulatedTarget(nodes.length, true, s.cloud.vms * s.cloud.vcpuPerVm, s.cloud.vms * s.cloud.memGBPerVm, s, speed));
     this.placement = initialPlacement(s);
     this.applyPlacement(this.placement);
+    for (const f of o.faults ?? []) {
+      if (!Number.isInteger(f.node) || f.node < 0 || f.node >= nodes.length || !(f.atS >= 0) || !(f.precursorS >= 0) || !(f.downS > 0)) {
+        throw new TypeError(`fault ${JSON.stringify(f)}: needs a node in 0..${nodes.length - 1}, atS >= 0, precursorS >= 0, downS > 0`);
+      }
+    }
+    this.telemetry = new NodeTelemetryModel(nodes.length, o.telemetryPeriodS ?? 1, Rng.derive(o.seed ?? 1, 'emulated-telemetry'));
+    this.samples = nodes.map(() => new Float64Array(TELEMETRY_DIMS));
+    this.cpuLevel = new Float64Array(nodes.length);
+  }
+
+  /** Sets a node's fault state now ('failed' drops what it holds; 'ok' recovers it). */
+  setFault(node: number, state: NodeFault): void {
+    const t = this.targets[node];
+    if (!t || t.isCloud) throw new TypeError(`fault: no edge node ${node}`);
+    if (state === 'failed' && t.fault !== 'failed') t.fail();
+    else t.fault = state;
+  }
+
+  /** Requests refused by failed nodes, and requests failed nodes held when they failed. */
+  failureLosses(): { refused: number; lostOnFailure: number } {
+    let refused = 0;
+    let lostOnFailure = 0;
+    for (const t of this.targets) {
+      refused += t.failedRefusals;
+      lostOnFailure += t.lostOnFailure;
+    }
+    return { refused, lostOnFailure };
+  }
+
+  /** Samples every edge node's telemetry (the series the simulator's device filters see). */
+  private sampleTelemetry(): void {
+    this.telemetrySeq++;
+    for (let n = 0; n < this.samples.length; n++) {
+      const t = this.targets[n];
+      this.cpuLevel[n] = 0.97 * this.cpuLevel[n] + 0.03 * (t.cpuUsed / t.cpuCores);
+      this.telemetry.sample(n, t.fault !== 'ok', this.cpuLevel[n], Math.min(1, t.memUtil()), this.samples[n]);
+    }
+  }
+
+  private after(ms: number, f: () => void): void {
+    const t = setTimeout(() => {
+      this.clusterTimers.delete(t);
+      f();
+    }, ms);
+    this.clusterTimers.add(t);
   }
 
   /** Replaces the replica table d[w][n]; throws TypeError for a table of another shape. */
@@ -286,9 +389,21 @@ export class EmulatedCluster {
     this.admin = http.createServer((req, res) => this.handleAdmin(req, res));
     await listen(this.admin, this.o.adminPort ?? 0, host);
     this.adminUrl = `http://${host}:${(this.admin.address() as AddressInfo).port}`;
+    const realMs = (scenarioS: number) => (scenarioS * 1000) / (this.o.speed ?? 1);
+    this.sampleTelemetry();
+    const every = setInterval(() => this.sampleTelemetry(), realMs(this.o.telemetryPeriodS ?? 1));
+    every.unref();
+    this.clusterTimers.add(every as unknown as NodeJS.Timeout);
+    for (const f of this.o.faults ?? []) {
+      this.after(realMs(Math.max(0, f.atS - f.precursorS)), () => this.setFault(f.node, 'abnormal'));
+      this.after(realMs(f.atS), () => this.setFault(f.node, 'failed'));
+      this.after(realMs(f.atS + f.downS), () => this.setFault(f.node, 'ok'));
+    }
   }
 
   async close(): Promise<void> {
+    for (const t of this.clusterTimers) clearTimeout(t);
+    this.clusterTimers.clear();
     for (const t of this.targets) t.close();
     const all = [...this.servers, ...(this.admin ? [this.admin] : [])];
     await Promise.all(
@@ -306,6 +421,10 @@ export class EmulatedCluster {
     req.resume();
     const url = new URL(req.url ?? '/', 'http://x');
     if (req.method === 'GET' && url.pathname === '/healthz') return json(res, 200, { ok: true, node: t.id });
+    if (req.method === 'GET' && url.pathname === '/telemetry' && !t.isCloud) {
+      const x = this.samples[t.id];
+      return json(res, 200, { seq: this.telemetrySeq, cpu: x[0], mem: x[1], disk: x[2], upload: x[3] });
+    }
     if (req.method !== 'POST' || url.pathname !== '/serve') return json(res, 404, { reason: 'no such route' });
     const w = Number(url.searchParams.get('service'));
     const workText = url.searchParams.get('work');
@@ -338,6 +457,17 @@ export class EmulatedCluster {
         return json(res, 200, sum);
       }
       if (req.method === 'GET' && path === '/placement') return json(res, 200, { d: this.placement });
+      if (req.method === 'PUT' && path === '/fault') {
+        try {
+          const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { node: number; state: NodeFault };
+          if (!['ok', 'abnormal', 'failed'].includes(body.state)) throw new TypeError(`state must be ok, abnormal or failed, got ${JSON.stringify(body.state)}`);
+          this.setFault(body.node, body.state);
+          return json(res, 200, { ok: true });
+        } catch (e) {
+          return json(res, 400, { reason: (e as Error).message });
+        }
+      }
+      if (req.method === 'GET' && path === '/faults') return json(res, 200, { ...this.failureLosses(), states: this.targets.filter((t) => !t.isCloud).map((t) => t.fault) });
       if (req.method === 'PUT' && path === '/placement') {
         try {
           const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { d: Placement };

@@ -194,3 +194,97 @@ describe('kais agent (process wiring)', () => {
     expect(JSON.parse(h.text)).toMatchObject({ ok: true, eap: 0 });
   });
 });
+
+describe('kais agent device filters and QoS isolation on a real emulated cluster', () => {
+  // speed 20: one telemetry sample per 50 ms real, so the 36-sample history takes ~2 s
+  const speed = 20;
+  let dir: string;
+  let cluster: EmulatedCluster;
+  let store: Store;
+  let hub: Hub;
+  let registry: ModelRegistry;
+  const agents: RunningAgent[] = [];
+
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-agent-health-'));
+    cluster = new EmulatedCluster({ scenario, speed, seed: 3 });
+    await cluster.listen();
+    store = Store.open(path.join(dir, 'o.db'));
+    hub = await startHub(store, { heartbeatMs: 1000 });
+    registry = new ModelRegistry(store, hub);
+    registry.publishPlacement(0, initialPlacement(scenario));
+  });
+
+  afterEach(async () => {
+    for (const a of agents.splice(0)) await a.drain();
+    registry.dispose();
+    await hub.close();
+    store.close();
+    await cluster.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('excludes a node whose telemetry turns abnormal, says why, sends it nothing, and re-admits it once healthy', async () => {
+    const lines: string[] = [];
+    const a = await startAgent({
+      scenario,
+      eap: 0,
+      orchestratorUrl: hub.url,
+      targets: { nodes: cluster.nodeUrls, cloud: cluster.cloudUrl },
+      cacheDir: null,
+      speed,
+      log: (l) => lines.push(l),
+    });
+    agents.push(a);
+    await until(() => (a.health().nodes as { filtersStarted: boolean }).filtersStarted, 15000);
+    const nodes = () => a.health().nodes as { excluded: { node: number; rule: string }[]; lastEvents: { node: number; kind: string; rule: string; reason: string }[] };
+    expect(nodes().excluded).toEqual([]); // healthy series: nobody out
+    // every service, 8 requests each, one after the other: which targets serve them
+    const targetsOfABatch = async () => {
+      const seen = new Set<number>();
+      for (let w = 0; w < 4; w++) for (let k = 0; k < 8; k++) seen.add((await post(a.port, { ...request, service: w })).body.target as number);
+      return seen;
+    };
+    expect((await targetsOfABatch()).has(0)).toBe(true); // the control: node 0 gets work while healthy
+
+    await fetch(`${cluster.adminUrl}/fault`, { method: 'PUT', body: JSON.stringify({ node: 0, state: 'abnormal' }) });
+    await until(() => nodes().excluded.some((x) => x.node === 0), 10000);
+    const ev = nodes().lastEvents.find((e) => e.node === 0 && e.kind === 'exclude')!;
+    expect(ev.rule).toMatch(/^device:(faulty|ambiguous)$/);
+    expect(ev.reason).toMatch(/metrics \(cpu, mem, disk, upload\) differ/);
+    expect(lines.some((l) => /node 0 excluded \(device:/.test(l))).toBe(true);
+    // out of the mask: no decision picks it
+    expect((await targetsOfABatch()).has(0)).toBe(false);
+    const m = await get(a.port, '/metrics');
+    expect(m.text).toMatch(/kais_agent_nodes_excluded\{eap="0"\} 1/);
+
+    await fetch(`${cluster.adminUrl}/fault`, { method: 'PUT', body: JSON.stringify({ node: 0, state: 'ok' }) });
+    await until(() => !nodes().excluded.some((x) => x.node === 0), 15000);
+    expect(nodes().lastEvents.some((e) => e.node === 0 && e.kind === 'readmit' && e.rule === 'device:healthy')).toBe(true);
+  }, 60000);
+
+  it('isolates a node that fails every request (QoS isolation), and the cluster counts what failed nodes refused', async () => {
+    const a = await startAgent({
+      scenario,
+      eap: 0,
+      orchestratorUrl: hub.url,
+      targets: { nodes: cluster.nodeUrls, cloud: cluster.cloudUrl },
+      cacheDir: null,
+      speed: 1,
+      batchMs: 200,
+      deviceFilters: true,
+    });
+    agents.push(a);
+    await until(() => a.runtime.placementVersion === 1);
+    cluster.setFault(0, 'failed');
+    cluster.setFault(1, 'failed');
+    cluster.setFault(2, 'failed');
+    // every edge node refuses: each answer is a 503 retried on the cloud; QoS isolates (the cap: one node of the eAP)
+    const rs = await Promise.all(Array.from({ length: 40 }, () => post(a.port, request)));
+    for (const r of rs) expect([200, 503, 504]).toContain(r.status);
+    await until(() => (a.health().nodes as { excluded: { rule: string }[] }).excluded.some((x) => x.rule === 'qos'), 5000);
+    const f = await (await fetch(`${cluster.adminUrl}/faults`)).json();
+    expect(f.refused).toBeGreaterThan(0);
+    expect(f.states).toEqual(['failed', 'failed', 'failed']);
+  }, 30000);
+});

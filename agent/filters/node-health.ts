@@ -1,0 +1,190 @@
+/**
+ * The agent's node health: the device filters (Sentinel rules, device-filter.ts) on every node's
+ * telemetry samples and QoS isolation (qos-isolation.ts) on the agent's own request outcomes,
+ * merged into one excluded(node) that the context filter masks with (through LocalClusterView).
+ * Every exclusion and re-admission is an event naming the rule and the metrics.
+ *
+ * Device filters, as the simulator runs them (training/sim/telemetry.ts), so what `kais eval
+ * --filters` measures is what the agent does:
+ * - baseline: once every node that reports telemetry has `historySamples` (36) samples, each
+ *   node's baseline is built from the pooled history of the nodes of the same shape (CPU cores and
+ *   memory: "a similar node", as Sentinel says), so a node already failing at start does not teach
+ *   its own baseline that it is normal; until then nodes count as healthy;
+ * - rules: DETECT_DEVICE_FILTER_OPTIONS, the settings `kais detect` measures on labelled data;
+ * - 'faulty' excludes the node at once; 'ambiguous' `ambiguousRun` times in a row too (default:
+ *   never; the learned detector that should decide those runs in the orchestrator, not here);
+ *   a node is re-admitted after `readmitSamples` consecutive 'healthy' verdicts.
+ * QoS isolation: one observation per node and interval (requests, success rate, mean latency of
+ * what this agent sent there), QosIsolation's rules, isolation times and per-eAP cap.
+ *
+ * Pure logic, time passed in: the agent (agent/main.ts) polls telemetry and feeds it.
+ */
+import { TELEMETRY_DIMS, TELEMETRY_METRICS } from '../../shared/node-telemetry';
+import { DETECT_DEVICE_FILTER_OPTIONS, DeviceFilter, baselineFromHistory, type DeviceFilterOptions, type Verdict } from './device-filter';
+import { QosIsolation, type QosIsolationOptions, type QosObservation } from './qos-isolation';
+
+export interface NodeHealthOptions {
+  /** Samples per node pooled into the baselines before the filters start. @defaultValue 36 */
+  historySamples: number;
+  /** Consecutive 'healthy' verdicts that re-admit an excluded node. @defaultValue 5 */
+  readmitSamples: number;
+  /** Consecutive 'ambiguous' verdicts that exclude a node. @defaultValue Infinity */
+  ambiguousRun: number;
+  /** @defaultValue DETECT_DEVICE_FILTER_OPTIONS */
+  rules: Partial<DeviceFilterOptions>;
+  qos: Partial<QosIsolationOptions>;
+}
+
+export interface HealthEvent {
+  timeS: number;
+  node: number;
+  kind: 'exclude' | 'readmit' | 'isolate' | 'suppressed';
+  /** `device:faulty`, `device:ambiguous`, `device:healthy` (re-admission), or a QoS rule (`qos:success-rate`, ...). */
+  rule: string;
+  /** One line naming the metrics. */
+  reason: string;
+}
+
+export class NodeHealth {
+  readonly o: NodeHealthOptions;
+  readonly events: HealthEvent[] = [];
+  private readonly filters: (DeviceFilter | null)[];
+  private readonly history: number[][];
+  private readonly deviceOut: Uint8Array;
+  private readonly ambiguousRun: Int32Array;
+  private readonly healthyRun: Int32Array;
+  private readonly lastVerdict: (Verdict | undefined)[];
+  private readonly reporting: Uint8Array;
+  private readonly qos: QosIsolation;
+  private built = false;
+  /** Verdicts so far, by kind. */
+  readonly verdicts: Record<string, number> = {};
+
+  constructor(
+    /** Shape key per node ("cores/GB"); nodes of one shape share a baseline. */
+    private readonly shapes: readonly string[],
+    /** eAP of each node (the QoS cap is per eAP). */
+    nodeEap: readonly number[],
+    options: Partial<NodeHealthOptions> = {},
+    private readonly log: (e: HealthEvent) => void = () => undefined,
+  ) {
+    this.o = { historySamples: 36, readmitSamples: 5, ambiguousRun: Infinity, rules: DETECT_DEVICE_FILTER_OPTIONS, qos: {}, ...options };
+    if (!Number.isInteger(this.o.historySamples) || this.o.historySamples < 12) throw new TypeError(`NodeHealth historySamples: expected an integer >= 12, got ${this.o.historySamples}`);
+    const N = shapes.length;
+    this.filters = new Array(N).fill(null);
+    this.history = Array.from({ length: N }, () => []);
+    this.deviceOut = new Uint8Array(N);
+    this.ambiguousRun = new Int32Array(N);
+    this.healthyRun = new Int32Array(N);
+    this.lastVerdict = new Array(N).fill(undefined);
+    this.reporting = new Uint8Array(N);
+    this.qos = new QosIsolation(nodeEap, this.o.qos);
+  }
+
+  get numNodes(): number {
+    return this.shapes.length;
+  }
+
+  /** Whether the context filter must leave node n out (device filter or QoS isolation). */
+  excluded(n: number): boolean {
+    return this.deviceOut[n] === 1 || this.qos.isIsolated(n);
+  }
+
+  /** Latest device-filter verdict of node n (undefined: no filter yet). */
+  verdict(n: number): Verdict | undefined {
+    return this.lastVerdict[n];
+  }
+
+  /** Whether the device filters have their baselines (all reporting nodes had historySamples samples). */
+  get started(): boolean {
+    return this.built;
+  }
+
+  /**
+   * A node whose telemetry cannot be read (no endpoint): it no longer holds up the baselines of
+   * the others, and the device filter never excludes it (QoS isolation still can).
+   */
+  silent(n: number): void {
+    this.reporting[n] = 2;
+    this.history[n] = [];
+    this.maybeBuild();
+  }
+
+  /** One telemetry sample of node n ([cpu, mem, disk, upload]) at time nowS. */
+  sample(n: number, x: ArrayLike<number>, nowS: number): void {
+    if (x.length !== TELEMETRY_DIMS) throw new TypeError(`NodeHealth.sample: expected ${TELEMETRY_DIMS} metrics, got ${x.length}`);
+    const f = this.filters[n];
+    if (!f) {
+      this.reporting[n] = 1;
+      const h = this.history[n];
+      for (let d = 0; d < TELEMETRY_DIMS; d++) h.push(x[d]);
+      this.maybeBuild();
+      return;
+    }
+    const v = f.push(x);
+    this.lastVerdict[n] = v;
+    this.verdicts[v] = (this.verdicts[v] ?? 0) + 1;
+    const why = () =>
+      `${Math.round(100 * f.varianceShare)}% of metrics (${TELEMETRY_METRICS.join(', ')}) differ in variance or level (level ${f.levelMax.toFixed(1)} x the history's extreme), correlation change ${f.corrDistance.toFixed(2)}`;
+    if (v === 'faulty' || (v === 'ambiguous' && ++this.ambiguousRun[n] >= this.o.ambiguousRun)) {
+      this.healthyRun[n] = 0;
+      if (this.deviceOut[n] === 0) {
+        this.deviceOut[n] = 1;
+        this.emit({ timeS: nowS, node: n, kind: 'exclude', rule: `device:${v}`, reason: why() });
+      }
+    } else if (v === 'healthy') {
+      this.ambiguousRun[n] = 0;
+      if (this.deviceOut[n] === 1 && ++this.healthyRun[n] >= this.o.readmitSamples) {
+        this.deviceOut[n] = 0;
+        this.healthyRun[n] = 0;
+        this.emit({ timeS: nowS, node: n, kind: 'readmit', rule: 'device:healthy', reason: `${this.o.readmitSamples} healthy windows in a row` });
+      }
+    }
+  }
+
+  /** The agent's own outcomes on node n over its last interval. */
+  observe(n: number, obs: QosObservation, nowS: number): void {
+    for (const e of this.qos.observe(n, obs, nowS)) this.emit({ timeS: e.timeS, node: e.node, kind: e.kind === 'readmit' ? 'readmit' : e.kind, rule: `qos:${e.rule}`, reason: e.reason });
+  }
+
+  /** Advances QoS isolation time (re-admissions). */
+  tick(nowS: number): void {
+    for (const e of this.qos.tick(nowS)) this.emit({ timeS: e.timeS, node: e.node, kind: 'readmit', rule: `qos:${e.rule}`, reason: e.reason });
+  }
+
+  /** Nodes left out now, with the rule that did it. */
+  excludedNow(): { node: number; rule: string }[] {
+    const out: { node: number; rule: string }[] = [];
+    for (let n = 0; n < this.numNodes; n++) {
+      if (this.deviceOut[n] === 1) out.push({ node: n, rule: `device:${this.lastVerdict[n]}` });
+      else if (this.qos.isIsolated(n)) out.push({ node: n, rule: 'qos' });
+    }
+    return out;
+  }
+
+  private emit(e: HealthEvent): void {
+    this.events.push(e);
+    if (this.events.length > 1000) this.events.splice(0, this.events.length - 1000);
+    this.log(e);
+  }
+
+  private maybeBuild(): void {
+    if (this.built) return;
+    const need = this.o.historySamples * TELEMETRY_DIMS;
+    let any = false;
+    for (let n = 0; n < this.numNodes; n++) {
+      if (this.reporting[n] === 2) continue;
+      if (this.history[n].length < need) return; // a node still collecting (or not heard from yet)
+      any = true;
+    }
+    if (!any) return;
+    for (let n = 0; n < this.numNodes; n++) {
+      if (this.reporting[n] !== 1) continue;
+      const pooled: number[] = [];
+      for (let m = 0; m < this.numNodes; m++) if (this.reporting[m] === 1 && this.shapes[m] === this.shapes[n]) pooled.push(...this.history[m]);
+      this.filters[n] = new DeviceFilter(baselineFromHistory(pooled, TELEMETRY_DIMS, this.o.rules), this.o.rules);
+    }
+    for (let n = 0; n < this.numNodes; n++) this.history[n] = [];
+    this.built = true;
+  }
+}

@@ -1,0 +1,119 @@
+/**
+ * Reads every edge node's telemetry for the device filters: `GET <node>/telemetry` ->
+ * `{seq, cpu, mem, disk, upload}` (each a number; the emulated cluster's format, see
+ * orchestrator/emulated-cluster.ts; a real node needs a small exporter that answers it), one node
+ * at a time, spread evenly over each period so the polls never arrive as a burst on the request
+ * path. A new `seq` is one sample for NodeHealth; the same `seq` again is skipped.
+ *
+ * A node that answers 404 has no telemetry endpoint: it is reported silent once and no longer
+ * polled (its device filter never excludes it; QoS isolation still can). A node that cannot be
+ * reached keeps being polled; before the filters have their baselines, `historySamples`
+ * consecutive failures also report it silent, so one dead node cannot hold up the baselines of all
+ * the others. Never throws; every poll has a timeout.
+ */
+import * as http from 'node:http';
+import type { NodeHealth } from './filters/node-health';
+
+export interface TelemetryPollerOptions {
+  nodeUrls: readonly string[];
+  health: NodeHealth;
+  /** Real ms per round over all nodes. @defaultValue 1000 */
+  periodMs?: number;
+  /** Scenario time now (s), for the events. */
+  nowS: () => number;
+  log?: (line: string) => void;
+}
+
+export class TelemetryPoller {
+  private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  private readonly lastSeq: number[];
+  private readonly failures: Int32Array;
+  private readonly silent: Uint8Array;
+  private readonly inFlight: Uint8Array;
+  private timer: NodeJS.Timeout | null = null;
+  private next = 0;
+  /** Samples taken, polls that failed. */
+  readonly stats = { samples: 0, failed: 0 };
+
+  constructor(private readonly o: TelemetryPollerOptions) {
+    const N = o.nodeUrls.length;
+    this.lastSeq = new Array<number>(N).fill(-1);
+    this.failures = new Int32Array(N);
+    this.silent = new Uint8Array(N);
+    this.inFlight = new Uint8Array(N);
+  }
+
+  start(): void {
+    const N = this.o.nodeUrls.length;
+    if (N === 0 || this.timer) return;
+    const stepMs = Math.max(1, (this.o.periodMs ?? 1000) / N);
+    this.timer = setInterval(() => this.pollNext(), stepMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    this.agent.destroy();
+  }
+
+  private pollNext(): void {
+    const N = this.o.nodeUrls.length;
+    for (let k = 0; k < N; k++) {
+      const n = this.next;
+      this.next = (this.next + 1) % N;
+      if (this.silent[n] === 0 && this.inFlight[n] === 0) {
+        this.poll(n);
+        return;
+      }
+    }
+  }
+
+  private poll(n: number): void {
+    this.inFlight[n] = 1;
+    let done = false;
+    const finish = (body: Record<string, unknown> | 'missing' | null) => {
+      if (done) return;
+      done = true;
+      this.inFlight[n] = 0;
+      if (body === 'missing') {
+        this.silent[n] = 1;
+        this.o.health.silent(n);
+        this.o.log?.(`node ${n} has no /telemetry (404): its device filter is off`);
+        return;
+      }
+      const x = body && [body.cpu, body.mem, body.disk, body.upload];
+      if (!body || !x!.every((v) => typeof v === 'number' && Number.isFinite(v)) || typeof body.seq !== 'number') {
+        this.stats.failed++;
+        if (++this.failures[n] >= this.o.health.o.historySamples && !this.o.health.started) {
+          this.silent[n] = 1;
+          this.o.health.silent(n);
+          this.o.log?.(`node ${n}: no telemetry in ${this.failures[n]} polls; the other nodes' filters start without it`);
+        }
+        return;
+      }
+      this.failures[n] = 0;
+      if (body.seq === this.lastSeq[n]) return;
+      this.lastSeq[n] = body.seq;
+      this.stats.samples++;
+      this.o.health.sample(n, x as number[], this.o.nowS());
+    };
+    const req = http.get(`${this.o.nodeUrls[n]}/telemetry`, { agent: this.agent, timeout: this.o.periodMs ?? 1000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', () => finish(null));
+      res.on('end', () => {
+        if (res.statusCode === 404) return finish('missing');
+        if (res.statusCode !== 200) return finish(null);
+        try {
+          const b = JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
+          finish(typeof b === 'object' && b !== null ? (b as Record<string, unknown>) : null);
+        } catch {
+          finish(null);
+        }
+      });
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => finish(null));
+  }
+}
