@@ -39,6 +39,7 @@ export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknow
           filtersStarted: s.nodeHealth.started,
           excluded: s.nodeHealth.excludedNow(),
           verdicts: { ...s.nodeHealth.verdicts },
+          events: s.nodeHealth.eventCounts(),
           lastEvents: s.nodeHealth.events.slice(-10),
         }
       : null,

@@ -162,7 +162,15 @@ export class NodeHealth {
     return out;
   }
 
+  /** Events so far by kind (all of them; `events` keeps the last 1000). */
+  eventCounts(): Record<HealthEvent['kind'], number> {
+    return { ...this.counts };
+  }
+
+  private readonly counts: Record<HealthEvent['kind'], number> = { exclude: 0, readmit: 0, isolate: 0, suppressed: 0 };
+
   private emit(e: HealthEvent): void {
+    this.counts[e.kind]++;
     this.events.push(e);
     if (this.events.length > 1000) this.events.splice(0, this.events.length - 1000);
     this.log(e);

@@ -15,6 +15,11 @@
  * reasons: target full, timeout, expired in the queue...) or `unanswered` (no HTTP answer at all:
  * connection error, or still open when the generator gave up). sent = the sum of the four.
  *
+ * `--faults k` plays k node failures (seeded nodes and times after the first 70 s of scenario time:
+ * 20 s of abnormal telemetry, then 30 s down) and reports what the failed nodes refused or held
+ * and how often the agents excluded a node; `--no-device-filters` runs the agents without their
+ * device filters and QoS isolation, for the comparison.
+ *
  * If the orchestrator process dies during the run (a crash, or SIGKILL from a test: its pid is on
  * stderr), it is restarted on the same port with the same SQLite file after 1 s
  * (`--no-restart-orchestrator` turns that off); agents keep dispatching meanwhile.
@@ -31,6 +36,8 @@ import { UsageError } from '../../shared/errors';
 import { loadScenario, scenarioWithSlot, topologyOf, type Scenario } from '../../shared/scenario';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../workload';
 import { checkpointHead, defaultModelPath } from './checkpoint';
+import type { FaultPlan } from '../../orchestrator/emulated-cluster';
+import { Rng } from '../../shared/rng';
 
 interface UpArgs {
   duration: number;
@@ -48,6 +55,8 @@ interface UpArgs {
   learn: boolean;
   learnBatch: number;
   explore: number;
+  faults: number;
+  deviceFilters: boolean;
 }
 
 export interface EapSummary {
@@ -98,6 +107,12 @@ export interface UpSummary {
   loadAverage1m: number;
   cpus: number;
   refusedReasons: Record<string, number>;
+  /**
+   * Node failures played (`--faults`) and what they cost: requests the failed nodes refused or held
+   * when they failed (the agents retry those on the cloud while their deadline allows), and the
+   * agents' node exclusions (device filters and QoS isolation; `deviceFilters` says whether on).
+   */
+  faults: { planned: FaultPlan[]; deviceFilters: boolean; refusedByFailedNodes: number; lostOnFailedNodes: number; exclusions: number } | null;
   meanLatencyMs: number;
   p99LatencyMs: number;
   perEap: EapSummary[];
@@ -190,6 +205,30 @@ function getJson(url: string, timeoutMs = 2000): Promise<Record<string, unknown>
   });
 }
 
+/** Scenario seconds before the first failure: the device filters pool 36 s of history, then need a 12-sample window. */
+const FIRST_FAULT_S = 70;
+
+/**
+ * `count` node failures on distinct seeded nodes at seeded times in [70 s, end - 10 s] of scenario
+ * time, each with 20 s of abnormal telemetry before and 30 s down (the simulator's precursor).
+ */
+export function planFaults(count: number, scenarioS: number, numNodes: number, seed: number): FaultPlan[] {
+  if (count === 0) return [];
+  if (scenarioS < FIRST_FAULT_S + 10) {
+    throw new UsageError(`--faults: needs --duration x --speed of at least ${FIRST_FAULT_S + 10} s (the device filters learn each node's baseline in the first 36 s), got ${scenarioS}`);
+  }
+  const rng = Rng.derive(seed, 'up/faults');
+  const nodes = Array.from({ length: numNodes }, (_, n) => n);
+  for (let i = nodes.length - 1; i > 0; i--) {
+    const j = rng.int(i + 1);
+    [nodes[i], nodes[j]] = [nodes[j], nodes[i]];
+  }
+  return nodes
+    .slice(0, count)
+    .map((node) => ({ node, atS: Math.round(FIRST_FAULT_S + rng.next() * (scenarioS - 10 - FIRST_FAULT_S)), precursorS: 20, downS: 30 }))
+    .sort((x, y) => x.atS - y.atS);
+}
+
 export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpSummary> {
   const scenario: Scenario = loadScenario(a.scenario);
   if (!(a.duration > 0) || !Number.isFinite(a.duration)) throw new UsageError(`--duration: must be a positive number of seconds, got ${a.duration}`);
@@ -200,8 +239,10 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   if (!Number.isInteger(a.learnBatch) || a.learnBatch < 1) throw new UsageError(`--learn-batch: must be a positive integer, got ${a.learnBatch}`);
   if (a.checkpoint && !fs.existsSync(a.checkpoint)) throw new UsageError(`--checkpoint: ${a.checkpoint} does not exist`);
   const topo = topologyOf(scenario);
-  // The weights frame does not say which actor head the weights were trained with; the agents
-  // are told here from the checkpoint's config (protocol change requested: carry it in `weights`).
+  if (!Number.isInteger(a.faults) || a.faults < 0 || a.faults > topo.numNodes) throw new UsageError(`--faults: must be an integer in 0..${topo.numNodes}, got ${a.faults}`);
+  const faultPlan = planFaults(a.faults, a.duration * a.speed, topo.numNodes, a.seed);
+  // The orchestrator's weights frames carry the actor head; agents are also told it (--actor-head)
+  // for a stored model published before heads were carried.
   // without --checkpoint, the learned policy the project ships for the scenario, when there is one
   let checkpoint = a.checkpoint;
   if (!checkpoint) {
@@ -243,7 +284,12 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
 
   try {
     // 1. emulated cluster
-    const node = new Child('node', ['node', '--scenario', a.scenario, '--speed', String(a.speed)], a.verbose, () => undefined);
+    const node = new Child(
+      'node',
+      ['node', '--scenario', a.scenario, '--speed', String(a.speed), '--seed', String(a.seed), ...(faultPlan.length > 0 ? ['--faults', JSON.stringify(faultPlan)] : [])],
+      a.verbose,
+      () => undefined,
+    );
     children.push(node);
     const nodeReady = await node.ready;
     log(`emulated cluster pid=${node.pid} admin=${String(nodeReady.admin)}`);
@@ -317,6 +363,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
           actorHead,
           '--explore',
           String(learning ? a.explore : 0),
+          ...(a.deviceFilters ? [] : ['--no-device-filters']),
         ],
         a.verbose,
         () => undefined,
@@ -428,6 +475,11 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     }
     const hs = await health();
     httpAgents.forEach((h) => h.destroy());
+    const losses = faultPlan.length > 0 ? ((await getJson(`${String(nodeReady.admin)}/faults`)) as { refused: number; lostOnFailure: number } | null) : null;
+    const exclusions = hs.reduce((sum, h) => {
+      const ev = ((h as Record<string, unknown> | null)?.nodes as { events?: Record<string, number> } | null)?.events;
+      return sum + (ev ? (ev.exclude ?? 0) + (ev.isolate ?? 0) : 0);
+    }, 0);
 
     const answered = total.completedInTime + total.late;
     latencies.sort((x, y) => x - y);
@@ -466,6 +518,10 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       loadAverage1m: +os.loadavg()[0].toFixed(2),
       cpus: os.cpus().length,
       refusedReasons: reasons,
+      faults:
+        faultPlan.length > 0
+          ? { planned: faultPlan, deviceFilters: a.deviceFilters, refusedByFailedNodes: losses?.refused ?? -1, lostOnFailedNodes: losses?.lostOnFailure ?? -1, exclusions }
+          : null,
       meanLatencyMs: answered > 0 ? latencies.reduce((s, x) => s + x, 0) / latencies.length : 0,
       p99LatencyMs: latencies.length > 0 ? latencies[Math.min(latencies.length - 1, Math.floor(0.99 * latencies.length))] : 0,
       perEap,
@@ -551,6 +607,8 @@ export const upCommand: CommandModule<object, UpArgs> = {
       .option('learn-batch', { type: 'number', default: 512, describe: 'explored decisions per online update' })
       .option('explore', { type: 'number', default: 0.25, describe: 'share of decisions the agents draw from the policy while the orchestrator learns (0..1)' })
       .option('restart-orchestrator', { type: 'boolean', default: true, describe: 'restart the orchestrator if it dies' })
+      .option('faults', { type: 'number', default: 0, describe: 'node failures to play (seeded nodes and times after the first 70 s of scenario time; 20 s of abnormal telemetry, then 30 s down)' })
+      .option('device-filters', { type: 'boolean', default: true, describe: 'agents run the device filters and QoS isolation (--no-device-filters: off)' })
       .option('verbose', { type: 'boolean', default: false, describe: "forward the processes' logs to stderr" }) as unknown as Argv<UpArgs>,
   handler: async (argv: ArgumentsCamelCase<UpArgs>) => {
     const s = await runUp(argv, (line) => process.stderr.write(`kais up: ${line}\n`));
