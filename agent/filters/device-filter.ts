@@ -40,6 +40,19 @@
  *   rules fire but rule 1 only weakly is 'ambiguous' (the learned stage decides), so what the rules
  *   mask on their own is high-precision evidence.
  *
+ * Single-metric routing (`thetaS`, default Infinity = off; `kais detect` and the simulator use 4):
+ *   rule 1 needs beta of the dimensions to differ, so with ~30 metrics a short incident that moves
+ *   one or two metrics a lot (a spike on one disk or swap metric) is 'healthy' and never reaches
+ *   the learned stage. With a finite thetaS, a window the rules would call 'healthy' is
+ *   'ambiguous' when some dimension's variance difference is beyond thetaS x that dimension's own
+ *   most extreme healthy excursion:
+ *       |var_w(n) - var_b(n)| / varTol(n) > thetaS
+ *   varTol(n) = the 99.9% quantile of |var - var_b| over the history's own windows (floored at 1,
+ *   like levelTol), so the threshold is per node and label-free. Variance only, not the level: a
+ *   slow drift also leaves the history's level range but is not a short incident (level evidence
+ *   already enters rule 1). It never makes a window 'faulty' (the rules' flags are unchanged), and
+ *   with few dimensions (N = 4 at beta 0.1 / 0.2: one metric is enough for rule 1) it adds nothing.
+ *
  * Constant columns (no NaN may decide anything): a dimension whose standardised window standard
  * deviation is below `flatStd` is "flat" in that window; its correlations with every other
  * dimension are taken as 0 (never 0/0). Its variance (0) is still compared on the variance rule,
@@ -88,6 +101,10 @@ export interface DeviceFilterOptions {
   thetaM: number;
   /** Rule 1 must also fire at faultyMargin x (thetaV, thetaM) for 'faulty'. Default 1. */
   faultyMargin: number;
+  /** Single-metric routing (module comment): a window the rules would call 'healthy' is
+   *  'ambiguous' when one metric's variance difference is beyond thetaS x its own history extreme.
+   *  Default Infinity (off). */
+  thetaS: number;
 }
 
 export const DEFAULT_DEVICE_FILTER_OPTIONS: Readonly<DeviceFilterOptions> = Object.freeze({
@@ -100,12 +117,14 @@ export const DEFAULT_DEVICE_FILTER_OPTIONS: Readonly<DeviceFilterOptions> = Obje
   refreshRate: 0.001,
   thetaM: Infinity,
   faultyMargin: 1,
+  thetaS: Infinity,
 });
 
 /**
  * The rule settings measured on labelled server data by `kais detect` (docs/detect.md): the variance
  * threshold and share for ~30 live SMD metrics, Sentinel's thetaR, level evidence at 2 history
- * extremes and 'faulty' only at 2x rule 1's thresholds. `kais detect` (training/jobs/detect.ts) and
+ * extremes, 'faulty' only at 2x rule 1's thresholds, and single-metric routing at 4 history
+ * extremes (chosen in every leave-one-machine-out fold from off / 2 / 4). `kais detect` (training/jobs/detect.ts) and
  * the simulator's telemetry loop (training/sim/telemetry.ts) both use these, so the simulator runs
  * the rules whose precision is measured. DEFAULT_DEVICE_FILTER_OPTIONS stay Sentinel's literal ones.
  */
@@ -115,6 +134,7 @@ export const DETECT_DEVICE_FILTER_OPTIONS: Readonly<Partial<DeviceFilterOptions>
   thetaR: 0.4,
   thetaM: 2,
   faultyMargin: 2,
+  thetaS: 4,
 });
 
 /** Summary of healthy behaviour that windows are compared with. All arrays are owned copies. */
@@ -132,6 +152,9 @@ export interface Baseline {
   /** Per-dimension level tolerance: 99.9% quantile of |window mean - level| / scale over the
    *  history's windows, floored at 1. [N] */
   levelTol?: Float64Array;
+  /** Per-dimension variance tolerance: 99.9% quantile of |window variance - variance| over the
+   *  history's windows (standardised), floored at 1. [N] Absent: single-metric routing off. */
+  varTol?: Float64Array;
 }
 
 /** Both rule statistics and the verdict of one window, as numbers for inspection and tests. */
@@ -147,6 +170,8 @@ export interface WindowScore {
   /** Rule 1 also fires at faultyMargin x its thresholds. */
   strongFired: boolean;
   corrFired: boolean;
+  /** Largest single-metric statistic |var_w - var_b| / varTol over the dimensions (0 when thetaS is off). */
+  singleMax: number;
 }
 
 export function resolveDeviceFilterOptions(o: Partial<DeviceFilterOptions> = {}): DeviceFilterOptions {
@@ -163,6 +188,7 @@ export function resolveDeviceFilterOptions(o: Partial<DeviceFilterOptions> = {})
   check('refreshRate', r.refreshRate >= 0 && r.refreshRate <= 1);
   check('thetaM', r.thetaM >= 0); // Infinity allowed (off)
   check('faultyMargin', Number.isFinite(r.faultyMargin) && r.faultyMargin >= 1);
+  check('thetaS', r.thetaS > 0); // Infinity allowed (off)
   return r;
 }
 
@@ -218,6 +244,7 @@ function withDefaults(o: Partial<DeviceFilterOptions>): DeviceFilterOptions {
     refreshRate: o.refreshRate ?? DEFAULT_DEVICE_FILTER_OPTIONS.refreshRate,
     thetaM: o.thetaM ?? DEFAULT_DEVICE_FILTER_OPTIONS.thetaM,
     faultyMargin: o.faultyMargin ?? DEFAULT_DEVICE_FILTER_OPTIONS.faultyMargin,
+    thetaS: o.thetaS ?? DEFAULT_DEVICE_FILTER_OPTIONS.thetaS,
   };
 }
 
@@ -233,6 +260,8 @@ function scoreRing(
   const N = b.dims;
   const { mean, std, variance, unit, flat, corr } = s;
   const useLevel = o.thetaM !== Infinity && b.level !== undefined && b.levelTol !== undefined;
+  const useSingle = o.thetaS !== Infinity && b.varTol !== undefined;
+  let singleMax = 0;
   const k = o.faultyMargin;
   let differing = 0;
   let strong = 0;
@@ -268,6 +297,10 @@ function scoreRing(
     if (useLevel) {
       z = (Math.abs(m - b.level![n]) * inv) / b.levelTol![n];
       if (z > levelMax) levelMax = z;
+    }
+    if (useSingle) {
+      const zv = dv / b.varTol![n];
+      if (zv > singleMax) singleMax = zv;
     }
     if (dv > o.thetaV || z > o.thetaM) differing++;
     if (dv > k * o.thetaV || z > k * o.thetaM) strong++;
@@ -315,8 +348,9 @@ function scoreRing(
     corrDistance = Math.sqrt((2 * sum2) / (N * (N - 1)));
   }
   const corrFired = corrDistance > o.thetaR;
-  const verdict = varianceFired && corrFired && strongFired ? 'faulty' : varianceFired || corrFired ? 'ambiguous' : 'healthy';
-  return { verdict, varianceShare, corrDistance, levelMax, varianceFired, corrFired, strongFired };
+  const verdict =
+    varianceFired && corrFired && strongFired ? 'faulty' : varianceFired || corrFired || (useSingle && singleMax > o.thetaS) ? 'ambiguous' : 'healthy';
+  return { verdict, varianceShare, corrDistance, levelMax, varianceFired, corrFired, strongFired, singleMax };
 }
 
 /** Window correlation matrix into `out` (row-major [N*N], diagonal 1, flat dims correlate 0). */
@@ -395,6 +429,13 @@ export function baselineFromHistory(
   });
   const variance = new Float64Array(dims);
   for (let n = 0; n < dims; n++) variance[n] = median(vars[n]);
+  // varTol = 99.9% quantile of the windows' |variance - typical variance| (floored at 1): the
+  // node's own most extreme healthy variance excursion, per metric (single-metric routing)
+  const varTol = new Float64Array(dims);
+  for (let n = 0; n < dims; n++) {
+    const dv = Float64Array.from(vars[n], (v) => Math.abs(v - variance[n])).sort();
+    varTol[n] = Math.max(1, dv[Math.min(dv.length - 1, Math.floor(0.999 * (dv.length - 1)))]);
+  }
   // level = median of the history; levelTol = 99.9% quantile of the windows' standardised distance
   // from it (floored at 1): the node's own most extreme healthy level excursion
   const level = new Float64Array(dims);
@@ -406,7 +447,7 @@ export function baselineFromHistory(
     const z = Float64Array.from(means[n], (m) => Math.abs(m - level[n]) / scale[n]).sort();
     levelTol[n] = Math.max(1, z[Math.min(z.length - 1, Math.floor(0.999 * (z.length - 1)))]);
   }
-  return { dims, scale, variance, corr, level, levelTol };
+  return { dims, scale, variance, corr, level, levelTol, varTol };
 }
 
 /** Baseline from exactly one healthy window [T][N] (Sentinel's literal "baseline window"). */
@@ -439,6 +480,7 @@ export class DeviceFilter {
   varianceShare = 0;
   corrDistance = 0;
   levelMax = 0;
+  singleMax = 0;
 
   constructor(baseline: Baseline, options: Partial<DeviceFilterOptions> = {}) {
     this.options = resolveDeviceFilterOptions(options);
@@ -448,7 +490,8 @@ export class DeviceFilter {
       baseline.variance.length !== N ||
       baseline.corr.length !== N * N ||
       (baseline.level !== undefined && baseline.level.length !== N) ||
-      (baseline.levelTol !== undefined && baseline.levelTol.length !== N)
+      (baseline.levelTol !== undefined && baseline.levelTol.length !== N) ||
+      (baseline.varTol !== undefined && baseline.varTol.length !== N)
     ) {
       throw new TypeError(`DeviceFilter baseline: arrays do not match dims=${N}`);
     }
@@ -460,6 +503,7 @@ export class DeviceFilter {
       corr: Float64Array.from(baseline.corr),
       level: baseline.level ? Float64Array.from(baseline.level) : undefined,
       levelTol: baseline.levelTol ? Float64Array.from(baseline.levelTol) : undefined,
+      varTol: baseline.varTol ? Float64Array.from(baseline.varTol) : undefined,
     };
     this.ring = new Float64Array(this.options.windowSize * N);
     this.last = new Float64Array(N);
@@ -495,6 +539,7 @@ export class DeviceFilter {
     this.varianceShare = s.varianceShare;
     this.corrDistance = s.corrDistance;
     this.levelMax = s.levelMax;
+    this.singleMax = s.singleMax;
     if (s.verdict === 'healthy' && this.options.refreshRate > 0) this.refresh();
     return s.verdict;
   }

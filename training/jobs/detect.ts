@@ -466,6 +466,8 @@ export interface LomoConfig {
   thetaV: number;
   beta: number;
   faultyMargin: number;
+  /** Single-metric routing multiple (Infinity: off; JSON prints it as null). */
+  thetaS: number;
   eta: number;
 }
 
@@ -475,6 +477,7 @@ export const LOMO_GRID = Object.freeze({
   thetaV: [0.4, 1, 2],
   beta: [0.1, 0.2],
   faultyMargin: [1.5, 2],
+  thetaS: [Infinity, 2, 4],
   eta: [0, 0.3],
 });
 
@@ -539,7 +542,8 @@ export async function runLomo(o: DetectOptions): Promise<{ folds: LomoFold[]; po
   for (const thetaM of LOMO_GRID.thetaM)
     for (const thetaV of LOMO_GRID.thetaV)
       for (const beta of LOMO_GRID.beta)
-        for (const faultyMargin of LOMO_GRID.faultyMargin) for (const eta of LOMO_GRID.eta) configs.push({ thetaM, thetaV, beta, faultyMargin, eta });
+        for (const faultyMargin of LOMO_GRID.faultyMargin)
+          for (const thetaS of LOMO_GRID.thetaS) for (const eta of LOMO_GRID.eta) configs.push({ thetaM, thetaV, beta, faultyMargin, thetaS, eta });
   const counts: GridCounts[][] = []; // [entity][config]
   for (const e of entities) {
     const T = o.rules.windowSize ?? 12;
@@ -552,10 +556,10 @@ export async function runLomo(o: DetectOptions): Promise<{ folds: LomoFold[]; po
     const row: GridCounts[] = [];
     const verdictCache = new Map<string, Verdict[]>();
     for (const c of configs) {
-      const key = `${c.thetaM}/${c.thetaV}/${c.beta}/${c.faultyMargin}`;
+      const key = `${c.thetaM}/${c.thetaV}/${c.beta}/${c.faultyMargin}/${c.thetaS}`;
       let verdicts = verdictCache.get(key);
       if (!verdicts) {
-        verdicts = runRules(e, dims, { ...DETECT_RULE_DEFAULTS, ...o.rules, thetaM: c.thetaM, thetaV: c.thetaV, beta: c.beta, faultyMargin: c.faultyMargin }).verdicts;
+        verdicts = runRules(e, dims, { ...DETECT_RULE_DEFAULTS, ...o.rules, thetaM: c.thetaM, thetaV: c.thetaV, beta: c.beta, faultyMargin: c.faultyMargin, thetaS: c.thetaS }).verdicts;
         verdictCache.set(key, verdicts);
       }
       const learned = learnedBy.get(c.eta)!;
@@ -602,12 +606,12 @@ export async function runLomo(o: DetectOptions): Promise<{ folds: LomoFold[]; po
 
 function lomoTable(r: { folds: LomoFold[]; pooled: LomoFold }): string {
   const f = (x: number): string => x.toFixed(3);
-  const out = ['held out                      chosen (thetaM thetaV beta margin eta)   rules P / R / flagged / decided   learned F1 / PA   two-stage P / R / F1 / PA'];
+  const out = ['held out                      chosen (thetaM thetaV beta margin thetaS eta) rules P / R / flagged / decided   learned F1 / PA   two-stage P / R / F1 / PA'];
   for (const x of [...r.folds, r.pooled]) {
     const c = x.chosen;
     const s = x.stages;
     out.push(
-      `${x.heldOut.slice(0, 29).padEnd(29)} ${(x === r.pooled ? '(per fold)' : `${c.thetaM} ${c.thetaV} ${c.beta} ${c.faultyMargin} ${c.eta}`).padEnd(40)} ` +
+      `${x.heldOut.slice(0, 29).padEnd(29)} ${(x === r.pooled ? '(per fold)' : `${c.thetaM} ${c.thetaV} ${c.beta} ${c.faultyMargin} ${c.thetaS === Infinity ? 'off' : c.thetaS} ${c.eta}`).padEnd(44)} ` +
         `${f(s.rules.precision)} / ${f(s.rules.recall)} / ${x.rulesFlagged} / ${f(x.rulesDecidedShare)}   ${f(s.learned.f1)} / ${f(s.learned.f1PointAdjusted)}   ` +
         `${f(s.twoStage.precision)} / ${f(s.twoStage.recall)} / ${f(s.twoStage.f1)} / ${f(s.twoStage.f1PointAdjusted)}`,
     );
@@ -663,6 +667,7 @@ interface DetectArgs {
   steps?: number;
   'theta-m'?: number;
   'faulty-margin'?: number;
+  'theta-s'?: number;
   lomo: boolean;
 }
 
@@ -682,6 +687,7 @@ export const detectCommand: CommandModule<object, DetectArgs> = {
       .option('beta', { type: 'number', describe: `share of dimensions for rule 1 (default ${DETECT_RULE_DEFAULTS.beta})` })
       .option('theta-m', { type: 'number', describe: `level-shift threshold, in units of the history's own extreme (default ${DETECT_RULE_DEFAULTS.thetaM})` })
       .option('faulty-margin', { type: 'number', describe: `rule 1 must fire at this multiple of its thresholds for faulty (default ${DETECT_RULE_DEFAULTS.faultyMargin})` })
+      .option('theta-s', { type: 'number', describe: `single-metric routing: 'healthy' becomes 'ambiguous' when one metric's window variance is beyond this multiple of its own history extreme (default ${DETECT_RULE_DEFAULTS.thetaS}; Infinity = off)` })
       .option('eta', { type: 'number', describe: `learned threshold on the normalised score (default ${DETECT_ETA})` })
       .option('lomo', { type: 'boolean', default: false, describe: 'leave-one-entity-out check: tune rules and eta on the others, measure on each' })
       .option('steps', { type: 'number', describe: 'learned detector training steps per entity (default 120)' }) as unknown as Argv<DetectArgs>,
@@ -692,6 +698,10 @@ export const detectCommand: CommandModule<object, DetectArgs> = {
     if (a.beta !== undefined) rules.beta = a.beta;
     if (a['theta-m'] !== undefined) rules.thetaM = a['theta-m'];
     if (a['faulty-margin'] !== undefined) rules.faultyMargin = a['faulty-margin'];
+    if (a['theta-s'] !== undefined) {
+      if (!(a['theta-s'] > 0)) throw new UsageError(`--theta-s ${a['theta-s']}: expected a number > 0 (Infinity = off)`);
+      rules.thetaS = a['theta-s'];
+    }
     const learned: Partial<VgruOptions> = {};
     if (a.eta !== undefined) learned.eta = a.eta;
     if (a.steps !== undefined) learned.steps = a.steps;

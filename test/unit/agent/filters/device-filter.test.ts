@@ -54,6 +54,57 @@ describe('DeviceFilter', () => {
     expect(strict.verdict).toBe('ambiguous');
   });
 
+  it('routes a window where one of many metrics spikes far beyond its own history to the learned stage (thetaS)', () => {
+    // 20 metrics driven by one load factor: one metric jumping for 3 rows moves 1 of 20 (< beta),
+    // and the correlations of the other 19 stay, so without thetaS the window is healthy
+    const M = 20;
+    const rows = (n: number, seed: number): Float64Array => {
+      const rng = new Rng(seed);
+      const out = new Float64Array(n * M);
+      let load = 0;
+      for (let r = 0; r < n; r++) {
+        load = 0.9 * load + rng.normal() * 0.3;
+        for (let m = 0; m < M; m++) out[r * M + m] = 0.5 + 0.1 * load + 0.02 * rng.normal();
+      }
+      return out;
+    };
+    const base = baselineFromHistory(rows(3000, 31), M);
+    expect(Array.from(base.varTol!).every((x) => x >= 1 && Number.isFinite(x))).toBe(true);
+    const quiet = rows(T, 33);
+    const spiky = Float64Array.from(quiet);
+    for (let r = 8; r < 11; r++) spiky[r * M + 3] += 30 * base.scale[3];
+    const opts = { thetaV: 1, beta: 0.2, thetaM: 2, faultyMargin: 2 };
+    expect(scoreWindow(spiky, base, opts).verdict).toBe('healthy');
+    const on = scoreWindow(spiky, base, { ...opts, thetaS: 4 });
+    expect(on.singleMax).toBeGreaterThan(4);
+    expect(on.verdict).toBe('ambiguous');
+    // a quiet window stays healthy, and the streaming filter gives the same verdicts
+    expect(scoreWindow(quiet, base, { ...opts, thetaS: 4 }).verdict).toBe('healthy');
+    const f = new DeviceFilter(base, { ...opts, thetaS: 4 });
+    let v: Verdict = 'warming';
+    for (let r = 0; r < T; r++) v = f.push(Array.from(spiky.subarray(r * M, (r + 1) * M)));
+    expect(v).toBe('ambiguous');
+    expect(f.singleMax).toBeCloseTo(on.singleMax, 9);
+  });
+
+  it('single-metric routing never adds a faulty verdict, and off (Infinity) changes nothing', () => {
+    const rng = new Rng(8);
+    const data = healthyRows(400, 17);
+    for (let r = 200; r < 260; r++) for (let n = 0; n < N; n++) data[r * N + n] *= 1 + 0.8 * rng.normal();
+    const run = (o: object): Verdict[] => {
+      const f = new DeviceFilter(baseline, o);
+      return rowsOf(data).map((s) => f.push(s));
+    };
+    const plain = run({ thetaM: 2, faultyMargin: 2 });
+    expect(run({ thetaM: 2, faultyMargin: 2, thetaS: Infinity })).toEqual(plain);
+    const routed = run({ thetaM: 2, faultyMargin: 2, thetaS: 2 });
+    routed.forEach((v, i) => {
+      if (v === 'faulty') expect(plain[i]).toBe('faulty');
+      if (plain[i] !== 'healthy') expect(v).toBe(plain[i]);
+    });
+    expect(() => new DeviceFilter(baseline, { thetaS: 0 })).toThrow(/thetaS/);
+  });
+
   it('warms up for T - 1 samples, then calls healthy data healthy most of the time and never faulty', () => {
     const f = new DeviceFilter(baseline);
     const verdicts: Verdict[] = rowsOf(healthyRows(600, 7)).map((s) => f.push(s));

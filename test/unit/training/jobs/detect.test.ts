@@ -3,7 +3,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import * as zlib from 'zlib';
-import { countConfusion, lomoObjective, metricsOf, readInput, runDetect, runLomo, windowLabels, type DetectOptions, type GridCounts } from '../../../../training/jobs/detect';
+import { LOMO_GRID, countConfusion, lomoObjective, metricsOf, readInput, runDetect, runLomo, windowLabels, type DetectOptions, type GridCounts } from '../../../../training/jobs/detect';
 import { UsageError } from '../../../../shared/errors';
 import { Rng } from '../../../../shared/rng';
 import { loadBackend } from '../../../../shared/tf-backend';
@@ -145,6 +145,8 @@ describe('runDetect', () => {
     expect(r.folds.map((f) => f.heldOut)).toEqual(['node-a', 'node-b']);
     expect(r.pooled.windows).toBe(2 * (500 - 11));
     for (const f of r.folds) expect(f.stages.twoStage.f1PointAdjusted).toBeGreaterThan(0.5);
+    // single-metric routing is part of the grid (off = Infinity or a multiple of the history extreme)
+    for (const f of r.folds) expect(LOMO_GRID.thetaS).toContain(f.chosen.thetaS);
   });
 
   it('runs on a NAB-style folder, using the first 15% of each series as history', async () => {
@@ -189,6 +191,13 @@ const cli = path.join(ROOT, 'dist', 'kais.js');
     expect(r.status).toBe(2);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toMatch(/\/no\/such\/folder/);
+  });
+
+  it('exits 2 with one line naming --theta-s when it is not above 0', () => {
+    const r = run('--input', makeSmdFolder(), '--theta-s', '0');
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/--theta-s 0/);
   });
 
   it('exits 2 with one line naming the file and line of a bad row', () => {
