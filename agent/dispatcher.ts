@@ -164,6 +164,7 @@ export class Dispatcher {
   private nextId = 0;
   private experience: Transition[] = [];
   private interval = new Map<number, TargetInterval>();
+  private health = new Map<number, { served: number; failed: number }>();
   private idleWaiters: (() => void)[] = [];
 
   constructor(o: DispatcherOptions) {
@@ -475,11 +476,43 @@ export class Dispatcher {
       outcome = await this.proxy.forward(url, w, work, Math.max(1, timeoutMs), ttlMs);
       if (outcome.kind === 'served') await sleep((view.returnS(view.eap, target) * 1000) / speed);
     } finally {
+      this.countHealth(target, outcome);
       const procS = outcome.kind === 'served' && outcome.procMs !== null ? (outcome.procMs / 1000) * speed : null;
       view.onDone(target, w, procS, outcome.kind === 'served' || outcome.kind === 'refused' ? outcome : null);
       if (outcome.kind === 'unreachable') view.markUnreachable(target);
     }
     return outcome;
+  }
+
+  /**
+   * QoS isolation's view of a node: served answers and failures. A failure is a node that did not
+   * answer (unreachable, timeout) or refused for a reason of its own ('node failed', a 500...). A
+   * refusal that carries the node's load report ('full', 'expired at node') is admission control
+   * working, and 'no replica' / 'replica removed' is placement: neither counts, so a busy node is
+   * never isolated for being busy (the context filter already routes around its queue).
+   */
+  private countHealth(target: number, outcome: ProxyOutcome): void {
+    if (target >= this.view.numNodes) return;
+    let failed: boolean;
+    if (outcome.kind === 'served') failed = false;
+    else if (outcome.kind === 'refused') {
+      if (outcome.waiting !== null || /^(no replica|replica removed)/.test(outcome.reason)) return;
+      failed = true;
+    } else failed = true;
+    let c = this.health.get(target);
+    if (!c) {
+      c = { served: 0, failed: 0 };
+      this.health.set(target, c);
+    }
+    if (failed) c.failed++;
+    else c.served++;
+  }
+
+  /** Per node since the last call: answers served and failures (see countHealth), nodes with any. */
+  takeNodeOutcomes(): { node: number; served: number; failed: number }[] {
+    const out = [...this.health].map(([node, c]) => ({ node, ...c }));
+    this.health = new Map();
+    return out.sort((a, b) => a.node - b.node);
   }
 
   private answer(p: Pending, r: DispatchResult): void {

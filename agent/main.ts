@@ -91,7 +91,9 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     const health = new NodeHealth(
       nodes.map((n) => `${n.cpuCores}/${n.memGB}`),
       topologyOf(o.scenario).nodeEap,
-      {},
+      // QoS on failures only (Dispatcher.countHealth): latency at the eAP is mostly queueing, i.e.
+      // load, which the context filter handles; isolating busy nodes would shed capacity under load
+      { qos: { maxLatencyMs: Number.MAX_VALUE } },
       (e) => log(`node ${e.node} ${e.kind === 'readmit' ? 're-admitted' : e.kind === 'exclude' || e.kind === 'isolate' ? 'excluded' : 'not isolated'} (${e.rule}): ${e.reason}`),
     );
     nodeHealth = health;
@@ -223,9 +225,9 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     const samples = dispatcher.takeTelemetry(intervalS);
     if (nodeHealth) {
       const nowS = view.nowS();
-      for (const x of samples) {
-        if (x.node >= nodeHealth.numNodes || x.requests === 0) continue;
-        nodeHealth.observe(x.node, { requests: x.requests, successRate: x.succeeded / x.requests, latencyMs: x.succeeded > 0 ? x.latencyMsSum / x.succeeded : 0 }, nowS);
+      for (const x of dispatcher.takeNodeOutcomes()) {
+        const n = x.served + x.failed;
+        nodeHealth.observe(x.node, { requests: n, successRate: x.served / n, latencyMs: 0 }, nowS);
       }
       nodeHealth.tick(nowS);
     }

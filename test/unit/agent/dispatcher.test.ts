@@ -175,6 +175,48 @@ describe('Dispatcher', () => {
     }
   });
 
+  it('counts node failures for QoS isolation, not admission control or placement refusals', async () => {
+    const bodies: Record<string, unknown>[] = [
+      { reason: 'full', waiting: [3, 0, 0, 0], busy: [1, 0, 0, 0] }, // busy: the node works as designed
+      { reason: 'no replica of service 0' }, // placement
+      { reason: 'node failed' }, // a failure
+    ];
+    const servers = await Promise.all(
+      bodies.map(
+        (b) =>
+          new Promise<{ url: string; close: () => void }>((resolve) => {
+            const server = http.createServer((req, res) => {
+              req.resume();
+              res.writeHead(503, { 'content-type': 'application/json' });
+              res.end(JSON.stringify(b));
+            });
+            server.listen(0, '127.0.0.1', () =>
+              resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => (server.closeAllConnections(), server.close()) }),
+            );
+          }),
+      ),
+    );
+    const cloud = await stub(200);
+    closers.push(cloud.close, async () => servers.forEach((x) => x.close()));
+    // every node of a dispatcher answers the same way; count what QoS isolation would see
+    const totals = [];
+    for (const server of servers) {
+      const view = new LocalClusterView(tiny, 0);
+      view.applyPlacement(placementBody(1, 0, [[1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]]));
+      const d = new Dispatcher({ scenario: tiny, view, targets: { nodes: [server.url, server.url, server.url], cloud: cloud.url } });
+      for (let k = 0; k < 6; k++) expect((await d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 })).status).toBe(200); // retried on the cloud
+      d.close();
+      const out = d.takeNodeOutcomes();
+      expect(out.some((x) => x.node === view.cloudTarget)).toBe(false); // the cloud is never isolated
+      expect(d.takeNodeOutcomes()).toEqual([]); // taken once
+      totals.push(out.reduce((a, x) => ({ served: a.served + x.served, failed: a.failed + x.failed }), { served: 0, failed: 0 }));
+    }
+    expect(totals[0]).toEqual({ served: 0, failed: 0 }); // full
+    expect(totals[1]).toEqual({ served: 0, failed: 0 }); // no replica
+    expect(totals[2].served).toBe(0); // node failed
+    expect(totals[2].failed).toBeGreaterThanOrEqual(6);
+  });
+
   it('refuses an unknown experience mode', () => {
     const view = new LocalClusterView(tiny, 0);
     expect(() => new Dispatcher({ scenario: tiny, view, targets: { nodes: ['http://x', 'http://x', 'http://x'], cloud: 'http://x' }, experience: 'some' as never })).toThrow(/experience must be one of/);
