@@ -383,7 +383,9 @@ const body = JSON.stringify({ procMs: 0, cpu: 0.1, waiting: null, busy: null });
 const server = http.createServer((req, res) => {
   req.resume();
   req.on('end', () => {
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    // a plain service: no /telemetry exporter (the agent's device filter stops asking after one 404)
+    const status = req.url.startsWith('/telemetry') ? 404 : 200;
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
     res.end(body);
   });
 });
