@@ -10,8 +10,8 @@
  */
 import type { ClusterView, DispatchItem, DispatchPolicy } from '../shared/policy';
 import { Rng } from '../shared/rng';
-import { ActorF32, ACTOR_HIDDEN, type HeadActivation } from '../shared/nets/actor';
-import { argmaxMasked, maskedPolicyRow, sampleMasked } from '../shared/nets/masked';
+import { ActorF32, ACTOR_HIDDEN, type HeadActivation } from '../shared/nets/actor-f32';
+import { argmaxMasked, maskedPolicyRow, sampleMasked } from '../shared/nets/masked-f32';
 import { ObservationBuilder, targetBlockOf, type ObservationShape } from './observation';
 
 export type ActMode = 'sample' | 'argmax';

@@ -210,7 +210,7 @@ export class Dispatcher {
 
   /**
    * Swaps in actor weights; throws TypeError if they do not fit this scenario's actor (the runtime
-   * then refuses the frame and keeps the old policy). The actor code (and tfjs) loads on first use.
+   * then refuses the frame and keeps the old policy). The actor code loads on first use (it does not use tfjs).
    */
   setWeights(body: WeightsBody): void {
     const shapes = body.shapes;

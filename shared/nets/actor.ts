@@ -21,40 +21,17 @@
  *
  * Two implementations of the same function:
  * - `ActorNet`: tfjs variables, for the learner (gradients);
- * - `ActorF32`: the hand-written forward pass of dense-f32.ts, for acting (see there why).
+ * - `ActorF32` (actor-f32.ts, no tfjs): the hand-written forward pass of dense-f32.ts, for acting.
  * Weights: [W1, b1, W2, b2, W3, b3, Wh, bh], kernels [in, out].
  */
 import * as tf from '@tensorflow/tfjs';
 import { Rng } from '../rng';
-import { MlpF32, softplus, type HeadActivation } from './dense-f32';
-import { glorotUniform, Mlp, mlpShapes, type WeightArrays } from './mlp';
+import { glorotUniform, Mlp, type WeightArrays } from './mlp';
 import { maskedEntropy, maskedLogProb, maskedPolicy } from './masked';
+import { ACTOR_HIDDEN, actorArrayCount, actorDims, TARGET_SCORER_HIDDEN, type HeadActivation, type TargetBlock } from './actor-f32';
 
-export const ACTOR_HIDDEN = [256, 128, 32] as const;
-
-export function actorDims(obsDim: number, numActions: number, hidden: readonly number[] = ACTOR_HIDDEN): number[] {
-  return [obsDim, ...hidden, numActions];
-}
-
-export function actorShapes(obsDim: number, numActions: number, hidden: readonly number[] = ACTOR_HIDDEN): number[][] {
-  return mlpShapes(actorDims(obsDim, numActions, hidden));
-}
-
-export type { HeadActivation };
-
-/** Where the per-target feature blocks sit in an observation: offset, F = stride, T = count. */
-export interface TargetBlock {
-  offset: number;
-  stride: number;
-  count: number;
-}
-
-export const TARGET_SCORER_HIDDEN = 16;
-
-/** Number of weight arrays of an actor (MLP + optional target scorer). */
-export function actorArrayCount(hidden: readonly number[] = ACTOR_HIDDEN, targetScorer = false): number {
-  return 2 * (hidden.length + 1) + (targetScorer ? 4 : 0);
-}
+// the acting half (no tfjs), re-exported so learners and tests import one module
+export { ACTOR_HIDDEN, actorArrayCount, actorDims, actorShapes, ActorF32, TARGET_SCORER_HIDDEN, type HeadActivation, type TargetBlock } from './actor-f32';
 
 export class ActorNet {
   readonly mlp: Mlp;
@@ -140,66 +117,6 @@ export class ActorNet {
   dispose(): void {
     this.mlp.dispose();
     for (const v of this.scorer) v.dispose();
-  }
-}
-
-/** The actor's scores q on Float32Arrays (no tfjs): same weights, same outputs as ActorNet.scores. */
-export class ActorF32 {
-  private readonly mlp: MlpF32;
-  private readonly scorer: Float32Array[] | null;
-  private readonly hbuf = new Float32Array(TARGET_SCORER_HIDDEN);
-
-  /**
-   * With `targetBlock`, arrays may hold the target scorer's 4 arrays after the MLP's (they are
-   * used when present); without it they must be the MLP's only.
-   */
-  constructor(
-    readonly obsDim: number,
-    readonly numActions: number,
-    arrays: readonly Float32Array[],
-    hidden: readonly number[] = ACTOR_HIDDEN,
-    private readonly head: HeadActivation = 'relu1',
-    private readonly targetBlock: TargetBlock | null = null,
-  ) {
-    const m = actorArrayCount(hidden);
-    const withScorer = targetBlock !== null && arrays.length === m + 4;
-    this.scorer = withScorer ? arrays.slice(m) as Float32Array[] : null;
-    if (withScorer && this.scorer![0].length !== targetBlock!.stride * TARGET_SCORER_HIDDEN) {
-      throw new TypeError(`ActorF32: target scorer expects ${targetBlock!.stride} features per target`);
-    }
-    this.mlp = new MlpF32(withScorer ? arrays.slice(0, m) : arrays, actorDims(obsDim, numActions, hidden), withScorer ? 'linear' : head);
-  }
-
-  /** Whether the weights include the shared target scorer. */
-  get hasTargetScorer(): boolean {
-    return this.scorer !== null;
-  }
-
-  /** q for `rows` observations ([rows, obsDim]) -> view [rows, A], valid until the next call. */
-  scores(obs: Float32Array, rows: number): Float32Array {
-    const z = this.mlp.forward(obs, rows);
-    if (!this.scorer) return z;
-    const { offset, stride, count } = this.targetBlock!;
-    const [G1, g1, G2, g2] = this.scorer;
-    const H = TARGET_SCORER_HIDDEN;
-    const h = this.hbuf;
-    const A = this.numActions;
-    for (let r = 0; r < rows; r++) {
-      for (let t = 0; t < count; t++) {
-        const xo = r * this.obsDim + offset + t * stride;
-        for (let j = 0; j < H; j++) h[j] = g1[j];
-        for (let i = 0; i < stride; i++) {
-          const xi = obs[xo + i];
-          if (xi === 0) continue;
-          for (let j = 0; j < H; j++) h[j] += xi * G1[i * H + j];
-        }
-        let g = g2[0];
-        for (let j = 0; j < H; j++) if (h[j] > 0) g += h[j] * G2[j];
-        const v = z[r * A + t] + g;
-        z[r * A + t] = this.head === 'softplus1' ? softplus(v) + 1 : (v > 0 ? v : 0) + 1;
-      }
-    }
-    return z;
   }
 }
 
