@@ -169,6 +169,64 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
     expect(metrics[0]['charts/decisions']).not.toEqual(metrics[1]['charts/decisions']);
   });
 
+  it('--eval-trace: a second validation set on a trace window, best chosen by the mean of the two; bad input exits 2 naming the flag', () => {
+    const dir = path.join(tmp, 'evaltrace');
+    fs.mkdirSync(dir);
+    const rows = Array.from({ length: 400 }, (_, i) => `${i},${i + 20 + (i % 7) * 10},j${i % 40},t${i},1,Terminated,${50 + (i % 3) * 50},0.01`);
+    const csv = path.join(dir, 'tasks.csv');
+    fs.writeFileSync(csv, `${rows.join('\n')}\n`);
+    const base = ['train', '--scenario', 'tiny', '--episode-frames', '1', '--bc-frames', '1', '--frames', '2', '--seed', '3', '--eval-every', '1'];
+    const out = path.join(dir, 'on.db');
+    const r = kais(...base, '--eval-trace', csv, '--eval-trace-window', '300,399', '--out', out);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/eval after 1 frames: cmmac\/hpa throughput rate [\d.]+ \(held-out seed\), trace window \[300, 399\] s [\d.]+, selection score \(mean\) [\d.]+/);
+    const a = read(out);
+    expect(a.config).toMatchObject({ evalTrace: csv, evalTraceWindowS: [300, 399] });
+    const evals = a.metrics.filter((m) => m['charts/evalScore'] !== undefined);
+    expect(evals).toHaveLength(2);
+    for (const m of evals) {
+      const mean = ((m['charts/evalThroughputRate'] as number) + (m['charts/evalTraceThroughputRate'] as number)) / 2;
+      expect(m['charts/evalScore'] as number).toBeCloseTo(mean, 4);
+    }
+    const bestScore = Math.max(...evals.map((m) => m['charts/evalScore'] as number));
+    expect((a.meta.best as { eval: number }).eval).toBe(bestScore);
+    // the same run again: the same numbers (the validation draws nothing from the training streams)
+    const again = path.join(dir, 'again.db');
+    expect(kais(...base, '--eval-trace', csv, '--eval-trace-window', '300,399', '--out', again).code).toBe(0);
+    expect(read(again).metrics).toEqual(a.metrics);
+    // without it: the training frames are the same, the selection uses the workload alone
+    const off = path.join(dir, 'off.db');
+    expect(kais(...base, '--out', off).code).toBe(0);
+    const b = read(off);
+    expect(b.config.evalTrace).toBeNull();
+    expect(b.metrics.map((m) => m['charts/throughputRate'])).toEqual(a.metrics.map((m) => m['charts/throughputRate']));
+    expect(b.metrics.some((m) => m['charts/evalScore'] !== undefined)).toBe(false);
+    // a curriculum folder's validation.json is the default; --eval-trace none turns it off
+    const cur = path.join(dir, 'cur');
+    writeLessons(cur);
+    fs.writeFileSync(path.join(cur, 'validation.json'), JSON.stringify({ trace: '../tasks.csv', traceWindowS: [0, 299] }));
+    const c1 = path.join(dir, 'cur.db');
+    expect(kais('train', '--scenario', 'tiny', '--curriculum', cur, '--frames', '2', '--eval-every', '2', '--out', c1).code).toBe(0);
+    expect(read(c1).config).toMatchObject({ evalTrace: csv, evalTraceWindowS: [0, 299] });
+    const c2 = path.join(dir, 'cur-none.db');
+    expect(kais('train', '--scenario', 'tiny', '--curriculum', cur, '--frames', '2', '--eval-every', '2', '--eval-trace', 'none', '--out', c2).code).toBe(0);
+    expect(read(c2).config.evalTrace).toBeNull();
+    const bad: [string[], RegExp][] = [
+      [['--eval-trace', csv, '--eval-trace-window', '5,1'], /^kais: --eval-trace-window: expected from,to/],
+      [['--eval-trace-window', '0,299'], /^kais: --eval-trace-window: needs --eval-trace/],
+      [['--eval-trace', path.join(dir, 'gone.csv')], /^kais: --eval-trace: .*gone\.csv does not exist/],
+      [['--eval-trace', csv, '--eval-trace-window', '1000,2000'], /^kais: --eval-trace: .*tasks\.csv has no rows in the window \[1000, 2000\]/],
+    ];
+    for (const [flags, message] of bad) {
+      const never = path.join(dir, 'never.db');
+      const e = kais(...base, ...flags, '--out', never);
+      expect(e.code).toBe(2);
+      expect(e.stderr.trim().split('\n')).toHaveLength(1);
+      expect(e.stderr).toMatch(message);
+      expect(fs.existsSync(never)).toBe(false);
+    }
+  });
+
   it('refuses single-lesson flags next to a curriculum (kais train on kais runs the shipped lessons by default)', () => {
     const r = kais('train', '--scenario', 'kais', '--episode-frames', '2', '--out', path.join(tmp, 'never.db'));
     expect(r.code).toBe(2);

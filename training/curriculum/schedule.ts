@@ -29,7 +29,7 @@ export interface Lesson {
   checkpointIn?: string;
   checkpointOut: string;
   /**
-   * Optional: the lesson is behaviour cloning of this heuristic (`deadline-load` or a `kais eval`
+   * Optional: the lesson is behaviour cloning of this heuristic (`deadline-load`, `deadline-load-eta` or a `kais eval`
    * dispatch baseline): the teacher acts and the actor learns to imitate it; the critic fits the
    * outcomes. Without it the lesson is RL fine-tuning.
    */
@@ -156,9 +156,57 @@ export const BUILT_IN_CURRICULUM = [path.join(__dirname, 'lessons'), path.resolv
   (d) => fs.existsSync(d),
 ) ?? path.join(__dirname, 'lessons');
 
+/** File name, in a curriculum folder, of the optional validation set (not a lesson). */
+export const VALIDATION_FILE = 'validation.json';
+
+/**
+ * A second validation set for the selection of the best checkpoint (`kais train --eval-trace`):
+ * held-out evaluations also replay this window of a trace, and `best` is chosen by the mean of the
+ * workload's and the trace window's throughput rates.
+ */
+export interface ValidationSpec {
+  /** Alibaba batch_task CSV (or folder); relative paths are relative to validation.json. */
+  trace: string;
+  /** [from, to] trace seconds (create time) replayed by the evaluation episodes. */
+  traceWindowS: [number, number];
+}
+
+/** Checks a [from, to] trace window (from < to, finite); `what` names the flag or the file and field. */
+export function checkTraceWindow(w: unknown, what: string, code = 'KAIS_ERR_USAGE'): [number, number] {
+  if (!Array.isArray(w) || w.length !== 2 || !w.every((x) => typeof x === 'number' && Number.isFinite(x)) || !((w[0] as number) < (w[1] as number))) {
+    throw new UsageError(`${what} must be [from, to] with from < to (trace seconds), got ${JSON.stringify(w)}`, code);
+  }
+  return [w[0] as number, w[1] as number];
+}
+
+/**
+ * The validation set of a curriculum folder (its validation.json), or null when it has none (or
+ * the curriculum is one file). Errors name the file and the field.
+ */
+export function loadValidation(spec: string): ValidationSpec | null {
+  const dir = spec === 'default' ? BUILT_IN_CURRICULUM : spec;
+  const f = path.join(dir, VALIDATION_FILE);
+  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory() || !fs.existsSync(f)) return null;
+  let raw: unknown;
+  try {
+    raw = JSON.parse(fs.readFileSync(f, 'utf8'));
+  } catch (e) {
+    throw new UsageError(`${f}: not readable JSON (${(e as Error).message})`, 'KAIS_ERR_CURRICULUM');
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new UsageError(`${f}: field "(root)" must be an object`, 'KAIS_ERR_CURRICULUM');
+  const r = raw as Record<string, unknown>;
+  for (const k of Object.keys(r)) {
+    if (!['description', 'trace', 'traceWindowS'].includes(k)) throw new UsageError(`${f}: field "${k}" is not a validation field (valid: description, trace, traceWindowS)`, 'KAIS_ERR_CURRICULUM');
+  }
+  if (typeof r.trace !== 'string' || r.trace.length === 0) throw new UsageError(`${f}: field "trace" must be a non-empty string`, 'KAIS_ERR_CURRICULUM');
+  const trace = path.isAbsolute(r.trace) ? r.trace : path.resolve(dir, r.trace);
+  if (!fs.existsSync(trace)) throw new UsageError(`${f}: field "trace": ${trace} does not exist`, 'KAIS_ERR_CURRICULUM');
+  return { trace, traceWindowS: checkTraceWindow(r.traceWindowS, `${f}: field "traceWindowS"`, 'KAIS_ERR_CURRICULUM') };
+}
+
 /**
  * `--curriculum <name|dir|file>`: `default` (the shipped lessons), a folder of lesson files (taken
- * in file-name order) or one lesson file. Checks that each checkpointIn names an earlier lesson's
+ * in file-name order; validation.json is not a lesson, see loadValidation) or one lesson file. Checks that each checkpointIn names an earlier lesson's
  * checkpointOut.
  */
 export function loadCurriculum(spec: string): Lesson[] {
@@ -169,7 +217,7 @@ export function loadCurriculum(spec: string): Lesson[] {
     files = fs.statSync(target).isDirectory()
       ? fs
           .readdirSync(target)
-          .filter((f) => f.endsWith('.json'))
+          .filter((f) => f.endsWith('.json') && f !== VALIDATION_FILE)
           .sort()
           .map((f) => path.join(target, f))
       : [target];

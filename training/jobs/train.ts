@@ -16,7 +16,9 @@
  *    lr 1e-4 with a KL guard, entropy 0.003;
  * 3. every 3 frames an argmax evaluation on 2 held-out seeds (EVAL_SEED_BASE..), the best one is
  *    recorded (meta 'best'); loadCmmacFromDb and `--export-actor` take that checkpoint, so
- *    fine-tuning can never ship a policy worse, on those seeds, than the cloned one.
+ *    fine-tuning can never ship a policy worse, on those seeds, than the cloned one. With
+ *    `--eval-trace` (or a curriculum folder's validation.json) each evaluation also replays a trace
+ *    window and the best is chosen by the mean of the two rates.
  * The spec's settings are `--credit team --lr 5e-4 --entropy-coef 0.01`.
  * Orchestration is a fixed baseline (`hpa` by default).
  *
@@ -50,7 +52,7 @@ import { DEQUEUE_NAMES, type DequeueName } from '../../shared/dequeue';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES, type WorkloadName } from '../workload';
 import { makeDispatch, makeOrchestration } from '../baselines/registry';
 import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
-import { decidePromotion, loadCurriculum, type Lesson } from '../curriculum/schedule';
+import { checkTraceWindow, decidePromotion, loadCurriculum, loadValidation, type Lesson } from '../curriculum/schedule';
 import { loadTrace, toRequests, type TraceRow } from '../workload';
 import { runEpisode } from './rollout';
 import { writePlot } from './plot';
@@ -124,6 +126,15 @@ export interface TrainOptions {
   evalFrames: number;
   /** Held-out episodes per evaluation (seeds EVAL_SEED_BASE + i). */
   evalSeeds: number;
+  /**
+   * A second validation set: Alibaba batch_task CSV whose window `evalTraceWindowS` the held-out
+   * evaluations also replay (evalSeeds episodes, seeds EVAL_SEED_BASE + i, each from another start
+   * in the window); `best` is then chosen by the mean of the two throughput rates. null: the
+   * workload's episodes alone (as before). Default: the curriculum folder's validation.json, if any.
+   */
+  evalTrace: string | null;
+  /** Window [from, to] (trace seconds) of evalTrace. @defaultValue [25000, 30000] */
+  evalTraceWindowS: [number, number];
   /** Start from the actor and critic of another run's latest checkpoint (same scenario; fresh optimiser). */
   initFrom: string | null;
   /**
@@ -172,6 +183,8 @@ export const TRAIN_DEFAULTS: Omit<TrainOptions, 'scenario'> = {
   evalEvery: 3,
   evalFrames: 3,
   evalSeeds: 2,
+  evalTrace: null,
+  evalTraceWindowS: [25000, 30000],
   initFrom: null,
   curriculum: null,
   filters: false,
@@ -235,6 +248,9 @@ export interface FrameMetrics {
   /** credit 'request': approximate KL of the update to the acting policy */
   'losses/approxKl'?: number;
   'charts/evalThroughputRate'?: number;
+  /** --eval-trace: the evaluation on the trace window, and the selection score (mean of the two) */
+  'charts/evalTraceThroughputRate'?: number;
+  'charts/evalScore'?: number;
   /** --filters, last frame of an episode: share of healthy node-time the device filters excluded */
   'charts/falseExclusionRate'?: number;
   /** wall seconds of this frame (sim + act + learn), not reproducible */
@@ -270,6 +286,29 @@ export async function train(options: Partial<TrainOptions> & { scenario: string 
   // bad lesson files fail before anything is written (a resume reads the stored lessons instead)
   const fresh = !opts.resume || !fs.existsSync(opts.out) || fs.statSync(opts.out).size === 0;
   const newLessons = fresh && opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario) : null;
+  // the second validation set: --eval-trace (none: off), else the curriculum folder's validation.json
+  if (given.evalTrace === 'none') {
+    opts.evalTrace = null;
+  } else if (given.evalTrace) {
+    if (!fs.existsSync(given.evalTrace)) throw new UsageError(`--eval-trace: ${given.evalTrace} does not exist`);
+  } else if (fresh && opts.curriculum) {
+    const v = loadValidation(opts.curriculum);
+    if (v) {
+      opts.evalTrace = v.trace;
+      if (given.evalTraceWindowS === undefined) opts.evalTraceWindowS = v.traceWindowS;
+    }
+  }
+  if (given.evalTraceWindowS !== undefined) {
+    checkTraceWindow(given.evalTraceWindowS, '--eval-trace-window');
+    if (!opts.evalTrace) throw new UsageError('--eval-trace-window: needs --eval-trace (or a curriculum with a validation.json)');
+  }
+  if (fresh && opts.evalTrace) {
+    // an empty validation window fails now, not at the first evaluation
+    const [from, to] = opts.evalTraceWindowS;
+    let rows = traceCache.get(opts.evalTrace);
+    if (!rows) traceCache.set(opts.evalTrace, (rows = loadTrace(opts.evalTrace).rows));
+    if (!rows.some((r) => r.arrivalS >= from && r.arrivalS <= to)) throw new UsageError(`--eval-trace: ${opts.evalTrace} has no rows in the window [${from}, ${to}]`);
+  }
 
   const topo = topologyOf(scenario);
   const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
@@ -398,18 +437,22 @@ function episodeRequests(scenario: Scenario, p: EpisodePlan, seed: number, windo
   if (!p.trace || !p.traceWindowS) {
     return buildRequests({ scenario, workload: p.workload, tracePath: p.trace, seed, load: p.load, durationS, warn });
   }
-  let rows = traceCache.get(p.trace);
-  if (!rows) traceCache.set(p.trace, (rows = loadTrace(p.trace, warn).rows));
   const [from, to] = p.traceWindowS;
-  const start = from + windowRng.next() * (to - from);
+  return windowRequests(scenario, p.trace, p.traceWindowS, from + windowRng.next() * (to - from), seed, p.load, durationS, warn);
+}
+
+/** The rows of `trace` in [from, to], replayed from `start` (the rows before it moved after `to`). */
+function windowRequests(scenario: Scenario, trace: string, [from, to]: [number, number], start: number, seed: number, load: number, durationS: number, warn: (line: string) => void) {
+  let rows = traceCache.get(trace);
+  if (!rows) traceCache.set(trace, (rows = loadTrace(trace, warn).rows));
   const span = to - from + 1;
   const windowRows: TraceRow[] = [];
   for (const r of rows) {
     if (r.arrivalS < from || r.arrivalS > to) continue;
     windowRows.push(r.arrivalS >= start ? r : { ...r, arrivalS: r.arrivalS + span, endS: r.endS === null ? null : r.endS + span });
   }
-  if (windowRows.length === 0) throw new UsageError(`trace ${p.trace}: no rows in the lesson's traceWindowS [${from}, ${to}]`);
-  return toRequests(windowRows, { scenario, seed, load: p.load, durationS, warn, source: p.trace });
+  if (windowRows.length === 0) throw new UsageError(`trace ${trace}: no rows in the window [${from}, ${to}]`);
+  return toRequests(windowRows, { scenario, seed, load, durationS, warn, source: trace });
 }
 
 function validate(o: TrainOptions): void {
@@ -729,10 +772,20 @@ async function run(
     // (the schedule depends on frames done only, not on --frames, so a run stopped early and
     // resumed with more frames evaluates exactly where an uninterrupted one does)
     if (config.evalEvery > 0 && Math.floor(framesDone / config.evalEvery) > Math.floor((framesDone - epFrames) / config.evalEvery)) {
-      const ev = evaluate(scenario, config, actor.getWeights().arrays, shape, config.evalSeeds ?? 1);
-      epMetrics[epMetrics.length - 1]['charts/evalThroughputRate'] = ev;
+      const evW = evaluate(scenario, config, actor.getWeights().arrays, shape, config.evalSeeds ?? 1);
+      const last = epMetrics[epMetrics.length - 1];
+      last['charts/evalThroughputRate'] = evW;
+      let ev = evW;
+      let line = `eval after ${framesDone} frames: cmmac/${config.orchestration} throughput rate ${evW.toFixed(4)} (held-out seed)`;
+      if (config.evalTrace) {
+        const evT = evaluateTraceWindow(scenario, config, actor.getWeights().arrays, shape, config.evalSeeds ?? 1);
+        ev = round((evW + evT) / 2, 4);
+        last['charts/evalTraceThroughputRate'] = evT;
+        last['charts/evalScore'] = ev;
+        line += `, trace window [${config.evalTraceWindowS.join(', ')}] s ${evT.toFixed(4)}, selection score (mean) ${ev.toFixed(4)}`;
+      }
       finalEval = ev;
-      log(`eval after ${framesDone} frames: cmmac/${config.orchestration} throughput rate ${ev.toFixed(4)} (held-out seed)`);
+      log(line);
       if (best === null || ev > best.eval) {
         best = { episode, frame: framesDone, eval: ev };
         bestActor = actor.getWeights().arrays.map((a) => Float32Array.from(a));
@@ -873,17 +926,44 @@ export function evaluate(
   shape: { numServices: number; numTargets: number; numEaps: number },
   seeds: number,
 ): number {
+  const durationS = config.evalFrames * scenario.slotsPerFrame * scenario.slotS;
+  return evaluateOn(scenario, config, actorWeights, shape, seeds, (seed) =>
+    buildRequests({ scenario, workload: config.workload, tracePath: config.trace, seed, load: config.load, durationS }),
+  );
+}
+
+/**
+ * Mean throughput rate of the argmax policy on `seeds` episodes replaying the window
+ * config.evalTraceWindowS of config.evalTrace: episode i starts i/seeds of the way into the window
+ * (the rows before the start moved after its end, as in a lesson's trace window), seed
+ * EVAL_SEED_BASE + i.
+ */
+export function evaluateTraceWindow(
+  scenario: Scenario,
+  config: TrainOptions,
+  actorWeights: Float32Array[],
+  shape: { numServices: number; numTargets: number; numEaps: number },
+  seeds: number,
+): number {
+  const durationS = config.evalFrames * scenario.slotsPerFrame * scenario.slotS;
+  const [from, to] = config.evalTraceWindowS;
+  return evaluateOn(scenario, config, actorWeights, shape, seeds, (seed, i) =>
+    windowRequests(scenario, config.evalTrace!, [from, to], from + (i / seeds) * (to - from), seed, config.load, durationS, () => {}),
+  );
+}
+
+function evaluateOn(
+  scenario: Scenario,
+  config: TrainOptions,
+  actorWeights: Float32Array[],
+  shape: { numServices: number; numTargets: number; numEaps: number },
+  seeds: number,
+  requestsOf: (seed: number, i: number) => ReturnType<typeof buildRequests>,
+): number {
   let sum = 0;
   for (let i = 0; i < seeds; i++) {
     const seed = EVAL_SEED_BASE + i;
-    const requests = buildRequests({
-      scenario,
-      workload: config.workload,
-      tracePath: config.trace,
-      seed,
-      load: config.load,
-      durationS: config.evalFrames * scenario.slotsPerFrame * scenario.slotS,
-    });
+    const requests = requestsOf(seed, i);
     const dispatch = new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights: actorWeights, mode: 'argmax', head: config.head });
     const dq = config.dequeue ?? 'discounted'; // older runs evaluated with rollout's unset (= discounted) order
     const r = runEpisode({
@@ -936,7 +1016,7 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
       .option('bc-epochs', { type: 'number', default: TRAIN_DEFAULTS.bcEpochs, describe: 'passes over each BC frame' })
       .option('head', { type: 'string', choices: ['softplus1', 'relu1'], default: TRAIN_DEFAULTS.head, describe: 'actor head: softplus(z)+1 or the paper\'s ReLU(z)+1' })
       .option('target-scorer', { type: 'boolean', default: TRAIN_DEFAULTS.targetScorer, describe: 'actor: add the shared per-target scorer (--no-target-scorer: the plain MLP)' })
-      .option('teacher', { type: 'string', default: TRAIN_DEFAULTS.teacher, describe: 'heuristic cloned during the warm start (deadline-load, or any kais eval dispatch baseline)' })
+      .option('teacher', { type: 'string', default: TRAIN_DEFAULTS.teacher, describe: 'heuristic cloned during the warm start (deadline-load, deadline-load-eta, or any kais eval dispatch baseline)' })
       .option('bc-lr', { type: 'number', default: TRAIN_DEFAULTS.bcLr, describe: 'learning rate during the warm start' })
       .option('dagger', { type: 'boolean', default: TRAIN_DEFAULTS.dagger, describe: 'warm start: the actor acts after the first episode, the teacher labels' })
       .option('orchestration', { type: 'string', default: TRAIN_DEFAULTS.orchestration, describe: 'fixed orchestration baseline' })
@@ -956,6 +1036,8 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
       .option('export-actor', { type: 'string', describe: 'write the best-evaluated actor (weights .bin + .json) here' })
       .option('eval-every', { type: 'number', default: TRAIN_DEFAULTS.evalEvery, describe: 'evaluate every N frames (0 = never)' })
       .option('eval-seeds', { type: 'number', default: TRAIN_DEFAULTS.evalSeeds, describe: 'held-out episodes per evaluation' })
+      .option('eval-trace', { type: 'string', describe: "second validation set: Alibaba CSV whose --eval-trace-window the evaluations also replay; best = mean of the two (default: the curriculum folder's validation.json; 'none': off)" })
+      .option('eval-trace-window', { type: 'string', describe: 'from,to: trace seconds of --eval-trace to replay (default 25000,30000)' })
       .option('eval-frames', { type: 'number', default: TRAIN_DEFAULTS.evalFrames, describe: 'frames per evaluation episode' })
       .option('init-from', { type: 'string', describe: "start from another run's latest checkpoint (same scenario)" })
       .option('out', { type: 'string', default: TRAIN_DEFAULTS.out, describe: 'SQLite checkpoint file' })
@@ -999,6 +1081,8 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
         evalEvery: argv.evalEvery,
         evalFrames: argv.evalFrames,
         evalSeeds: argv.evalSeeds,
+        evalTrace: (argv as unknown as { evalTrace?: string }).evalTrace,
+        evalTraceWindowS: parseWindowFlag((argv as unknown as { evalTraceWindow?: string }).evalTraceWindow),
         initFrom: argv.initFrom ?? null,
         curriculum: resolveCurriculumFlag((argv as unknown as { curriculum?: string }).curriculum, argv.scenario),
         filters: argv.filters,
@@ -1022,6 +1106,17 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
     else process.stdout.write(`trained ${summary.frames} frames in ${summary.wallS} s -> ${summary.out}\n`);
   },
 };
+
+/** `--eval-trace-window from,to` -> [from, to] (checked by train()); undefined when not given. */
+export function parseWindowFlag(v: string | undefined): [number, number] | undefined {
+  if (v === undefined) return undefined;
+  const parts = String(v).split(',');
+  const nums = parts.map((x) => (x.trim() === '' ? NaN : Number(x)));
+  if (nums.length !== 2 || !nums.every(Number.isFinite) || !(nums[0] < nums[1])) {
+    throw new UsageError(`--eval-trace-window: expected from,to with from < to (trace seconds), got "${v}"`);
+  }
+  return [nums[0], nums[1]];
+}
 
 /**
  * `--curriculum` as given, or when it is not given: the shipped lessons for the scenario they are

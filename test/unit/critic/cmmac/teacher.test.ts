@@ -42,8 +42,17 @@ describe('deadline-load teacher', () => {
     expect(new DeadlineLoadDispatch().decide(item(0.05), view({ queue: [0, 0, 0], latency: [0, 0, 0.01] }))).toBe(2);
   });
 
+  it('deadline-load-eta: with no target in time, the smallest eta (lec\'s fallback) instead of the cloud', () => {
+    // nothing meets 0.75 x eta <= 0.05; node 1 has the smallest eta, the cloud is slower
+    const v = view({ queue: [2, 0, 0], latency: [0, 0, 0.3] });
+    expect(new DeadlineLoadDispatch().decide(item(0.05), v)).toBe(2);
+    expect(makeTrainTeacher('deadline-load-eta')!.decide(item(0.05), v)).toBe(1);
+    expect(makeTrainTeacher('deadline-load-eta')).toMatchObject({ margin: 0.75, etaWeight: 0.5, fallback: 'min-eta' });
+  });
+
   it('is known by name to kais train only', () => {
     expect(makeTrainTeacher('deadline-load')?.name).toBe('deadline-load');
+    expect(makeTrainTeacher('deadline-load-eta')?.name).toBe('deadline-load-eta');
     expect(makeTrainTeacher('jsq')).toBeNull();
   });
 });

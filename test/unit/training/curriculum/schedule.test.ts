@@ -1,7 +1,8 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { BUILT_IN_CURRICULUM, decidePromotion, loadCurriculum, validateLesson, type Lesson } from '../../../../training/curriculum/schedule';
+import { BUILT_IN_CURRICULUM, decidePromotion, loadCurriculum, loadValidation, validateLesson, type Lesson } from '../../../../training/curriculum/schedule';
+import { parseWindowFlag } from '../../../../training/jobs/train';
 
 const lesson: Lesson = {
   name: 't',
@@ -83,5 +84,46 @@ describe('loadCurriculum', () => {
     expect(loadCurriculum(dir)[0]).toMatchObject({ trace: path.join(dir, 'rows.csv'), source: path.join(dir, '01.json') });
     fs.writeFileSync(path.join(dir, '01.json'), JSON.stringify({ ...lesson, trace: 'gone.csv' }));
     expect(() => loadCurriculum(dir)).toThrow(/01\.json: field "trace": .*gone\.csv does not exist/);
+  });
+});
+
+describe('loadValidation (validation.json of a curriculum folder, --eval-trace)', () => {
+  it('is null for a folder without one and for a single lesson file', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-val-'));
+    fs.writeFileSync(path.join(dir, '01.json'), JSON.stringify(lesson));
+    expect(loadValidation(dir)).toBeNull();
+    expect(loadValidation(path.join(dir, '01.json'))).toBeNull();
+  });
+  it('reads the trace (relative to the file) and the window, and is not taken for a lesson', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-val-'));
+    fs.writeFileSync(path.join(dir, '01.json'), JSON.stringify(lesson));
+    fs.writeFileSync(path.join(dir, 'rows.csv'), '1,2,j,t,1,Terminated,50,0.01\n');
+    fs.writeFileSync(path.join(dir, 'validation.json'), JSON.stringify({ description: 'd', trace: 'rows.csv', traceWindowS: [25000, 30000] }));
+    expect(loadValidation(dir)).toEqual({ trace: path.join(dir, 'rows.csv'), traceWindowS: [25000, 30000] });
+    expect(loadCurriculum(dir).map((l) => l.name)).toEqual(['t']);
+  });
+  it('names the file and the field of a bad one', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-val-'));
+    fs.writeFileSync(path.join(dir, 'rows.csv'), '1,2,j,t,1,Terminated,50,0.01\n');
+    const f = path.join(dir, 'validation.json');
+    fs.writeFileSync(f, JSON.stringify({ trace: 'rows.csv', traceWindowS: [5, 1] }));
+    expect(() => loadValidation(dir)).toThrow(/validation\.json: field "traceWindowS" must be \[from, to\]/);
+    fs.writeFileSync(f, JSON.stringify({ trace: 'gone.csv', traceWindowS: [0, 1] }));
+    expect(() => loadValidation(dir)).toThrow(/validation\.json: field "trace": .*gone\.csv does not exist/);
+    fs.writeFileSync(f, JSON.stringify({ trace: 'rows.csv', traceWindow: [0, 1] }));
+    expect(() => loadValidation(dir)).toThrow(/validation\.json: field "traceWindow" is not a validation field/);
+    fs.writeFileSync(f, '{"trace": ');
+    expect(() => loadValidation(dir)).toThrow(/validation\.json: not readable JSON/);
+  });
+});
+
+describe('parseWindowFlag (--eval-trace-window)', () => {
+  it('reads from,to and refuses anything else, naming the flag', () => {
+    expect(parseWindowFlag(undefined)).toBeUndefined();
+    expect(parseWindowFlag('25000,30000')).toEqual([25000, 30000]);
+    expect(parseWindowFlag('-1100, 25000')).toEqual([-1100, 25000]);
+    for (const bad of ['30000,25000', '5,5', '1', '1,2,3', 'a,b', ',3']) {
+      expect(() => parseWindowFlag(bad)).toThrow(/^--eval-trace-window: expected from,to/);
+    }
   });
 });
