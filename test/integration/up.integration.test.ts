@@ -77,6 +77,8 @@ describe('kais up', () => {
     expect(s.durationS).toBe(10);
     expect(s.completedInTime as number).toBeGreaterThan(0);
     expect(s.placementVersionsApplied as number).toBeGreaterThanOrEqual(1);
+    expect(s.nodeExclusions).toBe(0); // no failures played: QoS isolation must not fire on a healthy cluster
+    expect(s.faults).toBeNull();
     const pids = pidsIn(run.stderr);
     expect(pids.length).toBeGreaterThanOrEqual(7); // cluster, orchestrator, 5 agents
     expect(pids.filter(alive)).toEqual([]);

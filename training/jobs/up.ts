@@ -113,6 +113,8 @@ export interface UpSummary {
    * agents' node exclusions (device filters and QoS isolation; `deviceFilters` says whether on).
    */
   faults: { planned: FaultPlan[]; deviceFilters: boolean; refusedByFailedNodes: number; lostOnFailedNodes: number; exclusions: number } | null;
+  /** Node exclusions by the agents' device filters and QoS isolation, summed over agents (with no --faults, every one is a false alarm). */
+  nodeExclusions: number;
   meanLatencyMs: number;
   p99LatencyMs: number;
   perEap: EapSummary[];
@@ -518,6 +520,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       loadAverage1m: +os.loadavg()[0].toFixed(2),
       cpus: os.cpus().length,
       refusedReasons: reasons,
+      nodeExclusions: exclusions,
       faults:
         faultPlan.length > 0
           ? { planned: faultPlan, deviceFilters: a.deviceFilters, refusedByFailedNodes: losses?.refused ?? -1, lostOnFailedNodes: losses?.lostOnFailure ?? -1, exclusions }
