@@ -57,6 +57,18 @@ describe('loadCurriculum', () => {
     expect(ls.map((l) => l.name)).toEqual(['01-clone-deadline-load', '02-rl-p4', '03-rl-trace-early']);
     expect(ls[2].traceWindowS).toEqual([-1100, 25000]);
   });
+  (hasTrace ? it : it.skip)('loads trace-validated and trace-clone with their validation window 25000-30000 s (skipped without ../shared/data/alibaba)', () => {
+    const dir = (n: string) => path.join(BUILT_IN_CURRICULUM, '..', n);
+    expect(loadCurriculum(dir('trace-validated')).map((l) => l.teacher ?? 'rl')).toEqual(['deadline-load-eta', 'rl', 'rl']);
+    expect(loadCurriculum(dir('trace-clone')).map((l) => [l.teacher ?? 'rl', l.traceWindowS ?? null])).toEqual([
+      ['deadline-load', null],
+      ['deadline-load', [-1100, 25000]],
+      ['rl', null],
+      ['rl', [-1100, 25000]],
+    ]);
+    for (const n of ['trace-validated', 'trace-clone']) expect(loadValidation(dir(n))?.traceWindowS).toEqual([25000, 30000]);
+    expect(loadValidation('default')).toBeNull();
+  });
   it('names the file and the field of a bad lesson', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-cur-'));
     const f = path.join(dir, '01.json');
