@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { readConfig } from '../../../orchestrator/main';
+import { readConfig, startOrchestrator } from '../../../orchestrator/main';
 
 describe('readConfig', () => {
   let dir: string;
@@ -38,5 +38,26 @@ describe('readConfig', () => {
   it('refuses a file that is not JSON with one line naming it', () => {
     const f = write('{nope');
     expect(() => readConfig(f)).toThrow(new RegExp(`--config: cannot read ${f.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} as JSON`));
+  });
+});
+
+describe('startOrchestrator', () => {
+  it('publishes the checkpoint as v1 with the head it was trained with, kept across a restart', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-orch-'));
+    const cfgFile = path.join(dir, 'c.json');
+    const model = path.resolve(__dirname, '../../../models/kais-cmmac.bin');
+    fs.writeFileSync(cfgFile, JSON.stringify({ checkpoint: model, learner: 'none' }));
+    const want = (JSON.parse(fs.readFileSync(`${model}.json`, 'utf8')) as { head: string }).head;
+    const db = path.join(dir, 'o.db');
+    try {
+      const a = await startOrchestrator(readConfig(cfgFile), { dbPath: db });
+      expect(a.store.latestModel()).toMatchObject({ version: 1, head: want });
+      await a.close();
+      const b = await startOrchestrator(readConfig(cfgFile), { dbPath: db }); // from the store now
+      expect(b.store.latestModel()).toMatchObject({ version: 1, head: want });
+      await b.close();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
