@@ -94,7 +94,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       // QoS on failures only (Dispatcher.countHealth): latency at the eAP is mostly queueing, i.e.
       // load, which the context filter handles; isolating busy nodes would shed capacity under load
       { qos: { maxLatencyMs: Number.MAX_VALUE } },
-      (e) => log(`node ${e.node} ${e.kind === 'readmit' ? 're-admitted' : e.kind === 'exclude' || e.kind === 'isolate' ? 'excluded' : 'not isolated'} (${e.rule}): ${e.reason}`),
+      (e) => log(`node ${e.node} ${e.kind === 'readmit' ? 're-admitted' : e.kind === 'exclude' || e.kind === 'isolate' ? 'excluded' : 'kept in service'} (${e.rule}): ${e.reason}`),
     );
     nodeHealth = health;
     view.excluded = (n) => health.excluded(n);

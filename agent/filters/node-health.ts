@@ -13,7 +13,9 @@
  * - rules: DETECT_DEVICE_FILTER_OPTIONS, the settings `kais detect` measures on labelled data;
  * - 'faulty' excludes the node at once; 'ambiguous' `ambiguousRun` times in a row too (default:
  *   never; the learned detector that should decide those runs in the orchestrator, not here);
- *   a node is re-admitted after `readmitSamples` consecutive 'healthy' verdicts.
+ *   a node is re-admitted after `readmitSamples` consecutive 'healthy' verdicts; at most half of
+ *   an eAP's nodes are held out by the device filters at once (`maxExcludedShare`; a live guard
+ *   the simulator's loop does not have yet).
  * QoS isolation: one observation per node and interval (requests, success rate, mean latency of
  * what this agent sent there), QosIsolation's rules, isolation times and per-eAP cap.
  *
@@ -30,6 +32,14 @@ export interface NodeHealthOptions {
   readmitSamples: number;
   /** Consecutive 'ambiguous' verdicts that exclude a node. @defaultValue Infinity */
   ambiguousRun: number;
+  /**
+   * Most of an eAP's nodes the device filters hold out at once (at least one; Envoy's panic
+   * threshold in spirit): when load shifts onto the survivors of a failure, or every node runs
+   * saturated, their telemetry leaves the history's range too, and excluding them would leave the
+   * eAP nothing but the cloud. Later 'faulty' nodes past the cap stay in service (an event says
+   * so). @defaultValue 0.5
+   */
+  maxExcludedShare: number;
   /** @defaultValue DETECT_DEVICE_FILTER_OPTIONS */
   rules: Partial<DeviceFilterOptions>;
   qos: Partial<QosIsolationOptions>;
@@ -68,7 +78,7 @@ export class NodeHealth {
     options: Partial<NodeHealthOptions> = {},
     private readonly log: (e: HealthEvent) => void = () => undefined,
   ) {
-    this.o = { historySamples: 36, readmitSamples: 5, ambiguousRun: Infinity, rules: DETECT_DEVICE_FILTER_OPTIONS, qos: {}, ...options };
+    this.o = { historySamples: 36, readmitSamples: 5, ambiguousRun: Infinity, maxExcludedShare: 0.5, rules: DETECT_DEVICE_FILTER_OPTIONS, qos: {}, ...options };
     if (!Number.isInteger(this.o.historySamples) || this.o.historySamples < 12) throw new TypeError(`NodeHealth historySamples: expected an integer >= 12, got ${this.o.historySamples}`);
     const N = shapes.length;
     this.filters = new Array(N).fill(null);
@@ -79,6 +89,29 @@ export class NodeHealth {
     this.lastVerdict = new Array(N).fill(undefined);
     this.reporting = new Uint8Array(N);
     this.qos = new QosIsolation(nodeEap, this.o.qos);
+    this.nodeEap = nodeEap;
+    this.suppressed = new Uint8Array(N);
+    if (!(this.o.maxExcludedShare > 0 && this.o.maxExcludedShare <= 1)) throw new TypeError(`NodeHealth maxExcludedShare: expected a share in (0, 1], got ${this.o.maxExcludedShare}`);
+  }
+
+  private readonly nodeEap: readonly number[];
+  private readonly suppressed: Uint8Array;
+
+  private eapSize(eap: number): number {
+    let k = 0;
+    for (const e of this.nodeEap) if (e === eap) k++;
+    return k;
+  }
+
+  /** Most nodes of one eAP the device filters may hold out at once (at least one). */
+  private capOf(eap: number): number {
+    return Math.max(1, Math.floor(this.o.maxExcludedShare * this.eapSize(eap) + 1e-9));
+  }
+
+  private deviceOutOf(eap: number): number {
+    let k = 0;
+    for (let m = 0; m < this.nodeEap.length; m++) if (this.nodeEap[m] === eap && this.deviceOut[m] === 1) k++;
+    return k;
   }
 
   get numNodes(): number {
@@ -129,11 +162,20 @@ export class NodeHealth {
     if (v === 'faulty' || (v === 'ambiguous' && ++this.ambiguousRun[n] >= this.o.ambiguousRun)) {
       this.healthyRun[n] = 0;
       if (this.deviceOut[n] === 0) {
-        this.deviceOut[n] = 1;
-        this.emit({ timeS: nowS, node: n, kind: 'exclude', rule: `device:${v}`, reason: why() });
+        const eap = this.nodeEap[n];
+        const out = this.deviceOutOf(eap);
+        if (out < this.capOf(eap)) {
+          this.deviceOut[n] = 1;
+          this.suppressed[n] = 0;
+          this.emit({ timeS: nowS, node: n, kind: 'exclude', rule: `device:${v}`, reason: why() });
+        } else if (this.suppressed[n] === 0) {
+          this.suppressed[n] = 1; // said once per run of bad windows, not per window
+          this.emit({ timeS: nowS, node: n, kind: 'suppressed', rule: 'device:cap', reason: `${why()}; but eAP ${eap} already has ${out} of its ${this.eapSize(eap)} nodes out (cap ${this.capOf(eap)})` });
+        }
       }
     } else if (v === 'healthy') {
       this.ambiguousRun[n] = 0;
+      this.suppressed[n] = 0;
       if (this.deviceOut[n] === 1 && ++this.healthyRun[n] >= this.o.readmitSamples) {
         this.deviceOut[n] = 0;
         this.healthyRun[n] = 0;

@@ -444,7 +444,11 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         const rates = per.map((c) => (c.sent - 0 > 0 ? (c.completedInTime / Math.max(1, c.completedInTime + c.late + c.refused)).toFixed(2) : '-')).join(' ');
         const wv = hs.map((h) => (h?.weightVersion ?? '-') as string).join(',');
         const pv = hs.map((h) => (h?.placementVersion ?? '-') as string).join(',');
-        log(`t=${t}s sent=${total.sent} inTime=${total.completedInTime} late=${total.late} refused=${total.refused} open=${outstanding} | rate per eAP ${rates} | weights v${wv} | placement v${pv}`);
+        // nodes some agent leaves out now (device filters, QoS isolation)
+        const out = new Set<number>();
+        for (const h of hs) for (const x of ((h as Record<string, unknown> | null)?.nodes as { excluded?: { node: number }[] } | null)?.excluded ?? []) out.add(x.node);
+        const outText = out.size > 0 ? ` | nodes out ${[...out].sort((x, y) => x - y).join(',')}` : '';
+        log(`t=${t}s sent=${total.sent} inTime=${total.completedInTime} late=${total.late} refused=${total.refused} open=${outstanding} | rate per eAP ${rates} | weights v${wv} | placement v${pv}${outText}`);
       });
     }, 2000);
 

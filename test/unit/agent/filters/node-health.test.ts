@@ -64,4 +64,27 @@ describe('NodeHealth', () => {
     expect(h.excluded(2)).toBe(false);
     expect(events.at(-1)).toMatchObject({ node: 2, kind: 'readmit', rule: 'qos:healthy-period' });
   });
+
+  it('holds out at most half of the nodes of an eAP, and says so for the ones it keeps', () => {
+    const events: HealthEvent[] = [];
+    const h = new NodeHealth(['a', 'a', 'a', 'a'], [0, 0, 0, 0], {}, (e) => events.push(e));
+    const model = new NodeTelemetryModel(4, 1, new Rng(9));
+    const x = new Float64Array(4);
+    const step = (bad: (n: number) => boolean) => {
+      for (let n = 0; n < 4; n++) {
+        model.sample(n, bad(n), 0.4, 0.5, x);
+        h.sample(n, x, 0);
+      }
+    };
+    for (let i = 0; i < 40; i++) step(() => false);
+    for (let i = 0; i < 30; i++) step((n) => n < 3); // three of four nodes go bad
+    const out = [0, 1, 2, 3].filter((n) => h.excluded(n));
+    expect(out.length).toBe(2); // cap: floor(0.5 x 4)
+    expect(h.excluded(3)).toBe(false);
+    const kept = events.filter((e) => e.kind === 'suppressed');
+    expect(kept.length).toBeGreaterThanOrEqual(1);
+    expect(kept[0].rule).toBe('device:cap');
+    expect(kept[0].reason).toMatch(/already has 2 of its 4 nodes out \(cap 2\)$/);
+    expect(() => new NodeHealth(['a'], [0], { maxExcludedShare: 0 })).toThrow(/maxExcludedShare/);
+  });
 });
