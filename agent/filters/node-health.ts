@@ -14,8 +14,8 @@
  * - 'faulty' excludes the node at once; 'ambiguous' `ambiguousRun` times in a row too (default:
  *   never; the learned detector that should decide those runs in the orchestrator, not here);
  *   a node is re-admitted after `readmitSamples` consecutive 'healthy' verdicts; at most half of
- *   an eAP's nodes are held out by the device filters at once (`maxExcludedShare`; a live guard
- *   the simulator's loop does not have yet).
+ *   an eAP's nodes are held out by the device filters at once (`maxExcludedShare`; the
+ *   simulator's loop has the same guard).
  * QoS isolation: one observation per node and interval (requests, success rate, mean latency of
  * what this agent sent there), QosIsolation's rules, isolation times and per-eAP cap.
  *

@@ -20,7 +20,11 @@
  * filters). The CPU level is the utilisation smoothed over ~10 s, as monitoring reports it.
  * 'faulty' excludes the node at once; 'ambiguous' twice in a row excludes it too (the learned
  * detector that decides ambiguous windows in the agent is not in the simulator loop yet); a node
- * is re-admitted after `readmitS` of consecutive 'healthy' verdicts.
+ * is re-admitted after `readmitS` of consecutive 'healthy' verdicts. At most half of an eAP's
+ * nodes are held out at once, as in the agent (agent/filters/node-health.ts, maxExcludedShare):
+ * the load a failed node sheds can push its neighbours' telemetry out of range too. On kais with
+ * the v2017 failure times (seeds 1-3) the cap never binds: the `kais eval --filters` JSON is
+ * byte-identical with and without it.
  */
 import { DETECT_DEVICE_FILTER_OPTIONS, DeviceFilter, baselineFromHistory, type DeviceFilterOptions } from '../../agent/filters/device-filter';
 import { NodeTelemetryModel, TELEMETRY_DIMS } from '../../shared/node-telemetry';
@@ -107,9 +111,12 @@ export class TelemetryFilters {
       tally[v] = (tally[v] ?? 0) + 1;
       const wasUp = c.healthyFlag[n] === 1;
       if (v === 'faulty' || (v === 'ambiguous' && ++this.ambiguousRun[n] >= this.o.ambiguousRun)) {
-        if (wasUp) this.exclusions++;
-        c.healthyFlag[n] = 0;
         this.healthyRunS[n] = 0;
+        // at most half of an eAP's nodes out at once (the agent's NodeHealth guard, maxExcludedShare 0.5)
+        if (wasUp && this.outOfEap(c.eapOfNode[n]) < this.capOfEap(c.eapOfNode[n])) {
+          this.exclusions++;
+          c.healthyFlag[n] = 0;
+        }
       } else if (v === 'healthy') {
         this.ambiguousRun[n] = 0;
         this.healthyRunS[n] += dt;
@@ -120,6 +127,20 @@ export class TelemetryFilters {
         if (c.healthyFlag[n] === 0) this.falseExcludedS += dt;
       }
     }
+  }
+
+  private outOfEap(eap: number): number {
+    const c = this.cluster;
+    let k = 0;
+    for (let m = 0; m < c.numNodes; m++) if (c.eapOfNode[m] === eap && c.healthyFlag[m] === 0) k++;
+    return k;
+  }
+
+  private capOfEap(eap: number): number {
+    const c = this.cluster;
+    let k = 0;
+    for (let m = 0; m < c.numNodes; m++) if (c.eapOfNode[m] === eap) k++;
+    return Math.max(1, Math.floor(0.5 * k + 1e-9));
   }
 
   /** Builds every node's filter once all have historySamples samples (see tick). */

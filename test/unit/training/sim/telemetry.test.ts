@@ -36,6 +36,17 @@ describe('device filters in the simulator', () => {
     expect(() => new TelemetryFilters(cluster, 1, { historySamples: 5 })).toThrow(/historySamples/);
   });
 
+  it('hold out at most half of an eAP\'s nodes at once, as the agent does', () => {
+    const cluster = new Cluster(scenario);
+    const tf = new TelemetryFilters(cluster, 3);
+    const eap0 = Array.from({ length: cluster.numNodes }, (_, n) => n).filter((n) => cluster.eapOfNode[n] === 0);
+    for (let t = 0; t < 60; t++) tf.tick(t, () => false);
+    for (let t = 60; t < 120; t++) tf.tick(t, (n) => cluster.eapOfNode[n] === 0); // every node of eAP 0 turns abnormal
+    const out = eap0.filter((n) => cluster.healthyFlag[n] === 0).length;
+    expect(out).toBeGreaterThanOrEqual(1);
+    expect(out).toBeLessThanOrEqual(Math.floor(eap0.length / 2));
+  });
+
   it('lose at least 70% fewer requests to failed nodes, excluding under 2% of healthy node-time (Poisson failures)', () => {
     // each node fails about once per half hour, for a minute
     const faults = faultsFromRate(topologyOf(scenario).numNodes, 300, 1 / 1800, 60, 4);
