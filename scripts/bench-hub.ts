@@ -13,7 +13,8 @@
  *   orchestrator.rssMB.200agents        RSS of the hub process (its own child process) with 200 sessions
  *   agent.rssMB                         peak RSS (VmHWM) of a real `kais agent` process over the ingress runs
  *   ingress.overheadMs.p99              p99(through the agent) - p99(direct to the same backend) at 1000 req/s,
- *                                       one path after the other (KAIS_BENCH_INGRESS_RATE overrides the rate)
+ *                                       one path after the other (KAIS_BENCH_INGRESS_RATE overrides the rate,
+ *                                       KAIS_BENCH_INGRESS_SECONDS the 5 s per run)
  *   ingress.agentMs.p99, ingress.directMs.p99   the two terms of that difference
  *   ingress.minimalProxyOverheadMs.p99  the same overhead through a bare Node HTTP proxy child (the floor of any Node hop)
  *   ingress.*.250rps                    the same at 250 req/s
@@ -52,7 +53,7 @@ const FANOUT_AGENTS = [10, 100, 200] as const;
 const PUBLISHES = 20;
 /** Requests per second on each path (KAIS_BENCH_INGRESS_RATE overrides it, for a quick look). */
 const INGRESS_RATE = Number(process.env.KAIS_BENCH_INGRESS_RATE) || 1000;
-const INGRESS_SECONDS = 5;
+const INGRESS_SECONDS = Number(process.env.KAIS_BENCH_INGRESS_SECONDS) || 5;
 /** Developer knobs: KAIS_BENCH_HUB_PARTS=ingress skips the fan-out runs; KAIS_BENCH_AGENT_NODE_ARGS
  * (space-separated, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`) go to the agent child's node. */
 const HUB_PARTS = (process.env.KAIS_BENCH_HUB_PARTS ?? 'codec,fanout,ingress').split(',');
