@@ -51,7 +51,7 @@ export class CmmacDispatch implements DispatchPolicy {
   private rng: Rng;
   private readonly ownRng: boolean;
   private readonly hidden: readonly number[];
-  private readonly head: HeadActivation;
+  readonly head: HeadActivation;
   private obsBuf: Float32Array;
   private readonly pi: Float32Array;
 

@@ -154,8 +154,7 @@ export class Dispatcher {
   private readonly coin: Rng;
   private readonly experienceCapacity: number;
   private readonly experienceMode: ExperienceMode;
-  private learned: (DispatchPolicy & { version: number; mode: 'argmax' | 'sample'; recorder: unknown; setWeights(v: number, a: readonly Float32Array[]): void }) | null = null;
-  private headInUse: 'relu1' | 'softplus1' = 'softplus1';
+  private learned: (DispatchPolicy & { version: number; head: 'relu1' | 'softplus1'; mode: 'argmax' | 'sample'; recorder: unknown; setWeights(v: number, a: readonly Float32Array[]): void }) | null = null;
   private lastLogProb = 0;
   private lastObs: Float32Array | null = null;
   /** Whether the decision being made is kept as experience (set per decision by `decide`). */
@@ -250,12 +249,11 @@ export class Dispatcher {
       },
     };
     this.learned = policy;
-    this.headInUse = body.head ?? this.actorHead;
   }
 
   /** Head of the actor in use: the weights frame's, else `actorHead`; null while the fallback decides. */
   get actorHeadInUse(): 'relu1' | 'softplus1' | null {
-    return this.learned ? this.headInUse : null;
+    return this.learned?.head ?? null;
   }
 
   /** Queues one request; resolves with its answer (never rejects). */

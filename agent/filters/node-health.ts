@@ -14,8 +14,8 @@
  * - 'faulty' excludes the node at once; 'ambiguous' `ambiguousRun` times in a row too (default:
  *   never; the learned detector that should decide those runs in the orchestrator, not here);
  *   a node is re-admitted after `readmitSamples` consecutive 'healthy' verdicts; at most half of
- *   an eAP's nodes are held out by the device filters at once (`maxExcludedShare`; the
- *   simulator's loop has the same guard).
+ *   an eAP's nodes are held out by the device filters at once (`maxExcludedShare`). The
+ *   simulator's telemetry loop (training/sim/telemetry.ts) runs this class too.
  * QoS isolation: one observation per node and interval (requests, success rate, mean latency of
  * what this agent sent there), QosIsolation's rules, isolation times and per-eAP cap.
  *
@@ -90,20 +90,20 @@ export class NodeHealth {
     this.reporting = new Uint8Array(N);
     this.qos = new QosIsolation(nodeEap, this.o.qos);
     this.nodeEap = nodeEap;
+    for (const e of nodeEap) this.eapNodes.set(e, (this.eapNodes.get(e) ?? 0) + 1);
     this.suppressed = new Uint8Array(N);
     if (!(this.o.maxExcludedShare > 0 && this.o.maxExcludedShare <= 1)) throw new TypeError(`NodeHealth maxExcludedShare: expected a share in (0, 1], got ${this.o.maxExcludedShare}`);
   }
 
   private readonly nodeEap: readonly number[];
+  private readonly eapNodes = new Map<number, number>();
   private readonly suppressed: Uint8Array;
 
+  /** Nodes of each eAP, and the most of them the device filters may hold out at once (at least one). */
   private eapSize(eap: number): number {
-    let k = 0;
-    for (const e of this.nodeEap) if (e === eap) k++;
-    return k;
+    return this.eapNodes.get(eap) ?? 0;
   }
 
-  /** Most nodes of one eAP the device filters may hold out at once (at least one). */
   private capOf(eap: number): number {
     return Math.max(1, Math.floor(this.o.maxExcludedShare * this.eapSize(eap) + 1e-9));
   }

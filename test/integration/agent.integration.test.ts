@@ -56,6 +56,35 @@ async function until(cond: () => boolean | Promise<boolean>, timeoutMs = 5000): 
 
 const request = { service: 0, deadlineMs: 2000, payloadBytes: 1000, workCoreS: 0.01 };
 
+interface Live {
+  dir: string;
+  cluster: EmulatedCluster;
+  store: Store;
+  hub: Hub;
+  registry: ModelRegistry;
+}
+
+/** A real emulated cluster, store, hub and registry on port 0, the initial placement published. */
+async function setUp(prefix: string, clusterOptions: { speed?: number; seed?: number }): Promise<Live> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const cluster = new EmulatedCluster({ scenario, ...clusterOptions });
+  await cluster.listen();
+  const store = Store.open(path.join(dir, 'o.db'));
+  const hub = await startHub(store, { heartbeatMs: 1000 });
+  const registry = new ModelRegistry(store, hub);
+  registry.publishPlacement(0, initialPlacement(scenario));
+  return { dir, cluster, store, hub, registry };
+}
+
+async function tearDown(l: Live, agents: RunningAgent[]): Promise<void> {
+  for (const a of agents.splice(0)) await a.drain();
+  l.registry.dispose();
+  await l.hub.close();
+  l.store.close();
+  await l.cluster.close();
+  fs.rmSync(l.dir, { recursive: true, force: true });
+}
+
 describe('kais agent (process wiring)', () => {
   let dir: string;
   let cluster: EmulatedCluster;
@@ -79,23 +108,10 @@ describe('kais agent (process wiring)', () => {
   };
 
   beforeEach(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-agent-it-'));
-    cluster = new EmulatedCluster({ scenario });
-    await cluster.listen();
-    store = Store.open(path.join(dir, 'o.db'));
-    hub = await startHub(store, { heartbeatMs: 1000 });
-    registry = new ModelRegistry(store, hub);
-    registry.publishPlacement(0, initialPlacement(scenario));
+    ({ dir, cluster, store, hub, registry } = await setUp('kais-agent-it-', {}));
   });
 
-  afterEach(async () => {
-    for (const a of agents.splice(0)) await a.drain();
-    registry.dispose();
-    await hub.close();
-    store.close();
-    await cluster.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  afterEach(() => tearDown({ dir, cluster, store, hub, registry }, agents));
 
   it('dispatches with the lec fallback before weights, then with cmmac once a weights frame arrives, and caches them', async () => {
     const a = await start(path.join(dir, 'cache'));
@@ -206,23 +222,10 @@ describe('kais agent device filters and QoS isolation on a real emulated cluster
   const agents: RunningAgent[] = [];
 
   beforeEach(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-agent-health-'));
-    cluster = new EmulatedCluster({ scenario, speed, seed: 3 });
-    await cluster.listen();
-    store = Store.open(path.join(dir, 'o.db'));
-    hub = await startHub(store, { heartbeatMs: 1000 });
-    registry = new ModelRegistry(store, hub);
-    registry.publishPlacement(0, initialPlacement(scenario));
+    ({ dir, cluster, store, hub, registry } = await setUp('kais-agent-health-', { speed, seed: 3 }));
   });
 
-  afterEach(async () => {
-    for (const a of agents.splice(0)) await a.drain();
-    registry.dispose();
-    await hub.close();
-    store.close();
-    await cluster.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  afterEach(() => tearDown({ dir, cluster, store, hub, registry }, agents));
 
   it('excludes a node whose telemetry turns abnormal, says why, and sends it nothing', async () => {
     const lines: string[] = [];

@@ -42,7 +42,7 @@ import { loadBackend } from '../../shared/tf-backend';
 import { ActorNet, type HeadActivation } from '../../shared/nets/actor';
 import { ValueNet } from '../../shared/nets/value';
 import { CmmacDispatch } from '../../agent/actor-policy';
-import { observationDim, targetBlockOf } from '../../agent/observation';
+import { observationDim, targetBlockOf, type ObservationShape } from '../../agent/observation';
 import { RolloutBuffer } from '../../critic/cmmac/buffer';
 import { CmmacLearner } from '../../critic/cmmac/learner';
 import { makeTrainTeacher } from '../../critic/cmmac/teacher';
@@ -484,7 +484,7 @@ function validate(o: TrainOptions): void {
 async function run(
   config: TrainConfig,
   scenario: Scenario,
-  shape: { numServices: number; numTargets: number; numEaps: number },
+  shape: ObservationShape,
   db: CheckpointDb,
   resuming: boolean,
   log: (line: string) => void,
@@ -923,7 +923,7 @@ export function evaluate(
   scenario: Scenario,
   config: TrainOptions,
   actorWeights: Float32Array[],
-  shape: { numServices: number; numTargets: number; numEaps: number },
+  shape: ObservationShape,
   seeds: number,
 ): number {
   const durationS = config.evalFrames * scenario.slotsPerFrame * scenario.slotS;
@@ -942,7 +942,7 @@ export function evaluateTraceWindow(
   scenario: Scenario,
   config: TrainOptions,
   actorWeights: Float32Array[],
-  shape: { numServices: number; numTargets: number; numEaps: number },
+  shape: ObservationShape,
   seeds: number,
 ): number {
   const durationS = config.evalFrames * scenario.slotsPerFrame * scenario.slotS;
@@ -956,7 +956,7 @@ function evaluateOn(
   scenario: Scenario,
   config: TrainOptions,
   actorWeights: Float32Array[],
-  shape: { numServices: number; numTargets: number; numEaps: number },
+  shape: ObservationShape,
   seeds: number,
   requestsOf: (seed: number, i: number) => ReturnType<typeof buildRequests>,
 ): number {

@@ -6,7 +6,8 @@
  * sample per `periodS` (1 s of simulated time; a window of T = 12 samples spans 12 s). From
  * `precursorS` before a failure until it recovers, the node's series is the abnormal one.
  *
- * Filter loop: each node has a DeviceFilter (agent/filters/device-filter.ts) with the rule settings
+ * Filter loop: the agent's own (NodeHealth, agent/filters/node-health.ts), so the simulator runs
+ * the filters exactly as `kais agent` does: each node has a DeviceFilter with the rule settings
  * `kais detect` measures on labelled server data (DETECT_DEVICE_FILTER_OPTIONS: level evidence,
  * faulty margin; `rules` overrides them), whose baseline is the pooled history of the first
  * `historySamples` (36) samples of all nodes of the same shape ("a similar node", as Sentinel says;
@@ -18,15 +19,14 @@
  * samples 0.7%, 48 samples 0.8%; a longer history leaves the first failures unfiltered (lec/hpa at
  * the v2017 failure times: 300 / 382 / 441 requests lost with 24 / 36 / 48 samples, 1476 without
  * filters). The CPU level is the utilisation smoothed over ~10 s, as monitoring reports it.
- * 'faulty' excludes the node at once; 'ambiguous' twice in a row excludes it too (the learned
- * detector that decides ambiguous windows in the agent is not in the simulator loop yet); a node
- * is re-admitted after `readmitS` of consecutive 'healthy' verdicts. At most half of an eAP's
- * nodes are held out at once, as in the agent (agent/filters/node-health.ts, maxExcludedShare):
- * the load a failed node sheds can push its neighbours' telemetry out of range too. On kais with
- * the v2017 failure times (seeds 1-3) the cap never binds: the `kais eval --filters` JSON is
- * byte-identical with and without it.
+ * 'faulty' excludes the node at once; `ambiguousRun` 'ambiguous' verdicts in a row too (default:
+ * never; the learned detector that should decide them is not in this loop); a node is
+ * re-admitted after `readmitS` of consecutive 'healthy' verdicts; at most half of an eAP's nodes
+ * are held out at once (on kais with the v2017 failure times, seeds 1-3, that cap never binds).
+ * QoS isolation, NodeHealth's other half, gets no observations here.
  */
-import { DETECT_DEVICE_FILTER_OPTIONS, DeviceFilter, baselineFromHistory, type DeviceFilterOptions } from '../../agent/filters/device-filter';
+import { DETECT_DEVICE_FILTER_OPTIONS, type DeviceFilterOptions } from '../../agent/filters/device-filter';
+import { NodeHealth } from '../../agent/filters/node-health';
 import { NodeTelemetryModel, TELEMETRY_DIMS } from '../../shared/node-telemetry';
 import { Rng } from '../../shared/rng';
 import type { Cluster } from './cluster';
@@ -53,15 +53,12 @@ export class TelemetryFilters {
   readonly o: TelemetryOptions;
   private readonly model: NodeTelemetryModel;
   private readonly cpuLevel: Float64Array;
-  private readonly filters: (DeviceFilter | null)[];
-  private readonly history: Float64Array[];
-  private readonly ambiguousRun: Int32Array;
-  private readonly healthyRunS: Float64Array;
+  /** The agent's own filter loop (baselines, verdicts, exclusion and re-admission, the cap). */
+  private readonly health: NodeHealth;
   private readonly sample = new Float64Array(TELEMETRY_DIMS);
   /** node-seconds excluded while the node was healthy (not failing, not in its precursor) */
   falseExcludedS = 0;
   healthyNodeS = 0;
-  exclusions = 0;
   /** verdict counts by ground truth (abnormal = failing or in its precursor), for reports */
   readonly verdicts = { abnormal: {} as Record<string, number>, normal: {} as Record<string, number> };
 
@@ -75,90 +72,48 @@ export class TelemetryFilters {
     const N = cluster.numNodes;
     this.model = new NodeTelemetryModel(N, this.o.periodS, Rng.derive(seed, 'telemetry'));
     this.cpuLevel = new Float64Array(N);
-    this.ambiguousRun = new Int32Array(N);
-    this.healthyRunS = new Float64Array(N);
-    this.filters = new Array(N).fill(null);
-    this.history = Array.from({ length: N }, () => new Float64Array(0));
+    this.health = new NodeHealth(
+      Array.from({ length: N }, (_, n) => `${cluster.cpu[n]}/${cluster.mem[n]}`),
+      Array.from(cluster.eapOfNode),
+      {
+        historySamples: this.o.historySamples,
+        readmitSamples: Math.ceil(this.o.readmitS / this.o.periodS - 1e-9),
+        ambiguousRun: this.o.ambiguousRun,
+        rules: this.o.rules,
+      },
+    );
+  }
+
+  /** Nodes the filters excluded (each exclusion once). */
+  get exclusions(): number {
+    return this.health.eventCounts().exclude;
   }
 
   /**
-   * Sample every node, run its filter, set cluster.healthyFlag. `abnormalUntil[n]` > now means the
-   * node is failing or about to (ground truth, used for the telemetry and for the false-exclusion count).
+   * Sample every node, run its filter, set cluster.healthyFlag. `abnormal(n)` means the node is
+   * failing or about to (ground truth, used for the telemetry and for the false-exclusion count).
    */
   tick(now: number, abnormal: (node: number) => boolean): void {
     const c = this.cluster;
     const dt = this.o.periodS;
-    if (this.filters[0] === null && this.history[0].length >= this.o.historySamples * TELEMETRY_DIMS) this.buildFilters();
     for (let n = 0; n < c.numNodes; n++) {
       this.cpuLevel[n] = 0.97 * this.cpuLevel[n] + 0.03 * (1 - c.freeCpu[n] / c.cpu[n]);
       const bad = abnormal(n);
       this.model.sample(n, bad, this.cpuLevel[n], c.usedMem[n] / c.mem[n], this.sample);
-      const f = this.filters[n];
-      if (!f) {
-        // first minute: collect every node's history; then each node's baseline is built from the
-        // pooled histories of the nodes of the same shape (Sentinel: "a similar node"), so a node
-        // that is already failing in its first minute does not teach its own baseline that it is normal
-        const h = this.history[n];
-        const grown = new Float64Array(h.length + TELEMETRY_DIMS);
-        grown.set(h);
-        grown.set(this.sample, h.length);
-        this.history[n] = grown;
-        if (!bad) this.healthyNodeS += dt;
-        continue;
-      }
-      const v = f.push(this.sample);
-      const tally = bad ? this.verdicts.abnormal : this.verdicts.normal;
-      tally[v] = (tally[v] ?? 0) + 1;
-      const wasUp = c.healthyFlag[n] === 1;
-      if (v === 'faulty' || (v === 'ambiguous' && ++this.ambiguousRun[n] >= this.o.ambiguousRun)) {
-        this.healthyRunS[n] = 0;
-        // at most half of an eAP's nodes out at once (the agent's NodeHealth guard, maxExcludedShare 0.5)
-        if (wasUp && this.outOfEap(c.eapOfNode[n]) < this.capOfEap(c.eapOfNode[n])) {
-          this.exclusions++;
-          c.healthyFlag[n] = 0;
-        }
-      } else if (v === 'healthy') {
-        this.ambiguousRun[n] = 0;
-        this.healthyRunS[n] += dt;
-        if (!wasUp && this.healthyRunS[n] >= this.o.readmitS) c.healthyFlag[n] = 1;
+      // before the baselines exist (the first historySamples samples) nodes count as healthy
+      const judged = this.health.started;
+      this.health.sample(n, this.sample, now);
+      if (judged) {
+        const v = this.health.verdict(n)!;
+        const tally = bad ? this.verdicts.abnormal : this.verdicts.normal;
+        tally[v] = (tally[v] ?? 0) + 1;
+        c.healthyFlag[n] = this.health.excluded(n) ? 0 : 1;
       }
       if (!bad) {
         this.healthyNodeS += dt;
         if (c.healthyFlag[n] === 0) this.falseExcludedS += dt;
       }
     }
-  }
-
-  private outOfEap(eap: number): number {
-    const c = this.cluster;
-    let k = 0;
-    for (let m = 0; m < c.numNodes; m++) if (c.eapOfNode[m] === eap && c.healthyFlag[m] === 0) k++;
-    return k;
-  }
-
-  private capOfEap(eap: number): number {
-    const c = this.cluster;
-    let k = 0;
-    for (let m = 0; m < c.numNodes; m++) if (c.eapOfNode[m] === eap) k++;
-    return Math.max(1, Math.floor(0.5 * k + 1e-9));
-  }
-
-  /** Builds every node's filter once all have historySamples samples (see tick). */
-  private buildFilters(): void {
-    const c = this.cluster;
-    const shapeOf = (n: number): string => `${c.cpu[n]}/${c.mem[n]}`;
-    for (let n = 0; n < c.numNodes; n++) {
-      const peers: Float64Array[] = [];
-      for (let m = 0; m < c.numNodes; m++) if (shapeOf(m) === shapeOf(n)) peers.push(this.history[m]);
-      const pooled = new Float64Array(peers.reduce((a, p) => a + p.length, 0));
-      let off = 0;
-      for (const p of peers) {
-        pooled.set(p, off);
-        off += p.length;
-      }
-      this.filters[n] = new DeviceFilter(baselineFromHistory(pooled, TELEMETRY_DIMS, this.o.rules), this.o.rules);
-    }
-    for (let n = 0; n < c.numNodes; n++) this.history[n] = new Float64Array(0);
   }
 
   get falseExclusionRate(): number {
