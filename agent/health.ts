@@ -40,6 +40,7 @@ export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknow
           excluded: s.nodeHealth.excludedNow(),
           verdicts: { ...s.nodeHealth.verdicts },
           events: s.nodeHealth.eventCounts(),
+          learned: { ...s.nodeHealth.learned },
           lastEvents: s.nodeHealth.events.slice(-10),
         }
       : null,
@@ -79,6 +80,16 @@ export function metricsText(d: Dispatcher, s: HealthState): string {
   if (s.nodeHealth) {
     const h = s.nodeHealth;
     metric('kais_agent_nodes_excluded', 'gauge', 'Edge nodes left out of the mask by the device filters or QoS isolation.', [[l, h.excludedNow().length]]);
+    metric('kais_agent_detector_windows_total', 'counter', 'Device-filter windows queued for the orchestrator\'s learned detector, by kind (dropped: queue full).', [
+      [`${l},kind="ambiguous"`, h.learned.ambiguousSent],
+      [`${l},kind="healthy"`, h.learned.healthySent],
+      [`${l},kind="dropped"`, h.learned.dropped],
+    ]);
+    metric('kais_agent_detector_verdicts_total', 'counter', 'Learned-detector verdicts received (stale: the node looked healthy again).', [
+      [`${l},verdict="anomalous"`, h.learned.anomalous],
+      [`${l},verdict="normal"`, h.learned.normal],
+      [`${l},verdict="stale"`, h.learned.stale],
+    ]);
     const byKind = new Map<string, number>();
     for (const e of h.events) byKind.set(`${e.kind}|${e.rule}`, (byKind.get(`${e.kind}|${e.rule}`) ?? 0) + 1);
     metric(

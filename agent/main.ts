@@ -23,6 +23,7 @@ import { LocalClusterView } from './local-view';
 import { StateCache } from './weights-cache';
 import { NodeHealth } from './filters/node-health';
 import { TelemetryPoller } from './telemetry-poller';
+import { MAX_DEVICE_WINDOWS } from '../shared/protocol/envelope';
 import { topologyOf } from '../shared/scenario';
 
 export const AGENT_VERSION = '0.1.0';
@@ -88,12 +89,15 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   let poller: TelemetryPoller | null = null;
   if (o.deviceFilters ?? true) {
     const nodes = o.scenario.eaps.flatMap((e) => e.nodes);
+    const nodeEap = topologyOf(o.scenario).nodeEap;
     const health = new NodeHealth(
       nodes.map((n) => `${n.cpuCores}/${n.memGB}`),
-      topologyOf(o.scenario).nodeEap,
+      nodeEap,
       // QoS on failures only (Dispatcher.countHealth): latency at the eAP is mostly queueing, i.e.
       // load, which the context filter handles; isolating busy nodes would shed capacity under load
-      { qos: { maxLatencyMs: Number.MAX_VALUE } },
+      // the learned stage: ambiguous windows (and some healthy ones of this eAP's nodes, to learn
+      // from) go to the orchestrator's detector, whose verdicts come back (onVerdicts below)
+      { qos: { maxLatencyMs: Number.MAX_VALUE }, windows: { sampleHealthy: (n) => nodeEap[n] === o.eap } },
       (e) => log(`node ${e.node} ${e.kind === 'readmit' ? 're-admitted' : e.kind === 'exclude' || e.kind === 'isolate' ? 'excluded' : 'kept in service'} (${e.rule}): ${e.reason}`),
     );
     nodeHealth = health;
@@ -153,6 +157,11 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       } catch (e) {
         log(`weights cache not written: ${(e as Error).message}`);
       }
+    },
+    onVerdicts: (body) => {
+      if (!nodeHealth) return;
+      const nowS = view.nowS();
+      for (const v of body.verdicts) nodeHealth.learnedVerdict(v.node, v.id, v.anomalous, v.score, nowS);
     },
     onPlacement: (body) => {
       view.applyPlacement(body);
@@ -232,7 +241,8 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       nodeHealth.tick(nowS);
     }
     if (!link.ready) return; // telemetry of a disconnected interval is not worth queueing
-    if (rt.sendFrame('telemetry', { eap: o.eap, samples })) state.telemetrySent++;
+    const windows = nodeHealth?.takeWindows(MAX_DEVICE_WINDOWS) ?? [];
+    if (rt.sendFrame('telemetry', windows.length > 0 ? { eap: o.eap, samples, windows } : { eap: o.eap, samples })) state.telemetrySent++;
     if (now) {
       for (let budget = EXPERIENCE_PER_FLUSH; budget > 0; ) {
         const n = sendExperienceChunk();

@@ -29,6 +29,7 @@ import {
   type HelloBody,
   type PlacementBody,
   type ScaleBody,
+  type VerdictsBody,
   type WeightsBody,
   type WelcomeBody,
 } from '../shared/protocol/envelope';
@@ -54,6 +55,8 @@ export interface AgentRuntimeOptions {
   onPlacement?: (body: PlacementBody) => void;
   /** Handles a `scale` request; throw to refuse it. */
   onScale?: (body: ScaleBody) => void;
+  /** Takes the learned detector's verdicts on windows this agent sent (not acknowledged). */
+  onVerdicts?: (body: VerdictsBody) => void;
   /** Codec to decode with (limits). @defaultValue new Codec() */
   codec?: Codec;
 }
@@ -67,6 +70,8 @@ export interface AgentRuntimeStats {
   refused: number;
   /** `error` frames received from the orchestrator. */
   errorsReceived: number;
+  /** Learned-detector verdicts received. */
+  verdicts: number;
 }
 
 export interface AgentRuntimeEvents {
@@ -88,7 +93,7 @@ export interface AgentRuntime {
 
 export class AgentRuntime extends EventEmitter {
   readonly eapId: EapId;
-  readonly stats: AgentRuntimeStats = { weightsApplied: 0, placementsApplied: 0, stale: 0, refused: 0, errorsReceived: 0 };
+  readonly stats: AgentRuntimeStats = { weightsApplied: 0, placementsApplied: 0, stale: 0, refused: 0, errorsReceived: 0, verdicts: 0 };
   private readonly codec: Codec;
   private readonly unsubscribe: () => void;
   private held: { weights: WeightsBody | null; placement: PlacementBody | null };
@@ -192,6 +197,14 @@ export class AgentRuntime extends EventEmitter {
           return;
         }
         this.sendFrame('ack', { of: frame.seq });
+        return;
+      case 'verdicts':
+        this.stats.verdicts += frame.body.verdicts.length;
+        try {
+          this.options.onVerdicts?.(frame.body);
+        } catch (e) {
+          this.refuse({ code: RUNTIME_ERROR_CODES.rejected, message: `verdicts refused: ${messageOf(e)}`, of: frame.seq });
+        }
         return;
       case 'error':
         this.stats.errorsReceived++;

@@ -299,8 +299,8 @@ export class Hub extends EventEmitter {
     return this.pushAll('placement', body);
   }
 
-  /** Sends one frame (e.g. `scale`) to one eAP's session; false if it has none. */
-  sendTo<T extends 'scale' | 'ack' | 'error'>(eapId: EapId, type: T, body: BodyByType[T]): boolean {
+  /** Sends one frame (e.g. `scale`, `verdicts`) to one eAP's session; false if it has none. */
+  sendTo<T extends 'scale' | 'ack' | 'error' | 'verdicts'>(eapId: EapId, type: T, body: BodyByType[T]): boolean {
     const s = this.byEap.get(eapId);
     if (!s || s.closing) return false;
     return this.sendFrame(s, makeFrame(type, s.seq++, body) as Frame);
@@ -400,6 +400,7 @@ export class Hub extends EventEmitter {
       case 'welcome':
       case 'weights':
       case 'placement':
+      case 'verdicts':
         this.refuse(s, HUB_ERROR_CODES.state, `${frame.type} frames are sent by the orchestrator only`, frame.seq);
         return;
       case 'experience':

@@ -16,7 +16,12 @@
  * `{"scenario": "kais", "orchestration": "static"|"hpa", "token": "", "agentTokens": {"0": "..."},
  *   "frameS": <scenario seconds per frame, default slotS x slotsPerFrame>, "speed": 1,
  *   "executor": null | "http://<kais node admin>", "checkpoint": null | "<kais train db or actor .bin>",
- *   "actorHead": "softplus1", "heartbeatMs": 5000, "learner": "cmmac"|"none", "learnBatch": 2048}`
+ *   "actorHead": "softplus1", "heartbeatMs": 5000, "learner": "cmmac"|"none", "learnBatch": 2048,
+ *   "detector": "vgru"|"none"}`
+ *
+ * Learned device detector (`"detector": "vgru"`, the default; orchestrator/detector.ts): fitted
+ * on the healthy device-filter windows agents send, it scores their ambiguous windows and answers
+ * with `verdicts` frames. It loads tfjs (in a worker) only once windows arrive.
  */
 import * as fs from 'node:fs';
 import type { Placement } from '../shared/domain';
@@ -26,6 +31,7 @@ import { loadScenario, type Scenario } from '../shared/scenario';
 import { initialPlacement } from './emulated-cluster';
 import type { Hub } from './hub';
 import { EmulatedExecutor, NullExecutor, ORCHESTRATION_NAMES, PlacementLoop, type OrchestrationName } from './placement-loop';
+import { LearnedDetector } from './detector';
 import type { OnlineLearner } from './learner';
 import { ModelRegistry, startHub } from './registry';
 import { Store, type MetricPoint } from './store';
@@ -44,6 +50,7 @@ export interface OrchestratorConfig {
   actorHead: 'relu1' | 'softplus1';
   learner: 'cmmac' | 'none';
   learnBatch: number;
+  detector: 'vgru' | 'none';
 }
 
 /** Reads and validates the config file; UsageError naming the file and field for anything wrong. */
@@ -59,7 +66,7 @@ export function readConfig(file: string): OrchestratorConfig {
   const fail = (field: string, why: string): never => {
     throw new UsageError(`${file}: field "${field}" ${why}`);
   };
-  const known = ['scenario', 'orchestration', 'token', 'agentTokens', 'frameS', 'speed', 'executor', 'checkpoint', 'heartbeatMs', 'actorHead', 'learner', 'learnBatch'];
+  const known = ['scenario', 'orchestration', 'token', 'agentTokens', 'frameS', 'speed', 'executor', 'checkpoint', 'heartbeatMs', 'actorHead', 'learner', 'learnBatch', 'detector'];
   for (const k of Object.keys(o)) if (!known.includes(k)) fail(k, `is not a config field (known: ${known.join(', ')})`);
   const str = (k: string, d: string): string => (o[k] === undefined ? d : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string'));
   const strOrNull = (k: string): string | null => (o[k] === undefined || o[k] === null ? null : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string or null'));
@@ -90,6 +97,8 @@ export function readConfig(file: string): OrchestratorConfig {
   if (learner !== 'cmmac' && learner !== 'none') fail('learner', `must be "cmmac" or "none", got ${JSON.stringify(learner)}`);
   const learnBatch = pos('learnBatch', 2048);
   if (!Number.isInteger(learnBatch)) fail('learnBatch', 'must be an integer');
+  const detector = str('detector', 'vgru');
+  if (detector !== 'vgru' && detector !== 'none') fail('detector', `must be "vgru" or "none", got ${JSON.stringify(detector)}`);
   return {
     scenario,
     orchestration: orchestration as OrchestrationName,
@@ -103,6 +112,7 @@ export function readConfig(file: string): OrchestratorConfig {
     actorHead: actorHead as 'relu1' | 'softplus1',
     learner: learner as 'cmmac' | 'none',
     learnBatch,
+    detector: detector as 'vgru' | 'none',
   };
 }
 
@@ -113,6 +123,8 @@ export interface RunningOrchestrator {
   readonly loop: PlacementLoop;
   /** null with `"learner": "none"`. */
   readonly learner: OnlineLearner | null;
+  /** null with `"detector": "none"`. */
+  readonly detector: LearnedDetector | null;
   readonly port: number;
   /** Whether this start resumed a stored placement (restart) rather than publishing the initial one. */
   readonly resumed: boolean;
@@ -152,10 +164,22 @@ export async function startOrchestrator(
     start = initialPlacement(cfg.scenario);
   }
 
+  const detector =
+    cfg.detector === 'vgru'
+      ? new LearnedDetector({ store, send: (eap, body) => void hub.sendTo(eap, 'verdicts', body), log })
+      : null;
+  if (detector && store.detectors().length > 0) {
+    detector.start().then(
+      () => log(`detector: on, stored shapes ${detector.fittedShapes().join(', ')}`),
+      (e: Error) => log(`detector: could not start (${e.message}); ambiguous windows stay undecided`),
+    );
+  }
+
   hub.on('frame', (session, frame) => {
     if (frame.type === 'experience') {
       store.appendExperience(frame.body);
     } else if (frame.type === 'telemetry') {
+      if (detector && frame.body.windows) detector.add(session.eapId, frame.body.windows);
       let requests = 0;
       let inDeadline = 0;
       for (const s of frame.body.samples) {
@@ -206,12 +230,14 @@ export async function startOrchestrator(
     registry,
     loop,
     learner,
+    detector,
     port: hub.port,
     resumed,
     close: () => {
       closing ??= (async () => {
         await loop.stop();
         learner?.dispose();
+        detector?.dispose();
         registry.dispose();
         await hub.close();
         store.close();

@@ -22,7 +22,7 @@ import {
   type PlacementBody,
   type WeightsBody,
 } from '../shared/protocol/envelope';
-import { weightsFromBytes, weightsToBytes } from '../shared/protocol/weights';
+import { packWeights, weightsFromBytes, weightsToBytes } from '../shared/protocol/weights';
 
 export const STORE_SCHEMA_VERSION = 1;
 
@@ -61,6 +61,17 @@ export interface ModelRecord {
   createdMs: number;
   /** Size of the stored BLOB. */
   bytes: number;
+}
+
+/** A fitted learned device detector (orchestrator/detector.ts). */
+export interface StoredDetector {
+  /** Node shape key ("cores/GB"). */
+  key: string;
+  dims: number;
+  steps: number;
+  /** Healthy windows it was fitted on. */
+  fitWindows: number;
+  weights: Float32Array[];
 }
 
 export interface MetricPoint {
@@ -118,6 +129,15 @@ CREATE TABLE IF NOT EXISTS experience (
   ts_ms INTEGER NOT NULL,
   transitions INTEGER NOT NULL,
   frame BLOB NOT NULL
+);
+-- The learned device detectors (orchestrator/detector.ts), one per node shape.
+CREATE TABLE IF NOT EXISTS detectors (
+  key TEXT PRIMARY KEY,
+  dims INTEGER NOT NULL,
+  steps INTEGER NOT NULL,
+  fit_windows INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL,
+  weights BLOB NOT NULL
 );
 -- The online learner's own state (orchestrator/learner.ts): experience cursor, critic weights.
 CREATE TABLE IF NOT EXISTS learner (
@@ -375,6 +395,20 @@ export class Store {
     const critic = m.get('critic');
     if (!cursor || !updates || !critic) return null;
     return { cursor: Number(cursor.toString()), updates: Number(updates.toString()), critic: weightsFromBytes(critic) };
+  }
+
+  /** Saves (replacing) the fitted detector of `key`; weights in VgruDetector.getWeights order. */
+  putDetector(d: StoredDetector, nowMs = Date.now()): void {
+    const body = packWeights(d.weights.map((data) => ({ shape: [data.length], data })), 1);
+    this.db
+      .prepare('INSERT OR REPLACE INTO detectors (key, dims, steps, fit_windows, created_ms, weights) VALUES (?, ?, ?, ?, ?, ?)')
+      .run(d.key, d.dims, d.steps, d.fitWindows, nowMs, weightsToBytes(body));
+  }
+
+  /** Every stored detector, by key. */
+  detectors(): StoredDetector[] {
+    const rows = this.db.prepare('SELECT key, dims, steps, fit_windows, weights FROM detectors ORDER BY key').all() as { key: string; dims: number; steps: number; fit_windows: number; weights: Buffer }[];
+    return rows.map((r) => ({ key: r.key, dims: r.dims, steps: r.steps, fitWindows: r.fit_windows, weights: weightsFromBytes(r.weights).tensors }));
   }
 
   /** Seq the next appended experience batch gets (= number of batches ever appended). */

@@ -521,6 +521,24 @@ export class DeviceFilter {
     this.last.fill(0);
   }
 
+  /**
+   * Copies the current window (T samples of N metrics, oldest first, row-major; non-finite
+   * readings replaced by the dimension's last finite value as the rules saw them) into `out`.
+   * False while warming (fewer than T samples).
+   */
+  windowInto(out: Float32Array | Float64Array): boolean {
+    const N = this.dims;
+    const T = this.options.windowSize;
+    if (out.length < T * N) throw new TypeError(`DeviceFilter.windowInto: need ${T * N} values, got ${out.length}`);
+    if (this.count < T) return false;
+    const start = this.count % T;
+    for (let k = 0; k < T; k++) {
+      const src = ((start + k) % T) * N;
+      for (let n = 0; n < N; n++) out[k * N + n] = this.ring[src + n];
+    }
+    return true;
+  }
+
   /** Add one sample of N metrics; returns the verdict for the window ending at it. */
   push(sample: ArrayLike<number>): Verdict {
     const N = this.dims;

@@ -12,7 +12,13 @@
  *   its own baseline that it is normal; until then nodes count as healthy;
  * - rules: DETECT_DEVICE_FILTER_OPTIONS, the settings `kais detect` measures on labelled data;
  * - 'faulty' excludes the node at once; 'ambiguous' `ambiguousRun` times in a row too (default:
- *   never; the learned detector that should decide those runs in the orchestrator, not here);
+ *   never: the learned detector decides those, in the orchestrator);
+ * - the learned stage (`windows` on, as in the agent): every 'ambiguous' window, and every
+ *   `healthyEvery`-th 'healthy' window of the nodes this agent samples for training, is queued
+ *   for the orchestrator (`takeWindows`, sent in `telemetry` frames); the orchestrator's
+ *   detector (orchestrator/detector.ts) answers with verdicts (`learnedVerdict`), and an
+ *   'anomalous' verdict on a node whose latest window is still not 'healthy' excludes it like
+ *   'faulty' (rule `device:learned`, same cap and re-admission);
  *   a node is re-admitted after `readmitSamples` consecutive 'healthy' verdicts; at most half of
  *   an eAP's nodes are held out by the device filters at once (`maxExcludedShare`). The
  *   simulator's telemetry loop (training/sim/telemetry.ts) runs this class too.
@@ -22,6 +28,7 @@
  * Pure logic, time passed in: the agent (agent/main.ts) polls telemetry and feeds it.
  */
 import { TELEMETRY_DIMS, TELEMETRY_METRICS } from '../../shared/node-telemetry';
+import type { DeviceWindow } from '../../shared/protocol/envelope';
 import { DETECT_DEVICE_FILTER_OPTIONS, DeviceFilter, baselineFromHistory, type DeviceFilterOptions, type Verdict } from './device-filter';
 import { QosIsolation, type QosIsolationOptions, type QosObservation } from './qos-isolation';
 
@@ -43,13 +50,37 @@ export interface NodeHealthOptions {
   /** @defaultValue DETECT_DEVICE_FILTER_OPTIONS */
   rules: Partial<DeviceFilterOptions>;
   qos: Partial<QosIsolationOptions>;
+  /** Queue windows for the learned detector (null: off, as in the simulator). @defaultValue null */
+  windows: Partial<LearnedWindowOptions> | null;
+}
+
+export interface LearnedWindowOptions {
+  /** Every this many 'healthy' windows of a sampled node, one is queued as training data. @defaultValue 12 (no overlap) */
+  healthyEvery: number;
+  /** Nodes whose healthy windows this agent sends (e.g. its own eAP's; ambiguous windows go for every node). @defaultValue all */
+  sampleHealthy: (node: number) => boolean;
+  /** Most windows queued; the oldest are dropped beyond it. @defaultValue 256 */
+  maxPending: number;
+}
+
+/** What the learned stage did, for /metrics, /healthz and `kais up`. */
+export interface LearnedStats {
+  /** Windows queued, by kind; dropped when the queue was full (orchestrator away). */
+  ambiguousSent: number;
+  healthySent: number;
+  dropped: number;
+  /** Verdicts received, by outcome; `stale` = anomalous, but the node's latest window was healthy again. */
+  anomalous: number;
+  normal: number;
+  stale: number;
+
 }
 
 export interface HealthEvent {
   timeS: number;
   node: number;
   kind: 'exclude' | 'readmit' | 'isolate' | 'suppressed';
-  /** `device:faulty`, `device:ambiguous`, `device:healthy` (re-admission), or a QoS rule (`qos:success-rate`, ...). */
+  /** `device:faulty`, `device:ambiguous`, `device:learned`, `device:healthy` (re-admission), or a QoS rule (`qos:success-rate`, ...). */
   rule: string;
   /** One line naming the metrics. */
   reason: string;
@@ -78,7 +109,9 @@ export class NodeHealth {
     options: Partial<NodeHealthOptions> = {},
     private readonly log: (e: HealthEvent) => void = () => undefined,
   ) {
-    this.o = { historySamples: 36, readmitSamples: 5, ambiguousRun: Infinity, maxExcludedShare: 0.5, rules: DETECT_DEVICE_FILTER_OPTIONS, qos: {}, ...options };
+    this.o = { historySamples: 36, readmitSamples: 5, ambiguousRun: Infinity, maxExcludedShare: 0.5, rules: DETECT_DEVICE_FILTER_OPTIONS, qos: {}, windows: null, ...options };
+    this.win = this.o.windows ? { healthyEvery: 12, sampleHealthy: () => true, maxPending: 256, ...this.o.windows } : null;
+    if (this.win && !(Number.isInteger(this.win.healthyEvery) && this.win.healthyEvery >= 1)) throw new TypeError(`NodeHealth windows.healthyEvery: expected an integer >= 1, got ${this.win.healthyEvery}`);
     if (!Number.isInteger(this.o.historySamples) || this.o.historySamples < 12) throw new TypeError(`NodeHealth historySamples: expected an integer >= 12, got ${this.o.historySamples}`);
     const N = shapes.length;
     this.filters = new Array(N).fill(null);
@@ -92,12 +125,22 @@ export class NodeHealth {
     this.nodeEap = nodeEap;
     for (const e of nodeEap) this.eapNodes.set(e, (this.eapNodes.get(e) ?? 0) + 1);
     this.suppressed = new Uint8Array(N);
+    this.outRule = new Array<string>(N).fill('');
+    this.windowIds = new Float64Array(N);
+    this.healthyCount = new Int32Array(N);
     if (!(this.o.maxExcludedShare > 0 && this.o.maxExcludedShare <= 1)) throw new TypeError(`NodeHealth maxExcludedShare: expected a share in (0, 1], got ${this.o.maxExcludedShare}`);
   }
 
   private readonly nodeEap: readonly number[];
   private readonly eapNodes = new Map<number, number>();
   private readonly suppressed: Uint8Array;
+  /** Rule that holds each device-excluded node out. */
+  private readonly outRule: string[];
+  private readonly win: LearnedWindowOptions | null;
+  private readonly windowIds: Float64Array;
+  private readonly healthyCount: Int32Array;
+  private pending: DeviceWindow[] = [];
+  readonly learned: LearnedStats = { ambiguousSent: 0, healthySent: 0, dropped: 0, anomalous: 0, normal: 0, stale: 0 };
 
   /** Nodes of each eAP, and the most of them the device filters may hold out at once (at least one). */
   private eapSize(eap: number): number {
@@ -159,20 +202,10 @@ export class NodeHealth {
     this.verdicts[v] = (this.verdicts[v] ?? 0) + 1;
     const why = () =>
       `${Math.round(100 * f.varianceShare)}% of metrics (${TELEMETRY_METRICS.join(', ')}) differ in variance or level (level ${f.levelMax.toFixed(1)} x the history's extreme), correlation change ${f.corrDistance.toFixed(2)}`;
+    if (this.win && (v === 'ambiguous' || v === 'healthy')) this.queueWindow(n, f, v);
     if (v === 'faulty' || (v === 'ambiguous' && ++this.ambiguousRun[n] >= this.o.ambiguousRun)) {
       this.healthyRun[n] = 0;
-      if (this.deviceOut[n] === 0) {
-        const eap = this.nodeEap[n];
-        const out = this.deviceOutOf(eap);
-        if (out < this.capOf(eap)) {
-          this.deviceOut[n] = 1;
-          this.suppressed[n] = 0;
-          this.emit({ timeS: nowS, node: n, kind: 'exclude', rule: `device:${v}`, reason: why() });
-        } else if (this.suppressed[n] === 0) {
-          this.suppressed[n] = 1; // said once per run of bad windows, not per window
-          this.emit({ timeS: nowS, node: n, kind: 'suppressed', rule: 'device:cap', reason: `${why()}; but eAP ${eap} already has ${out} of its ${this.eapSize(eap)} nodes out (cap ${this.capOf(eap)})` });
-        }
-      }
+      this.exclude(n, `device:${v}`, why, nowS);
     } else if (v === 'healthy') {
       this.ambiguousRun[n] = 0;
       this.suppressed[n] = 0;
@@ -182,6 +215,63 @@ export class NodeHealth {
         this.emit({ timeS: nowS, node: n, kind: 'readmit', rule: 'device:healthy', reason: `${this.o.readmitSamples} healthy windows in a row` });
       }
     }
+  }
+
+  /** Device exclusion of node n by `rule` (unless the eAP's cap is reached: then one 'suppressed' event per run). */
+  private exclude(n: number, rule: string, why: () => string, nowS: number): void {
+    if (this.deviceOut[n] !== 0) return;
+    const eap = this.nodeEap[n];
+    const out = this.deviceOutOf(eap);
+    if (out < this.capOf(eap)) {
+      this.deviceOut[n] = 1;
+      this.outRule[n] = rule;
+      this.suppressed[n] = 0;
+      this.emit({ timeS: nowS, node: n, kind: 'exclude', rule, reason: why() });
+    } else if (this.suppressed[n] === 0) {
+      this.suppressed[n] = 1; // said once per run of bad windows, not per window
+      this.emit({ timeS: nowS, node: n, kind: 'suppressed', rule: 'device:cap', reason: `${why()}; but eAP ${eap} already has ${out} of its ${this.eapSize(eap)} nodes out (cap ${this.capOf(eap)})` });
+    }
+  }
+
+  private queueWindow(n: number, f: DeviceFilter, v: 'ambiguous' | 'healthy'): void {
+    const w = this.win!;
+    if (v === 'healthy' && (!w.sampleHealthy(n) || ++this.healthyCount[n] % w.healthyEvery !== 0)) return;
+    const T = f.options.windowSize;
+    const values = new Float32Array(T * f.dims);
+    f.windowInto(values);
+    this.pending.push({ node: n, id: ++this.windowIds[n], kind: v, shape: this.shapes[n], steps: T, dims: f.dims, values });
+    if (v === 'ambiguous') this.learned.ambiguousSent++;
+    else this.learned.healthySent++;
+    if (this.pending.length > w.maxPending) {
+      const drop = this.pending.length - w.maxPending;
+      this.pending.splice(0, drop);
+      this.learned.dropped += drop;
+    }
+  }
+
+  /** Queued windows for the orchestrator's detector, oldest first, at most `max` of them. */
+  takeWindows(max = 512): DeviceWindow[] {
+    return this.pending.splice(0, max);
+  }
+
+  /**
+   * The orchestrator's verdict on window `id` of node n. Anomalous, and the node's latest window
+   * still not 'healthy': excluded like 'faulty' (rule `device:learned`). Otherwise counted only.
+   */
+  learnedVerdict(n: number, id: number, anomalous: boolean, score: number, nowS: number): void {
+    if (!Number.isInteger(n) || n < 0 || n >= this.numNodes) return;
+    if (!anomalous) {
+      this.learned.normal++;
+      return;
+    }
+    const last = this.lastVerdict[n];
+    if (last !== 'ambiguous' && last !== 'faulty') {
+      this.learned.stale++;
+      return;
+    }
+    this.learned.anomalous++;
+    this.healthyRun[n] = 0;
+    this.exclude(n, 'device:learned', () => `the learned detector scored window ${id} ${score.toFixed(2)} (above its threshold)`, nowS);
   }
 
   /** The agent's own outcomes on node n over its last interval. */
@@ -198,7 +288,7 @@ export class NodeHealth {
   excludedNow(): { node: number; rule: string }[] {
     const out: { node: number; rule: string }[] = [];
     for (let n = 0; n < this.numNodes; n++) {
-      if (this.deviceOut[n] === 1) out.push({ node: n, rule: `device:${this.lastVerdict[n]}` });
+      if (this.deviceOut[n] === 1) out.push({ node: n, rule: this.outRule[n] });
       else if (this.qos.isIsolated(n)) out.push({ node: n, rule: 'qos' });
     }
     return out;

@@ -94,6 +94,8 @@ export const DEFAULT_VGRU_OPTIONS: Readonly<VgruOptions> = Object.freeze({
   seed: 1,
 });
 
+export { DETECT_ETA } from './defaults';
+
 const LOG_2PI = Math.log(2 * Math.PI);
 const INPUT_CLIP = 10; // standardised inputs are clipped to +-10 so one wild value cannot overflow
 

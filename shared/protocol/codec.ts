@@ -17,8 +17,11 @@ import {
   MESSAGE_TYPES,
   PROTOCOL_VERSION,
   ProtocolError,
+  MAX_DEVICE_WINDOWS,
   type AckBody,
   type ActorHeadName,
+  type DeviceVerdict,
+  type DeviceWindow,
   type BodyByType,
   type ErrorBody,
   type ExperienceBody,
@@ -31,6 +34,7 @@ import {
   type ScaleBody,
   type TelemetryBody,
   type Transition,
+  type VerdictsBody,
   type WeightsBody,
   type WelcomeBody,
 } from './envelope';
@@ -204,6 +208,8 @@ function toWire(frame: Frame): unknown {
         ...frame.body,
         transitions: frame.body.transitions.map((t) => ({ ...t, obs: bin(t.obs), mask: bin(t.mask) })),
       };
+    case 'telemetry':
+      return frame.body.windows ? { ...frame.body, windows: frame.body.windows.map((w) => ({ ...w, values: bin(w.values) })) } : frame.body;
     default:
       return frame.body;
   }
@@ -611,12 +617,43 @@ function readSample(x: unknown, p: string): NodeSample {
   return s;
 }
 
+function readWindow(x: unknown, p: string): DeviceWindow {
+  const o = obj(x, p);
+  const kind = field(o, 'kind', p);
+  if (kind !== 'ambiguous' && kind !== 'healthy') throw new BadField(`${p}.kind`, `must be 'ambiguous' or 'healthy', got ${describe(kind)}`);
+  const steps = uint(o, 'steps', p, 256);
+  const dims = uint(o, 'dims', p, 64);
+  if (steps < 2) throw new BadField(`${p}.steps`, `must be 2..256, got ${steps}`);
+  if (dims < 1) throw new BadField(`${p}.dims`, `must be 1..64, got ${dims}`);
+  const values = allFinite(typed(Float32Array, field(o, 'values', p), `${p}.values`), `${p}.values`);
+  if (values.length !== steps * dims) throw new BadField(`${p}.values`, `has ${values.length} values, expected steps x dims = ${steps * dims}`);
+  return { node: uint(o, 'node', p), id: uint(o, 'id', p), kind, shape: str(o, 'shape', p, 1, 64), steps, dims, values };
+}
+
 function readTelemetry(x: unknown, p: string): TelemetryBody {
   const o = obj(x, p);
-  return {
+  const body: TelemetryBody = {
     eap: uint(o, 'eap', p),
     samples: list(o, 'samples', p).map((s, i) => readSample(s, `${p}.samples[${i}]`)),
   };
+  if (o.windows !== undefined) {
+    const ws = list(o, 'windows', p);
+    if (ws.length > MAX_DEVICE_WINDOWS) throw new BadField(`${p}.windows`, `has ${ws.length} windows, at most ${MAX_DEVICE_WINDOWS}`);
+    body.windows = ws.map((w, i) => readWindow(w, `${p}.windows[${i}]`));
+  }
+  return body;
+}
+
+function readVerdict(x: unknown, p: string): DeviceVerdict {
+  const o = obj(x, p);
+  return { node: uint(o, 'node', p), id: uint(o, 'id', p), anomalous: bool(o, 'anomalous', p), score: num(o, 'score', p) };
+}
+
+function readVerdicts(x: unknown, p: string): VerdictsBody {
+  const o = obj(x, p);
+  const vs = list(o, 'verdicts', p);
+  if (vs.length > MAX_DEVICE_WINDOWS) throw new BadField(`${p}.verdicts`, `has ${vs.length} verdicts, at most ${MAX_DEVICE_WINDOWS}`);
+  return { verdicts: vs.map((v, i) => readVerdict(v, `${p}.verdicts[${i}]`)) };
 }
 
 function readScale(x: unknown, p: string): ScaleBody {
@@ -647,4 +684,5 @@ const BODY_READERS: { [T in MessageType]: (x: unknown, path: string) => BodyByTy
   scale: readScale,
   ack: readAck,
   error: readError,
+  verdicts: readVerdicts,
 };

@@ -33,6 +33,7 @@ export const MESSAGE_TYPES = [
   'scale',
   'ack',
   'error',
+  'verdicts',
 ] as const;
 
 export type MessageType = (typeof MESSAGE_TYPES)[number];
@@ -168,11 +169,51 @@ export interface NodeSample {
   latencyMsSum: number;
 }
 
+/**
+ * One device-filter window of one node's telemetry (agent/filters/node-health.ts), for the
+ * orchestrator's learned detector: 'ambiguous' windows to be judged, 'healthy' ones to learn from.
+ */
+export interface DeviceWindow {
+  node: NodeId;
+  /** Agent-side id of the window (per node, increasing); a verdict names it. */
+  id: number;
+  kind: 'ambiguous' | 'healthy';
+  /** Shape key of the node ("cores/GB"): nodes of one shape share a detector. 1..64 characters. */
+  shape: string;
+  /** T, samples in the window (2..256). */
+  steps: number;
+  /** D, metrics per sample (1..64). */
+  dims: number;
+  /** Raw metrics, row-major [steps][dims], oldest sample first; all finite. */
+  values: Float32Array;
+}
+
+/** Most windows in one telemetry frame. */
+export const MAX_DEVICE_WINDOWS = 512;
+
 /** agent (or an emulated node) -> orchestrator. */
 export interface TelemetryBody {
   /** eAP reporting. */
   eap: EapId;
   samples: NodeSample[];
+  /** Device-filter windows for the learned detector (optional; absent = none). */
+  windows?: DeviceWindow[];
+}
+
+/** The learned detector's verdict on one 'ambiguous' DeviceWindow. */
+export interface DeviceVerdict {
+  node: NodeId;
+  /** The window's `id`. */
+  id: number;
+  /** Normalised anomaly score > the detector's threshold eta. */
+  anomalous: boolean;
+  /** Normalised anomaly score (critic/detector/vgru.ts; 0 = the healthy windows' 99th percentile). */
+  score: number;
+}
+
+/** orchestrator -> agent: verdicts on windows that agent sent. */
+export interface VerdictsBody {
+  verdicts: DeviceVerdict[];
 }
 
 /** Set the replica count of one service on one node (absolute, not a delta). */
@@ -208,6 +249,7 @@ export interface BodyByType {
   scale: ScaleBody;
   ack: AckBody;
   error: ErrorBody;
+  verdicts: VerdictsBody;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -238,6 +280,7 @@ export type TelemetryFrame = Envelope<'telemetry'>;
 export type ScaleFrame = Envelope<'scale'>;
 export type AckFrame = Envelope<'ack'>;
 export type ErrorFrame = Envelope<'error'>;
+export type VerdictsFrame = Envelope<'verdicts'>;
 
 /** Build a frame; `ts` defaults to now. */
 export function makeFrame<T extends MessageType>(

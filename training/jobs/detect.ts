@@ -39,7 +39,7 @@ import { UsageError } from '../../shared/errors';
 import { hashString } from '../../shared/rng';
 import { loadBackend } from '../../shared/tf-backend';
 import { DETECT_DEVICE_FILTER_OPTIONS, DeviceFilter, baselineFromHistory, type DeviceFilterOptions, type Verdict } from '../../agent/filters/device-filter';
-import { VgruDetector, type VgruOptions } from '../../critic/detector/vgru';
+import { DETECT_ETA, VgruDetector, type VgruOptions } from '../../critic/detector/vgru';
 
 // ---------------------------------------------------------------- OPTIONS
 
@@ -91,8 +91,8 @@ const NAB_PROBATION = 0.15;
  * (DEFAULT_DEVICE_FILTER_OPTIONS) stay Sentinel's literal ones.
  */
 export const DETECT_RULE_DEFAULTS: Readonly<Partial<DeviceFilterOptions>> = DETECT_DEVICE_FILTER_OPTIONS;
-/** Learned threshold on the normalised score used by `kais detect`: 0 = the held-out train q99. */
-export const DETECT_ETA = 0;
+/** Learned threshold on the normalised score used by `kais detect` (and the live detector). */
+export { DETECT_ETA } from '../../critic/detector/vgru';
 
 // ---------------------------------------------------------------- READ
 

@@ -15,7 +15,7 @@ describe('readConfig', () => {
 
   it('fills the defaults: kais, static, one frame = slotS x slotsPerFrame', () => {
     const c = readConfig(write({}));
-    expect(c).toMatchObject({ orchestration: 'static', token: '', frameS: 25, speed: 1, executor: null, checkpoint: null, learner: 'cmmac', learnBatch: 2048, actorHead: 'softplus1' });
+    expect(c).toMatchObject({ orchestration: 'static', token: '', frameS: 25, speed: 1, executor: null, checkpoint: null, learner: 'cmmac', learnBatch: 2048, actorHead: 'softplus1', detector: 'vgru' });
     expect(c.scenario.name).toBe('kais');
   });
 
@@ -24,6 +24,7 @@ describe('readConfig', () => {
     [{ frameS: -1 }, /field "frameS" must be a positive number/],
     [{ executor: 'ftp://x' }, /field "executor" must be an http:\/\/ URL/],
     [{ learner: 'ppo' }, /field "learner" must be "cmmac" or "none"/],
+    [{ detector: 'lstm' }, /field "detector" must be "vgru" or "none"/],
     [{ learnBatch: 0 }, /field "learnBatch" must be a positive number/],
     [{ learnBatch: 1.5 }, /field "learnBatch" must be an integer/],
     [{ actorHead: 'tanh' }, /field "actorHead" must be relu1 or softplus1/],

@@ -1,4 +1,5 @@
 import { NodeHealth, type HealthEvent } from '../../../../agent/filters/node-health';
+import { DETECT_DEVICE_FILTER_OPTIONS } from '../../../../agent/filters/device-filter';
 import { NodeTelemetryModel } from '../../../../shared/node-telemetry';
 import { Rng } from '../../../../shared/rng';
 
@@ -86,5 +87,94 @@ describe('NodeHealth', () => {
     expect(kept[0].rule).toBe('device:cap');
     expect(kept[0].reason).toMatch(/already has 2 of its 4 nodes out \(cap 2\)$/);
     expect(() => new NodeHealth(['a'], [0], { maxExcludedShare: 0 })).toThrow(/maxExcludedShare/);
+  });
+
+  describe('the learned stage (windows for the orchestrator, verdicts back)', () => {
+    /** Node 0 turns abnormal at step 80; the correlation rule is off, so its bad windows are 'ambiguous', never 'faulty'. */
+    function run(steps: number) {
+      const events: HealthEvent[] = [];
+      const h = new NodeHealth(['4/8', '4/8', '2/4'], [0, 0, 1], { rules: { ...DETECT_DEVICE_FILTER_OPTIONS, thetaR: 1e9 }, windows: { sampleHealthy: (n) => n !== 2 } }, (e) => events.push(e));
+      const model = new NodeTelemetryModel(3, 1, new Rng(11));
+      const fed: number[][][] = [[], [], []];
+      const said: string[][] = [[], [], []];
+      const x = new Float64Array(4);
+      for (let t = 0; t < steps; t++) {
+        for (let n = 0; n < 3; n++) {
+          model.sample(n, n === 0 && t >= 80, 0.4, 0.5, x);
+          fed[n].push(Array.from(x));
+          h.sample(n, x, t);
+          said[n].push(String(h.verdict(n)));
+        }
+      }
+      return { h, events, fed, said };
+    }
+
+    it('queues every ambiguous window and one in healthyEvery healthy windows of the sampled nodes, with the raw values', () => {
+      const { h, fed, said } = run(120);
+      const count = (n: number, v: string) => said[n].filter((s) => s === v).length;
+      const ws = h.takeWindows();
+      expect(h.takeWindows()).toEqual([]); // taken
+      const amb = ws.filter((w) => w.kind === 'ambiguous');
+      expect(amb.length).toBe(h.verdicts.ambiguous);
+      expect(amb.length).toBeGreaterThan(0);
+      for (const n of [0, 1, 2]) expect(amb.filter((w) => w.node === n).length).toBe(count(n, 'ambiguous'));
+      expect(count(0, 'ambiguous')).toBeGreaterThan(count(1, 'ambiguous'));
+      const healthy = ws.filter((w) => w.kind === 'healthy');
+      expect(healthy.some((w) => w.node === 2)).toBe(false); // not sampled by this agent
+      expect(healthy.filter((w) => w.node === 1).length).toBe(Math.floor(count(1, 'healthy') / 12));
+      // ids increase per node; shape, size and values: the last 12 samples, oldest first
+      for (const n of [0, 1]) {
+        const ids = ws.filter((w) => w.node === n).map((w) => w.id);
+        expect(ids).toEqual([...ids].sort((a, b) => a - b));
+      }
+      const w = healthy.find((v) => v.node === 1)!;
+      expect(w).toMatchObject({ shape: '4/8', steps: 12, dims: 4 });
+      // node 1's first sampled window ends at its 12th healthy verdict
+      let end = -1;
+      for (let t = 0, k = 0; t < said[1].length && end < 0; t++) if (said[1][t] === 'healthy' && ++k === 12) end = t;
+      expect(Array.from(w.values)).toEqual(Array.from(new Float32Array(fed[1].slice(end - 11, end + 1).flat())));
+    });
+
+    it('an anomalous verdict excludes a node that still looks ambiguous (rule device:learned); a stale or normal one changes nothing', () => {
+      const { h, events } = run(120);
+      const amb = h.takeWindows().filter((w) => w.kind === 'ambiguous');
+      expect(h.verdict(0)).toBe('ambiguous');
+      h.learnedVerdict(1, 5, true, 3, 120); // node 1's latest window is healthy: stale
+      h.learnedVerdict(0, amb[0].id, false, -0.5, 120);
+      expect(h.excluded(0) || h.excluded(1)).toBe(false);
+      expect(h.learned).toMatchObject({ stale: 1, normal: 1, anomalous: 0 });
+      h.learnedVerdict(0, amb.at(-1)!.id, true, 2.5, 120);
+      expect(h.excluded(0)).toBe(true);
+      expect(h.excludedNow()).toEqual([{ node: 0, rule: 'device:learned' }]);
+      expect(events.at(-1)).toMatchObject({ node: 0, kind: 'exclude', rule: 'device:learned' });
+      expect(events.at(-1)!.reason).toMatch(/learned detector scored window \d+ 2\.50/);
+      h.learnedVerdict(99, 1, true, 1, 120); // unknown node: ignored
+      expect(h.learned.anomalous).toBe(1);
+    });
+
+    it('keeps at most maxPending windows, dropping the oldest', () => {
+      const h = new NodeHealth(['a'], [0], { rules: { ...DETECT_DEVICE_FILTER_OPTIONS }, windows: { healthyEvery: 1, maxPending: 5 } });
+      const model = new NodeTelemetryModel(1, 1, new Rng(3));
+      const x = new Float64Array(4);
+      for (let t = 0; t < 36 + 11 + 20; t++) {
+        model.sample(0, false, 0.4, 0.5, x);
+        h.sample(0, x, t);
+      }
+      const ws = h.takeWindows();
+      expect(ws.length).toBe(5);
+      expect(h.learned.dropped).toBe(h.learned.healthySent + h.learned.ambiguousSent - 5);
+      expect(ws.at(-1)!.id).toBe(h.learned.healthySent + h.learned.ambiguousSent);
+    });
+
+    it('sends nothing when off (the simulator)', () => {
+      const h = new NodeHealth(['a'], [0]);
+      const model = new NodeTelemetryModel(1, 1, new Rng(3));
+      const x = new Float64Array(4);
+      for (let t = 0; t < 80; t++) {
+        model.sample(0, false, 0.4, 0.5, x);
+        h.sample(0, x, t);
+      }
+      expect(h.takeWindows()).toEqual([]);
+    });
   });
 });

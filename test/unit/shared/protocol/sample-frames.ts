@@ -47,11 +47,15 @@ export function sampleFrames(): Frame[] {
         samples: [
           { node: 4, ts: TS - 250, cpu: 0.5, mem: 0.25, disk: 0.1, upBwMbps: 12.5, requests: 10, succeeded: 9, inDeadline: 8, latencyMsSum: 900 },
         ],
+        windows: [
+          { node: 4, id: 17, kind: 'ambiguous', shape: '8/16', steps: 2, dims: 3, values: new Float32Array([0.5, 0.25, 0.1, 0.75, 0.25, 0.1]) },
+        ],
       },
       TS,
     ),
     makeFrame('scale', 6, { service: 3, node: 5, replicas: 2 }, TS),
     makeFrame('ack', 7, { of: 2 }, TS),
     makeFrame('error', 8, { code: 'KAIS_ERR_CHECKSUM', message: 'weights checksum mismatch', of: 2 }, TS),
+    makeFrame('verdicts', 9, { verdicts: [{ node: 4, id: 17, anomalous: true, score: 1.25 }] }, TS),
   ];
 }
