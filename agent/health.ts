@@ -40,6 +40,7 @@ export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknow
           excluded: s.nodeHealth.excludedNow(),
           verdicts: { ...s.nodeHealth.verdicts },
           events: s.nodeHealth.eventCounts(),
+          exclusionsByRule: { ...s.nodeHealth.exclusionsByRule },
           learned: { ...s.nodeHealth.learned },
           lastEvents: s.nodeHealth.events.slice(-10),
         }

@@ -55,7 +55,7 @@ export interface NodeHealthOptions {
 }
 
 export interface LearnedWindowOptions {
-  /** Every this many 'healthy' windows of a sampled node, one is queued as training data. @defaultValue 12 (no overlap) */
+  /** Every this many 'healthy' windows of a sampled node, one is queued as training data. @defaultValue 3 (windows overlap by 9 samples: a shape of 10 nodes has the detector's 64 windows about 20 s after the rules start, at one sample per second) */
   healthyEvery: number;
   /** Nodes whose healthy windows this agent sends (e.g. its own eAP's; ambiguous windows go for every node). @defaultValue all */
   sampleHealthy: (node: number) => boolean;
@@ -110,7 +110,7 @@ export class NodeHealth {
     private readonly log: (e: HealthEvent) => void = () => undefined,
   ) {
     this.o = { historySamples: 36, readmitSamples: 5, ambiguousRun: Infinity, maxExcludedShare: 0.5, rules: DETECT_DEVICE_FILTER_OPTIONS, qos: {}, windows: null, ...options };
-    this.win = this.o.windows ? { healthyEvery: 12, sampleHealthy: () => true, maxPending: 256, ...this.o.windows } : null;
+    this.win = this.o.windows ? { healthyEvery: 3, sampleHealthy: () => true, maxPending: 256, ...this.o.windows } : null;
     if (this.win && !(Number.isInteger(this.win.healthyEvery) && this.win.healthyEvery >= 1)) throw new TypeError(`NodeHealth windows.healthyEvery: expected an integer >= 1, got ${this.win.healthyEvery}`);
     if (!Number.isInteger(this.o.historySamples) || this.o.historySamples < 12) throw new TypeError(`NodeHealth historySamples: expected an integer >= 12, got ${this.o.historySamples}`);
     const N = shapes.length;
@@ -301,8 +301,12 @@ export class NodeHealth {
 
   private readonly counts: Record<HealthEvent['kind'], number> = { exclude: 0, readmit: 0, isolate: 0, suppressed: 0 };
 
+  /** Exclusions and isolations so far, by rule (`device:faulty`, `device:learned`, `qos:success-rate`, ...). */
+  readonly exclusionsByRule: Record<string, number> = {};
+
   private emit(e: HealthEvent): void {
     this.counts[e.kind]++;
+    if (e.kind === 'exclude' || e.kind === 'isolate') this.exclusionsByRule[e.rule] = (this.exclusionsByRule[e.rule] ?? 0) + 1;
     this.events.push(e);
     if (this.events.length > 1000) this.events.splice(0, this.events.length - 1000);
     this.log(e);

@@ -115,6 +115,10 @@ export interface UpSummary {
   faults: { planned: FaultPlan[]; deviceFilters: boolean; refusedByFailedNodes: number; lostOnFailedNodes: number; exclusions: number } | null;
   /** Node exclusions by the agents' device filters and QoS isolation, summed over agents (with no --faults, every one is a false alarm). */
   nodeExclusions: number;
+  /** The same, by rule (`device:faulty`, `device:learned` (the orchestrator's learned detector), `qos:...`). */
+  nodeExclusionsByRule: Record<string, number>;
+  /** The learned stage, summed over agents: windows sent to the orchestrator's detector and the verdicts that came back (agent/filters/node-health.ts LearnedStats). */
+  learnedDetector: { ambiguousSent: number; healthySent: number; dropped: number; anomalous: number; normal: number; stale: number };
   meanLatencyMs: number;
   p99LatencyMs: number;
   perEap: EapSummary[];
@@ -482,6 +486,13 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     const hs = await health();
     httpAgents.forEach((h) => h.destroy());
     const losses = faultPlan.length > 0 ? ((await getJson(`${String(nodeReady.admin)}/faults`)) as { refused: number; lostOnFailure: number } | null) : null;
+    const byRule: Record<string, number> = {};
+    const learned = { ambiguousSent: 0, healthySent: 0, dropped: 0, anomalous: 0, normal: 0, stale: 0 };
+    for (const h of hs) {
+      const nodes = (h as Record<string, unknown> | null)?.nodes as { exclusionsByRule?: Record<string, number>; learned?: Record<string, number> } | null;
+      for (const [rule, k] of Object.entries(nodes?.exclusionsByRule ?? {})) byRule[rule] = (byRule[rule] ?? 0) + k;
+      for (const k of Object.keys(learned) as (keyof typeof learned)[]) learned[k] += nodes?.learned?.[k] ?? 0;
+    }
     const exclusions = hs.reduce((sum, h) => {
       const ev = ((h as Record<string, unknown> | null)?.nodes as { events?: Record<string, number> } | null)?.events;
       return sum + (ev ? (ev.exclude ?? 0) + (ev.isolate ?? 0) : 0);
@@ -525,6 +536,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       cpus: os.cpus().length,
       refusedReasons: reasons,
       nodeExclusions: exclusions,
+      nodeExclusionsByRule: byRule,
+      learnedDetector: learned,
       faults:
         faultPlan.length > 0
           ? { planned: faultPlan, deviceFilters: a.deviceFilters, refusedByFailedNodes: losses?.refused ?? -1, lostOnFailedNodes: losses?.lostOnFailure ?? -1, exclusions }

@@ -121,7 +121,7 @@ describe('NodeHealth', () => {
       expect(count(0, 'ambiguous')).toBeGreaterThan(count(1, 'ambiguous'));
       const healthy = ws.filter((w) => w.kind === 'healthy');
       expect(healthy.some((w) => w.node === 2)).toBe(false); // not sampled by this agent
-      expect(healthy.filter((w) => w.node === 1).length).toBe(Math.floor(count(1, 'healthy') / 12));
+      expect(healthy.filter((w) => w.node === 1).length).toBe(Math.floor(count(1, 'healthy') / 3));
       // ids increase per node; shape, size and values: the last 12 samples, oldest first
       for (const n of [0, 1]) {
         const ids = ws.filter((w) => w.node === n).map((w) => w.id);
@@ -129,9 +129,9 @@ describe('NodeHealth', () => {
       }
       const w = healthy.find((v) => v.node === 1)!;
       expect(w).toMatchObject({ shape: '4/8', steps: 12, dims: 4 });
-      // node 1's first sampled window ends at its 12th healthy verdict
+      // node 1's first sampled window ends at its 3rd healthy verdict
       let end = -1;
-      for (let t = 0, k = 0; t < said[1].length && end < 0; t++) if (said[1][t] === 'healthy' && ++k === 12) end = t;
+      for (let t = 0, k = 0; t < said[1].length && end < 0; t++) if (said[1][t] === 'healthy' && ++k === 3) end = t;
       expect(Array.from(w.values)).toEqual(Array.from(new Float32Array(fed[1].slice(end - 11, end + 1).flat())));
     });
 
