@@ -19,6 +19,7 @@
  */
 import type { ClusterView, DispatchItem, DispatchPolicy } from '../../shared/policy';
 import { expectedCompletionS } from '../../shared/eta';
+import { QueueLookaheadDispatch } from './queue-teacher';
 
 export interface DeadlineLoadOptions {
   /** A target counts as meeting the deadline when margin x eta <= slack. @defaultValue 0.7 */
@@ -75,11 +76,17 @@ export class DeadlineLoadDispatch implements DispatchPolicy {
   }
 }
 
-export const TRAIN_TEACHERS = ['deadline-load', 'deadline-load-eta'] as const;
+export const TRAIN_TEACHERS = ['deadline-load', 'deadline-load-eta', 'queue-lookahead', 'queue-lookahead-deadline', 'queue-lookahead-slack'] as const;
 
 /** A train-only teacher by name, or null (then the name is a `kais eval` baseline). */
 export function makeTrainTeacher(name: string): DispatchPolicy | null {
   if (name === 'deadline-load') return new DeadlineLoadDispatch();
   if (name === 'deadline-load-eta') return new DeadlineLoadDispatch({ name, margin: 0.75, fallback: 'min-eta' });
+  // queue-teacher.ts: reads the simulator's queues and the requests' true work (own work: true, or
+  // inferred from the relative deadline); margin 1 and busyFrac 0.25 from scripts/lookahead-search.ts
+  if (name === 'queue-lookahead') return new QueueLookaheadDispatch({ name, margin: 1, busyFrac: 0.25 });
+  if (name === 'queue-lookahead-deadline') return new QueueLookaheadDispatch({ name, margin: 1, busyFrac: 0.25, ownWork: 'deadline' });
+  // own processing time from what the actor observes: (slack + 0.4 s - deadlineBaseS) / deadlineSlack
+  if (name === 'queue-lookahead-slack') return new QueueLookaheadDispatch({ name, margin: 1, busyFrac: 0.25, ownWork: 'slack', slackAgeS: 0.4 });
   return null;
 }
