@@ -5,7 +5,8 @@
  * never a test or validation seed, never a trace row after 25000 s).
  *
  *   npx tsc -p tsconfig.json && node dist/scripts/lookahead-search.js '[{"margin":0.9}, "deadline-load"]'
- *   (NS episodes per workload, default 12; TRACE as in teacher-search)
+ *   (NS episodes per workload, default 12; TRACE as in teacher-search; WINDOW=25000,30000 replays
+ *   the validation window instead of the training window; DEQUEUES=discounted,edf)
  *
  * A variant is a train teacher's name, a `kais eval` dispatch baseline, or an object of
  * QueueLookaheadOptions.
@@ -29,7 +30,8 @@ function main(): void {
   const dequeues = (process.env.DEQUEUES ?? 'discounted,edf').split(',') as ('discounted' | 'edf')[];
   const tracePath = process.env.TRACE ?? path.resolve(__dirname, '..', '..', '..', 'shared', 'data', 'alibaba', 'v2017_batch_task.csv');
   const rows = loadTrace(tracePath).rows;
-  const [from, to] = [-1100, 25000];
+  // WINDOW=from,to: another trace window (default the training window; 25000,30000 is the validation one)
+  const [from, to] = (process.env.WINDOW ?? '-1100,25000').split(',').map(Number);
   const windowRequests = (seed: number, start: number): Request[] => {
     const span = to - from + 1;
     const w: TraceRow[] = [];

@@ -76,6 +76,21 @@ describe('queue-lookahead teacher', () => {
     expect(new QueueLookaheadDispatch({ ownWork: 'mean' }).lookahead(sim(v), v, it, 0).done).toBeCloseTo(0.1, 9);
   });
 
+  it('queueWork deadline: the queued requests\' work from their relative deadlines; useQueues false: eta with its own processing time', () => {
+    const t = new QueueLookaheadDispatch({ queueWork: 'deadline' });
+    const v = simView([{ ids: [], keys: [] }, { ids: [], keys: [] }, { ids: [], keys: [] }]);
+    // request 1 (relative deadline of a 0.2 s request, true work 0.05) is sent to node 0 and in flight
+    expect(t.decide(item(1, 0.4 + 4 * 0.2, 0.05, [1, 0, 1]), v)).toBe(0);
+    // a later-deadline request waits 0.2 s for it (true work would say 0.05 s), then its own 0.1 s
+    expect(t.lookahead(sim(v), v, item(2, 5), 0).done).toBeCloseTo(0.3, 9);
+    expect(new QueueLookaheadDispatch().lookahead(sim(v), v, item(2, 5), 0).done).toBeCloseTo(0.1, 9);
+    // without the queues: FIFO eta of shared/eta.ts (3 ahead x 0.1 + 0.1) with 0.1 replaced by the true 0.02
+    const q = simView([{ ids: [10, 11, 12], keys: [10, 10, 10] }, { ids: [], keys: [] }, { ids: [], keys: [] }], { latency: [0, 0, 2] });
+    // in time only with the own work (0.3 + 0.02 <= 0.35), not with the mean (0.4)
+    expect(new QueueLookaheadDispatch({ useQueues: false, margin: 1 }).decide(item(3, 0.35, 0.02, [1, 0, 1]), q)).toBe(0);
+    expect(new QueueLookaheadDispatch({ useQueues: false, margin: 1, ownWork: 'mean' }).decide(item(3, 0.35, 0.02, [1, 0, 1]), q)).toBe(2);
+  });
+
   it('is a named train teacher, valid and reproducible on the simulator', () => {
     expect(makeTrainTeacher('queue-lookahead')).toMatchObject({ name: 'queue-lookahead', o: { margin: 1, busyFrac: 0.25, ownWork: 'true' } });
     expect(makeTrainTeacher('queue-lookahead-deadline')).toMatchObject({ o: { ownWork: 'deadline' } });
