@@ -83,7 +83,7 @@ export function metricsText(d: Dispatcher, s: HealthState): string {
     metric('kais_agent_nodes_excluded', 'gauge', 'Edge nodes left out of the mask by the device filters or QoS isolation.', [[l, h.excludedNow().length]]);
     metric('kais_agent_detector_windows_total', 'counter', 'Device-filter windows queued for the orchestrator\'s learned detector, by kind (dropped: queue full).', [
       [`${l},kind="ambiguous"`, h.learned.ambiguousSent],
-      [`${l},kind="healthy"`, h.learned.healthySent],
+      [`${l},kind="train"`, h.learned.trainSent],
       [`${l},kind="dropped"`, h.learned.dropped],
     ]);
     metric('kais_agent_detector_verdicts_total', 'counter', 'Learned-detector verdicts received (stale: the node looked healthy again).', [

@@ -5,7 +5,7 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { loadBackend } from '../shared/tf-backend';
-import { DetectorCore, type DetectorReply, type DetectorRequest } from './detector-core';
+import { DetectorCore, type DetectorReply, type DetectorRequest } from '../critic/detector/core';
 
 const core = new DetectorCore();
 

@@ -21,36 +21,26 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { DETECT_ETA } from '../critic/detector/defaults';
-import type { VgruOptions } from '../critic/detector/vgru';
+import type { DetectorCore, DetectorReply, DetectorRequest, DetectorResult } from '../critic/detector/core';
+import { DetectorPools, type DetectorPoolOptions, type ShapePool } from '../critic/detector/pools';
 import { MAX_DEVICE_WINDOWS, type DeviceVerdict, type DeviceWindow, type VerdictsBody } from '../shared/protocol/envelope';
-import { hashString } from '../shared/rng';
-import type { DetectorCore, DetectorReply, DetectorRequest, DetectorResult } from './detector-core';
 import { SerialWorker } from './serial-worker';
 import type { Store } from './store';
 
-export interface LearnedDetectorOptions {
+export interface LearnedDetectorOptions extends Partial<DetectorPoolOptions> {
   /** Where fitted detectors are kept across restarts (null: nowhere). */
   store: Store | null;
   /** Sends verdicts to an eAP's session. */
   send: (eap: number, body: VerdictsBody) => void;
   log?: (line: string) => void;
-  /** Healthy windows of a shape before its first fit. @defaultValue 64 */
-  minWindows?: number;
-  /** Newest healthy windows kept per shape (and fitted on). @defaultValue 1024 */
-  maxWindows?: number;
-  /** New healthy windows of a shape that trigger a refit. @defaultValue 512 */
-  refitWindows?: number;
   /** Ambiguous windows waiting to be scored; the oldest are dropped beyond it. @defaultValue 1024 */
   maxQueued?: number;
-  /** VgruDetector options. @defaultValue { eta: DETECT_ETA, seed: 1 } (seed mixed with the shape) */
-  vgru?: Partial<VgruOptions>;
   /** @defaultValue 'auto': the worker when its compiled file exists (dist), else in process */
   thread?: 'auto' | 'worker' | 'in-process';
 }
 
 export interface LearnedDetectorStats {
-  healthyWindows: number;
+  trainWindows: number;
   ambiguousWindows: number;
   fits: number;
   scored: number;
@@ -61,15 +51,6 @@ export interface LearnedDetectorStats {
   dropped: number;
   /** Wall time of the last fit, ms. */
   lastFitMs: number;
-}
-
-interface Pool {
-  key: string;
-  dims: number;
-  steps: number;
-  windows: Float32Array[];
-  sinceFit: number;
-  fitted: boolean;
 }
 
 interface Queued {
@@ -88,7 +69,7 @@ interface Engine {
 /** In this thread (tests; a build without the worker file): tfjs loads with it, not before. */
 class InProcessEngine implements Engine {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  private readonly core: DetectorCore = new (require('./detector-core') as typeof import('./detector-core')).DetectorCore();
+  private readonly core: DetectorCore = new (require('../critic/detector/core') as typeof import('../critic/detector/core')).DetectorCore();
   async call(req: DetectorRequest): Promise<DetectorResult> {
     return req.kind === 'init' ? { backend: 'current', ms: 0 } : this.core.handle(req);
   }
@@ -113,32 +94,23 @@ class WorkerEngine implements Engine {
 }
 
 export class LearnedDetector {
-  readonly stats: LearnedDetectorStats = { healthyWindows: 0, ambiguousWindows: 0, fits: 0, scored: 0, anomalous: 0, unscored: 0, dropped: 0, lastFitMs: 0 };
-  private readonly o: Required<Omit<LearnedDetectorOptions, 'log' | 'store' | 'send'>>;
+  readonly stats: LearnedDetectorStats = { trainWindows: 0, ambiguousWindows: 0, fits: 0, scored: 0, anomalous: 0, unscored: 0, dropped: 0, lastFitMs: 0 };
+  private readonly pools: DetectorPools;
+  private readonly maxQueued: number;
   private readonly log: (line: string) => void;
-  private readonly pools = new Map<string, Pool>();
   private queue: Queued[] = [];
   private engine: Engine | null = null;
   private starting: Promise<string> | null = null;
   private ready = false;
+  private failed = false;
   private busy = false;
   private disposed = false;
   private idleWaiters: (() => void)[] = [];
 
   constructor(private readonly opts: LearnedDetectorOptions) {
-    this.o = {
-      minWindows: 64,
-      maxWindows: 1024,
-      refitWindows: 512,
-      maxQueued: 1024,
-      vgru: {},
-      thread: 'auto',
-      ...Object.fromEntries(Object.entries(opts).filter(([k, v]) => v !== undefined && k !== 'log' && k !== 'store' && k !== 'send')),
-    } as LearnedDetector['o'];
-    for (const k of ['minWindows', 'maxWindows', 'refitWindows', 'maxQueued'] as const) {
-      if (!(Number.isInteger(this.o[k]) && this.o[k] >= 1)) throw new TypeError(`LearnedDetector: ${k} must be a positive integer, got ${this.o[k]}`);
-    }
-    if (this.o.minWindows < 2 || this.o.minWindows > this.o.maxWindows) throw new TypeError(`LearnedDetector: minWindows must be in 2..maxWindows, got ${this.o.minWindows}`);
+    this.pools = new DetectorPools(opts);
+    this.maxQueued = opts.maxQueued ?? 1024;
+    if (!(Number.isInteger(this.maxQueued) && this.maxQueued >= 1)) throw new TypeError(`LearnedDetector: maxQueued must be a positive integer, got ${this.maxQueued}`);
     this.log = opts.log ?? (() => undefined);
   }
 
@@ -156,18 +128,16 @@ export class LearnedDetector {
     return this.starting;
   }
 
-  private failed = false;
-
   private async boot(): Promise<string> {
     const workerFile = path.join(__dirname, 'detector-worker.js');
-    const useWorker = this.o.thread === 'worker' || (this.o.thread === 'auto' && fs.existsSync(workerFile));
+    const thread = this.opts.thread ?? 'auto';
+    const useWorker = thread === 'worker' || (thread === 'auto' && fs.existsSync(workerFile));
     const engine = (this.engine = useWorker ? new WorkerEngine(workerFile) : new InProcessEngine());
     const { backend } = await engine.call({ kind: 'init' });
     for (const d of this.opts.store?.detectors() ?? []) {
       try {
-        await engine.call({ kind: 'load', key: d.key, dims: d.dims, steps: d.steps, options: this.vgruOptions(d.key), weights: d.weights });
-        const p = this.pool(d.key, d.dims, d.steps);
-        p.fitted = true;
+        await engine.call({ kind: 'load', key: d.key, dims: d.dims, steps: d.steps, options: this.pools.vgruOptions(d.key), weights: d.weights });
+        this.pools.pool(d.key, d.dims, d.steps).fitted = true;
         this.log(`detector: shape ${d.key} loaded from the store (fitted on ${d.fitWindows} healthy windows)`);
       } catch (e) {
         this.log(`detector: stored shape ${d.key} ignored (${(e as Error).message})`);
@@ -180,7 +150,7 @@ export class LearnedDetector {
 
   /** Shapes with a fitted detector. */
   fittedShapes(): string[] {
-    return [...this.pools.values()].filter((p) => p.fitted).map((p) => p.key).sort();
+    return this.pools.fittedShapes();
   }
 
   /** Windows from eAP `eap`'s telemetry frame. */
@@ -188,28 +158,22 @@ export class LearnedDetector {
     if (this.disposed || windows.length === 0) return;
     if (!this.starting) {
       this.start().then(
-        (backend) => this.log(`detector: on (${backend}); fits a shape after ${this.o.minWindows} healthy windows`),
+        (backend) => this.log(`detector: on (${backend}); fits a shape after ${this.pools.o.minWindows} healthy windows`),
         (e: Error) => this.log(`detector: could not start (${e.message}); ambiguous windows stay undecided`),
       );
     }
     for (const w of windows) {
-      const key = `${w.shape}|${w.steps}x${w.dims}`;
-      const p = this.pool(key, w.dims, w.steps);
-      if (w.kind === 'healthy') {
-        this.stats.healthyWindows++;
-        p.windows.push(w.values);
-        if (p.windows.length > this.o.maxWindows) p.windows.shift();
-        p.sinceFit++;
-      } else {
+      const route = this.pools.add(w);
+      if (route === 'pooled') this.stats.trainWindows++;
+      else {
         this.stats.ambiguousWindows++;
-        if (!p.fitted) {
-          this.stats.unscored++;
-          continue;
-        }
-        this.queue.push({ eap, key, node: w.node, id: w.id, values: w.values });
-        if (this.queue.length > this.o.maxQueued) {
-          this.queue.shift();
-          this.stats.dropped++;
+        if (route === 'unscored') this.stats.unscored++;
+        else {
+          this.queue.push({ eap, key: DetectorPools.keyOf(w), node: w.node, id: w.id, values: w.values });
+          if (this.queue.length > this.maxQueued) {
+            this.queue.shift();
+            this.stats.dropped++;
+          }
         }
       }
     }
@@ -228,32 +192,10 @@ export class LearnedDetector {
     for (const r of this.idleWaiters.splice(0)) r();
   }
 
-  private pool(key: string, dims: number, steps: number): Pool {
-    let p = this.pools.get(key);
-    if (!p) {
-      p = { key, dims, steps, windows: [], sinceFit: 0, fitted: false };
-      this.pools.set(key, p);
-    }
-    return p;
-  }
-
-  private vgruOptions(key: string): Partial<VgruOptions> {
-    const v = { eta: DETECT_ETA, seed: 1, ...this.o.vgru };
-    return { ...v, seed: (v.seed! ^ hashString(key)) >>> 0 };
-  }
-
-  private dueFit(): Pool | null {
-    for (const key of [...this.pools.keys()].sort()) {
-      const p = this.pools.get(key)!;
-      if (p.windows.length >= this.o.minWindows && (!p.fitted || p.sinceFit >= this.o.refitWindows)) return p;
-    }
-    return null;
-  }
-
   private isIdle(): boolean {
     if (this.busy) return false;
     if (this.disposed || this.failed || !this.starting) return true;
-    return this.ready && this.queue.length === 0 && this.dueFit() === null;
+    return this.ready && this.queue.length === 0 && this.pools.dueFit() === null;
   }
 
   private pump(): void {
@@ -265,7 +207,7 @@ export class LearnedDetector {
       this.queue = this.queue.filter((q) => q.key !== key);
       job = this.score(key, batch);
     } else {
-      const p = this.dueFit();
+      const p = this.pools.dueFit();
       if (p) job = this.fit(p);
     }
     if (!job) return this.settle();
@@ -284,27 +226,19 @@ export class LearnedDetector {
     if (this.isIdle()) for (const r of this.idleWaiters.splice(0)) r();
   }
 
-  private async fit(p: Pool): Promise<void> {
-    const T = p.steps;
-    const D = p.dims;
-    const count = p.windows.length;
-    const windows = new Float32Array(count * T * D);
-    p.windows.forEach((w, i) => windows.set(w, i * T * D));
-    p.sinceFit = 0;
-    const r = await this.engine!.call({ kind: 'fit', key: p.key, dims: D, steps: T, options: this.vgruOptions(p.key), windows, count });
+  private async fit(p: ShapePool): Promise<void> {
+    const { windows, count } = this.pools.takeFitBatch(p);
+    const r = await this.engine!.call({ kind: 'fit', key: p.key, dims: p.dims, steps: p.steps, options: this.pools.vgruOptions(p.key), windows, count });
     if (this.disposed) return;
     p.fitted = true;
     this.stats.fits++;
     this.stats.lastFitMs = r.ms;
-    this.opts.store?.putDetector({ key: p.key, dims: D, steps: T, fitWindows: count, weights: r.weights ?? [] });
+    this.opts.store?.putDetector({ key: p.key, dims: p.dims, steps: p.steps, fitWindows: count, weights: r.weights ?? [] });
     this.log(`detector: shape ${p.key} fitted on ${count} healthy windows in ${(r.ms / 1000).toFixed(1)} s`);
   }
 
   private async score(key: string, batch: Queued[]): Promise<void> {
-    const p = this.pools.get(key)!;
-    const n = p.steps * p.dims;
-    const windows = new Float32Array(batch.length * n);
-    batch.forEach((q, i) => windows.set(q.values, i * n));
+    const windows = this.pools.pack(this.pools.get(key)!, batch.map((q) => q.values));
     const r = await this.engine!.call({ kind: 'score', key, windows, count: batch.length });
     if (this.disposed) return;
     const byEap = new Map<number, DeviceVerdict[]>();

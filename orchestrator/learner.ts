@@ -43,7 +43,6 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { Worker } from 'node:worker_threads';
 import type { Transition } from '../shared/protocol/envelope';
 import { packWeights, unpackWeights, type WeightTensor } from '../shared/protocol/weights';
 import { actorArrayCount, type HeadActivation } from '../shared/nets/actor';
@@ -52,6 +51,7 @@ import { topologyOf, type Scenario } from '../shared/scenario';
 import { observationDim, targetBlockOf } from '../shared/spaces';
 import { LearnerCore, type CoreConfig, type CoreResult, type PackedBatch } from './learner-core';
 import type { WorkerReply, WorkerRequest } from './learner-worker';
+import { SerialWorker } from './serial-worker';
 import type { ModelRegistry } from './registry';
 import type { Store } from './store';
 
@@ -127,42 +127,18 @@ class InProcessEngine implements Engine {
 
 class WorkerEngine implements Engine {
   readonly where = 'worker thread';
-  private readonly worker: Worker;
-  private waiting: { resolve: (r: WorkerReply) => void; reject: (e: Error) => void } | null = null;
-  private dead: Error | null = null;
+  private readonly w: SerialWorker<WorkerRequest, WorkerReply>;
+  private backend = '';
 
   constructor(file: string) {
-    this.worker = new Worker(file);
-    this.worker.unref();
-    const fail = (e: Error) => {
-      if (!this.dead) this.dead = e;
-      else e = this.dead; // disposed on purpose: the pending call gets the dispose error
-      this.waiting?.reject(e);
-      this.waiting = null;
-    };
-    this.worker.on('message', (r: WorkerReply) => {
-      const w = this.waiting;
-      this.waiting = null;
-      w?.resolve(r);
-    });
-    this.worker.on('error', fail);
-    this.worker.on('exit', (code) => fail(new Error(`learner worker exited (${code})`)));
+    this.w = new SerialWorker(file, 'learner');
   }
 
-  private call(msg: WorkerRequest, transfer: ArrayBuffer[] = []): Promise<CoreResult | null> {
-    if (this.dead) return Promise.reject(this.dead);
-    if (this.waiting) return Promise.reject(new Error('learner worker: one request at a time'));
-    return new Promise<WorkerReply>((resolve, reject) => {
-      this.waiting = { resolve, reject };
-      this.worker.postMessage(msg, transfer);
-    }).then((r) => {
-      if (!r.ok) throw new Error(r.error);
-      if (r.backend) this.backend = r.backend;
-      return r.result;
-    });
+  private async call(msg: WorkerRequest, transfer: ArrayBuffer[] = []): Promise<CoreResult | null> {
+    const r = (await this.w.call(msg, transfer)) as { ok: true; result: CoreResult | null; backend?: string };
+    if (r.backend) this.backend = r.backend;
+    return r.result;
   }
-
-  private backend = '';
 
   async init(config: CoreConfig, actor: Float32Array[], critic: Float32Array[] | null): Promise<string> {
     await this.call({ kind: 'init', config, actor, critic });
@@ -176,8 +152,7 @@ class WorkerEngine implements Engine {
     return (await this.call({ kind: 'update', batch, criticOnly }, transfer))!;
   }
   dispose(): void {
-    this.dead ??= new Error('learner worker: disposed');
-    void this.worker.terminate();
+    this.w.dispose();
   }
 }
 

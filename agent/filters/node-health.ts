@@ -40,6 +40,12 @@ export interface NodeHealthOptions {
   /** Consecutive 'ambiguous' verdicts that exclude a node. @defaultValue Infinity */
   ambiguousRun: number;
   /**
+   * Consecutive 'anomalous' learned verdicts (no 'normal' verdict or 'healthy' window between
+   * them) that exclude a node. @defaultValue 5 (1 held out 8.7% of healthy node-time in the
+   * simulator, 3: 2.8%, 5: 1.7%; docs/detect.md "The learned stage live")
+   */
+  learnedRun: number;
+  /**
    * Most of an eAP's nodes the device filters hold out at once (at least one; Envoy's panic
    * threshold in spirit): when load shifts onto the survivors of a failure, or every node runs
    * saturated, their telemetry leaves the history's range too, and excluding them would leave the
@@ -67,7 +73,7 @@ export interface LearnedWindowOptions {
 export interface LearnedStats {
   /** Windows queued, by kind; dropped when the queue was full (orchestrator away). */
   ambiguousSent: number;
-  healthySent: number;
+  trainSent: number;
   dropped: number;
   /** Verdicts received, by outcome; `stale` = anomalous, but the node's latest window was healthy again. */
   anomalous: number;
@@ -109,7 +115,7 @@ export class NodeHealth {
     options: Partial<NodeHealthOptions> = {},
     private readonly log: (e: HealthEvent) => void = () => undefined,
   ) {
-    this.o = { historySamples: 36, readmitSamples: 5, ambiguousRun: Infinity, maxExcludedShare: 0.5, rules: DETECT_DEVICE_FILTER_OPTIONS, qos: {}, windows: null, ...options };
+    this.o = { historySamples: 36, readmitSamples: 5, ambiguousRun: Infinity, learnedRun: 5, maxExcludedShare: 0.5, rules: DETECT_DEVICE_FILTER_OPTIONS, qos: {}, windows: null, ...options };
     this.win = this.o.windows ? { healthyEvery: 3, sampleHealthy: () => true, maxPending: 256, ...this.o.windows } : null;
     if (this.win && !(Number.isInteger(this.win.healthyEvery) && this.win.healthyEvery >= 1)) throw new TypeError(`NodeHealth windows.healthyEvery: expected an integer >= 1, got ${this.win.healthyEvery}`);
     if (!Number.isInteger(this.o.historySamples) || this.o.historySamples < 12) throw new TypeError(`NodeHealth historySamples: expected an integer >= 12, got ${this.o.historySamples}`);
@@ -128,6 +134,7 @@ export class NodeHealth {
     this.outRule = new Array<string>(N).fill('');
     this.windowIds = new Float64Array(N);
     this.healthyCount = new Int32Array(N);
+    this.learnedRun = new Int32Array(N);
     if (!(this.o.maxExcludedShare > 0 && this.o.maxExcludedShare <= 1)) throw new TypeError(`NodeHealth maxExcludedShare: expected a share in (0, 1], got ${this.o.maxExcludedShare}`);
   }
 
@@ -139,8 +146,9 @@ export class NodeHealth {
   private readonly win: LearnedWindowOptions | null;
   private readonly windowIds: Float64Array;
   private readonly healthyCount: Int32Array;
+  private readonly learnedRun: Int32Array;
   private pending: DeviceWindow[] = [];
-  readonly learned: LearnedStats = { ambiguousSent: 0, healthySent: 0, dropped: 0, anomalous: 0, normal: 0, stale: 0 };
+  readonly learned: LearnedStats = { ambiguousSent: 0, trainSent: 0, dropped: 0, anomalous: 0, normal: 0, stale: 0 };
 
   /** Nodes of each eAP, and the most of them the device filters may hold out at once (at least one). */
   private eapSize(eap: number): number {
@@ -208,6 +216,7 @@ export class NodeHealth {
       this.exclude(n, `device:${v}`, why, nowS);
     } else if (v === 'healthy') {
       this.ambiguousRun[n] = 0;
+      this.learnedRun[n] = 0;
       this.suppressed[n] = 0;
       if (this.deviceOut[n] === 1 && ++this.healthyRun[n] >= this.o.readmitSamples) {
         this.deviceOut[n] = 0;
@@ -235,19 +244,26 @@ export class NodeHealth {
 
   private queueWindow(n: number, f: DeviceFilter, v: 'ambiguous' | 'healthy'): void {
     const w = this.win!;
-    if (v === 'healthy' && (!w.sampleHealthy(n) || ++this.healthyCount[n] % w.healthyEvery !== 0)) return;
     const T = f.options.windowSize;
-    const values = new Float32Array(T * f.dims);
-    f.windowInto(values);
-    this.pending.push({ node: n, id: ++this.windowIds[n], kind: v, shape: this.shapes[n], steps: T, dims: f.dims, values });
-    if (v === 'ambiguous') this.learned.ambiguousSent++;
-    else this.learned.healthySent++;
+    let values: Float32Array | null = null;
+    const push = (kind: 'ambiguous' | 'train') => {
+      if (!values) {
+        values = new Float32Array(T * f.dims);
+        f.windowInto(values);
+      }
+      this.pending.push({ node: n, id: ++this.windowIds[n], kind, shape: this.shapes[n], steps: T, dims: f.dims, values });
+      if (kind === 'ambiguous') this.learned.ambiguousSent++;
+      else this.learned.trainSent++;
+    };
+    if (v === 'ambiguous') push('ambiguous');
+    if (v === 'healthy' && w.sampleHealthy(n) && ++this.healthyCount[n] % w.healthyEvery === 0) push('train');
     if (this.pending.length > w.maxPending) {
       const drop = this.pending.length - w.maxPending;
       this.pending.splice(0, drop);
       this.learned.dropped += drop;
     }
   }
+
 
   /** Queued windows for the orchestrator's detector, oldest first, at most `max` of them. */
   takeWindows(max = 512): DeviceWindow[] {
@@ -262,6 +278,7 @@ export class NodeHealth {
     if (!Number.isInteger(n) || n < 0 || n >= this.numNodes) return;
     if (!anomalous) {
       this.learned.normal++;
+      this.learnedRun[n] = 0;
       return;
     }
     const last = this.lastVerdict[n];
@@ -271,6 +288,7 @@ export class NodeHealth {
     }
     this.learned.anomalous++;
     this.healthyRun[n] = 0;
+    if (++this.learnedRun[n] < this.o.learnedRun) return;
     this.exclude(n, 'device:learned', () => `the learned detector scored window ${id} ${score.toFixed(2)} (above its threshold)`, nowS);
   }
 

@@ -620,7 +620,7 @@ function readSample(x: unknown, p: string): NodeSample {
 function readWindow(x: unknown, p: string): DeviceWindow {
   const o = obj(x, p);
   const kind = field(o, 'kind', p);
-  if (kind !== 'ambiguous' && kind !== 'healthy') throw new BadField(`${p}.kind`, `must be 'ambiguous' or 'healthy', got ${describe(kind)}`);
+  if (kind !== 'ambiguous' && kind !== 'train') throw new BadField(`${p}.kind`, `must be 'ambiguous' or 'train', got ${describe(kind)}`);
   const steps = uint(o, 'steps', p, 256);
   const dims = uint(o, 'dims', p, 64);
   if (steps < 2) throw new BadField(`${p}.steps`, `must be 2..256, got ${steps}`);

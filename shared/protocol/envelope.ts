@@ -171,13 +171,13 @@ export interface NodeSample {
 
 /**
  * One device-filter window of one node's telemetry (agent/filters/node-health.ts), for the
- * orchestrator's learned detector: 'ambiguous' windows to be judged, 'healthy' ones to learn from.
+ * orchestrator's learned detector: 'ambiguous' windows to be judged, 'train' ones to learn from.
  */
 export interface DeviceWindow {
   node: NodeId;
   /** Agent-side id of the window (per node, increasing); a verdict names it. */
   id: number;
-  kind: 'ambiguous' | 'healthy';
+  kind: 'ambiguous' | 'train';
   /** Shape key of the node ("cores/GB"): nodes of one shape share a detector. 1..64 characters. */
   shape: string;
   /** T, samples in the window (2..256). */

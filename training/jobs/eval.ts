@@ -10,6 +10,7 @@ import * as fs from 'fs';
 import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
 import type { DequeueName } from '../../shared/dequeue';
 import { DEQUEUE_NAMES } from '../../shared/dequeue';
+import { loadBackend } from '../../shared/tf-backend';
 import { UsageError } from '../../shared/errors';
 import type { DispatchPolicy } from '../../shared/policy';
 import { loadScenario, scenarioWithSlot } from '../../shared/scenario';
@@ -56,6 +57,8 @@ export interface EvalArgs {
   faultDurationS: number;
   timing: boolean;
   filters: boolean;
+  /** With --filters: 'vgru' runs the learned stage on the ambiguous windows, as the orchestrator does live. @defaultValue 'none' */
+  detector?: string;
   /** Decision slot length (s); default the scenario's. */
   slot?: number;
 }
@@ -72,6 +75,8 @@ export interface EvalReport {
   slotS: number;
   faults: number;
   filters: boolean;
+  /** Present with `--detector vgru` only. */
+  detector?: 'vgru';
   results: PolicyResult[];
 }
 
@@ -161,6 +166,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
   if (a.faultEvents) faults = faultsFromServerEvents(a.faultEvents, numNodes, durationS, a.faultDurationS);
   else if (a.faultRate > 0) faults = faultsFromRate(numNodes, durationS, a.faultRate / 3600, a.faultDurationS, a.seed);
 
+  const learned = learnedDetectorOf(a);
   // RUN: every pair on the same requests and seed
   const results: PolicyResult[] = [];
   const t0 = Date.now();
@@ -178,6 +184,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
       faults,
       timing: a.timing,
       deviceFilters: a.filters,
+      learnedDetector: learned,
     });
     results.push(r);
     if (Date.now() - t0 > 2000) progress(`[${k + 1}/${pairs.length}] ${r.policy}: throughput rate ${r.throughputRate.toFixed(3)} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
@@ -193,8 +200,17 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     slotS: scenario.slotS,
     faults: faults.length,
     filters: !!a.filters,
+    ...(learned ? { detector: 'vgru' as const } : {}),
     results,
   };
+}
+
+/** `--detector`: whether the learned stage runs (UsageError for a bad value or without --filters). */
+export function learnedDetectorOf(a: Pick<EvalArgs, 'detector' | 'filters'>): boolean {
+  const d = a.detector ?? 'none';
+  if (d !== 'vgru' && d !== 'none') throw new UsageError(`--detector: must be vgru or none, got ${JSON.stringify(d)}`);
+  if (d === 'vgru' && !a.filters) throw new UsageError('--detector vgru: needs --filters (the learned stage decides the device filters\' ambiguous windows)');
+  return d === 'vgru';
 }
 
 /** The readable table printed on a terminal. */
@@ -254,12 +270,14 @@ export const evalCommand: CommandModule<object, EvalArgs> = {
       .option('fault-events', { type: 'string', describe: 'v2017_server_event.csv: fail nodes at the real softerror times' })
       .option('fault-duration', { type: 'number', default: 60, describe: 'seconds a failed node stays down' })
       .option('filters', { type: 'boolean', default: false, describe: 'run the device filters on simulated node telemetry' })
+      .option('detector', { type: 'string', default: 'none', describe: "with --filters: 'vgru' lets the learned detector decide the ambiguous windows, as the orchestrator does live (loads tfjs; slower)" })
       .option('timing', { type: 'boolean', default: false, describe: 'measure decision latency (decisionP99Us; not reproducible)' })
       .option('json', { type: 'boolean', default: false, describe: 'print the JSON report on stdout' })
       .option('plot', { type: 'string', describe: 'write per-frame throughput per policy to a .svg or .png file' }) as unknown as Argv<EvalArgs>,
-  handler: (argv: ArgumentsCamelCase<EvalArgs>) => {
+  handler: async (argv: ArgumentsCamelCase<EvalArgs>) => {
     const args: EvalArgs = { ...argv, faultDurationS: (argv as unknown as { faultDuration: number }).faultDuration };
     if (args.plot && !/\.(svg|png)$/i.test(args.plot)) throw new UsageError(`--plot: ${args.plot}: the file must end in .svg or .png`);
+    if (learnedDetectorOf(args)) await loadBackend(); // an entry point picks the backend
     const report = runEval(args, (line) => process.stderr.write(`kais: ${line}\n`));
     if (args.plot) {
       writePlot(

@@ -22,6 +22,8 @@ export interface EpisodeOptions {
   faults?: Fault[];
   /** Run the device filters on simulated node telemetry. */
   deviceFilters?: boolean;
+  /** With deviceFilters: the learned stage on the ambiguous windows (the caller loads the tfjs backend). */
+  learnedDetector?: boolean;
   /** Measure every decision's wall time (adds ~0.1 µs per decision; makes output non-reproducible). */
   timing?: boolean;
 }
@@ -46,6 +48,8 @@ export interface PolicyResult {
   falseExclusionRate: number | null;
   /** throughput rate of each frame: in-time completions / arrivals in the frame */
   throughputPerFrame: number[];
+  /** with the learned stage only: its fits, windows scored and anomalous verdicts by ground truth (TelemetryFilters.learnedStats) */
+  learnedDetector?: { fits: number; scored: number; anomalousAbnormal: number; anomalousNormal: number; unscored: number };
 }
 
 export function runEpisode(o: EpisodeOptions): PolicyResult {
@@ -58,6 +62,7 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
     faults: o.faults,
     illegalAction: 'throw',
     deviceFilters: o.deviceFilters,
+    learnedDetector: o.learnedDetector,
     seed: o.seed,
   });
   const policy = o.dispatch;
@@ -89,6 +94,8 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
     }
     observations = env.step(actions).observations;
   }
+  const learned = o.learnedDetector && env.telemetry ? { ...env.telemetry.learnedStats } : undefined;
+  env.telemetry?.dispose();
   const out = env.outcome;
   const lat = env.latencyS.subarray(0, env.latencyCount);
   let latSum = 0;
@@ -110,6 +117,7 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
     lostToFailedNodes: env.lostToFailedNodes,
     falseExclusionRate: env.telemetry ? round(env.telemetry.falseExclusionRate, 4) : null,
     throughputPerFrame: env.frames.map((f) => round(f.arrived > 0 ? f.completedInTime / f.arrived : 0, 4)),
+    ...(learned ? { learnedDetector: learned } : {}),
   };
 }
 

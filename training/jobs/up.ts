@@ -118,7 +118,7 @@ export interface UpSummary {
   /** The same, by rule (`device:faulty`, `device:learned` (the orchestrator's learned detector), `qos:...`). */
   nodeExclusionsByRule: Record<string, number>;
   /** The learned stage, summed over agents: windows sent to the orchestrator's detector and the verdicts that came back (agent/filters/node-health.ts LearnedStats). */
-  learnedDetector: { ambiguousSent: number; healthySent: number; dropped: number; anomalous: number; normal: number; stale: number };
+  learnedDetector: { ambiguousSent: number; trainSent: number; dropped: number; anomalous: number; normal: number; stale: number };
   meanLatencyMs: number;
   p99LatencyMs: number;
   perEap: EapSummary[];
@@ -487,7 +487,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     httpAgents.forEach((h) => h.destroy());
     const losses = faultPlan.length > 0 ? ((await getJson(`${String(nodeReady.admin)}/faults`)) as { refused: number; lostOnFailure: number } | null) : null;
     const byRule: Record<string, number> = {};
-    const learned = { ambiguousSent: 0, healthySent: 0, dropped: 0, anomalous: 0, normal: 0, stale: 0 };
+    const learned = { ambiguousSent: 0, trainSent: 0, dropped: 0, anomalous: 0, normal: 0, stale: 0 };
     for (const h of hs) {
       const nodes = (h as Record<string, unknown> | null)?.nodes as { exclusionsByRule?: Record<string, number>; learned?: Record<string, number> } | null;
       for (const [rule, k] of Object.entries(nodes?.exclusionsByRule ?? {})) byRule[rule] = (byRule[rule] ?? 0) + k;

@@ -53,6 +53,8 @@ export interface EnvOptions {
   rewardEpsilon?: number;
   /** Generate node telemetry and run the device filters on it (telemetry.ts). @defaultValue false */
   deviceFilters?: boolean;
+  /** With deviceFilters: the learned stage decides the ambiguous windows (telemetry.ts; needs a tfjs backend). @defaultValue false */
+  learnedDetector?: boolean;
   seed?: number;
 }
 
@@ -127,6 +129,7 @@ export class EdgeCloudEnv {
       illegalAction: 'throw',
       rewardEpsilon: 1,
       deviceFilters: false,
+      learnedDetector: false,
       // an option passed as undefined keeps its default (a plain spread would overwrite it)
       ...(Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as EnvOptions),
     };
@@ -206,7 +209,8 @@ export class EdgeCloudEnv {
       this.timeline.push(f.startS, EventType.NodeFault, f.node, 1);
       this.timeline.push(f.startS + f.durationS, EventType.NodeFault, f.node, 0);
     }
-    this.telemetry = this.opts.deviceFilters ? new TelemetryFilters(c, options.seed) : null;
+    this.telemetry?.dispose();
+    this.telemetry = this.opts.deviceFilters ? new TelemetryFilters(c, options.seed, this.opts.learnedDetector ? { learned: {} } : {}) : null;
     this.nextTelemetryS = 0;
     const orch = this.opts.orchestration;
     if (orch) {

@@ -20,13 +20,20 @@
  * the v2017 failure times: 300 / 382 / 441 requests lost with 24 / 36 / 48 samples, 1476 without
  * filters). The CPU level is the utilisation smoothed over ~10 s, as monitoring reports it.
  * 'faulty' excludes the node at once; `ambiguousRun` 'ambiguous' verdicts in a row too (default:
- * never; the learned detector that should decide them is not in this loop); a node is
+ * never); with `learned` (`kais eval --filters --detector vgru`), the learned stage decides the
+ * ambiguous windows as the orchestrator does live: the same windows (every ambiguous one, one
+ * in 3 healthy ones), the same per-shape pools, fits and threshold (critic/detector/pools.ts,
+ * core.ts), but synchronous: a window is scored in the tick it is made, a due fit runs at the end
+ * of that tick (live, the worker takes seconds, so verdicts come a little later); a node is
  * re-admitted after `readmitS` of consecutive 'healthy' verdicts; at most half of an eAP's nodes
  * are held out at once (on kais with the v2017 failure times, seeds 1-3, that cap never binds).
  * QoS isolation, NodeHealth's other half, gets no observations here.
  */
 import { DETECT_DEVICE_FILTER_OPTIONS, type DeviceFilterOptions } from '../../agent/filters/device-filter';
 import { NodeHealth } from '../../agent/filters/node-health';
+import type { DetectorCore } from '../../critic/detector/core';
+import { DetectorPools, type DetectorPoolOptions } from '../../critic/detector/pools';
+import type { DeviceWindow } from '../../shared/protocol/envelope';
 import { NodeTelemetryModel, TELEMETRY_DIMS } from '../../shared/node-telemetry';
 import { Rng } from '../../shared/rng';
 import type { Cluster } from './cluster';
@@ -47,6 +54,8 @@ export interface TelemetryOptions {
   /** Rule settings of every node's DeviceFilter (baseline and verdicts). @defaultValue
    *  DETECT_DEVICE_FILTER_OPTIONS, the settings `kais detect` measures on labelled server data */
   rules: Partial<DeviceFilterOptions>;
+  /** The learned stage on the ambiguous windows (null: off). Needs a tfjs backend loaded by the entry point. @defaultValue null */
+  learned: Partial<DetectorPoolOptions> | null;
 }
 
 export class TelemetryFilters {
@@ -61,13 +70,17 @@ export class TelemetryFilters {
   healthyNodeS = 0;
   /** verdict counts by ground truth (abnormal = failing or in its precursor), for reports */
   readonly verdicts = { abnormal: {} as Record<string, number>, normal: {} as Record<string, number> };
+  /** The learned stage: fits, windows scored, anomalous verdicts (by ground truth), windows of shapes not fitted yet. */
+  readonly learnedStats = { fits: 0, scored: 0, anomalousAbnormal: 0, anomalousNormal: 0, unscored: 0 };
+  private readonly pools: DetectorPools | null;
+  private readonly core: DetectorCore | null;
 
   constructor(
     private readonly cluster: Cluster,
     seed: number,
     options: Partial<TelemetryOptions> = {},
   ) {
-    this.o = { periodS: 1, precursorS: 20, readmitS: 5, ambiguousRun: Infinity, historySamples: 36, rules: DETECT_DEVICE_FILTER_OPTIONS, ...options };
+    this.o = { periodS: 1, precursorS: 20, readmitS: 5, ambiguousRun: Infinity, historySamples: 36, rules: DETECT_DEVICE_FILTER_OPTIONS, learned: null, ...options };
     if (!Number.isInteger(this.o.historySamples) || this.o.historySamples < 12) throw new TypeError(`TelemetryFilters historySamples: expected an integer >= 12, got ${this.o.historySamples}`);
     const N = cluster.numNodes;
     this.model = new NodeTelemetryModel(N, this.o.periodS, Rng.derive(seed, 'telemetry'));
@@ -80,8 +93,18 @@ export class TelemetryFilters {
         readmitSamples: Math.ceil(this.o.readmitS / this.o.periodS - 1e-9),
         ambiguousRun: this.o.ambiguousRun,
         rules: this.o.rules,
+        windows: this.o.learned ? {} : null,
       },
     );
+    this.pools = this.o.learned ? new DetectorPools(this.o.learned) : null;
+    // tfjs loads only with the learned stage
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    this.core = this.o.learned ? new (require('../../critic/detector/core') as typeof import('../../critic/detector/core')).DetectorCore() : null;
+  }
+
+  /** Frees the learned stage's detectors (tfjs variables). */
+  dispose(): void {
+    this.core?.dispose();
   }
 
   /** Nodes the filters excluded (each exclusion once). */
@@ -113,6 +136,42 @@ export class TelemetryFilters {
         this.healthyNodeS += dt;
         if (c.healthyFlag[n] === 0) this.falseExcludedS += dt;
       }
+    }
+    if (this.pools) this.learnedStep(now, abnormal);
+  }
+
+  /** This tick's windows through the learned stage: score the ambiguous ones, then run due fits. */
+  private learnedStep(now: number, abnormal: (node: number) => boolean): void {
+    const pools = this.pools!;
+    const core = this.core!;
+    const toScore = new Map<string, DeviceWindow[]>();
+    for (const w of this.health.takeWindows(Infinity)) {
+      const route = pools.add(w);
+      if (route === 'unscored') this.learnedStats.unscored++;
+      else if (route === 'score') {
+        const key = DetectorPools.keyOf(w);
+        const list = toScore.get(key) ?? [];
+        list.push(w);
+        toScore.set(key, list);
+      }
+    }
+    for (const key of [...toScore.keys()].sort()) {
+      const list = toScore.get(key)!;
+      const windows = pools.pack(pools.get(key)!, list.map((w) => w.values));
+      const r = core.handle({ kind: 'score', key, windows, count: list.length });
+      list.forEach((w, i) => {
+        const anomalous = r.scores![i] > r.eta!;
+        this.learnedStats.scored++;
+        if (anomalous) this.learnedStats[abnormal(w.node) ? 'anomalousAbnormal' : 'anomalousNormal']++;
+        this.health.learnedVerdict(w.node, w.id, anomalous, r.scores![i], now);
+        if (this.health.started) this.cluster.healthyFlag[w.node] = this.health.excluded(w.node) ? 0 : 1;
+      });
+    }
+    for (let p = pools.dueFit(); p; p = pools.dueFit()) {
+      const { windows, count } = pools.takeFitBatch(p);
+      core.handle({ kind: 'fit', key: p.key, dims: p.dims, steps: p.steps, options: pools.vgruOptions(p.key), windows, count });
+      p.fitted = true;
+      this.learnedStats.fits++;
     }
   }
 

@@ -40,12 +40,12 @@ describe('LearnedDetector (orchestrator)', () => {
     const sent: [number, VerdictsBody][] = [];
     const det = new LearnedDetector({ ...small, store, send: (eap, body) => sent.push([eap, body]) });
     try {
-      det.add(0, windows(20, false, 1, 'healthy'));
+      det.add(0, windows(20, false, 1, 'train'));
       det.add(1, windows(4, false, 9, 'ambiguous')); // no detector for the shape yet: no verdict
       await det.idle();
       expect(det.fittedShapes()).toEqual([]);
       expect(det.stats.unscored).toBe(4);
-      det.add(0, windows(40, false, 2, 'healthy'));
+      det.add(0, windows(40, false, 2, 'train'));
       await det.idle();
       expect(det.fittedShapes()).toEqual(['4/8|12x4']);
       expect(det.stats.fits).toBe(1);
@@ -83,7 +83,7 @@ describe('LearnedDetector (orchestrator)', () => {
     const run = async () => {
       const out: VerdictsBody[] = [];
       const det = new LearnedDetector({ ...small, store: null, send: (_e, b) => out.push(b) });
-      det.add(0, windows(48, false, 4, 'healthy'));
+      det.add(0, windows(48, false, 4, 'train'));
       await det.idle();
       det.add(0, windows(3, true, 5, 'ambiguous'));
       await det.idle();

@@ -119,7 +119,7 @@ describe('NodeHealth', () => {
       expect(amb.length).toBeGreaterThan(0);
       for (const n of [0, 1, 2]) expect(amb.filter((w) => w.node === n).length).toBe(count(n, 'ambiguous'));
       expect(count(0, 'ambiguous')).toBeGreaterThan(count(1, 'ambiguous'));
-      const healthy = ws.filter((w) => w.kind === 'healthy');
+      const healthy = ws.filter((w) => w.kind === 'train');
       expect(healthy.some((w) => w.node === 2)).toBe(false); // not sampled by this agent
       expect(healthy.filter((w) => w.node === 1).length).toBe(Math.floor(count(1, 'healthy') / 3));
       // ids increase per node; shape, size and values: the last 12 samples, oldest first
@@ -143,13 +143,18 @@ describe('NodeHealth', () => {
       h.learnedVerdict(0, amb[0].id, false, -0.5, 120);
       expect(h.excluded(0) || h.excluded(1)).toBe(false);
       expect(h.learned).toMatchObject({ stale: 1, normal: 1, anomalous: 0 });
+      // learnedRun (5) anomalous verdicts in a row; a normal one in between starts the count again
+      for (let k = 0; k < 4; k++) h.learnedVerdict(0, amb.at(-1)!.id, true, 2.5, 120);
+      h.learnedVerdict(0, amb.at(-1)!.id, false, -1, 120);
+      for (let k = 0; k < 4; k++) h.learnedVerdict(0, amb.at(-1)!.id, true, 2.5, 120);
+      expect(h.excluded(0)).toBe(false);
       h.learnedVerdict(0, amb.at(-1)!.id, true, 2.5, 120);
       expect(h.excluded(0)).toBe(true);
       expect(h.excludedNow()).toEqual([{ node: 0, rule: 'device:learned' }]);
       expect(events.at(-1)).toMatchObject({ node: 0, kind: 'exclude', rule: 'device:learned' });
       expect(events.at(-1)!.reason).toMatch(/learned detector scored window \d+ 2\.50/);
       h.learnedVerdict(99, 1, true, 1, 120); // unknown node: ignored
-      expect(h.learned.anomalous).toBe(1);
+      expect(h.learned.anomalous).toBe(9);
     });
 
     it('keeps at most maxPending windows, dropping the oldest', () => {
@@ -162,8 +167,8 @@ describe('NodeHealth', () => {
       }
       const ws = h.takeWindows();
       expect(ws.length).toBe(5);
-      expect(h.learned.dropped).toBe(h.learned.healthySent + h.learned.ambiguousSent - 5);
-      expect(ws.at(-1)!.id).toBe(h.learned.healthySent + h.learned.ambiguousSent);
+      expect(h.learned.dropped).toBe(h.learned.trainSent + h.learned.ambiguousSent - 5);
+      expect(ws.at(-1)!.id).toBe(h.learned.trainSent + h.learned.ambiguousSent);
     });
 
     it('sends nothing when off (the simulator)', () => {

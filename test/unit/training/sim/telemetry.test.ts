@@ -8,6 +8,7 @@ import { buildRequests } from '../../../../training/workload';
 import { DETECT_DEVICE_FILTER_OPTIONS } from '../../../../agent/filters/device-filter';
 import { Cluster } from '../../../../training/sim/cluster';
 import { TelemetryFilters } from '../../../../training/sim/telemetry';
+import { loadBackend } from '../../../../shared/tf-backend';
 
 const EVENTS = path.resolve(__dirname, '../../../../../shared/data/alibaba/v2017_server_event.csv');
 const scenario = loadScenario('kais');
@@ -65,5 +66,32 @@ describe('device filters in the simulator', () => {
     const r = compare(faultsFromServerEvents(EVENTS, topologyOf(scenario).numNodes, 500, 60), 20);
     expect(r.with.lostToFailedNodes).toBeLessThanOrEqual(0.3 * r.without.lostToFailedNodes);
     expect(r.with.falseExclusionRate!).toBeLessThan(0.02);
+  });
+
+  describe('with the learned stage (kais eval --filters --detector vgru)', () => {
+    beforeAll(async () => {
+      await loadBackend(); // a test is an entry point
+    });
+    const tiny = { hidden: 8, latent: 3, components: 2, feature: 8, steps: 20, batchSize: 32, learningRate: 0.01 };
+    const small = loadScenario('small'); // 8 nodes, 4 shapes
+    /** eAP 0's nodes turn abnormal at t = 85 s; returns the filters' counters and the nodes held out at the end. */
+    function run() {
+      const cluster = new Cluster(small);
+      const tf = new TelemetryFilters(cluster, 5, { learned: { minWindows: 4, refitWindows: 100_000, vgru: tiny } });
+      try {
+        for (let t = 0; t < 100; t++) tf.tick(t, (n) => t >= 85 && cluster.eapOfNode[n] === 0);
+        return { stats: { ...tf.learnedStats }, out: Array.from(cluster.healthyFlag).map((f, n) => (f === 0 ? n : -1)).filter((n) => n >= 0), exclusions: tf.exclusions };
+      } finally {
+        tf.dispose();
+      }
+    }
+
+    it('fits one detector per node shape and scores the ambiguous windows of fitted shapes; same seed, same verdicts', () => {
+      const a = run();
+      expect(a.stats.fits).toBe(4);
+      expect(a.stats.scored).toBeGreaterThan(0);
+      expect(a.stats.anomalousAbnormal + a.stats.anomalousNormal).toBeLessThanOrEqual(a.stats.scored);
+      expect(run()).toEqual(a);
+    });
   });
 });

@@ -3,7 +3,7 @@
  * (a node shape): fit on healthy windows, load stored weights, score windows. Runs in the
  * detector's worker thread (orchestrator/detector-worker.ts) or, for tests, in process.
  */
-import { VgruDetector, type VgruOptions } from '../critic/detector/vgru';
+import { VgruDetector, type VgruOptions } from './vgru';
 
 export type DetectorRequest =
   | { kind: 'init' }
