@@ -1,7 +1,13 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { AgentLink } from '../../../agent/link';
+import { AgentRuntime } from '../../../agent/runtime';
 import { readConfig, startOrchestrator } from '../../../orchestrator/main';
+import { NodeTelemetryModel } from '../../../shared/node-telemetry';
+import type { DeviceWindow, VerdictsBody } from '../../../shared/protocol/envelope';
+import { Rng } from '../../../shared/rng';
+import { loadBackend } from '../../../shared/tf-backend';
 
 describe('readConfig', () => {
   let dir: string;
@@ -61,4 +67,74 @@ describe('startOrchestrator', () => {
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });
+});
+
+describe('the learned device detector over a real WebSocket', () => {
+  beforeAll(async () => {
+    await loadBackend(); // a test is an entry point (the in-process engine: no compiled worker next to the sources)
+  });
+
+  /** Consecutive 12-sample windows of the simulator's telemetry model for one node. */
+  const windows = (count: number, abnormal: boolean, seed: number, kind: DeviceWindow['kind'], firstId = 1): DeviceWindow[] => {
+    const model = new NodeTelemetryModel(1, 1, new Rng(seed));
+    const x = new Float64Array(4);
+    return Array.from({ length: count }, (_, k) => {
+      const values = new Float32Array(48);
+      for (let t = 0; t < 12; t++) {
+        model.sample(0, abnormal, 0.4, 0.5, x);
+        values.set(x, t * 4);
+      }
+      return { node: 2, id: firstId + k, kind, shape: '2/4', steps: 12, dims: 4, values };
+    });
+  };
+
+  it('fits on the train windows an agent sends, answers its ambiguous windows with a verdicts frame, and a restarted orchestrator answers from the stored detector', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-det-'));
+    const cfgFile = path.join(dir, 'c.json');
+    fs.writeFileSync(cfgFile, JSON.stringify({ learner: 'none', detector: 'vgru', scenario: 'small' }));
+    const db = path.join(dir, 'o.db');
+    const connect = async (url: string) => {
+      const got: VerdictsBody[] = [];
+      let runtime: AgentRuntime | null = null;
+      const link = new AgentLink({ url, seed: 1, hello: () => runtime!.helloBody('', '0.1.0'), backoff: { initialMs: 20, maxMs: 200 } });
+      runtime = new AgentRuntime((b) => link.send(b), (cb) => link.onFrame(cb), { eapId: 0, onVerdicts: (b) => got.push(b) });
+      const ready = new Promise((resolve) => link.once('ready', resolve));
+      link.start();
+      await ready;
+      return { rt: runtime, got, close: async () => (await link.close(), runtime!.dispose()) };
+    };
+    const until = async (pred: () => boolean, ms: number) => {
+      for (const t0 = Date.now(); !pred(); ) {
+        if (Date.now() - t0 > ms) throw new Error(`timed out after ${ms} ms`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    const ambiguous = [...windows(3, false, 7, 'ambiguous', 100), ...windows(3, true, 8, 'ambiguous', 200)];
+    try {
+      const a = await startOrchestrator(readConfig(cfgFile), { dbPath: db });
+      const c = await connect(a.hub.url);
+      c.rt.sendFrame('telemetry', { eap: 0, samples: [], windows: windows(64, false, 1, 'train') });
+      await until(() => a.detector!.fittedShapes().length === 1, 60_000);
+      c.rt.sendFrame('telemetry', { eap: 0, samples: [], windows: ambiguous });
+      await until(() => c.got.length > 0, 10_000);
+      const first = c.got.flatMap((b) => b.verdicts);
+      expect(first.map((v) => v.id)).toEqual([100, 101, 102, 200, 201, 202]);
+      expect(first.every((v) => v.node === 2 && Number.isFinite(v.score))).toBe(true);
+      expect(a.store.detectors().map((d) => [d.key, d.fitWindows])).toEqual([['2/4|12x4', 64]]);
+      await c.close();
+      await a.close();
+
+      const b = await startOrchestrator(readConfig(cfgFile), { dbPath: db });
+      await b.detector!.start();
+      const d = await connect(b.hub.url);
+      d.rt.sendFrame('telemetry', { eap: 0, samples: [], windows: ambiguous });
+      await until(() => d.got.length > 0, 10_000);
+      expect(b.detector!.stats.fits).toBe(0);
+      expect(d.got.flatMap((x) => x.verdicts)).toEqual(first); // same stored detector, same verdicts
+      await d.close();
+      await b.close();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 90_000);
 });
