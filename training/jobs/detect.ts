@@ -1,5 +1,5 @@
 /**
- * `kais detect --input <dir> [--dims 0,5,12,19] [--json]`: measures the device anomaly filters
+ * `kais detect --input <dir> [--dims 0,5,12,19] [--json] [--centre]`: measures the device anomaly filters
  * (DESIGN.md §4 and §6) on labelled metric series.
  *
  * Inputs
@@ -40,6 +40,7 @@ import { hashString } from '../../shared/rng';
 import { loadBackend } from '../../shared/tf-backend';
 import { DETECT_DEVICE_FILTER_OPTIONS, DeviceFilter, baselineFromHistory, type DeviceFilterOptions, type Verdict } from '../../agent/filters/device-filter';
 import { DETECT_ETA, VgruDetector, type VgruOptions } from '../../critic/detector/vgru';
+import { centreWindows } from '../../critic/detector/pools';
 
 // ---------------------------------------------------------------- OPTIONS
 
@@ -54,6 +55,11 @@ export interface DetectOptions {
   learned: Partial<VgruOptions>;
   /** Cap on learned training windows per entity. */
   maxTrainWindows: number;
+  /**
+   * Centre every learned-stage window (train and test) on its own per-metric mean before the VGRU
+   * sees it (`centreWindows` of critic/detector/pools.ts, as the live detector does). Default false.
+   */
+  centre?: boolean;
 }
 
 export interface Entity {
@@ -371,10 +377,12 @@ export function runLearned(e: Entity, o: DetectOptions): { scores: Float32Array;
   const D = live.length;
   const stride = Math.max(1, Math.ceil((trainRows - T + 1) / o.maxTrainWindows));
   const tw = windowsOf(columns(e.train, e.cols, live), D, T, stride);
+  if (o.centre) centreWindows(tw.w, tw.count, T, D);
   const det = new VgruDetector(D, T, { eta: DETECT_ETA, ...o.learned, seed: ((o.learned.seed ?? o.seed) ^ hashString(e.name)) >>> 0 });
   try {
     det.fit(tw.w, tw.count);
     const xw = windowsOf(columns(e.test, e.cols, live), D, T, 1);
+    if (o.centre) centreWindows(xw.w, xw.count, T, D);
     const t1 = process.hrtime.bigint();
     const scores = det.score(xw.w, xw.count);
     return { scores, ns: Number(process.hrtime.bigint() - t1) };
@@ -532,18 +540,19 @@ export function lomoObjective(tuning: GridCounts[]): number {
 /**
  * Leave-one-entity-out check: every entity's learned scores are computed once; each rule setting of
  * LOMO_GRID streams every entity; for each held-out entity the setting with the best
- * `lomoObjective` on the OTHER entities is applied to it. Returns one fold per entity and the
- * pooled held-out counts.
+ * `lomoObjective` on the OTHER entities is applied to it (an explicit `--eta` replaces the grid's
+ * eta values by that one). Returns one fold per entity and the pooled held-out counts.
  */
 export async function runLomo(o: DetectOptions): Promise<{ folds: LomoFold[]; pooled: LomoFold }> {
   const entities = readInput(o.input, o.entities);
   if (entities.length < 2) throw new UsageError(`--lomo needs at least 2 entities, got ${entities.length}`);
   const configs: LomoConfig[] = [];
+  const etas = o.learned.eta !== undefined ? [o.learned.eta] : LOMO_GRID.eta;
   for (const thetaM of LOMO_GRID.thetaM)
     for (const thetaV of LOMO_GRID.thetaV)
       for (const beta of LOMO_GRID.beta)
         for (const faultyMargin of LOMO_GRID.faultyMargin)
-          for (const thetaS of LOMO_GRID.thetaS) for (const eta of LOMO_GRID.eta) configs.push({ thetaM, thetaV, beta, faultyMargin, thetaS, eta });
+          for (const thetaS of LOMO_GRID.thetaS) for (const eta of etas) configs.push({ thetaM, thetaV, beta, faultyMargin, thetaS, eta });
   const counts: GridCounts[][] = []; // [entity][config]
   for (const e of entities) {
     const T = o.rules.windowSize ?? 12;
@@ -552,7 +561,7 @@ export async function runLomo(o: DetectOptions): Promise<{ folds: LomoFold[]; po
     const { scores } = runLearned(e, o);
     const labels = windowLabels(e.labels, T, o.windowLabel);
     const learnedBy = new Map<number, Uint8Array>();
-    for (const eta of LOMO_GRID.eta) learnedBy.set(eta, Uint8Array.from(scores, (s) => (s > eta ? 1 : 0)));
+    for (const eta of etas) learnedBy.set(eta, Uint8Array.from(scores, (s) => (s > eta ? 1 : 0)));
     const row: GridCounts[] = [];
     const verdictCache = new Map<string, Verdict[]>();
     for (const c of configs) {
@@ -669,6 +678,7 @@ interface DetectArgs {
   'faulty-margin'?: number;
   'theta-s'?: number;
   lomo: boolean;
+  centre: boolean;
 }
 
 export const detectCommand: CommandModule<object, DetectArgs> = {
@@ -689,7 +699,8 @@ export const detectCommand: CommandModule<object, DetectArgs> = {
       .option('faulty-margin', { type: 'number', describe: `rule 1 must fire at this multiple of its thresholds for faulty (default ${DETECT_RULE_DEFAULTS.faultyMargin})` })
       .option('theta-s', { type: 'number', describe: `single-metric routing: 'healthy' becomes 'ambiguous' when one metric's window variance is beyond this multiple of its own history extreme (default ${DETECT_RULE_DEFAULTS.thetaS}; Infinity = off)` })
       .option('eta', { type: 'number', describe: `learned threshold on the normalised score (default ${DETECT_ETA})` })
-      .option('lomo', { type: 'boolean', default: false, describe: 'leave-one-entity-out check: tune rules and eta on the others, measure on each' })
+      .option('lomo', { type: 'boolean', default: false, describe: 'leave-one-entity-out check: tune rules and eta on the others, measure on each (an explicit --eta fixes eta)' })
+      .option('centre', { type: 'boolean', default: false, describe: "learned stage: centre each window on its own per-metric mean (the live detector's centreWindows)" })
       .option('steps', { type: 'number', describe: 'learned detector training steps per entity (default 120)' }) as unknown as Argv<DetectArgs>,
   handler: async (a) => {
     const rules: Partial<DeviceFilterOptions> = {};
@@ -715,6 +726,7 @@ export const detectCommand: CommandModule<object, DetectArgs> = {
       rules,
       learned,
       maxTrainWindows: 4000,
+      centre: a.centre,
     };
     // validate the input before paying for the backend
     if (!fs.existsSync(opts.input)) throw new UsageError(`--input ${opts.input}: no such folder`);

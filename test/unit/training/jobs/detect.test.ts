@@ -3,7 +3,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import * as zlib from 'zlib';
-import { LOMO_GRID, countConfusion, lomoObjective, metricsOf, readInput, runDetect, runLomo, windowLabels, type DetectOptions, type GridCounts } from '../../../../training/jobs/detect';
+import { LOMO_GRID, countConfusion, lomoObjective, metricsOf, readInput, runDetect, runLearned, runLomo, windowLabels, type DetectOptions, type GridCounts } from '../../../../training/jobs/detect';
 import { UsageError } from '../../../../shared/errors';
 import { Rng } from '../../../../shared/rng';
 import { loadBackend } from '../../../../shared/tf-backend';
@@ -147,6 +147,30 @@ describe('runDetect', () => {
     for (const f of r.folds) expect(f.stages.twoStage.f1PointAdjusted).toBeGreaterThan(0.5);
     // single-metric routing is part of the grid (off = Infinity or a multiple of the history extreme)
     for (const f of r.folds) expect(LOMO_GRID.thetaS).toContain(f.chosen.thetaS);
+    // an explicit eta (--eta) replaces the grid's eta values
+    const o = options(dir);
+    const fixed = await runLomo({ ...o, learned: { ...o.learned, eta: 1 } });
+    for (const f of fixed.folds) expect(f.chosen.eta).toBe(1);
+  });
+
+  it('--centre: the learned stage sees windows centred on their own mean (a level shift of a test series does not move its scores)', async () => {
+    const dir = makeSmdFolder();
+    const [e] = readInput(dir);
+    const plain = runLearned(e, options(dir)).scores;
+    const centred = runLearned(e, options(dir, { centre: true })).scores;
+    expect(centred.length).toBe(plain.length);
+    expect(Array.from(centred)).not.toEqual(Array.from(plain));
+    // the same test series one constant higher on every metric: same centred windows, same scores
+    const shifted = { ...e, test: e.test.map((v) => v + 0.25) };
+    const centredShifted = runLearned(shifted, options(dir, { centre: true })).scores;
+    let maxDiff = 0;
+    for (let k = 0; k < centred.length; k++) maxDiff = Math.max(maxDiff, Math.abs(centredShifted[k] - centred[k]));
+    expect(maxDiff).toBeLessThan(1e-3);
+    // without centring the same shift moves the scores
+    const plainShifted = runLearned(shifted, options(dir)).scores;
+    let plainDiff = 0;
+    for (let k = 0; k < plain.length; k++) plainDiff = Math.max(plainDiff, Math.abs(plainShifted[k] - plain[k]));
+    expect(plainDiff).toBeGreaterThan(0.1);
   });
 
   it('runs on a NAB-style folder, using the first 15% of each series as history', async () => {
