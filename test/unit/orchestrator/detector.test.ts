@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { DetectorPools } from '../../../critic/detector/pools';
 import { LearnedDetector } from '../../../orchestrator/detector';
 import { Store } from '../../../orchestrator/store';
 import { NodeTelemetryModel } from '../../../shared/node-telemetry';
@@ -40,12 +41,13 @@ describe('LearnedDetector (orchestrator)', () => {
     const sent: [number, VerdictsBody][] = [];
     const det = new LearnedDetector({ ...small, store, send: (eap, body) => sent.push([eap, body]) });
     try {
-      det.add(0, windows(20, false, 1, 'train'));
+      const train = [...windows(20, false, 1, 'train'), ...windows(40, false, 2, 'train')];
+      det.add(0, train.slice(0, 20));
       det.add(1, windows(4, false, 9, 'ambiguous')); // no detector for the shape yet: no verdict
       await det.idle();
       expect(det.fittedShapes()).toEqual([]);
       expect(det.stats.unscored).toBe(4);
-      det.add(0, windows(40, false, 2, 'train'));
+      det.add(0, train.slice(20));
       await det.idle();
       expect(det.fittedShapes()).toEqual(['4/8|12x4']);
       expect(det.stats.fits).toBe(1);
@@ -97,5 +99,22 @@ describe('LearnedDetector (orchestrator)', () => {
     const send = () => undefined;
     expect(() => new LearnedDetector({ store: null, send, minWindows: 1 })).toThrow(/minWindows/);
     expect(() => new LearnedDetector({ store: null, send, refitWindows: 0 })).toThrow(/refitWindows/);
+  });
+});
+
+describe('DetectorPools levels', () => {
+  const w = (node: number, kind: DeviceWindow['kind'], v: number): DeviceWindow => ({ node, id: 1, kind, shape: 's', steps: 2, dims: 2, values: new Float32Array([v, 10 * v, v + 1, 10 * v]) });
+  it("'window' takes each window's own mean off; 'node' its node's train-window mean, and scores a node only once it has one", () => {
+    const win = new DetectorPools({ minWindows: 2 });
+    expect(Array.from(win.pack({ steps: 2, dims: 2 }, [w(0, 'ambiguous', 1)]))).toEqual([-0.5, 0, 0.5, 0]);
+    const node = new DetectorPools({ minWindows: 2, level: 'node' });
+    const p = node.pool('s|2x2', 2, 2);
+    p.fitted = true;
+    expect(node.add(w(0, 'ambiguous', 1))).toBe('unscored'); // no level for node 0 yet
+    expect(node.add(w(0, 'train', 1))).toBe('pooled'); // means [1.5, 10]
+    expect(node.add(w(0, 'train', 3))).toBe('pooled'); // means [3.5, 30]
+    expect(node.add(w(0, 'ambiguous', 1))).toBe('score');
+    expect(Array.from(node.pack(p, [w(0, 'ambiguous', 1)]))).toEqual([1 - 2.5, 10 - 20, 2 - 2.5, 10 - 20]);
+    expect(() => new DetectorPools({ levelWindows: 0 })).toThrow(/levelWindows/);
   });
 });

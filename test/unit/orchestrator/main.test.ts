@@ -113,7 +113,8 @@ describe('the learned device detector over a real WebSocket', () => {
     try {
       const a = await startOrchestrator(readConfig(cfgFile), { dbPath: db });
       const c = await connect(a.hub.url);
-      c.rt.sendFrame('telemetry', { eap: 0, samples: [], windows: windows(64, false, 1, 'train') });
+      const train = windows(64, false, 1, 'train');
+      c.rt.sendFrame('telemetry', { eap: 0, samples: [], windows: train });
       await until(() => a.detector!.fittedShapes().length === 1, 60_000);
       c.rt.sendFrame('telemetry', { eap: 0, samples: [], windows: ambiguous });
       await until(() => c.got.length > 0, 10_000);
@@ -127,7 +128,8 @@ describe('the learned device detector over a real WebSocket', () => {
       const b = await startOrchestrator(readConfig(cfgFile), { dbPath: db });
       await b.detector!.start();
       const d = await connect(b.hub.url);
-      d.rt.sendFrame('telemetry', { eap: 0, samples: [], windows: ambiguous });
+      // node levels are not stored: the node's train windows come first (a refit needs 512)
+      d.rt.sendFrame('telemetry', { eap: 0, samples: [], windows: [...train, ...ambiguous] });
       await until(() => d.got.length > 0, 10_000);
       expect(b.detector!.stats.fits).toBe(0);
       expect(d.got.flatMap((x) => x.verdicts)).toEqual(first); // same stored detector, same verdicts
