@@ -238,7 +238,7 @@ export class LearnedDetector {
   }
 
   private async score(key: string, batch: Queued[]): Promise<void> {
-    const windows = this.pools.pack(this.pools.get(key)!, batch);
+    const windows = this.pools.pack(this.pools.get(key)!, batch.map((q) => q.values));
     const r = await this.engine!.call({ kind: 'score', key, windows, count: batch.length });
     if (this.disposed) return;
     const byEap = new Map<number, DeviceVerdict[]>();

@@ -16,9 +16,9 @@
  * - the learned stage (`windows` on, as in the agent): every 'ambiguous' window, and every
  *   `healthyEvery`-th 'healthy' window of the nodes this agent samples for training, is queued
  *   for the orchestrator (`takeWindows`, sent in `telemetry` frames); the orchestrator's
- *   detector (orchestrator/detector.ts) answers with verdicts (`learnedVerdict`), and an
- *   'anomalous' verdict on a node whose latest window is still not 'healthy' excludes it like
- *   'faulty' (rule `device:learned`, same cap and re-admission);
+ *   detector (orchestrator/detector.ts) answers with verdicts (`learnedVerdict`), and
+ *   `learnedRun` (5) 'anomalous' verdicts in a row on a node whose latest window is still not
+ *   'healthy' exclude it like 'faulty' (rule `device:learned`, same cap and re-admission);
  *   a node is re-admitted after `readmitSamples` consecutive 'healthy' verdicts; at most half of
  *   an eAP's nodes are held out by the device filters at once (`maxExcludedShare`). The
  *   simulator's telemetry loop (training/sim/telemetry.ts) runs this class too.
@@ -242,21 +242,17 @@ export class NodeHealth {
     }
   }
 
+  /** Queues node n's current window: every ambiguous one, and one in healthyEvery healthy ones of a sampled node (kind 'train'). */
   private queueWindow(n: number, f: DeviceFilter, v: 'ambiguous' | 'healthy'): void {
     const w = this.win!;
+    if (v === 'healthy' && !(w.sampleHealthy(n) && ++this.healthyCount[n] % w.healthyEvery === 0)) return;
     const T = f.options.windowSize;
-    let values: Float32Array | null = null;
-    const push = (kind: 'ambiguous' | 'train') => {
-      if (!values) {
-        values = new Float32Array(T * f.dims);
-        f.windowInto(values);
-      }
-      this.pending.push({ node: n, id: ++this.windowIds[n], kind, shape: this.shapes[n], steps: T, dims: f.dims, values });
-      if (kind === 'ambiguous') this.learned.ambiguousSent++;
-      else this.learned.trainSent++;
-    };
-    if (v === 'ambiguous') push('ambiguous');
-    if (v === 'healthy' && w.sampleHealthy(n) && ++this.healthyCount[n] % w.healthyEvery === 0) push('train');
+    const values = new Float32Array(T * f.dims);
+    f.windowInto(values);
+    const kind = v === 'ambiguous' ? 'ambiguous' : 'train';
+    this.pending.push({ node: n, id: ++this.windowIds[n], kind, shape: this.shapes[n], steps: T, dims: f.dims, values });
+    if (kind === 'ambiguous') this.learned.ambiguousSent++;
+    else this.learned.trainSent++;
     if (this.pending.length > w.maxPending) {
       const drop = this.pending.length - w.maxPending;
       this.pending.splice(0, drop);
@@ -265,14 +261,16 @@ export class NodeHealth {
   }
 
 
+
   /** Queued windows for the orchestrator's detector, oldest first, at most `max` of them. */
   takeWindows(max = 512): DeviceWindow[] {
     return this.pending.splice(0, max);
   }
 
   /**
-   * The orchestrator's verdict on window `id` of node n. Anomalous, and the node's latest window
-   * still not 'healthy': excluded like 'faulty' (rule `device:learned`). Otherwise counted only.
+   * The orchestrator's verdict on window `id` of node n. The `learnedRun`-th anomalous verdict in
+   * a row on a node whose latest window is still not 'healthy' excludes it like 'faulty' (rule
+   * `device:learned`); anything else is counted only.
    */
   learnedVerdict(n: number, id: number, anomalous: boolean, score: number, nowS: number): void {
     if (!Number.isInteger(n) || n < 0 || n >= this.numNodes) return;

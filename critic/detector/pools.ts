@@ -18,21 +18,6 @@ export interface DetectorPoolOptions {
   refitWindows: number;
   /** VgruDetector options. @defaultValue { eta: LIVE_DETECTOR_ETA, seed: 1 } (seed mixed with the shape) */
   vgru: Partial<VgruOptions>;
-  /**
-   * What is taken off each window before the detector sees it:
-   * - 'window' (default): the window's own mean (centreWindows). The detector judges dynamics;
-   *   level is left to the rules. In the simulator (v2017 failure times, lec/hpa, seed 1, eta 1, 5
-   *   in a row) 1.7% of healthy node-time held out; on SMD it misses incidents that are level
-   *   shifts (docs/detect.md).
-   * - 'node': its node's own level, the mean of that node's last `levelWindows` train windows
-   *   per metric (what `kais detect`'s per-machine standardisation amounts to). In the simulator
-   *   9.3% held out: a healthy node's CPU level drifts (AR(1), about a minute) further than its
-   *   last minutes' windows show.
-   * - 'none': nothing (17.5% in the simulator: nodes of one shape sit at different memory levels).
-   */
-  level: 'node' | 'window' | 'none';
-  /** Train windows per node its level is the mean of. @defaultValue 64 */
-  levelWindows: number;
 }
 
 /**
@@ -48,13 +33,12 @@ export interface ShapePool {
   key: string;
   dims: number;
   steps: number;
-  /** Newest train windows, oldest first, each [steps][dims], with their node. */
-  windows: NodeWindow[];
+  /** Newest train windows, oldest first, each [steps][dims]. */
+  windows: Float32Array[];
   /** Healthy windows added since the last fit began. */
   sinceFit: number;
   fitted: boolean;
 }
-
 
 /**
  * Subtracts each window's own mean per metric, in place: the detector then judges a window's
@@ -74,16 +58,9 @@ export function centreWindows(windows: Float32Array, count: number, steps: numbe
   }
 }
 
-export interface NodeWindow {
-  node: number;
-  values: Float32Array;
-}
-
 export class DetectorPools {
   readonly o: DetectorPoolOptions;
   private readonly pools = new Map<string, ShapePool>();
-  /** Per node: the per-metric means of its last levelWindows train windows (a ring), and their sum. */
-  private readonly levels = new Map<number, { means: Float64Array[]; next: number; sum: Float64Array }>();
 
   constructor(options: Partial<DetectorPoolOptions> = {}) {
     this.o = {
@@ -91,11 +68,9 @@ export class DetectorPools {
       maxWindows: 1024,
       refitWindows: 512,
       vgru: {},
-      level: 'window',
-      levelWindows: 64,
       ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
     } as DetectorPoolOptions;
-    for (const k of ['minWindows', 'maxWindows', 'refitWindows', 'levelWindows'] as const) {
+    for (const k of ['minWindows', 'maxWindows', 'refitWindows'] as const) {
       if (!(Number.isInteger(this.o[k]) && this.o[k] >= 1)) throw new TypeError(`learned detector: ${k} must be a positive integer, got ${this.o[k]}`);
     }
     if (this.o.minWindows < 2 || this.o.minWindows > this.o.maxWindows) throw new TypeError(`learned detector: minWindows must be in 2..maxWindows, got ${this.o.minWindows}`);
@@ -114,15 +89,11 @@ export class DetectorPools {
     return p;
   }
 
-  /**
-   * A train window joins its shape's pool (and its node's level); an ambiguous one: whether it
-   * can be scored now (its shape is fitted and, with level 'node', its node has a level).
-   */
+  /** A train window joins its shape's pool; an ambiguous one: whether its shape can score it now. */
   add(w: DeviceWindow): 'pooled' | 'score' | 'unscored' {
     const p = this.pool(DetectorPools.keyOf(w), w.dims, w.steps);
-    if (w.kind === 'ambiguous') return p.fitted && (this.o.level !== 'node' || this.levels.has(w.node)) ? 'score' : 'unscored';
-    this.trackLevel(w);
-    p.windows.push({ node: w.node, values: w.values });
+    if (w.kind === 'ambiguous') return p.fitted ? 'score' : 'unscored';
+    p.windows.push(w.values);
     if (p.windows.length > this.o.maxWindows) p.windows.shift();
     p.sinceFit++;
     return 'pooled';
@@ -144,39 +115,18 @@ export class DetectorPools {
     return { windows, count: p.windows.length };
   }
 
-  /** Windows of shape `p` as one [count][steps][dims] array, their level taken off (option `level`). */
-  pack(p: Pick<ShapePool, 'steps' | 'dims'>, list: readonly NodeWindow[]): Float32Array {
-    const { steps: T, dims: D } = p;
-    const windows = new Float32Array(list.length * T * D);
-    list.forEach((w, i) => windows.set(w.values, i * T * D));
-    if (this.o.level === 'window') centreWindows(windows, list.length, T, D);
-    else if (this.o.level === 'node') {
-      list.forEach((w, i) => {
-        const lv = this.levels.get(w.node);
-        if (!lv) return;
-        const k = lv.means.length;
-        for (let t = 0; t < T; t++) for (let d = 0; d < D; d++) windows[(i * T + t) * D + d] -= lv.sum[d] / k;
-      });
-    }
+  /**
+   * Windows of shape `p` as one [count][steps][dims] array, each centred on its own mean
+   * (centreWindows). Taking off each node's own level instead (the mean of its last 64 train
+   * windows, what `kais detect`'s per-machine standardisation amounts to) was measured and
+   * dropped: 9.3% of healthy node-time held out in the simulator against 1.7% (docs/detect.md).
+   */
+  pack(p: Pick<ShapePool, 'steps' | 'dims'>, list: readonly Float32Array[]): Float32Array {
+    const n = p.steps * p.dims;
+    const windows = new Float32Array(list.length * n);
+    list.forEach((w, i) => windows.set(w, i * n));
+    centreWindows(windows, list.length, p.steps, p.dims);
     return windows;
-  }
-
-  private trackLevel(w: DeviceWindow): void {
-    let lv = this.levels.get(w.node);
-    if (!lv || lv.sum.length !== w.dims) {
-      lv = { means: [], next: 0, sum: new Float64Array(w.dims) };
-      this.levels.set(w.node, lv);
-    }
-    const m = new Float64Array(w.dims);
-    for (let t = 0; t < w.steps; t++) for (let d = 0; d < w.dims; d++) m[d] += w.values[t * w.dims + d] / w.steps;
-    if (lv.means.length < this.o.levelWindows) lv.means.push(m);
-    else {
-      const old = lv.means[lv.next];
-      for (let d = 0; d < w.dims; d++) lv.sum[d] -= old[d];
-      lv.means[lv.next] = m;
-      lv.next = (lv.next + 1) % this.o.levelWindows;
-    }
-    for (let d = 0; d < w.dims; d++) lv.sum[d] += m[d];
   }
 
   /** VgruDetector options of a shape: the `kais detect` threshold, the seed mixed with the key. */

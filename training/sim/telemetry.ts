@@ -157,7 +157,7 @@ export class TelemetryFilters {
     }
     for (const key of [...toScore.keys()].sort()) {
       const list = toScore.get(key)!;
-      const windows = pools.pack(pools.get(key)!, list);
+      const windows = pools.pack(pools.get(key)!, list.map((w) => w.values));
       const r = core.handle({ kind: 'score', key, windows, count: list.length });
       list.forEach((w, i) => {
         const anomalous = r.scores![i] > r.eta!;

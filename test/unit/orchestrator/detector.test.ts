@@ -102,19 +102,20 @@ describe('LearnedDetector (orchestrator)', () => {
   });
 });
 
-describe('DetectorPools levels', () => {
+describe('DetectorPools', () => {
   const w = (node: number, kind: DeviceWindow['kind'], v: number): DeviceWindow => ({ node, id: 1, kind, shape: 's', steps: 2, dims: 2, values: new Float32Array([v, 10 * v, v + 1, 10 * v]) });
-  it("'window' takes each window's own mean off; 'node' its node's train-window mean, and scores a node only once it has one", () => {
-    const win = new DetectorPools({ minWindows: 2 });
-    expect(Array.from(win.pack({ steps: 2, dims: 2 }, [w(0, 'ambiguous', 1)]))).toEqual([-0.5, 0, 0.5, 0]);
-    const node = new DetectorPools({ minWindows: 2, level: 'node' });
-    const p = node.pool('s|2x2', 2, 2);
+  it("takes each window's own mean off, and scores an ambiguous window only once its shape is fitted", () => {
+    const pools = new DetectorPools({ minWindows: 2 });
+    expect(Array.from(pools.pack({ steps: 2, dims: 2 }, [w(0, 'ambiguous', 1).values]))).toEqual([-0.5, 0, 0.5, 0]);
+    expect(pools.add(w(0, 'ambiguous', 1))).toBe('unscored');
+    expect(pools.add(w(0, 'train', 1))).toBe('pooled');
+    expect(pools.dueFit()).toBeNull();
+    expect(pools.add(w(1, 'train', 3))).toBe('pooled');
+    const p = pools.dueFit()!;
+    expect(p.key).toBe('s|2x2');
+    expect(Array.from(pools.takeFitBatch(p).windows)).toEqual([-0.5, 0, 0.5, 0, -0.5, 0, 0.5, 0]);
     p.fitted = true;
-    expect(node.add(w(0, 'ambiguous', 1))).toBe('unscored'); // no level for node 0 yet
-    expect(node.add(w(0, 'train', 1))).toBe('pooled'); // means [1.5, 10]
-    expect(node.add(w(0, 'train', 3))).toBe('pooled'); // means [3.5, 30]
-    expect(node.add(w(0, 'ambiguous', 1))).toBe('score');
-    expect(Array.from(node.pack(p, [w(0, 'ambiguous', 1)]))).toEqual([1 - 2.5, 10 - 20, 2 - 2.5, 10 - 20]);
-    expect(() => new DetectorPools({ levelWindows: 0 })).toThrow(/levelWindows/);
+    expect(pools.dueFit()).toBeNull();
+    expect(pools.add(w(0, 'ambiguous', 1))).toBe('score');
   });
 });
