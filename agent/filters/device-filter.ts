@@ -471,13 +471,37 @@ function median(a: Float64Array): number {
  *   const f = new DeviceFilter(baselineFromHistory(history, 4));
  *   const v = f.push([cpu, mem, disk, upMbps]); // 'warming' | 'healthy' | 'ambiguous' | 'faulty'
  */
+/** An owned copy of `b` (the filter's refresh writes into its arrays); throws if its arrays do not match its dims. */
+function copyBaseline(b: Baseline): Baseline {
+  const N = b.dims;
+  if (
+    b.scale.length !== N ||
+    b.variance.length !== N ||
+    b.corr.length !== N * N ||
+    (b.level !== undefined && b.level.length !== N) ||
+    (b.levelTol !== undefined && b.levelTol.length !== N) ||
+    (b.varTol !== undefined && b.varTol.length !== N)
+  ) {
+    throw new TypeError(`DeviceFilter baseline: arrays do not match dims=${N}`);
+  }
+  return {
+    dims: b.dims,
+    scale: Float64Array.from(b.scale),
+    variance: Float64Array.from(b.variance),
+    corr: Float64Array.from(b.corr),
+    level: b.level ? Float64Array.from(b.level) : undefined,
+    levelTol: b.levelTol ? Float64Array.from(b.levelTol) : undefined,
+    varTol: b.varTol ? Float64Array.from(b.varTol) : undefined,
+  };
+}
+
 export class DeviceFilter {
   readonly options: DeviceFilterOptions;
   readonly dims: number;
   private readonly ring: Float64Array; // [T * N], row (count % T) is the next to write
   private readonly last: Float64Array; // last finite value per dim
   private readonly scratch: WindowScratch;
-  private readonly base: Baseline;
+  private base: Baseline;
   private count = 0;
   /** Rule statistics of the latest full window (valid once push returned something but 'warming'). */
   varianceShare = 0;
@@ -488,26 +512,8 @@ export class DeviceFilter {
   constructor(baseline: Baseline, options: Partial<DeviceFilterOptions> = {}) {
     this.options = resolveDeviceFilterOptions(options);
     const N = baseline.dims;
-    if (
-      baseline.scale.length !== N ||
-      baseline.variance.length !== N ||
-      baseline.corr.length !== N * N ||
-      (baseline.level !== undefined && baseline.level.length !== N) ||
-      (baseline.levelTol !== undefined && baseline.levelTol.length !== N) ||
-      (baseline.varTol !== undefined && baseline.varTol.length !== N)
-    ) {
-      throw new TypeError(`DeviceFilter baseline: arrays do not match dims=${N}`);
-    }
     this.dims = N;
-    this.base = {
-      dims: N,
-      scale: Float64Array.from(baseline.scale),
-      variance: Float64Array.from(baseline.variance),
-      corr: Float64Array.from(baseline.corr),
-      level: baseline.level ? Float64Array.from(baseline.level) : undefined,
-      levelTol: baseline.levelTol ? Float64Array.from(baseline.levelTol) : undefined,
-      varTol: baseline.varTol ? Float64Array.from(baseline.varTol) : undefined,
-    };
+    this.base = copyBaseline(baseline);
     this.ring = new Float64Array(this.options.windowSize * N);
     this.last = new Float64Array(N);
     this.scratch = new WindowScratch(N, this.options.windowSize);
@@ -516,6 +522,12 @@ export class DeviceFilter {
   /** A read-only view of the current (possibly refreshed) baseline. */
   get baseline(): Readonly<Baseline> {
     return this.base;
+  }
+
+  /** Replaces the baseline (a copy of `baseline`, same dims); the window and its samples stay. */
+  setBaseline(baseline: Baseline): void {
+    if (baseline.dims !== this.dims) throw new TypeError(`DeviceFilter.setBaseline: expected ${this.dims} dims, got ${baseline.dims}`);
+    this.base = copyBaseline(baseline);
   }
 
   /** Forget the window (e.g. after a node restart); the baseline stays. */

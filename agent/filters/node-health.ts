@@ -10,7 +10,16 @@
  *   node's baseline is built from the pooled history of the nodes of the same shape (CPU cores and
  *   memory: "a similar node", as Sentinel says), so a node already failing at start does not teach
  *   its own baseline that it is normal; until then nodes count as healthy;
- * - rules: DETECT_DEVICE_FILTER_OPTIONS, the settings `kais detect` measures on labelled data;
+ * - re-baselining: after that, every `rebaselineEvery` (300) samples per node the baselines of each
+ *   shape are rebuilt the same way from the last `recentSamples` (900) samples of each node whose
+ *   window was not judged 'faulty' (nodes held out by the filters contribute none). A baseline from
+ *   the first 36 samples alone stops describing a healthy node once its levels drift: on the
+ *   3-node `tiny` cluster most windows of healthy nodes became 'ambiguous' and some 'faulty'
+ *   within minutes (docs/runtime.md "Node health"). The rebuild absorbs drift that lasts longer
+ *   than a window while the node looks healthy; what turns abnormal within minutes is still
+ *   judged against the healthy minutes before it;
+ * - rules: NODE_TELEMETRY_RULES, the settings `kais detect` measures on labelled data with a floor
+ *   on the per-metric scale (TELEMETRY_MIN_SCALE);
  * - 'faulty' excludes the node at once; 'ambiguous' `ambiguousRun` times in a row too (default:
  *   never: the learned detector decides those, in the orchestrator);
  * - the learned stage (`windows` on, as in the agent): every 'ambiguous' window, and every
@@ -31,6 +40,21 @@ import { TELEMETRY_DIMS, TELEMETRY_METRICS } from '../../shared/node-telemetry';
 import type { DeviceWindow } from '../../shared/protocol/envelope';
 import { DETECT_DEVICE_FILTER_OPTIONS, DeviceFilter, baselineFromHistory, type DeviceFilterOptions, type Verdict } from './device-filter';
 import { QosIsolation, type QosIsolationOptions, type QosObservation } from './qos-isolation';
+
+/**
+ * Floor of the rules' per-metric scale on node telemetry (utilisation ratios in [0, 1]): 2 percentage
+ * points. Real utilisation telemetry comes in whole percent (Alibaba's machine_usage, whose shape the
+ * emulated nodes follow), so a history whose standard deviation is below a couple of those steps says
+ * more about how short the history is than about the node: with the library floor (1e-6), a node
+ * with no similar node to pool with (the 3-node `tiny` cluster) had its memory level standardised by
+ * 0.0005 and every later placement change read as a level anomaly (26-32% of healthy node-time
+ * excluded in the simulator; docs/runtime.md "Node health"). 0.01 was not enough there (8-26%).
+ * `kais detect`, whose input can be on any scale, keeps the library floor.
+ */
+export const TELEMETRY_MIN_SCALE = 0.02;
+
+/** The rules NodeHealth runs (the agent and the simulator): the `kais detect` settings with the telemetry floor. */
+export const NODE_TELEMETRY_RULES: Readonly<Partial<DeviceFilterOptions>> = Object.freeze({ ...DETECT_DEVICE_FILTER_OPTIONS, minScale: TELEMETRY_MIN_SCALE });
 
 export interface NodeHealthOptions {
   /** Samples per node pooled into the baselines before the filters start. @defaultValue 36 */
@@ -53,7 +77,11 @@ export interface NodeHealthOptions {
    * so). @defaultValue 0.5
    */
   maxExcludedShare: number;
-  /** @defaultValue DETECT_DEVICE_FILTER_OPTIONS */
+  /** Samples per node between rebuilds of the baselines from recent healthy samples (Infinity: never). @defaultValue 300 */
+  rebaselineEvery: number;
+  /** Latest 'healthy' samples per node kept for the rebuilds. @defaultValue 900 */
+  recentSamples: number;
+  /** @defaultValue NODE_TELEMETRY_RULES */
   rules: Partial<DeviceFilterOptions>;
   qos: Partial<QosIsolationOptions>;
   /** Queue windows for the learned detector (null: off, as in the simulator). @defaultValue null */
@@ -115,10 +143,12 @@ export class NodeHealth {
     options: Partial<NodeHealthOptions> = {},
     private readonly log: (e: HealthEvent) => void = () => undefined,
   ) {
-    this.o = { historySamples: 36, readmitSamples: 5, ambiguousRun: Infinity, learnedRun: 5, maxExcludedShare: 0.5, rules: DETECT_DEVICE_FILTER_OPTIONS, qos: {}, windows: null, ...options };
+    this.o = { historySamples: 36, readmitSamples: 5, ambiguousRun: Infinity, learnedRun: 5, maxExcludedShare: 0.5, rebaselineEvery: 60, recentSamples: 900, rules: NODE_TELEMETRY_RULES, qos: {}, windows: null, ...options };
     this.win = this.o.windows ? { healthyEvery: 3, sampleHealthy: () => true, maxPending: 256, ...this.o.windows } : null;
     if (this.win && !(Number.isInteger(this.win.healthyEvery) && this.win.healthyEvery >= 1)) throw new TypeError(`NodeHealth windows.healthyEvery: expected an integer >= 1, got ${this.win.healthyEvery}`);
     if (!Number.isInteger(this.o.historySamples) || this.o.historySamples < 12) throw new TypeError(`NodeHealth historySamples: expected an integer >= 12, got ${this.o.historySamples}`);
+    if (!(this.o.rebaselineEvery === Infinity || (Number.isInteger(this.o.rebaselineEvery) && this.o.rebaselineEvery >= 1))) throw new TypeError(`NodeHealth rebaselineEvery: expected an integer >= 1 or Infinity, got ${this.o.rebaselineEvery}`);
+    if (!Number.isInteger(this.o.recentSamples) || this.o.recentSamples < this.o.historySamples) throw new TypeError(`NodeHealth recentSamples: expected an integer >= historySamples (${this.o.historySamples}), got ${this.o.recentSamples}`);
     const N = shapes.length;
     this.filters = new Array(N).fill(null);
     this.history = Array.from({ length: N }, () => []);
@@ -135,6 +165,8 @@ export class NodeHealth {
     this.windowIds = new Float64Array(N);
     this.healthyCount = new Int32Array(N);
     this.learnedRun = new Int32Array(N);
+    this.recent = Array.from({ length: N }, () => new Float64Array(this.o.recentSamples * TELEMETRY_DIMS));
+    this.recentCount = new Float64Array(N);
     if (!(this.o.maxExcludedShare > 0 && this.o.maxExcludedShare <= 1)) throw new TypeError(`NodeHealth maxExcludedShare: expected a share in (0, 1], got ${this.o.maxExcludedShare}`);
   }
 
@@ -148,6 +180,13 @@ export class NodeHealth {
   private readonly healthyCount: Int32Array;
   private readonly learnedRun: Int32Array;
   private pending: DeviceWindow[] = [];
+  /** Per node, a ring of its latest 'healthy' samples (recentSamples x TELEMETRY_DIMS) and how many it ever got. */
+  private readonly recent: Float64Array[];
+  private readonly recentCount: Float64Array;
+  /** Samples of built filters since the last (re)build, over all nodes. */
+  private sinceBuild = 0;
+  /** Baseline rebuilds after the first build. */
+  rebaselines = 0;
   readonly learned: LearnedStats = { ambiguousSent: 0, trainSent: 0, dropped: 0, anomalous: 0, normal: 0, stale: 0 };
 
   /** Nodes of each eAP, and the most of them the device filters may hold out at once (at least one). */
@@ -191,6 +230,7 @@ export class NodeHealth {
   silent(n: number): void {
     this.reporting[n] = 2;
     this.history[n] = [];
+    this.countReporting();
     this.maybeBuild();
   }
 
@@ -207,6 +247,11 @@ export class NodeHealth {
     }
     const v = f.push(x);
     this.lastVerdict[n] = v;
+    if (v !== 'faulty' && this.deviceOut[n] === 0) {
+      const k = this.recentCount[n]++ % this.o.recentSamples;
+      for (let d = 0; d < TELEMETRY_DIMS; d++) this.recent[n][k * TELEMETRY_DIMS + d] = x[d];
+    }
+    if (++this.sinceBuild >= this.o.rebaselineEvery * this.reportingNodes) this.rebaseline();
     this.verdicts[v] = (this.verdicts[v] ?? 0) + 1;
     const why = () =>
       `${Math.round(100 * f.varianceShare)}% of metrics (${TELEMETRY_METRICS.join(', ')}) differ in variance or level (level ${f.levelMax.toFixed(1)} x the history's extreme), correlation change ${f.corrDistance.toFixed(2)}`;
@@ -328,6 +373,45 @@ export class NodeHealth {
     this.log(e);
   }
 
+  /** Nodes whose telemetry builds baselines (counted when the filters are built and when one goes silent). */
+  private reportingNodes = 0;
+
+  private countReporting(): void {
+    let k = 0;
+    for (let n = 0; n < this.numNodes; n++) if (this.reporting[n] === 1) k++;
+    this.reportingNodes = k;
+  }
+
+  /**
+   * Rebuilds each shape's baseline from the recent 'healthy' samples of its nodes (oldest first per
+   * node, nodes in order, as the first build pools them); a shape with fewer than historySamples of
+   * them keeps its baseline. The filters keep their windows.
+   */
+  private rebaseline(): void {
+    this.sinceBuild = 0;
+    const R = this.o.recentSamples;
+    const done = new Set<string>();
+    for (let n = 0; n < this.numNodes; n++) {
+      const shape = this.shapes[n];
+      if (!this.filters[n] || done.has(shape)) continue;
+      done.add(shape);
+      const pooled: number[] = [];
+      for (let m = 0; m < this.numNodes; m++) {
+        if (this.shapes[m] !== shape || !this.filters[m] || this.deviceOut[m] === 1) continue;
+        const c = this.recentCount[m];
+        const rows = Math.min(c, R);
+        for (let i = 0; i < rows; i++) {
+          const k = (c - rows + i) % R;
+          for (let d = 0; d < TELEMETRY_DIMS; d++) pooled.push(this.recent[m][k * TELEMETRY_DIMS + d]);
+        }
+      }
+      if (pooled.length < this.o.historySamples * TELEMETRY_DIMS) continue;
+      const base = baselineFromHistory(pooled, TELEMETRY_DIMS, this.o.rules);
+      for (let m = 0; m < this.numNodes; m++) if (this.shapes[m] === shape && this.filters[m]) this.filters[m]!.setBaseline(base);
+    }
+    this.rebaselines++;
+  }
+
   private maybeBuild(): void {
     if (this.built) return;
     const need = this.o.historySamples * TELEMETRY_DIMS;
@@ -345,6 +429,7 @@ export class NodeHealth {
       this.filters[n] = new DeviceFilter(baselineFromHistory(pooled, TELEMETRY_DIMS, this.o.rules), this.o.rules);
     }
     for (let n = 0; n < this.numNodes; n++) this.history[n] = [];
+    this.countReporting();
     this.built = true;
   }
 }

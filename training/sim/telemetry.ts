@@ -8,8 +8,9 @@
  *
  * Filter loop: the agent's own (NodeHealth, agent/filters/node-health.ts), so the simulator runs
  * the filters exactly as `kais agent` does: each node has a DeviceFilter with the rule settings
- * `kais detect` measures on labelled server data (DETECT_DEVICE_FILTER_OPTIONS: level evidence,
- * faulty margin; `rules` overrides them), whose baseline is the pooled history of the first
+ * `kais detect` measures on labelled server data with the telemetry scale floor
+ * (NODE_TELEMETRY_RULES: level evidence, faulty margin, minScale 0.02; `rules` overrides them),
+ * re-baselined from recent samples as NodeHealth does, whose baseline is the pooled history of the first
  * `historySamples` (36) samples of all nodes of the same shape ("a similar node", as Sentinel says;
  * pooling keeps one node that is already failing from defining normal; nodes count as healthy
  * meanwhile). 36 and not 24 samples: the level evidence measures a window's distance from the
@@ -29,8 +30,8 @@
  * are held out at once (on kais with the v2017 failure times, seeds 1-3, that cap never binds).
  * QoS isolation, NodeHealth's other half, gets no observations here.
  */
-import { DETECT_DEVICE_FILTER_OPTIONS, type DeviceFilterOptions } from '../../agent/filters/device-filter';
-import { NodeHealth } from '../../agent/filters/node-health';
+import type { DeviceFilterOptions } from '../../agent/filters/device-filter';
+import { NODE_TELEMETRY_RULES, NodeHealth } from '../../agent/filters/node-health';
 import type { DetectorCore } from '../../critic/detector/core';
 import { DetectorPools, type DetectorPoolOptions } from '../../critic/detector/pools';
 import type { DeviceWindow } from '../../shared/protocol/envelope';
@@ -52,7 +53,7 @@ export interface TelemetryOptions {
   /** Samples of history pooled into the baselines before the filters start. @defaultValue 36 */
   historySamples: number;
   /** Rule settings of every node's DeviceFilter (baseline and verdicts). @defaultValue
-   *  DETECT_DEVICE_FILTER_OPTIONS, the settings `kais detect` measures on labelled server data */
+   *  NODE_TELEMETRY_RULES, the settings `kais detect` measures on labelled server data with the telemetry scale floor */
   rules: Partial<DeviceFilterOptions>;
   /** The learned stage on the ambiguous windows (null: off). Needs a tfjs backend loaded by the entry point. @defaultValue null */
   learned: Partial<DetectorPoolOptions> | null;
@@ -80,7 +81,7 @@ export class TelemetryFilters {
     seed: number,
     options: Partial<TelemetryOptions> = {},
   ) {
-    this.o = { periodS: 1, precursorS: 20, readmitS: 5, ambiguousRun: Infinity, historySamples: 36, rules: DETECT_DEVICE_FILTER_OPTIONS, learned: null, ...options };
+    this.o = { periodS: 1, precursorS: 20, readmitS: 5, ambiguousRun: Infinity, historySamples: 36, rules: NODE_TELEMETRY_RULES, learned: null, ...options };
     if (!Number.isInteger(this.o.historySamples) || this.o.historySamples < 12) throw new TypeError(`TelemetryFilters historySamples: expected an integer >= 12, got ${this.o.historySamples}`);
     const N = cluster.numNodes;
     this.model = new NodeTelemetryModel(N, this.o.periodS, Rng.derive(seed, 'telemetry'));

@@ -214,6 +214,23 @@ describe('DeviceFilter', () => {
     expect(b.corr.length).toBe(N * N);
   });
 
+  it('swaps its baseline in place (setBaseline): the window stays, a baseline of other dims is refused', () => {
+    const f = new DeviceFilter(baseline);
+    const rows = rowsOf(healthyRows(T, 21));
+    for (const r of rows) f.push(r);
+    // a baseline from data 10x larger: the same window is now far from its level and no longer healthy
+    const big = baselineFromHistory(healthyRows(2000, 1, [10, 1000, 0.1, 50000]), N, { thetaM: 2 });
+    const g = new DeviceFilter(baseline, { thetaM: 2 });
+    for (const r of rows) g.push(r);
+    expect(g.push(rows[0])).not.toBe('warming');
+    g.setBaseline(big);
+    expect(g.baseline.level![0]).toBeCloseTo(big.level![0], 9);
+    expect(g.push(rows[1])).not.toBe('healthy'); // scored at once: the window was kept
+    big.level![0] = -1; // the filter holds a copy
+    expect(g.baseline.level![0]).not.toBe(-1);
+    expect(() => f.setBaseline(baselineFromHistory(healthyRows(100).subarray(0, 50 * 2), 2))).toThrow(/expected 4 dims, got 2/);
+  });
+
   it('rejects bad options and sample widths, naming them', () => {
     expect(() => new DeviceFilter(baseline, { thetaV: NaN })).toThrow(/thetaV/);
     expect(() => new DeviceFilter(baseline, { windowSize: 1 })).toThrow(/windowSize/);

@@ -89,6 +89,59 @@ describe('NodeHealth', () => {
     expect(() => new NodeHealth(['a'], [0], { maxExcludedShare: 0 })).toThrow(/maxExcludedShare/);
   });
 
+  describe('re-baselining from recent samples', () => {
+    /** A node alone in its shape whose memory level grows 0.4 -> 0.6 over 15 minutes (a placement change, healthy). */
+    const drift = (rebaselineEvery: number) => {
+      const h = new NodeHealth(['4/8'], [0], { rebaselineEvery });
+      const model = new NodeTelemetryModel(1, 1, new Rng(7));
+      const x = new Float64Array(4);
+      const last: Record<string, number> = {};
+      for (let t = 0; t < 1800; t++) {
+        model.sample(0, false, 0.3, 0.4 + 0.2 * Math.min(1, Math.max(0, (t - 36) / 900)), x);
+        h.sample(0, x, t);
+        if (t >= 1500) last[h.verdict(0)!] = (last[h.verdict(0)!] ?? 0) + 1;
+      }
+      return { h, last };
+    };
+
+    it('keeps a node whose level drifts slowly while it looks healthy in service (a fixed baseline excludes it)', () => {
+      const fixed = drift(Infinity);
+      expect(fixed.h.rebaselines).toBe(0);
+      expect(fixed.h.excluded(0)).toBe(true);
+      expect(fixed.last.healthy ?? 0).toBe(0);
+      const rebuilt = drift(60);
+      expect(rebuilt.h.rebaselines).toBeGreaterThan(20);
+      expect(rebuilt.h.excluded(0)).toBe(false);
+      expect(rebuilt.h.eventCounts().exclude).toBe(0);
+      expect(rebuilt.last.healthy).toBeGreaterThan(250); // of the last 300 verdicts
+    });
+
+    it('does not learn from a node it holds out: the shape\'s baseline stays that of its healthy nodes', () => {
+      // node 2's baseline (the shape's, rebuilt every 60 s) after 900 s with node 0 abnormal and held out,
+      // against the same run with node 0 healthy throughout
+      const scaleOf = (bad: boolean) => {
+        const { h, step } = setup();
+        h.silent(1);
+        for (let i = 0; i < 100; i++) step(false);
+        for (let i = 0; i < 900; i++) step(bad);
+        expect(h.rebaselines).toBeGreaterThanOrEqual(7);
+        expect(h.excluded(0)).toBe(bad);
+        expect(h.excluded(2)).toBe(false);
+        const f = (h as unknown as { filters: { baseline: { scale: Float64Array } }[] }).filters[2];
+        return Array.from(f.baseline.scale);
+      };
+      const healthy = scaleOf(false);
+      const withBad = scaleOf(true);
+      // node 0's wild samples, pooled in, would multiply the per-metric scale
+      withBad.forEach((v, d) => expect(v).toBeLessThan(1.5 * healthy[d]));
+    });
+
+    it('rejects bad settings, naming them', () => {
+      expect(() => new NodeHealth(['a'], [0], { rebaselineEvery: 0 })).toThrow(/rebaselineEvery/);
+      expect(() => new NodeHealth(['a'], [0], { recentSamples: 20 })).toThrow(/recentSamples/);
+    });
+  });
+
   describe('the learned stage (windows for the orchestrator, verdicts back)', () => {
     /** Node 0 turns abnormal at step 80; the correlation rule is off, so its bad windows are 'ambiguous', never 'faulty'. */
     function run(steps: number) {

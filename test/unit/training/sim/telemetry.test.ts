@@ -5,7 +5,7 @@ import { makeDispatch, makeOrchestration } from '../../../../training/baselines/
 import { runEpisode } from '../../../../training/jobs/rollout';
 import { faultsFromRate, faultsFromServerEvents, type Fault } from '../../../../training/sim/faults';
 import { buildRequests } from '../../../../training/workload';
-import { DETECT_DEVICE_FILTER_OPTIONS } from '../../../../agent/filters/device-filter';
+import { NODE_TELEMETRY_RULES } from '../../../../agent/filters/node-health';
 import { Cluster } from '../../../../training/sim/cluster';
 import { TelemetryFilters } from '../../../../training/sim/telemetry';
 import { loadBackend } from '../../../../shared/tf-backend';
@@ -32,7 +32,7 @@ function compare(faults: Fault[], frames: number) {
 describe('device filters in the simulator', () => {
   it('run the rule settings kais detect measures unless told otherwise', () => {
     const cluster = new Cluster(scenario);
-    expect(new TelemetryFilters(cluster, 1).o.rules).toBe(DETECT_DEVICE_FILTER_OPTIONS);
+    expect(new TelemetryFilters(cluster, 1).o.rules).toBe(NODE_TELEMETRY_RULES);
     expect(new TelemetryFilters(cluster, 1, { rules: { thetaM: 3 } }).o.rules.thetaM).toBe(3);
     expect(() => new TelemetryFilters(cluster, 1, { historySamples: 5 })).toThrow(/historySamples/);
   });
