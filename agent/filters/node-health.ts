@@ -28,7 +28,10 @@
  *   detector (orchestrator/detector.ts) answers with verdicts (`learnedVerdict`), and
  *   `learnedRun` (5) 'anomalous' verdicts in a row on a node whose latest window is still not
  *   'healthy' exclude it like 'faulty' (rule `device:learned`, same cap and re-admission);
- *   a node is re-admitted after `readmitSamples` consecutive 'healthy' verdicts; at most half of
+ *   a node is re-admitted after `readmitSamples` consecutive 'healthy' verdicts, or after
+ *   `readmitQuietS` (30 s) without a 'faulty' window or learned exclusion (held out, a recovered node
+ *   gets no requests and idles at a level its baseline never saw: 'ambiguous' for minutes, so
+ *   5 'healthy' windows in a row come late; docs/runtime.md "Re-baselining"); at most half of
  *   an eAP's nodes are held out by the device filters at once (`maxExcludedShare`). The
  *   simulator's telemetry loop (training/sim/telemetry.ts) runs this class too.
  * QoS isolation: one observation per node and interval (requests, success rate, mean latency of
@@ -61,6 +64,8 @@ export interface NodeHealthOptions {
   historySamples: number;
   /** Consecutive 'healthy' verdicts that re-admit an excluded node. @defaultValue 5 */
   readmitSamples: number;
+  /** Seconds without a 'faulty' window (or a learned exclusion) that also re-admit a device-excluded node (Infinity: only readmitSamples). @defaultValue Infinity */
+  readmitQuietS: number;
   /** Consecutive 'ambiguous' verdicts that exclude a node. @defaultValue Infinity */
   ambiguousRun: number;
   /**
@@ -143,10 +148,11 @@ export class NodeHealth {
     options: Partial<NodeHealthOptions> = {},
     private readonly log: (e: HealthEvent) => void = () => undefined,
   ) {
-    this.o = { historySamples: 36, readmitSamples: 5, ambiguousRun: Infinity, learnedRun: 5, maxExcludedShare: 0.5, rebaselineEvery: 60, recentSamples: 900, rules: NODE_TELEMETRY_RULES, qos: {}, windows: null, ...options };
+    this.o = { historySamples: 36, readmitSamples: 5, readmitQuietS: 30, ambiguousRun: Infinity, learnedRun: 5, maxExcludedShare: 0.5, rebaselineEvery: 60, recentSamples: 900, rules: NODE_TELEMETRY_RULES, qos: {}, windows: null, ...options };
     this.win = this.o.windows ? { healthyEvery: 3, sampleHealthy: () => true, maxPending: 256, ...this.o.windows } : null;
     if (this.win && !(Number.isInteger(this.win.healthyEvery) && this.win.healthyEvery >= 1)) throw new TypeError(`NodeHealth windows.healthyEvery: expected an integer >= 1, got ${this.win.healthyEvery}`);
     if (!Number.isInteger(this.o.historySamples) || this.o.historySamples < 12) throw new TypeError(`NodeHealth historySamples: expected an integer >= 12, got ${this.o.historySamples}`);
+    if (!(this.o.readmitQuietS > 0)) throw new TypeError(`NodeHealth readmitQuietS: expected seconds > 0 (or Infinity), got ${this.o.readmitQuietS}`);
     if (!(this.o.rebaselineEvery === Infinity || (Number.isInteger(this.o.rebaselineEvery) && this.o.rebaselineEvery >= 1))) throw new TypeError(`NodeHealth rebaselineEvery: expected an integer >= 1 or Infinity, got ${this.o.rebaselineEvery}`);
     if (!Number.isInteger(this.o.recentSamples) || this.o.recentSamples < this.o.historySamples) throw new TypeError(`NodeHealth recentSamples: expected an integer >= historySamples (${this.o.historySamples}), got ${this.o.recentSamples}`);
     const N = shapes.length;
@@ -165,6 +171,7 @@ export class NodeHealth {
     this.windowIds = new Float64Array(N);
     this.healthyCount = new Int32Array(N);
     this.learnedRun = new Int32Array(N);
+    this.lastBadS = new Float64Array(N);
     this.recent = Array.from({ length: N }, () => new Float64Array(this.o.recentSamples * TELEMETRY_DIMS));
     this.recentCount = new Float64Array(N);
     if (!(this.o.maxExcludedShare > 0 && this.o.maxExcludedShare <= 1)) throw new TypeError(`NodeHealth maxExcludedShare: expected a share in (0, 1], got ${this.o.maxExcludedShare}`);
@@ -179,6 +186,8 @@ export class NodeHealth {
   private readonly windowIds: Float64Array;
   private readonly healthyCount: Int32Array;
   private readonly learnedRun: Int32Array;
+  /** Time of node n's latest 'faulty' window or learned exclusion. */
+  private readonly lastBadS: Float64Array;
   private pending: DeviceWindow[] = [];
   /** Per node, a ring of its latest 'healthy' samples (recentSamples x TELEMETRY_DIMS) and how many it ever got. */
   private readonly recent: Float64Array[];
@@ -256,6 +265,7 @@ export class NodeHealth {
     const why = () =>
       `${Math.round(100 * f.varianceShare)}% of metrics (${TELEMETRY_METRICS.join(', ')}) differ in variance or level (level ${f.levelMax.toFixed(1)} x the history's extreme), correlation change ${f.corrDistance.toFixed(2)}`;
     if (this.win && (v === 'ambiguous' || v === 'healthy')) this.queueWindow(n, f, v);
+    if (v === 'faulty') this.lastBadS[n] = nowS;
     if (v === 'faulty' || (v === 'ambiguous' && ++this.ambiguousRun[n] >= this.o.ambiguousRun)) {
       this.healthyRun[n] = 0;
       this.exclude(n, `device:${v}`, why, nowS);
@@ -268,6 +278,10 @@ export class NodeHealth {
         this.healthyRun[n] = 0;
         this.emit({ timeS: nowS, node: n, kind: 'readmit', rule: 'device:healthy', reason: `${this.o.readmitSamples} healthy windows in a row` });
       }
+    } else if (this.deviceOut[n] === 1 && nowS - this.lastBadS[n] >= this.o.readmitQuietS) {
+      this.deviceOut[n] = 0;
+      this.healthyRun[n] = 0;
+      this.emit({ timeS: nowS, node: n, kind: 'readmit', rule: 'device:quiet', reason: `no faulty window for ${this.o.readmitQuietS} s` });
     }
   }
 
@@ -332,6 +346,7 @@ export class NodeHealth {
     this.learned.anomalous++;
     this.healthyRun[n] = 0;
     if (++this.learnedRun[n] < this.o.learnedRun) return;
+    this.lastBadS[n] = nowS;
     this.exclude(n, 'device:learned', () => `the learned detector scored window ${id} ${score.toFixed(2)} (above its threshold)`, nowS);
   }
 

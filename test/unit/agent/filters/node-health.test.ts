@@ -89,6 +89,43 @@ describe('NodeHealth', () => {
     expect(() => new NodeHealth(['a'], [0], { maxExcludedShare: 0 })).toThrow(/maxExcludedShare/);
   });
 
+  it('re-admits a node after readmitQuietS without a faulty window, though it idles (ambiguous) while held out', () => {
+    const run = (readmitQuietS: number) => {
+      const events: HealthEvent[] = [];
+      const h = new NodeHealth(['4/8', '4/8', '4/8'], [0, 0, 0], { readmitQuietS }, (e) => events.push(e));
+      h.silent(1);
+      const model = new NodeTelemetryModel(3, 1, new Rng(5));
+      const x = new Float64Array(4);
+      let t = 0;
+      const step = (mode: 'ok' | 'bad' | 'idle') => {
+        t++;
+        for (const n of [0, 2]) {
+          model.sample(n, n === 0 && mode === 'bad', n === 0 && mode === 'idle' ? 0.02 : 0.4, 0.5, x);
+          h.sample(n, x, t);
+        }
+      };
+      for (let i = 0; i < 100; i++) step('ok');
+      for (let i = 0; i < 30; i++) step('bad'); // excluded, faulty throughout
+      let lastFaulty = 0;
+      const seen = new Set<string>();
+      for (let i = 0; i < 90; i++) {
+        step('idle'); // recovered, but held out it gets no work: CPU 2% against 40% before
+        if (h.verdict(0) === 'faulty') lastFaulty = t;
+        if (h.excluded(0)) seen.add(h.verdict(0)!);
+      }
+      return { h, events, lastFaulty, seen };
+    };
+    const never = run(Infinity);
+    expect(never.h.excluded(0)).toBe(true);
+    expect(never.seen.has('healthy')).toBe(false); // 5 healthy windows never come
+    const quiet = run(30);
+    expect(quiet.h.excluded(0)).toBe(false);
+    const back = quiet.events.find((e) => e.kind === 'readmit')!;
+    expect(back).toMatchObject({ node: 0, rule: 'device:quiet' });
+    expect(back.timeS).toBe(quiet.lastFaulty + 30);
+    expect(() => new NodeHealth(['a'], [0], { readmitQuietS: 0 })).toThrow(/readmitQuietS/);
+  });
+
   describe('re-baselining from recent samples', () => {
     /** A node alone in its shape whose memory level grows 0.4 -> 0.6 over 15 minutes (a placement change, healthy). */
     const drift = (rebaselineEvery: number) => {
@@ -104,10 +141,10 @@ describe('NodeHealth', () => {
       return { h, last };
     };
 
-    it('keeps a node whose level drifts slowly while it looks healthy in service (a fixed baseline excludes it)', () => {
+    it('keeps a node whose level drifts slowly while it looks healthy in service (a fixed baseline excludes it, and never calls it healthy again)', () => {
       const fixed = drift(Infinity);
       expect(fixed.h.rebaselines).toBe(0);
-      expect(fixed.h.excluded(0)).toBe(true);
+      expect(fixed.h.eventCounts().exclude).toBeGreaterThan(0);
       expect(fixed.last.healthy ?? 0).toBe(0);
       const rebuilt = drift(60);
       expect(rebuilt.h.rebaselines).toBeGreaterThan(20);
