@@ -129,10 +129,12 @@ export const DEFAULT_DEVICE_FILTER_OPTIONS: Readonly<DeviceFilterOptions> = Obje
  * the rules whose precision is measured. DEFAULT_DEVICE_FILTER_OPTIONS stay Sentinel's literal ones.
  * The whole set is what `kais detect --lomo`'s selection (lomoObjective over LOMO_GRID) picks with
  * all 5 dev SMD machines as tuning machines, the procedure whose held-out result docs/detect.md
- * reports (thetaV was 1.0 before, which no fold picked: it left machine-2-2's rules 68% precise).
+ * reports. thetaV was 1.0 until session 5 (no fold picked it: machine-2-2's rules were 68% precise),
+ * then 2, the largest value of the grid then; with the grid extended to 3 and 4 the selection
+ * picks 4 (docs/detect.md "Defaults = the selection on all five machines").
  */
 export const DETECT_DEVICE_FILTER_OPTIONS: Readonly<Partial<DeviceFilterOptions>> = Object.freeze({
-  thetaV: 2,
+  thetaV: 4,
   beta: 0.2,
   thetaR: 0.4,
   thetaM: 2,
