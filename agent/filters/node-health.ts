@@ -10,7 +10,7 @@
  *   node's baseline is built from the pooled history of the nodes of the same shape (CPU cores and
  *   memory: "a similar node", as Sentinel says), so a node already failing at start does not teach
  *   its own baseline that it is normal; until then nodes count as healthy;
- * - re-baselining: after that, every `rebaselineEvery` (300) samples per node the baselines of each
+ * - re-baselining: after that, every `rebaselineEvery` (60) samples per node the baselines of each
  *   shape are rebuilt the same way from the last `recentSamples` (900) samples of each node whose
  *   window was not judged 'faulty' (nodes held out by the filters contribute none). A baseline from
  *   the first 36 samples alone stops describing a healthy node once its levels drift: on the
@@ -64,7 +64,7 @@ export interface NodeHealthOptions {
   historySamples: number;
   /** Consecutive 'healthy' verdicts that re-admit an excluded node. @defaultValue 5 */
   readmitSamples: number;
-  /** Seconds without a 'faulty' window (or a learned exclusion) that also re-admit a device-excluded node (Infinity: only readmitSamples). @defaultValue Infinity */
+  /** Seconds without a 'faulty' window (or a learned exclusion) that also re-admit a device-excluded node (Infinity: only readmitSamples). @defaultValue 30 */
   readmitQuietS: number;
   /** Consecutive 'ambiguous' verdicts that exclude a node. @defaultValue Infinity */
   ambiguousRun: number;
@@ -82,9 +82,9 @@ export interface NodeHealthOptions {
    * so). @defaultValue 0.5
    */
   maxExcludedShare: number;
-  /** Samples per node between rebuilds of the baselines from recent healthy samples (Infinity: never). @defaultValue 300 */
+  /** Samples per node between rebuilds of the baselines from recent non-faulty samples (Infinity: never). @defaultValue 60 */
   rebaselineEvery: number;
-  /** Latest 'healthy' samples per node kept for the rebuilds. @defaultValue 900 */
+  /** Latest non-faulty samples per node (taken while it is not held out) kept for the rebuilds. @defaultValue 900 */
   recentSamples: number;
   /** @defaultValue NODE_TELEMETRY_RULES */
   rules: Partial<DeviceFilterOptions>;
@@ -189,7 +189,7 @@ export class NodeHealth {
   /** Time of node n's latest 'faulty' window or learned exclusion. */
   private readonly lastBadS: Float64Array;
   private pending: DeviceWindow[] = [];
-  /** Per node, a ring of its latest 'healthy' samples (recentSamples x TELEMETRY_DIMS) and how many it ever got. */
+  /** Per node, a ring of its latest non-faulty samples while not held out (recentSamples x TELEMETRY_DIMS) and how many it ever got. */
   private readonly recent: Float64Array[];
   private readonly recentCount: Float64Array;
   /** Samples of built filters since the last (re)build, over all nodes. */
@@ -273,16 +273,17 @@ export class NodeHealth {
       this.ambiguousRun[n] = 0;
       this.learnedRun[n] = 0;
       this.suppressed[n] = 0;
-      if (this.deviceOut[n] === 1 && ++this.healthyRun[n] >= this.o.readmitSamples) {
-        this.deviceOut[n] = 0;
-        this.healthyRun[n] = 0;
-        this.emit({ timeS: nowS, node: n, kind: 'readmit', rule: 'device:healthy', reason: `${this.o.readmitSamples} healthy windows in a row` });
-      }
+      if (this.deviceOut[n] === 1 && ++this.healthyRun[n] >= this.o.readmitSamples) this.readmit(n, nowS, 'device:healthy', `${this.o.readmitSamples} healthy windows in a row`);
     } else if (this.deviceOut[n] === 1 && nowS - this.lastBadS[n] >= this.o.readmitQuietS) {
-      this.deviceOut[n] = 0;
-      this.healthyRun[n] = 0;
-      this.emit({ timeS: nowS, node: n, kind: 'readmit', rule: 'device:quiet', reason: `no faulty window for ${this.o.readmitQuietS} s` });
+      this.readmit(n, nowS, 'device:quiet', `no faulty window for ${this.o.readmitQuietS} s`);
     }
+  }
+
+  /** Ends node n's device exclusion. */
+  private readmit(n: number, nowS: number, rule: string, reason: string): void {
+    this.deviceOut[n] = 0;
+    this.healthyRun[n] = 0;
+    this.emit({ timeS: nowS, node: n, kind: 'readmit', rule, reason });
   }
 
   /** Device exclusion of node n by `rule` (unless the eAP's cap is reached: then one 'suppressed' event per run). */
@@ -318,8 +319,6 @@ export class NodeHealth {
       this.learned.dropped += drop;
     }
   }
-
-
 
   /** Queued windows for the orchestrator's detector, oldest first, at most `max` of them. */
   takeWindows(max = 512): DeviceWindow[] {
@@ -398,7 +397,7 @@ export class NodeHealth {
   }
 
   /**
-   * Rebuilds each shape's baseline from the recent 'healthy' samples of its nodes (oldest first per
+   * Rebuilds each shape's baseline from the recent non-faulty samples of its nodes not held out (oldest first per
    * node, nodes in order, as the first build pools them); a shape with fewer than historySamples of
    * them keeps its baseline. The filters keep their windows.
    */

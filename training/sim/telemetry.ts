@@ -26,7 +26,8 @@
  * in 3 healthy ones), the same per-shape pools, fits and threshold (critic/detector/pools.ts,
  * core.ts), but synchronous: a window is scored in the tick it is made, a due fit runs at the end
  * of that tick (live, the worker takes seconds, so verdicts come a little later); a node is
- * re-admitted after `readmitS` of consecutive 'healthy' verdicts; at most half of an eAP's nodes
+ * re-admitted after `readmitS` of consecutive 'healthy' verdicts, or after NodeHealth's
+ * `readmitQuietS` (30 s) without a 'faulty' window; at most half of an eAP's nodes
  * are held out at once (on kais with the v2017 failure times, seeds 1-3, that cap never binds).
  * QoS isolation, NodeHealth's other half, gets no observations here.
  */
