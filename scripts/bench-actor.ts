@@ -2,8 +2,9 @@
  * Decision latency of the learned actor next to `lec`, measured in the same run on the same
  * decisions: a kais episode is driven by jsq, and at every decision both policies decide the same
  * item on the same cluster state (batch 1, with the mask), each timed on its own.
- * The actor has the production size (256-128-32) with random weights: latency does not depend on
- * what the weights are.
+ * The actor is the shipped model (models/kais-cmmac.bin: 256-128-32 with the shared target scorer,
+ * loadDefaultCmmac), as `kais eval` and `kais agent` run it; without that file, a plain 256-128-32
+ * MLP with random weights (latency does not depend on the weight values, only on the layers).
  *
  *   actor.decisionUs.p50|p99   cmmac: observation build + masked forward pass + arg-max
  *   lec.decisionUs.p99         lec on the same decisions
@@ -16,6 +17,7 @@ import type { ClusterView, DispatchItem, DispatchPolicy } from '../shared/policy
 import { Rng } from '../shared/rng';
 import { loadScenario, topologyOf } from '../shared/scenario';
 import { makeDispatch, makeOrchestration } from '../training/baselines/registry';
+import { loadDefaultCmmac } from '../training/jobs/checkpoint';
 import { percentile, runEpisode } from '../training/jobs/rollout';
 import { buildRequests } from '../training/workload';
 
@@ -36,7 +38,8 @@ export function benchActor(): BenchResult[] {
     weights.push(Float32Array.from({ length: dims[l] * dims[l + 1] }, () => (rng.next() - 0.5) * 0.1));
     weights.push(new Float32Array(dims[l + 1]));
   }
-  const actor = new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights });
+  const shipped = loadDefaultCmmac(scenario);
+  const actor = shipped ?? new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights });
   const lec = makeDispatch('lec', scenario);
   const jsq = makeDispatch('jsq', scenario);
   const actorUs: number[] = [];
@@ -67,5 +70,6 @@ export function benchActor(): BenchResult[] {
     { name: 'actor.decisionUs.p99', value: +percentile(a, 0.99).toFixed(1), unit: 'us' },
     { name: 'lec.decisionUs.p99', value: +percentile(l, 0.99).toFixed(2), unit: 'us' },
     { name: 'actor.decisions', value: a.length, unit: 'count' },
+    { name: 'actor.model', value: shipped ? 1 : 0, unit: '(1: the shipped model with the target scorer, 0: random plain MLP)' },
   ];
 }
