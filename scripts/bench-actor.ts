@@ -15,7 +15,7 @@ import { observationDim } from '../agent/observation';
 import { actorDims } from '../shared/nets/actor';
 import type { ClusterView, DispatchItem, DispatchPolicy } from '../shared/policy';
 import { Rng } from '../shared/rng';
-import { loadScenario, topologyOf } from '../shared/scenario';
+import { loadScenario, topologyOf, type Scenario } from '../shared/scenario';
 import { makeDispatch, makeOrchestration } from '../training/baselines/registry';
 import { loadDefaultCmmac } from '../training/jobs/checkpoint';
 import { percentile, runEpisode } from '../training/jobs/rollout';
@@ -27,8 +27,8 @@ export interface BenchResult {
   unit: string;
 }
 
-export function benchActor(): BenchResult[] {
-  const scenario = loadScenario('kais');
+/** A plain 256-128-32 actor with random weights (when no shipped model is there to time). */
+function randomActor(scenario: Scenario): CmmacDispatch {
   const topo = topologyOf(scenario);
   const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
   const dims = actorDims(observationDim(shape), shape.numTargets);
@@ -38,8 +38,13 @@ export function benchActor(): BenchResult[] {
     weights.push(Float32Array.from({ length: dims[l] * dims[l + 1] }, () => (rng.next() - 0.5) * 0.1));
     weights.push(new Float32Array(dims[l + 1]));
   }
+  return new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights });
+}
+
+export function benchActor(): BenchResult[] {
+  const scenario = loadScenario('kais');
   const shipped = loadDefaultCmmac(scenario);
-  const actor = shipped ?? new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights });
+  const actor = shipped ?? randomActor(scenario);
   const lec = makeDispatch('lec', scenario);
   const jsq = makeDispatch('jsq', scenario);
   const actorUs: number[] = [];

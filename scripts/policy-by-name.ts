@@ -1,5 +1,5 @@
 /**
- * The dispatch policies the measurement scripts (load-sweep.ts, teacher-test-eval.ts) take by name,
+ * The dispatch policies the measurement scripts (load-sweep.ts, test-seeds.ts) take by name,
  * and one episode of `kais eval`'s kind with one of them.
  */
 import type { DispatchPolicy } from '../shared/policy';
