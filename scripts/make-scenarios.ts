@@ -52,7 +52,6 @@ function scenario(name: string, description: string, nodeCounts: number[], numSe
     initialReplicasPerEap: 1,
     maxReplicasPerService: Math.max(4, Math.round((nodeCounts.reduce((a, b) => a + b, 0) * 2) / 3)),
     queueCapPerReplica: 8,
-    dispatchBudgetPerSlot: 16,
     workload: { ratePerS, inputMB: 0.5, deadlineBaseS: 0.4, deadlineSlack: 4 },
   };
 }

@@ -34,5 +34,5 @@ export function policyByName(n: string, scenario: Scenario): DispatchPolicy {
 export function episodeRate(scenario: Scenario, n: string, o: { frames: number; seed: number; load: number; tracePath: string | null; dequeue: DequeueName }): number {
   const durationS = o.frames * scenario.slotsPerFrame * scenario.slotS;
   const requests = buildRequests({ scenario, workload: 'p4', tracePath: o.tracePath, seed: o.seed, load: o.load, durationS });
-  return runEpisode({ scenario, requests, frames: o.frames, seed: o.seed, dispatch: policyByName(n, scenario), orchestration: makeOrchestration('hpa', scenario), eapDequeue: o.dequeue, nodeDequeue: o.dequeue }).throughputRate;
+  return runEpisode({ scenario, requests, frames: o.frames, seed: o.seed, dispatch: policyByName(n, scenario), orchestration: makeOrchestration('hpa', scenario), nodeDequeue: o.dequeue }).throughputRate;
 }

@@ -66,7 +66,7 @@ export function compareOnTrainingConditions(scenario: Scenario, variants: readon
     const sums: Record<string, number[]> = {};
     for (const dq of dequeues) {
       for (const c of conds) {
-        const r = runEpisode({ scenario, requests: c.requests, frames, seed: c.seed, dispatch: make(), orchestration: makeOrchestration('hpa', scenario), eapDequeue: dq, nodeDequeue: dq });
+        const r = runEpisode({ scenario, requests: c.requests, frames, seed: c.seed, dispatch: make(), orchestration: makeOrchestration('hpa', scenario), nodeDequeue: dq });
         (sums[`${c.kind}/${dq}`] ??= []).push(r.throughputRate);
       }
     }

@@ -32,7 +32,7 @@ export interface ServiceSpec {
 
 export interface Scenario {
   name: string;
-  /** Slot length (s): dispatch time scale. */
+  /** Slot length (s): the learning time scale (rewards, the critic's states); requests are dispatched on arrival. */
   slotS: number;
   /** Slots per frame: orchestration time scale. */
   slotsPerFrame: number;
@@ -55,8 +55,6 @@ export interface Scenario {
   maxReplicasPerService: number;
   /** A node is a valid target for w while its queue for w is below this x its ready replicas of w. */
   queueCapPerReplica: number;
-  /** Requests an eAP may dispatch per slot. */
-  dispatchBudgetPerSlot: number;
   workload: {
     /** Mean arrival rate (requests/s) of the whole cluster at load 1. */
     ratePerS: number;
@@ -124,6 +122,9 @@ export function validateScenario(raw: unknown, source: string): Scenario {
   };
 
   const r = obj(raw, '(root)');
+  // dispatchBudgetPerSlot: a per-eAP dispatch budget per slot until edge-cloud-v1; accepted and
+  // ignored since the simulator dispatches on arrival (edge-cloud-v2), so older files still load
+  if (r.dispatchBudgetPerSlot !== undefined) num(r, 'dispatchBudgetPerSlot', 'dispatchBudgetPerSlot', 1, 1e6, true);
   const known = new Set([
     'name', 'slotS', 'slotsPerFrame', 'scaleNodesPerFrame', 'eaps', 'cloud', 'network', 'services',
     'replicaStartupS', 'initialReplicasPerEap', 'maxReplicasPerService', 'queueCapPerReplica',
@@ -181,7 +182,6 @@ export function validateScenario(raw: unknown, source: string): Scenario {
     initialReplicasPerEap: num(r, 'initialReplicasPerEap', 'initialReplicasPerEap', 0, 1000, true),
     maxReplicasPerService: num(r, 'maxReplicasPerService', 'maxReplicasPerService', 1, 1e6, true),
     queueCapPerReplica: num(r, 'queueCapPerReplica', 'queueCapPerReplica', 1, 1e6),
-    dispatchBudgetPerSlot: num(r, 'dispatchBudgetPerSlot', 'dispatchBudgetPerSlot', 1, 1e6, true),
     workload: {
       ratePerS: num(wl, 'ratePerS', 'workload.ratePerS', 0),
       inputMB: num(wl, 'inputMB', 'workload.inputMB', 0),
@@ -189,21 +189,26 @@ export function validateScenario(raw: unknown, source: string): Scenario {
       deadlineSlack: num(wl, 'deadlineSlack', 'workload.deadlineSlack', 0),
     },
   };
-  const maxSvcCpu = Math.max(...services.map((x) => x.cpuCores));
-  const maxNodeCpu = Math.max(...eaps.flatMap((e) => e.nodes.map((n) => n.cpuCores)));
-  if (maxSvcCpu > Math.max(maxNodeCpu, s.cloud.vcpuPerVm * s.cloud.vms)) {
-    fail('services', `a service needs ${maxSvcCpu} cores, more than any node or the cloud has`);
-  }
+  // every service must be servable somewhere: on an edge node with both its CPU and its memory, or
+  // in the cloud (one pool); placement goes by the same rule (a replica never lands where a request
+  // of it could not start)
+  const nodes = eaps.flatMap((e) => e.nodes);
+  const cloudCpu = s.cloud.vcpuPerVm * s.cloud.vms;
+  services.forEach((svc, w) => {
+    const onEdge = nodes.some((n) => n.cpuCores >= svc.cpuCores - 1e-9 && n.memGB >= svc.memGB - 1e-9);
+    if (!onEdge && svc.cpuCores > cloudCpu + 1e-9) {
+      fail(`services[${w}]`, `needs ${svc.cpuCores} cores and ${svc.memGB} GB: no edge node has both, and the cloud has ${cloudCpu} cores`);
+    }
+  });
   return s;
 }
 
 /** Derived sizes used everywhere. */
 /**
- * The same scenario with decision slots of `slotS` seconds and the same frame length (slotsPerFrame
- * adjusted). The simulator dispatches at slot boundaries, so a request waits half a slot on
- * average before it is dispatched; the live agent dispatches on arrival, which small slots
- * approximate (`kais eval --slot`, `kais up`'s prediction). Throws UsageError naming `flag` when
- * the frame is not a whole number of such slots.
+ * The same scenario with learning slots of `slotS` seconds and the same frame length (slotsPerFrame
+ * adjusted). Dispatch is on arrival whatever the slot (edge-cloud-v2); the slot sets how often
+ * rewards are computed and states recorded. Throws UsageError naming `flag` when the frame is not a
+ * whole number of such slots.
  */
 export function scenarioWithSlot(s: Scenario, slotS: number, flag = '--slot'): Scenario {
   const frameS = s.slotS * s.slotsPerFrame;

@@ -145,8 +145,8 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     makeAnyDispatch(dispatch, scenario, a.checkpoint, base);
     makeOrchestration(orchestration, scenario);
   }
-  const eapDequeue = dequeueName('--dequeue', a.dequeue);
-  const nodeDequeue = dequeueName('--node-dequeue', a.nodeDequeue ?? a.dequeue);
+  // the nodes' queue order (requests are dispatched on arrival: eAPs hold no queue in the simulator)
+  const nodeDequeue = a.nodeDequeue !== undefined ? dequeueName('--node-dequeue', a.nodeDequeue) : dequeueName('--dequeue', a.dequeue);
   if (!Number.isFinite(a.faultRate) || a.faultRate < 0) throw new UsageError(`--fault-rate: must be a number >= 0, got ${a.faultRate}`);
   if (!Number.isFinite(a.faultDurationS) || a.faultDurationS <= 0) {
     throw new UsageError(`--fault-duration: must be a positive number of seconds, got ${a.faultDurationS}`);
@@ -179,7 +179,6 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
       seed: a.seed,
       dispatch: makeAnyDispatch(dispatch, scenario, a.checkpoint, base),
       orchestration: makeOrchestration(orchestration, scenario),
-      eapDequeue,
       nodeDequeue,
       faults,
       timing: a.timing,
@@ -196,7 +195,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     seed: a.seed,
     frames,
     load: a.load,
-    dequeue: eapDequeue,
+    dequeue: nodeDequeue,
     slotS: scenario.slotS,
     faults: faults.length,
     filters: !!a.filters,
@@ -264,7 +263,7 @@ export const evalCommand: CommandModule<object, EvalArgs> = {
       .option('seed', { type: 'number', default: 1, describe: 'random seed (same seed, same numbers)' })
       .option('load', { type: 'number', default: 1, describe: 'multiplier on arrival rates' })
       .option('slot', { type: 'number', describe: "decision slot in seconds (default: the scenario's, 0.25 on kais); the live agent dispatches on arrival, which --slot 0.05 approximates" })
-      .option('dequeue', { type: 'string', default: 'edf', describe: `queue order: ${DEQUEUE_NAMES.join(', ')}` })
+      .option('dequeue', { type: 'string', default: 'edf', describe: `the nodes' queue order: ${DEQUEUE_NAMES.join(', ')} (requests are dispatched on arrival)` })
       .option('node-dequeue', { type: 'string', describe: 'node queue order (default: --dequeue)' })
       .option('fault-rate', { type: 'number', default: 0, describe: 'node failures per node per hour of simulated time' })
       .option('fault-events', { type: 'string', describe: 'v2017_server_event.csv: fail nodes at the real softerror times' })

@@ -633,7 +633,6 @@ async function run(
       orchestration: orchestrationOf(plan.orchestration),
       illegalAction: 'throw',
       rewardEpsilon: config.rewardEpsilon ?? 1,
-      eapDequeue: plan.dequeue,
       nodeDequeue: plan.dequeue,
       deviceFilters: config.filters ?? false,
     });
@@ -973,7 +972,6 @@ function evaluateOn(
       seed,
       dispatch,
       orchestration: makeOrchestration(config.orchestration, scenario),
-      eapDequeue: dq,
       nodeDequeue: dq,
       deviceFilters: config.filters ?? false,
     });
@@ -1154,7 +1152,6 @@ function writeLearningCurve(file: string, metrics: FrameMetrics[], o: TrainOptio
       seed: o.seed,
       dispatch: makeDispatch(d, scenario),
       orchestration: makeOrchestration(orch, scenario),
-      eapDequeue: o.dequeue,
       nodeDequeue: o.dequeue,
     }).throughputPerFrame;
   writePlot(

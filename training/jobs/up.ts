@@ -33,7 +33,7 @@ import * as readline from 'node:readline';
 import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
 import type { Request } from '../../shared/domain';
 import { UsageError } from '../../shared/errors';
-import { loadScenario, scenarioWithSlot, topologyOf, type Scenario } from '../../shared/scenario';
+import { loadScenario, topologyOf, type Scenario } from '../../shared/scenario';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../workload';
 import { checkpointHead, defaultModelPath } from './checkpoint';
 import type { FaultPlan } from '../../orchestrator/emulated-cluster';
@@ -272,7 +272,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   const learning = a.learn && checkpoint !== undefined;
   // the prediction, before any process starts (it takes the CPU for a moment)
   const predicted = predictRate(scenario, requests, a, checkpoint);
-  log(`kais eval --slot ${predicted.slotS} predicts ${predicted.policy}: ${predicted.rate.toFixed(3)} for these ${requests.length} requests`);
+  log(`kais eval predicts ${predicted.policy}: ${predicted.rate.toFixed(3)} for these ${requests.length} requests`);
 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-up-'));
   const children: Child[] = [];
@@ -566,9 +566,8 @@ function predictRate(base: Scenario, requests: Request[], a: UpArgs, checkpoint:
   const { makeDispatch, makeOrchestration } = require('../baselines/registry') as typeof import('../baselines/registry');
   const ck = require('./checkpoint') as typeof import('./checkpoint');
   /* eslint-enable @typescript-eslint/no-require-imports */
-  // measured on kais (docs/runtime.md): 0.25 s slots predict 0.747 for the shipped model on the
-  // first 60 s of p4, 0.1 / 0.05 / 0.02 s slots 0.976 / 0.976 / 0.974; the live agents get ~0.92
-  const scenario = scenarioWithSlot(base, LIVE_SLOT_S);
+  // the simulator dispatches on arrival, as the agents do (edge-cloud-v2): the scenario's own slot
+  const scenario = base;
   const dispatch = checkpoint
     ? ck.isActorFile(checkpoint)
       ? ck.loadActorFile(checkpoint, base, { mode: 'argmax' })
@@ -583,21 +582,17 @@ function predictRate(base: Scenario, requests: Request[], a: UpArgs, checkpoint:
     seed: a.seed,
     dispatch,
     orchestration: makeOrchestration(a.orchestration, scenario),
-    eapDequeue: 'edf',
     nodeDequeue: 'edf',
   });
   return { policy: `${checkpoint ? 'cmmac' : 'lec'}/${a.orchestration}`, rate: res.throughputRate, slotS: scenario.slotS };
 }
-
-/** Decision slot of the prediction: the live agent dispatches on arrival (see predictRate). */
-const LIVE_SLOT_S = 0.05;
 
 function formatSummary(s: UpSummary): string {
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
   const lines = [
     `kais up: ${s.scenario}, ${s.workload}, ${s.durationS} s at speed ${s.speed}`,
     `sent ${s.sent}: in time ${s.completedInTime}, late ${s.late}, refused ${s.refused}, unanswered ${s.unanswered}; throughput rate ${pct(s.throughputRate)}`,
-    `kais eval --slot ${s.evalSlotS} predicts ${s.evalPolicy} ${pct(s.evalThroughputRate)} for the same requests: live / predicted = ${s.vsEval.toFixed(3)}${s.learning ? ' (learning online)' : ''}`,
+    `kais eval predicts ${s.evalPolicy} ${pct(s.evalThroughputRate)} for the same requests: live / predicted = ${s.vsEval.toFixed(3)}${s.learning ? ' (learning online)' : ''}`,
     ...(s.vsEval < 0.9 && s.loadAverage1m > s.cpus
       ? [`note: load average ${s.loadAverage1m} on ${s.cpus} CPUs: the processes competed for CPU, so requests went late that the simulator serves in time`]
       : []),

@@ -61,6 +61,12 @@ export class Cluster implements ClusterView {
   readonly svcCpu: Float64Array;
   readonly svcMem: Float64Array;
   now = 0;
+
+  // usage integrated over the current slot (per target): core-seconds and GB-seconds, since usageFromS
+  readonly cpuUsedS: Float64Array;
+  readonly memUsedS: Float64Array;
+  private readonly usageSince: Float64Array;
+  private usageFromS = 0;
   private eapQueueLens: Int32Array;
 
   constructor(readonly scenario: Scenario) {
@@ -98,6 +104,9 @@ export class Cluster implements ClusterView {
     this.svcCpu = cap.svcCpu;
     this.svcMem = cap.svcMem;
     this.eapQueueLens = new Int32Array(this.numEaps);
+    this.cpuUsedS = new Float64Array(T);
+    this.memUsedS = new Float64Array(T);
+    this.usageSince = new Float64Array(T);
     this.reset();
   }
 
@@ -121,6 +130,10 @@ export class Cluster implements ClusterView {
     this.pendingByService.fill(0);
     this.meanQueueS.fill(0);
     this.eapQueueLens.fill(0);
+    this.cpuUsedS.fill(0);
+    this.memUsedS.fill(0);
+    this.usageSince.fill(0);
+    this.usageFromS = 0;
     for (let t = 0; t < this.numTargets; t++) {
       for (let w = 0; w < W; w++) this.meanProcS[t * W + w] = this.nominalProcS(w);
     }
@@ -135,8 +148,64 @@ export class Cluster implements ClusterView {
   }
 
   /**
+   * Add target t's CPU and memory use since it last changed to the slot's integrals. Call before
+   * changing freeCpu[t] or usedMem[t].
+   */
+  integrateNode(t: number, now: number): void {
+    const dt = now - this.usageSince[t];
+    if (dt > 0) {
+      this.cpuUsedS[t] += (this.cpu[t] - this.freeCpu[t]) * dt;
+      this.memUsedS[t] += this.usedMem[t] * dt;
+    }
+    this.usageSince[t] = now;
+  }
+
+  /** Bring every target's integrals up to `now` (slot end). */
+  integrateUsage(now: number): void {
+    for (let t = 0; t < this.numTargets; t++) this.integrateNode(t, now);
+  }
+
+  /** Time-averaged CPU usage ratio of target t over the slot so far (after integrateUsage). */
+  meanCpuUsage(t: number): number {
+    const span = this.now - this.usageFromS;
+    return span > 0 ? this.cpuUsedS[t] / (this.cpu[t] * span) : 1 - this.freeCpu[t] / this.cpu[t];
+  }
+
+  /** Time-averaged memory usage ratio (replicas' reservations) of target t over the slot so far. */
+  meanMemUsage(t: number): number {
+    const span = this.now - this.usageFromS;
+    return span > 0 ? this.memUsedS[t] / (this.mem[t] * span) : this.usedMem[t] / this.mem[t];
+  }
+
+  /** Population std of the edge nodes' time-averaged CPU usage ratios over the slot. */
+  cpuUsageStd(): number {
+    let sum = 0;
+    let sum2 = 0;
+    for (let n = 0; n < this.numNodes; n++) {
+      const u = this.meanCpuUsage(n);
+      sum += u;
+      sum2 += u * u;
+    }
+    const mean = sum / this.numNodes;
+    return Math.sqrt(Math.max(0, sum2 / this.numNodes - mean * mean));
+  }
+
+  /** Start the next slot's integrals at `now`. */
+  resetUsage(): void {
+    this.cpuUsedS.fill(0);
+    this.memUsedS.fill(0);
+    this.usageSince.fill(this.now);
+    this.usageFromS = this.now;
+  }
+
+  /** Node n can host a replica of w: it has the CPU to run one request of w and the memory free. */
+  fits(n: number, w: number): boolean {
+    return this.cpu[n] >= this.svcCpu[w] - 1e-9 && this.mem[n] - this.usedMem[n] >= this.svcMem[w] - 1e-9;
+  }
+
+  /**
    * Initial placement: for each eAP, `initialReplicasPerEap` replicas of every service, each on the
-   * node of that eAP with the most free memory that fits it (services in index order).
+   * node of that eAP with the most free memory that fits it, CPU and memory (services in index order).
    */
   private placeInitial(): void {
     const k = this.scenario.initialReplicasPerEap;
@@ -148,7 +217,7 @@ export class Cluster implements ClusterView {
           for (let n = 0; n < this.numNodes; n++) {
             if (this.eapOfNode[n] !== b) continue;
             const free = this.mem[n] - this.usedMem[n];
-            if (free >= this.svcMem[w] - 1e-9 && free > bestFree) {
+            if (this.fits(n, w) && free > bestFree) {
               best = n;
               bestFree = free;
             }

@@ -1,49 +1,56 @@
 /**
- * # EdgeCloudEnv (edge-cloud-v1)
+ * # EdgeCloudEnv (edge-cloud-v2)
  *
  * A PettingZoo-style parallel environment of an edge-cloud cluster driven by a request trace.
  *
  * | item | value |
  * | --- | --- |
- * | agents | eAP ids `0..numEaps-1` (`possibleAgents`); `agents` = eAPs with a decision pending |
- * | observation | a `DispatchItem`: the request to dispatch, its eAP, `mask` (context filter), plus the `view` (ClusterView) the policy may read; policies turn this into tensors themselves |
+ * | agents | eAP ids `0..numEaps-1` (`possibleAgents`); `agents` = the one eAP with a decision pending (a request that just reached it) |
+ * | observation | a `DispatchItem`: the request to dispatch, its eAP, `mask` (context filter), plus the `view` (ClusterView) the policy may read, at the instant the request reached its eAP; policies turn this into tensors themselves |
  * | action | target index: `0..numNodes-1` an edge node, `numNodes` the cloud |
- * | step | one dispatch *round*: each live eAP dispatches one request. When no eAP has anything left to dispatch in the slot (budget or queue exhausted), time advances to the next slot and `infos[b].slotClosed` is true |
- * | reward | per eAP for the slot that closed: u_b = exp(-lambda_b - epsilon nu_b) (reward.ts); 0 in rounds that close no slot |
+ * | step | one dispatch: the live eAP sends its request; events run until the next request reaches an eAP. Every slot boundary passed on the way closes that slot (`infos[b].slotClosed`) |
+ * | reward | per eAP for the slots that closed in this step: u_b = exp(-lambda_b - epsilon nu_b) (reward.ts; nu_b over the slot's time-averaged usage); 0 in steps that close no slot |
  * | truncation | all eAPs after `frames x slotsPerFrame` slots |
  * | termination | never (the trace is open-ended) |
  *
- * Time: slot k covers (k*slotS, (k+1)*slotS]; dispatch happens at slot boundaries, events
- * (uploads, transfers, starts, completions, replica start-ups, faults) at their exact times.
- * Requests whose deadline has passed are dropped from every queue at each slot boundary. At the
- * end, `arrived = completedInTime + late + dropped + queuedAtEnd` is checked (throws if not).
+ * Time: every event runs at its exact time: arrival at the eAP after the upload, dispatch at that
+ * same instant (as the live agent does: no eAP queue, no per-slot budget), transfer, start,
+ * completion, return, replica start-up, faults. Slots (`slotS`) are the learning time scale only
+ * (rewards, the critic's states), frames the orchestration time scale. A node drops a queued
+ * request unserved when it would start it too late for the result to get back by the deadline (as
+ * the live node does with the request's `ttl`); queues are also swept of such requests at every
+ * slot boundary. Busy replica-seconds (HPA's window), node CPU and memory usage (reward, imbalance)
+ * are integrated exactly over time, as the emulated cluster does. At the end,
+ * `arrived = completedInTime + late + dropped + queuedAtEnd` is checked (throws if not).
  *
- * Version history: v1 (this file).
+ * The step's `rewards`, `terminations`, `truncations` and `infos` records are reused: the next
+ * `step()` overwrites them (copy what you keep).
+ *
+ * Version history: v1 dispatched at slot boundaries with a per-eAP budget per slot
+ * (`dispatchBudgetPerSlot`) and sampled usage at slot ends; v2 (this file) dispatches on arrival
+ * and integrates usage.
  */
 import type { Outcome, Request, ScaleOp } from '../../shared/domain';
 import type { DequeueName } from '../../shared/dequeue';
-import { slackKey, discounted } from '../../shared/dequeue';
+import { discounted } from '../../shared/dequeue';
 import type { DispatchItem, OrchestrationPolicy, OrchestrationView, ServiceWindowStats } from '../../shared/policy';
 import type { Scenario } from '../../shared/scenario';
 import { buildMask } from '../../agent/filters/context-filter';
 import { Cluster, RequestTable } from './cluster';
 import { EventType, Timeline } from './timeline';
-import { RequestQueue } from './queue';
 import { slotRewards } from './reward';
 import { applyScaleOps } from './executor';
 import type { Fault } from './faults';
 import { TelemetryFilters } from './telemetry';
 
-export const ENV_VERSION = 'edge-cloud-v1';
+export const ENV_VERSION = 'edge-cloud-v2';
 
 export interface EnvOptions {
   requests: Request[];
   frames: number;
-  /** eAP queue order. @defaultValue 'edf' */
-  eapDequeue?: DequeueName;
   /** node queue order. @defaultValue 'edf' */
   nodeDequeue?: DequeueName;
-  /** With 'discounted': drop hopeless requests at the eAP instead of sending them last. */
+  /** Refuse, at the eAP, a request no target can serve in time by the current estimates (predictedSlack < 0). @defaultValue false */
   dropHopeless?: boolean;
   orchestration?: OrchestrationPolicy;
   faults?: Fault[];
@@ -58,12 +65,17 @@ export interface EnvOptions {
   seed?: number;
 }
 
+export interface StepInfo {
+  slotClosed: boolean;
+  slot: number;
+}
+
 export interface StepResult {
   observations: Record<number, DispatchItem>;
   rewards: Record<number, number>;
   terminations: Record<number, boolean>;
   truncations: Record<number, boolean>;
-  infos: Record<number, { slotClosed: boolean; slot: number }>;
+  infos: Record<number, StepInfo>;
 }
 
 /** Per-frame counters (for learning curves and the eval plot). */
@@ -75,7 +87,7 @@ export interface FrameStats {
 }
 
 const ST_UPLOAD = 1;
-const ST_EAPQ = 2;
+const ST_EAP = 2;
 const ST_FLIGHT = 3;
 const ST_QUEUED = 4;
 const ST_RUNNING = 5;
@@ -89,12 +101,13 @@ export class EdgeCloudEnv {
   private readonly req: RequestTable;
   private readonly status: Uint8Array;
   private readonly timeline = new Timeline();
-  private readonly eapQueues: RequestQueue[];
   private readonly items: DispatchItem[];
-  private readonly budget: Int32Array;
+  /** eAP with a decision pending, -1 when none */
+  private pending = -1;
   private nextArrival = 0;
   private slot = 0;
   private done = false;
+  private readonly horizonS: number;
   private readonly opts: Required<Omit<EnvOptions, 'orchestration' | 'faults' | 'seed'>> & Pick<EnvOptions, 'orchestration' | 'faults' | 'seed'>;
 
   // accounting
@@ -105,25 +118,43 @@ export class EdgeCloudEnv {
   dispatchedToCloud = 0;
   illegalActions = 0;
   scaleOps = 0;
+  /** latency (s, arrival at the device to result back) of each completed request (in time or late), in completion order */
   readonly latencyS: Float64Array;
   latencyCount = 0;
+  /** relative deadline (s) of each dropped request: the time its device waits for the refusal (p99 over every answer) */
+  readonly droppedWaitS: Float64Array;
+  droppedCount = 0;
   readonly frames: FrameStats[] = [];
   imbalanceSum = 0;
   private readonly slotDone: Float64Array;
   private readonly slotFailed: Float64Array;
   private readonly window: ServiceWindowStats;
+  private windowStartS = 0;
+  /** per service: busy and ready replicas on edge nodes, and when they last changed (exact integration) */
+  private readonly edgeBusy: Int32Array;
+  private readonly edgeReady: Int32Array;
+  private readonly edgeSince: Float64Array;
   private nextOrchestrationS = Infinity;
   private readonly orchView: OrchestrationView;
   /** device filters on simulated telemetry (null when off) */
   telemetry: TelemetryFilters | null = null;
   private nextTelemetryS = 0;
+  /** largest result return time (s) over eAPs and targets (bounds the expiry sweep) */
+  private readonly maxReturnS: number;
+
+  // step results, reused from step to step
+  private readonly rewardSum: Float64Array;
+  private slotClosed = false;
+  private readonly rewardsRec: Record<number, number> = {};
+  private readonly terminationsRec: Record<number, boolean> = {};
+  private readonly truncationsRec: Record<number, boolean> = {};
+  private readonly infosRec: Record<number, StepInfo> = {};
 
   constructor(
     readonly scenario: Scenario,
     options: EnvOptions,
   ) {
     this.opts = {
-      eapDequeue: 'edf',
       nodeDequeue: 'edf',
       dropHopeless: false,
       illegalAction: 'throw',
@@ -140,20 +171,25 @@ export class EdgeCloudEnv {
     const c = this.cluster;
     this.possibleAgents = Array.from({ length: c.numEaps }, (_, b) => b);
     this.totalSlots = options.frames * scenario.slotsPerFrame;
+    this.horizonS = this.totalSlots * scenario.slotS;
     this.req = new RequestTable(options.requests);
     this.status = new Uint8Array(this.req.n);
     this.latencyS = new Float64Array(this.req.n);
-    this.eapQueues = Array.from({ length: c.numEaps }, () => new RequestQueue());
+    this.droppedWaitS = new Float64Array(this.req.n);
     this.items = this.possibleAgents.map((b) => ({
       request: options.requests[0] ?? emptyRequest(),
       eap: b,
       mask: new Uint8Array(c.numTargets),
       action: -1,
     }));
-    this.budget = new Int32Array(c.numEaps);
     this.slotDone = new Float64Array(c.numEaps);
     this.slotFailed = new Float64Array(c.numEaps);
+    this.rewardSum = new Float64Array(c.numEaps);
+    for (const b of this.possibleAgents) this.infosRec[b] = { slotClosed: false, slot: 0 };
     const W = c.numServices;
+    this.edgeBusy = new Int32Array(W);
+    this.edgeReady = new Int32Array(W);
+    this.edgeSince = new Float64Array(W);
     this.window = {
       windowS: 0,
       arrivals: new Float64Array(W),
@@ -167,6 +203,9 @@ export class EdgeCloudEnv {
     this.orchView = Object.create(c, {
       window: { get: () => win },
     }) as OrchestrationView;
+    let maxRet = 0;
+    for (let b = 0; b < c.numEaps; b++) for (let t = 0; t < c.numTargets; t++) maxRet = Math.max(maxRet, c.net.returnS(b, t));
+    this.maxReturnS = maxRet;
     for (let i = 1; i < this.req.n; i++) {
       if (this.req.arrivalS[i] < this.req.arrivalS[i - 1]) throw new TypeError('EdgeCloudEnv: requests must be sorted by arrivalS');
     }
@@ -184,13 +223,13 @@ export class EdgeCloudEnv {
     return this.done;
   }
 
-  reset(options: { seed: number }): { observations: Record<number, DispatchItem>; infos: Record<number, { slotClosed: boolean; slot: number }> } {
+  reset(options: { seed: number }): { observations: Record<number, DispatchItem>; infos: Record<number, StepInfo> } {
     const c = this.cluster;
     c.reset();
     this.req.resetDynamic();
     this.status.fill(0);
     this.timeline.clear();
-    for (const q of this.eapQueues) q.clear();
+    this.pending = -1;
     this.nextArrival = 0;
     this.slot = 0;
     this.done = false;
@@ -201,9 +240,20 @@ export class EdgeCloudEnv {
     this.illegalActions = 0;
     this.scaleOps = 0;
     this.latencyCount = 0;
+    this.droppedCount = 0;
     this.frames.length = 0;
     this.frames.push({ arrived: 0, completedInTime: 0, failed: 0, scaleOps: 0 });
     this.imbalanceSum = 0;
+    this.slotDone.fill(0);
+    this.slotFailed.fill(0);
+    this.rewardSum.fill(0);
+    this.slotClosed = false;
+    const W = c.numServices;
+    this.edgeBusy.fill(0);
+    this.edgeReady.fill(0);
+    this.edgeSince.fill(0);
+    for (let n = 0; n < c.numNodes; n++) for (let w = 0; w < W; w++) this.edgeReady[w] += c.ready[n * W + w];
+    this.windowStartS = 0;
     this.resetWindow();
     for (const f of this.opts.faults ?? []) {
       this.timeline.push(f.startS, EventType.NodeFault, f.node, 1);
@@ -219,25 +269,24 @@ export class EdgeCloudEnv {
     } else {
       this.nextOrchestrationS = Infinity;
     }
-    // slot 0 boundary: nothing has arrived yet at t = 0 except requests sent exactly at 0
-    this.admitArrivals(0);
-    this.runEvents(0);
-    this.startSlot();
-    const r = this.collectRound();
+    this.advance();
+    const r = this.result();
     return { observations: r.observations, infos: r.infos };
   }
 
   /**
-   * Apply the actions of the live agents (eAP -> target) and advance to the next decision point.
+   * Dispatch the pending request (action of the live eAP: its target) and advance to the next
+   * request that reaches an eAP.
    */
   step(actions: Record<number, number> | ArrayLike<number>): StepResult {
     if (this.done) throw new Error('EdgeCloudEnv: step() after the episode ended; call reset()');
-    const acts = actions as Record<number, number>;
-    for (const b of this.agents) {
-      const item = this.items[b];
-      this.dispatch(item, acts[b]);
+    const b = this.pending;
+    if (b >= 0) {
+      this.pending = -1;
+      this.dispatch(this.items[b], (actions as Record<number, number>)[b]);
     }
-    return this.collectRound();
+    this.advance();
+    return this.result();
   }
 
   /** The global state for the centralised critic (CTDE): the whole cluster, read-only. */
@@ -245,72 +294,105 @@ export class EdgeCloudEnv {
     return this.cluster;
   }
 
-  /** Mean over slots of the std of edge nodes' CPU usage ratio. */
+  /** Mean over slots of the std of edge nodes' CPU usage ratio (time-averaged over each slot). */
   get edgeImbalance(): number {
     return this.slot > 0 ? this.imbalanceSum / this.slot : 0;
   }
 
-  // ------------------------------------------------------------------ rounds and slots
+  // ------------------------------------------------------------------ the event loop
 
-  private rewards: Record<number, number> = {};
-  private slotClosed = false;
-
-  private collectRound(): StepResult {
-    // the reward of the slot closed by this step, if any; rewards of empty slots skipped on the way
-    // to the next decision are added to it
-    let rw = this.slotClosed ? this.rewards : zeroRecord(this.possibleAgents);
-    let cl = this.slotClosed;
-    this.slotClosed = false;
-    let live = this.fillRound();
-    while (live.length === 0 && !this.done) {
-      this.advanceSlot();
-      rw = sumRecords(rw, this.rewards);
-      cl = true;
-      this.slotClosed = false;
-      live = this.done ? [] : this.fillRound();
-    }
-    this.agents = live;
-    const observations: Record<number, DispatchItem> = {};
-    for (const b of live) observations[b] = this.items[b];
-    const trunc = this.done;
-    const terminations: Record<number, boolean> = {};
-    const truncations: Record<number, boolean> = {};
-    const infos: Record<number, { slotClosed: boolean; slot: number }> = {};
-    for (const b of this.possibleAgents) {
-      terminations[b] = false;
-      truncations[b] = trunc;
-      infos[b] = { slotClosed: cl, slot: this.slot };
-    }
-    return { observations, rewards: rw, terminations, truncations, infos };
-  }
-
-  /** Pops one request per eAP with budget left; returns the live eAPs. */
-  private fillRound(): number[] {
-    const c = this.cluster;
-    const live: number[] = [];
-    for (let b = 0; b < c.numEaps; b++) {
-      if (this.budget[b] <= 0) continue;
-      const q = this.eapQueues[b];
-      let i = -1;
-      while (q.size > 0) {
-        const cand = q.pop();
-        if (this.opts.dropHopeless && this.opts.eapDequeue === 'discounted' && this.isHopeless(cand)) {
-          this.fail(cand, false);
+  /** Runs events, admitting arrivals and closing slots on the way, until a decision is pending or the episode ends. */
+  private advance(): void {
+    const tl = this.timeline;
+    const r = this.req;
+    const slotS = this.scenario.slotS;
+    while (!this.done) {
+      const boundary = (this.slot + 1) * slotS;
+      const te = tl.size > 0 ? tl.peekTime() : Infinity;
+      // arrivals of this slot (the last boundary is exclusive) enter the timeline before any later event
+      if (this.nextArrival < r.n) {
+        const ta = r.arrivalS[this.nextArrival];
+        if (ta < boundary && ta <= te) {
+          this.admit(this.nextArrival++);
           continue;
         }
-        i = cand;
-        break;
       }
-      if (i < 0) continue;
-      c.setEapQueueLen(b, q.size);
-      this.budget[b]--;
-      const item = this.items[b];
-      item.request = this.req.requests[i];
-      item.action = -1;
-      buildMask(c, item.request.service, this.scenario.queueCapPerReplica, item.mask);
-      live.push(b);
+      if (te <= boundary) {
+        tl.pop();
+        const time = tl.popTime;
+        this.cluster.now = time;
+        switch (tl.popType) {
+          case EventType.EapArrive:
+            if (this.onEapArrive(tl.popA, time)) return;
+            break;
+          case EventType.TargetArrive:
+            this.onTargetArrive(tl.popA, tl.popB, time);
+            break;
+          case EventType.Finish:
+            this.onFinish(tl.popA, tl.popB, time);
+            break;
+          case EventType.ReplicaReady:
+            this.onReplicaReady(tl.popA, tl.popB, time);
+            break;
+          case EventType.NodeFault:
+            this.onNodeFault(tl.popA, tl.popB === 1, time);
+            break;
+        }
+        continue;
+      }
+      this.closeSlot(boundary);
     }
-    return live;
+  }
+
+  private result(): StepResult {
+    const b = this.pending;
+    this.agents = b >= 0 ? [b] : [];
+    const observations: Record<number, DispatchItem> = {};
+    if (b >= 0) observations[b] = this.items[b];
+    const closed = this.slotClosed;
+    for (const a of this.possibleAgents) {
+      this.rewardsRec[a] = closed ? this.rewardSum[a] : 0;
+      this.terminationsRec[a] = false;
+      this.truncationsRec[a] = this.done;
+      const info = this.infosRec[a];
+      info.slotClosed = closed;
+      info.slot = this.slot;
+    }
+    this.slotClosed = false;
+    this.rewardSum.fill(0);
+    return { observations, rewards: this.rewardsRec, terminations: this.terminationsRec, truncations: this.truncationsRec, infos: this.infosRec };
+  }
+
+  private admit(i: number): void {
+    const r = this.req;
+    if (r.arrivalS[i] >= this.horizonS) {
+      this.nextArrival = r.n;
+      return;
+    }
+    this.status[i] = ST_UPLOAD;
+    this.outcome.arrived++;
+    this.frames[this.frames.length - 1].arrived++;
+    const w = r.service[i];
+    this.window.arrivals[w]++;
+    this.window.workCoreS[w] += r.workCoreS[i];
+    this.timeline.push(r.arrivalS[i] + this.cluster.net.uploadS(r.inputMB[i]), EventType.EapArrive, i, 0);
+  }
+
+  /** A request reached its eAP: true when it waits for a decision (it was not refused as hopeless). */
+  private onEapArrive(i: number, time: number): boolean {
+    this.req.eapArriveS[i] = time;
+    this.status[i] = ST_EAP;
+    if (this.opts.dropHopeless && this.predictedSlack(i) < 0) {
+      this.fail(i, false);
+      return false;
+    }
+    const b = this.req.eap[i];
+    const item = this.items[b];
+    item.request = this.req.requests[i];
+    item.action = -1;
+    buildMask(this.cluster, item.request.service, this.scenario.queueCapPerReplica, item.mask);
+    this.pending = b;
+    return true;
   }
 
   private dispatch(item: DispatchItem, action: number): void {
@@ -334,26 +416,18 @@ export class EdgeCloudEnv {
     this.timeline.push(c.now + c.net.transferS(item.eap, t, this.req.inputMB[i]), EventType.TargetArrive, i, t);
   }
 
-  private startSlot(): void {
+  /** Close the slot that ends at t1: rewards, stats, frame counters, expiry sweep, telemetry, orchestration. */
+  private closeSlot(t1: number): void {
     const c = this.cluster;
-    this.budget.fill(this.scenario.dispatchBudgetPerSlot);
-    if (this.opts.eapDequeue === 'discounted') this.rekeyEapQueues();
-    for (let b = 0; b < c.numEaps; b++) c.setEapQueueLen(b, this.eapQueues[b].size);
-  }
-
-  /** Close the current slot, run events up to the next boundary, open the next slot. */
-  private advanceSlot(): void {
-    const c = this.cluster;
-    const slotS = this.scenario.slotS;
-    const t1 = (this.slot + 1) * slotS;
-    this.admitArrivals(t1);
-    this.runEvents(t1);
     c.now = t1;
-    this.rewards = slotRewards(c, this.slotDone, this.slotFailed, this.opts.rewardEpsilon);
+    c.integrateUsage(t1);
+    const rw = slotRewards(c, this.slotDone, this.slotFailed, this.opts.rewardEpsilon);
+    for (let b = 0; b < c.numEaps; b++) this.rewardSum[b] += rw[b];
     this.slotClosed = true;
     this.slotDone.fill(0);
     this.slotFailed.fill(0);
-    this.accumulateSlotStats(slotS);
+    this.imbalanceSum += c.cpuUsageStd();
+    c.resetUsage();
     this.slot++;
     if (this.slot % this.scenario.slotsPerFrame === 0 && this.slot < this.totalSlots) {
       this.frames.push({ arrived: 0, completedInTime: 0, failed: 0, scaleOps: 0 });
@@ -364,79 +438,10 @@ export class EdgeCloudEnv {
       this.nextTelemetryS += this.telemetry.o.periodS;
     }
     if (t1 + 1e-9 >= this.nextOrchestrationS && this.opts.orchestration) this.orchestrate();
-    if (this.slot >= this.totalSlots) {
-      this.finish();
-      return;
-    }
-    this.startSlot();
-  }
-
-  private admitArrivals(untilS: number): void {
-    const r = this.req;
-    const net = this.cluster.net;
-    // arrivals with arrivalS < untilS belong to the slots so far (the last slot's boundary is exclusive)
-    while (this.nextArrival < r.n && (r.arrivalS[this.nextArrival] < untilS || (untilS === 0 && r.arrivalS[this.nextArrival] === 0))) {
-      const i = this.nextArrival++;
-      if (r.arrivalS[i] >= this.totalSlots * this.scenario.slotS) {
-        this.nextArrival = r.n;
-        break;
-      }
-      this.status[i] = ST_UPLOAD;
-      this.outcome.arrived++;
-      this.frames[this.frames.length - 1].arrived++;
-      const w = r.service[i];
-      this.window.arrivals[w]++;
-      this.window.workCoreS[w] += r.workCoreS[i];
-      this.timeline.push(r.arrivalS[i] + net.uploadS(r.inputMB[i]), EventType.EapArrive, i, 0);
-    }
-  }
-
-  private runEvents(untilS: number): void {
-    const tl = this.timeline;
-    while (tl.size > 0 && tl.peekTime() <= untilS) {
-      tl.pop();
-      const time = tl.popTime;
-      this.cluster.now = time;
-      switch (tl.popType) {
-        case EventType.EapArrive:
-          this.onEapArrive(tl.popA, time);
-          break;
-        case EventType.TargetArrive:
-          this.onTargetArrive(tl.popA, tl.popB, time);
-          break;
-        case EventType.Finish:
-          this.onFinish(tl.popA, tl.popB, time);
-          break;
-        case EventType.ReplicaReady:
-          this.onReplicaReady(tl.popA, tl.popB, time);
-          break;
-        case EventType.NodeFault:
-          this.onNodeFault(tl.popA, tl.popB === 1, time);
-          break;
-      }
-    }
+    if (this.slot >= this.totalSlots) this.finish();
   }
 
   // ------------------------------------------------------------------ events
-
-  private eapKey(i: number): number {
-    switch (this.opts.eapDequeue) {
-      case 'fifo':
-        return this.req.eapArriveS[i];
-      case 'edf':
-        return this.req.deadlineS[i];
-      case 'discounted':
-        return slackKey(this.predictedSlack(i));
-      default:
-        throw new TypeError(`EdgeCloudEnv: unknown eapDequeue ${String(this.opts.eapDequeue)}`);
-    }
-  }
-
-  private onEapArrive(i: number, time: number): void {
-    this.req.eapArriveS[i] = time;
-    this.status[i] = ST_EAPQ;
-    this.eapQueues[this.req.eap[i]].push(i, this.eapKey(i));
-  }
 
   private nodeKey(i: number, t: number): number {
     switch (this.opts.nodeDequeue) {
@@ -466,6 +471,20 @@ export class EdgeCloudEnv {
     this.tryStart(t, w, time);
   }
 
+  /** The result of request i, started at target t now, could not get back by its deadline. */
+  private tooLate(i: number, t: number, time: number): boolean {
+    return this.req.deadlineS[i] - this.cluster.net.returnS(this.req.eap[i], t) < time;
+  }
+
+  /** Pops the head of queue k and drops it unserved (too late to start). */
+  private dropHead(t: number, k: number): void {
+    const c = this.cluster;
+    const i = c.queues[k].pop();
+    c.waiting[t]--;
+    c.pendingByService[k]--;
+    this.fail(i, false);
+  }
+
   /** Start queued requests of w at t while a replica and CPU are free. */
   private tryStart(t: number, w: number, time: number): void {
     const c = this.cluster;
@@ -475,7 +494,8 @@ export class EdgeCloudEnv {
     const q = c.queues[k];
     const need = c.svcCpu[w] - 1e-9;
     while (q.size > 0 && c.busy[k] < c.ready[k] - c.draining[k] && c.freeCpu[t] >= need) {
-      this.start(q.pop(), t, w, time);
+      if (this.tooLate(q.peek(), t, time)) this.dropHead(t, k);
+      else this.start(q.pop(), t, w, time);
     }
   }
 
@@ -499,14 +519,19 @@ export class EdgeCloudEnv {
         }
       }
       if (best < 0) return;
-      this.start(c.queues[base + best].pop(), t, best, time);
+      const k = base + best;
+      if (this.tooLate(c.queues[k].peek(), t, time)) this.dropHead(t, k);
+      else this.start(c.queues[k].pop(), t, best, time);
     }
   }
 
   private start(i: number, t: number, w: number, time: number): void {
     const c = this.cluster;
     const k = t * c.numServices + w;
+    if (t !== c.cloudTarget) this.touchEdge(w, time);
+    c.integrateNode(t, time);
     c.busy[k]++;
+    if (t !== c.cloudTarget) this.edgeBusy[w]++;
     c.runningCount[t]++;
     c.waiting[t]--;
     c.pendingByService[k]--;
@@ -522,7 +547,7 @@ export class EdgeCloudEnv {
     const c = this.cluster;
     const w = this.req.service[i];
     const k = t * c.numServices + w;
-    this.releaseRunning(i, t, w);
+    this.releaseRunning(i, t, w, time);
     c.meanProcS[k] = discounted(c.meanProcS[k], time - this.req.startS[i]);
     const doneAt = time + c.net.returnS(this.req.eap[i], t);
     this.status[i] = ST_DONE;
@@ -544,8 +569,13 @@ export class EdgeCloudEnv {
     this.tryStartAny(t, time);
   }
 
-  private releaseRunning(_i: number, t: number, w: number): void {
+  private releaseRunning(_i: number, t: number, w: number, time: number): void {
     const c = this.cluster;
+    if (t !== c.cloudTarget) {
+      this.touchEdge(w, time);
+      this.edgeBusy[w]--;
+    }
+    c.integrateNode(t, time);
     c.busy[t * c.numServices + w]--;
     c.runningCount[t]--;
     c.freeCpu[t] += c.svcCpu[w];
@@ -556,7 +586,10 @@ export class EdgeCloudEnv {
     const c = this.cluster;
     const k = t * c.numServices + w;
     while (c.draining[k] > 0 && c.ready[k] - c.busy[k] > 0) {
+      this.touchEdge(w, c.now);
+      c.integrateNode(t, c.now);
       c.ready[k]--;
+      this.edgeReady[w]--;
       c.draining[k]--;
       c.usedMem[t] -= c.svcMem[w];
     }
@@ -566,8 +599,10 @@ export class EdgeCloudEnv {
     const c = this.cluster;
     const k = n * c.numServices + w;
     if (c.starting[k] <= 0) return; // cancelled while starting
+    this.touchEdge(w, time);
     c.starting[k]--;
     c.ready[k]++;
+    this.edgeReady[w]++;
     this.tryStart(n, w, time);
   }
 
@@ -585,7 +620,7 @@ export class EdgeCloudEnv {
       // requests in service fail now
       for (let i = 0; i < this.req.n; i++) {
         if (this.status[i] === ST_RUNNING && this.req.target[i] === n) {
-          this.releaseRunning(i, n, this.req.service[i]);
+          this.releaseRunning(i, n, this.req.service[i], time);
           this.fail(i, true);
         }
       }
@@ -610,6 +645,7 @@ export class EdgeCloudEnv {
   private fail(i: number, atFailedNode: boolean): void {
     this.status[i] = ST_DONE;
     this.outcome.dropped++;
+    this.droppedWaitS[this.droppedCount++] = this.req.deadlineS[i] - this.req.arrivalS[i];
     if (atFailedNode) this.lostToFailedNodes++;
     const b = this.req.eap[i];
     this.slotFailed[b]++;
@@ -617,24 +653,18 @@ export class EdgeCloudEnv {
     this.frames[this.frames.length - 1].failed++;
   }
 
-  /** Drop every queued request whose deadline has passed (slot boundary). */
+  /** Slot boundary: drop every queued request whose result could no longer get back by its deadline. */
   private expire(now: number): void {
     const c = this.cluster;
     const dl = this.req.deadlineS;
-    const keep = (i: number): boolean => {
-      if (dl[i] > now) return true;
-      this.fail(i, false);
-      return false;
-    };
-    for (const q of this.eapQueues) if (q.size > 0) q.filter(keep);
     const W = c.numServices;
     for (let k = 0; k < c.queues.length; k++) {
       const q = c.queues[k];
-      if (q.size === 0 || c.queueMinDeadline[k] > now) continue;
+      if (q.size === 0 || c.queueMinDeadline[k] - this.maxReturnS >= now) continue;
       const t = (k / W) | 0;
       const failedNode = c.failed[t] === 1;
       const removed = q.filter((i) => {
-        if (dl[i] > now) return true;
+        if (!this.tooLate(i, t, now)) return true;
         this.fail(i, failedNode);
         return false;
       });
@@ -663,15 +693,17 @@ export class EdgeCloudEnv {
     return this.req.deadlineS[i] - c.now - best;
   }
 
-  private isHopeless(i: number): boolean {
-    return this.predictedSlack(i) < 0;
-  }
-
-  private rekeyEapQueues(): void {
-    for (const q of this.eapQueues) if (q.size > 0) q.filter(() => true, (i) => slackKey(this.predictedSlack(i)));
-  }
-
   // ------------------------------------------------------------------ orchestration and stats
+
+  /** Busy and ready replica-seconds of w on the edge, integrated up to `now`. */
+  private touchEdge(w: number, now: number): void {
+    const dt = now - this.edgeSince[w];
+    if (dt > 0) {
+      this.window.busyReplicaS[w] += this.edgeBusy[w] * dt;
+      this.window.readyReplicaS[w] += this.edgeReady[w] * dt;
+    }
+    this.edgeSince[w] = now;
+  }
 
   private resetWindow(): void {
     const w = this.window;
@@ -684,41 +716,23 @@ export class EdgeCloudEnv {
     w.windowS = 0;
   }
 
-  private accumulateSlotStats(slotS: number): void {
-    const c = this.cluster;
-    const W = c.numServices;
-    const win = this.window;
-    let sum = 0;
-    let sum2 = 0;
-    for (let n = 0; n < c.numNodes; n++) {
-      const u = 1 - c.freeCpu[n] / c.cpu[n];
-      sum += u;
-      sum2 += u * u;
-      const base = n * W;
-      for (let w = 0; w < W; w++) {
-        const r = c.ready[base + w];
-        if (r === 0) continue;
-        win.readyReplicaS[w] += r * slotS;
-        win.busyReplicaS[w] += c.busy[base + w] * slotS;
-      }
-    }
-    const mean = sum / c.numNodes;
-    this.imbalanceSum += Math.sqrt(Math.max(0, sum2 / c.numNodes - mean * mean));
-    win.windowS += slotS;
-  }
-
   private orchestrate(): void {
     const orch = this.opts.orchestration!;
+    const now = this.cluster.now;
+    for (let w = 0; w < this.cluster.numServices; w++) this.touchEdge(w, now);
+    this.window.windowS = now - this.windowStartS;
     const ops: ScaleOp[] = orch.decide(this.orchView);
     const executed = applyScaleOps(this, ops);
     this.scaleOps += executed;
     this.frames[this.frames.length - 1].scaleOps += executed;
     this.resetWindow();
+    this.windowStartS = now;
     this.nextOrchestrationS += orch.periodS;
   }
 
   private finish(): void {
     this.done = true;
+    this.pending = -1;
     const o = this.outcome;
     let inSystem = 0;
     for (let i = 0; i < this.req.n; i++) {
@@ -732,18 +746,6 @@ export class EdgeCloudEnv {
       );
     }
   }
-}
-
-function zeroRecord(keys: number[]): Record<number, number> {
-  const r: Record<number, number> = {};
-  for (const k of keys) r[k] = 0;
-  return r;
-}
-
-function sumRecords(a: Record<number, number>, b: Record<number, number>): Record<number, number> {
-  const r: Record<number, number> = {};
-  for (const k of Object.keys(a)) r[+k] = a[+k] + (b[+k] ?? 0);
-  return r;
 }
 
 function emptyRequest(): Request {

@@ -4,7 +4,8 @@
  * lambda_b := share of b's requests that failed (late or dropped) among those of b that finished or
  *             failed in the slot (0 when none did);
  * nu_b     := sample standard deviation (ddof 1) of the 2|N_b| usage ratios {cpu_n, mem_n : n in N_b}
- *             of b's edge nodes (0 when b has a single ratio).
+ *             of b's edge nodes (0 when b has a single ratio), each averaged over the slot's time
+ *             (Cluster.integrateUsage; edge-cloud-v2: v1 took them at the slot's end).
  */
 import type { Cluster } from './cluster';
 
@@ -18,15 +19,15 @@ export function slotRewards(c: Cluster, done: Float64Array, failed: Float64Array
   return out;
 }
 
-/** nu_b: sample std of the CPU and memory usage ratios of eAP b's nodes. */
+/** nu_b: sample std of the slot-averaged CPU and memory usage ratios of eAP b's nodes. */
 export function usageStd(c: Cluster, b: number): number {
   let n = 0;
   let sum = 0;
   let sum2 = 0;
   for (let k = 0; k < c.numNodes; k++) {
     if (c.eapOfNode[k] !== b) continue;
-    const cpuU = 1 - c.freeCpu[k] / c.cpu[k];
-    const memU = c.usedMem[k] / c.mem[k];
+    const cpuU = c.meanCpuUsage(k);
+    const memU = c.meanMemUsage(k);
     sum += cpuU + memU;
     sum2 += cpuU * cpuU + memU * memU;
     n += 2;

@@ -99,7 +99,7 @@ describe('queue-lookahead teacher', () => {
     const requests = buildRequests({ scenario, workload: 'p4', tracePath: null, seed: 7, load: 1, durationS: frames * scenario.slotsPerFrame * scenario.slotS });
     // illegalAction 'throw' inside runEpisode: every choice is in the mask
     const run = () =>
-      runEpisode({ scenario, requests, frames, seed: 7, dispatch: makeTrainTeacher('queue-lookahead')!, orchestration: makeOrchestration('hpa', scenario), eapDequeue: 'discounted', nodeDequeue: 'discounted' });
+      runEpisode({ scenario, requests, frames, seed: 7, dispatch: makeTrainTeacher('queue-lookahead')!, orchestration: makeOrchestration('hpa', scenario), nodeDequeue: 'discounted' });
     const a = run();
     expect(a.arrived).toBeGreaterThan(0);
     expect(run()).toEqual(a);

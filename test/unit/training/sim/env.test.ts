@@ -50,16 +50,17 @@ function run(env: EdgeCloudEnv, target = 0) {
 }
 
 describe('EdgeCloudEnv', () => {
-  it('completes a request after upload, transfer, processing and return', () => {
-    // sent at 0.1, at the eAP at 0.11, dispatched at the 0.25 boundary, at the node at 0.26,
-    // done at 0.36, back at the device at 0.38
-    const env = run(new EdgeCloudEnv(scenario(), { requests: [req(0, 0.1, 0.1, 0.38)], frames: 1 }));
+  it('dispatches on arrival and completes a request after upload, transfer, processing and return', () => {
+    // sent at 0.1, at the eAP (and dispatched) at 0.11, at the node at 0.12, done at 0.22, back at
+    // the device at 0.24: no wait for a slot boundary (edge-cloud-v2)
+    const env = run(new EdgeCloudEnv(scenario(), { requests: [req(0, 0.1, 0.1, 0.24)], frames: 1 }));
     expect(env.outcome).toEqual({ arrived: 1, completedInTime: 1, late: 0, dropped: 0, queuedAtEnd: 0 });
-    expect(env.latencyS[0]).toBeCloseTo(0.28, 9);
+    expect(env.latencyS[0]).toBeCloseTo(0.14, 9);
   });
 
-  it('counts a request that finishes after its deadline as late', () => {
-    const env = run(new EdgeCloudEnv(scenario(), { requests: [req(0, 0.1, 0.1, 0.37)], frames: 1 }));
+  it('counts a request that starts in time but finishes after its deadline as late', () => {
+    // starts at 0.12 (0.21 was the last useful start), back at 0.24 > 0.23
+    const env = run(new EdgeCloudEnv(scenario(), { requests: [req(0, 0.1, 0.1, 0.23)], frames: 1 }));
     expect(env.outcome.late).toBe(1);
     expect(env.outcome.completedInTime).toBe(0);
   });
@@ -68,17 +69,26 @@ describe('EdgeCloudEnv', () => {
     const env = run(new EdgeCloudEnv(scenario(), { requests: [req(0, 0, 0.3, 5), req(1, 0, 0.3, 5)], frames: 2 }));
     expect(env.outcome.completedInTime).toBe(2);
     const lat = Array.from(env.latencyS.subarray(0, 2)).sort();
-    // both dispatched at the 0.25 boundary, at the node at 0.26: done 0.56 and 0.86, +0.02 back
-    expect(lat[0]).toBeCloseTo(0.58, 9);
-    expect(lat[1]).toBeCloseTo(0.88, 9);
+    // both at the node at 0.02: done 0.32 and 0.62, +0.02 back
+    expect(lat[0]).toBeCloseTo(0.34, 9);
+    expect(lat[1]).toBeCloseTo(0.64, 9);
   });
 
-  it('drops a queued request at the first slot boundary after its deadline', () => {
-    const env = run(
-      new EdgeCloudEnv(scenario(), { requests: [req(0, 0, 2, 10), req(1, 0, 0.1, 0.6)], frames: 4, eapDequeue: 'fifo', nodeDequeue: 'fifo' }),
-    );
+  it('drops a queued request unserved once its result could no longer be back by the deadline', () => {
+    // request 1 waits behind request 0 (0.02 .. 2.02); the 0.75 s boundary sweep finds 0.6 - 0.02 < 0.75
+    const env = run(new EdgeCloudEnv(scenario(), { requests: [req(0, 0, 2, 10), req(1, 0, 0.1, 0.6)], frames: 4, nodeDequeue: 'fifo' }));
     expect(env.outcome.dropped).toBe(1);
     expect(env.outcome.completedInTime).toBe(1);
+    expect(env.outcome.late).toBe(0);
+  });
+
+  it('never starts a request too late to be back in time: it is dropped when its turn comes', () => {
+    // request 1 (deadline 0.43) waits behind request 0 (0.02 .. 0.42): started at 0.42 its result
+    // could only be back after 0.44, so it is dropped at its turn, before any slot boundary, and
+    // request 2 runs instead (0.42 .. 0.52, back at 0.54)
+    const env = run(new EdgeCloudEnv(scenario({ slotS: 1, slotsPerFrame: 2 }), { requests: [req(0, 0, 0.4, 10), req(1, 0, 0.1, 0.43), req(2, 0.01, 0.1, 10)], frames: 1, nodeDequeue: 'edf' }));
+    expect(env.outcome).toEqual({ arrived: 3, completedInTime: 2, late: 0, dropped: 1, queuedAtEnd: 0 });
+    expect(Array.from(env.latencyS.subarray(0, 2))).toEqual([expect.closeTo(0.44, 9), expect.closeTo(0.53, 9)]);
   });
 
   it('reports requests still in the system at the end as queuedAtEnd', () => {
@@ -96,7 +106,7 @@ describe('EdgeCloudEnv', () => {
 
   it('makes a new replica serve only after its start-up delay, and deletes a busy replica only when idle', () => {
     // t=0.25: +1 (starts, ready at 0.75); t=0.5: -1 cancels the starting replica, the second -1
-    // marks the busy replica draining: it leaves when its request (0.26 .. 1.26) is done
+    // marks the busy replica draining: it leaves when its request (0.02 .. 1.02) is done
     const orders: ScaleOp[][] = [[{ service: 0, node: 0, delta: 1 }], [{ service: 0, node: 0, delta: -1 }, { service: 0, node: 0, delta: -1 }]];
     const seen: string[] = [];
     const orch: OrchestrationPolicy = {
@@ -177,9 +187,13 @@ describe('RequestQueue', () => {
 
 describe('EdgeCloudEnv options', () => {
   it('keeps the default queue order (edf) when an option is passed as undefined', () => {
-    const a = run(new EdgeCloudEnv(scenario(), { requests: [req(0, 0, 2, 10), req(1, 0, 0.1, 0.6)], frames: 4, eapDequeue: undefined, nodeDequeue: undefined }));
-    const b = run(new EdgeCloudEnv(scenario(), { requests: [req(0, 0, 2, 10), req(1, 0, 0.1, 0.6)], frames: 4, eapDequeue: 'edf', nodeDequeue: 'edf' }));
+    // request 0 holds the node 0.02 .. 0.52; 1 (long, deadline 10) and 2 (short, deadline 1) wait
+    const reqs = () => [req(0, 0, 0.5, 10), req(1, 0.05, 2, 10), req(2, 0.06, 0.1, 1)];
+    const a = run(new EdgeCloudEnv(scenario(), { requests: reqs(), frames: 4, nodeDequeue: undefined }));
+    const b = run(new EdgeCloudEnv(scenario(), { requests: reqs(), frames: 4, nodeDequeue: 'edf' }));
+    const f = run(new EdgeCloudEnv(scenario(), { requests: reqs(), frames: 4, nodeDequeue: 'fifo' }));
     expect(a.outcome).toEqual(b.outcome);
-    expect(a.outcome.completedInTime).toBe(2); // edf serves the urgent request first
+    expect(a.outcome.completedInTime).toBe(3); // edf serves the urgent request first
+    expect(f.outcome).toEqual({ arrived: 3, completedInTime: 2, late: 0, dropped: 1, queuedAtEnd: 0 });
   });
 });
