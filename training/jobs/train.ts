@@ -865,40 +865,13 @@ interface BestEval {
   eval: number;
 }
 
-/**
- * Outcome of each recorded decision's request: 1 completed in time, 0 late or dropped, NaN not
- * resolved yet. The simulator (training/sim, not ours to change) keeps per-request status private,
- * so this reads its request table the way `onFinish` judges a completion: finished at
- * start + work / cores, back at the device return time later, in time iff by the deadline. At the
- * end of an episode the count of 1s is checked against env.outcome.completedInTime, so a change of
- * the simulator's internals fails loudly instead of training on wrong outcomes.
- */
+/** Outcome of each recorded decision's request: 1 completed in time, 0 late or dropped, NaN not resolved yet (EdgeCloudEnv.requestOutcome). */
 export function requestOutcomes(env: EdgeCloudEnv, buf: RolloutBuffer): Float32Array {
-  const internal = env as unknown as {
-    status: Uint8Array;
-    req: { startS: Float64Array; workCoreS: Float64Array; target: Int32Array; deadlineS: Float64Array; service: Int32Array; eap: Int32Array };
-  };
-  const { status, req } = internal;
-  const c = env.cluster;
-  const DONE = 6;
   const out = new Float32Array(buf.n);
-  let inTime = 0;
   for (let k = 0; k < buf.n; k++) {
     const i = buf.requestId[k];
     if (i < 0) throw new Error('requestOutcomes: decision without a request id (tagRequests)');
-    if (status[i] !== DONE) {
-      out[k] = NaN;
-      continue;
-    }
-    const t = req.target[i];
-    const started = req.startS[i] > 0 && t >= 0;
-    const w = req.service[i];
-    const doneAt = req.startS[i] + req.workCoreS[i] / c.svcCpu[w] + c.net.returnS(req.eap[i], t);
-    out[k] = started && doneAt <= req.deadlineS[i] ? 1 : 0;
-    inTime += out[k];
-  }
-  if (env.isDone && env.outcome.completedInTime !== inTime && buf.n === env.dispatched) {
-    throw new Error(`requestOutcomes: ${inTime} in-time decisions, the simulator counts ${env.outcome.completedInTime}; did training/sim change?`);
+    out[k] = env.requestOutcome(i);
   }
   return out;
 }

@@ -100,6 +100,8 @@ export class EdgeCloudEnv {
   readonly totalSlots: number;
   private readonly req: RequestTable;
   private readonly status: Uint8Array;
+  /** per request: 0 not finished, 1 completed in time, 2 late, 3 dropped */
+  private readonly fate: Uint8Array;
   private readonly timeline = new Timeline();
   private readonly items: DispatchItem[];
   /** eAP with a decision pending, -1 when none */
@@ -174,6 +176,7 @@ export class EdgeCloudEnv {
     this.horizonS = this.totalSlots * scenario.slotS;
     this.req = new RequestTable(options.requests);
     this.status = new Uint8Array(this.req.n);
+    this.fate = new Uint8Array(this.req.n);
     this.latencyS = new Float64Array(this.req.n);
     this.droppedWaitS = new Float64Array(this.req.n);
     this.items = this.possibleAgents.map((b) => ({
@@ -228,6 +231,7 @@ export class EdgeCloudEnv {
     c.reset();
     this.req.resetDynamic();
     this.status.fill(0);
+    this.fate.fill(0);
     this.timeline.clear();
     this.pending = -1;
     this.nextArrival = 0;
@@ -287,6 +291,15 @@ export class EdgeCloudEnv {
     }
     this.advance();
     return this.result();
+  }
+
+  /**
+   * What became of request `id` (its index in `requests`): 1 completed in time, 0 late or dropped,
+   * NaN not finished (still in the system, or never arrived within the episode).
+   */
+  requestOutcome(id: number): number {
+    const r = this.fate[id];
+    return r === 0 ? Number.NaN : r === 1 ? 1 : 0;
   }
 
   /** The global state for the centralised critic (CTDE): the whole cluster, read-only. */
@@ -554,11 +567,13 @@ export class EdgeCloudEnv {
     const b = this.req.eap[i];
     this.latencyS[this.latencyCount++] = doneAt - this.req.arrivalS[i];
     if (doneAt <= this.req.deadlineS[i]) {
+      this.fate[i] = 1;
       this.outcome.completedInTime++;
       this.slotDone[b]++;
       this.window.completedInTime[w]++;
       this.frames[this.frames.length - 1].completedInTime++;
     } else {
+      this.fate[i] = 2;
       this.outcome.late++;
       this.slotFailed[b]++;
       this.window.failed[w]++;
@@ -644,6 +659,7 @@ export class EdgeCloudEnv {
   /** Count request i as dropped (failed before finishing). */
   private fail(i: number, atFailedNode: boolean): void {
     this.status[i] = ST_DONE;
+    this.fate[i] = 3;
     this.outcome.dropped++;
     this.droppedWaitS[this.droppedCount++] = this.req.deadlineS[i] - this.req.arrivalS[i];
     if (atFailedNode) this.lostToFailedNodes++;
