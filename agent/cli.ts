@@ -1,6 +1,7 @@
 /**
  * `kais agent --orchestrator <ws-url> --eap <id> --targets <file> [--token T] [--port N]
- * [--scenario kais] [--cache <dir>] [--speed x] [--explore s] [--experience explored|all|none] [--no-device-filters]`: one eAP's dispatcher as a process.
+ * [--scenario kais] [--cache <dir>] [--speed x] [--policy cmmac|lec|jsq|...] [--seed S] [--explore s]
+ * [--experience explored|all|none] [--no-device-filters]`: one eAP's dispatcher as a process.
  *
  * Prints one JSON line on stdout once listening (`{"ready":true,"eap":..,"port":..}`), logs to
  * stderr, and on SIGTERM/SIGINT drains (answers every request it holds) and exits 0.
@@ -15,6 +16,7 @@ import { exitWithParent } from '../lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadScenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';
+import { checkLivePolicy, LIVE_POLICIES } from '../shared/dispatch';
 import { EXPERIENCE_MODES, type ExperienceMode, type Targets } from './dispatcher';
 import { startAgent } from './main';
 
@@ -28,6 +30,8 @@ interface AgentArgs {
   cache?: string;
   speed: number;
   actorHead: string;
+  policy: string;
+  seed: number;
   explore: number;
   experience: string;
   deviceFilters: boolean;
@@ -63,6 +67,8 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
       .option('cache', { type: 'string', describe: 'directory of the weights/placement cache (default: tmpdir/kais-agent-<eap>)' })
       .option('speed', { type: 'number', default: 1, describe: 'time scale of the replayed workload' })
       .option('actor-head', { type: 'string', default: 'softplus1', describe: 'actor head for weights frames that do not name one (older orchestrators): softplus1 (kais train default) or relu1' })
+      .option('policy', { type: 'string', default: 'cmmac', describe: `dispatch policy: cmmac (the actor once weights arrive, lec before) or a heuristic of the simulator, which then decides everything and ignores weights (${LIVE_POLICIES.join(', ')})` })
+      .option('seed', { type: 'number', default: 1, describe: "run seed: a heuristic's reset seed is derived from it and --eap (random, p2c, prob draw from it)" })
       .option('explore', { type: 'number', default: 0, describe: 'share of decisions drawn from the policy instead of its most likely target (0..1); the online learner learns from those' })
       .option('device-filters', { type: 'boolean', default: true, describe: "device filters on every node's GET /telemetry and QoS isolation on this agent's outcomes; excluded nodes leave the mask (--no-device-filters: off)" })
       .option('experience', { type: 'string', default: 'explored', describe: 'decisions sent to the orchestrator as experience: explored (the drawn ones, what the online learner uses), all, or none' }) as unknown as Argv<AgentArgs>,
@@ -74,6 +80,8 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
     if (!Number.isInteger(a.port) || a.port < 0 || a.port > 65535) throw new UsageError(`--port: must be an integer in 0..65535, got ${a.port}`);
     if (!(a.speed > 0) || !Number.isFinite(a.speed)) throw new UsageError(`--speed: must be a positive number, got ${a.speed}`);
     if (a.actorHead !== 'relu1' && a.actorHead !== 'softplus1') throw new UsageError(`--actor-head: relu1 or softplus1, got ${a.actorHead}`);
+    const policy = checkLivePolicy(a.policy);
+    if (!Number.isInteger(a.seed)) throw new UsageError(`--seed: must be an integer, got ${a.seed}`);
     if (!(a.explore >= 0 && a.explore <= 1)) throw new UsageError(`--explore: must be a share in 0..1, got ${a.explore}`);
     if (!(EXPERIENCE_MODES as readonly string[]).includes(a.experience)) throw new UsageError(`--experience: one of ${EXPERIENCE_MODES.join(', ')}, got ${a.experience}`);
     const targets = readTargets(a.targets, topo.numNodes);
@@ -88,6 +96,8 @@ export const agentCommand: CommandModule<object, AgentArgs> = {
       cacheDir: a.cache ?? path.join(os.tmpdir(), `kais-agent-${a.eap}`),
       speed: a.speed,
       actorHead: a.actorHead,
+      policy,
+      policySeed: a.seed,
       explore: a.explore,
       experience: a.experience as ExperienceMode,
       deviceFilters: a.deviceFilters,

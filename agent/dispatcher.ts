@@ -1,7 +1,9 @@
 /**
  * Per request: eAP queue (dequeue strategy) -> context filter -> policy -> proxy -> answer. It
- * never waits on the orchestrator: the policy is the learned actor once weights arrived (from a
- * `weights` frame or the disk cache), the `lec` fallback before.
+ * never waits on the orchestrator: with `policy` `cmmac` (the default) the policy is the learned
+ * actor once weights arrived (from a `weights` frame or the disk cache), the `lec` fallback
+ * before; with a heuristic of the simulator (`jsq`, `p2c`, ..., shared/dispatch/) that heuristic,
+ * always (actor weights are ignored).
  *
  * Flow of one request: `submit` puts it in the eAP queue (ordered by the dequeue strategy:
  * `edf` earliest deadline first, or `fifo`); the pump takes requests while fewer than
@@ -25,7 +27,7 @@ import type { Scenario } from '../shared/scenario';
 import type { NodeSample, Transition, WeightsBody } from '../shared/protocol/envelope';
 import { buildMask } from './filters/context-filter';
 import { ObservationBuilder } from './observation';
-import { LecFallback } from './heuristic';
+import { isDispatchHeuristic, LecDispatch, LIVE_POLICIES, makeHeuristicDispatch, type LivePolicyName } from '../shared/dispatch';
 import type { LocalClusterView } from './local-view';
 import { Proxy, type ProxyOutcome } from './proxy';
 
@@ -68,6 +70,17 @@ export interface DispatcherOptions {
   maxInFlight?: number;
   /** @defaultValue 'edf' */
   dequeue?: DequeueRule;
+  /**
+   * `cmmac`: the learned actor once weights are held, `lec` before. A heuristic name
+   * (shared/dispatch DISPATCH_HEURISTICS): that heuristic for every decision, as the simulator
+   * runs it; actor weights are ignored. @defaultValue 'cmmac'
+   */
+  policy?: LivePolicyName;
+  /**
+   * Seed of the heuristic's reset(seed, view) (random, p2c and prob draw from it), called before
+   * the first decision; `kais agent` derives it per eAP (shared/dispatch agentPolicySeed). @defaultValue 0
+   */
+  policySeed?: number;
   /** Actor head for weights whose frame does not say (orchestrators before the `head` field). @defaultValue 'softplus1' (kais train's) */
   actorHead?: 'relu1' | 'softplus1';
   /**
@@ -86,11 +99,22 @@ export interface DispatcherOptions {
   /**
    * Which decisions become experience (an observation costs ~2.4 KB per decision on `kais`):
    * `explored` the actor's drawn decisions, the only ones the online learner learns from (its
-   * update is on-policy and skips argmax and fallback decisions); `all` every decision (a data set
-   * for offline use); `none`. Measured: recording every decision cost ~0.1 ms of the agent's
-   * 0.6-0.7 ms CPU per request at 1000 req/s (docs/runtime.md). @defaultValue 'explored'
+   * update is on-policy and skips argmax and fallback decisions; with a heuristic `policy` there
+   * are none); `all` every decision (a data set for offline use; fallback and heuristic decisions
+   * carry weightVersion null and logProb 0, and the learner skips them); `none`. Measured:
+   * recording every decision cost ~0.1 ms of the agent's 0.6-0.7 ms CPU per request at 1000 req/s
+   * (docs/runtime.md). @defaultValue 'explored'
    */
   experience?: ExperienceMode;
+}
+
+/** One decision: the target, the mask it was chosen from, and what experience needs. */
+export interface Decision {
+  target: number;
+  mask: Uint8Array;
+  obs: Float32Array | null;
+  logProb: number;
+  version: number | null;
 }
 
 interface Pending {
@@ -109,7 +133,9 @@ export interface DispatchCounters {
   expired: number;
   timedOut: number;
   retriedOnCloud: number;
+  /** Decisions of the learned actor. */
   decisionsLearned: number;
+  /** Decisions of the heuristic: cmmac's lec fallback (no weights yet), or the `policy` heuristic. */
   decisionsFallback: number;
   experienceDropped: number;
 }
@@ -146,7 +172,12 @@ export class Dispatcher {
   private readonly dequeue: DequeueRule;
   private readonly queue: Pending[] = [];
   private readonly proxy = new Proxy();
-  private readonly fallback = new LecFallback();
+  /** The rule without the actor: the heuristic of `policy`, or lec (cmmac's fallback). */
+  private readonly fallback: DispatchPolicy;
+  /** Whether `fallback` is the `policy` heuristic (then it always decides and weights are ignored). */
+  private readonly heuristicOnly: boolean;
+  private readonly policySeed: number;
+  private fallbackReset = false;
   private readonly observations: ObservationBuilder;
   private readonly actorHead: 'relu1' | 'softplus1';
   private readonly explore: number;
@@ -173,6 +204,11 @@ export class Dispatcher {
     if (o.targets.nodes.length !== o.view.numNodes) {
       throw new TypeError(`Dispatcher: targets.nodes has ${o.targets.nodes.length} URLs, the scenario has ${o.view.numNodes} nodes`);
     }
+    const policy = o.policy ?? 'cmmac';
+    if (!(LIVE_POLICIES as readonly string[]).includes(policy)) throw new TypeError(`Dispatcher: policy must be one of ${LIVE_POLICIES.join(', ')}, got ${policy}`);
+    this.heuristicOnly = isDispatchHeuristic(policy);
+    this.fallback = isDispatchHeuristic(policy) ? makeHeuristicDispatch(policy, o.scenario) : new LecDispatch();
+    this.policySeed = o.policySeed ?? 0;
     this.maxInFlight = o.maxInFlight ?? 256;
     this.dequeue = o.dequeue ?? 'edf';
     this.actorHead = o.actorHead ?? 'softplus1';
@@ -195,8 +231,14 @@ export class Dispatcher {
     return this.learned?.version ?? null;
   }
 
+  /** The rule deciding now: `cmmac`, or the heuristic (`lec` while cmmac has no weights). */
   get policyName(): string {
     return this.learned ? 'cmmac' : this.fallback.name;
+  }
+
+  /** The `policy` option: `cmmac` or the heuristic that always decides. */
+  get policyOption(): LivePolicyName {
+    return this.heuristicOnly ? (this.fallback.name as LivePolicyName) : 'cmmac';
   }
 
   get queued(): number {
@@ -210,8 +252,10 @@ export class Dispatcher {
   /**
    * Swaps in actor weights; throws TypeError if they do not fit this scenario's actor (the runtime
    * then refuses the frame and keeps the old policy). The actor code loads on first use (it does not use tfjs).
+   * With a heuristic `policy` the weights are ignored (returns false); true once applied.
    */
-  setWeights(body: WeightsBody): void {
+  setWeights(body: WeightsBody): boolean {
+    if (this.heuristicOnly) return false;
     const shapes = body.shapes;
     const dim = this.observations.dim;
     const A = this.view.numTargets;
@@ -249,6 +293,7 @@ export class Dispatcher {
       },
     };
     this.learned = policy;
+    return true;
   }
 
   /** Head of the actor in use: the weights frame's, else `actorHead`; null while the fallback decides. */
@@ -358,11 +403,25 @@ export class Dispatcher {
     if (this.outstanding === 0 && this.idleWaiters.length > 0) this.idleWaiters.splice(0).forEach((f) => f());
   }
 
-  private decide(p: Pending): { target: number; mask: Uint8Array; obs: Float32Array | null; logProb: number; version: number | null } {
+  /**
+   * The policy's choice for one request on the view as it is now: the context filter's mask, then
+   * the actor, or the heuristic (the `policy` one, else lec). No side effect on the queue or the
+   * counters of requests sent; the policy's own state moves (round-robin's cursor, random draws).
+   */
+  choose(req: Request): Decision {
+    this.view.holdClock();
+    try {
+      return this.decide(req);
+    } finally {
+      this.view.releaseClock();
+    }
+  }
+
+  private decide(req: Request): Decision {
     const view = this.view;
     const mask = new Uint8Array(view.numTargets);
-    buildMask(view, p.req.service, this.scenario.queueCapPerReplica, mask);
-    const item: DispatchItem = { request: p.req, eap: view.eap, mask, action: view.cloudTarget };
+    buildMask(view, req.service, this.scenario.queueCapPerReplica, mask);
+    const item: DispatchItem = { request: req, eap: view.eap, mask, action: view.cloudTarget };
     if (this.learned) {
       this.lastObs = null;
       this.lastLogProb = 0;
@@ -383,26 +442,27 @@ export class Dispatcher {
       }
     }
     this.counters.decisionsFallback++;
-    const target = this.fallback.decide(item, view);
+    if (!this.fallbackReset) {
+      // as the simulator does once per episode, before the policy's first decision (the placement is usually known by then)
+      this.fallbackReset = true;
+      this.fallback.reset?.(this.policySeed, view);
+    }
+    let target = this.fallback.decide(item, view);
+    if (!(target >= 0 && target < view.numTargets && mask[target])) target = view.cloudTarget; // never an invalid target (the cloud is always valid)
     let obs: Float32Array | null = null;
     if (this.experienceMode === 'all') {
       obs = new Float32Array(this.observations.dim);
       this.observations.build(item, view, obs);
     }
-    // the fallback is deterministic: the probability of its choice is 1
+    // recorded as probability 1 (exact for the deterministic rules; random, p2c and prob draw, but
+    // a transition without a weight version is never learned from)
     return { target, mask, obs, logProb: 0, version: null };
   }
 
   private async dispatch(p: Pending): Promise<void> {
     const view = this.view;
     const w = p.req.service;
-    view.holdClock(); // one instant per decision (and one performance.now() instead of thousands)
-    let d: ReturnType<Dispatcher['decide']>;
-    try {
-      d = this.decide(p);
-    } finally {
-      view.releaseClock();
-    }
+    const d = this.choose(p.req); // one instant per decision (and one performance.now() instead of thousands)
     const timeoutMs = Math.min(p.deadlineMs * 3 + 1000, p.deadlineMs + 10_000);
     let target = d.target;
     let outcome = await this.send(p, target, timeoutMs);

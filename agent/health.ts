@@ -25,7 +25,10 @@ export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknow
     eap: s.eap,
     connected: s.connected,
     draining: s.draining,
+    /** The rule deciding now (`cmmac`, or `lec` while cmmac waits for weights, or the --policy heuristic). */
     policy: d.policyName,
+    /** `--policy`: `cmmac` or the heuristic that decides everything. */
+    policyOption: d.policyOption,
     actorHead: d.actorHeadInUse,
     weightVersion: s.weightVersion,
     placementVersion: s.placementVersion,
@@ -67,7 +70,8 @@ export function metricsText(d: Dispatcher, s: HealthState): string {
   metric('kais_agent_cloud_retries_total', 'counter', 'Requests an edge node refused that were retried on the cloud.', [[l, c.retriedOnCloud]]);
   metric('kais_agent_decisions_total', 'counter', 'Dispatch decisions by policy.', [
     [`${l},policy="cmmac"`, c.decisionsLearned],
-    [`${l},policy="fallback"`, c.decisionsFallback],
+    // cmmac's lec fallback, or the --policy heuristic by name
+    [`${l},policy="${d.policyOption === 'cmmac' ? 'fallback' : d.policyOption}"`, c.decisionsFallback],
   ]);
   metric('kais_agent_experience_dropped_total', 'counter', 'Transitions dropped from the full experience buffer.', [[l, c.experienceDropped]]);
   metric('kais_agent_experience_frames_total', 'counter', 'Experience frames sent.', [[l, s.experienceSent]]);

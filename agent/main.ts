@@ -24,6 +24,7 @@ import { StateCache } from './weights-cache';
 import { NodeHealth } from './filters/node-health';
 import { TelemetryPoller } from './telemetry-poller';
 import { MAX_DEVICE_WINDOWS } from '../shared/protocol/envelope';
+import { agentPolicySeed, type LivePolicyName } from '../shared/dispatch';
 import { topologyOf } from '../shared/scenario';
 
 export const AGENT_VERSION = '0.1.0';
@@ -45,6 +46,13 @@ export interface AgentOptions {
   /** Seed of the reconnect jitter. @defaultValue eap */
   seed?: number;
   actorHead?: 'relu1' | 'softplus1';
+  /**
+   * Dispatch policy: `cmmac` (the actor once weights arrive, lec before) or a heuristic of the
+   * simulator (shared/dispatch), which then decides everything; weights are ignored. @defaultValue 'cmmac'
+   */
+  policy?: LivePolicyName;
+  /** Run seed; the heuristic's reset seed is derived from it and the eAP (agentPolicySeed). @defaultValue 1 */
+  policySeed?: number;
   /** Share of decisions drawn from the policy (for a learning orchestrator), see Dispatcher. @defaultValue 0 */
   explore?: number;
   /** Which decisions are sent as experience, see Dispatcher. @defaultValue 'explored' */
@@ -78,8 +86,25 @@ const MAX_BODY_BYTES = 64 * 1024;
 export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const log = o.log ?? (() => undefined);
   const view = new LocalClusterView(o.scenario, o.eap, o.speed ?? 1);
-  const dispatcher = new Dispatcher({ scenario: o.scenario, view, targets: o.targets, actorHead: o.actorHead, explore: o.explore, experience: o.experience, actSeed: o.seed ?? o.eap });
-  if ((o.explore ?? 0) === 0 && (o.experience ?? 'explored') === 'explored') {
+  const policy = o.policy ?? 'cmmac';
+  const heuristic = policy !== 'cmmac';
+  const dispatcher = new Dispatcher({
+    scenario: o.scenario,
+    view,
+    targets: o.targets,
+    actorHead: o.actorHead,
+    explore: o.explore,
+    experience: o.experience,
+    actSeed: o.seed ?? o.eap,
+    policy,
+    policySeed: agentPolicySeed(o.policySeed ?? 1, o.eap),
+  });
+  if (heuristic) {
+    log(
+      `policy ${policy}: every decision is ${policy}'s, actor weights are ignored; ` +
+        ((o.experience ?? 'explored') === 'all' ? 'every decision is sent as experience without a weight version (the online learner skips those)' : 'no experience is sent'),
+    );
+  } else if ((o.explore ?? 0) === 0 && (o.experience ?? 'explored') === 'explored') {
     log('explore 0: no experience is sent (the online learner learns from drawn decisions; --explore <share>, or --experience all)');
   }
   const cache = o.cacheDir ? new StateCache(o.cacheDir) : null;
@@ -120,7 +145,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   };
 
   // Cached state first: the agent dispatches with it before (or without) the orchestrator.
-  let cachedWeights = cache?.loadWeights() ?? null;
+  let cachedWeights = heuristic ? null : (cache?.loadWeights() ?? null);
   let cachedPlacement = cache?.loadPlacement() ?? null;
   if (cachedWeights) {
     try {
@@ -151,7 +176,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     weights: cachedWeights,
     placement: cachedPlacement,
     onWeights: (body) => {
-      dispatcher.setWeights(body);
+      if (!dispatcher.setWeights(body)) return; // a heuristic policy: not used, not cached
       try {
         cache?.saveWeights(body);
       } catch (e) {
@@ -174,14 +199,15 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   });
   runtime = rt;
   const sync = () => {
-    state.weightVersion = rt.weightVersion;
+    // a heuristic policy holds no weights, whatever the orchestrator sent
+    state.weightVersion = heuristic ? null : rt.weightVersion;
     state.placementVersion = rt.placementVersion;
-    state.weightsApplied = rt.stats.weightsApplied;
+    state.weightsApplied = heuristic ? 0 : rt.stats.weightsApplied;
     state.placementsApplied = rt.stats.placementsApplied;
   };
   rt.on('weights', (b) => {
     sync();
-    log(`weights v${b.version} applied`);
+    log(heuristic ? `weights v${b.version} received, not used (policy ${policy})` : `weights v${b.version} applied`);
   });
   rt.on('placement', () => sync());
   rt.on('refused', (e) => log(`refused a frame from the orchestrator: ${e.code} ${e.message}`));

@@ -6,8 +6,8 @@
  * Among the targets that meet the deadline it prefers the edge (cheaper than the cloud) only through
  * eta itself: the cloud's 2 x 100 ms usually makes it the slower choice.
  */
-import type { ClusterView, DispatchItem, DispatchPolicy } from '../../../shared/policy';
-import { bestByEta, expectedCompletionS } from '../../../shared/eta';
+import type { ClusterView, DispatchItem, DispatchPolicy } from '../policy';
+import { bestByEta, expectedCompletionS } from '../eta';
 
 export class LecDispatch implements DispatchPolicy {
   readonly name = 'lec';

@@ -8,7 +8,7 @@
  * A request of value v goes to the edge target that maximises v - p(u) - latency cost; when no edge
  * target has a non-negative surplus it goes to the cloud (whose price stays at iota: large capacity).
  */
-import type { ClusterView, DispatchItem, DispatchPolicy } from '../../../shared/policy';
+import type { ClusterView, DispatchItem, DispatchPolicy } from '../policy';
 
 export interface OnSocMaxOptions {
   /** lowest marginal value. @defaultValue 0.05 */

@@ -7,8 +7,8 @@
  * goes to the cloud. Stage 2, per request: sample a target from that distribution restricted to the
  * valid ones (renormalised); the replica within a target is the node's queue.
  */
-import type { ClusterView, DispatchItem, DispatchPolicy } from '../../../shared/policy';
-import { Rng } from '../../../shared/rng';
+import type { ClusterView, DispatchItem, DispatchPolicy } from '../policy';
+import { Rng } from '../rng';
 
 export class ProbDispatch implements DispatchPolicy {
   readonly name = 'prob';

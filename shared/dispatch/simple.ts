@@ -2,8 +2,8 @@
  * The simple dispatchers: random, round-robin, jsq, p2c, greedy. Each picks among the valid targets
  * of the mask (the cloud is always valid), so none can choose an illegal action.
  */
-import type { ClusterView, DispatchItem, DispatchPolicy } from '../../../shared/policy';
-import { Rng } from '../../../shared/rng';
+import type { ClusterView, DispatchItem, DispatchPolicy } from '../policy';
+import { Rng } from '../rng';
 
 /** Uniform over valid targets. */
 export class RandomDispatch implements DispatchPolicy {

@@ -75,6 +75,7 @@ describe('kais up', () => {
     const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
     expectAccounted(s);
     expect(s.durationS).toBe(10);
+    expect(s.policy).toBe('cmmac');
     expect(s.completedInTime as number).toBeGreaterThan(0);
     expect(s.placementVersionsApplied as number).toBeGreaterThanOrEqual(1);
     expect(s.nodeExclusions).toBe(0); // no failures played: QoS isolation must not fire on a healthy cluster
@@ -82,6 +83,29 @@ describe('kais up', () => {
     const pids = pidsIn(run.stderr);
     expect(pids.length).toBeGreaterThanOrEqual(7); // cluster, orchestrator, 5 agents
     expect(pids.filter(alive)).toEqual([]);
+  }, 60_000);
+
+  it('runs a heuristic policy in every agent and in the prediction, and names it (--policy jsq, tiny, 5 s)', async () => {
+    const run = await kaisUp(['--scenario', 'tiny', '--duration', '5', '--policy', 'jsq', '--json']);
+    expect(run.code).toBe(0);
+    const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    const n = (k: string) => s[k] as number;
+    expect(s.policy).toBe('jsq');
+    expect(s.evalPolicy).toBe('jsq/static');
+    expect(s.learning).toBe(false);
+    expect(n('sent')).toBeGreaterThan(10);
+    expect(n('unanswered')).toBe(0);
+    expect(n('completedInTime') + n('late') + n('refused')).toBe(n('sent'));
+    expect(n('weightVersionsApplied')).toBe(0); // no model published, none used
+    for (const e of s.perEap as Record<string, unknown>[]) {
+      expect(e.policy).toBe('jsq');
+      expect(e.decisionsLearned).toBe(0);
+      // every decision is jsq's (a request that expired in the eAP queue was never decided)
+      expect(e.decisionsFallback as number).toBeGreaterThan(0);
+      expect(e.decisionsFallback as number).toBeLessThanOrEqual(e.sent as number);
+    }
+    expect(run.stderr).toMatch(/--policy jsq: every agent dispatches with jsq/);
+    expect(pidsIn(run.stderr).filter(alive)).toEqual([]);
   }, 60_000);
 
   it('learns online: the orchestrator publishes new weight versions that the agents apply', async () => {

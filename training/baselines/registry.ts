@@ -1,41 +1,23 @@
 /**
- * Policy names -> constructors. A policy pair is `dispatch/orchestration`.
+ * Policy names -> constructors. A policy pair is `dispatch/orchestration`. The dispatch heuristics
+ * live in shared/dispatch/ (the live agent runs them too: `kais agent --policy`).
  */
 import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
 import type { Scenario } from '../../shared/scenario';
 import { UsageError } from '../../shared/errors';
-import { GreedyDispatch, JsqDispatch, P2cDispatch, RandomDispatch, RoundRobinDispatch } from './dispatch/simple';
-import { LecDispatch } from './dispatch/lec';
-import { OnSocMaxDispatch } from './dispatch/onsocmax';
-import { ProbDispatch } from './dispatch/prob';
+import { DISPATCH_HEURISTICS, isDispatchHeuristic, makeHeuristicDispatch } from '../../shared/dispatch';
 import { StaticOrchestration } from './orchestration/static';
 import { HpaOrchestration } from './orchestration/hpa';
 import { GspSsOrchestration } from './orchestration/gsp-ss';
 
-export const DISPATCH_BASELINES = ['random', 'round-robin', 'jsq', 'p2c', 'greedy', 'onsocmax', 'prob', 'lec'] as const;
+export const DISPATCH_BASELINES = DISPATCH_HEURISTICS;
 export const ORCHESTRATION_BASELINES = ['static', 'hpa', 'gsp-ss'] as const;
 
 export function makeDispatch(name: string, scenario: Scenario): DispatchPolicy {
-  switch (name) {
-    case 'random':
-      return new RandomDispatch();
-    case 'round-robin':
-      return new RoundRobinDispatch();
-    case 'jsq':
-      return new JsqDispatch();
-    case 'p2c':
-      return new P2cDispatch();
-    case 'greedy':
-      return new GreedyDispatch();
-    case 'onsocmax':
-      return new OnSocMaxDispatch({ queueCapPerReplica: scenario.queueCapPerReplica });
-    case 'prob':
-      return new ProbDispatch(scenario.slotS * scenario.slotsPerFrame);
-    case 'lec':
-      return new LecDispatch();
-    default:
-      throw new UsageError(`--policies: unknown dispatch policy "${name}" (known: ${DISPATCH_BASELINES.join(', ')}, cmmac)`);
+  if (!isDispatchHeuristic(name)) {
+    throw new UsageError(`--policies: unknown dispatch policy "${name}" (known: ${DISPATCH_BASELINES.join(', ')}, cmmac)`);
   }
+  return makeHeuristicDispatch(name, scenario);
 }
 
 export function makeOrchestration(name: string, scenario: Scenario): OrchestrationPolicy {

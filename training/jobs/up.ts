@@ -1,5 +1,5 @@
 /**
- * `kais up [--duration S] [--json] [--speed x] [--scenario kais] [--workload p4] [--load x]`:
+ * `kais up [--duration S] [--json] [--speed x] [--scenario kais] [--workload p4] [--load x] [--policy cmmac|jsq|...]`:
  * the whole system on one machine, on loopback, as real processes on free ports:
  *   1. `kais node` (the emulated edge nodes and cloud),
  *   2. `kais orchestrator` (config written to a temporary folder, SQLite state there too),
@@ -20,6 +20,12 @@
  * and how often the agents excluded a node; `--no-device-filters` runs the agents without their
  * device filters and QoS isolation, for the comparison.
  *
+ * `--policy` is the agents' dispatch policy (`kais agent --policy`): `cmmac` (default: the model's
+ * actor, learning online), or a heuristic of the simulator (shared/dispatch: lec, jsq, p2c, ...),
+ * which the agents then run for every decision, with no model published and nothing learned; the
+ * prediction runs the same policy on the same requests, one instance per eAP as the agents hold
+ * it (PerEapDispatch), so live / predicted compares like with like across policies.
+ *
  * If the orchestrator process dies during the run (a crash, or SIGKILL from a test: its pid is on
  * stderr), it is restarted on the same port with the same SQLite file after 1 s
  * (`--no-restart-orchestrator` turns that off); agents keep dispatching meanwhile.
@@ -38,6 +44,7 @@ import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from 
 import { checkpointHead, defaultModelPath } from './checkpoint';
 import type { FaultPlan } from '../../orchestrator/emulated-cluster';
 import { Rng } from '../../shared/rng';
+import { checkLivePolicy, DISPATCH_HEURISTICS, isDispatchHeuristic, makeHeuristicDispatch, PerEapDispatch, type LivePolicyName } from '../../shared/dispatch';
 
 interface UpArgs {
   duration: number;
@@ -49,6 +56,7 @@ interface UpArgs {
   seed: number;
   load: number;
   orchestration: string;
+  policy: string;
   checkpoint?: string;
   restartOrchestrator: boolean;
   verbose: boolean;
@@ -67,11 +75,14 @@ export interface EapSummary {
   refused: number;
   unanswered: number;
   throughputRate: number;
+  /** The agent's `--policy` (its /healthz policyOption; null if it did not answer). */
+  policy: string | null;
   weightVersion: number | null;
   placementVersion: number | null;
   weightsApplied: number;
   placementsApplied: number;
   decisionsLearned: number;
+  /** Decisions of the heuristic: cmmac's lec fallback, or the `--policy` heuristic. */
   decisionsFallback: number;
 }
 
@@ -81,6 +92,8 @@ export interface UpSummary {
   workload: string;
   speed: number;
   load: number;
+  /** `--policy`: the agents' dispatch policy (`cmmac`, or the heuristic they all ran). */
+  policy: string;
   sent: number;
   completedInTime: number;
   late: number;
@@ -93,11 +106,11 @@ export interface UpSummary {
   /** Whether the orchestrator learned online (agents then explore `--explore` of their decisions). */
   learning: boolean;
   /**
-   * What `kais eval --slot <evalSlotS>` predicts for the same requests: the simulator with the
-   * policy the run started with (the model's actor, argmax; or the agents' lec fallback without a
-   * model), the same orchestration, EDF queues, and decision slots of evalSlotS (0.05 s: agents
-   * dispatch on arrival, not at the scenario's 0.25 s slot boundaries). `vsEval` = throughputRate
-   * / evalThroughputRate.
+   * What the simulator predicts for the same requests: the policy the run started with (with
+   * `--policy cmmac` the model's actor, argmax, or the agents' lec fallback without a model; else
+   * the `--policy` heuristic, one instance per eAP seeded as the agents seed theirs), the same
+   * orchestration, EDF queues, dispatch on arrival (the scenario's slot is evalSlotS). `evalPolicy`
+   * is `<dispatch>/<orchestration>`; `vsEval` = throughputRate / evalThroughputRate.
    */
   evalPolicy: string;
   evalSlotS: number;
@@ -243,6 +256,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   if (a.orchestration !== 'static' && a.orchestration !== 'hpa') throw new UsageError(`--orchestration: static or hpa, got ${a.orchestration}`);
   if (!(a.explore > 0 && a.explore <= 1)) throw new UsageError(`--explore: must be a share in (0, 1], got ${a.explore}`);
   if (!Number.isInteger(a.learnBatch) || a.learnBatch < 1) throw new UsageError(`--learn-batch: must be a positive integer, got ${a.learnBatch}`);
+  const policy = checkLivePolicy(a.policy);
+  const heuristic = policy !== 'cmmac';
   if (a.checkpoint && !fs.existsSync(a.checkpoint)) throw new UsageError(`--checkpoint: ${a.checkpoint} does not exist`);
   const topo = topologyOf(scenario);
   if (!Number.isInteger(a.faults) || a.faults < 0 || a.faults > topo.numNodes) throw new UsageError(`--faults: must be an integer in 0..${topo.numNodes}, got ${a.faults}`);
@@ -250,8 +265,10 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   // The orchestrator's weights frames carry the actor head; agents are also told it (--actor-head)
   // for a stored model published before heads were carried.
   // without --checkpoint, the learned policy the project ships for the scenario, when there is one
-  let checkpoint = a.checkpoint;
-  if (!checkpoint) {
+  // a heuristic policy needs no model: none is published (the agents would ignore it) and none learned
+  let checkpoint = heuristic ? undefined : a.checkpoint;
+  if (heuristic) log(`--policy ${policy}: every agent dispatches with ${policy}; no model is published, nothing is learned${a.checkpoint ? ` (--checkpoint ${a.checkpoint} ignored)` : ''}`);
+  else if (!checkpoint) {
     const shipped = defaultModelPath(scenario);
     if (shipped) {
       checkpoint = shipped;
@@ -271,7 +288,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
 
   const learning = a.learn && checkpoint !== undefined;
   // the prediction, before any process starts (it takes the CPU for a moment)
-  const predicted = predictRate(scenario, requests, a, checkpoint);
+  const predicted = predictRate(scenario, requests, a, policy, checkpoint);
   log(`kais eval predicts ${predicted.policy}: ${predicted.rate.toFixed(3)} for these ${requests.length} requests`);
 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-up-'));
@@ -369,6 +386,10 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
           actorHead,
           '--explore',
           String(learning ? a.explore : 0),
+          '--policy',
+          policy,
+          '--seed',
+          String(a.seed),
           ...(a.deviceFilters ? [] : ['--no-device-filters']),
         ],
         a.verbose,
@@ -507,6 +528,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         eap: b,
         ...c,
         throughputRate: c.sent > 0 ? c.completedInTime / c.sent : 0,
+        policy: (h.policyOption as string | undefined) ?? null,
         weightVersion: (h.weightVersion as number | null) ?? null,
         placementVersion: (h.placementVersion as number | null) ?? null,
         weightsApplied: (h.weightsApplied as number) ?? 0,
@@ -522,6 +544,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       workload: a.trace ? 'trace' : a.workload,
       speed: a.speed,
       load: a.load,
+      policy,
       ...total,
       throughputRate,
       weightVersionsApplied: Math.max(0, ...perEap.map((e) => e.weightsApplied)),
@@ -557,10 +580,11 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
 
 /**
  * The simulator's throughput rate for the run's requests (what `kais eval` reports for them): the
- * starting policy (argmax actor of `checkpoint`, or lec, the agents' fallback) with the run's
+ * agents' policy (a `--policy` heuristic, one instance per eAP with the agents' seeds; for cmmac
+ * the argmax actor of `checkpoint`, or lec, the agents' fallback, without one) with the run's
  * orchestration, EDF queues as the agents use, enough frames to finish every request.
  */
-function predictRate(base: Scenario, requests: Request[], a: UpArgs, checkpoint: string | undefined): { policy: string; rate: number; slotS: number } {
+export function predictRate(base: Scenario, requests: Request[], a: Pick<UpArgs, 'seed' | 'orchestration'>, policy: LivePolicyName, checkpoint: string | undefined): { policy: string; rate: number; slotS: number } {
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { runEpisode } = require('./rollout') as typeof import('./rollout');
   const { makeDispatch, makeOrchestration } = require('../baselines/registry') as typeof import('../baselines/registry');
@@ -568,11 +592,13 @@ function predictRate(base: Scenario, requests: Request[], a: UpArgs, checkpoint:
   /* eslint-enable @typescript-eslint/no-require-imports */
   // the simulator dispatches on arrival, as the agents do (edge-cloud-v2): the scenario's own slot
   const scenario = base;
-  const dispatch = checkpoint
-    ? ck.isActorFile(checkpoint)
-      ? ck.loadActorFile(checkpoint, base, { mode: 'argmax' })
-      : ck.loadCmmacFromDb(checkpoint, base, { mode: 'argmax' }) // the best checkpoint: what the orchestrator publishes
-    : makeDispatch('lec', scenario);
+  const dispatch = isDispatchHeuristic(policy)
+    ? new PerEapDispatch(() => makeHeuristicDispatch(policy, scenario)) // reset(seed) seeds each eAP's instance as the agent seeds its own
+    : checkpoint
+      ? ck.isActorFile(checkpoint)
+        ? ck.loadActorFile(checkpoint, base, { mode: 'argmax' })
+        : ck.loadCmmacFromDb(checkpoint, base, { mode: 'argmax' }) // the best checkpoint: what the orchestrator publishes
+      : makeDispatch('lec', scenario);
   const frameS = scenario.slotS * scenario.slotsPerFrame;
   const lastS = requests.length > 0 ? requests[requests.length - 1].deadlineS : 0;
   const res = runEpisode({
@@ -584,20 +610,25 @@ function predictRate(base: Scenario, requests: Request[], a: UpArgs, checkpoint:
     orchestration: makeOrchestration(a.orchestration, scenario),
     nodeDequeue: 'edf',
   });
-  return { policy: `${checkpoint ? 'cmmac' : 'lec'}/${a.orchestration}`, rate: res.throughputRate, slotS: scenario.slotS };
+  const name = isDispatchHeuristic(policy) ? policy : checkpoint ? 'cmmac' : 'lec';
+  return { policy: `${name}/${a.orchestration}`, rate: res.throughputRate, slotS: scenario.slotS };
 }
 
 function formatSummary(s: UpSummary): string {
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
   const lines = [
-    `kais up: ${s.scenario}, ${s.workload}, ${s.durationS} s at speed ${s.speed}`,
+    `kais up: ${s.scenario}, ${s.workload}, ${s.durationS} s at speed ${s.speed}, policy ${s.policy}`,
     `sent ${s.sent}: in time ${s.completedInTime}, late ${s.late}, refused ${s.refused}, unanswered ${s.unanswered}; throughput rate ${pct(s.throughputRate)}`,
     `kais eval predicts ${s.evalPolicy} ${pct(s.evalThroughputRate)} for the same requests: live / predicted = ${s.vsEval.toFixed(3)}${s.learning ? ' (learning online)' : ''}`,
     ...(s.vsEval < 0.9 && s.loadAverage1m > s.cpus
       ? [`note: load average ${s.loadAverage1m} on ${s.cpus} CPUs: the processes competed for CPU, so requests went late that the simulator serves in time`]
       : []),
     `latency mean ${s.meanLatencyMs.toFixed(0)} ms, p99 ${s.p99LatencyMs.toFixed(0)} ms; weight versions applied ${s.weightVersionsApplied}, placement versions applied ${s.placementVersionsApplied}, orchestrator restarts ${s.orchestratorRestarts}`,
-    ...s.perEap.map((e) => `  eAP ${e.eap}: sent ${e.sent}, rate ${pct(e.throughputRate)}, policy decisions cmmac ${e.decisionsLearned} / fallback ${e.decisionsFallback}`),
+    ...s.perEap.map((e) =>
+      s.policy === 'cmmac'
+        ? `  eAP ${e.eap}: sent ${e.sent}, rate ${pct(e.throughputRate)}, policy decisions cmmac ${e.decisionsLearned} / fallback ${e.decisionsFallback}`
+        : `  eAP ${e.eap}: sent ${e.sent}, rate ${pct(e.throughputRate)}, ${e.policy ?? '?'} decisions ${e.decisionsFallback}`,
+    ),
   ];
   if (Object.keys(s.refusedReasons).length > 0) lines.push(`refused: ${Object.entries(s.refusedReasons).map(([k, v]) => `${k} x${v}`).join(', ')}`);
   return lines.join('\n');
@@ -617,6 +648,7 @@ export const upCommand: CommandModule<object, UpArgs> = {
       .option('seed', { type: 'number', default: 1, describe: 'workload seed' })
       .option('load', { type: 'number', default: 1, describe: 'multiplier on the arrival rate' })
       .option('orchestration', { type: 'string', default: 'static', describe: 'placement policy: static or hpa' })
+      .option('policy', { type: 'string', default: 'cmmac', describe: `dispatch policy of every agent and of the prediction: cmmac (the model, learning online) or a heuristic of kais eval (${DISPATCH_HEURISTICS.join(', ')}), then without model or learning` })
       .option('checkpoint', { type: 'string', describe: 'kais train checkpoint or exported actor (.bin): its actor is published as weights v1 (default: the model shipped for the scenario)' })
       .option('learn', { type: 'boolean', default: true, describe: 'the orchestrator learns online from the agents (needs a model)' })
       .option('learn-batch', { type: 'number', default: 512, describe: 'explored decisions per online update' })

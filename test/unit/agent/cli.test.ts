@@ -19,6 +19,7 @@ describe('kais agent flags', () => {
   it.each([
     [['--experience', 'most'], /^kais: --experience: one of explored, all, none, got most$/],
     [['--explore', '2'], /^kais: --explore: must be a share in 0\.\.1, got 2$/],
+    [['--policy', 'fastest'], /^kais: --policy: unknown policy "fastest" \(known: cmmac, random, round-robin, jsq, p2c, greedy, onsocmax, prob, lec\)$/],
   ])('%j exits 2 with one line naming the flag', (extra, pattern) => {
     const r = spawnSync(process.execPath, [KAIS, 'agent', '--orchestrator', 'ws://127.0.0.1:1', '--eap', '0', '--scenario', 'tiny', '--targets', targets, ...extra], {
       encoding: 'utf8',

@@ -2,7 +2,7 @@ import { loadScenario } from '../../../shared/scenario';
 import { EdgeCloudEnv } from '../../../training/sim/env';
 import { buildRequests } from '../../../training/workload';
 import { makeOrchestration } from '../../../training/baselines/registry';
-import { expectedCompletionS as lecEta } from '../../../training/baselines/dispatch/lec';
+import { expectedCompletionS as lecEta } from '../../../shared/dispatch/lec';
 import { ObservationBuilder, PER_TARGET_FEATURES, expectedCompletionS, observationDim } from '../../../agent/observation';
 
 function busyEnv(name: string) {

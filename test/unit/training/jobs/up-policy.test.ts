@@ -1,0 +1,46 @@
+/**
+ * `kais up --policy`: the prediction runs the agents' policy (one instance per eAP, as the agents
+ * hold it), and a bad name exits 2 with one line (the live run is in
+ * test/integration/up.integration.test.ts).
+ */
+import { spawnSync } from 'child_process';
+import * as path from 'path';
+import { loadScenario } from '../../../../shared/scenario';
+import { makeDispatch, makeOrchestration } from '../../../../training/baselines/registry';
+import { predictRate } from '../../../../training/jobs/up';
+import { runEpisode } from '../../../../training/jobs/rollout';
+import { buildRequests } from '../../../../training/workload';
+
+const KAIS = path.resolve(__dirname, '../../../..', 'dist', 'kais.js');
+
+describe('kais up --policy', () => {
+  const small = loadScenario('small');
+  const requests = buildRequests({ scenario: small, workload: 'p4', tracePath: null, seed: 1, load: 1, durationS: 20 });
+
+  it('predicts what kais eval reports for a deterministic heuristic (one instance per eAP decides as one for all)', () => {
+    const frameS = small.slotS * small.slotsPerFrame;
+    const frames = Math.max(1, Math.ceil((requests[requests.length - 1].deadlineS + 1) / frameS));
+    for (const name of ['jsq', 'round-robin'] as const) {
+      const p = predictRate(small, requests, { seed: 1, orchestration: 'hpa' }, name, undefined);
+      expect(p.policy).toBe(`${name}/hpa`);
+      const evalRun = runEpisode({ scenario: small, requests, frames, seed: 1, dispatch: makeDispatch(name, small), orchestration: makeOrchestration('hpa', small), nodeDequeue: 'edf' });
+      expect(p.rate).toBe(evalRun.throughputRate);
+    }
+  });
+
+  it('names a seeded heuristic and is reproducible', () => {
+    const a = predictRate(small, requests, { seed: 1, orchestration: 'static' }, 'p2c', undefined);
+    expect(a.policy).toBe('p2c/static');
+    expect(predictRate(small, requests, { seed: 1, orchestration: 'static' }, 'p2c', undefined)).toEqual(a);
+  });
+
+  it.each([
+    [['up', '--policy', 'fastest'], /^kais: --policy: unknown policy "fastest" \(known: cmmac, random, round-robin, jsq, p2c, greedy, onsocmax, prob, lec\)$/],
+  ])('%j exits 2 with one line naming --policy and the known names', (args, pattern) => {
+    const r = spawnSync(process.execPath, [KAIS, ...args], { encoding: 'utf8', timeout: 60000 });
+    expect(r.status).toBe(2);
+    const lines = r.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(pattern);
+  });
+});
