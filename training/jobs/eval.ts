@@ -21,7 +21,8 @@ import { faultsFromRate, faultsFromServerEvents } from '../sim/faults';
 import { buildRequests, DEFAULT_WORKLOAD, WORKLOAD_NAMES } from '../workload';
 import type { WorkloadName } from '../workload';
 import { writePlot } from './plot';
-import { runEpisode, type PolicyResult } from './rollout';
+import { runEpisode, round, type PolicyResult } from './rollout';
+import { oracleBound } from './oracle';
 
 /** Heuristic pairs worth comparing (the default of --policies, with cmmac/hpa when a model ships). */
 export const DEFAULT_POLICIES = [
@@ -78,6 +79,8 @@ export interface EvalReport {
   /** Present with `--detector vgru` only. */
   detector?: 'vgru';
   results: PolicyResult[];
+  /** An upper bound on the throughput rate no policy can pass on these requests (training/jobs/oracle.ts, ORACLE_RULE). */
+  oracle: { throughputRate: number; completedInTime: number; feasibleRate: number };
 }
 
 /**
@@ -188,6 +191,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     results.push(r);
     if (Date.now() - t0 > 2000) progress(`[${k + 1}/${pairs.length}] ${r.policy}: throughput rate ${r.throughputRate.toFixed(3)} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
   });
+  const ob = oracleBound(scenario, requests, durationS);
   return {
     scenario: scenario.name,
     workload: a.trace ? null : a.workload,
@@ -201,6 +205,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     filters: !!a.filters,
     ...(learned ? { detector: 'vgru' as const } : {}),
     results,
+    oracle: { throughputRate: round(ob.throughputRate, 4), completedInTime: ob.completedInTime, feasibleRate: round(ob.feasibleRate, 4) },
   };
 }
 
@@ -246,6 +251,7 @@ export function formatTable(r: EvalReport): string {
     `scenario ${r.scenario}, ${src}, seed ${r.seed}, ${r.frames} frames, load ${r.load}, ${arrived} requests, dequeue ${r.dequeue}, ${r.slotS} s slots${r.faults ? `, ${r.faults} node failures` : ''}`,
     line(head),
     ...rows.map(line),
+    `oracle (upper bound)  ${r.oracle.throughputRate.toFixed(3)}  (${r.oracle.completedInTime} in time at most; ${(100 * r.oracle.feasibleRate).toFixed(1)}% of requests could be in time on an empty cluster; docs/simulator.md)`,
   ].join('\n');
 }
 
