@@ -40,7 +40,7 @@ describe('loadCurriculum', () => {
   it('loads the shipped lessons in order, each starting from the previous checkpoint: cloning, then RL on P4', () => {
     const ls = loadCurriculum('default');
     expect(ls.map((l) => [l.workload, l.teacher ?? 'rl'])).toEqual([
-      ['p4', 'deadline-load'],
+      ['p4', 'lec'],
       ['p4', 'rl'],
     ]);
     for (let i = 1; i < ls.length; i++) expect(ls[i].checkpointIn).toBe(ls[i - 1].checkpointOut);

@@ -146,7 +146,8 @@ describe('toRequests', () => {
 
   it('is quiet when the window is long enough', () => {
     const lines: string[] = [];
-    toRequests(rows, { ...opts, warn: (l) => lines.push(l) });
+    // 6,996 tasks of made-up trace: 13.4 s at kais's 521 requests/s, so 12 s need no replay
+    toRequests(rows, { ...opts, durationS: 12, warn: (l) => lines.push(l) });
     expect(lines).toEqual([]);
   });
 });
