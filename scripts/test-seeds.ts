@@ -1,23 +1,27 @@
 /**
- * Issue 3's test table (docs/cmmac.md): `kais`, hpa, 5 frames, load 1, held-out seeds, p4 and
- * (with TRACE) the later trace window, discounted and edf queues, the requests, seeds and
- * runEpisode of `kais eval` (scripts/policy-by-name.ts; each number equals `kais eval --seed S
- * --dequeue D --policies ...`, which cannot run a train-only teacher or a `db:` checkpoint by
- * frame). Per column: each policy's mean throughput rate (with the per-seed values when there are
- * at most 5 seeds), and for each policy but lec and jsq its ratio to the better of lec/hpa and
- * jsq/hpa (ratio of means, and the per-seed paired ratios: mean, standard error, range, seeds at or
- * above 1.03). For reporting only, after a choice: never use it to choose anything.
+ * The held-out table (docs/cmmac.md): `kais`, hpa, held-out seeds, P4 and (with TRACE) the later
+ * trace window, at one or more loads, with the requests, seeds and runEpisode of `kais eval`
+ * (scripts/policy-by-name.ts; each number equals `kais eval --seed S --load L --frames F
+ * --dequeue D --policies ...`). Per column: each policy's mean throughput rate (with the per-seed
+ * values when there are at most 5 seeds); the best heuristic pair (the best mean among HEURISTICS,
+ * all with hpa); for every other policy its ratio to that best heuristic and to round-robin and
+ * greedy (ratio of means, and the per-seed paired ratios: mean and standard error); and the oracle
+ * bound (training/jobs/oracle.ts) on the same requests. For reporting only, after a choice: never
+ * use it to choose anything.
  *
  *   awk -F, '$1 > 30000' ../shared/data/alibaba/v2017_batch_task.csv > /tmp/trace-late.csv
- *   TRACE=/tmp/trace-late.csv SEEDS=2000-2019 node dist/scripts/test-seeds.js      # about 8 min
- *   TRACE=/tmp/trace-late.csv SEEDS=2000-2002 POLICIES='deadline-load;queue-lookahead;db:/tmp/run.db@24' node dist/scripts/test-seeds.js
- *   DQ=edf SEEDS=2000,2001 node dist/scripts/test-seeds.js
+ *   TRACE=/tmp/trace-late.csv SEEDS=2000-2009 LOADS=0.5,1,1.5,2 node dist/scripts/test-seeds.js
+ *   SEEDS=2000-2002 POLICIES='cmmac;db:/tmp/run.db@24' node dist/scripts/test-seeds.js
  *
- * POLICIES: names as scripts/policy-by-name.ts reads them, separated by ';' (a JSON object of
- * QueueLookaheadOptions contains commas); default cmmac;round-robin;greedy. lec and jsq always run.
+ * SEEDS (default 2000-2009), LOADS (default 1), DQ (node queue orders, default edf), FRAMES
+ * (default 5), POLICIES (names as policy-by-name.ts reads them, ';'-separated; default cmmac),
+ * HEURISTICS (default lec;jsq;p2c;round-robin;greedy;random: always run, the best of them is the
+ * bar).
  */
 import { loadScenario } from '../shared/scenario';
 import type { DequeueName } from '../shared/dequeue';
+import { buildRequests } from '../training/workload';
+import { oracleBound } from '../training/jobs/oracle';
 import { episodeRate } from './policy-by-name';
 
 function seedList(v: string): number[] {
@@ -35,37 +39,49 @@ function seedList(v: string): number[] {
 }
 
 const mean = (a: number[]): number => a.reduce((x, y) => x + y, 0) / a.length;
-const sd = (a: number[]): number => {
+const se = (a: number[]): number => {
   const m = mean(a);
-  return a.length > 1 ? Math.sqrt(a.reduce((x, y) => x + (y - m) ** 2, 0) / (a.length - 1)) : 0;
+  return a.length > 1 ? Math.sqrt(a.reduce((x, y) => x + (y - m) ** 2, 0) / (a.length - 1) / a.length) : 0;
 };
 
 function main(): void {
   const scenario = loadScenario('kais');
-  const seeds = seedList(process.env.SEEDS ?? '2000-2019');
-  const dequeues = (process.env.DQ ?? 'discounted,edf').split(',') as DequeueName[];
-  const policies = ['lec', 'jsq', ...(process.env.POLICIES ?? 'cmmac;round-robin;greedy').split(';').filter((p) => p !== 'lec' && p !== 'jsq')];
+  const seeds = seedList(process.env.SEEDS ?? '2000-2009');
+  const loads = (process.env.LOADS ?? '1').split(',').map(Number);
+  const frames = Number(process.env.FRAMES ?? 5);
+  const dequeues = (process.env.DQ ?? 'edf').split(',') as DequeueName[];
+  const heuristics = (process.env.HEURISTICS ?? 'lec;jsq;p2c;round-robin;greedy;random').split(';');
+  const others = (process.env.POLICIES ?? 'cmmac').split(';').filter((p) => p && !heuristics.includes(p));
   const trace = process.env.TRACE ?? null;
-  const cols: [string, string | null, DequeueName][] = dequeues.flatMap((dq) => [['p4', null, dq], ...(trace ? [['trace', trace, dq]] : [])] as [string, string | null, DequeueName][]);
-  console.log(`seeds ${seeds[0]}..${seeds[seeds.length - 1]} (${seeds.length}), kais, hpa, 5 frames, load 1`);
-  for (const [wname, tracePath, dequeue] of cols) {
-    const rates = new Map<string, number[]>();
-    for (const p of policies) rates.set(p, seeds.map((seed) => episodeRate(scenario, p, { frames: 5, seed, load: 1, tracePath, dequeue })));
-    const m = (p: string) => mean(rates.get(p) as number[]);
-    const bestName = m('jsq') > m('lec') ? 'jsq' : 'lec';
-    const best = rates.get(bestName) as number[];
-    console.log(`${wname}, ${dequeue}:`);
-    for (const p of policies) {
-      const v = rates.get(p) as number[];
-      let line = `  ${p.padEnd(28)} ${m(p).toFixed(4)}${seeds.length <= 5 ? ` [${v.join(' ')}]` : ''}`;
-      if (p !== 'lec' && p !== 'jsq') {
-        const paired = v.map((c, i) => c / best[i]);
-        line +=
-          ` | / ${bestName} ${(m(p) / m(bestName)).toFixed(3)}; per seed ${mean(paired).toFixed(4)} ` +
-          `(s.e. ${(sd(paired) / Math.sqrt(paired.length)).toFixed(4)}, ${Math.min(...paired).toFixed(3)}..${Math.max(...paired).toFixed(3)}, ` +
-          `${paired.filter((x) => x >= 1.03).length}/${paired.length} seeds >= 1.03)`;
+  const workloads: [string, string | null][] = [['p4', null], ...(trace ? [['trace', trace] as [string, string]] : [])];
+  console.log(`seeds ${seeds[0]}..${seeds[seeds.length - 1]} (${seeds.length}), kais, hpa, ${frames} frames`);
+  for (const dequeue of dequeues) {
+    for (const [wname, tracePath] of workloads) {
+      for (const load of loads) {
+        const rates = new Map<string, number[]>();
+        for (const p of [...heuristics, ...others]) rates.set(p, seeds.map((seed) => episodeRate(scenario, p, { frames, seed, load, tracePath, dequeue })));
+        const oracle = seeds.map((seed) => {
+          const durationS = frames * scenario.slotsPerFrame * scenario.slotS;
+          return oracleBound(scenario, buildRequests({ scenario, workload: 'p4', tracePath, seed, load, durationS }), durationS).throughputRate;
+        });
+        const m = (p: string) => mean(rates.get(p) as number[]);
+        const bestName = heuristics.reduce((a, b) => (m(b) > m(a) ? b : a));
+        console.log(`${wname}, load ${load}, ${dequeue}: best heuristic ${bestName}/hpa ${m(bestName).toFixed(4)}; oracle ${mean(oracle).toFixed(4)} (s.e. ${se(oracle).toFixed(4)})`);
+        const ratio = (v: number[], ref: string): string => {
+          const r = rates.get(ref) as number[];
+          const paired = v.map((c, i) => c / r[i]);
+          return `/ ${ref} ${(mean(v) / m(ref)).toFixed(3)} (per seed ${mean(paired).toFixed(4)}, s.e. ${se(paired).toFixed(4)})`;
+        };
+        for (const p of [...heuristics, ...others]) {
+          const v = rates.get(p) as number[];
+          let line = `  ${p.padEnd(14)} ${m(p).toFixed(4)} (s.e. ${se(v).toFixed(4)})${seeds.length <= 5 ? ` [${v.join(' ')}]` : ''}`;
+          if (!heuristics.includes(p)) {
+            line += ` | ${ratio(v, bestName)}`;
+            for (const ref of ['round-robin', 'greedy']) if (rates.has(ref)) line += ` | ${ratio(v, ref)}`;
+          }
+          console.log(line);
+        }
       }
-      console.log(line);
     }
   }
 }
