@@ -56,6 +56,11 @@ import type { Request } from '../../shared/domain';
 import type { Scenario } from '../../shared/scenario';
 import { capacityArrays, topologyOf } from '../../shared/scenario';
 import { Network } from '../sim/latency';
+import type { RequestSource } from '../workload/source';
+import { arraySource, isRequestSource } from '../workload/source';
+
+/** About the memory of the bound per request read: hull, work, class, order (and the sort's temporary copy), lengths, one grid's leaves and levels. */
+export const ORACLE_BYTES_PER_REQUEST = 60;
 
 /** The rule in two sentences, for the docs and the eval table's legend. */
 export const ORACLE_RULE =
@@ -113,7 +118,11 @@ interface Items {
   cls: Uint8Array;
 }
 
-export function oracleBound(scenario: Scenario, requests: readonly Request[], horizonS: number, options: OracleOptions = {}): OracleBound {
+/**
+ * The bound for the requests: an array, or a source read once (either way the bound keeps about
+ * ORACLE_BYTES_PER_REQUEST bytes per request).
+ */
+export function oracleBound(scenario: Scenario, requests: readonly Request[] | RequestSource, horizonS: number, options: OracleOptions = {}): OracleBound {
   if (typeof horizonS !== 'number' || Number.isNaN(horizonS)) throw new TypeError(`oracleBound: horizonS must be a number, got ${String(horizonS)}`);
   const phases = options.phases ?? DEFAULT_PHASES;
   if (phases.some((ph) => !(ph >= 0 && ph < INF))) throw new TypeError(`oracleBound: phases must be finite numbers >= 0, got ${phases.join(', ')}`);
@@ -219,9 +228,15 @@ function hostTables(scenario: Scenario): HostTables {
 }
 
 /** Point 1 of the header: counts the admitted requests; the feasible ones with their class and hull. */
-function feasibleItems(requests: readonly Request[], horizonS: number, h: HostTables): Items & { arrived: number; edgeOnly: number; cloudOnly: number } {
+function feasibleItems(
+  requests: readonly Request[] | RequestSource,
+  horizonS: number,
+  h: HostTables,
+): Items & { arrived: number; edgeOnly: number; cloudOnly: number } {
   const { net, numServices: W, numEaps: B, cloud, svcCpu, ownNode, otherNode, cloudHosts } = h;
-  const n0 = requests.length;
+  const source = isRequestSource(requests) ? requests : arraySource(requests);
+  const reader = source.open();
+  const n0 = source.count;
   const lo = new Float64Array(n0);
   const hi = new Float64Array(n0);
   const work = new Float64Array(n0);
@@ -231,7 +246,8 @@ function feasibleItems(requests: readonly Request[], horizonS: number, h: HostTa
   let edgeOnly = 0;
   let cloudOnly = 0;
   for (let i = 0; i < n0; i++) {
-    const r = requests[i];
+    const r = reader.next();
+    if (r === null) break;
     if (!(r.arrivalS < horizonS)) continue;
     arrived++;
     const w = r.service;

@@ -9,10 +9,14 @@ import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
 import type { Scenario } from '../../shared/scenario';
 import { EdgeCloudEnv } from '../sim/env';
 import type { Fault } from '../sim/faults';
+import { TopValues, nearestRankIndex } from '../sim/top-values';
+import type { RequestSource } from '../workload/source';
+import { isRequestSource } from '../workload/source';
 
 export interface EpisodeOptions {
   scenario: Scenario;
-  requests: Request[];
+  /** An array, or a source read as the episode goes (training/workload/source.ts: memory bounded by the requests in the system). */
+  requests: Request[] | RequestSource;
   frames: number;
   seed: number;
   dispatch: DispatchPolicy;
@@ -75,7 +79,8 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
   let { observations } = env.reset({ seed: o.seed });
   policy.reset?.(o.seed, env.view);
   const view = env.view;
-  const times: number[] = [];
+  // decision wall times: the largest 1% of them (one decision per request at most)
+  const times = new TopValues(0.99, o.timing ? (isRequestSource(o.requests) ? o.requests.count : o.requests.length) : 0);
   const actions: number[] = new Array(env.possibleAgents.length).fill(-1);
   const batched = policy.decideBatch !== undefined;
   while (!env.isDone) {
@@ -103,9 +108,6 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
   const learned = o.learnedDetector && env.telemetry ? { ...env.telemetry.learnedStats } : undefined;
   env.telemetry?.dispose();
   const out = env.outcome;
-  const lat = env.latencyS.subarray(0, env.latencyCount);
-  let latSum = 0;
-  for (let i = 0; i < lat.length; i++) latSum += lat[i];
   return {
     policy: `${policy.name}/${o.orchestration.name}`,
     throughputRate: round(out.arrived > 0 ? out.completedInTime / out.arrived : 0, 4),
@@ -115,12 +117,12 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
     late: out.late,
     queuedAtEnd: out.queuedAtEnd,
     schedulingCost: env.scaleOps,
-    meanLatencyMs: round(lat.length > 0 ? (latSum / lat.length) * 1000 : 0, 1),
-    p99LatencyMs: round(percentile(answeredWaits(env), 0.99) * 1000, 1),
+    meanLatencyMs: round(env.latencyCount > 0 ? (env.latencySumS / env.latencyCount) * 1000 : 0, 1),
+    p99LatencyMs: round(env.answeredP99S() * 1000, 1),
     droppedShare: round(out.arrived > 0 ? out.dropped / out.arrived : 0, 4),
     cloudShare: round(env.dispatched > 0 ? env.dispatchedToCloud / env.dispatched : 0, 4),
     edgeImbalance: round(env.edgeImbalance, 4),
-    decisionP99Us: o.timing ? round(percentile(Float64Array.from(times), 0.99), 2) : null,
+    decisionP99Us: o.timing ? round(times.quantile(), 2) : null,
     lostToFailedNodes: env.lostToFailedNodes,
     falseExclusionRate: env.telemetry ? round(env.telemetry.falseExclusionRate, 4) : null,
     throughputPerFrame: env.frames.map((f) => round(f.arrived > 0 ? f.completedInTime / f.arrived : 0, 4)),
@@ -128,20 +130,11 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
   };
 }
 
-/** Latencies of the completed requests followed by the dropped ones' relative deadlines. */
-function answeredWaits(env: EdgeCloudEnv): Float64Array {
-  const all = new Float64Array(env.latencyCount + env.droppedCount);
-  all.set(env.latencyS.subarray(0, env.latencyCount));
-  all.set(env.droppedWaitS.subarray(0, env.droppedCount), env.latencyCount);
-  return all;
-}
-
 /** Nearest-rank percentile of the values (sorted in place); 0 for none. */
 export function percentile(values: Float64Array, q: number): number {
   if (values.length === 0) return 0;
   values.sort();
-  const k = Math.min(values.length - 1, Math.max(0, Math.ceil(q * values.length) - 1));
-  return values[k];
+  return values[nearestRankIndex(values.length, q)];
 }
 
 export function round(x: number, digits: number): number {

@@ -317,46 +317,137 @@ export class Cluster implements ClusterView {
   }
 }
 
-/** A request index's static fields, copied once into typed arrays for the hot loop. */
-export class RequestTable {
-  readonly n: number;
-  readonly service: Int32Array;
-  readonly eap: Int32Array;
-  readonly arrivalS: Float64Array;
-  readonly deadlineS: Float64Array;
-  readonly workCoreS: Float64Array;
-  readonly inputMB: Float64Array;
+/**
+ * The requests in the system, by request index (arrival order): a ring of slots, slot = index &
+ * mask, over the indices from `head` (every request before it is done) to `tail` - 1 (the last
+ * admitted). Static fields are copied in on admission for the hot loop; dynamic ones are the
+ * simulator's. When full, `add` first moves `head` past the requests that are done (the caller
+ * says which), then doubles. So the ring holds about (arrival rate x the longest time a request
+ * stays in the system) slots, whatever the length of the run.
+ */
+export class RequestRing {
+  cap = 0;
+  mask = 0;
+  /** oldest index that may still be in the system */
+  head = 0;
+  /** next index to admit */
+  tail = 0;
+  /** index held by each slot (-1: none): tells a late event of a recycled slot from its new request */
+  index!: Int32Array;
+  /** the simulator's per-request state (env.ts ST_*; 0 never used) */
+  status!: Uint8Array;
+  service!: Int32Array;
+  eap!: Int32Array;
+  arrivalS!: Float64Array;
+  deadlineS!: Float64Array;
+  workCoreS!: Float64Array;
+  inputMB!: Float64Array;
   // dynamic
-  readonly eapArriveS: Float64Array;
-  readonly target: Int32Array;
-  readonly targetArriveS: Float64Array;
-  readonly startS: Float64Array;
+  eapArriveS!: Float64Array;
+  target!: Int32Array;
+  targetArriveS!: Float64Array;
+  startS!: Float64Array;
+  /** the request objects (handed to the dispatch policy on arrival) */
+  requests!: (Request | undefined)[];
 
-  constructor(readonly requests: Request[]) {
-    const n = requests.length;
-    this.n = n;
-    this.service = new Int32Array(n);
-    this.eap = new Int32Array(n);
-    this.arrivalS = new Float64Array(n);
-    this.deadlineS = new Float64Array(n);
-    this.workCoreS = new Float64Array(n);
-    this.inputMB = new Float64Array(n);
-    this.eapArriveS = new Float64Array(n);
-    this.target = new Int32Array(n).fill(-1);
-    this.targetArriveS = new Float64Array(n);
-    this.startS = new Float64Array(n);
-    for (let i = 0; i < n; i++) {
-      const r = requests[i];
-      this.service[i] = r.service;
-      this.eap[i] = r.eap;
-      this.arrivalS[i] = r.arrivalS;
-      this.deadlineS[i] = r.deadlineS;
-      this.workCoreS[i] = r.workCoreS;
-      this.inputMB[i] = r.inputMB;
-    }
+  constructor(capacity = 1024) {
+    this.alloc(capacity);
   }
 
-  resetDynamic(): void {
+  private alloc(cap: number): void {
+    this.cap = cap;
+    this.mask = cap - 1;
+    this.index = new Int32Array(cap).fill(-1);
+    this.status = new Uint8Array(cap);
+    this.service = new Int32Array(cap);
+    this.eap = new Int32Array(cap);
+    this.arrivalS = new Float64Array(cap);
+    this.deadlineS = new Float64Array(cap);
+    this.workCoreS = new Float64Array(cap);
+    this.inputMB = new Float64Array(cap);
+    this.eapArriveS = new Float64Array(cap);
+    this.target = new Int32Array(cap).fill(-1);
+    this.targetArriveS = new Float64Array(cap);
+    this.startS = new Float64Array(cap);
+    this.requests = new Array<Request | undefined>(cap).fill(undefined);
+  }
+
+  /** Empty, keeping the capacity. */
+  reset(): void {
+    this.head = 0;
+    this.tail = 0;
+    this.index.fill(-1);
+    this.status.fill(0);
     this.target.fill(-1);
+    this.requests.fill(undefined);
+  }
+
+  /** Requests in slots now (head to tail). */
+  get live(): number {
+    return this.tail - this.head;
+  }
+
+  /** Admits r as index `tail`; returns its slot. `isDone(slot)`: the request there needs no slot any more. */
+  add(r: Request, isDone: (slot: number) => boolean): number {
+    if (this.tail - this.head === this.cap) {
+      while (this.head < this.tail && isDone(this.head & this.mask)) this.head++;
+      if (this.tail - this.head === this.cap) this.grow();
+    }
+    const i = this.tail++;
+    const s = i & this.mask;
+    this.index[s] = i;
+    this.status[s] = 0;
+    this.service[s] = r.service;
+    this.eap[s] = r.eap;
+    this.arrivalS[s] = r.arrivalS;
+    this.deadlineS[s] = r.deadlineS;
+    this.workCoreS[s] = r.workCoreS;
+    this.inputMB[s] = r.inputMB;
+    this.target[s] = -1;
+    this.requests[s] = r;
+    return s;
+  }
+
+  /** Slot of index i, or -1 when i is not held (done and recycled, or never admitted). */
+  slotOf(i: number): number {
+    const s = i & this.mask;
+    return this.index[s] === i ? s : -1;
+  }
+
+  private grow(): void {
+    const old = {
+      mask: this.mask,
+      index: this.index,
+      status: this.status,
+      service: this.service,
+      eap: this.eap,
+      arrivalS: this.arrivalS,
+      deadlineS: this.deadlineS,
+      workCoreS: this.workCoreS,
+      inputMB: this.inputMB,
+      eapArriveS: this.eapArriveS,
+      target: this.target,
+      targetArriveS: this.targetArriveS,
+      startS: this.startS,
+      requests: this.requests,
+    };
+    this.alloc(this.cap * 2);
+    for (let i = this.head; i < this.tail; i++) {
+      const a = i & old.mask;
+      const b = i & this.mask;
+      this.index[b] = old.index[a];
+      this.status[b] = old.status[a];
+      this.service[b] = old.service[a];
+      this.eap[b] = old.eap[a];
+      this.arrivalS[b] = old.arrivalS[a];
+      this.deadlineS[b] = old.deadlineS[a];
+      this.workCoreS[b] = old.workCoreS[a];
+      this.inputMB[b] = old.inputMB[a];
+      this.eapArriveS[b] = old.eapArriveS[a];
+      this.target[b] = old.target[a];
+      this.targetArriveS[b] = old.targetArriveS[a];
+      this.startS[b] = old.startS[a];
+      this.requests[b] = old.requests[a];
+    }
   }
 }

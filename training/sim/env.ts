@@ -26,6 +26,13 @@
  * The step's `rewards`, `terminations`, `truncations` and `infos` records are reused: the next
  * `step()` overwrites them (copy what you keep).
  *
+ * Requests come as an array or as a source (training/workload/source.ts), read one ahead as the
+ * timeline reaches them. Per-request state lives in a ring of slots (cluster.ts RequestRing) for
+ * the requests in the system only, so a run's memory does not grow with its length: what grows is
+ * `fate` (1 byte per request, for requestOutcome), the per-frame counters, and with an array the
+ * `latencyS` / `droppedWaitS` lists. Latency figures are kept as a running sum and, for the p99,
+ * the largest 1% of the answered waits (top-values.ts: exact).
+ *
  * Version history: v1 dispatched at slot boundaries with a per-eAP budget per slot
  * (`dispatchBudgetPerSlot`) and sampled usage at slot ends; v2 (this file) dispatches on arrival
  * and integrates usage.
@@ -36,17 +43,21 @@ import { discounted } from '../../shared/dequeue';
 import type { DispatchItem, OrchestrationPolicy, OrchestrationView, ServiceWindowStats } from '../../shared/policy';
 import type { Scenario } from '../../shared/scenario';
 import { buildMask } from '../../agent/filters/context-filter';
-import { Cluster, RequestTable } from './cluster';
+import { Cluster, RequestRing } from './cluster';
 import { EventType, Timeline } from './timeline';
 import { slotRewards } from './reward';
 import { applyScaleOps } from './executor';
 import type { Fault } from './faults';
 import { TelemetryFilters } from './telemetry';
+import { TopValues } from './top-values';
+import type { RequestReader, RequestSource } from '../workload/source';
+import { arraySource, isRequestSource } from '../workload/source';
 
 export const ENV_VERSION = 'edge-cloud-v2';
 
 export interface EnvOptions {
-  requests: Request[];
+  /** In arrival order, ids dense from 0: an array, or a source read as the run goes (memory bounded by the requests in the system). */
+  requests: Request[] | RequestSource;
   frames: number;
   /** node queue order. @defaultValue 'edf' */
   nodeDequeue?: DequeueName;
@@ -98,15 +109,20 @@ export class EdgeCloudEnv {
   agents: number[] = [];
   readonly cluster: Cluster;
   readonly totalSlots: number;
-  private readonly req: RequestTable;
-  private readonly status: Uint8Array;
-  /** per request: 0 not finished, 1 completed in time, 2 late, 3 dropped */
-  private readonly fate: Uint8Array;
+  private readonly req = new RequestRing();
+  private readonly source: RequestSource;
+  private reader: RequestReader | null = null;
+  /** the next request to admit (read one ahead), null when none is left */
+  private nextReq: Request | null = null;
+  private lastArrivalS = -Infinity;
+  /** per request index: 0 not finished, 1 completed in time, 2 late, 3 dropped (grows with the arrivals) */
+  private fate: Uint8Array;
   private readonly timeline = new Timeline();
   private readonly items: DispatchItem[];
   /** eAP with a decision pending, -1 when none */
   private pending = -1;
-  private nextArrival = 0;
+  /** request index pending at that eAP */
+  private readonly pendingIndex: Int32Array;
   private slot = 0;
   private done = false;
   private readonly horizonS: number;
@@ -120,12 +136,16 @@ export class EdgeCloudEnv {
   dispatchedToCloud = 0;
   illegalActions = 0;
   scaleOps = 0;
-  /** latency (s, arrival at the device to result back) of each completed request (in time or late), in completion order */
+  /** with a `requests` array (empty with a source): latency (s, arrival at the device to result back) of each completed request (in time or late), in completion order */
   readonly latencyS: Float64Array;
   latencyCount = 0;
-  /** relative deadline (s) of each dropped request: the time its device waits for the refusal (p99 over every answer) */
+  /** sum of the latencies, added in completion order */
+  latencySumS = 0;
+  /** with a `requests` array (empty with a source): relative deadline (s) of each dropped request: the time its device waits for the refusal (p99 over every answer) */
   readonly droppedWaitS: Float64Array;
   droppedCount = 0;
+  /** the largest 1% of the answered waits (latencies and dropped requests' relative deadlines): the p99 */
+  private readonly answered: TopValues;
   readonly frames: FrameStats[] = [];
   imbalanceSum = 0;
   private readonly slotDone: Float64Array;
@@ -174,13 +194,21 @@ export class EdgeCloudEnv {
     this.possibleAgents = Array.from({ length: c.numEaps }, (_, b) => b);
     this.totalSlots = options.frames * scenario.slotsPerFrame;
     this.horizonS = this.totalSlots * scenario.slotS;
-    this.req = new RequestTable(options.requests);
-    this.status = new Uint8Array(this.req.n);
-    this.fate = new Uint8Array(this.req.n);
-    this.latencyS = new Float64Array(this.req.n);
-    this.droppedWaitS = new Float64Array(this.req.n);
+    const list = isRequestSource(options.requests) ? null : options.requests;
+    if (list) {
+      for (let i = 1; i < list.length; i++) {
+        if (list[i].arrivalS < list[i - 1].arrivalS) throw new TypeError('EdgeCloudEnv: requests must be sorted by arrivalS');
+      }
+    }
+    this.source = list ? arraySource(list) : (options.requests as RequestSource);
+    const count = this.source.count;
+    this.fate = new Uint8Array(list ? list.length : 1024);
+    this.latencyS = new Float64Array(list ? list.length : 0);
+    this.droppedWaitS = new Float64Array(list ? list.length : 0);
+    this.answered = new TopValues(0.99, count);
+    this.pendingIndex = new Int32Array(c.numEaps).fill(-1);
     this.items = this.possibleAgents.map((b) => ({
-      request: options.requests[0] ?? emptyRequest(),
+      request: list?.[0] ?? emptyRequest(),
       eap: b,
       mask: new Uint8Array(c.numTargets),
       action: -1,
@@ -209,9 +237,16 @@ export class EdgeCloudEnv {
     let maxRet = 0;
     for (let b = 0; b < c.numEaps; b++) for (let t = 0; t < c.numTargets; t++) maxRet = Math.max(maxRet, c.net.returnS(b, t));
     this.maxReturnS = maxRet;
-    for (let i = 1; i < this.req.n; i++) {
-      if (this.req.arrivalS[i] < this.req.arrivalS[i - 1]) throw new TypeError('EdgeCloudEnv: requests must be sorted by arrivalS');
-    }
+  }
+
+  /** Slots of the request ring in use: requests admitted and not retired yet (retired lazily, when the ring is full); never above requestSlotCapacity. */
+  get liveRequestSlots(): number {
+    return this.req.live;
+  }
+
+  /** Capacity of the request ring: a power of two about the most requests in the system at once, not the run's length. */
+  get requestSlotCapacity(): number {
+    return this.req.cap;
   }
 
   get view(): Cluster {
@@ -229,12 +264,14 @@ export class EdgeCloudEnv {
   reset(options: { seed: number }): { observations: Record<number, DispatchItem>; infos: Record<number, StepInfo> } {
     const c = this.cluster;
     c.reset();
-    this.req.resetDynamic();
-    this.status.fill(0);
+    this.req.reset();
     this.fate.fill(0);
     this.timeline.clear();
     this.pending = -1;
-    this.nextArrival = 0;
+    this.pendingIndex.fill(-1);
+    this.reader = this.source.open();
+    this.nextReq = this.reader.next();
+    this.lastArrivalS = -Infinity;
     this.slot = 0;
     this.done = false;
     Object.assign(this.outcome, { arrived: 0, completedInTime: 0, late: 0, dropped: 0, queuedAtEnd: 0 });
@@ -244,7 +281,9 @@ export class EdgeCloudEnv {
     this.illegalActions = 0;
     this.scaleOps = 0;
     this.latencyCount = 0;
+    this.latencySumS = 0;
     this.droppedCount = 0;
+    this.answered.reset();
     this.frames.length = 0;
     this.frames.push({ arrived: 0, completedInTime: 0, failed: 0, scaleOps: 0 });
     this.imbalanceSum = 0;
@@ -287,7 +326,7 @@ export class EdgeCloudEnv {
     const b = this.pending;
     if (b >= 0) {
       this.pending = -1;
-      this.dispatch(this.items[b], (actions as Record<number, number>)[b]);
+      this.dispatch(this.items[b], this.pendingIndex[b], (actions as Record<number, number>)[b]);
     }
     this.advance();
     return this.result();
@@ -298,8 +337,13 @@ export class EdgeCloudEnv {
    * NaN not finished (still in the system, or never arrived within the episode).
    */
   requestOutcome(id: number): number {
-    const r = this.fate[id];
+    const r = id < this.fate.length ? this.fate[id] : 0;
     return r === 0 ? Number.NaN : r === 1 ? 1 : 0;
+  }
+
+  /** Nearest-rank 99th percentile (s) of the answered waits: completed requests' latencies and dropped ones' relative deadlines; 0 for none. */
+  answeredP99S(): number {
+    return this.answered.quantile();
   }
 
   /** The global state for the centralised critic (CTDE): the whole cluster, read-only. */
@@ -317,16 +361,16 @@ export class EdgeCloudEnv {
   /** Runs events, admitting arrivals and closing slots on the way, until a decision is pending or the episode ends. */
   private advance(): void {
     const tl = this.timeline;
-    const r = this.req;
     const slotS = this.scenario.slotS;
     while (!this.done) {
       const boundary = (this.slot + 1) * slotS;
       const te = tl.size > 0 ? tl.peekTime() : Infinity;
       // arrivals of this slot (the last boundary is exclusive) enter the timeline before any later event
-      if (this.nextArrival < r.n) {
-        const ta = r.arrivalS[this.nextArrival];
+      const nr = this.nextReq;
+      if (nr !== null) {
+        const ta = nr.arrivalS;
         if (ta < boundary && ta <= te) {
-          this.admit(this.nextArrival++);
+          this.admit(nr);
           continue;
         }
       }
@@ -376,41 +420,56 @@ export class EdgeCloudEnv {
     return { observations, rewards: this.rewardsRec, terminations: this.terminationsRec, truncations: this.truncationsRec, infos: this.infosRec };
   }
 
-  private admit(i: number): void {
-    const r = this.req;
-    if (r.arrivalS[i] >= this.horizonS) {
-      this.nextArrival = r.n;
+  private readonly isDoneSlot = (s: number): boolean => this.req.status[s] === ST_DONE;
+
+  /** Admits request `nr` (the next in arrival order) and reads the one after it. */
+  private admit(nr: Request): void {
+    if (nr.arrivalS >= this.horizonS) {
+      this.nextReq = null;
       return;
     }
-    this.status[i] = ST_UPLOAD;
+    if (nr.arrivalS < this.lastArrivalS) throw new TypeError('EdgeCloudEnv: requests must be sorted by arrivalS');
+    this.lastArrivalS = nr.arrivalS;
+    this.nextReq = this.reader!.next();
+    const r = this.req;
+    const i = r.tail;
+    const s = r.add(nr, this.isDoneSlot);
+    if (i >= this.fate.length) {
+      const f = new Uint8Array(Math.max(2 * this.fate.length, i + 1));
+      f.set(this.fate);
+      this.fate = f;
+    }
+    r.status[s] = ST_UPLOAD;
     this.outcome.arrived++;
     this.frames[this.frames.length - 1].arrived++;
-    const w = r.service[i];
+    const w = r.service[s];
     this.window.arrivals[w]++;
-    this.window.workCoreS[w] += r.workCoreS[i];
-    this.timeline.push(r.arrivalS[i] + this.cluster.net.uploadS(r.inputMB[i]), EventType.EapArrive, i, 0);
+    this.window.workCoreS[w] += r.workCoreS[s];
+    this.timeline.push(r.arrivalS[s] + this.cluster.net.uploadS(r.inputMB[s]), EventType.EapArrive, i, 0);
   }
 
   /** A request reached its eAP: true when it waits for a decision (it was not refused as hopeless). */
   private onEapArrive(i: number, time: number): boolean {
-    this.req.eapArriveS[i] = time;
-    this.status[i] = ST_EAP;
+    const r = this.req;
+    const s = i & r.mask;
+    r.eapArriveS[s] = time;
+    r.status[s] = ST_EAP;
     if (this.opts.dropHopeless && this.predictedSlack(i) < 0) {
       this.fail(i, false);
       return false;
     }
-    const b = this.req.eap[i];
+    const b = r.eap[s];
     const item = this.items[b];
-    item.request = this.req.requests[i];
+    item.request = r.requests[s]!;
     item.action = -1;
     buildMask(this.cluster, item.request.service, this.scenario.queueCapPerReplica, item.mask);
     this.pending = b;
+    this.pendingIndex[b] = i;
     return true;
   }
 
-  private dispatch(item: DispatchItem, action: number): void {
+  private dispatch(item: DispatchItem, i: number, action: number): void {
     const c = this.cluster;
-    const i = item.request.id;
     let t = action;
     if (!(Number.isInteger(t) && t >= 0 && t < c.numTargets && item.mask[t] === 1)) {
       if (this.opts.illegalAction === 'throw') {
@@ -419,14 +478,16 @@ export class EdgeCloudEnv {
       this.illegalActions++;
       t = c.cloudTarget;
     }
-    const w = this.req.service[i];
-    this.req.target[i] = t;
-    this.status[i] = ST_FLIGHT;
+    const r = this.req;
+    const s = i & r.mask;
+    const w = r.service[s];
+    r.target[s] = t;
+    r.status[s] = ST_FLIGHT;
     c.inFlightCount[t]++;
     c.pendingByService[t * c.numServices + w]++;
     this.dispatched++;
     if (t === c.cloudTarget) this.dispatchedToCloud++;
-    this.timeline.push(c.now + c.net.transferS(item.eap, t, this.req.inputMB[i]), EventType.TargetArrive, i, t);
+    this.timeline.push(c.now + c.net.transferS(item.eap, t, r.inputMB[s]), EventType.TargetArrive, i, t);
   }
 
   /** Close the slot that ends at t1: rewards, stats, frame counters, expiry sweep, telemetry, orchestration. */
@@ -456,16 +517,17 @@ export class EdgeCloudEnv {
 
   // ------------------------------------------------------------------ events
 
-  private nodeKey(i: number, t: number): number {
+  private nodeKey(s: number, t: number): number {
+    const r = this.req;
     switch (this.opts.nodeDequeue) {
       case 'fifo':
-        return this.req.targetArriveS[i];
+        return r.targetArriveS[s];
       case 'edf':
-        return this.req.deadlineS[i];
+        return r.deadlineS[s];
       case 'discounted': {
         const c = this.cluster;
-        const slack = this.req.deadlineS[i] - c.now - c.meanProcS[t * c.numServices + this.req.service[i]] - c.net.returnS(this.req.eap[i], t);
-        return slack >= 0 ? this.req.deadlineS[i] : 1e9 + this.req.deadlineS[i];
+        const slack = r.deadlineS[s] - c.now - c.meanProcS[t * c.numServices + r.service[s]] - c.net.returnS(r.eap[s], t);
+        return slack >= 0 ? r.deadlineS[s] : 1e9 + r.deadlineS[s];
       }
     }
     throw new TypeError(`EdgeCloudEnv: unknown nodeDequeue ${String(this.opts.nodeDequeue)}`);
@@ -473,20 +535,24 @@ export class EdgeCloudEnv {
 
   private onTargetArrive(i: number, t: number, time: number): void {
     const c = this.cluster;
-    const w = this.req.service[i];
+    const r = this.req;
+    const s = i & r.mask;
+    const w = r.service[s];
     const k = t * c.numServices + w;
     c.inFlightCount[t]--;
     c.waiting[t]++;
-    this.req.targetArriveS[i] = time;
-    this.status[i] = ST_QUEUED;
-    c.queues[k].push(i, this.nodeKey(i, t));
-    if (this.req.deadlineS[i] < c.queueMinDeadline[k]) c.queueMinDeadline[k] = this.req.deadlineS[i];
+    r.targetArriveS[s] = time;
+    r.status[s] = ST_QUEUED;
+    c.queues[k].push(i, this.nodeKey(s, t));
+    if (r.deadlineS[s] < c.queueMinDeadline[k]) c.queueMinDeadline[k] = r.deadlineS[s];
     this.tryStart(t, w, time);
   }
 
   /** The result of request i, started at target t now, could not get back by its deadline. */
   private tooLate(i: number, t: number, time: number): boolean {
-    return this.req.deadlineS[i] - this.cluster.net.returnS(this.req.eap[i], t) < time;
+    const r = this.req;
+    const s = i & r.mask;
+    return r.deadlineS[s] - this.cluster.net.returnS(r.eap[s], t) < time;
   }
 
   /** Pops the head of queue k and drops it unserved (too late to start). */
@@ -549,24 +615,32 @@ export class EdgeCloudEnv {
     c.waiting[t]--;
     c.pendingByService[k]--;
     c.freeCpu[t] -= c.svcCpu[w];
-    this.status[i] = ST_RUNNING;
-    this.req.startS[i] = time;
-    c.meanQueueS[t] = discounted(c.meanQueueS[t], time - this.req.targetArriveS[i]);
-    this.timeline.push(time + this.req.workCoreS[i] / c.svcCpu[w], EventType.Finish, i, t);
+    const r = this.req;
+    const s = i & r.mask;
+    r.status[s] = ST_RUNNING;
+    r.startS[s] = time;
+    c.meanQueueS[t] = discounted(c.meanQueueS[t], time - r.targetArriveS[s]);
+    this.timeline.push(time + r.workCoreS[s] / c.svcCpu[w], EventType.Finish, i, t);
   }
 
   private onFinish(i: number, t: number, time: number): void {
-    if (this.status[i] !== ST_RUNNING || this.req.target[i] !== t) return; // failed with its node
+    const r = this.req;
+    const s = r.slotOf(i);
+    if (s < 0 || r.status[s] !== ST_RUNNING || r.target[s] !== t) return; // failed with its node
     const c = this.cluster;
-    const w = this.req.service[i];
+    const w = r.service[s];
     const k = t * c.numServices + w;
     this.releaseRunning(i, t, w, time);
-    c.meanProcS[k] = discounted(c.meanProcS[k], time - this.req.startS[i]);
-    const doneAt = time + c.net.returnS(this.req.eap[i], t);
-    this.status[i] = ST_DONE;
-    const b = this.req.eap[i];
-    this.latencyS[this.latencyCount++] = doneAt - this.req.arrivalS[i];
-    if (doneAt <= this.req.deadlineS[i]) {
+    c.meanProcS[k] = discounted(c.meanProcS[k], time - r.startS[s]);
+    const doneAt = time + c.net.returnS(r.eap[s], t);
+    r.status[s] = ST_DONE;
+    const b = r.eap[s];
+    const latency = doneAt - r.arrivalS[s];
+    if (this.latencyS.length > 0) this.latencyS[this.latencyCount] = latency;
+    this.latencyCount++;
+    this.latencySumS += latency;
+    this.answered.push(latency);
+    if (doneAt <= r.deadlineS[s]) {
       this.fate[i] = 1;
       this.outcome.completedInTime++;
       this.slotDone[b]++;
@@ -632,10 +706,12 @@ export class EdgeCloudEnv {
     if (down) {
       if (c.failed[n]) return;
       c.failed[n] = 1;
-      // requests in service fail now
-      for (let i = 0; i < this.req.n; i++) {
-        if (this.status[i] === ST_RUNNING && this.req.target[i] === n) {
-          this.releaseRunning(i, n, this.req.service[i], time);
+      // requests in service fail now, in index order
+      const r = this.req;
+      for (let i = r.head; i < r.tail; i++) {
+        const s = i & r.mask;
+        if (r.status[s] === ST_RUNNING && r.target[s] === n) {
+          this.releaseRunning(i, n, r.service[s], time);
           this.fail(i, true);
         }
       }
@@ -658,14 +734,19 @@ export class EdgeCloudEnv {
 
   /** Count request i as dropped (failed before finishing). */
   private fail(i: number, atFailedNode: boolean): void {
-    this.status[i] = ST_DONE;
+    const r = this.req;
+    const s = i & r.mask;
+    r.status[s] = ST_DONE;
     this.fate[i] = 3;
     this.outcome.dropped++;
-    this.droppedWaitS[this.droppedCount++] = this.req.deadlineS[i] - this.req.arrivalS[i];
+    const wait = r.deadlineS[s] - r.arrivalS[s];
+    if (this.droppedWaitS.length > 0) this.droppedWaitS[this.droppedCount] = wait;
+    this.droppedCount++;
+    this.answered.push(wait);
     if (atFailedNode) this.lostToFailedNodes++;
-    const b = this.req.eap[i];
+    const b = r.eap[s];
     this.slotFailed[b]++;
-    this.window.failed[this.req.service[i]]++;
+    this.window.failed[r.service[s]]++;
     this.frames[this.frames.length - 1].failed++;
   }
 
@@ -673,6 +754,7 @@ export class EdgeCloudEnv {
   private expire(now: number): void {
     const c = this.cluster;
     const dl = this.req.deadlineS;
+    const mask = this.req.mask;
     const W = c.numServices;
     for (let k = 0; k < c.queues.length; k++) {
       const q = c.queues[k];
@@ -687,7 +769,7 @@ export class EdgeCloudEnv {
       c.waiting[t] -= removed;
       c.pendingByService[k] -= removed;
       let m = Infinity;
-      for (let j = 0; j < q.size; j++) if (dl[q.items[j]] < m) m = dl[q.items[j]];
+      for (let j = 0; j < q.size; j++) if (dl[q.items[j] & mask] < m) m = dl[q.items[j] & mask];
       c.queueMinDeadline[k] = m;
     }
   }
@@ -697,16 +779,17 @@ export class EdgeCloudEnv {
   /** Predicted slack (s) of request i if dispatched now to its best target. */
   predictedSlack(i: number): number {
     const c = this.cluster;
-    const w = this.req.service[i];
-    const b = this.req.eap[i];
+    const r = this.req;
+    const s = i & r.mask;
+    const w = r.service[s];
+    const b = r.eap[s];
     let best = Infinity;
     for (let t = 0; t < c.numTargets; t++) {
       if (t !== c.cloudTarget && c.ready[t * c.numServices + w] - c.draining[t * c.numServices + w] <= 0) continue;
-      const eta =
-        c.net.transferS(b, t, this.req.inputMB[i]) + c.meanQueueS[t] + c.meanProcS[t * c.numServices + w] + c.net.returnS(b, t);
+      const eta = c.net.transferS(b, t, r.inputMB[s]) + c.meanQueueS[t] + c.meanProcS[t * c.numServices + w] + c.net.returnS(b, t);
       if (eta < best) best = eta;
     }
-    return this.req.deadlineS[i] - c.now - best;
+    return r.deadlineS[s] - c.now - best;
   }
 
   // ------------------------------------------------------------------ orchestration and stats
@@ -751,10 +834,13 @@ export class EdgeCloudEnv {
     this.pending = -1;
     const o = this.outcome;
     let inSystem = 0;
-    for (let i = 0; i < this.req.n; i++) {
-      const s = this.status[i];
-      if (s !== 0 && s !== ST_DONE) inSystem++;
+    const r = this.req;
+    for (let i = r.head; i < r.tail; i++) {
+      const st = r.status[i & r.mask];
+      if (st !== 0 && st !== ST_DONE) inSystem++;
     }
+    this.reader = null;
+    this.nextReq = null;
     o.queuedAtEnd = inSystem;
     if (o.arrived !== o.completedInTime + o.late + o.dropped + o.queuedAtEnd) {
       throw new Error(

@@ -1,5 +1,7 @@
 /**
- * The single entry of the workload: the simulator and the CLI call buildRequests and nothing else.
+ * The single entry of the workload: the simulator and the CLI call openWorkload (the requests as
+ * a stream, source.ts: a run holds the requests in the system, not all of them) or buildRequests
+ * (the same requests in an array: drain(openWorkload(...))) and nothing else.
  *
  * With `tracePath` set, the Alibaba trace is replayed (see to-requests.ts for the mapping) and
  * `workload` does not affect arrivals; without it, the synthetic pattern `workload` is generated
@@ -10,8 +12,10 @@ import type { Request } from '../../shared/domain';
 import { UsageError } from '../../shared/errors';
 import type { Scenario } from '../../shared/scenario';
 import { loadTrace } from './alibaba';
-import { generateSynthetic } from './synthetic';
-import { toRequests } from './to-requests';
+import { drain } from './source';
+import type { RequestSource } from './source';
+import { syntheticSource } from './synthetic';
+import { traceSource } from './to-requests';
 
 export type WorkloadName = 'p1' | 'p2' | 'p3' | 'p4' | 'mixed';
 export const WORKLOAD_NAMES: WorkloadName[] = ['p1', 'p2', 'p3', 'p4', 'mixed'];
@@ -36,7 +40,17 @@ export function isWorkloadName(s: unknown): s is WorkloadName {
   return typeof s === 'string' && (WORKLOAD_NAMES as string[]).includes(s);
 }
 
+/** Every request of the workload, in arrival order. */
 export function buildRequests(opts: WorkloadOptions): Request[] {
+  return drain(openWorkload(opts));
+}
+
+/**
+ * The requests of buildRequests as a stream: `count` and `open()` (source.ts). Reading the trace,
+ * checking the options and the wrap-around notice happen here, once; each reader generates the
+ * requests again as they are read.
+ */
+export function openWorkload(opts: WorkloadOptions): RequestSource {
   const { scenario, load, durationS, seed } = opts;
   if (typeof load !== 'number' || !Number.isFinite(load) || load <= 0) {
     throw new UsageError(`--load: must be a positive number, got ${String(load)}`);
@@ -53,12 +67,14 @@ export function buildRequests(opts: WorkloadOptions): Request[] {
   const warn = opts.warn ?? (() => {});
   if (opts.tracePath) {
     const trace = loadTrace(opts.tracePath, warn);
-    return toRequests(trace.rows, { scenario, seed, load, durationS, warn, source: trace.file });
+    return traceSource(trace.rows, { scenario, seed, load, durationS, warn, source: trace.file });
   }
-  return generateSynthetic({ scenario, pattern: opts.workload, seed, load, durationS });
+  return syntheticSource({ scenario, pattern: opts.workload, seed, load, durationS });
 }
 
 export { loadTrace, parseTrace, resolveTracePath } from './alibaba';
 export type { LoadedTrace, TraceLayout, TraceRow } from './alibaba';
-export { toRequests, shapeRequests } from './to-requests';
-export { generateSynthetic, CALIBRATION } from './synthetic';
+export { toRequests, traceSource, shapedRequests } from './to-requests';
+export { generateSynthetic, syntheticSource, CALIBRATION } from './synthetic';
+export { arraySource, drain, isRequestSource } from './source';
+export type { RequestReader, RequestSource } from './source';

@@ -20,7 +20,11 @@
  *
  * Task sizes in every pattern: duration from the trace's duration quantiles (log-interpolated),
  * plan_cpu from its frequency table, independently; they become work, deadline and input size
- * through the same rules as a trace replay (shapeRequests in to-requests.ts).
+ * through the same rules as a trace replay (shapedRequests in to-requests.ts).
+ *
+ * Streaming (source.ts): the patterns are generators that push tasks and yield watermarks, so
+ * `syntheticSource` produces requests as the simulator asks (holding the p4 bursts in progress and
+ * the p4 modulation path, one number per trace-minute window); `generateSynthetic` drains it.
  *
  * p4 burstiness: a trace-minute holds K = perMinuteMeanTasks tasks on average, so one window lasts
  * K / R simulated seconds. Compound-Poisson job batches alone give a squared CV of per-window
@@ -35,7 +39,9 @@ import type { Request } from '../../shared/domain';
 import { Rng } from '../../shared/rng';
 import type { Scenario } from '../../shared/scenario';
 import calibrationJson from './calibration.json';
-import { TaskBuffer, coreSeconds, median, shapeRequests } from './to-requests';
+import { TASK_CHUNK, drain } from './source';
+import type { RequestSource, TaskSink } from './source';
+import { coreSeconds, median, shapedRequests } from './to-requests';
 
 export interface QuantileTable {
   /** Probabilities, increasing from 0 to 1. */
@@ -166,7 +172,7 @@ interface Ctx {
   cal: Calibration;
   /** services[w].weight (all 1 when every weight is 0). */
   baseWeights: Float64Array;
-  out: TaskBuffer;
+  out: TaskSink;
 }
 
 /** Services of one class with cumulative base weights, for O(log W) weighted picks. */
@@ -207,7 +213,7 @@ function pickIn(c: ServiceClass, rng: Rng): number {
  * with probability H(1 + b s) / (H(1 + b s) + L(1 - b s)), H and L the classes' weight sums), then
  * a service within the class by weight.
  */
-function periodic(ctx: Ctx, t0: number, t1: number, periodS: number, classes: { heavy: ServiceClass; light: ServiceClass }): void {
+function* periodic(ctx: Ctx, t0: number, t1: number, periodS: number, classes: { heavy: ServiceClass; light: ServiceClass }): Generator<number, void, void> {
   const { rng, out } = ctx;
   const { heavy, light } = classes;
   const a = SYNTHETIC.rateAmplitude;
@@ -225,11 +231,12 @@ function periodic(ctx: Ctx, t0: number, t1: number, periodS: number, classes: { 
     const l = light.total * (1 - b * s);
     const service = rng.next() * (h + l) < h ? pickIn(heavy, rng) : pickIn(light, rng);
     out.push(t, service, rng.int(numEaps), ctx.sizes.coreS(rng));
+    if (out.fresh >= TASK_CHUNK) yield t; // arrivals only grow
   }
 }
 
 /** p4 on [t0, t1): modulated Poisson job arrivals, each a burst of tasks of one service at one eAP. */
-function stochastic(ctx: Ctx, t0: number, t1: number): void {
+function* stochastic(ctx: Ctx, t0: number, t1: number): Generator<number, void, void> {
   const { rng, out, sizes, cal } = ctx;
   const a = cal.arrivals;
   const k = a.perMinuteMeanTasks;
@@ -264,42 +271,52 @@ function stochastic(ctx: Ctx, t0: number, t1: number): void {
       for (let j = 0; j < n; j++) {
         out.push(t + rng.next() * burstS, service, eap, sizes.coreS(rng));
       }
+      if (out.fresh >= TASK_CHUNK) yield t; // later jobs start no earlier, their tasks come after their start
     }
   }
 }
 
 /** Requests of a synthetic pattern over [0, durationS). Same options and seed -> identical requests. */
 export function generateSynthetic(opts: SyntheticOptions): Request[] {
+  return drain(syntheticSource(opts));
+}
+
+/** The requests of generateSynthetic as a stream (source.ts). */
+export function syntheticSource(opts: SyntheticOptions): RequestSource {
   const { scenario, durationS } = opts;
   const cal = opts.calibration ?? CALIBRATION;
   const rate = scenario.workload.ratePerS * opts.load;
-  if (!(rate > 0) || !(durationS > 0)) return [];
+  const shape = { scenario, seed: opts.seed, durationS };
+  if (!(rate > 0) || !(durationS > 0)) return shapedRequests(function* () {}, shape);
   const services = scenario.services;
   const weights = Float64Array.from(services, (s) => s.weight);
   if (!weights.some((x) => x > 0)) weights.fill(1);
-  const ctx: Ctx = {
-    scenario,
-    rate,
-    rng: Rng.derive(opts.seed, `workload/synthetic/${opts.pattern}`),
-    sizes: new TaskSizes(cal),
-    cal,
-    baseWeights: weights,
-    out: new TaskBuffer(),
-  };
   const periodS = SYNTHETIC.periodFrames * scenario.slotS * scenario.slotsPerFrame;
   const cpuHeavy = splitByScore(services.map((s) => s.cpuCores * s.workScale), weights);
   const memHeavy = splitByScore(services.map((s) => s.memGB), weights);
-  const run = (p: PatternName, t0: number, t1: number): void => {
-    if (p === 'p1') periodic(ctx, t0, t1, periodS, cpuHeavy);
-    else if (p === 'p2') periodic(ctx, t0, t1, periodS, memHeavy);
-    else if (p === 'p3') periodic(ctx, t0, t1, periodS / 2, cpuHeavy);
-    else stochastic(ctx, t0, t1);
-  };
-  if (opts.pattern === 'mixed') {
-    const segS = SYNTHETIC.mixedSegmentPeriods * periodS;
-    for (let k = 0; k * segS < durationS; k++) run(PATTERNS[k % PATTERNS.length], k * segS, Math.min(durationS, (k + 1) * segS));
-  } else {
-    run(opts.pattern, 0, durationS);
-  }
-  return shapeRequests(ctx.out, { scenario, seed: opts.seed, durationS });
+  const sizes = new TaskSizes(cal);
+  return shapedRequests(function* (out: TaskSink): Generator<number, void, void> {
+    const ctx: Ctx = {
+      scenario,
+      rate,
+      rng: Rng.derive(opts.seed, `workload/synthetic/${opts.pattern}`),
+      sizes,
+      cal,
+      baseWeights: weights,
+      out,
+    };
+    const run = (p: PatternName, t0: number, t1: number): Generator<number, void, void> => {
+      if (p === 'p1') return periodic(ctx, t0, t1, periodS, cpuHeavy);
+      if (p === 'p2') return periodic(ctx, t0, t1, periodS, memHeavy);
+      if (p === 'p3') return periodic(ctx, t0, t1, periodS / 2, cpuHeavy);
+      return stochastic(ctx, t0, t1);
+    };
+    if (opts.pattern === 'mixed') {
+      // segment k arrives from k x segS on: the watermarks of one segment hold for the next ones
+      const segS = SYNTHETIC.mixedSegmentPeriods * periodS;
+      for (let k = 0; k * segS < durationS; k++) yield* run(PATTERNS[k % PATTERNS.length], k * segS, Math.min(durationS, (k + 1) * segS));
+    } else {
+      yield* run(opts.pattern, 0, durationS);
+    }
+  }, shape);
 }

@@ -38,12 +38,21 @@
  * Seeded draws: Rng.derive(seed, "workload/trace") gives u in row order, piece by piece;
  * Rng.derive(seed, "workload/shape") gives j then z per request in id order. Same rows + same
  * options -> same requests.
+ *
+ * Streaming (source.ts): `traceSource` gives the requests one by one as the simulator asks; only
+ * the rows and per-row tables are held (the trace's size, not the run's). `toRequests` is the
+ * same source drained into an array. M (the median taskCoreS) comes from one pass over the tasks
+ * before the first request (streamMedian).
  */
 import type { Request } from '../../shared/domain';
 import { Rng, hashString } from '../../shared/rng';
 import type { Scenario } from '../../shared/scenario';
 import { UsageError } from '../../shared/errors';
 import type { TraceRow } from './alibaba';
+import { TASK_CHUNK, drain, median, shapedSource } from './source';
+import type { RequestSource, TaskGen, TaskSink } from './source';
+
+export { median } from './source';
 
 /** Shaping constants (documented in the table above). */
 export const SHAPE = {
@@ -62,47 +71,6 @@ export const SHAPE = {
   defaultPlanCpu: 50,
 } as const;
 
-/**
- * Tasks placed in simulated time, before they are shaped into requests: parallel typed arrays
- * (no object per task) that grow as tasks are pushed.
- */
-export class TaskBuffer {
-  length = 0;
-  /** Simulated seconds. */
-  arrivalS: Float64Array = new Float64Array(1024);
-  service: Int32Array = new Int32Array(1024);
-  eap: Int32Array = new Int32Array(1024);
-  /** Core-seconds of the original task (plan cores x duration), > 0. */
-  taskCoreS: Float64Array = new Float64Array(1024);
-
-  push(arrivalS: number, service: number, eap: number, taskCoreS: number): void {
-    if (this.length === this.arrivalS.length) this.grow();
-    const i = this.length++;
-    this.arrivalS[i] = arrivalS;
-    this.service[i] = service;
-    this.eap[i] = eap;
-    this.taskCoreS[i] = taskCoreS;
-  }
-
-  private grow(): void {
-    const cap = this.arrivalS.length * 2;
-    const f = (a: Float64Array): Float64Array => {
-      const b = new Float64Array(cap);
-      b.set(a);
-      return b;
-    };
-    const g = (a: Int32Array): Int32Array => {
-      const b = new Int32Array(cap);
-      b.set(a);
-      return b;
-    };
-    this.arrivalS = f(this.arrivalS);
-    this.service = g(this.service);
-    this.eap = g(this.eap);
-    this.taskCoreS = f(this.taskCoreS);
-  }
-}
-
 export interface ShapeOptions {
   scenario: Scenario;
   seed: number;
@@ -112,14 +80,6 @@ export interface ShapeOptions {
 /** Core-seconds of one task instance: plan_cpu 100 = one core; durations under the trace's 1 s resolution count as 1 s. */
 export function coreSeconds(planCpu: number, durationS: number): number {
   return (Math.max(planCpu, 1) / 100) * Math.max(durationS, 1);
-}
-
-/** Median of a numeric array (copy sorted; NaN-free input). */
-export function median(values: ArrayLike<number>): number {
-  const n = values.length;
-  if (n === 0) return NaN;
-  const a = Float64Array.from(values as ArrayLike<number>).sort();
-  return n % 2 === 1 ? a[(n - 1) / 2] : 0.5 * (a[n / 2 - 1] + a[n / 2]);
 }
 
 /** 32-bit avalanche finaliser (murmur3 fmix32): FNV-1a's low bits are weak for short numeric ids. */
@@ -160,81 +120,43 @@ export function traceTaskCoreS(rows: readonly TraceRow[]): Float64Array {
   return out;
 }
 
+/** Per task, in id order: the request with work, deadline and input size by the rules of the table above. */
+export type ShapeFn = (id: number, arrivalS: number, service: number, eap: number, taskCoreS: number) => Request;
+
 /**
- * Indices of the tasks with arrivals in [0, durationS), ordered by arrival, push order breaking
- * ties. Expected O(n): a stable counting sort into n buckets over [0, durationS), then an insertion
- * sort that only fixes the order inside buckets; falls back to a comparison sort if the arrivals are
- * so clustered that the insertion sort would go quadratic.
+ * The shaping rules for one run: given M (the median taskCoreS of the tasks shaped), a function
+ * that shapes tasks in id order, with its own Rng.derive(seed, "workload/shape").
  */
-export function arrivalOrder(tasks: TaskBuffer, durationS: number): Uint32Array {
-  const arr = tasks.arrivalS;
-  let k = 0;
-  for (let i = 0; i < tasks.length; i++) if (arr[i] >= 0 && arr[i] < durationS) k++;
-  const buckets = Math.max(1, k);
-  const scale = buckets / durationS;
-  const start = new Uint32Array(buckets + 1);
-  for (let i = 0; i < tasks.length; i++) {
-    const t = arr[i];
-    if (t >= 0 && t < durationS) start[Math.min(buckets - 1, Math.floor(t * scale)) + 1]++;
-  }
-  for (let b = 0; b < buckets; b++) start[b + 1] += start[b];
-  const order = new Uint32Array(k);
-  for (let i = 0; i < tasks.length; i++) {
-    const t = arr[i];
-    if (t >= 0 && t < durationS) order[start[Math.min(buckets - 1, Math.floor(t * scale))]++] = i;
-  }
-  let moves = 0;
-  const budget = 64 * k + 1024;
-  for (let i = 1; i < k; i++) {
-    const x = order[i];
-    const tx = arr[x];
-    let j = i - 1;
-    while (j >= 0 && arr[order[j]] > tx) {
-      order[j + 1] = order[j];
-      j--;
-    }
-    order[j + 1] = x;
-    moves += i - 1 - j;
-    if (moves > budget) return order.sort((a, b) => arr[a] - arr[b] || a - b);
-  }
-  return order;
+export function shaper(opts: ShapeOptions): (medianTaskCoreS: number) => ShapeFn {
+  const wl = opts.scenario.workload;
+  const services = opts.scenario.services;
+  const halfSigma2 = 0.5 * SHAPE.inputSigma * SHAPE.inputSigma;
+  return (med) => {
+    const rng = Rng.derive(opts.seed, 'workload/shape');
+    return (id, arrivalS, service, eap, taskCoreS) => {
+      const svc = services[service];
+      let ratio = Math.sqrt(taskCoreS / med);
+      if (SHAPE.workExponent !== 0.5) ratio = Math.pow(taskCoreS / med, SHAPE.workExponent);
+      if (!(ratio >= SHAPE.workRatioMin)) ratio = SHAPE.workRatioMin;
+      else if (ratio > SHAPE.workRatioMax) ratio = SHAPE.workRatioMax;
+      const workCoreS = SHAPE.medianWorkCoreS * svc.workScale * ratio;
+      const jitter = rng.uniform(SHAPE.deadlineJitterMin, SHAPE.deadlineJitterMax);
+      const relS = Math.max(SHAPE.minRelativeDeadlineS, wl.deadlineBaseS + wl.deadlineSlack * (workCoreS / svc.cpuCores) * jitter);
+      let inputMB = wl.inputMB * Math.exp(SHAPE.inputSigma * rng.normal() - halfSigma2);
+      if (!(inputMB >= SHAPE.inputMinMB)) inputMB = SHAPE.inputMinMB;
+      else if (inputMB > SHAPE.inputMaxMB) inputMB = SHAPE.inputMaxMB;
+      return { id, service, eap, arrivalS, deadlineS: arrivalS + relS, workCoreS, inputMB };
+    };
+  };
 }
 
 /**
- * Tasks -> requests: keeps arrivals in [0, durationS), sorts them by arrival (stable), gives
- * dense ids, and derives work, deadline and input size (see the table above). Used by the trace
- * replay and by every synthetic pattern.
+ * Tasks -> requests, as a stream: keeps arrivals in [0, durationS), in arrival order (push order
+ * breaking ties), gives dense ids, and derives work, deadline and input size (see the table
+ * above). Used by the trace replay and by every synthetic pattern.
  */
-export function shapeRequests(tasks: TaskBuffer, opts: ShapeOptions): Request[] {
-  const { scenario, durationS } = opts;
-  const order = arrivalOrder(tasks, durationS);
-  const n = order.length;
-  const core = new Float64Array(n);
-  for (let i = 0; i < n; i++) core[i] = tasks.taskCoreS[order[i]];
-  const med = n > 0 ? median(core) : 1;
-  const rng = Rng.derive(opts.seed, 'workload/shape');
-  const wl = scenario.workload;
-  const services = scenario.services;
-  const halfSigma2 = 0.5 * SHAPE.inputSigma * SHAPE.inputSigma;
-  const out: Request[] = new Array(n);
-  for (let i = 0; i < n; i++) {
-    const k = order[i];
-    const service = tasks.service[k];
-    const arrivalS = tasks.arrivalS[k];
-    const svc = services[service];
-    let ratio = Math.sqrt(core[i] / med);
-    if (SHAPE.workExponent !== 0.5) ratio = Math.pow(core[i] / med, SHAPE.workExponent);
-    if (!(ratio >= SHAPE.workRatioMin)) ratio = SHAPE.workRatioMin;
-    else if (ratio > SHAPE.workRatioMax) ratio = SHAPE.workRatioMax;
-    const workCoreS = SHAPE.medianWorkCoreS * svc.workScale * ratio;
-    const jitter = rng.uniform(SHAPE.deadlineJitterMin, SHAPE.deadlineJitterMax);
-    const relS = Math.max(SHAPE.minRelativeDeadlineS, wl.deadlineBaseS + wl.deadlineSlack * (workCoreS / svc.cpuCores) * jitter);
-    let inputMB = wl.inputMB * Math.exp(SHAPE.inputSigma * rng.normal() - halfSigma2);
-    if (!(inputMB >= SHAPE.inputMinMB)) inputMB = SHAPE.inputMinMB;
-    else if (inputMB > SHAPE.inputMaxMB) inputMB = SHAPE.inputMaxMB;
-    out[i] = { id: i, service, eap: tasks.eap[k], arrivalS, deadlineS: arrivalS + relS, workCoreS, inputMB };
-  }
-  return out;
+export function shapedRequests(gen: TaskGen, opts: ShapeOptions): RequestSource {
+  return shapedSource(gen, { durationS: opts.durationS, shaper: shaper(opts) });
 }
 
 export interface TraceToRequestsOptions extends ShapeOptions {
@@ -247,11 +169,16 @@ export interface TraceToRequestsOptions extends ShapeOptions {
 
 /** Trace rows (any time window, any order) -> requests over [0, durationS). See the table above. */
 export function toRequests(rows: readonly TraceRow[], opts: TraceToRequestsOptions): Request[] {
+  return drain(traceSource(rows, opts));
+}
+
+/** The requests of toRequests as a stream (source.ts); the wrap-around notice is given here, once. */
+export function traceSource(rows: readonly TraceRow[], opts: TraceToRequestsOptions): RequestSource {
   const { scenario, durationS, load } = opts;
   const source = opts.source ?? 'trace';
   if (rows.length === 0) throw new UsageError(`--trace: ${source}: no rows to replay`);
   const targetRate = scenario.workload.ratePerS * load;
-  if (!(targetRate > 0) || !(durationS > 0)) return [];
+  if (!(targetRate > 0) || !(durationS > 0)) return shapedRequests(function* () {}, opts);
 
   // Rows by arrival, file order breaking ties (Array.prototype.sort is stable).
   const sorted = rows.slice().sort((a, b) => a.arrivalS - b.arrivalS);
@@ -264,6 +191,7 @@ export function toRequests(rows: readonly TraceRow[], opts: TraceToRequestsOptio
   const numEaps = scenario.eaps.length;
   const serviceOf = new Int32Array(n);
   const eapOf = new Int32Array(n);
+  const relS = new Float64Array(n);
   const cache = new Map<string, [number, number]>();
   for (let i = 0; i < n; i++) {
     const id = used[i].jobId;
@@ -274,28 +202,37 @@ export function toRequests(rows: readonly TraceRow[], opts: TraceToRequestsOptio
     }
     serviceOf[i] = se[0];
     eapOf[i] = se[1];
+    relS[i] = used[i].arrivalS - t0;
   }
   const taskCore = traceTaskCoreS(used);
 
   // Pieces: the window once (or its first `wanted` rows), then again, shifted, while rows are
   // still wanted; each piece is rate-normalised over the rows it replays.
-  const rng = Rng.derive(opts.seed, 'workload/trace');
-  const tasks = new TaskBuffer();
-  let offsetS = 0;
-  let remaining = wanted;
-  let pieces = 0;
-  while (remaining > 0 && offsetS < durationS) {
-    const m = Math.min(n, remaining);
-    const spanTraceS = used[m - 1].arrivalS - t0 + 1;
-    // Simulated seconds per trace second: (tasks per trace-second) / (requests per simulated second).
-    const compression = m / spanTraceS / targetRate;
-    for (let i = 0; i < m; i++) {
-      const arrivalS = offsetS + (used[i].arrivalS - t0 + rng.next()) * compression;
-      if (arrivalS < durationS) tasks.push(arrivalS, serviceOf[i], eapOf[i], taskCore[i]);
+  const tasks = function* (sink: TaskSink): Generator<number, void, void> {
+    const rng = Rng.derive(opts.seed, 'workload/trace');
+    let offsetS = 0;
+    let remaining = wanted;
+    while (remaining > 0 && offsetS < durationS) {
+      const m = Math.min(n, remaining);
+      const spanTraceS = relS[m - 1] + 1;
+      // Simulated seconds per trace second: (tasks per trace-second) / (requests per simulated second).
+      const compression = m / spanTraceS / targetRate;
+      const nextOffsetS = offsetS + m / targetRate;
+      for (let i = 0; i < m; i++) {
+        const arrivalS = offsetS + (used[i].arrivalS - t0 + rng.next()) * compression;
+        if (arrivalS < durationS) sink.push(arrivalS, serviceOf[i], eapOf[i], taskCore[i]);
+        // later rows arrive no earlier in the trace (u >= 0), later pieces from nextOffsetS
+        if (sink.fresh >= TASK_CHUNK) yield Math.min(offsetS + relS[i] * compression, nextOffsetS);
+      }
+      offsetS = nextOffsetS;
+      remaining -= m;
     }
+  };
+  let pieces = 0;
+  for (let offsetS = 0, remaining = wanted; remaining > 0 && offsetS < durationS; pieces++) {
+    const m = Math.min(n, remaining);
     offsetS += m / targetRate;
     remaining -= m;
-    pieces++;
   }
   if (pieces > 1) {
     opts.warn?.(
@@ -303,7 +240,7 @@ export function toRequests(rows: readonly TraceRow[], opts: TraceToRequestsOptio
         `replayed ${(wanted / n).toFixed(1)} times to fill ${fmt(durationS)} s`,
     );
   }
-  return shapeRequests(tasks, opts);
+  return shapedRequests(tasks, opts);
 }
 
 function fmt(x: number): string {
