@@ -41,6 +41,7 @@ import type { Request } from '../../shared/domain';
 import { UsageError } from '../../shared/errors';
 import { loadScenario, topologyOf, type Scenario } from '../../shared/scenario';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../workload';
+import { uploadS } from '../sim/latency';
 import { checkpointHead, defaultModelPath } from './checkpoint';
 import type { FaultPlan } from '../../orchestrator/emulated-cluster';
 import { Rng } from '../../shared/rng';
@@ -415,9 +416,16 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       per[b][kind]++;
       if (reason) reasons[reason] = (reasons[reason] ?? 0) + 1;
     };
-    const fire = (r: Request) => {
+    // the device -> eAP upload is the load generator's to emulate (the agent emulates the eAP ->
+    // target transfer and the return): each request reaches its agent at arrival + upload, as in
+    // the simulator, with the time left to its deadline; its latency counts from the device
+    const sendS = requests.map((r) => r.arrivalS + uploadS(scenario, r.inputMB));
+    const order = Array.from(requests.keys()).sort((x, y) => sendS[x] - sendS[y] || x - y);
+    const fire = (k: number) => {
+      const r = requests[k];
       const b = r.eap;
-      const deadlineMs = ((r.deadlineS - r.arrivalS) * 1000) / a.speed;
+      const upMs = ((sendS[k] - r.arrivalS) * 1000) / a.speed;
+      const deadlineMs = ((r.deadlineS - sendS[k]) * 1000) / a.speed;
       const body = JSON.stringify({ service: r.service, deadlineMs, payloadBytes: Math.round(r.inputMB * 1e6), workCoreS: r.workCoreS });
       total.sent++;
       per[b].sent++;
@@ -441,7 +449,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
           res.on('end', () => {
             const ms = performance.now() - t0;
             if (res.statusCode === 200) {
-              latencies.push(ms);
+              latencies.push(ms + upMs);
               settle(ms <= deadlineMs ? 'completedInTime' : 'late');
               return;
             }
@@ -481,12 +489,12 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       let i = 0;
       const tick = () => {
         const nowS = ((performance.now() - t0) / 1000) * a.speed;
-        while (i < requests.length && requests[i].arrivalS <= nowS) fire(requests[i++]);
-        if (i >= requests.length || stopping) {
+        while (i < order.length && sendS[order[i]] <= nowS) fire(order[i++]);
+        if (i >= order.length || stopping) {
           resolve();
           return;
         }
-        const waitMs = ((requests[i].arrivalS - nowS) * 1000) / a.speed;
+        const waitMs = ((sendS[order[i]] - nowS) * 1000) / a.speed;
         setTimeout(tick, Math.max(0, Math.min(50, waitMs)));
       };
       tick();

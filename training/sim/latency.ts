@@ -4,6 +4,12 @@
  */
 import type { LinkSpec, Scenario } from '../../shared/scenario';
 
+/** Device -> eAP upload of a request payload (s): what `kais up`'s load generator waits before it sends, as the simulator does. */
+export function uploadS(scenario: Scenario, inputMB: number): number {
+  const l = scenario.network.deviceToEap;
+  return l.latencyMs / 1000 + (inputMB * 8) / l.mbps;
+}
+
 export class Network {
   /** [eap * numTargets + target] one-way latency (s) eAP -> target. */
   readonly latencyS: Float64Array;
