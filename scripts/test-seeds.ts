@@ -77,7 +77,7 @@ function main(): void {
           let line = `  ${p.padEnd(14)} ${m(p).toFixed(4)} (s.e. ${se(v).toFixed(4)})${seeds.length <= 5 ? ` [${v.join(' ')}]` : ''}`;
           if (!heuristics.includes(p)) {
             line += ` | ${ratio(v, bestName)}`;
-            for (const ref of ['round-robin', 'greedy']) if (rates.has(ref)) line += ` | ${ratio(v, ref)}`;
+            for (const ref of ['round-robin', 'greedy']) if (rates.has(ref) && ref !== bestName) line += ` | ${ratio(v, ref)}`;
           }
           console.log(line);
         }

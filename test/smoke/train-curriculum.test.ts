@@ -62,9 +62,9 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
     const out = path.join(tmp, 'whole.db');
     const r = kais(...args, '--out', out);
     expect(r.code).toBe(0);
-    expect(r.stderr).toMatch(/lesson 1\/2 "01-clone" starts at frame 0: p1 x1, 1-frame episodes, static, discounted, cloning deadline-load/);
+    expect(r.stderr).toMatch(/lesson 1\/2 "01-clone" starts at frame 0: p1 x1, 1-frame episodes, static, edf, cloning deadline-load/);
     expect(r.stderr).toMatch(/lesson 1\/2 "01-clone" ended after 2 episodes \(frame 2\): budget/);
-    expect(r.stderr).toMatch(/lesson 2\/2 "02-rl" starts at frame 2: p4 x1, 2-frame episodes, hpa, discounted, RL, at most 2 episodes, from checkpoint "cloned"/);
+    expect(r.stderr).toMatch(/lesson 2\/2 "02-rl" starts at frame 2: p4 x1, 2-frame episodes, hpa, edf, RL, at most 2 episodes, from checkpoint "cloned"/);
     expect(r.stderr).toMatch(/lesson 2\/2 "02-rl" ended after 2 episodes \(frame 6\): budget/);
     // the progress bar names the lesson
     expect(r.stderr).toMatch(/lesson 2\/2 02-rl ep 2\/2 \| frame 6\/6 \[rl\]/);
