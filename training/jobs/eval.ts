@@ -289,7 +289,7 @@ export const evalCommand: CommandModule<object, EvalArgs> = {
       .option('frames', { type: 'number', default: 20, describe: 'frames to simulate (100 slots of 0.25 s each)' })
       .option('seed', { type: 'number', default: 1, describe: 'random seed (same seed, same numbers)' })
       .option('load', { type: 'number', default: 1, describe: 'multiplier on arrival rates' })
-      .option('slot', { type: 'number', describe: "decision slot in seconds (default: the scenario's, 0.25 on kais); the live agent dispatches on arrival, which --slot 0.05 approximates" })
+      .option('slot', { type: 'number', describe: "learning slot in seconds (default: the scenario's, 0.25 on kais): how often rewards are computed and queues swept; requests are dispatched on arrival whatever the slot" })
       .option('dequeue', { type: 'string', default: 'edf', describe: `the nodes' queue order: ${DEQUEUE_NAMES.join(', ')} (requests are dispatched on arrival)` })
       .option('node-dequeue', { type: 'string', describe: 'node queue order (default: --dequeue)' })
       .option('fault-rate', { type: 'number', default: 0, describe: 'node failures per node per hour of simulated time' })
