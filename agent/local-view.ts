@@ -66,6 +66,8 @@ export class LocalClusterView implements ClusterView {
     readonly speed = 1,
     private readonly unhealthyForS = 2,
     private readonly reportTtlS = 1,
+    /** Scenario-time clock (the simulator's); default: real time x speed since construction. */
+    private readonly clock: (() => number) | null = null,
   ) {
     if (!(speed > 0) || !Number.isFinite(speed)) throw new TypeError(`LocalClusterView: speed must be > 0, got ${speed}`);
     const topo = topologyOf(scenario);
@@ -187,6 +189,7 @@ export class LocalClusterView implements ClusterView {
   // ---- ClusterView ----
   nowS(): number {
     if (this.heldS >= 0) return this.heldS;
+    if (this.clock) return this.clock();
     return ((performance.now() - this.t0Ms) / 1000) * this.speed;
   }
   nodeEap(node: number): number {

@@ -27,6 +27,13 @@ export interface EpisodeOptions {
   deviceFilters?: boolean;
   /** With deviceFilters: the learned stage on the ambiguous windows (the caller loads the tfjs backend). */
   learnedDetector?: boolean;
+  /**
+   * What each eAP's policy decides on: 'global' the true state of the whole cluster at that
+   * instant; 'agent' what the live agent can know (agent/local-view.ts: its own outstanding
+   * requests, the targets' load reports on their answers, the placement), with the live node's
+   * 503 for a full, failed or replica-less node and the agent's retry on the cloud. @defaultValue 'global'
+   */
+  view?: 'global' | 'agent';
   /** Measure every decision's wall time (adds ~0.1 µs per decision; makes output non-reproducible). */
   timing?: boolean;
 }
@@ -72,13 +79,13 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
     faults: o.faults,
     illegalAction: 'throw',
     deviceFilters: o.deviceFilters,
+    agentViews: o.view === 'agent',
     learnedDetector: o.learnedDetector,
     seed: o.seed,
   });
   const policy = o.dispatch;
   let { observations } = env.reset({ seed: o.seed });
   policy.reset?.(o.seed, env.view);
-  const view = env.view;
   // decision wall times: the largest 1% of them (one decision per request at most)
   const times = new TopValues(0.99, o.timing ? (isRequestSource(o.requests) ? o.requests.count : o.requests.length) : 0);
   const actions: number[] = new Array(env.possibleAgents.length).fill(-1);
@@ -88,7 +95,7 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
     if (batched) {
       const items = live.map((b) => observations[b]);
       const t0 = o.timing ? performance.now() : 0;
-      policy.decideBatch!(items, view);
+      policy.decideBatch!(items, env.viewOf(live[0]));
       if (o.timing) {
         const per = ((performance.now() - t0) * 1000) / Math.max(1, items.length);
         for (let k = 0; k < items.length; k++) times.push(per);
@@ -97,11 +104,11 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
     } else if (o.timing) {
       for (const b of live) {
         const t0 = performance.now();
-        actions[b] = policy.decide(observations[b], view);
+        actions[b] = policy.decide(observations[b], env.viewOf(b));
         times.push((performance.now() - t0) * 1000);
       }
     } else {
-      for (const b of live) actions[b] = policy.decide(observations[b], view);
+      for (const b of live) actions[b] = policy.decide(observations[b], env.viewOf(b));
     }
     observations = env.step(actions).observations;
   }

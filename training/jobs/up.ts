@@ -117,6 +117,9 @@ export interface UpSummary {
   evalSlotS: number;
   evalThroughputRate: number;
   vsEval: number;
+  /** The same prediction with `kais eval --view agent` (each eAP's policy on the live agent's information model), and live / it. */
+  evalAgentViewThroughputRate: number;
+  vsEvalAgentView: number;
   /** 1-minute load average and CPU count at the end: a live rate far below the prediction on a busy machine is CPU starvation. */
   loadAverage1m: number;
   cpus: number;
@@ -290,7 +293,11 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   const learning = a.learn && checkpoint !== undefined;
   // the prediction, before any process starts (it takes the CPU for a moment)
   const predicted = predictRate(scenario, requests, a, policy, checkpoint);
-  log(`kais eval predicts ${predicted.policy}: ${predicted.rate.toFixed(3)} for these ${requests.length} requests`);
+  const predictedAgentView = predictRate(scenario, requests, a, policy, checkpoint, 'agent');
+  log(
+    `kais eval predicts ${predicted.policy}: ${predicted.rate.toFixed(3)} for these ${requests.length} requests ` +
+      `(${predictedAgentView.rate.toFixed(3)} with --view agent)`,
+  );
 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-up-'));
   const children: Child[] = [];
@@ -563,6 +570,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       evalSlotS: predicted.slotS,
       evalThroughputRate: predicted.rate,
       vsEval: predicted.rate > 0 ? throughputRate / predicted.rate : 0,
+      evalAgentViewThroughputRate: predictedAgentView.rate,
+      vsEvalAgentView: predictedAgentView.rate > 0 ? throughputRate / predictedAgentView.rate : 0,
       loadAverage1m: +os.loadavg()[0].toFixed(2),
       cpus: os.cpus().length,
       refusedReasons: reasons,
@@ -592,7 +601,14 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
  * the argmax actor of `checkpoint`, or lec, the agents' fallback, without one) with the run's
  * orchestration, EDF queues as the agents use, enough frames to finish every request.
  */
-export function predictRate(base: Scenario, requests: Request[], a: Pick<UpArgs, 'seed' | 'orchestration'>, policy: LivePolicyName, checkpoint: string | undefined): { policy: string; rate: number; slotS: number } {
+export function predictRate(
+  base: Scenario,
+  requests: Request[],
+  a: Pick<UpArgs, 'seed' | 'orchestration'>,
+  policy: LivePolicyName,
+  checkpoint: string | undefined,
+  view: 'global' | 'agent' = 'global',
+): { policy: string; rate: number; slotS: number } {
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { runEpisode } = require('./rollout') as typeof import('./rollout');
   const { makeDispatch, makeOrchestration } = require('../baselines/registry') as typeof import('../baselines/registry');
@@ -617,6 +633,7 @@ export function predictRate(base: Scenario, requests: Request[], a: Pick<UpArgs,
     dispatch,
     orchestration: makeOrchestration(a.orchestration, scenario),
     nodeDequeue: 'edf',
+    view,
   });
   const name = isDispatchHeuristic(policy) ? policy : checkpoint ? 'cmmac' : 'lec';
   return { policy: `${name}/${a.orchestration}`, rate: res.throughputRate, slotS: scenario.slotS };
@@ -627,7 +644,7 @@ function formatSummary(s: UpSummary): string {
   const lines = [
     `kais up: ${s.scenario}, ${s.workload}, ${s.durationS} s at speed ${s.speed}, policy ${s.policy}`,
     `sent ${s.sent}: in time ${s.completedInTime}, late ${s.late}, refused ${s.refused}, unanswered ${s.unanswered}; throughput rate ${pct(s.throughputRate)}`,
-    `kais eval predicts ${s.evalPolicy} ${pct(s.evalThroughputRate)} for the same requests: live / predicted = ${s.vsEval.toFixed(3)}${s.learning ? ' (learning online)' : ''}`,
+    `kais eval predicts ${s.evalPolicy} ${pct(s.evalThroughputRate)} for the same requests: live / predicted = ${s.vsEval.toFixed(3)}${s.learning ? ' (learning online)' : ''}; with --view agent ${pct(s.evalAgentViewThroughputRate)}: live / predicted = ${s.vsEvalAgentView.toFixed(3)}`,
     ...(s.vsEval < 0.9 && s.loadAverage1m > s.cpus
       ? [`note: load average ${s.loadAverage1m} on ${s.cpus} CPUs: the processes competed for CPU, so requests went late that the simulator serves in time`]
       : []),

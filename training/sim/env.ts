@@ -43,6 +43,8 @@ import { discounted } from '../../shared/dequeue';
 import type { DispatchItem, OrchestrationPolicy, OrchestrationView, ServiceWindowStats } from '../../shared/policy';
 import type { Scenario } from '../../shared/scenario';
 import { buildMask } from '../../agent/filters/context-filter';
+import { LocalClusterView } from '../../agent/local-view';
+import type { ClusterView } from '../../shared/policy';
 import { Cluster, RequestRing } from './cluster';
 import { EventType, Timeline } from './timeline';
 import { slotRewards } from './reward';
@@ -74,6 +76,15 @@ export interface EnvOptions {
   /** With deviceFilters: the learned stage decides the ambiguous windows (telemetry.ts; needs a tfjs backend). @defaultValue false */
   learnedDetector?: boolean;
   seed?: number;
+  /**
+   * Each eAP's policy (and its context filter) decides on the live agent's information model: a
+   * LocalClusterView (agent/local-view.ts) on the simulator's clock, fed with the eAP's own
+   * dispatches, the answers as they reach the eAP (with the target's load report, as the emulated
+   * node sends it) and the placement of every frame; an edge node answers 503 when it has failed,
+   * has no replica of the service or its queue is full, and the agent retries on the cloud while
+   * the deadline is not past (agent/dispatcher.ts). Policies read `viewOf(b)`. @defaultValue false
+   */
+  agentViews?: boolean;
 }
 
 export interface StepInfo {
@@ -118,6 +129,8 @@ export class EdgeCloudEnv {
   /** per request index: 0 not finished, 1 completed in time, 2 late, 3 dropped (grows with the arrivals) */
   private fate: Uint8Array;
   private readonly timeline = new Timeline();
+  private views: LocalClusterView[] | null = null;
+  private answerQ: { w: number; procS: number | null; load: boolean }[][] = [];
   private readonly items: DispatchItem[];
   /** eAP with a decision pending, -1 when none */
   private pending = -1;
@@ -136,6 +149,8 @@ export class EdgeCloudEnv {
   dispatchedToCloud = 0;
   illegalActions = 0;
   scaleOps = 0;
+  /** agentViews: requests an edge node refused (503) and the agent sent on to the cloud */
+  retriedOnCloud = 0;
   /** with a `requests` array (empty with a source): latency (s, arrival at the device to result back) of each completed request (in time or late), in completion order */
   readonly latencyS: Float64Array;
   latencyCount = 0;
@@ -183,6 +198,7 @@ export class EdgeCloudEnv {
       rewardEpsilon: 1,
       deviceFilters: false,
       learnedDetector: false,
+      agentViews: false,
       // an option passed as undefined keeps its default (a plain spread would overwrite it)
       ...(Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as EnvOptions),
     };
@@ -279,6 +295,7 @@ export class EdgeCloudEnv {
     this.dispatched = 0;
     this.dispatchedToCloud = 0;
     this.illegalActions = 0;
+    this.retriedOnCloud = 0;
     this.scaleOps = 0;
     this.latencyCount = 0;
     this.latencySumS = 0;
@@ -312,6 +329,12 @@ export class EdgeCloudEnv {
     } else {
       this.nextOrchestrationS = Infinity;
     }
+    if (this.opts.agentViews) {
+      const T = c.numTargets;
+      this.views = this.possibleAgents.map((b) => new LocalClusterView(this.scenario, b, 1, 2, 1, () => this.cluster.now));
+      this.answerQ = Array.from({ length: c.numEaps * T }, () => []);
+      this.pushPlacement();
+    }
     this.advance();
     const r = this.result();
     return { observations: r.observations, infos: r.infos };
@@ -344,6 +367,50 @@ export class EdgeCloudEnv {
   /** Nearest-rank 99th percentile (s) of the answered waits: completed requests' latencies and dropped ones' relative deadlines; 0 for none. */
   answeredP99S(): number {
     return this.answered.quantile();
+  }
+
+  /** What eAP b's policy reads: its agent's view with agentViews, else the whole cluster. */
+  viewOf(b: number): ClusterView {
+    return this.views ? this.views[b] : this.cluster;
+  }
+
+  private pushPlacement(): void {
+    const c = this.cluster;
+    const N = c.numNodes;
+    const W = c.numServices;
+    const replicas = new Int32Array(W * N);
+    for (let w = 0; w < W; w++) for (let n = 0; n < N; n++) replicas[w * N + n] = c.ready[n * W + w] - c.draining[n * W + w];
+    for (const v of this.views!) v.applyPlacement({ version: 0, frame: 0, numServices: W, numNodes: N, replicas });
+  }
+
+  /** The answer of request slot s at target t travels back to its agent (agentViews). */
+  private answer(s: number, t: number, procS: number | null, load: boolean, time: number): void {
+    if (!this.views) return;
+    const c = this.cluster;
+    const b = this.req.eap[s];
+    const k = b * c.numTargets + t;
+    this.answerQ[k].push({ w: this.req.service[s], procS, load });
+    this.timeline.push(time + c.net.returnS(b, t) - c.net.deviceLatencyS, EventType.AgentAnswer, k, 0);
+  }
+
+  private onAgentAnswer(k: number): void {
+    const c = this.cluster;
+    const T = c.numTargets;
+    const b = Math.floor(k / T);
+    const t = k - b * T;
+    const a = this.answerQ[k].shift()!;
+    const W = c.numServices;
+    let load = null;
+    if (a.load) {
+      const waiting = new Array<number>(W);
+      const busy = new Array<number>(W);
+      for (let w = 0; w < W; w++) {
+        waiting[w] = c.queues[t * W + w].size;
+        busy[w] = c.busy[t * W + w];
+      }
+      load = { cpu: 1 - c.freeCpu[t] / c.cpu[t], waiting, busy };
+    }
+    this.views![b].onDone(t, a.w, a.procS, load);
   }
 
   /** The global state for the centralised critic (CTDE): the whole cluster, read-only. */
@@ -393,6 +460,9 @@ export class EdgeCloudEnv {
             break;
           case EventType.NodeFault:
             this.onNodeFault(tl.popA, tl.popB === 1, time);
+            break;
+          case EventType.AgentAnswer:
+            this.onAgentAnswer(tl.popA);
             break;
         }
         continue;
@@ -462,7 +532,7 @@ export class EdgeCloudEnv {
     const item = this.items[b];
     item.request = r.requests[s]!;
     item.action = -1;
-    buildMask(this.cluster, item.request.service, this.scenario.queueCapPerReplica, item.mask);
+    buildMask(this.views ? this.views[b] : this.cluster, item.request.service, this.scenario.queueCapPerReplica, item.mask);
     this.pending = b;
     this.pendingIndex[b] = i;
     return true;
@@ -486,6 +556,7 @@ export class EdgeCloudEnv {
     c.inFlightCount[t]++;
     c.pendingByService[t * c.numServices + w]++;
     this.dispatched++;
+    this.views?.[item.eap].onSent(t, w);
     if (t === c.cloudTarget) this.dispatchedToCloud++;
     this.timeline.push(c.now + c.net.transferS(item.eap, t, r.inputMB[s]), EventType.TargetArrive, i, t);
   }
@@ -540,6 +611,28 @@ export class EdgeCloudEnv {
     const w = r.service[s];
     const k = t * c.numServices + w;
     c.inFlightCount[t]--;
+    if (this.views && t !== c.cloudTarget) {
+      // the live node's admission: 503 when failed, without a replica or full; the agent retries on the cloud
+      const ready = c.ready[k] - c.draining[k];
+      if (c.failed[t] || ready <= 0 || c.queues[k].size >= this.scenario.queueCapPerReplica * ready) {
+        c.pendingByService[k]--;
+        this.answer(s, t, null, !c.failed[t], time);
+        const b = r.eap[s];
+        const back = time + c.net.returnS(b, t) - c.net.deviceLatencyS;
+        if (back >= r.deadlineS[s]) {
+          this.fail(i, c.failed[t] === 1);
+          return;
+        }
+        const cl = c.cloudTarget;
+        this.retriedOnCloud++;
+        r.target[s] = cl;
+        c.inFlightCount[cl]++;
+        c.pendingByService[cl * c.numServices + w]++;
+        this.views[b].onSent(cl, w);
+        this.timeline.push(back + c.net.transferS(b, cl, r.inputMB[s]), EventType.TargetArrive, i, cl);
+        return;
+      }
+    }
     c.waiting[t]++;
     r.targetArriveS[s] = time;
     r.status[s] = ST_QUEUED;
@@ -561,6 +654,7 @@ export class EdgeCloudEnv {
     const i = c.queues[k].pop();
     c.waiting[t]--;
     c.pendingByService[k]--;
+    this.answer(this.req.slotOf(i), t, null, true, c.now);
     this.fail(i, false);
   }
 
@@ -632,6 +726,7 @@ export class EdgeCloudEnv {
     const k = t * c.numServices + w;
     this.releaseRunning(i, t, w, time);
     c.meanProcS[k] = discounted(c.meanProcS[k], time - r.startS[s]);
+    this.answer(s, t, time - r.startS[s], true, time);
     const doneAt = time + c.net.returnS(r.eap[s], t);
     r.status[s] = ST_DONE;
     const b = r.eap[s];
@@ -712,6 +807,7 @@ export class EdgeCloudEnv {
         const s = i & r.mask;
         if (r.status[s] === ST_RUNNING && r.target[s] === n) {
           this.releaseRunning(i, n, r.service[s], time);
+          this.answer(s, n, null, false, time);
           this.fail(i, true);
         }
       }
@@ -763,6 +859,7 @@ export class EdgeCloudEnv {
       const failedNode = c.failed[t] === 1;
       const removed = q.filter((i) => {
         if (!this.tooLate(i, t, now)) return true;
+        this.answer(i & mask, t, null, !failedNode, now);
         this.fail(i, failedNode);
         return false;
       });
@@ -822,6 +919,7 @@ export class EdgeCloudEnv {
     this.window.windowS = now - this.windowStartS;
     const ops: ScaleOp[] = orch.decide(this.orchView);
     const executed = applyScaleOps(this, ops);
+    if (this.views) this.pushPlacement();
     this.scaleOps += executed;
     this.frames[this.frames.length - 1].scaleOps += executed;
     this.resetWindow();

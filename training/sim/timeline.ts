@@ -18,6 +18,8 @@ export const enum EventType {
   ReplicaReady = 3,
   /** A node fails (b = 1) or recovers (b = 0). a = node. */
   NodeFault = 4,
+  /** An answer reaches the eAP's agent (agentViews). a = eap * numTargets + target. */
+  AgentAnswer = 5,
 }
 
 export class Timeline {

@@ -91,6 +91,15 @@ describe('kais eval', () => {
     expectUsageError(kais('eval', '--scenario', 'tiny', '--slot', '0'), /--slot: must divide/);
   });
 
+  it('--view agent runs the policies on the live agent\'s view and says so in the JSON; a bad --view exits 2', () => {
+    const r = kais('eval', '--scenario', 'tiny', '--frames', '1', '--policies', 'lec/hpa', '--view', 'agent', '--json');
+    expect(r.code).toBe(0);
+    const report = JSON.parse(r.stdout);
+    expect(report.view).toBe('agent');
+    expect(report.results[0].arrived).toBe(report.results[0].completedInTime + report.results[0].late + report.results[0].dropped + report.results[0].queuedAtEnd);
+    expectUsageError(kais('eval', '--scenario', 'tiny', '--view', 'local'), /--view: global or agent, got "local"/);
+  });
+
   it('refuses a negative load, a bad frame count and an unknown scenario', () => {
     expectUsageError(kais('eval', '--scenario', 'tiny', '--load', '-1'), /--load: must be a positive number, got -1/);
     expectUsageError(kais('eval', '--scenario', 'tiny', '--frames', '0'), /--frames: must be a positive integer/);
