@@ -13,7 +13,7 @@
  *   TRACE=/tmp/trace-late.csv SEEDS=2000-2009 LOADS=0.5,1,1.5,2 node dist/scripts/test-seeds.js
  *   SEEDS=2000-2002 POLICIES='cmmac;db:/tmp/run.db@24' node dist/scripts/test-seeds.js
  *
- * SEEDS (default 2000-2009), LOADS (default 1), DQ (node queue orders, default edf), FRAMES
+ * VIEW (global or agent: what the policies decide on, kais eval --view; default global), SEEDS (default 2000-2009), LOADS (default 1), DQ (node queue orders, default edf), FRAMES
  * (default 5), POLICIES (names as policy-by-name.ts reads them, ';'-separated; default cmmac),
  * HEURISTICS (default lec;jsq;p2c;round-robin;greedy;random: always run, the best of them is the
  * bar).
@@ -53,13 +53,14 @@ function main(): void {
   const heuristics = (process.env.HEURISTICS ?? 'lec;jsq;p2c;round-robin;greedy;random').split(';');
   const others = (process.env.POLICIES ?? 'cmmac').split(';').filter((p) => p && !heuristics.includes(p));
   const trace = process.env.TRACE ?? null;
+  const view = (process.env.VIEW ?? 'global') as 'global' | 'agent';
   const workloads: [string, string | null][] = [['p4', null], ...(trace ? [['trace', trace] as [string, string]] : [])];
-  console.log(`seeds ${seeds[0]}..${seeds[seeds.length - 1]} (${seeds.length}), kais, hpa, ${frames} frames`);
+  console.log(`seeds ${seeds[0]}..${seeds[seeds.length - 1]} (${seeds.length}), kais, hpa, ${frames} frames, view ${view}`);
   for (const dequeue of dequeues) {
     for (const [wname, tracePath] of workloads) {
       for (const load of loads) {
         const rates = new Map<string, number[]>();
-        for (const p of [...heuristics, ...others]) rates.set(p, seeds.map((seed) => episodeRate(scenario, p, { frames, seed, load, tracePath, dequeue })));
+        for (const p of [...heuristics, ...others]) rates.set(p, seeds.map((seed) => episodeRate(scenario, p, { frames, seed, load, tracePath, dequeue, view })));
         const oracle = seeds.map((seed) => {
           const durationS = frames * scenario.slotsPerFrame * scenario.slotS;
           return oracleBound(scenario, buildRequests({ scenario, workload: 'p4', tracePath, seed, load, durationS }), durationS).throughputRate;
