@@ -40,11 +40,11 @@
 import type { Outcome, Request, ScaleOp } from '../../shared/domain';
 import type { DequeueName } from '../../shared/dequeue';
 import { discounted } from '../../shared/dequeue';
-import type { DispatchItem, OrchestrationPolicy, OrchestrationView, ServiceWindowStats } from '../../shared/policy';
+import type { ClusterView, DispatchItem, OrchestrationPolicy, OrchestrationView, ServiceWindowStats } from '../../shared/policy';
 import type { Scenario } from '../../shared/scenario';
 import { buildMask } from '../../agent/filters/context-filter';
 import { LocalClusterView } from '../../agent/local-view';
-import type { ClusterView } from '../../shared/policy';
+import type { TargetLoad } from '../../agent/proxy';
 import { Cluster, RequestRing } from './cluster';
 import { EventType, Timeline } from './timeline';
 import { slotRewards } from './reward';
@@ -130,7 +130,8 @@ export class EdgeCloudEnv {
   private fate: Uint8Array;
   private readonly timeline = new Timeline();
   private views: LocalClusterView[] | null = null;
-  private answerQ: { w: number; procS: number | null; load: boolean }[][] = [];
+  /** agentViews: per (eAP, target), the answers on their way back to the agent, in arrival order */
+  private answerQ: { w: number; procS: number | null; load: TargetLoad | null }[][] = [];
   private readonly items: DispatchItem[];
   /** eAP with a decision pending, -1 when none */
   private pending = -1;
@@ -331,7 +332,7 @@ export class EdgeCloudEnv {
     }
     if (this.opts.agentViews) {
       const T = c.numTargets;
-      this.views = this.possibleAgents.map((b) => new LocalClusterView(this.scenario, b, 1, 2, 1, () => this.cluster.now));
+      this.views = this.possibleAgents.map((b) => new LocalClusterView(this.scenario, b, 1, undefined, undefined, () => this.cluster.now));
       this.answerQ = Array.from({ length: c.numEaps * T }, () => []);
       this.pushPlacement();
     }
@@ -374,34 +375,29 @@ export class EdgeCloudEnv {
     return this.views ? this.views[b] : this.cluster;
   }
 
+  /** Hands every agent the placement as a placement frame carries it (replicas ordered, starting ones included). */
   private pushPlacement(): void {
     const c = this.cluster;
     const N = c.numNodes;
     const W = c.numServices;
     const replicas = new Int32Array(W * N);
-    for (let w = 0; w < W; w++) for (let n = 0; n < N; n++) replicas[w * N + n] = c.ready[n * W + w] - c.draining[n * W + w];
+    for (let w = 0; w < W; w++) for (let n = 0; n < N; n++) replicas[w * N + n] = c.replicas(n, w);
     for (const v of this.views!) v.applyPlacement({ version: 0, frame: 0, numServices: W, numNodes: N, replicas });
   }
 
-  /** The answer of request slot s at target t travels back to its agent (agentViews). */
-  private answer(s: number, t: number, procS: number | null, load: boolean, time: number): void {
+  /**
+   * The answer of request slot s at target t travels back to its agent (agentViews), with the
+   * target's load report taken now, as the emulated node takes it when it answers (`withLoad`
+   * false: no report, as from a failed node).
+   */
+  private answer(s: number, t: number, procS: number | null, withLoad: boolean, time: number): void {
     if (!this.views) return;
     const c = this.cluster;
     const b = this.req.eap[s];
     const k = b * c.numTargets + t;
-    this.answerQ[k].push({ w: this.req.service[s], procS, load });
-    this.timeline.push(time + c.net.returnS(b, t) - c.net.deviceLatencyS, EventType.AgentAnswer, k, 0);
-  }
-
-  private onAgentAnswer(k: number): void {
-    const c = this.cluster;
-    const T = c.numTargets;
-    const b = Math.floor(k / T);
-    const t = k - b * T;
-    const a = this.answerQ[k].shift()!;
-    const W = c.numServices;
-    let load = null;
-    if (a.load) {
+    let load: TargetLoad | null = null;
+    if (withLoad) {
+      const W = c.numServices;
       const waiting = new Array<number>(W);
       const busy = new Array<number>(W);
       for (let w = 0; w < W; w++) {
@@ -410,7 +406,14 @@ export class EdgeCloudEnv {
       }
       load = { cpu: 1 - c.freeCpu[t] / c.cpu[t], waiting, busy };
     }
-    this.views![b].onDone(t, a.w, a.procS, load);
+    this.answerQ[k].push({ w: this.req.service[s], procS, load });
+    this.timeline.push(time + c.net.returnS(b, t) - c.net.deviceLatencyS, EventType.AgentAnswer, k, 0);
+  }
+
+  private onAgentAnswer(k: number): void {
+    const b = Math.floor(k / this.cluster.numTargets);
+    const a = this.answerQ[k].shift()!;
+    this.views![b].onDone(k - b * this.cluster.numTargets, a.w, a.procS, a.load);
   }
 
   /** The global state for the centralised critic (CTDE): the whole cluster, read-only. */
@@ -701,10 +704,12 @@ export class EdgeCloudEnv {
   private start(i: number, t: number, w: number, time: number): void {
     const c = this.cluster;
     const k = t * c.numServices + w;
-    if (t !== c.cloudTarget) this.touchEdge(w, time);
+    if (t !== c.cloudTarget) {
+      this.touchEdge(w, time);
+      this.edgeBusy[w]++;
+    }
     c.integrateNode(t, time);
     c.busy[k]++;
-    if (t !== c.cloudTarget) this.edgeBusy[w]++;
     c.runningCount[t]++;
     c.waiting[t]--;
     c.pendingByService[k]--;
