@@ -13,7 +13,7 @@
  *   TRACE=/tmp/trace-late.csv SEEDS=2000-2009 LOADS=0.5,1,1.5,2 node dist/scripts/test-seeds.js
  *   SEEDS=2000-2002 POLICIES='cmmac;db:/tmp/run.db@24' node dist/scripts/test-seeds.js
  *
- * VIEW (global or agent: what the policies decide on, kais eval --view; default global), SEEDS (default 2000-2009), LOADS (default 1), DQ (node queue orders, default edf), FRAMES
+ * VIEW (agent or global: what the policies decide on, kais eval --view; default agent), SEEDS (default 2000-2009), LOADS (default 1), DQ (node queue orders, default edf), FRAMES
  * (default 5), POLICIES (names as policy-by-name.ts reads them, ';'-separated; default cmmac),
  * HEURISTICS (default lec;jsq;p2c;round-robin;greedy;random: always run, the best of them is the
  * bar).
@@ -53,7 +53,7 @@ function main(): void {
   const heuristics = (process.env.HEURISTICS ?? 'lec;jsq;p2c;round-robin;greedy;random').split(';');
   const others = (process.env.POLICIES ?? 'cmmac').split(';').filter((p) => p && !heuristics.includes(p));
   const trace = process.env.TRACE ?? null;
-  const view = (process.env.VIEW ?? 'global') as 'global' | 'agent';
+  const view = (process.env.VIEW ?? 'agent') as 'global' | 'agent';
   const workloads: [string, string | null][] = [['p4', null], ...(trace ? [['trace', trace] as [string, string]] : [])];
   console.log(`seeds ${seeds[0]}..${seeds[seeds.length - 1]} (${seeds.length}), kais, hpa, ${frames} frames, view ${view}`);
   for (const dequeue of dequeues) {

@@ -71,7 +71,7 @@ export interface EvalArgs {
   slot?: number;
   /** Leave the oracle out above this many requests (no CLI flag; tests). @defaultValue ORACLE_MAX_REQUESTS */
   oracleMaxRequests?: number;
-  /** What each eAP's policy decides on: 'global' (default) or 'agent' (the live agent's view; rollout.ts EpisodeOptions.view). */
+  /** What each eAP's policy decides on: 'agent' (default: the live agent's view; rollout.ts EpisodeOptions.view) or 'global' (the whole cluster's true state). */
   view?: string;
 }
 
@@ -163,7 +163,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     makeAnyDispatch(dispatch, scenario, a.checkpoint, base);
     makeOrchestration(orchestration, scenario);
   }
-  const view = a.view ?? 'global';
+  const view = a.view ?? 'agent';
   if (view !== 'global' && view !== 'agent') throw new UsageError(`--view: global or agent, got "${view}"`);
   // the nodes' queue order (requests are dispatched on arrival: eAPs hold no queue in the simulator)
   const nodeDequeue = a.nodeDequeue !== undefined ? dequeueName('--node-dequeue', a.nodeDequeue) : dequeueName('--dequeue', a.dequeue);
@@ -297,7 +297,7 @@ export const evalCommand: CommandModule<object, EvalArgs> = {
       .option('frames', { type: 'number', default: 20, describe: 'frames to simulate (100 slots of 0.25 s each)' })
       .option('seed', { type: 'number', default: 1, describe: 'random seed (same seed, same numbers)' })
       .option('load', { type: 'number', default: 1, describe: 'multiplier on arrival rates' })
-      .option('view', { type: 'string', default: 'global', describe: "what each eAP's policy decides on: global (the cluster's true state) or agent (what the live agent can know: its own requests, the targets' load reports, placement; a full node's 503 retried on the cloud)" })
+      .option('view', { type: 'string', default: 'agent', describe: "what each eAP's policy decides on: agent (what the live agent can know: its own requests, the targets' load reports, placement; a full node's 503 retried on the cloud) or global (the cluster's true state, which no live agent has)" })
       .option('slot', { type: 'number', describe: "learning slot in seconds (default: the scenario's, 0.25 on kais): how often rewards are computed and queues swept; requests are dispatched on arrival whatever the slot" })
       .option('dequeue', { type: 'string', default: 'edf', describe: `the nodes' queue order: ${DEQUEUE_NAMES.join(', ')} (requests are dispatched on arrival)` })
       .option('node-dequeue', { type: 'string', describe: 'node queue order (default: --dequeue)' })

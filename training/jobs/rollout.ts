@@ -31,7 +31,7 @@ export interface EpisodeOptions {
    * What each eAP's policy decides on: 'global' the true state of the whole cluster at that
    * instant; 'agent' what the live agent can know (agent/local-view.ts: its own outstanding
    * requests, the targets' load reports on their answers, the placement), with the live node's
-   * 503 for a full, failed or replica-less node and the agent's retry on the cloud. @defaultValue 'global'
+   * 503 for a full, failed or replica-less node and the agent's retry on the cloud. @defaultValue 'agent'
    */
   view?: 'global' | 'agent';
   /** Measure every decision's wall time (adds ~0.1 µs per decision; makes output non-reproducible). */
@@ -79,7 +79,7 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
     faults: o.faults,
     illegalAction: 'throw',
     deviceFilters: o.deviceFilters,
-    agentViews: o.view === 'agent',
+    agentViews: (o.view ?? 'agent') === 'agent',
     learnedDetector: o.learnedDetector,
     seed: o.seed,
   });

@@ -72,6 +72,12 @@ export interface TrainOptions {
   load: number;
   /** Queue order at the eAPs and nodes while training and in the held-out evaluations. */
   dequeue: DequeueName;
+  /**
+   * What the actor (and the teacher it clones) decides on, in training and its evaluations:
+   * 'agent' the live agent's information model (EnvOptions.agentViews), 'global' the whole
+   * cluster's true state. Runs stored before the option existed trained on 'global'.
+   */
+  view: 'agent' | 'global';
   /** Total frames to train (behaviour-cloning frames included). */
   frames: number;
   /** Frames per episode (fresh requests and a fresh simulator each episode). */
@@ -158,6 +164,8 @@ export const TRAIN_DEFAULTS: Omit<TrainOptions, 'scenario'> = {
   // edf: the order of kais eval's default and of the live nodes; at the edge-cloud-v2 default load it
   // is also the better one for lec (0.793 vs 0.775 discounted, kais seed 1)
   dequeue: 'edf',
+  // agent: what the live agents know (kais eval's default, and what kais up measures)
+  view: 'agent',
   frames: 45,
   episodeFrames: 3,
   bcFrames: 24,
@@ -395,6 +403,11 @@ interface EpisodePlan {
   lr: number;
   entropyCoef: number;
   teamShare: number;
+}
+
+/** The run's view; runs stored before --view existed trained and evaluated on the whole cluster. */
+function viewOfRun(c: Pick<TrainOptions, 'view'>): 'agent' | 'global' {
+  return c.view ?? 'global';
 }
 
 function singlePlan(c: TrainConfig): EpisodePlan {
@@ -637,13 +650,13 @@ async function run(
       rewardEpsilon: config.rewardEpsilon ?? 1,
       nodeDequeue: plan.dequeue,
       deviceFilters: config.filters ?? false,
+      agentViews: viewOfRun(config) === 'agent',
     });
     const epTeacher = teacherOf(plan.teacher ?? config.teacher);
     let { observations } = env.reset({ seed: epSeed });
     policy.reset(epSeed);
     epTeacher.reset?.(epSeed, env.view);
     learner.setEntropyCoef(plan.entropyCoef);
-    const view = env.view;
     const epMetrics: FrameMetrics[] = [];
     let frameStart = 0;
     let bcLoss = 0;
@@ -669,6 +682,8 @@ async function run(
         // ACT: one batched forward pass over the live eAPs (or the teacher while cloning)
         const live = env.agents;
         const items = live.map((b) => observations[b]);
+        // one request reaches one eAP per step: its agent's view (or the cluster's, view 'global')
+        const view = env.viewOf(live[0]);
         if (bc) {
           for (const it of items) {
             it.action = epTeacher.decide(it, view);
@@ -948,6 +963,7 @@ function evaluateOn(
       dispatch,
       orchestration: makeOrchestration(config.orchestration, scenario),
       nodeDequeue: dq,
+      view: viewOfRun(config),
       deviceFilters: config.filters ?? false,
     });
     sum += r.throughputRate;
@@ -980,7 +996,8 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
       .option('workload', { type: 'string', default: TRAIN_DEFAULTS.workload, describe: `synthetic pattern (${WORKLOAD_NAMES.join(', ')})` })
       .option('trace', { type: 'string', describe: 'Alibaba batch_task CSV (or folder) to replay' })
       .option('load', { type: 'number', default: TRAIN_DEFAULTS.load, describe: 'arrival-rate multiplier' })
-      .option('dequeue', { type: 'string', choices: [...DEQUEUE_NAMES], default: TRAIN_DEFAULTS.dequeue, describe: 'queue order (eAP and node queues) in training and its evaluations' })
+      .option('dequeue', { type: 'string', choices: [...DEQUEUE_NAMES], default: TRAIN_DEFAULTS.dequeue, describe: 'queue order (node queues) in training and its evaluations' })
+      .option('view', { type: 'string', choices: ['agent', 'global'], default: TRAIN_DEFAULTS.view, describe: "what the actor and its teacher decide on: agent (what the live agent can know, as kais eval's default) or global (the whole cluster's true state)" })
       .option('curriculum', { type: 'string', describe: "lessons to train through: 'default' (the shipped ones), a folder of lesson .json files or one file; 'none': one lesson from the flags" })
       .option('filters', { type: 'boolean', default: TRAIN_DEFAULTS.filters, describe: 'run the device filters on simulated node telemetry (training and its evaluations)' })
       .option('frames', { type: 'number', describe: `total frames to train, BC frames included (default ${TRAIN_DEFAULTS.frames}; with --curriculum: until the last lesson ends)` })
@@ -1027,6 +1044,7 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
         trace: argv.trace ?? null,
         load: argv.load,
         dequeue: argv.dequeue,
+        view: argv.view as 'agent' | 'global',
         frames: argv.frames,
         episodeFrames: argv.episodeFrames,
         bcFrames: argv.bcFrames,
@@ -1128,6 +1146,7 @@ function writeLearningCurve(file: string, metrics: FrameMetrics[], o: TrainOptio
       dispatch: makeDispatch(d, scenario),
       orchestration: makeOrchestration(orch, scenario),
       nodeDequeue: o.dequeue,
+      view: viewOfRun(o),
     }).throughputPerFrame;
   writePlot(
     file,

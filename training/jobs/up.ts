@@ -110,16 +110,17 @@ export interface UpSummary {
    * What the simulator predicts for the same requests: the policy the run started with (with
    * `--policy cmmac` the model's actor, argmax, or the agents' lec fallback without a model; else
    * the `--policy` heuristic, one instance per eAP seeded as the agents seed theirs), the same
-   * orchestration, EDF queues, dispatch on arrival (the scenario's slot is evalSlotS). `evalPolicy`
-   * is `<dispatch>/<orchestration>`; `vsEval` = throughputRate / evalThroughputRate.
+   * orchestration, EDF queues, dispatch on arrival (the scenario's slot is evalSlotS), each eAP's
+   * policy on its agent's view (kais eval's default). `evalPolicy` is `<dispatch>/<orchestration>`;
+   * `vsEval` = throughputRate / evalThroughputRate.
    */
   evalPolicy: string;
   evalSlotS: number;
   evalThroughputRate: number;
   vsEval: number;
-  /** The same prediction with `kais eval --view agent` (each eAP's policy on the live agent's information model), and live / it. */
-  evalAgentViewThroughputRate: number;
-  vsEvalAgentView: number;
+  /** The same prediction with `kais eval --view global` (every policy reads the whole cluster's true state), and live / it. */
+  evalGlobalViewThroughputRate: number;
+  vsEvalGlobalView: number;
   /** 1-minute load average and CPU count at the end: a live rate far below the prediction on a busy machine is CPU starvation. */
   loadAverage1m: number;
   cpus: number;
@@ -293,10 +294,10 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   const learning = a.learn && checkpoint !== undefined;
   // the prediction, before any process starts (it takes the CPU for a moment)
   const predicted = predictRate(scenario, requests, a, policy, checkpoint);
-  const predictedAgentView = predictRate(scenario, requests, a, policy, checkpoint, 'agent');
+  const predictedGlobalView = predictRate(scenario, requests, a, policy, checkpoint, 'global');
   log(
     `kais eval predicts ${predicted.policy}: ${predicted.rate.toFixed(3)} for these ${requests.length} requests ` +
-      `(${predictedAgentView.rate.toFixed(3)} with --view agent)`,
+      `(${predictedGlobalView.rate.toFixed(3)} with --view global)`,
   );
 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-up-'));
@@ -570,8 +571,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       evalSlotS: predicted.slotS,
       evalThroughputRate: predicted.rate,
       vsEval: predicted.rate > 0 ? throughputRate / predicted.rate : 0,
-      evalAgentViewThroughputRate: predictedAgentView.rate,
-      vsEvalAgentView: predictedAgentView.rate > 0 ? throughputRate / predictedAgentView.rate : 0,
+      evalGlobalViewThroughputRate: predictedGlobalView.rate,
+      vsEvalGlobalView: predictedGlobalView.rate > 0 ? throughputRate / predictedGlobalView.rate : 0,
       loadAverage1m: +os.loadavg()[0].toFixed(2),
       cpus: os.cpus().length,
       refusedReasons: reasons,
@@ -607,7 +608,7 @@ export function predictRate(
   a: Pick<UpArgs, 'seed' | 'orchestration'>,
   policy: LivePolicyName,
   checkpoint: string | undefined,
-  view: 'global' | 'agent' = 'global',
+  view: 'global' | 'agent' = 'agent',
 ): { policy: string; rate: number; slotS: number } {
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { runEpisode } = require('./rollout') as typeof import('./rollout');
@@ -644,7 +645,7 @@ function formatSummary(s: UpSummary): string {
   const lines = [
     `kais up: ${s.scenario}, ${s.workload}, ${s.durationS} s at speed ${s.speed}, policy ${s.policy}`,
     `sent ${s.sent}: in time ${s.completedInTime}, late ${s.late}, refused ${s.refused}, unanswered ${s.unanswered}; throughput rate ${pct(s.throughputRate)}`,
-    `kais eval predicts ${s.evalPolicy} ${pct(s.evalThroughputRate)} for the same requests: live / predicted = ${s.vsEval.toFixed(3)}${s.learning ? ' (learning online)' : ''}; with --view agent ${pct(s.evalAgentViewThroughputRate)}: live / predicted = ${s.vsEvalAgentView.toFixed(3)}`,
+    `kais eval predicts ${s.evalPolicy} ${pct(s.evalThroughputRate)} for the same requests: live / predicted = ${s.vsEval.toFixed(3)}${s.learning ? ' (learning online)' : ''}; with --view global ${pct(s.evalGlobalViewThroughputRate)}: live / predicted = ${s.vsEvalGlobalView.toFixed(3)}`,
     ...(s.vsEval < 0.9 && s.loadAverage1m > s.cpus
       ? [`note: load average ${s.loadAverage1m} on ${s.cpus} CPUs: the processes competed for CPU, so requests went late that the simulator serves in time`]
       : []),

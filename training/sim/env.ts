@@ -82,7 +82,9 @@ export interface EnvOptions {
    * dispatches, the answers as they reach the eAP (with the target's load report, as the emulated
    * node sends it) and the placement of every frame; an edge node answers 503 when it has failed,
    * has no replica of the service or its queue is full, and the agent retries on the cloud while
-   * the deadline is not past (agent/dispatcher.ts). Policies read `viewOf(b)`. @defaultValue false
+   * the deadline is not past (agent/dispatcher.ts). Policies read `viewOf(b)`. The default, because it
+   * is what the live agents do; false hands every policy the whole cluster's true state (`view`),
+   * an information model no live agent has. @defaultValue true
    */
   agentViews?: boolean;
 }
@@ -199,7 +201,7 @@ export class EdgeCloudEnv {
       rewardEpsilon: 1,
       deviceFilters: false,
       learnedDetector: false,
-      agentViews: false,
+      agentViews: true,
       // an option passed as undefined keeps its default (a plain spread would overwrite it)
       ...(Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as EnvOptions),
     };
