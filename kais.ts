@@ -23,10 +23,15 @@ const COMMANDS: Record<string, () => CommandModule<any, any>> = {
   up: () => require('./training/jobs/up').upCommand,
 };
 
+/** One line: the user sees one line per mistake, whatever wrote the message (yargs writes several). */
+export function oneLine(msg: string): string {
+  return msg.trim().replace(/\s*\n\s*/g, '; ');
+}
+
 /** Exit 2 with one line for the user's mistakes; a stack trace only for our own bugs. */
 export function failAndExit(e: unknown): never {
   if (isUsageError(e)) {
-    process.stderr.write(`kais: ${e.message}\n`);
+    process.stderr.write(`kais: ${oneLine(e.message)}\n`);
     process.exit(2);
   }
   process.stderr.write(`kais: internal error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
@@ -42,14 +47,17 @@ function commandsFor(name: string | undefined): CommandModule<any, any>[] {
 async function main(): Promise<void> {
   await yargs(hideBin(process.argv))
     .scriptName('kais')
+    // a flag given twice: the last one wins, in every command (docs/cli.md)
+    .parserConfiguration({ 'duplicate-arguments-array': false })
     .command(commandsFor(process.argv[2]))
-    .demandCommand(1, 'kais: name a command (see --help)')
+    .demandCommand(1, 'name a command (see kais --help)')
     .strict()
     .fail((msg, err) => {
       if (err) failAndExit(err);
-      process.stderr.write(`kais: ${msg}\n`);
+      process.stderr.write(`kais: ${oneLine(msg ?? 'bad arguments')}\n`);
       process.exit(2);
     })
+    .epilogue('A flag given twice: the last one wins. Bad flags or files: one line on stderr, exit code 2. Option reference: docs/cli.md.')
     .help()
     .parseAsync();
 }

@@ -18,6 +18,8 @@ export interface CoreConfig {
   /** The actor's shared target scorer block, when its weights have one. */
   targetBlock: TargetBlock | null;
   lr: number;
+  /** Entropy bonus beta_H. */
+  entropyCoef: number;
   targetKl: number;
   /** Critic steps of a warm-up (critic-only) update. */
   warmupCriticSteps: number;
@@ -63,7 +65,7 @@ export class LearnerCore {
     this.critic = new ValueNet(c.obsDim, this.rng);
     if (critic) this.critic.setWeights(critic);
     this.actor = this.makeActor(actor);
-    this.learner = new CmmacLearner(this.actor, this.critic, this.rng, { lr: c.lr });
+    this.learner = new CmmacLearner(this.actor, this.critic, this.rng, { lr: c.lr, entropyCoef: c.entropyCoef });
   }
 
   /** Replaces the actor (e.g. a version published by someone else); Adam starts fresh. */
@@ -71,7 +73,7 @@ export class LearnerCore {
     this.learner.dispose();
     this.actor.dispose();
     this.actor = this.makeActor(arrays);
-    this.learner = new CmmacLearner(this.actor, this.critic, this.rng, { lr: this.c.lr });
+    this.learner = new CmmacLearner(this.actor, this.critic, this.rng, { lr: this.c.lr, entropyCoef: this.c.entropyCoef });
   }
 
   update(b: PackedBatch, criticOnly: boolean): CoreResult {

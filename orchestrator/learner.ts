@@ -71,6 +71,8 @@ export interface OnlineLearnerOptions {
   maxLag?: number;
   /** Adam learning rate (smaller than training: every update reaches production). @defaultValue 2e-4 */
   lr?: number;
+  /** Entropy bonus beta_H of the online updates. @defaultValue 0.01 */
+  entropyCoef?: number;
   /** PPO early stop on approximate KL. @defaultValue 0.01 */
   targetKl?: number;
   /** Seed of the critic's initial weights and the minibatch order. @defaultValue 1 */
@@ -190,6 +192,7 @@ export class OnlineLearner {
       criticWarmup: 1,
       maxLag: 2,
       lr: 2e-4,
+      entropyCoef: 0.01,
       targetKl: 0.01,
       seed: 1,
       thread: 'auto',
@@ -335,6 +338,7 @@ export class OnlineLearner {
         head: this.o.head,
         targetBlock: tensors.length > mlpArrays ? targetBlockOf(this.shape) : null,
         lr: this.o.lr,
+        entropyCoef: this.o.entropyCoef,
         targetKl: this.o.targetKl,
         // CPU: the learner shares the machine with the hub (and, under kais up, the agents); an
         // update on 2,048 decisions with 2 epochs is ~3-4 s of one core on wasm (measured), so

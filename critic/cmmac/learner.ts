@@ -10,7 +10,7 @@
  *
  * log pi is the true log-probability of the masked L1-normalised policy with the mask recorded at
  * acting time (not demo bug 5's log_softmax of probabilities). Targets and advantages are computed
- * once per update with the critic before it changes. Separate Adam optimisers, lr 5e-4, gamma 0.9.
+ * once per update with the critic before it changes. Separate Adam optimisers (the spec: lr 5e-4), gamma 0.9.
  *
  * Per-request credit (`updateRequests`, `kais train --credit request`, the default of the recipe;
  * a documented departure from the spec, whose team-reward mode above stays available as
@@ -42,13 +42,19 @@ import type { ValueNet } from '../../shared/nets/value';
 import { Adam, type AdamState } from './adam';
 import type { RolloutBuffer } from './buffer';
 
+/**
+ * The learner's settings. `lr` and `entropyCoef` have no default here: each caller's option spec
+ * owns them (kais train: training/jobs/train-options.ts, lr 1e-4 and entropy 0.003; the online
+ * learner: orchestrator/learner.ts, lr 2e-4 and entropy 0.01), so one number never has two homes.
+ * The spec's (paper's) values are lr 5e-4 and entropy 0.01.
+ */
 export interface LearnerOptions {
-  /** Adam learning rate of actor and critic. @defaultValue 5e-4 */
-  lr?: number;
+  /** Adam learning rate of actor and critic. */
+  lr: number;
   /** Discount per decision slot. @defaultValue 0.9 */
   gamma?: number;
-  /** beta_H, entropy bonus. @defaultValue 0.01 */
-  entropyCoef?: number;
+  /** beta_H, entropy bonus. */
+  entropyCoef: number;
   /** Decisions per actor minibatch. @defaultValue 1024 */
   minibatch?: number;
   /** Critic gradient steps per update (each on all slots). @defaultValue 4 */
@@ -105,9 +111,9 @@ export class CmmacLearner {
     readonly critic: ValueNet,
     /** Minibatch shuffling (part of the run's seeded stream). */
     private readonly rng: Rng,
-    options: LearnerOptions = {},
+    options: LearnerOptions,
   ) {
-    this.opts = { lr: 5e-4, gamma: 0.9, entropyCoef: 0.01, minibatch: 1024, criticSteps: 4, epochs: 1, normAdv: false, gaeLambda: 0, ...options };
+    this.opts = { gamma: 0.9, minibatch: 1024, criticSteps: 4, epochs: 1, normAdv: false, gaeLambda: 0, ...options };
     this.actorAdam = new Adam(actor.variables, this.opts.lr);
     this.criticAdam = new Adam(critic.variables, this.opts.lr);
   }

@@ -36,10 +36,11 @@ import * as fs from 'fs';
 import { performance } from 'perf_hooks';
 import type { Argv, CommandModule } from 'yargs';
 import { UsageError } from '../../shared/errors';
+import { checkOptions, givenOptions, yargsOptions } from '../../shared/config';
 import { Rng } from '../../shared/rng';
 import { loadScenario, topologyOf, type Scenario } from '../../shared/scenario';
 import { loadBackend } from '../../shared/tf-backend';
-import { ActorNet, type HeadActivation } from '../../shared/nets/actor';
+import { ActorNet } from '../../shared/nets/actor';
 import { ValueNet } from '../../shared/nets/value';
 import { CmmacDispatch } from '../../agent/actor-policy';
 import { observationDim, targetBlockOf, type ObservationShape } from '../../agent/observation';
@@ -48,8 +49,8 @@ import { CmmacLearner } from '../../critic/cmmac/learner';
 import { makeTrainTeacher } from '../../critic/cmmac/teacher';
 import { buildState, stateDim } from '../../critic/cmmac/state';
 import { EdgeCloudEnv, ENV_VERSION } from '../sim/env';
-import { DEQUEUE_NAMES, type DequeueName } from '../../shared/dequeue';
-import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES, type WorkloadName } from '../workload';
+import type { DequeueName } from '../../shared/dequeue';
+import { buildRequests, type WorkloadName } from '../workload';
 import { makeDispatch, makeOrchestration } from '../baselines/registry';
 import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
 import { checkTraceWindow, decidePromotion, loadCurriculum, loadValidation, type Lesson } from '../curriculum/schedule';
@@ -58,150 +59,12 @@ import { runEpisode } from './rollout';
 import { writePlot } from './plot';
 import { CheckpointDb, checkScenario, scenarioFingerprint, type CheckpointRow, type CheckpointState } from './checkpoint';
 import { packWeights, weightsToBytes } from '../../shared/protocol/weights';
+import { TRAIN_CLI_SPEC, TRAIN_DEFAULTS, TRAIN_SPEC, type TrainOptions } from './train-options';
 
 // ------------------------------------------------------------------------------------ OPTIONS
 
-export interface TrainOptions {
-  /** Built-in scenario name or a scenario JSON file. */
-  scenario: string;
-  /** Synthetic arrival pattern (ignored with --trace). */
-  workload: WorkloadName;
-  /** Alibaba batch_task CSV (or folder) to replay instead of a synthetic pattern. */
-  trace: string | null;
-  /** Arrival-rate multiplier. */
-  load: number;
-  /** Queue order at the eAPs and nodes while training and in the held-out evaluations. */
-  dequeue: DequeueName;
-  /**
-   * What the actor (and the teacher it clones) decides on, in training and its evaluations:
-   * 'agent' the live agent's information model (EnvOptions.agentViews), 'global' the whole
-   * cluster's true state. Runs stored before the option existed trained on 'global'.
-   */
-  view: 'agent' | 'global';
-  /** Total frames to train (behaviour-cloning frames included). */
-  frames: number;
-  /** Frames per episode (fresh requests and a fresh simulator each episode). */
-  episodeFrames: number;
-  /** Warm-start frames acting with `lec` and cloning it (0 = pure RL from random weights). */
-  bcFrames: number;
-  /** Passes over each BC frame's decisions. */
-  bcEpochs: number;
-  /** Actor head: 'softplus1' (default, cannot die; see shared/nets/actor.ts) or 'relu1' (the paper's). */
-  head: HeadActivation;
-  /** Add the actor's shared per-target scorer (shared/nets/actor.ts). */
-  targetScorer: boolean;
-  /** Heuristic dispatcher cloned during the warm start. */
-  teacher: string;
-  /** Learning rate during the warm start. */
-  bcLr: number;
-  /** DAgger: after the first episode of the warm start, act with the actor (argmax) and label its states with the teacher. */
-  dagger: boolean;
-  /** Orchestration baseline held fixed while dispatch learns. */
-  orchestration: string;
-  seed: number;
-  /** Adam learning rate (actor and critic). */
-  lr: number;
-  gamma: number;
-  entropyCoef: number;
-  minibatch: number;
-  /** Standardise advantages per update. */
-  normAdv: boolean;
-  /** GAE lambda (0 = one-step TD advantage, the spec's). */
-  gaeLambda: number;
-  /** epsilon of the reward u_b = exp(-lambda_b - epsilon nu_b) (the journal: 1). */
-  rewardEpsilon: number;
-  /**
-   * Credit assignment: 'request' (default) scores each decision by its own request's outcome, with
-   * PPO-clipped updates once per episode (critic/cmmac/learner.ts explains why); 'team' is the
-   * spec's shared one-step TD advantage of the team reward, one update per frame.
-   */
-  credit: 'request' | 'team';
-  /** credit 'request': share of the team TD advantage added to each decision's own. */
-  teamShare: number;
-  /** credit 'request': PPO ratio clip. */
-  clip: number;
-  /** credit 'request': passes over an episode's decisions per update. */
-  ppoEpochs: number;
-  /** credit 'request': stop the passes when the approximate KL to the acting policy exceeds this. */
-  targetKl: number;
-  /** Write the actor of the best evaluation (or the last one without --eval-every) here (.bin + .json). */
-  exportActor: string | null;
-  /** Evaluate (argmax, held-out seeds) every this many frames at episode ends; 0 = never. */
-  evalEvery: number;
-  /** Frames per evaluation episode. */
-  evalFrames: number;
-  /** Held-out episodes per evaluation (seeds EVAL_SEED_BASE + i). */
-  evalSeeds: number;
-  /**
-   * A second validation set: Alibaba batch_task CSV whose window `evalTraceWindowS` the held-out
-   * evaluations also replay (evalSeeds episodes, seeds EVAL_SEED_BASE + i, each from another start
-   * in the window); `best` is then chosen by the mean of the two throughput rates. null: the
-   * workload's episodes alone (as before). Default: the curriculum folder's validation.json, if any.
-   */
-  evalTrace: string | null;
-  /** Window [from, to] (trace seconds) of evalTrace. @defaultValue [25000, 30000] */
-  evalTraceWindowS: [number, number];
-  /** Start from the actor and critic of another run's latest checkpoint (same scenario; fresh optimiser). */
-  initFrom: string | null;
-  /**
-   * Lessons to train through (training/curriculum/schedule.ts): 'default' (the shipped lessons,
-   * training/curriculum/lessons), a folder of lesson files or one file; null trains a single lesson
-   * from the flags (--workload, --load, --episode-frames, --bc-frames, --frames, ...).
-   */
-  curriculum: string | null;
-  /** Generate node telemetry and run the device filters on it, in training and in the evaluations (training/sim/telemetry.ts). */
-  filters: boolean;
-  /** SQLite checkpoint file. */
-  out: string;
-  resume: boolean;
-  json: boolean;
-}
-
-export const TRAIN_DEFAULTS: Omit<TrainOptions, 'scenario'> = {
-  workload: DEFAULT_WORKLOAD,
-  trace: null,
-  load: 1,
-  // edf: the order of kais eval's default and of the live nodes; at the edge-cloud-v2 default load it
-  // is also the better one for lec (0.793 vs 0.775 discounted, kais seed 1)
-  dequeue: 'edf',
-  // agent: what the live agents know (kais eval's default, and what kais up measures)
-  view: 'agent',
-  frames: 45,
-  episodeFrames: 3,
-  bcFrames: 24,
-  bcEpochs: 4,
-  head: 'softplus1',
-  targetScorer: true,
-  teacher: 'lec',
-  bcLr: 5e-4,
-  dagger: false,
-  orchestration: 'hpa',
-  seed: 1,
-  lr: 1e-4,
-  gamma: 0.9,
-  entropyCoef: 0.003,
-  minibatch: 1024,
-  normAdv: false,
-  gaeLambda: 0,
-  rewardEpsilon: 1,
-  credit: 'request',
-  teamShare: 0,
-  clip: 0.2,
-  ppoEpochs: 4,
-  targetKl: 0.02,
-  exportActor: null,
-  evalEvery: 3,
-  evalFrames: 3,
-  evalSeeds: 2,
-  evalTrace: null,
-  evalTraceWindowS: [25000, 30000],
-  initFrom: null,
-  curriculum: null,
-  filters: false,
-  out: 'kais-train.db',
-  resume: false,
-  json: false,
-};
+// The options (type, default, range, description) are declared once in train-options.ts.
+export { TRAIN_DEFAULTS, type TrainOptions, parseWindowFlag } from './train-options';
 
 /** Seeds of held-out evaluation episodes (training episodes derive theirs from --seed). */
 export const EVAL_SEED_BASE = 1_000_003;
@@ -470,28 +333,9 @@ function windowRequests(scenario: Scenario, trace: string, [from, to]: [number, 
   return toRequests(windowRows, { scenario, seed, load, durationS, warn, source: trace });
 }
 
+/** The spec's checks (shared/config.ts: the same as on the command line), then the names it cannot know. */
 function validate(o: TrainOptions): void {
-  const posInt = (name: string, v: number, min = 1) => {
-    if (!Number.isInteger(v) || v < min) throw new UsageError(`--${name}: expected an integer >= ${min}, got ${v}`);
-  };
-  posInt('frames', o.frames);
-  posInt('episode-frames', o.episodeFrames);
-  posInt('bc-frames', o.bcFrames, 0);
-  posInt('bc-epochs', o.bcEpochs);
-  posInt('minibatch', o.minibatch);
-  posInt('eval-every', o.evalEvery, 0);
-  posInt('eval-frames', o.evalFrames);
-  posInt('eval-seeds', o.evalSeeds);
-  if (!Number.isFinite(o.seed)) throw new UsageError(`--seed: expected a number, got ${o.seed}`);
-  if (!isWorkloadName(o.workload)) throw new UsageError(`--workload: unknown "${o.workload}" (valid: ${WORKLOAD_NAMES.join(', ')})`);
-  if (!(o.lr > 0) || !(o.gamma >= 0 && o.gamma < 1) || !(o.entropyCoef >= 0)) {
-    throw new UsageError(`--lr/--gamma/--entropy-coef: expected lr > 0, 0 <= gamma < 1, entropy >= 0`);
-  }
-  if (!(o.rewardEpsilon >= 0)) throw new UsageError(`--reward-epsilon: expected a number >= 0, got ${o.rewardEpsilon}`);
-  if (o.credit !== 'request' && o.credit !== 'team') throw new UsageError(`--credit: expected request or team, got ${String(o.credit)}`);
-  if (!(o.clip > 0) || !(o.targetKl > 0) || !(o.teamShare >= 0)) throw new UsageError(`--clip/--target-kl/--team-share: expected clip > 0, target-kl > 0, team-share >= 0`);
-  posInt('ppo-epochs', o.ppoEpochs);
-  if (!(o.gaeLambda >= 0 && o.gaeLambda <= 1)) throw new UsageError(`--gae-lambda: expected a number in [0, 1], got ${o.gaeLambda}`);
+  checkOptions(TRAIN_SPEC, o);
   makeOrchestration(o.orchestration, loadScenario(o.scenario));
   if (!makeTrainTeacher(o.teacher)) makeDispatch(o.teacher, loadScenario(o.scenario));
 }
@@ -987,102 +831,14 @@ function round(x: number, d: number): number {
 
 // ---------------------------------------------------------------------------------------- CLI
 
-export const trainCommand: CommandModule<object, TrainOptions> = {
+export const trainCommand: CommandModule<object, object> = {
   command: 'train',
   describe: 'train the cMMAC dispatcher on the simulator (checkpoints in SQLite)',
-  builder: (y: Argv) =>
-    y
-      .option('scenario', { type: 'string', default: 'kais', describe: 'built-in scenario name or scenario JSON file' })
-      .option('workload', { type: 'string', default: TRAIN_DEFAULTS.workload, describe: `synthetic pattern (${WORKLOAD_NAMES.join(', ')})` })
-      .option('trace', { type: 'string', describe: 'Alibaba batch_task CSV (or folder) to replay' })
-      .option('load', { type: 'number', default: TRAIN_DEFAULTS.load, describe: 'arrival-rate multiplier' })
-      .option('dequeue', { type: 'string', choices: [...DEQUEUE_NAMES], default: TRAIN_DEFAULTS.dequeue, describe: 'queue order (node queues) in training and its evaluations' })
-      .option('view', { type: 'string', choices: ['agent', 'global'], default: TRAIN_DEFAULTS.view, describe: "what the actor and its teacher decide on: agent (what the live agent can know, as kais eval's default) or global (the whole cluster's true state)" })
-      .option('curriculum', { type: 'string', describe: "lessons to train through: 'default' (the shipped ones), a folder of lesson .json files or one file; 'none': one lesson from the flags" })
-      .option('filters', { type: 'boolean', default: TRAIN_DEFAULTS.filters, describe: 'run the device filters on simulated node telemetry (training and its evaluations)' })
-      .option('frames', { type: 'number', describe: `total frames to train, BC frames included (default ${TRAIN_DEFAULTS.frames}; with --curriculum: until the last lesson ends)` })
-      .option('episode-frames', { type: 'number', describe: `frames per episode (default ${TRAIN_DEFAULTS.episodeFrames}; single lesson only)` })
-      .option('bc-frames', { type: 'number', describe: `warm-start frames cloning --teacher (default ${TRAIN_DEFAULTS.bcFrames}, 0 = none; single lesson only)` })
-      .option('bc-epochs', { type: 'number', default: TRAIN_DEFAULTS.bcEpochs, describe: 'passes over each BC frame' })
-      .option('head', { type: 'string', choices: ['softplus1', 'relu1'], default: TRAIN_DEFAULTS.head, describe: 'actor head: softplus(z)+1 or the paper\'s ReLU(z)+1' })
-      .option('target-scorer', { type: 'boolean', default: TRAIN_DEFAULTS.targetScorer, describe: 'actor: add the shared per-target scorer (--no-target-scorer: the plain MLP)' })
-      .option('teacher', { type: 'string', default: TRAIN_DEFAULTS.teacher, describe: 'heuristic cloned during the warm start (deadline-load, deadline-load-eta, or any kais eval dispatch baseline)' })
-      .option('bc-lr', { type: 'number', default: TRAIN_DEFAULTS.bcLr, describe: 'learning rate during the warm start' })
-      .option('dagger', { type: 'boolean', default: TRAIN_DEFAULTS.dagger, describe: 'warm start: the actor acts after the first episode, the teacher labels' })
-      .option('orchestration', { type: 'string', default: TRAIN_DEFAULTS.orchestration, describe: 'fixed orchestration baseline' })
-      .option('seed', { type: 'number', default: TRAIN_DEFAULTS.seed, describe: 'seed of every random stream' })
-      .option('lr', { type: 'number', default: TRAIN_DEFAULTS.lr, describe: 'Adam learning rate' })
-      .option('gamma', { type: 'number', default: TRAIN_DEFAULTS.gamma, describe: 'discount per slot' })
-      .option('entropy-coef', { type: 'number', default: TRAIN_DEFAULTS.entropyCoef, describe: 'entropy bonus beta_H' })
-      .option('minibatch', { type: 'number', default: TRAIN_DEFAULTS.minibatch, describe: 'decisions per actor minibatch' })
-      .option('norm-adv', { type: 'boolean', default: TRAIN_DEFAULTS.normAdv, describe: 'standardise advantages' })
-      .option('gae-lambda', { type: 'number', default: TRAIN_DEFAULTS.gaeLambda, describe: 'GAE lambda (0 = one-step TD advantage)' })
-      .option('reward-epsilon', { type: 'number', default: TRAIN_DEFAULTS.rewardEpsilon, describe: 'epsilon of the imbalance term of the reward' })
-      .option('credit', { type: 'string', choices: ['request', 'team'], default: TRAIN_DEFAULTS.credit, describe: "credit assignment: each decision's own request outcome (PPO-clipped, per episode) or the spec's team TD advantage" })
-      .option('team-share', { type: 'number', default: TRAIN_DEFAULTS.teamShare, describe: 'credit request: share of the team advantage added' })
-      .option('clip', { type: 'number', default: TRAIN_DEFAULTS.clip, describe: 'credit request: PPO ratio clip' })
-      .option('ppo-epochs', { type: 'number', default: TRAIN_DEFAULTS.ppoEpochs, describe: 'credit request: passes per update' })
-      .option('target-kl', { type: 'number', default: TRAIN_DEFAULTS.targetKl, describe: 'credit request: stop passes above this approximate KL' })
-      .option('export-actor', { type: 'string', describe: 'write the best-evaluated actor (weights .bin + .json) here' })
-      .option('eval-every', { type: 'number', default: TRAIN_DEFAULTS.evalEvery, describe: 'evaluate every N frames (0 = never)' })
-      .option('eval-seeds', { type: 'number', default: TRAIN_DEFAULTS.evalSeeds, describe: 'held-out episodes per evaluation' })
-      .option('eval-trace', { type: 'string', describe: "second validation set: Alibaba CSV whose --eval-trace-window the evaluations also replay; best = mean of the two (default: the curriculum folder's validation.json; 'none': off)" })
-      .option('eval-trace-window', { type: 'string', describe: 'from,to: trace seconds of --eval-trace to replay (default 25000,30000)' })
-      .option('eval-frames', { type: 'number', default: TRAIN_DEFAULTS.evalFrames, describe: 'frames per evaluation episode' })
-      .option('init-from', { type: 'string', describe: "start from another run's latest checkpoint (same scenario)" })
-      .option('out', { type: 'string', default: TRAIN_DEFAULTS.out, describe: 'SQLite checkpoint file' })
-      .option('resume', { type: 'boolean', default: false, describe: 'continue the run stored in --out' })
-      .option('json', { type: 'boolean', default: false, describe: 'print the result as JSON on stdout' })
-      .option('plot', { type: 'string', describe: 'learning curve (.svg or .png): throughput rate per frame next to jsq/hpa and lec/hpa' }) as unknown as Argv<TrainOptions>,
+  builder: (y: Argv<object>) => yargsOptions(y.example('$0 train --scenario tiny --frames 6 --out /tmp/tiny.db', 'a tiny run in seconds'), TRAIN_CLI_SPEC),
   handler: async (argv) => {
-    const plotFile = (argv as unknown as { plot?: string }).plot;
-    if (plotFile !== undefined && !/\.(svg|png)$/i.test(plotFile)) throw new UsageError(`--plot: ${plotFile}: the file must end in .svg or .png`);
-    const r = await train(
-      {
-        scenario: argv.scenario,
-        workload: argv.workload,
-        trace: argv.trace ?? null,
-        load: argv.load,
-        dequeue: argv.dequeue,
-        view: argv.view as 'agent' | 'global',
-        frames: argv.frames,
-        episodeFrames: argv.episodeFrames,
-        bcFrames: argv.bcFrames,
-        bcEpochs: argv.bcEpochs,
-        head: argv.head,
-        targetScorer: argv.targetScorer,
-        teacher: argv.teacher,
-        bcLr: argv.bcLr,
-        dagger: argv.dagger,
-        orchestration: argv.orchestration,
-        seed: argv.seed,
-        lr: argv.lr,
-        gamma: argv.gamma,
-        entropyCoef: argv.entropyCoef,
-        minibatch: argv.minibatch,
-        normAdv: argv.normAdv,
-        gaeLambda: argv.gaeLambda,
-        rewardEpsilon: argv.rewardEpsilon,
-        credit: argv.credit,
-        teamShare: argv.teamShare,
-        clip: argv.clip,
-        ppoEpochs: argv.ppoEpochs,
-        targetKl: argv.targetKl,
-        exportActor: argv.exportActor ?? null,
-        evalEvery: argv.evalEvery,
-        evalFrames: argv.evalFrames,
-        evalSeeds: argv.evalSeeds,
-        evalTrace: (argv as unknown as { evalTrace?: string }).evalTrace,
-        evalTraceWindowS: parseWindowFlag((argv as unknown as { evalTraceWindow?: string }).evalTraceWindow),
-        initFrom: argv.initFrom ?? null,
-        curriculum: resolveCurriculumFlag((argv as unknown as { curriculum?: string }).curriculum, argv.scenario),
-        filters: argv.filters,
-        out: argv.out,
-        resume: argv.resume,
-        json: argv.json,
-      },
-      (line) => process.stderr.write(`${line}\n`),
-    );
+    const { plot: plotFile, ...given } = givenOptions(TRAIN_CLI_SPEC, argv);
+    const scenario = given.scenario ?? TRAIN_SPEC.scenario.default ?? 'kais';
+    const r = await train({ ...given, scenario, curriculum: resolveCurriculumFlag(given.curriculum ?? undefined, scenario) }, (line) => process.stderr.write(`${line}\n`));
     const last = r.metrics[r.metrics.length - 1];
     const summary = {
       out: r.config.out,
@@ -1093,21 +849,10 @@ export const trainCommand: CommandModule<object, TrainOptions> = {
       framesPerS: r.framesPerS,
     };
     if (plotFile) writeLearningCurve(plotFile, r.metrics, r.config);
-    if (argv.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
+    if (given.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
     else process.stdout.write(`trained ${summary.frames} frames in ${summary.wallS} s -> ${summary.out}\n`);
   },
 };
-
-/** `--eval-trace-window from,to` -> [from, to] (checked by train()); undefined when not given. */
-export function parseWindowFlag(v: string | undefined): [number, number] | undefined {
-  if (v === undefined) return undefined;
-  const parts = String(v).split(',');
-  const nums = parts.map((x) => (x.trim() === '' ? NaN : Number(x)));
-  if (nums.length !== 2 || !nums.every(Number.isFinite) || !(nums[0] < nums[1])) {
-    throw new UsageError(`--eval-trace-window: expected from,to with from < to (trace seconds), got "${v}"`);
-  }
-  return [nums[0], nums[1]];
-}
 
 /**
  * `--curriculum` as given, or when it is not given: the shipped lessons for the scenario they are

@@ -188,7 +188,7 @@ describe('OnlineLearner', () => {
   it('reloading the actor (a discarded update, a new stored version) leaves no tensor behind', () => {
     const w = initActorWeights(D, A, 5);
     const core = new LearnerCore(
-      { obsDim: D, numActions: A, head: 'relu1', targetBlock: null, lr: 1e-3, targetKl: 0.02, warmupCriticSteps: 2, epochs: 1, seed: 1 },
+      { obsDim: D, numActions: A, head: 'relu1', targetBlock: null, lr: 1e-3, entropyCoef: 0.01, targetKl: 0.02, warmupCriticSteps: 2, epochs: 1, seed: 1 },
       w,
       null,
     );

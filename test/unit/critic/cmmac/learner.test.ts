@@ -41,7 +41,7 @@ describe('cMMAC learner', () => {
   it('keeps the tensor count flat over 100 updates', () => {
     const actor = new ActorNet(OBS, A, new Rng(1), SMALL);
     const critic = new ValueNet(S, new Rng(2), SMALL);
-    const learner = new CmmacLearner(actor, critic, new Rng(3), { minibatch: 16 });
+    const learner = new CmmacLearner(actor, critic, new Rng(3), { minibatch: 16, lr: 5e-4, entropyCoef: 0.01 });
     const buf = new RolloutBuffer(OBS, A, S);
     const rng = new Rng(4);
     fillBandit(buf, rng, actor, 40);
@@ -65,7 +65,7 @@ describe('cMMAC learner', () => {
   it('raises the probability of the action that earns the reward', () => {
     const actor = new ActorNet(OBS, A, new Rng(5), SMALL, 'softplus1');
     const critic = new ValueNet(S, new Rng(6), SMALL);
-    const learner = new CmmacLearner(actor, critic, new Rng(7), { minibatch: 64, gamma: 0, lr: 3e-3 });
+    const learner = new CmmacLearner(actor, critic, new Rng(7), { minibatch: 64, gamma: 0, lr: 3e-3, entropyCoef: 0.01 });
     const buf = new RolloutBuffer(OBS, A, S);
     const rng = new Rng(8);
     const p0 = probOf0(actor);
@@ -85,7 +85,7 @@ describe('cMMAC learner', () => {
     const w = actor.getWeights().arrays;
     w[w.length - 1] = new Float32Array(A).fill(-100); // head biases far below zero: every unit dead
     actor.setWeights(w);
-    const learner = new CmmacLearner(actor, critic, new Rng(7), { minibatch: 64, gamma: 0, lr: 3e-3 });
+    const learner = new CmmacLearner(actor, critic, new Rng(7), { minibatch: 64, gamma: 0, lr: 3e-3, entropyCoef: 0.01 });
     const buf = new RolloutBuffer(OBS, A, S);
     const rng = new Rng(8);
     for (let i = 0; i < 10; i++) {
@@ -101,7 +101,7 @@ describe('cMMAC learner', () => {
   it('fits the critic to the discounted team reward', () => {
     const actor = new ActorNet(OBS, A, new Rng(9), SMALL);
     const critic = new ValueNet(S, new Rng(10), SMALL);
-    const learner = new CmmacLearner(actor, critic, new Rng(11), { gamma: 0.5, lr: 3e-3, criticSteps: 20 });
+    const learner = new CmmacLearner(actor, critic, new Rng(11), { gamma: 0.5, lr: 3e-3, entropyCoef: 0.01, criticSteps: 20 });
     const buf = new RolloutBuffer(OBS, A, S);
     const state = new Float32Array(S).fill(0.3);
     for (let i = 0; i < 30; i++) {
@@ -129,7 +129,7 @@ describe('cMMAC learner', () => {
       // V = 0 everywhere: then delta_t = U_t and the advantages are plain (discounted) reward sums
       const w = critic.getWeights().arrays.map((a) => new Float32Array(a.length));
       critic.setWeights(w);
-      const learner = new CmmacLearner(actor, critic, new Rng(22), { gamma: 0.5, gaeLambda: lam, criticSteps: 0 });
+      const learner = new CmmacLearner(actor, critic, new Rng(22), { lr: 5e-4, entropyCoef: 0.01, gamma: 0.5, gaeLambda: lam, criticSteps: 0 });
       const buf = new RolloutBuffer(OBS, A, S);
       const state = new Float32Array(S);
       for (const u of [0, 0, 4]) {
@@ -152,7 +152,7 @@ describe('cMMAC learner', () => {
     const mk = () => {
       const actor = new ActorNet(OBS, A, new Rng(12), SMALL);
       const critic = new ValueNet(S, new Rng(13), SMALL);
-      return { actor, critic, learner: new CmmacLearner(actor, critic, new Rng(14), { minibatch: 8 }) };
+      return { actor, critic, learner: new CmmacLearner(actor, critic, new Rng(14), { minibatch: 8, lr: 5e-4, entropyCoef: 0.01 }) };
     };
     const a = mk();
     const buf = new RolloutBuffer(OBS, A, S);
