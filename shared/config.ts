@@ -238,12 +238,13 @@ export const opt = {
       return (choices as readonly string[]).includes(t) ? (t as C) : new Problem(`expected one of ${choices.join(', ')}, got ${show(t)}`);
     }),
   /** An existing readable file (with `dir`, a folder is accepted too). */
-  file: <D extends string | null | undefined = undefined>(c: Common<D> & { dir?: boolean; ext?: RegExp; extText?: string }): Opt<string | D> =>
-    make<string | D>(c.dir ? 'file or folder' : 'file', 'string', c, (raw) => {
+  file: <D extends string | null | undefined = undefined>(c: Common<D> & { dir?: boolean; ext?: RegExp; extText?: string; sqlite?: boolean }): Opt<string | D> =>
+    make<string | D>(c.sqlite ? 'SQLite file' : c.dir ? 'file or folder' : 'file', 'string', c, (raw) => {
       const p = parsePath(raw);
       if (p instanceof Problem) return p;
       if (c.ext && !c.ext.test(p)) return new Problem(`${p}: expected ${c.extText ?? c.ext.source}`);
-      return checkInput(p, { file: true, dir: c.dir });
+      const input = checkInput(p, { file: true, dir: c.dir });
+      return input instanceof Problem || !c.sqlite ? input : checkSqliteFile(p);
     }),
   /** An existing readable folder. */
   dir: <D extends string | null | undefined = undefined>(c: Common<D>): Opt<string | D> =>

@@ -7,7 +7,9 @@
  * the report: a table on a terminal, or the JSON object with --json, and a plot with --plot.
  */
 import * as fs from 'fs';
-import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
+import type { Argv, CommandModule } from 'yargs';
+import { opt, resolveOptions, yargsOptions, type OptionsOf } from '../../shared/config';
+import { MAX_FRAMES, MAX_LOAD } from './train-options';
 import type { DequeueName } from '../../shared/dequeue';
 import { DEQUEUE_NAMES } from '../../shared/dequeue';
 import { loadBackend } from '../../shared/tf-backend';
@@ -47,33 +49,47 @@ export const DEFAULT_POLICIES = [
   'greedy/gsp-ss',
 ];
 
-export interface EvalArgs {
-  scenario: string;
-  workload: string;
-  trace?: string;
-  policies?: string;
-  checkpoint?: string;
-  frames: number;
-  seed: number;
-  load: number;
-  json: boolean;
-  plot?: string;
-  dequeue: string;
-  nodeDequeue?: string;
-  faultRate: number;
-  faultEvents?: string;
-  faultDurationS: number;
-  timing: boolean;
-  filters: boolean;
-  /** With --filters: 'vgru' runs the learned stage on the ambiguous windows, as the orchestrator does live. @defaultValue 'none' */
-  detector?: string;
-  /** Decision slot length (s); default the scenario's. */
-  slot?: number;
+// ------------------------------------------------------------------------------------ OPTIONS
+
+/** The options of `kais eval`, declared once (shared/config.ts makes the flags, checks and docs). */
+export const EVAL_SPEC = {
+  scenario: opt.string({ default: 'kais', describe: 'built-in scenario (tiny, small, kais, large) or a .json file' }),
+  workload: opt.choice(WORKLOAD_NAMES, { default: DEFAULT_WORKLOAD, describe: 'synthetic arrival pattern (ignored with --trace)' }),
+  trace: opt.file({ dir: true, describe: 'Alibaba batch_task CSV (v2017 or v2018), or a folder holding batch_task.csv' }),
+  policies: opt.optString({ describe: 'comma-separated dispatch/orchestration pairs (default: the heuristic pairs, and cmmac/hpa when a model ships)' }),
+  checkpoint: opt.file({ sqlite: true, describe: 'SQLite checkpoint of kais train for cmmac' }),
+  frames: opt.integer({ default: 20, min: 1, max: MAX_FRAMES, describe: 'frames to simulate (100 slots of 0.25 s each)' }),
+  seed: opt.integer({ default: 1, describe: 'random seed (same seed, same numbers)' }),
+  load: opt.number({ default: 1, min: 0, minExclusive: true, max: MAX_LOAD, describe: 'multiplier on arrival rates' }),
+  /** 'agent': the live agent's view (rollout.ts EpisodeOptions.view); 'global': the whole cluster's true state. */
+  view: opt.choice(['agent', 'global'] as const, {
+    default: 'agent',
+    describe: "what each eAP's policy decides on: agent (what the live agent can know: its own requests, the targets' load reports, placement; a full node's 503 retried on the cloud) or global (the cluster's true state, which no live agent has)",
+  }),
+  slot: opt.number({
+    min: 0,
+    minExclusive: true,
+    max: 3600,
+    defaultText: "the scenario's (0.25 on kais)",
+    describe: 'learning slot in seconds: how often rewards are computed and queues swept; requests are dispatched on arrival whatever the slot',
+  }),
+  dequeue: opt.choice(DEQUEUE_NAMES, { default: 'edf', describe: "the nodes' queue order (requests are dispatched on arrival)" }),
+  nodeDequeue: opt.choice(DEQUEUE_NAMES, { defaultText: '--dequeue', describe: 'node queue order' }),
+  faultRate: opt.number({ default: 0, min: 0, max: 1e6, describe: 'node failures per node per hour of simulated time' }),
+  faultEvents: opt.file({ describe: 'v2017_server_event.csv: fail nodes at the real softerror times' }),
+  faultDurationS: opt.number({ flag: 'fault-duration', default: 60, min: 0, minExclusive: true, max: 1e7, describe: 'seconds a failed node stays down' }),
+  filters: opt.boolean({ default: false, describe: 'run the device filters on simulated node telemetry' }),
+  /** With --filters: 'vgru' runs the learned stage on the ambiguous windows, as the orchestrator does live. */
+  detector: opt.choice(['none', 'vgru'] as const, { default: 'none', describe: "with --filters: 'vgru' lets the learned detector decide the ambiguous windows, as the orchestrator does live (loads tfjs; slower)" }),
+  timing: opt.boolean({ default: false, describe: 'measure decision latency (decisionP99Us; not reproducible)' }),
+  json: opt.boolean({ default: false, describe: 'print the JSON report on stdout' }),
+  plot: opt.outFile({ ext: /\.(svg|png)$/i, extText: 'a file ending in .svg or .png', describe: 'write per-frame throughput per policy to a .svg or .png file' }),
+};
+
+export type EvalArgs = OptionsOf<typeof EVAL_SPEC> & {
   /** Leave the oracle out above this many requests (no CLI flag; tests). @defaultValue ORACLE_MAX_REQUESTS */
   oracleMaxRequests?: number;
-  /** What each eAP's policy decides on: 'agent' (default: the live agent's view; rollout.ts EpisodeOptions.view) or 'global' (the whole cluster's true state). */
-  view?: string;
-}
+};
 
 export interface EvalReport {
   scenario: string;
@@ -284,34 +300,12 @@ export function formatTable(r: EvalReport): string {
   ].join('\n');
 }
 
-export const evalCommand: CommandModule<object, EvalArgs> = {
+export const evalCommand: CommandModule<object, object> = {
   command: 'eval',
   describe: 'evaluate dispatch/orchestration policy pairs on the simulator',
-  builder: (y: Argv) =>
-    y
-      .option('scenario', { type: 'string', default: 'kais', describe: 'built-in scenario (tiny, small, kais, large) or a .json file' })
-      .option('workload', { type: 'string', default: DEFAULT_WORKLOAD, describe: `synthetic pattern: ${WORKLOAD_NAMES.join(', ')}` })
-      .option('trace', { type: 'string', describe: 'Alibaba batch_task CSV (v2017 or v2018), or a folder holding batch_task.csv' })
-      .option('policies', { type: 'string', describe: 'comma-separated dispatch/orchestration pairs (default: the heuristic pairs)' })
-      .option('checkpoint', { type: 'string', describe: 'SQLite checkpoint of kais train for cmmac' })
-      .option('frames', { type: 'number', default: 20, describe: 'frames to simulate (100 slots of 0.25 s each)' })
-      .option('seed', { type: 'number', default: 1, describe: 'random seed (same seed, same numbers)' })
-      .option('load', { type: 'number', default: 1, describe: 'multiplier on arrival rates' })
-      .option('view', { type: 'string', default: 'agent', describe: "what each eAP's policy decides on: agent (what the live agent can know: its own requests, the targets' load reports, placement; a full node's 503 retried on the cloud) or global (the cluster's true state, which no live agent has)" })
-      .option('slot', { type: 'number', describe: "learning slot in seconds (default: the scenario's, 0.25 on kais): how often rewards are computed and queues swept; requests are dispatched on arrival whatever the slot" })
-      .option('dequeue', { type: 'string', default: 'edf', describe: `the nodes' queue order: ${DEQUEUE_NAMES.join(', ')} (requests are dispatched on arrival)` })
-      .option('node-dequeue', { type: 'string', describe: 'node queue order (default: --dequeue)' })
-      .option('fault-rate', { type: 'number', default: 0, describe: 'node failures per node per hour of simulated time' })
-      .option('fault-events', { type: 'string', describe: 'v2017_server_event.csv: fail nodes at the real softerror times' })
-      .option('fault-duration', { type: 'number', default: 60, describe: 'seconds a failed node stays down' })
-      .option('filters', { type: 'boolean', default: false, describe: 'run the device filters on simulated node telemetry' })
-      .option('detector', { type: 'string', default: 'none', describe: "with --filters: 'vgru' lets the learned detector decide the ambiguous windows, as the orchestrator does live (loads tfjs; slower)" })
-      .option('timing', { type: 'boolean', default: false, describe: 'measure decision latency (decisionP99Us; not reproducible)' })
-      .option('json', { type: 'boolean', default: false, describe: 'print the JSON report on stdout' })
-      .option('plot', { type: 'string', describe: 'write per-frame throughput per policy to a .svg or .png file' }) as unknown as Argv<EvalArgs>,
-  handler: async (argv: ArgumentsCamelCase<EvalArgs>) => {
-    const args: EvalArgs = { ...argv, faultDurationS: (argv as unknown as { faultDuration: number }).faultDuration };
-    if (args.plot && !/\.(svg|png)$/i.test(args.plot)) throw new UsageError(`--plot: ${args.plot}: the file must end in .svg or .png`);
+  builder: (y: Argv<object>) => yargsOptions(y.example('$0 eval --scenario kais --frames 2', 'every heuristic pair (and the shipped model) on 2 frames'), EVAL_SPEC),
+  handler: async (argv) => {
+    const args: EvalArgs = resolveOptions(EVAL_SPEC, argv);
     if (learnedDetectorOf(args)) await loadBackend(); // an entry point picks the backend
     const report = runEval(args, (line) => process.stderr.write(`kais: ${line}\n`));
     if (args.plot) {
