@@ -13,7 +13,17 @@
  * once the result could no longer come back in time), and waits the return time. A 503 from an
  * edge node (full) or an unreachable node is retried once on the cloud while the deadline is not
  * past. Every request gets exactly one answer: served (200), refused (503, with the target's
- * reason), expired (504), or timed out (504) after min(deadline x 3 + 1 s, deadline + 10 s).
+ * reason), expired (504), or timed out (504).
+ *
+ * Deadlines are enforced by timers, not by slots freeing up: a queued request is answered 504
+ * `expired in the eAP queue` at its deadline, and one in flight 504 `no answer by the deadline`
+ * at its deadline + `lateAnswerMs` (its work goes on and is counted, the device has its answer).
+ * Admission keeps long requests from starving short ones: a service holds at most
+ * `maxInFlightPerService` of the `maxInFlight` slots, requests with a deadline over
+ * `longDeadlineMs` at most `maxInFlightLong`, and the queue holds at most `maxQueued` requests,
+ * `maxQueuedPerService` of one service and `maxQueuedLong` long ones; a request beyond those is
+ * answered 503 `admission: ...` at once. The pump skips a queued request whose service or class
+ * is at its limit and takes the next one. Memory is bounded by these limits.
  *
  * A decision kept as experience (`experience`: by default the actor's drawn decisions, the ones
  * the online learner uses) becomes a `Transition` (reward 1 if the device got its answer in time,
@@ -68,6 +78,20 @@ export interface DispatcherOptions {
   targets: Targets;
   /** @defaultValue 256 */
   maxInFlight?: number;
+  /** Slots one service may hold. @defaultValue max(8, maxInFlight / 4) */
+  maxInFlightPerService?: number;
+  /** A request whose deadline is over this is "long", ms. @defaultValue 30000 */
+  longDeadlineMs?: number;
+  /** Slots long requests may hold together. @defaultValue max(4, maxInFlight / 8) */
+  maxInFlightLong?: number;
+  /** Requests waiting in the eAP queue. @defaultValue 4 x maxInFlight */
+  maxQueued?: number;
+  /** Of them, of one service. @defaultValue maxQueued / 4 */
+  maxQueuedPerService?: number;
+  /** Of them, long ones. @defaultValue maxQueued / 8 */
+  maxQueuedLong?: number;
+  /** An in-flight request without an answer this long after its deadline is answered 504, ms. @defaultValue 100 */
+  lateAnswerMs?: number;
   /** @defaultValue 'edf' */
   dequeue?: DequeueRule;
   /**
@@ -123,6 +147,11 @@ interface Pending {
   deadlineMs: number;
   t0: number;
   resolve: (r: DispatchResult) => void;
+  /** Deadline over longDeadlineMs. */
+  long: boolean;
+  /** The deadline timer (queued) or the late-answer timer (in flight). */
+  timer: NodeJS.Timeout | null;
+  answered: boolean;
 }
 
 export interface DispatchCounters {
@@ -133,6 +162,10 @@ export interface DispatchCounters {
   expired: number;
   timedOut: number;
   retriedOnCloud: number;
+  /** Refused 503 at the door: queue, service or long-request limits (see the file comment). */
+  admissionRefused: number;
+  /** In flight and answered 504 by the late-answer timer (counted in timedOut too). */
+  answeredAtDeadline: number;
   /** Decisions of the learned actor. */
   decisionsLearned: number;
   /** Decisions of the heuristic: cmmac's lec fallback (no weights yet), or the `policy` heuristic. */
@@ -157,6 +190,8 @@ export class Dispatcher {
     expired: 0,
     timedOut: 0,
     retriedOnCloud: 0,
+    admissionRefused: 0,
+    answeredAtDeadline: 0,
     decisionsLearned: 0,
     decisionsFallback: 0,
     experienceDropped: 0,
@@ -169,6 +204,12 @@ export class Dispatcher {
   private readonly scenario: Scenario;
   private readonly targets: Targets;
   private readonly maxInFlight: number;
+  private readonly limits: { perService: number; longMs: number; long: number; queued: number; queuedPerService: number; queuedLong: number; lateMs: number };
+  /** In flight / queued per service, and long ones (for admission). */
+  private readonly inFlightBySvc: number[];
+  private readonly queuedBySvc: number[];
+  private inFlightLong = 0;
+  private queuedLong = 0;
   private readonly dequeue: DequeueRule;
   private readonly queue: Pending[] = [];
   private readonly proxy = new Proxy();
@@ -210,6 +251,21 @@ export class Dispatcher {
     this.fallback = isDispatchHeuristic(policy) ? makeHeuristicDispatch(policy, o.scenario) : new LecDispatch();
     this.policySeed = o.policySeed ?? 0;
     this.maxInFlight = o.maxInFlight ?? 256;
+    const queued = o.maxQueued ?? 4 * this.maxInFlight;
+    this.limits = {
+      perService: o.maxInFlightPerService ?? Math.max(8, Math.floor(this.maxInFlight / 4)),
+      longMs: o.longDeadlineMs ?? 30_000,
+      long: o.maxInFlightLong ?? Math.max(4, Math.floor(this.maxInFlight / 8)),
+      queued,
+      queuedPerService: o.maxQueuedPerService ?? Math.max(1, Math.floor(queued / 4)),
+      queuedLong: o.maxQueuedLong ?? Math.max(1, Math.floor(queued / 8)),
+      lateMs: o.lateAnswerMs ?? 100,
+    };
+    for (const [k, v] of Object.entries(this.limits)) {
+      if (!(Number.isFinite(v) && v >= 0)) throw new TypeError(`Dispatcher: admission limit ${k} must be a number >= 0, got ${v}`);
+    }
+    this.inFlightBySvc = new Array(o.scenario.services.length).fill(0);
+    this.queuedBySvc = new Array(o.scenario.services.length).fill(0);
     this.dequeue = o.dequeue ?? 'edf';
     this.actorHead = o.actorHead ?? 'softplus1';
     this.explore = o.explore ?? 0;
@@ -317,10 +373,45 @@ export class Dispatcher {
     };
     this.counters.received++;
     return new Promise<DispatchResult>((resolve) => {
-      const p: Pending = { req, workCoreS: r.workCoreS ?? null, deadlineMs: r.deadlineMs, t0, resolve };
+      const long = r.deadlineMs > this.limits.longMs;
+      const p: Pending = { req, workCoreS: r.workCoreS ?? null, deadlineMs: r.deadlineMs, t0, resolve, long, timer: null, answered: false };
+      const L = this.limits;
+      const full =
+        this.queue.length >= L.queued
+          ? `the eAP queue holds ${this.queue.length} requests`
+          : (this.queuedBySvc[r.service] ?? 0) >= L.queuedPerService
+            ? `service ${r.service} has ${this.queuedBySvc[r.service]} requests queued`
+            : long && this.queuedLong >= L.queuedLong
+              ? `${this.queuedLong} long requests (deadline over ${L.longMs} ms) are queued`
+              : null;
+      if (full !== null) {
+        this.counters.admissionRefused++;
+        this.answer(p, { status: 503, target: -1, latencyMs: performance.now() - t0, reason: `admission: ${full}` });
+        return;
+      }
       this.enqueue(p);
+      // the deadline is kept by a timer, whether or not a slot frees up before it
+      p.timer = setTimeout(() => this.expireQueued(p), Math.max(0, r.deadlineMs - (performance.now() - t0)));
       this.pump();
     });
+  }
+
+  /** Deadline timer of a queued request: answered 504 and taken out of the queue. */
+  private expireQueued(p: Pending): void {
+    p.timer = null;
+    const i = this.queue.indexOf(p);
+    if (i < 0 || p.answered) return;
+    this.queue.splice(i, 1);
+    this.unqueued(p);
+    this.counters.expired++;
+    this.answer(p, { status: 504, target: -1, latencyMs: performance.now() - p.t0, reason: 'expired in the eAP queue' });
+    this.checkIdle();
+  }
+
+  private unqueued(p: Pending): void {
+    this.queuedBySvc[p.req.service]--;
+    if (p.long) this.queuedLong--;
+    this.view.setOwnQueueLen(this.queue.length);
   }
 
   /** Resolves once nothing is queued or in flight. */
@@ -377,21 +468,50 @@ export class Dispatcher {
       else hi = mid;
     }
     this.queue.splice(lo, 0, p);
+    this.queuedBySvc[p.req.service]++;
+    if (p.long) this.queuedLong++;
     this.view.setOwnQueueLen(this.queue.length);
   }
 
+  /** Whether `p` may take a slot now (its service and class are under their limits). */
+  private admissible(p: Pending): boolean {
+    return this.inFlightBySvc[p.req.service] < this.limits.perService && (!p.long || this.inFlightLong < this.limits.long);
+  }
+
   private pump(): void {
-    while (this.queue.length > 0 && this.inFlight < this.maxInFlight) {
-      const p = this.queue.shift()!;
-      this.view.setOwnQueueLen(this.queue.length);
+    let i = 0;
+    while (i < this.queue.length && this.inFlight < this.maxInFlight) {
+      const p = this.queue[i];
+      if (!this.admissible(p)) {
+        i++; // its service or class is at its limit: the next one may go
+        continue;
+      }
+      this.queue.splice(i, 1);
+      this.unqueued(p);
+      if (p.timer) clearTimeout(p.timer);
+      p.timer = null;
       if (this.view.nowS() > p.req.deadlineS) {
         this.counters.expired++;
-        this.answer(p, { status: 504, target: -1, latencyMs: 0, reason: 'expired in the eAP queue' });
+        this.answer(p, { status: 504, target: -1, latencyMs: performance.now() - p.t0, reason: 'expired in the eAP queue' });
         continue;
       }
       this.inFlight++;
+      this.inFlightBySvc[p.req.service]++;
+      if (p.long) this.inFlightLong++;
+      // in flight, the device still gets its answer by the deadline (+ lateAnswerMs)
+      p.timer = setTimeout(() => {
+        p.timer = null;
+        if (p.answered) return;
+        this.counters.timedOut++;
+        this.counters.answeredAtDeadline++;
+        this.answer(p, { status: 504, target: -1, latencyMs: performance.now() - p.t0, reason: 'no answer by the deadline' });
+      }, Math.max(0, p.deadlineMs + this.limits.lateMs - (performance.now() - p.t0)));
       void this.dispatch(p).finally(() => {
+        if (p.timer) clearTimeout(p.timer);
+        p.timer = null;
         this.inFlight--;
+        this.inFlightBySvc[p.req.service]--;
+        if (p.long) this.inFlightLong--;
         this.pump();
         this.checkIdle();
       });
@@ -474,23 +594,26 @@ export class Dispatcher {
       outcome = await this.send(p, target, timeoutMs - (performance.now() - p.t0));
     }
     const latencyMs = performance.now() - p.t0;
-    const metDeadline = outcome.kind === 'served' && latencyMs <= p.deadlineMs;
-    let result: DispatchResult;
-    if (outcome.kind === 'served') {
-      if (metDeadline) this.counters.inTime++;
-      else this.counters.late++;
-      result = { status: 200, target, latencyMs, ...(outcome.procMs !== null ? { procMs: outcome.procMs } : {}) };
-    } else if (outcome.kind === 'timeout') {
-      this.counters.timedOut++;
-      result = { status: 504, target, latencyMs, reason: 'target did not answer in time' };
-    } else if (outcome.kind === 'refused' && outcome.status === 504) {
-      this.counters.expired++;
-      result = { status: 504, target, latencyMs, reason: outcome.reason };
-    } else {
-      this.counters.refused++;
-      result = { status: 503, target, latencyMs, reason: outcome.reason };
+    // the device got its answer from the late-answer timer already: the request counts as not in time
+    const metDeadline = outcome.kind === 'served' && latencyMs <= p.deadlineMs && !p.answered;
+    if (!p.answered) {
+      let result: DispatchResult;
+      if (outcome.kind === 'served') {
+        if (metDeadline) this.counters.inTime++;
+        else this.counters.late++;
+        result = { status: 200, target, latencyMs, ...(outcome.procMs !== null ? { procMs: outcome.procMs } : {}) };
+      } else if (outcome.kind === 'timeout') {
+        this.counters.timedOut++;
+        result = { status: 504, target, latencyMs, reason: 'target did not answer in time' };
+      } else if (outcome.kind === 'refused' && outcome.status === 504) {
+        this.counters.expired++;
+        result = { status: 504, target, latencyMs, reason: outcome.reason };
+      } else {
+        this.counters.refused++;
+        result = { status: 503, target, latencyMs, reason: outcome.reason };
+      }
+      this.answer(p, result);
     }
-    this.answer(p, result);
     const c = this.intervalOf(target);
     if (outcome.kind === 'served') {
       c.succeeded++;
@@ -573,7 +696,12 @@ export class Dispatcher {
     return out.sort((a, b) => a.node - b.node);
   }
 
+  /** The one answer of `p` (later calls do nothing). */
   private answer(p: Pending, r: DispatchResult): void {
+    if (p.answered) return;
+    p.answered = true;
+    if (p.timer) clearTimeout(p.timer);
+    p.timer = null;
     const ms = r.latencyMs;
     this.latencyMsSum += ms;
     let i = 0;

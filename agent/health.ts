@@ -17,6 +17,10 @@ export interface HealthState {
   telemetrySent: number;
   /** Device filters and QoS isolation, when on. */
   nodeHealth?: NodeHealth | null;
+  /** The orchestrator's store epoch from its last `welcome` (null: none yet, or an orchestrator before epochs). */
+  epoch?: string | null;
+  /** Times the agent followed a new epoch (or distrusted a held version). */
+  epochChanges?: number;
 }
 
 export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknown> {
@@ -32,6 +36,8 @@ export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknow
     actorHead: d.actorHeadInUse,
     weightVersion: s.weightVersion,
     placementVersion: s.placementVersion,
+    epoch: s.epoch ?? null,
+    epochChanges: s.epochChanges ?? 0,
     weightsApplied: s.weightsApplied,
     placementsApplied: s.placementsApplied,
     queued: d.queued,

@@ -14,6 +14,7 @@
  */
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { randomBytes } from 'node:crypto';
 import type { Scenario } from '../shared/scenario';
 import { AgentLink } from './link';
 import { AgentRuntime } from './runtime';
@@ -142,6 +143,8 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     experienceSent: 0,
     telemetrySent: 0,
     nodeHealth,
+    epoch: null,
+    epochChanges: 0,
   };
 
   // Cached state first: the agent dispatches with it before (or without) the orchestrator.
@@ -175,6 +178,8 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     eapId: o.eap,
     weights: cachedWeights,
     placement: cachedPlacement,
+    // this process's id: only it may take over its own live session at the hub (a reconnect over a half-dead socket)
+    instance: randomBytes(8).toString('hex'),
     onWeights: (body) => {
       if (!dispatcher.setWeights(body)) return; // a heuristic policy: not used, not cached
       try {
@@ -211,6 +216,11 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   });
   rt.on('placement', () => sync());
   rt.on('refused', (e) => log(`refused a frame from the orchestrator: ${e.code} ${e.message}`));
+  rt.on('epoch', (c) => {
+    state.epochChanges = (state.epochChanges ?? 0) + 1;
+    log(`orchestrator epoch ${c.to} (held ${c.from ?? 'none'}): ${c.reason}; adopting its weights and placement whatever their versions`);
+  });
+  rt.on('welcome', (w) => (state.epoch = w.epoch ?? null));
   link.on('ready', () => {
     state.connected = true;
     if (link.connections > 1) state.reconnects++;

@@ -11,6 +11,14 @@
  * shape for this actor, a placement for another cluster) the frame is refused with
  * KAIS_ERR_REJECTED and nothing changes. Otherwise the runtime holds the new version and acks it.
  *
+ * Epochs: versions are numbered within the orchestrator's store epoch (`welcome.epoch`, and the
+ * `epoch` of each `weights` / `placement`). A frame of another epoch than the one held (a lost or
+ * replaced orchestrator database) is applied whatever its number, so an agent never gets stuck
+ * on a version the orchestrator no longer has; a frame of an epoch other than the current
+ * `welcome`'s is stale. Held versions above what the orchestrator says is current in the same
+ * epoch cannot be its own (a planted or stale cache): the next frame of that kind is applied.
+ * The `hello` reports the held epoch and the versions of that epoch, and this process's `instance`.
+ *
  * `welcome` starts a new connection: the link sent `hello` as seq 0, so the runtime's next seq
  * is 1. `helloBody()` is called once per connection, right before its `hello` goes out, so it
  * opens the door for that connection's one `welcome`; a second `welcome` before the next
@@ -49,6 +57,8 @@ export interface AgentRuntimeOptions {
   weights?: WeightsBody | null;
   /** Placement held at start, `null` if none. @defaultValue null */
   placement?: PlacementBody | null;
+  /** Id of this agent process, sent in every `hello` (the hub lets only it replace its own live session). @defaultValue '' (none) */
+  instance?: string;
   /** Applies new weights (version above the held one); throw to refuse them. */
   onWeights?: (body: WeightsBody) => void;
   /** Applies a new placement; throw to refuse it. */
@@ -76,6 +86,11 @@ export interface AgentRuntimeStats {
 
 export interface AgentRuntimeEvents {
   welcome: (body: WelcomeBody) => void;
+  /**
+   * The orchestrator's epoch is not the one of the held versions (`from` null: none known), or it
+   * says a held version is above its current one: the next frames of that kind are applied whatever their numbers.
+   */
+  epoch: (change: { from: string | null; to: string; reason: string }) => void;
   weights: (body: WeightsBody) => void;
   placement: (body: PlacementBody) => void;
   /** An inbound frame was refused with this error (already sent to the peer). */
@@ -99,6 +114,8 @@ export class AgentRuntime extends EventEmitter {
   private held: { weights: WeightsBody | null; placement: PlacementBody | null };
   private seq = 0;
   private lastWelcome: WelcomeBody | null = null;
+  /** Kinds whose next frame is applied whatever its version (new epoch, or a held version the orchestrator never issued). */
+  private readonly resync = { weights: false, placement: false };
   /** True from `helloBody()` (a new connection) until that connection's `welcome`. */
   private expectingWelcome = true;
 
@@ -142,15 +159,25 @@ export class AgentRuntime extends EventEmitter {
     return this.lastWelcome;
   }
 
+  /** Epoch of the held placement, else of the held weights (null: none, or held before epochs). */
+  get epoch(): string | null {
+    return this.held.placement?.epoch ?? this.held.weights?.epoch ?? null;
+  }
+
   /** The `hello` body for a new connection (what `AgentLink`'s `hello` option returns). */
   helloBody(token: string, agentVersion: string): HelloBody {
     this.expectingWelcome = true;
+    const epoch = this.epoch;
+    // a version is reported only with the epoch it belongs to
+    const inEpoch = (b: WeightsBody | PlacementBody | null) => (b !== null && (b.epoch ?? null) === epoch ? b.version : null);
     return {
       eapId: this.eapId,
       token,
       agentVersion,
-      weightVersion: this.weightVersion,
-      placementVersion: this.placementVersion,
+      weightVersion: inEpoch(this.held.weights),
+      placementVersion: inEpoch(this.held.placement),
+      epoch,
+      ...(this.options.instance ? { instance: this.options.instance } : {}),
     };
   }
 
@@ -181,6 +208,7 @@ export class AgentRuntime extends EventEmitter {
         this.expectingWelcome = false;
         this.seq = 1;
         this.lastWelcome = frame.body;
+        this.checkEpoch(frame.body);
         this.emit('welcome', frame.body);
         return;
       case 'weights':
@@ -224,7 +252,13 @@ export class AgentRuntime extends EventEmitter {
     hook: ((body: K extends 'weights' ? WeightsBody : PlacementBody) => void) | undefined,
   ): void {
     const held = this.held[kind];
-    if (held !== null && body.version <= held.version) {
+    const current = this.lastWelcome?.epoch;
+    if (body.epoch !== undefined && current !== undefined && body.epoch !== current) {
+      this.stats.stale++; // a version of an epoch the orchestrator no longer serves
+      return;
+    }
+    const otherEpoch = held !== null && body.epoch !== undefined && body.epoch !== (held.epoch ?? null);
+    if (held !== null && !otherEpoch && !this.resync[kind] && body.version <= held.version) {
       this.stats.stale++;
       return;
     }
@@ -234,6 +268,7 @@ export class AgentRuntime extends EventEmitter {
       this.refuse({ code: RUNTIME_ERROR_CODES.rejected, message: `${kind} ${body.version} refused: ${messageOf(e)}`, of: seq });
       return;
     }
+    this.resync[kind] = false;
     if (kind === 'weights') {
       this.held.weights = body as WeightsBody;
       this.stats.weightsApplied++;
@@ -244,6 +279,28 @@ export class AgentRuntime extends EventEmitter {
       this.emit('placement', body as PlacementBody);
     }
     this.sendFrame('ack', { of: seq });
+  }
+
+  /** On `welcome`: held versions of another epoch, or above the orchestrator's current ones, are not trusted. */
+  private checkEpoch(w: WelcomeBody): void {
+    if (w.epoch === undefined) return;
+    const from = this.epoch;
+    if (from !== w.epoch && (this.held.weights !== null || this.held.placement !== null)) {
+      this.resync.weights = this.resync.placement = true;
+      this.emit('epoch', { from, to: w.epoch, reason: from === null ? 'held versions carry no epoch' : `the orchestrator's store is a new one (epoch ${w.epoch}, held ${from})` });
+      return;
+    }
+    const above = (b: WeightsBody | PlacementBody | null, current: number | null) => b !== null && (b.epoch ?? null) === w.epoch && (current === null || b.version > current);
+    const reasons: string[] = [];
+    if (above(this.held.weights, w.weightVersion)) {
+      this.resync.weights = true;
+      reasons.push(`held weights v${this.held.weights!.version} above the orchestrator's ${w.weightVersion ?? 'none'}`);
+    }
+    if (above(this.held.placement, w.placementVersion)) {
+      this.resync.placement = true;
+      reasons.push(`held placement v${this.held.placement!.version} above the orchestrator's ${w.placementVersion ?? 'none'}`);
+    }
+    if (reasons.length > 0) this.emit('epoch', { from, to: w.epoch, reason: `${reasons.join(', ')} in the same epoch: not trusted` });
   }
 
   private refuse(error: ErrorBody): void {

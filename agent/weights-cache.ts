@@ -4,15 +4,55 @@
  * buffer of shared/protocol/weights.ts (CRC-32 checked); the placement is a small JSON file.
  * Writes go to a temporary file renamed into place, so a crash never leaves half a file. A corrupt
  * or unreadable cache is ignored (returned as null), never fatal.
+ *
+ * The cache is trusted input (the agent dispatches with it), so it lives in a private directory:
+ * created 0700, and refused (UsageError naming `--cache`) when it is a symlink, not a directory,
+ * owned by another user, or writable by group or others (anyone could have planted a file there).
+ * The default is per user (`$XDG_CACHE_HOME/kais/agent-<eap>`, else `~/.cache/kais/agent-<eap>`),
+ * not a predictable path under /tmp.
+ *
+ * Each file remembers the orchestrator store epoch of its version (`weights.epoch`, the
+ * placement's `epoch` field), so the agent's `hello` can say which epoch its versions belong to
+ * and follow a new one (agent/runtime.ts).
  */
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
-import type { PlacementBody, WeightsBody } from '../shared/protocol/envelope';
+import { UsageError } from '../shared/errors';
+import { EPOCH_PATTERN, type PlacementBody, type WeightsBody } from '../shared/protocol/envelope';
 import { weightsFromBytes, weightsToBytes } from '../shared/protocol/weights';
+
+/** The default cache directory of eAP `eap`'s agent: per user, never shared. */
+export function defaultCacheDir(eap: number, env: NodeJS.ProcessEnv = process.env): string {
+  const xdg = env.XDG_CACHE_HOME;
+  const base = xdg && path.isAbsolute(xdg) ? xdg : path.join(os.homedir(), '.cache');
+  return path.join(base, 'kais', `agent-${eap}`);
+}
+
+/**
+ * Creates `dir` (0700, parents as needed) or checks the existing one: a real directory of this
+ * user that nobody else can write. Group/other read or search bits are removed. UsageError otherwise.
+ */
+export function ensurePrivateDir(dir: string): void {
+  try {
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  } catch (e) {
+    throw new UsageError(`--cache: cannot create ${dir} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  const st = fs.lstatSync(dir);
+  if (st.isSymbolicLink()) throw new UsageError(`--cache: ${dir} is a symbolic link; the cache must be a private directory`);
+  if (!st.isDirectory()) throw new UsageError(`--cache: ${dir} is not a directory`);
+  const uid = typeof process.getuid === 'function' ? process.getuid() : null;
+  if (uid !== null && st.uid !== uid) throw new UsageError(`--cache: ${dir} is owned by uid ${st.uid}, not by this user (${uid})`);
+  if ((st.mode & 0o022) !== 0) {
+    throw new UsageError(`--cache: ${dir} is writable by ${(st.mode & 0o002) !== 0 ? 'everyone' : 'its group'} (mode ${(st.mode & 0o777).toString(8)}); use a private directory (chmod 700)`);
+  }
+  if ((st.mode & 0o077) !== 0) fs.chmodSync(dir, 0o700);
+}
 
 export class StateCache {
   constructor(readonly dir: string) {
-    fs.mkdirSync(dir, { recursive: true });
+    ensurePrivateDir(dir);
   }
 
   private file(name: string): string {
@@ -21,20 +61,32 @@ export class StateCache {
 
   private write(name: string, bytes: Uint8Array | string): void {
     const tmp = this.file(`${name}.tmp-${process.pid}`);
-    fs.writeFileSync(tmp, bytes);
+    fs.writeFileSync(tmp, bytes, { mode: 0o600 });
     fs.renameSync(tmp, this.file(name));
   }
 
   saveWeights(body: WeightsBody): void {
+    // the epoch first: a crash between the two leaves old weights with the new epoch, which the
+    // orchestrator of that epoch then replaces (its version differs), never the other way round
+    if (body.epoch !== undefined) this.write('weights.epoch', body.epoch);
+    else fs.rmSync(this.file('weights.epoch'), { force: true });
     this.write('weights.bin', weightsToBytes(body));
   }
 
   loadWeights(): WeightsBody | null {
+    let body: WeightsBody;
     try {
-      return weightsFromBytes(fs.readFileSync(this.file('weights.bin')));
+      body = weightsFromBytes(fs.readFileSync(this.file('weights.bin')));
     } catch {
       return null;
     }
+    try {
+      const epoch = fs.readFileSync(this.file('weights.epoch'), 'utf8').trim();
+      if (EPOCH_PATTERN.test(epoch)) body.epoch = epoch;
+    } catch {
+      // no epoch: weights of an orchestrator before epochs
+    }
+    return body;
   }
 
   savePlacement(body: PlacementBody): void {
@@ -44,7 +96,7 @@ export class StateCache {
   loadPlacement(): PlacementBody | null {
     try {
       const raw = JSON.parse(fs.readFileSync(this.file('placement.json'), 'utf8')) as Record<string, unknown>;
-      const { version, frame, numServices, numNodes, replicas } = raw;
+      const { version, frame, numServices, numNodes, replicas, epoch } = raw;
       if (
         !Number.isSafeInteger(version) ||
         !Number.isSafeInteger(frame) ||
@@ -56,13 +108,15 @@ export class StateCache {
       ) {
         return null;
       }
-      return {
+      const body: PlacementBody = {
         version: version as number,
         frame: frame as number,
         numServices: numServices as number,
         numNodes: numNodes as number,
         replicas: Int32Array.from(replicas as number[]),
       };
+      if (typeof epoch === 'string' && EPOCH_PATTERN.test(epoch)) body.epoch = epoch;
+      return body;
     } catch {
       return null;
     }

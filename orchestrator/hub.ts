@@ -4,8 +4,21 @@
  *
  * Session life: connect -> `hello` (token checked; wrong token: `error` KAIS_ERR_AUTH, close 4001)
  * -> `welcome`, then the current weights and placement if the agent's `hello` says it holds older
- * ones -> frames both ways -> close. A second `hello` for the same eAP replaces the old session
- * (close 4002). No `hello` within `helloTimeoutMs`: close 4008.
+ * ones, or ones of another store epoch -> frames both ways -> close. No `hello` within
+ * `helloTimeoutMs`: close 4008.
+ *
+ * Identity: a token binds to an eAP. With `agentTokens`, an eAP is admitted only with its own
+ * token (the shared `token`, if any, admits only eAPs without one of their own); an eAP id outside
+ * the scenario (`numEaps`) is refused. A session speaks only for its eAP (an `experience` or
+ * `telemetry` naming another is refused). A second `hello` for an eAP whose session is live
+ * replaces it only when it carries the same `instance` (the same agent process reconnecting over
+ * a half-dead socket, close 4002); any other is refused with KAIS_ERR_DUPLICATE (close 4009) and
+ * counted, and the live session goes on.
+ *
+ * Inspection: `inspect` (the orchestrator's intake, orchestrator/intake.ts) sees every frame of a
+ * welcomed session before it is accepted; a verdict refuses the frame (its code and line in the
+ * `error` reply), and a `quarantine` verdict also closes the session (4003) and refuses that
+ * eAP's hellos for `quarantineMs` (KAIS_ERR_QUARANTINED).
  *
  * Every inbound message goes through `Codec.decode`. A bad one (undecodable, a type the agent may
  * not send, a second `hello`, an `experience` claiming another eAP) is answered with an `error`
@@ -55,12 +68,18 @@ export const HUB_ERROR_CODES = {
   auth: 'KAIS_ERR_AUTH',
   /** A well-formed frame that is not allowed now: before `hello`, a second `hello`, an orchestrator-only type, another eAP's id. */
   state: 'KAIS_ERR_STATE',
+  /** `hello` for an eAP whose session is live, from another agent instance; the socket is closed (4009). */
+  duplicate: 'KAIS_ERR_DUPLICATE',
+  /** `hello` for an eAP under quarantine (4003). */
+  quarantined: 'KAIS_ERR_QUARANTINED',
 } as const;
 
 /** WebSocket close codes used by the hub (4000-4999 is the application range). */
 export const HUB_CLOSE_CODES = {
   auth: 4001,
   replaced: 4002,
+  quarantined: 4003,
+  duplicate: 4009,
   helloTimeout: 4008,
   /** ws standard: policy violation (the peer does not read what it is sent). */
   notReading: 1008,
@@ -88,6 +107,30 @@ export interface HubOptions {
   weights?: WeightsBody | null;
   /** Current placement at startup (from the store). @defaultValue null */
   placement?: PlacementBody | null;
+  /** eAP ids 0..numEaps-1 are admitted; others are refused at `hello`. @defaultValue no limit */
+  numEaps?: number;
+  /** The store epoch, sent in `welcome` (versions are numbered within it). @defaultValue none */
+  epoch?: string;
+  /** Sees every frame of a welcomed session before it is accepted; a verdict refuses it. @defaultValue none */
+  inspect?: (session: SessionInfo, frame: AgentFrame) => InspectVerdict | null;
+  /** How long a quarantined eAP's hellos are refused, ms. @defaultValue 60000 */
+  quarantineMs?: number;
+}
+
+/** Why the orchestrator refuses a frame; `quarantine` also closes the session and bars the eAP for a while. */
+export interface InspectVerdict {
+  code: string;
+  message: string;
+  quarantine?: boolean;
+}
+
+/** A `hello` that was not welcomed, or a session ended by the hub for what it did. */
+export interface DenialInfo {
+  kind: 'auth' | 'unknown-eap' | 'duplicate-hello' | 'quarantined-hello' | 'quarantine';
+  eapId: EapId;
+  /** The session concerned (the live one for a duplicate hello, the quarantined one), null if none. */
+  sessionId: string | null;
+  message: string;
 }
 
 /** What the hub tells the rest of the orchestrator about one welcomed session. */
@@ -99,6 +142,8 @@ export interface SessionInfo {
   weightVersion: number | null;
   placementVersion: number | null;
   connectedMs: number;
+  /** The agent process's `instance` from its hello ('' from older agents). */
+  instance: string;
 }
 
 /** Frames an agent may send once welcomed, handed to the orchestrator as they are. */
@@ -113,6 +158,13 @@ export interface HubStats {
   coalesced: number;
   /** Sockets terminated by the heartbeat. */
   deadPeers: number;
+  /** Hellos refused for a wrong token or an unknown eAP. */
+  authFailures: number;
+  /** Hellos refused because the eAP already had a live session of another instance. */
+  duplicateHellos: number;
+  /** Sessions closed by a quarantine verdict, and hellos refused during a quarantine. */
+  quarantines: number;
+  quarantinedHellos: number;
 }
 
 export interface HubEvents {
@@ -126,6 +178,8 @@ export interface HubEvents {
   applied: (session: SessionInfo, kind: 'weights' | 'placement', version: number) => void;
   /** A frame was refused (`session` is null before `hello`). */
   refused: (session: SessionInfo | null, error: ErrorBody) => void;
+  /** A hello was not welcomed, or a session was quarantined (for the orchestrator's events). */
+  denied: (denial: DenialInfo) => void;
   /**
    * A pushed weights or placement version has been handed to the session's socket completely (the
    * ws send callback): the orchestrator's side of a fan-out is over for that agent.
@@ -165,7 +219,13 @@ export class Hub extends EventEmitter {
   readonly heartbeatMs: number;
   readonly helloTimeoutMs: number;
   readonly maxBufferedBytes: number;
-  readonly stats: HubStats = { accepted: 0, refused: 0, coalesced: 0, deadPeers: 0 };
+  readonly stats: HubStats = { accepted: 0, refused: 0, coalesced: 0, deadPeers: 0, authFailures: 0, duplicateHellos: 0, quarantines: 0, quarantinedHellos: 0 };
+  readonly epoch: string | null;
+  private readonly numEaps: number;
+  private readonly inspect: HubOptions['inspect'] | null;
+  private readonly quarantineMs: number;
+  /** eAP -> time (Date.now ms) its quarantine ends. */
+  private readonly quarantinedUntil = new Map<EapId, number>();
 
   private readonly token: string;
   private readonly agentTokens: Readonly<Record<number, string>>;
@@ -200,6 +260,10 @@ export class Hub extends EventEmitter {
     this.outCodec = new Codec({ maxFrameBytes: DEFAULT_MAX_FRAME_BYTES, validateOutgoing: false });
     this.weights = options.weights ?? null;
     this.placement = options.placement ?? null;
+    this.epoch = options.epoch ?? null;
+    this.numEaps = options.numEaps ?? Number.MAX_SAFE_INTEGER;
+    this.inspect = options.inspect ?? null;
+    this.quarantineMs = options.quarantineMs ?? 60_000;
     wss.on('connection', (ws, req) => this.accept(ws, req));
     this.heartbeat = setInterval(() => this.tick(), this.heartbeatMs);
     this.heartbeat.unref();
@@ -207,7 +271,7 @@ export class Hub extends EventEmitter {
 
   /** Starts a hub listening on `options.port` (0: a free port). Rejects if the port is taken. */
   static async listen(options: HubOptions = {}): Promise<Hub> {
-    for (const key of ['heartbeatMs', 'helloTimeoutMs', 'maxBufferedBytes', 'maxFrameBytes'] as const) {
+    for (const key of ['heartbeatMs', 'helloTimeoutMs', 'maxBufferedBytes', 'maxFrameBytes', 'numEaps', 'quarantineMs'] as const) {
       const v = options[key];
       if (v !== undefined && (!Number.isSafeInteger(v) || v <= 0)) {
         throw new TypeError(`Hub: options.${key} must be a positive integer, got ${v}`);
@@ -424,16 +488,71 @@ export class Hub extends EventEmitter {
       default:
         break;
     }
+    if (this.inspect && frame.type !== 'ack') {
+      const verdict = this.inspect({ ...info }, frame as AgentFrame);
+      if (verdict) {
+        this.refuse(s, verdict.code, verdict.message, frame.seq);
+        if (verdict.quarantine) this.quarantine(s, verdict.message);
+        return;
+      }
+    }
     if (frame.type !== 'ack') this.stats.accepted++;
     this.emitSafe('frame', { ...info }, frame as AgentFrame);
   }
 
+  /** Closes the session (4003) and refuses its eAP's hellos for `quarantineMs`. */
+  private quarantine(s: Session, why: string): void {
+    const info = s.info!;
+    this.stats.quarantines++;
+    this.quarantinedUntil.set(info.eapId, Date.now() + this.quarantineMs);
+    s.closing = true;
+    s.ws.close(HUB_CLOSE_CODES.quarantined, 'quarantined');
+    this.emitSafe('denied', { kind: 'quarantine', eapId: info.eapId, sessionId: info.sessionId, message: `session quarantined for ${this.quarantineMs} ms: ${why}` });
+  }
+
+  /** eAPs under quarantine now, with the ms left. */
+  quarantined(): { eapId: EapId; msLeft: number }[] {
+    const now = Date.now();
+    return [...this.quarantinedUntil].filter(([, until]) => until > now).map(([eapId, until]) => ({ eapId, msLeft: until - now }));
+  }
+
   private hello(s: Session, hello: HelloBody, seq: number): void {
-    const expected = this.agentTokens[hello.eapId] ?? this.token;
-    if (expected !== '' && !sameToken(hello.token, expected)) {
+    const deny = (kind: DenialInfo['kind'], code: string, closeCode: number, message: string, sessionId: string | null = null) => {
       s.closing = true;
-      this.refuse(s, HUB_ERROR_CODES.auth, `wrong token for eAP ${hello.eapId}`, seq);
-      s.ws.close(HUB_CLOSE_CODES.auth, 'wrong token');
+      this.refuse(s, code, message, seq);
+      s.ws.close(closeCode, kind);
+      this.emitSafe('denied', { kind, eapId: hello.eapId, sessionId, message });
+    };
+    if (hello.eapId >= this.numEaps) {
+      this.stats.authFailures++;
+      deny('unknown-eap', HUB_ERROR_CODES.auth, HUB_CLOSE_CODES.auth, `eAP ${hello.eapId} is not in this cluster (eAPs 0..${this.numEaps - 1})`);
+      return;
+    }
+    // a token binds to an eAP: an eAP with a token of its own is admitted with that token only;
+    // the shared token (if any) admits the others; with per-eAP tokens and no shared one, an eAP
+    // without a token is not admitted at all
+    const own = Object.prototype.hasOwnProperty.call(this.agentTokens, hello.eapId) ? this.agentTokens[hello.eapId] : undefined;
+    const perEap = Object.keys(this.agentTokens).length > 0;
+    const expected = own ?? this.token;
+    if ((expected === '' && perEap) || (expected !== '' && !sameToken(hello.token, expected))) {
+      this.stats.authFailures++;
+      deny('auth', HUB_ERROR_CODES.auth, HUB_CLOSE_CODES.auth, `wrong token for eAP ${hello.eapId}`);
+      return;
+    }
+    const until = this.quarantinedUntil.get(hello.eapId);
+    if (until !== undefined) {
+      if (until > Date.now()) {
+        this.stats.quarantinedHellos++;
+        deny('quarantined-hello', HUB_ERROR_CODES.quarantined, HUB_CLOSE_CODES.quarantined, `eAP ${hello.eapId} is quarantined for another ${until - Date.now()} ms`);
+        return;
+      }
+      this.quarantinedUntil.delete(hello.eapId);
+    }
+    const live = this.byEap.get(hello.eapId);
+    if (live && !live.closing && live.ws.readyState === WebSocket.OPEN && !(hello.instance && live.info!.instance === hello.instance)) {
+      // the live session stays: only the same agent process may take its place
+      this.stats.duplicateHellos++;
+      deny('duplicate-hello', HUB_ERROR_CODES.duplicate, HUB_CLOSE_CODES.duplicate, `eAP ${hello.eapId} already has a live session (${live.info!.sessionId}) of another agent instance`, live.info!.sessionId);
       return;
     }
     if (s.helloTimer) clearTimeout(s.helloTimer);
@@ -449,6 +568,7 @@ export class Hub extends EventEmitter {
       weightVersion: hello.weightVersion,
       placementVersion: hello.placementVersion,
       connectedMs: Date.now(),
+      instance: hello.instance ?? '',
     };
     s.info = info;
     this.byEap.set(hello.eapId, s);
@@ -460,12 +580,16 @@ export class Hub extends EventEmitter {
         heartbeatMs: this.heartbeatMs,
         weightVersion: this.weightVersion,
         placementVersion: this.placementVersion,
+        ...(this.epoch !== null ? { epoch: this.epoch } : {}),
       }),
     );
-    if (this.weights && (hello.weightVersion === null || hello.weightVersion < this.weights.version)) {
+    // versions of another epoch (a lost or replaced store) say nothing about ours: push ours
+    const otherEpoch = this.epoch !== null && hello.epoch !== undefined && hello.epoch !== this.epoch;
+    // (a version above ours in the same epoch was never ours either: a stale or planted cache)
+    if (this.weights && (otherEpoch || hello.weightVersion !== this.weights.version)) {
       this.push(s, 'weights', this.weights);
     }
-    if (this.placement && (hello.placementVersion === null || hello.placementVersion < this.placement.version)) {
+    if (this.placement && (otherEpoch || hello.placementVersion !== this.placement.version)) {
       this.push(s, 'placement', this.placement);
     }
     this.emitSafe('session', { ...info }, hello);

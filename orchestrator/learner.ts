@@ -37,6 +37,15 @@
  * ~5x over its 2 cores, which on the event loop would have stalled every agent's link. In-process
  * (`thread: 'in-process'`, and under jest where only the .ts sources exist) for tests.
  *
+ * Surviving any batch: only transitions with a reward in the agent's known bounds and a finite
+ * float32 log-probability are learned from (the intake, orchestrator/intake.ts, already refuses
+ * the others at the door). An update that throws, or yields non-finite actor or critic weights,
+ * is discarded: the engine is re-initialised from the stored actor version and the last saved
+ * critic, the failure is counted (`failedUpdates`) and reported (`onEvent`), and the next batch
+ * is learned from as usual. An actor update whose approximate KL is past `maxKl` (by default 10x
+ * `targetKl`: PPO's early stop only looks between epochs, so one epoch can overshoot) is not
+ * published (`refusedUpdates`, event `kl-refused`); the actor goes back to the stored version.
+ *
  * Restart: the actor starts from the latest stored weight version; the critic, the experience
  * cursor and the update count come back from the store's `learner` table (saved after every
  * update, in one transaction); Adam's moments start fresh.
@@ -75,6 +84,10 @@ export interface OnlineLearnerOptions {
   entropyCoef?: number;
   /** PPO early stop on approximate KL. @defaultValue 0.01 */
   targetKl?: number;
+  /** An actor update with an approximate KL above this is not published. @defaultValue 10 x targetKl */
+  maxKl?: number;
+  /** Failed and refused updates, for the orchestrator's events. */
+  onEvent?: (e: { kind: 'update-failed' | 'kl-refused'; message: string }) => void;
   /** Seed of the critic's initial weights and the minibatch order. @defaultValue 1 */
   seed?: number;
   /** Largest share of one core the updates may take on average (the learner rests between them). @defaultValue 0.5 */
@@ -96,6 +109,12 @@ export interface OnlineLearnerStats {
   lastUpdateMs: number;
   lastApproxKl: number;
   lastMeanReward: number;
+  /** Updates that threw or produced non-finite weights (discarded; learning went on). */
+  failedUpdates: number;
+  /** Actor updates not published because their KL was past maxKl. */
+  refusedUpdates: number;
+  /** Transitions skipped for a reward or log-probability out of bounds. */
+  transitionsOutOfBounds: number;
 }
 
 /** Runs LearnerCore somewhere: a worker thread or this thread. */
@@ -159,8 +178,19 @@ class WorkerEngine implements Engine {
 }
 
 export class OnlineLearner {
-  readonly stats: OnlineLearnerStats = { updates: 0, published: 0, transitionsRead: 0, transitionsUsed: 0, lastUpdateMs: 0, lastApproxKl: 0, lastMeanReward: 0 };
-  private readonly o: Required<Omit<OnlineLearnerOptions, 'log'>> & { log: (line: string) => void };
+  readonly stats: OnlineLearnerStats = {
+    updates: 0,
+    published: 0,
+    transitionsRead: 0,
+    transitionsUsed: 0,
+    lastUpdateMs: 0,
+    lastApproxKl: 0,
+    lastMeanReward: 0,
+    failedUpdates: 0,
+    refusedUpdates: 0,
+    transitionsOutOfBounds: 0,
+  };
+  private readonly o: Required<Omit<OnlineLearnerOptions, 'log' | 'onEvent' | 'maxKl'>> & { log: (line: string) => void; onEvent: OnlineLearnerOptions['onEvent']; maxKl: number };
   private readonly shape: { numServices: number; numTargets: number; numEaps: number };
   private readonly obsDim: number;
   private readonly numActions: number;
@@ -200,6 +230,8 @@ export class OnlineLearner {
       log: () => undefined,
       ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
     } as unknown as OnlineLearner['o'];
+    this.o.maxKl ??= 10 * this.o.targetKl;
+    if (!(this.o.maxKl > 0)) throw new TypeError(`OnlineLearner: maxKl must be > 0, got ${this.o.maxKl}`);
     if (!(this.o.maxDuty > 0 && this.o.maxDuty <= 1)) throw new TypeError(`OnlineLearner: maxDuty must be in (0, 1], got ${this.o.maxDuty}`);
     if (!(Number.isInteger(this.o.batch) && this.o.batch > 0)) throw new TypeError(`OnlineLearner: batch must be a positive integer, got ${this.o.batch}`);
     const topo = topologyOf(this.o.scenario);
@@ -278,7 +310,12 @@ export class OnlineLearner {
       const batch = this.pending.splice(this.pending.length - this.o.batch, this.o.batch);
       this.pending.length = 0;
       const t0 = performance.now();
-      await this.update(batch);
+      try {
+        await this.update(batch);
+      } catch (e) {
+        if (this.disposed) return false;
+        await this.discard(`update failed: ${(e as Error).message}`);
+      }
       const took = performance.now() - t0;
       this.restUntil = performance.now() + took * (1 / this.o.maxDuty - 1);
       return true;
@@ -307,6 +344,11 @@ export class OnlineLearner {
     if (this.version === null || t.weightVersion === null) return false;
     if (t.weightVersion < this.version - this.o.maxLag || t.weightVersion > this.version) return false;
     if (t.obs.length !== this.obsDim || t.mask.length !== this.numActions || !Number.isFinite(t.logProb) || t.logProb > 0) return false;
+    // what goes into the Float32Array batch must stay finite there (1e300 is Infinity in float32)
+    if (!(t.reward >= 0 && t.reward <= 1) || !Number.isFinite(Math.fround(t.logProb))) {
+      this.stats.transitionsOutOfBounds++;
+      return false;
+    }
     if (t.logProb === 0) {
       // taken with probability 1 (not explored, or a single valid target): no policy gradient
       this.deterministic++;
@@ -383,12 +425,23 @@ export class OnlineLearner {
     const warm = this.stats.updates < this.o.criticWarmup;
     const res = await this.engine.update(packed, warm);
     if (this.disposed) return;
+    if (!allFinite(res.critic) || (res.actor !== null && !allFinite(res.actor)) || !Number.isFinite(res.approxKl)) {
+      // a diverged update must never reach production nor the saved state
+      await this.discard('update produced non-finite weights');
+      return;
+    }
     this.stats.updates++;
     this.stats.transitionsUsed += n;
     this.stats.lastApproxKl = res.approxKl;
     this.stats.lastMeanReward = rewardSum / n;
     this.stats.lastUpdateMs = res.ms;
-    if (res.actor) await this.publish(res.actor);
+    if (res.actor && res.approxKl > this.o.maxKl) {
+      this.stats.refusedUpdates++;
+      const message = `update ${this.stats.updates} not published: approximate KL ${res.approxKl.toFixed(4)} is past ${this.o.maxKl} (target ${this.o.targetKl}); actor back to weights v${this.version}`;
+      this.o.log(`learner: ${message}`);
+      this.o.onEvent?.({ kind: 'kl-refused', message });
+      await this.loadActor();
+    } else if (res.actor) await this.publish(res.actor);
     const critic = res.critic.map((data, i) => ({ shape: this.criticShapes[i], data }));
     this.o.store.putLearnerState({ cursor: this.cursor, updates: this.stats.updates, critic: packWeights(critic, this.stats.updates) });
     this.o.log(
@@ -397,20 +450,39 @@ export class OnlineLearner {
     );
   }
 
-  private async publish(arrays: Float32Array[]): Promise<void> {
-    for (const a of arrays) {
-      for (let i = 0; i < a.length; i++) {
-        if (!Number.isFinite(a[i])) {
-          // a diverged update must never reach production: back to the last stored version
-          this.o.log('learner: update produced non-finite weights; discarded, back to the stored version');
-          await this.loadActor();
-          return;
-        }
-      }
+  /**
+   * Throws away what the engine holds after a failed update: a fresh engine from the stored actor
+   * version and the last saved critic (Adam's moments start again), so the next batch learns as
+   * if the failed one never came.
+   */
+  private async discard(why: string): Promise<void> {
+    this.stats.failedUpdates++;
+    const message = `${why}; discarded, learning goes on from weights v${this.version ?? 'none'} and the last saved critic`;
+    this.o.log(`learner: ${message}`);
+    this.o.onEvent?.({ kind: 'update-failed', message });
+    try {
+      const saved = this.o.store.learnerState();
+      this.savedCritic = saved ? unpackWeights(saved.critic).map((t) => t.data) : null;
+      this.engineReady = false;
+      this.version = null;
+      await this.loadActor();
+    } catch (e) {
+      // the next poll tries again (version null: loadActor first)
+      this.o.log(`learner: could not reset after a failed update (${(e as Error).message}); retrying at the next poll`);
     }
+  }
+
+  private async publish(arrays: Float32Array[]): Promise<void> {
     const tensors: WeightTensor[] = arrays.map((data, i) => ({ shape: this.shapes[i], data }));
     const body = this.o.registry.publishWeights(tensors, this.o.head);
     this.version = body.version;
     this.stats.published++;
   }
+}
+
+function allFinite(arrays: readonly Float32Array[]): boolean {
+  for (const a of arrays) {
+    for (let i = 0; i < a.length; i++) if (!Number.isFinite(a[i])) return false;
+  }
+  return true;
 }

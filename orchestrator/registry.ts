@@ -5,8 +5,9 @@
  * connected and which versions it holds (its `hello`, then its acks).
  *
  * Restart: `Store.open(file)` + `startHub(store, options)` serves the latest stored weights and
- * placement; an agent that reconnects with them gets nothing new, one with older ones gets the
- * current ones right after `welcome`.
+ * placement; an agent that reconnects with them gets nothing new, one with older ones (or ones of
+ * another store epoch) gets the current ones right after `welcome`. Every body carries the
+ * store's epoch.
  */
 import type { EapId, Placement } from '../shared/domain';
 import { placementBody, type ActorHeadName, type PlacementBody, type WeightsBody } from '../shared/protocol/envelope';
@@ -15,9 +16,13 @@ import { Hub, type HubEvents, type HubOptions } from './hub';
 import type { Store } from './store';
 
 /** Starts a hub on `options` that resumes from the store's latest weights and placement. */
-export async function startHub(store: Store, options: Omit<HubOptions, 'weights' | 'placement'> = {}): Promise<Hub> {
+export async function startHub(store: Store, options: Omit<HubOptions, 'weights' | 'placement' | 'epoch'> = {}): Promise<Hub> {
   store.markAllDisconnected();
-  return Hub.listen({ ...options, weights: store.latestModel(), placement: store.latestPlacement() });
+  const weights = store.latestModel();
+  const placement = store.latestPlacement();
+  if (weights) weights.epoch = store.epoch;
+  if (placement) placement.epoch = store.epoch;
+  return Hub.listen({ ...options, weights, placement, epoch: store.epoch });
 }
 
 export class ModelRegistry {
@@ -51,6 +56,7 @@ export class ModelRegistry {
   /** New actor weights (in `model.getWeights()` order) and the head they were trained with (carried to the agents): next version, stored, then pushed to every agent. */
   publishWeights(tensors: readonly WeightTensor[], head?: ActorHeadName): WeightsBody {
     const body = packWeights(tensors, (this.store.latestModelVersion() ?? 0) + 1, head);
+    body.epoch = this.store.epoch;
     this.store.putModel(body);
     this.hub.broadcastWeights(body);
     return body;
@@ -59,6 +65,7 @@ export class ModelRegistry {
   /** New placement d[w][n] for orchestration frame `frame`: next version, stored, then pushed. */
   publishPlacement(frame: number, d: Placement): PlacementBody {
     const body = placementBody((this.store.latestPlacementVersion() ?? 0) + 1, frame, d);
+    body.epoch = this.store.epoch;
     this.store.putPlacement(body);
     this.hub.broadcastPlacement(body);
     return body;

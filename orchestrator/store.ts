@@ -10,10 +10,28 @@
  * Synchronous on purpose: better-sqlite3 calls take microseconds for rows this size, and a
  * synchronous store cannot interleave two writers inside one process.
  *
- * Schema version history: 1 (initial; the `learner` table was added later with CREATE IF NOT
- * EXISTS, so older files gain it on open and stay readable).
+ * Schema version history: 1 (initial; the `learner` and `events` tables and the `epoch` meta key
+ * were added later with CREATE IF NOT EXISTS / INSERT OR IGNORE, so older files gain them on open
+ * and stay readable).
+ *
+ * Epoch: every store file gets a random `epoch` id when it is created (or first opened by a build
+ * that knows epochs). Weight and placement versions are numbered within an epoch: a lost or
+ * replaced database starts a new epoch at v1, and agents that hold v3 of the old epoch follow
+ * the new one (docs/protocol.md, "Epochs") instead of ignoring every version up to 3.
+ *
+ * Bounds (`StoreLimits`): experience is kept by count, bytes and age, metrics and events by rows
+ * and age; `prune()` enforces them (the orchestrator calls it in the background) and hands freed
+ * pages back with an incremental vacuum, so the file stays near its limits however long a flood.
+ *
+ * Opening checks the file before writing anything into it: not a SQLite file, a truncated or
+ * corrupt one, or the SQLite file of something else (a `kais train` checkpoint, any other
+ * program's) is refused with a `StoreError` saying which, and the file is left untouched.
  */
+import * as fs from 'node:fs';
+import * as nodePath from 'node:path';
+import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
+import { KaisError } from '../shared/errors';
 import { Codec } from '../shared/protocol/codec';
 import type { EapId } from '../shared/domain';
 import {
@@ -25,6 +43,62 @@ import {
 import { packWeights, weightsFromBytes, weightsToBytes } from '../shared/protocol/weights';
 
 export const STORE_SCHEMA_VERSION = 1;
+
+/** A store file that cannot be used (missing folder, not SQLite, corrupt, foreign, unwritable): one line. */
+export class StoreError extends KaisError {
+  constructor(message: string, code = 'KAIS_ERR_STORE') {
+    super(code, message);
+    this.name = 'StoreError';
+  }
+}
+
+/** Size and age limits of the growing tables (0 or Infinity: no limit of that kind). */
+export interface StoreLimits {
+  /** Bytes of stored experience frames. @defaultValue 256 MiB */
+  experienceMaxBytes: number;
+  /** Oldest experience batch kept, ms. @defaultValue 1 hour */
+  experienceMaxAgeMs: number;
+  /** Rows of the `metrics` table. @defaultValue 1,000,000 */
+  metricsMaxRows: number;
+  /** Oldest metric point kept, ms. @defaultValue 7 days */
+  metricsMaxAgeMs: number;
+  /** Rows of the `events` table. @defaultValue 100,000 */
+  eventsMaxRows: number;
+  /** Oldest event kept, ms. @defaultValue 30 days */
+  eventsMaxAgeMs: number;
+}
+
+export const DEFAULT_STORE_LIMITS: StoreLimits = {
+  experienceMaxBytes: 256 * 1024 * 1024,
+  experienceMaxAgeMs: 3_600_000,
+  metricsMaxRows: 1_000_000,
+  metricsMaxAgeMs: 7 * 86_400_000,
+  eventsMaxRows: 100_000,
+  eventsMaxAgeMs: 30 * 86_400_000,
+};
+
+/** One thing the operator should know about (a refused session, a quarantine, a new epoch, a store failure). */
+export interface StoreEvent {
+  tsMs: number;
+  /** Short kebab-case kind: `auth`, `duplicate-hello`, `invalid-experience`, `rate-limit`, `quarantine`, `epoch`, `kl-refused`, `update-failed`, `store`... */
+  kind: string;
+  eap: EapId | null;
+  session: string | null;
+  message: string;
+}
+
+/** What one `prune()` deleted. */
+export interface PruneResult {
+  experience: number;
+  metrics: number;
+  events: number;
+}
+
+/** SQLite's own error codes for a store that cannot be written (disk full, read-only, I/O). */
+export function isStoreWriteError(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^SQLITE_(FULL|READONLY|IOERR|CANTOPEN|BUSY|LOCKED|CORRUPT|NOTADB|PERM)/.test(code);
+}
 
 export interface StoreOptions {
   /**
@@ -38,6 +112,8 @@ export interface StoreOptions {
    * @defaultValue false
    */
   readonly?: boolean;
+  /** Size and age limits enforced by `prune()`. @defaultValue DEFAULT_STORE_LIMITS */
+  limits?: Partial<StoreLimits>;
 }
 
 /** What the store remembers of one eAP's agent. */
@@ -144,7 +220,80 @@ CREATE TABLE IF NOT EXISTS learner (
   key TEXT PRIMARY KEY,
   value BLOB NOT NULL
 );
+-- What the operator should know: refused sessions, quarantines, new epochs, store failures.
+CREATE TABLE IF NOT EXISTS events (
+  ts_ms INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  eap INTEGER,
+  session TEXT,
+  message TEXT NOT NULL
+);
 `;
+
+/** Tables a kais orchestrator store may hold; any other table means the file is someone else's. */
+const OWN_TABLES = new Set(['meta', 'agents', 'models', 'placements', 'metrics', 'experience', 'detectors', 'learner', 'events']);
+
+const SQLITE_MAGIC = Buffer.from('SQLite format 3\0', 'latin1');
+
+/**
+ * Checks a store path before SQLite touches it: the folder exists, the file (if any) is a
+ * writable regular file that starts as a SQLite database, its `-wal` / `-shm` companions (if any)
+ * are writable (an unwritable `-shm` would be mapped and end in SIGBUS). Throws StoreError.
+ */
+function checkStorePath(path: string, readonly: boolean): void {
+  if (path === ':memory:' || path === '') return;
+  const dir = nodePath.dirname(nodePath.resolve(path));
+  let dirStat: fs.Stats;
+  try {
+    dirStat = fs.statSync(dir);
+  } catch {
+    throw new StoreError(`${path}: folder ${dir} does not exist`);
+  }
+  if (!dirStat.isDirectory()) throw new StoreError(`${path}: ${dir} is not a folder`);
+  let st: fs.Stats | null = null;
+  try {
+    st = fs.statSync(path);
+  } catch {
+    st = null;
+  }
+  if (st === null) {
+    if (readonly) throw new StoreError(`${path}: no such file`);
+    try {
+      fs.accessSync(dir, fs.constants.W_OK);
+    } catch {
+      throw new StoreError(`${path}: folder ${dir} is not writable`);
+    }
+    return;
+  }
+  if (!st.isFile()) throw new StoreError(`${path}: not a regular file`);
+  if (st.size > 0) {
+    const head = Buffer.alloc(SQLITE_MAGIC.length);
+    let fd: number | null = null;
+    try {
+      fd = fs.openSync(path, 'r');
+      fs.readSync(fd, head, 0, head.length, 0);
+    } catch (e) {
+      throw new StoreError(`${path}: cannot read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    } finally {
+      if (fd !== null) fs.closeSync(fd);
+    }
+    if (st.size < 512 || !head.equals(SQLITE_MAGIC)) throw new StoreError(`${path}: not a SQLite database (not a kais orchestrator store)`);
+  }
+  if (readonly) return;
+  for (const f of [path, `${path}-wal`, `${path}-shm`]) {
+    if (f !== path && !fs.existsSync(f)) continue;
+    try {
+      fs.accessSync(f, fs.constants.R_OK | fs.constants.W_OK);
+    } catch {
+      throw new StoreError(`${f}: not writable (the orchestrator writes its state there)`);
+    }
+  }
+  try {
+    fs.accessSync(dir, fs.constants.W_OK);
+  } catch {
+    throw new StoreError(`${path}: folder ${dir} is not writable (SQLite keeps its -wal and -shm files next to the database)`);
+  }
+}
 
 interface AgentRow {
   eap_id: number;
@@ -159,7 +308,15 @@ interface AgentRow {
 export class Store {
   readonly path: string;
   readonly experienceCapacity: number;
+  /** Random id of this store file, fixed at creation: weight and placement versions are numbered within it. */
+  readonly epoch: string;
+  /** Whether this open created the store (a new epoch), rather than resuming a file. */
+  readonly createdNow: boolean;
+  readonly limits: StoreLimits;
   private readonly db: Database.Database;
+  /** Device and inode of the file when opened (null for ':memory:'), to notice a file deleted or replaced under us. */
+  private readonly fileId: string | null;
+  private experienceBytesHeld = 0;
   /** Experience batches are stored as encoded `experience` frames: one validated format. */
   private readonly codec = new Codec();
   private nextExperienceSeq: number;
@@ -169,26 +326,84 @@ export class Store {
     if (!Number.isSafeInteger(requested) || requested <= 0) {
       throw new TypeError(`Store: options.experienceCapacity must be a positive integer, got ${requested}`);
     }
+    this.limits = { ...DEFAULT_STORE_LIMITS, ...Object.fromEntries(Object.entries(options.limits ?? {}).filter(([, v]) => v !== undefined)) };
+    for (const [k, v] of Object.entries(this.limits)) {
+      if (!(typeof v === 'number' && v >= 0)) throw new TypeError(`Store: options.limits.${k} must be a number >= 0, got ${v}`);
+    }
     this.path = path;
-    this.db = new Database(path, { readonly: options.readonly ?? false });
-    if (!options.readonly) {
-      this.db.pragma('journal_mode = WAL');
-      // NORMAL in WAL mode: a committed transaction survives a process crash (SIGKILL); only an
-      // OS crash or power loss can roll back the last few.
-      this.db.pragma('synchronous = NORMAL');
-      this.db.exec(SCHEMA);
-      this.db
-        .prepare(`INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?), ('experience_capacity', ?)`)
-        .run(String(STORE_SCHEMA_VERSION), String(requested));
+    const readonly = options.readonly ?? false;
+    let epochIsNew = false;
+    checkStorePath(path, readonly);
+    try {
+      this.db = new Database(path, { readonly, fileMustExist: readonly });
+    } catch (e) {
+      throw new StoreError(`${path}: cannot open (${(e as Error).message})`);
+    }
+    try {
+      this.checkFile(readonly);
+      if (!readonly) {
+        const fresh = this.tableNames().length === 0;
+        // incremental vacuum must be chosen before the first table exists: pages freed by prune()
+        // go back to the file system instead of staying in the file at its peak size
+        if (fresh) this.db.pragma('auto_vacuum = INCREMENTAL');
+        this.db.pragma('journal_mode = WAL');
+        // NORMAL in WAL mode: a committed transaction survives a process crash (SIGKILL); only an
+        // OS crash or power loss can roll back the last few.
+        this.db.pragma('synchronous = NORMAL');
+        // the -wal file is truncated back to this size after a checkpoint (a flood must not leave it at its peak)
+        this.db.pragma('journal_size_limit = 16777216');
+        this.db.exec(SCHEMA);
+        epochIsNew = this.meta('epoch') === null;
+        this.db
+          .prepare(`INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?), ('experience_capacity', ?), ('epoch', ?)`)
+          .run(String(STORE_SCHEMA_VERSION), String(requested), newEpoch());
+      }
+    } catch (e) {
+      this.db.close();
+      if (e instanceof StoreError) throw e;
+      throw new StoreError(`${path}: cannot use as a store (${(e as Error).message})`);
     }
     const schema = this.meta('schema_version');
     if (schema !== String(STORE_SCHEMA_VERSION)) {
       this.db.close();
-      throw new TypeError(`Store: ${path} has schema version ${schema}, this build reads ${STORE_SCHEMA_VERSION}`);
+      throw new StoreError(`${path} has store schema version ${schema}, this build reads ${STORE_SCHEMA_VERSION}`);
     }
     this.experienceCapacity = Number(this.meta('experience_capacity'));
-    const last = this.db.prepare('SELECT MAX(seq) AS s FROM experience').get() as { s: number | null };
+    this.epoch = this.meta('epoch') ?? 'none';
+    const last = this.db.prepare('SELECT MAX(seq) AS s, COALESCE(SUM(length(frame)), 0) AS b FROM experience').get() as { s: number | null; b: number };
     this.nextExperienceSeq = last.s === null ? 0 : last.s + 1;
+    this.experienceBytesHeld = last.b;
+    this.createdNow = epochIsNew;
+    this.fileId = fileIdentity(path);
+  }
+
+  /**
+   * A file SQLite can read and that is ours: the header is sound (quick_check) and every table
+   * is one of a kais store, with a `meta` table naming the schema version unless it is empty.
+   */
+  private checkFile(readonly: boolean): void {
+    let check: string;
+    try {
+      check = String(this.db.pragma('quick_check(1)', { simple: true }));
+    } catch (e) {
+      throw new StoreError(`${this.path}: not a usable SQLite database (${(e as Error).message})`);
+    }
+    if (check !== 'ok') throw new StoreError(`${this.path}: corrupt or truncated SQLite database (${check.slice(0, 200)})`);
+    const tables = this.tableNames();
+    const foreign = tables.filter((t) => !OWN_TABLES.has(t));
+    if (foreign.length > 0 || (tables.length > 0 && !tables.includes('meta'))) {
+      throw new StoreError(`${this.path}: a SQLite database of something else (tables ${tables.slice(0, 8).join(', ')}), not a kais orchestrator store`);
+    }
+    if (tables.includes('meta')) {
+      const row = this.db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string } | undefined;
+      if (!row) throw new StoreError(`${this.path}: a SQLite database without a kais store schema version, not a kais orchestrator store`);
+    } else if (readonly) {
+      throw new StoreError(`${this.path}: an empty database, not a kais orchestrator store`);
+    }
+  }
+
+  private tableNames(): string[] {
+    return (this.db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`).all() as { name: string }[]).map((r) => r.name);
   }
 
   /** Opens (creating if needed) the store at `path`; ':memory:' for a throwaway one. */
@@ -198,6 +413,114 @@ export class Store {
 
   close(): void {
     if (this.db.open) this.db.close();
+  }
+
+  /**
+   * Why the file at `path` is no longer the one this store writes to (deleted, replaced), or null
+   * while it is. Everything written after that is lost at the next start, which begins a new epoch.
+   */
+  fileProblem(): string | null {
+    if (this.fileId === null) return null;
+    const now = fileIdentity(this.path);
+    if (now === null) return `${this.path} was deleted while the orchestrator was running`;
+    if (now !== this.fileId) return `${this.path} was replaced by another file while the orchestrator was running`;
+    return null;
+  }
+
+  /** Bytes of the database file and its -wal (0 for ':memory:'). */
+  fileBytes(): number {
+    if (this.fileId === null) return 0;
+    let n = 0;
+    for (const f of [this.path, `${this.path}-wal`]) {
+      try {
+        n += fs.statSync(f).size;
+      } catch {
+        // not there
+      }
+    }
+    return n;
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Events and bounds
+  // ------------------------------------------------------------------------------------------
+
+  /** Appends one event. */
+  recordEvent(e: Omit<StoreEvent, 'tsMs'> & { tsMs?: number }): void {
+    this.db
+      .prepare('INSERT INTO events (ts_ms, kind, eap, session, message) VALUES (?, ?, ?, ?, ?)')
+      .run(e.tsMs ?? Date.now(), e.kind, e.eap, e.session, e.message.length > 1024 ? `${e.message.slice(0, 1021)}...` : e.message);
+  }
+
+  /** Events from `sinceMs` on, oldest first (of one kind when given), at most `limit`. */
+  events(options: { sinceMs?: number; kind?: string; limit?: number } = {}): StoreEvent[] {
+    const rows = (
+      options.kind === undefined
+        ? this.db.prepare('SELECT * FROM events WHERE ts_ms >= ? ORDER BY rowid LIMIT ?').all(options.sinceMs ?? 0, options.limit ?? 10_000)
+        : this.db.prepare('SELECT * FROM events WHERE ts_ms >= ? AND kind = ? ORDER BY rowid LIMIT ?').all(options.sinceMs ?? 0, options.kind, options.limit ?? 10_000)
+    ) as { ts_ms: number; kind: string; eap: number | null; session: string | null; message: string }[];
+    return rows.map((r) => ({ tsMs: r.ts_ms, kind: r.kind, eap: r.eap, session: r.session, message: r.message }));
+  }
+
+  /** Bytes of experience frames held. */
+  get experienceBytes(): number {
+    return this.experienceBytesHeld;
+  }
+
+  /**
+   * Enforces `limits`: the oldest experience batches beyond the byte or age limit, metric points
+   * and events beyond their row or age limits are deleted, and the freed pages returned to the
+   * file system (incremental vacuum). Cheap when nothing is over (a few indexed reads).
+   */
+  prune(nowMs = Date.now()): PruneResult {
+    const L = this.limits;
+    const out: PruneResult = { experience: 0, metrics: 0, events: 0 };
+    this.db.transaction(() => {
+      if (L.experienceMaxAgeMs > 0 && Number.isFinite(L.experienceMaxAgeMs)) {
+        out.experience += this.deleteExperience('ts_ms < ?', nowMs - L.experienceMaxAgeMs);
+      }
+      if (L.experienceMaxBytes > 0 && Number.isFinite(L.experienceMaxBytes) && this.experienceBytesHeld > L.experienceMaxBytes) {
+        // oldest first, until what is left fits
+        const rows = this.db.prepare('SELECT seq, length(frame) AS b FROM experience ORDER BY seq').iterate() as Iterable<{ seq: number; b: number }>;
+        let excess = this.experienceBytesHeld - L.experienceMaxBytes;
+        let lastSeq = -1;
+        for (const r of rows) {
+          if (excess <= 0) break;
+          excess -= r.b;
+          lastSeq = r.seq;
+        }
+        if (lastSeq >= 0) out.experience += this.deleteExperience('seq <= ?', lastSeq);
+      }
+      out.metrics += this.pruneRows('metrics', L.metricsMaxRows, L.metricsMaxAgeMs, nowMs);
+      out.events += this.pruneRows('events', L.eventsMaxRows, L.eventsMaxAgeMs, nowMs);
+    })();
+    if (out.experience + out.metrics + out.events > 0) this.db.pragma('incremental_vacuum');
+    return out;
+  }
+
+  private deleteExperience(where: string, arg: number): number {
+    const freed = this.db.prepare(`SELECT COUNT(*) AS n, COALESCE(SUM(length(frame)), 0) AS b FROM experience WHERE ${where}`).get(arg) as { n: number; b: number };
+    if (freed.n === 0) return 0;
+    this.db.prepare(`DELETE FROM experience WHERE ${where}`).run(arg);
+    this.experienceBytesHeld -= freed.b;
+    return freed.n;
+  }
+
+  /** Rows beyond `maxRows` (oldest, by rowid) and older than `maxAgeMs` go. */
+  private pruneRows(table: 'metrics' | 'events', maxRows: number, maxAgeMs: number, nowMs: number): number {
+    let n = 0;
+    if (maxAgeMs > 0 && Number.isFinite(maxAgeMs)) {
+      // rows are appended in time order: the old ones are a rowid prefix
+      const cut = this.db.prepare(`SELECT MAX(rowid) AS r FROM (SELECT rowid FROM ${table} WHERE ts_ms < ? ORDER BY rowid LIMIT 1000000)`).get(nowMs - maxAgeMs) as { r: number | null };
+      if (cut.r !== null) n += this.db.prepare(`DELETE FROM ${table} WHERE rowid <= ?`).run(cut.r).changes;
+    }
+    if (maxRows > 0 && Number.isFinite(maxRows)) {
+      const span = this.db.prepare(`SELECT MIN(rowid) AS lo, MAX(rowid) AS hi FROM ${table}`).get() as { lo: number | null; hi: number | null };
+      if (span.lo !== null && span.hi !== null && span.hi - span.lo + 1 > maxRows) {
+        n += this.db.prepare(`DELETE FROM ${table} WHERE rowid <= ?`).run(span.hi - maxRows).changes;
+      }
+    }
+    return n;
   }
 
   private meta(key: string): string | null {
@@ -424,9 +747,12 @@ export class Store {
   appendExperience(body: ExperienceBody, nowMs = Date.now()): number {
     const seq = this.nextExperienceSeq;
     const frame = this.codec.encode(makeFrame('experience', 0, body, nowMs));
+    const slot = seq % this.experienceCapacity;
+    const replaced = this.db.prepare('SELECT length(frame) AS b FROM experience WHERE slot = ?').get(slot) as { b: number } | undefined;
     this.db
       .prepare('INSERT OR REPLACE INTO experience (slot, seq, eap, ts_ms, transitions, frame) VALUES (?, ?, ?, ?, ?, ?)')
-      .run(seq % this.experienceCapacity, seq, body.eap, nowMs, body.transitions.length, frame);
+      .run(slot, seq, body.eap, nowMs, body.transitions.length, frame);
+    this.experienceBytesHeld += frame.length - (replaced?.b ?? 0);
     this.nextExperienceSeq = seq + 1;
     return seq;
   }
@@ -450,6 +776,21 @@ export class Store {
       out.push({ seq: r.seq, tsMs: r.ts_ms, body: decoded.frame.body });
     }
     return out;
+  }
+}
+
+/** A fresh epoch id: creation time and 48 random bits, e.g. `mf3k2x1a-9c0e4b7d21aa`. */
+function newEpoch(): string {
+  return `${Date.now().toString(36)}-${randomBytes(6).toString('hex')}`;
+}
+
+function fileIdentity(path: string): string | null {
+  if (path === ':memory:' || path === '') return null;
+  try {
+    const st = fs.statSync(path);
+    return `${st.dev}:${st.ino}`;
+  } catch {
+    return null;
   }
 }
 

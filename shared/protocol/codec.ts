@@ -14,6 +14,7 @@
 import { Packr, Unpackr } from 'msgpackr';
 import {
   ACTOR_HEADS,
+  EPOCH_PATTERN,
   MESSAGE_TYPES,
   PROTOCOL_VERSION,
   ProtocolError,
@@ -492,27 +493,46 @@ function allFinite(a: Float32Array, path: string): Float32Array {
 
 const MAX_U32 = 0xffffffff;
 
+/** An optional epoch or instance id: absent stays absent; otherwise 1..64 of [0-9A-Za-z._-] (or null where allowed). */
+function optId(o: Obj, key: string, path: string, nullable: boolean): string | null | undefined {
+  const x = o[key];
+  if (x === undefined) return undefined;
+  if (x === null && nullable) return null;
+  if (typeof x !== 'string' || !EPOCH_PATTERN.test(x)) {
+    throw new BadField(`${path}.${key}`, `must be 1..64 characters of [0-9A-Za-z._-]${nullable ? ' or null' : ''}, got ${describe(x)}`);
+  }
+  return x;
+}
+
 function readHello(x: unknown, p: string): HelloBody {
   const o = obj(x, p);
-  return {
+  const body: HelloBody = {
     eapId: uint(o, 'eapId', p),
     token: str(o, 'token', p, 0, 4096),
     agentVersion: str(o, 'agentVersion', p, 0, 128),
     weightVersion: uintOrNull(o, 'weightVersion', p),
     placementVersion: uintOrNull(o, 'placementVersion', p),
   };
+  const epoch = optId(o, 'epoch', p, true);
+  if (epoch !== undefined) body.epoch = epoch;
+  const instance = optId(o, 'instance', p, false);
+  if (instance !== undefined && instance !== null) body.instance = instance;
+  return body;
 }
 
 function readWelcome(x: unknown, p: string): WelcomeBody {
   const o = obj(x, p);
   const heartbeatMs = uint(o, 'heartbeatMs', p);
   if (heartbeatMs === 0) throw new BadField(`${p}.heartbeatMs`, 'must be > 0, got 0');
-  return {
+  const body: WelcomeBody = {
     sessionId: str(o, 'sessionId', p, 1, 128),
     heartbeatMs,
     weightVersion: uintOrNull(o, 'weightVersion', p),
     placementVersion: uintOrNull(o, 'placementVersion', p),
   };
+  const epoch = optId(o, 'epoch', p, false);
+  if (typeof epoch === 'string') body.epoch = epoch;
+  return body;
 }
 
 /** Structure only; lengths against shapes, finiteness and the checksum are `verifyWeights`. */
@@ -534,11 +554,16 @@ function readWeights(x: unknown, p: string): WeightsBody {
   if (tensors.length !== shapes.length) {
     throw new BadField(`${p}.tensors`, `has ${tensors.length} tensors but shapes has ${shapes.length}`);
   }
-  if (o.head === undefined) return { version, checksum, shapes, tensors };
-  if (!(ACTOR_HEADS as readonly unknown[]).includes(o.head)) {
-    throw new BadField(`${p}.head`, `must be one of ${ACTOR_HEADS.join(', ')}, got ${describe(o.head)}`);
+  const body: WeightsBody = { version, checksum, shapes, tensors };
+  if (o.head !== undefined) {
+    if (!(ACTOR_HEADS as readonly unknown[]).includes(o.head)) {
+      throw new BadField(`${p}.head`, `must be one of ${ACTOR_HEADS.join(', ')}, got ${describe(o.head)}`);
+    }
+    body.head = o.head as ActorHeadName;
   }
-  return { version, checksum, shapes, tensors, head: o.head as ActorHeadName };
+  const epoch = optId(o, 'epoch', p, false);
+  if (typeof epoch === 'string') body.epoch = epoch;
+  return body;
 }
 
 function readPlacement(x: unknown, p: string): PlacementBody {
@@ -557,7 +582,10 @@ function readPlacement(x: unknown, p: string): PlacementBody {
   for (let i = 0; i < replicas.length; i++) {
     if (replicas[i] < 0) throw new BadField(`${p}.replicas`, `has a negative count ${replicas[i]} at index ${i}`);
   }
-  return { version, frame, numServices, numNodes, replicas };
+  const body: PlacementBody = { version, frame, numServices, numNodes, replicas };
+  const epoch = optId(o, 'epoch', p, false);
+  if (typeof epoch === 'string') body.epoch = epoch;
+  return body;
 }
 
 function readTransition(x: unknown, p: string, eap: number): Transition {

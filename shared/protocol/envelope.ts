@@ -15,7 +15,8 @@
  * know, so adding a field is not a breaking change; removing or retyping one is, and bumps
  * `PROTOCOL_VERSION`.
  *
- * Version history: 1 (initial).
+ * Version history: 1 (initial). Optional fields added since, within version 1 (older peers strip
+ * them): `epoch` on `welcome`, `weights` and `placement`; `epoch` and `instance` on `hello`.
  */
 import { KaisError } from '../errors';
 import type { EapId, NodeId, Placement, ServiceId } from '../domain';
@@ -54,7 +55,22 @@ export interface HelloBody {
   weightVersion: number | null;
   /** Version of the placement the agent holds, `null` if none. */
   placementVersion: number | null;
+  /**
+   * Orchestrator store epoch the held versions belong to (`null`: none held, or held before epochs
+   * existed). Optional: absent from older agents.
+   */
+  epoch?: string | null;
+  /**
+   * Random id of this agent process, the same on every reconnect of the process (1..64
+   * characters). A `hello` for an eAP that already has a live session replaces it only when the
+   * instance is the same (the agent reconnecting over a half-dead socket); otherwise it is
+   * refused (KAIS_ERR_DUPLICATE). Optional: absent from older agents, which are then refused too.
+   */
+  instance?: string;
 }
+
+/** Epoch ids: 1..64 characters of [0-9A-Za-z._-]. */
+export const EPOCH_PATTERN = /^[0-9A-Za-z._-]{1,64}$/;
 
 /** orchestrator -> agent, reply to an accepted `hello`. */
 export interface WelcomeBody {
@@ -66,6 +82,12 @@ export interface WelcomeBody {
   weightVersion: number | null;
   /** Current placement version at the orchestrator, `null` if it has none yet. */
   placementVersion: number | null;
+  /**
+   * The orchestrator's store epoch (orchestrator/store.ts): versions are numbered within it. An
+   * agent holding versions of another epoch takes the next `weights` and `placement` of this one
+   * whatever their numbers. Optional: absent from older orchestrators.
+   */
+  epoch?: string;
 }
 
 /**
@@ -88,6 +110,8 @@ export interface WeightsBody {
    * `--actor-head`.
    */
   head?: ActorHeadName;
+  /** Store epoch the version belongs to (see WelcomeBody.epoch). Optional. */
+  epoch?: string;
 }
 
 export const ACTOR_HEADS = ['relu1', 'softplus1'] as const;
@@ -108,6 +132,8 @@ export interface PlacementBody {
   numNodes: number;
   /** Replica counts, length numServices * numNodes, each >= 0. */
   replicas: Int32Array;
+  /** Store epoch the version belongs to (see WelcomeBody.epoch). Optional. */
+  epoch?: string;
 }
 
 /** One dispatch decision and what came of it. */

@@ -54,7 +54,7 @@ describe('AgentRuntime', () => {
     await t.receivedAtLeast(1);
     expect(Array.from(t.runtime.placement!.replicas)).toEqual([1, 2]);
     expect(t.runtime.helloBody('tok', '0.1.0')).toEqual({
-      eapId: 1, token: 'tok', agentVersion: '0.1.0', weightVersion: 4, placementVersion: 9,
+      eapId: 1, token: 'tok', agentVersion: '0.1.0', weightVersion: 4, placementVersion: 9, epoch: null,
     });
     t.orch.close();
   });
