@@ -21,15 +21,20 @@
  * four metrics the device filters watch (shared/node-telemetry.ts, one per `telemetryPeriodS`;
  * erratic while the node is abnormal or failed), `seq` counting samples.
  *
- * Faults: `faults` plays scripted failures (abnormal telemetry for `precursorS`, then failed for
- * `downS`: what the node holds is answered 503 `node failed`, new requests too), and the admin
- * server's `PUT /fault {node, state: ok|abnormal|failed}` sets a state now; `GET /faults` returns
- * the requests refused by and lost on failed nodes.
+ * Faults: `faults` plays the fault model of the simulator (shared/faults.ts: abnormal telemetry
+ * for the precursor, then failed for `durationS`: what the node holds is answered 503 `node
+ * failed`, new requests too), and the admin server's `PUT /fault {node, state: ok|abnormal|failed}`
+ * sets a state now; `GET /faults` returns the requests refused by and lost on failed nodes.
  *
- * Admin server (the orchestrator's executor talks to it): `PUT /placement` `{d: number[][]}`
- * replaces the replica table (a removed replica finishes its request first); `GET /stats`
- * returns per-service `arrivals`, `busyReplicaS`, `readyReplicaS` over the window since the
- * previous call (what the hpa rule needs), and `GET /placement` the current table.
+ * Admin server (the orchestrator's executor, orchestrator/executors.ts, talks to it):
+ * - `POST /scale` `{ops: [{service, node, delta: 1|-1}]}` carries out scale orders by the rules
+ *   every executor follows (shared/orchestration/executor.ts: no replica on a failed node, none
+ *   without the CPU for one request and the memory, none past maxReplicasPerService; a removed
+ *   replica finishes its request first) and answers `{executed, refused}`;
+ * - `GET /state` answers the cluster report a policy decides on (ClusterReport: replicas, busy,
+ *   waiting, memory, failed nodes) with the statistics window since the previous call;
+ * - `PUT /placement` `{d: number[][]}` replaces the replica table, `GET /placement` returns it.
+ * A new replica serves at once (the simulator's replicaStartupS is not emulated).
  */
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -38,8 +43,13 @@ import type { Scenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';
 import { NodeTelemetryModel, TELEMETRY_DIMS } from '../shared/node-telemetry';
 import { Rng } from '../shared/rng';
+import { DEFAULT_PRECURSOR_S, faultTransitions, NODE_FAULT_STATES, validateFaults, type Fault, type NodeFaultState } from '../shared/faults';
+import type { ScaleOp } from '../shared/domain';
+import type { ClusterReport, ScaleReport } from '../shared/orchestration/executor';
+import { fitsReplica, initialPlacement } from '../shared/orchestration/placement';
 
-export type NodeFault = 'ok' | 'abnormal' | 'failed';
+export type NodeFault = NodeFaultState;
+export { initialPlacement };
 
 export interface ServeResult {
   status: number;
@@ -60,8 +70,12 @@ export class EmulatedTarget {
   readonly busy: Int32Array;
   readonly waiting: Waiting[][];
   cpuUsed = 0;
-  /** Stats window, per service. */
+  /** Stats window, per service: requests accepted (queued), refused, their work, completed, failed after acceptance (expired, lost). */
   arrivals: Float64Array;
+  refusals: Float64Array;
+  workCoreS: Float64Array;
+  completed: Float64Array;
+  failures: Float64Array;
   busyReplicaMs: Float64Array;
   readyReplicaMs: Float64Array;
   private lastIntegrateMs = performance.now();
@@ -86,6 +100,10 @@ export class EmulatedTarget {
     this.busy = new Int32Array(W);
     this.waiting = Array.from({ length: W }, () => []);
     this.arrivals = new Float64Array(W);
+    this.refusals = new Float64Array(W);
+    this.workCoreS = new Float64Array(W);
+    this.completed = new Float64Array(W);
+    this.failures = new Float64Array(W);
     this.busyReplicaMs = new Float64Array(W);
     this.readyReplicaMs = new Float64Array(W);
     if (isCloud) {
@@ -111,6 +129,8 @@ export class EmulatedTarget {
   fail(): void {
     this.fault = 'failed';
     this.lostOnFailure += this.running.length + this.waiting.reduce((a, q) => a + q.length, 0);
+    this.waiting.forEach((q, w) => (this.failures[w] += q.length));
+    for (let w = 0; w < this.busy.length; w++) this.failures[w] += this.busy[w];
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
     this.busy.fill(0);
@@ -122,15 +142,23 @@ export class EmulatedTarget {
   serve(w: number, workCoreS: number | null, ttlMs: number | null = null): Promise<ServeResult> {
     const svc = this.scenario.services[w];
     this.integrate();
-    this.arrivals[w]++;
     if (this.fault === 'failed') {
       this.failedRefusals++;
+      this.refusals[w]++;
       return Promise.resolve({ status: 503, body: { reason: 'node failed' } });
     }
-    if (this.replicas[w] === 0) return Promise.resolve({ status: 503, body: { reason: `no replica of service ${w}` } });
+    if (this.replicas[w] === 0) {
+      this.refusals[w]++;
+      return Promise.resolve({ status: 503, body: { reason: `no replica of service ${w}` } });
+    }
     const cap = this.scenario.queueCapPerReplica * this.replicas[w];
-    if (this.waiting[w].length >= cap) return Promise.resolve({ status: 503, body: { reason: 'full', ...this.snapshot() } });
+    if (this.waiting[w].length >= cap) {
+      this.refusals[w]++;
+      return Promise.resolve({ status: 503, body: { reason: 'full', ...this.snapshot() } });
+    }
     const work = workCoreS ?? 0.12 * svc.workScale;
+    this.arrivals[w]++;
+    this.workCoreS[w] += work;
     const procMs = ((work / svc.cpuCores) * 1000) / this.speed;
     const now = performance.now();
     const expiresMs = ttlMs === null ? Infinity : now + ttlMs;
@@ -149,6 +177,13 @@ export class EmulatedTarget {
     return { cpu: this.cpuUsed / this.cpuCores, mem: this.memUtil(), waiting: this.waiting.map((q) => q.length), busy: Array.from(this.busy) };
   }
 
+  /** Memory reserved by replicas (GB), removed ones still serving included. */
+  reservedMemGB(): number {
+    let used = 0;
+    this.scenario.services.forEach((s, w) => (used += Math.max(this.replicas[w], this.busy[w]) * s.memGB));
+    return used;
+  }
+
   /** Memory in use by replicas, fraction of the node's. */
   memUtil(): number {
     if (this.isCloud) return 0;
@@ -158,16 +193,18 @@ export class EmulatedTarget {
   }
 
   /** Window stats since the previous call (seconds, scaled back to scenario time). */
-  takeStats(): { arrivals: number[]; busyReplicaS: number[]; readyReplicaS: number[] } {
+  takeStats(): { arrivals: number[]; refusals: number[]; workCoreS: number[]; completed: number[]; failures: number[]; busyReplicaS: number[]; readyReplicaS: number[] } {
     this.integrate();
     const s = {
       arrivals: Array.from(this.arrivals),
+      refusals: Array.from(this.refusals),
+      workCoreS: Array.from(this.workCoreS),
+      completed: Array.from(this.completed),
+      failures: Array.from(this.failures),
       busyReplicaS: Array.from(this.busyReplicaMs, (x) => (x / 1000) * this.speed),
       readyReplicaS: Array.from(this.readyReplicaMs, (x) => (x / 1000) * this.speed),
     };
-    this.arrivals.fill(0);
-    this.busyReplicaMs.fill(0);
-    this.readyReplicaMs.fill(0);
+    for (const a of [this.arrivals, this.refusals, this.workCoreS, this.completed, this.failures, this.busyReplicaMs, this.readyReplicaMs]) a.fill(0);
     return s;
   }
 
@@ -196,6 +233,7 @@ export class EmulatedTarget {
       for (let i = q.length - 1; i >= 0; i--) {
         if (q[i].expiresMs < now) {
           const [r] = q.splice(i, 1);
+          this.failures[w]++;
           r.done({ status: 504, body: { reason: 'expired at node', ...this.snapshot() } });
         }
       }
@@ -228,6 +266,7 @@ export class EmulatedTarget {
       this.integrate();
       this.busy[w]--;
       this.cpuUsed = Math.max(0, this.cpuUsed - need);
+      this.completed[w]++;
       r.done({
         status: 200,
         body: { node: this.id, service: w, procMs: r.procMs, queuedMs, ...this.snapshot() },
@@ -238,54 +277,16 @@ export class EmulatedTarget {
   }
 }
 
-/**
- * Initial placement d[w][n], the simulator's rule: for each eAP, `initialReplicasPerEap` replicas
- * of every service, each on the node of that eAP with the most free memory that fits it.
- */
-export function initialPlacement(scenario: Scenario): Placement {
-  const topo = topologyOf(scenario);
-  const nodes = scenario.eaps.flatMap((e) => e.nodes);
-  const used = new Float64Array(topo.numNodes);
-  const d: Placement = scenario.services.map(() => new Array<number>(topo.numNodes).fill(0));
-  for (let b = 0; b < topo.numEaps; b++) {
-    for (let r = 0; r < scenario.initialReplicasPerEap; r++) {
-      scenario.services.forEach((s, w) => {
-        let best = -1;
-        let bestFree = -Infinity;
-        for (let n = 0; n < topo.numNodes; n++) {
-          if (topo.nodeEap[n] !== b) continue;
-          const free = nodes[n].memGB - used[n];
-          if (free >= s.memGB - 1e-9 && free > bestFree) {
-            best = n;
-            bestFree = free;
-          }
-        }
-        if (best >= 0) {
-          d[w][best]++;
-          used[best] += s.memGB;
-        }
-      });
-    }
-  }
-  return d;
-}
-
-/** A scripted node failure: telemetry abnormal from `atS - precursorS`, failed from `atS` for `downS` (seconds of scenario time). */
-export interface FaultPlan {
-  node: number;
-  atS: number;
-  precursorS: number;
-  downS: number;
-}
-
 export interface EmulatedClusterOptions {
   scenario: Scenario;
   /** Seed of the telemetry series. @defaultValue 1 */
   seed?: number;
   /** Telemetry sample period, seconds of scenario time (real: / speed). @defaultValue 1 */
   telemetryPeriodS?: number;
-  /** Node failures to play, from `listen()`. @defaultValue none */
-  faults?: readonly FaultPlan[];
+  /** Node failures to play (shared/faults.ts), from `listen()`. @defaultValue none */
+  faults?: readonly Fault[];
+  /** Abnormal telemetry before a failure whose fault gives none (seconds of scenario time). @defaultValue DEFAULT_PRECURSOR_S (20) */
+  precursorS?: number;
   /** Time scale (nominal work only; callers scale the work they send). @defaultValue 1 */
   speed?: number;
   /** @defaultValue '127.0.0.1' */
@@ -308,6 +309,8 @@ export class EmulatedCluster {
   private readonly cpuLevel: Float64Array;
   private telemetrySeq = 0;
   private readonly clusterTimers = new Set<NodeJS.Timeout>();
+  private readonly t0Ms: number;
+  private windowStartS = 0;
 
   constructor(private readonly o: EmulatedClusterOptions) {
     const s = o.scenario;
@@ -317,11 +320,8 @@ export class EmulatedCluster {
     this.targets.push(new EmulatedTarget(nodes.length, true, s.cloud.vms * s.cloud.vcpuPerVm, s.cloud.vms * s.cloud.memGBPerVm, s, speed));
     this.placement = initialPlacement(s);
     this.applyPlacement(this.placement);
-    for (const f of o.faults ?? []) {
-      if (!Number.isInteger(f.node) || f.node < 0 || f.node >= nodes.length || !(f.atS >= 0) || !(f.precursorS >= 0) || !(f.downS > 0)) {
-        throw new TypeError(`fault ${JSON.stringify(f)}: needs a node in 0..${nodes.length - 1}, atS >= 0, precursorS >= 0, downS > 0`);
-      }
-    }
+    validateFaults(o.faults ?? [], nodes.length);
+    this.t0Ms = performance.now();
     this.telemetry = new NodeTelemetryModel(nodes.length, o.telemetryPeriodS ?? 1, Rng.derive(o.seed ?? 1, 'emulated-telemetry'));
     this.samples = nodes.map(() => new Float64Array(TELEMETRY_DIMS));
     this.cpuLevel = new Float64Array(nodes.length);
@@ -375,6 +375,79 @@ export class EmulatedCluster {
     for (let w = 0; w < W; w++) for (let n = 0; n < N; n++) this.targets[n].setReplicas(w, d[w][n]);
   }
 
+  /** The replica table d[w][n] the cluster holds now (a copy). */
+  currentPlacement(): Placement {
+    return this.placement.map((row) => row.slice());
+  }
+
+  /** Carries out scale orders by the executors' rules (shared/orchestration/executor.ts). */
+  scale(ops: readonly ScaleOp[]): ScaleReport {
+    const s = this.o.scenario;
+    const W = s.services.length;
+    const N = this.targets.length - 1;
+    const executed: ScaleOp[] = [];
+    for (const op of ops) {
+      const { node: n, service: w } = op;
+      if (!Number.isInteger(n) || n < 0 || n >= N || !Number.isInteger(w) || w < 0 || w >= W) continue;
+      const t = this.targets[n];
+      const svc = s.services[w];
+      if (op.delta === 1) {
+        if (t.fault === 'failed') continue;
+        if (!fitsReplica(t.cpuCores, t.memGB - t.reservedMemGB(), svc.cpuCores, svc.memGB)) continue;
+        if (this.placement[w].reduce((a, b) => a + b, 0) >= s.maxReplicasPerService) continue;
+      } else if (op.delta !== -1 || this.placement[w][n] === 0) continue;
+      this.placement[w][n] += op.delta;
+      t.setReplicas(w, this.placement[w][n]);
+      executed.push({ service: w, node: n, delta: op.delta });
+    }
+    return { executed, refused: ops.length - executed.length };
+  }
+
+  /** The cluster report (shared/orchestration/executor.ts) with the window since the previous call. */
+  report(): ClusterReport {
+    const W = this.o.scenario.services.length;
+    const T = this.targets.length;
+    const r: ClusterReport = {
+      nowS: ((performance.now() - this.t0Ms) / 1000) * (this.o.speed ?? 1),
+      ready: new Array<number>(T * W).fill(0),
+      starting: new Array<number>(T * W).fill(0),
+      draining: new Array<number>(T * W).fill(0),
+      busy: new Array<number>(T * W).fill(0),
+      waiting: new Array<number>(T * W).fill(0),
+      usedMemGB: new Array<number>(T).fill(0),
+      freeCpuCores: new Array<number>(T).fill(0),
+      failed: this.targets.filter((t) => !t.isCloud).map((t) => (t.fault === 'failed' ? 1 : 0)),
+      window: { windowS: 0, arrivals: [], busyReplicaS: [], readyReplicaS: [], completedInTime: [], failed: [], workCoreS: [] },
+    };
+    const win = r.window;
+    for (const k of ['arrivals', 'busyReplicaS', 'readyReplicaS', 'completedInTime', 'failed', 'workCoreS'] as const) win[k] = new Array<number>(W).fill(0);
+    this.targets.forEach((t, i) => {
+      const st = t.takeStats();
+      for (let w = 0; w < W; w++) {
+        const k = i * W + w;
+        // a removed replica still serving its request is draining, as in the simulator
+        r.ready[k] = Math.max(t.replicas[w], t.busy[w]);
+        r.draining[k] = Math.max(0, t.busy[w] - t.replicas[w]);
+        r.busy[k] = t.busy[w];
+        r.waiting[k] = t.waiting[w].length;
+        // a request refused at an edge node is retried on the cloud by its agent: count it there only
+        win.arrivals[w] += st.arrivals[w] + (t.isCloud ? st.refusals[w] : 0);
+        win.workCoreS[w] += st.workCoreS[w];
+        win.completedInTime[w] += st.completed[w];
+        win.failed[w] += st.failures[w] + (t.isCloud ? st.refusals[w] : 0);
+        if (!t.isCloud) {
+          win.busyReplicaS[w] += st.busyReplicaS[w];
+          win.readyReplicaS[w] += st.readyReplicaS[w];
+        }
+      }
+      r.usedMemGB[i] = t.isCloud ? 0 : t.reservedMemGB();
+      r.freeCpuCores[i] = t.cpuCores - t.cpuUsed;
+    });
+    win.windowS = r.nowS - this.windowStartS;
+    this.windowStartS = r.nowS;
+    return r;
+  }
+
   async listen(): Promise<void> {
     const host = this.o.host ?? '127.0.0.1';
     for (const t of this.targets) {
@@ -394,11 +467,7 @@ export class EmulatedCluster {
     const every = setInterval(() => this.sampleTelemetry(), realMs(this.o.telemetryPeriodS ?? 1));
     every.unref();
     this.clusterTimers.add(every as unknown as NodeJS.Timeout);
-    for (const f of this.o.faults ?? []) {
-      this.after(realMs(Math.max(0, f.atS - f.precursorS)), () => this.setFault(f.node, 'abnormal'));
-      this.after(realMs(f.atS), () => this.setFault(f.node, 'failed'));
-      this.after(realMs(f.atS + f.downS), () => this.setFault(f.node, 'ok'));
-    }
+    for (const f of faultTransitions(this.o.faults ?? [], this.o.precursorS ?? DEFAULT_PRECURSOR_S)) this.after(realMs(f.atS), () => this.setFault(f.node, f.state));
   }
 
   async close(): Promise<void> {
@@ -442,25 +511,21 @@ export class EmulatedCluster {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const path = (req.url ?? '/').split('?')[0];
-      if (req.method === 'GET' && path === '/stats') {
-        const W = this.o.scenario.services.length;
-        const sum = { arrivals: new Array<number>(W).fill(0), busyReplicaS: new Array<number>(W).fill(0), readyReplicaS: new Array<number>(W).fill(0) };
-        for (const t of this.targets) {
-          const s = t.takeStats();
-          if (t.isCloud) continue; // hpa looks at edge replicas only
-          for (let w = 0; w < W; w++) {
-            sum.arrivals[w] += s.arrivals[w];
-            sum.busyReplicaS[w] += s.busyReplicaS[w];
-            sum.readyReplicaS[w] += s.readyReplicaS[w];
-          }
+      if (req.method === 'GET' && path === '/state') return json(res, 200, this.report());
+      if (req.method === 'POST' && path === '/scale') {
+        try {
+          const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { ops: ScaleOp[] };
+          if (!Array.isArray(body?.ops)) throw new TypeError('body must be {ops: [{service, node, delta}]}');
+          return json(res, 200, this.scale(body.ops));
+        } catch (e) {
+          return json(res, 400, { reason: (e as Error).message });
         }
-        return json(res, 200, sum);
       }
-      if (req.method === 'GET' && path === '/placement') return json(res, 200, { d: this.placement });
+      if (req.method === 'GET' && path === '/placement') return json(res, 200, { d: this.currentPlacement() });
       if (req.method === 'PUT' && path === '/fault') {
         try {
           const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { node: number; state: NodeFault };
-          if (!['ok', 'abnormal', 'failed'].includes(body.state)) throw new TypeError(`state must be ok, abnormal or failed, got ${JSON.stringify(body.state)}`);
+          if (!NODE_FAULT_STATES.includes(body.state)) throw new TypeError(`state must be ok, abnormal or failed, got ${JSON.stringify(body.state)}`);
           this.setFault(body.node, body.state);
           return json(res, 200, { ok: true });
         } catch (e) {

@@ -13,11 +13,21 @@
  * a learning orchestrator should explore (`kais agent --explore 0.25`). `"learner": "none"` only stores experience.
  *
  * Config file (JSON), every field optional except none:
- * `{"scenario": "kais", "orchestration": "static"|"hpa", "token": "", "agentTokens": {"0": "..."},
+ * `{"scenario": "kais", "orchestration": "static"|"hpa"|"gsp-ss", "token": "", "agentTokens": {"0": "..."},
  *   "frameS": <scenario seconds per frame, default slotS x slotsPerFrame>, "speed": 1,
  *   "executor": null | "http://<kais node admin>", "checkpoint": null | "<kais train db or actor .bin>",
  *   "actorHead": "softplus1", "heartbeatMs": 5000, "learner": "cmmac"|"none", "learnBatch": 2048,
  *   "detector": "vgru"|"none"}`
+ *
+ * Bounds and trust (issue 14): `"limits"` caps the store's growing tables (experience MB and age,
+ * metrics and events rows and age; pruned every `pruneS` in the background), `"intake"` the
+ * per-session budget of learning input (orchestrator/intake.ts: transitions and frames per second,
+ * invalid frames before a quarantine, the quarantine's length). Every refusal, quarantine, new
+ * store epoch, refused or failed learner update and store failure is an event in the store's
+ * `events` table (and a log line). A store that cannot be written (disk full, read-only) costs
+ * the writes of a backoff interval (1 s doubling to 60 s) and a log line, never the process.
+ * Numbers are range-checked: `heartbeatMs` 100..3,600,000, `speed` up to 1000, a frame
+ * (`frameS / speed`) at least 0.1 s.
  *
  * Learned device detector (`"detector": "vgru"`, the default; orchestrator/detector.ts): fitted
  * on the healthy device-filter windows agents send, it scores their ambiguous windows and answers
@@ -25,16 +35,21 @@
  */
 import * as fs from 'node:fs';
 import type { Placement } from '../shared/domain';
+import { actorArrayCount } from '../shared/nets/actor';
+import { observationDim } from '../shared/spaces';
+import { topologyOf } from '../shared/scenario';
+import { Intake, type IntakeEvent } from './intake';
 import { UsageError } from '../shared/errors';
 import { placementMatrix } from '../shared/protocol/envelope';
 import { loadScenario, type Scenario } from '../shared/scenario';
-import { initialPlacement } from './emulated-cluster';
+import { initialPlacement } from '../shared/orchestration/placement';
 import type { Hub } from './hub';
-import { EmulatedExecutor, NullExecutor, ORCHESTRATION_NAMES, PlacementLoop, type OrchestrationName } from './placement-loop';
+import { EmulatedExecutor, NullExecutor } from './executors';
+import { ORCHESTRATION_NAMES, PlacementLoop, type OrchestrationName } from './placement-loop';
 import { LearnedDetector } from './detector';
 import type { OnlineLearner } from './learner';
 import { ModelRegistry, startHub } from './registry';
-import { Store, type MetricPoint } from './store';
+import { DEFAULT_STORE_LIMITS, isStoreWriteError, Store, StoreError, type MetricPoint, type StoreLimits } from './store';
 
 export interface OrchestratorConfig {
   scenario: Scenario;
@@ -51,6 +66,12 @@ export interface OrchestratorConfig {
   learner: 'cmmac' | 'none';
   learnBatch: number;
   detector: 'vgru' | 'none';
+  /** Store bounds (orchestrator/store.ts StoreLimits). */
+  limits: StoreLimits;
+  /** Background prune interval, seconds. */
+  pruneS: number;
+  /** Per-session budget of learning input (orchestrator/intake.ts). */
+  intake: { maxTransitionsPerS: number; maxFramesPerS: number; quarantineAfter: number; quarantineS: number };
 }
 
 /** Reads and validates the config file; UsageError naming the file and field for anything wrong. */
@@ -66,7 +87,7 @@ export function readConfig(file: string): OrchestratorConfig {
   const fail = (field: string, why: string): never => {
     throw new UsageError(`${file}: field "${field}" ${why}`);
   };
-  const known = ['scenario', 'orchestration', 'token', 'agentTokens', 'frameS', 'speed', 'executor', 'checkpoint', 'heartbeatMs', 'actorHead', 'learner', 'learnBatch', 'detector'];
+  const known = ['scenario', 'orchestration', 'token', 'agentTokens', 'frameS', 'speed', 'executor', 'checkpoint', 'heartbeatMs', 'actorHead', 'learner', 'learnBatch', 'detector', 'limits', 'pruneS', 'intake'];
   for (const k of Object.keys(o)) if (!known.includes(k)) fail(k, `is not a config field (known: ${known.join(', ')})`);
   const str = (k: string, d: string): string => (o[k] === undefined ? d : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string'));
   const strOrNull = (k: string): string | null => (o[k] === undefined || o[k] === null ? null : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string or null'));
@@ -86,7 +107,7 @@ export function readConfig(file: string): OrchestratorConfig {
     }
   }
   const heartbeatMs = pos('heartbeatMs', 5000);
-  if (!Number.isInteger(heartbeatMs)) fail('heartbeatMs', 'must be an integer');
+  if (!Number.isInteger(heartbeatMs) || heartbeatMs < 100 || heartbeatMs > 3_600_000) fail('heartbeatMs', `must be an integer number of ms in 100..3600000, got ${heartbeatMs}`);
   const executor = strOrNull('executor');
   if (executor !== null && !/^https?:\/\//.test(executor)) fail('executor', 'must be an http:// URL of a kais node admin server');
   const checkpoint = strOrNull('checkpoint');
@@ -97,6 +118,37 @@ export function readConfig(file: string): OrchestratorConfig {
   if (learner !== 'cmmac' && learner !== 'none') fail('learner', `must be "cmmac" or "none", got ${JSON.stringify(learner)}`);
   const learnBatch = pos('learnBatch', 2048);
   if (!Number.isInteger(learnBatch)) fail('learnBatch', 'must be an integer');
+  if (learnBatch > 1_000_000) fail('learnBatch', `must be at most 1000000, got ${learnBatch}`);
+  const speed = pos('speed', 1);
+  if (speed > 1000) fail('speed', `must be at most 1000, got ${speed}`);
+  const frameS = pos('frameS', scenario.slotS * scenario.slotsPerFrame);
+  if (frameS > 86_400) fail('frameS', `must be at most 86400 s, got ${frameS}`);
+  if (frameS / speed < 0.1) fail('speed', `makes a frame of ${((frameS / speed) * 1000).toFixed(3)} ms (frameS ${frameS} / speed ${speed}); at least 100 ms`);
+  // a nested object of non-negative numbers, each known; missing ones take the default
+  const section = <T extends Record<string, number>>(key: string, defaults: T, max: Partial<Record<keyof T, number>> = {}): T => {
+    const v = o[key];
+    if (v === undefined) return { ...defaults };
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) return fail(key, 'must be an object');
+    const out = { ...defaults } as Record<string, number>;
+    for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+      if (!(k in defaults)) fail(`${key}.${k}`, `is not a field of ${key} (known: ${Object.keys(defaults).join(', ')})`);
+      const hi = (max as Record<string, number | undefined>)[k] ?? 1e15;
+      if (typeof x !== 'number' || !Number.isFinite(x) || x <= 0 || x > hi) fail(`${key}.${k}`, `must be a positive number up to ${hi}, got ${JSON.stringify(x)}`);
+      out[k] = x as number;
+    }
+    return out as T;
+  };
+  const lim = section('limits', {
+    experienceMaxMB: DEFAULT_STORE_LIMITS.experienceMaxBytes / 1048576,
+    experienceMaxAgeS: DEFAULT_STORE_LIMITS.experienceMaxAgeMs / 1000,
+    metricsMaxRows: DEFAULT_STORE_LIMITS.metricsMaxRows,
+    metricsMaxAgeS: DEFAULT_STORE_LIMITS.metricsMaxAgeMs / 1000,
+    eventsMaxRows: DEFAULT_STORE_LIMITS.eventsMaxRows,
+    eventsMaxAgeS: DEFAULT_STORE_LIMITS.eventsMaxAgeMs / 1000,
+  }, { experienceMaxMB: 1e6, experienceMaxAgeS: 3.2e7, metricsMaxAgeS: 3.2e8, eventsMaxAgeS: 3.2e8, metricsMaxRows: 1e10, eventsMaxRows: 1e10 });
+  const intake = section('intake', { maxTransitionsPerS: 2000, maxFramesPerS: 200, quarantineAfter: 10, quarantineS: 60 }, { maxTransitionsPerS: 1e6, maxFramesPerS: 1e5, quarantineAfter: 1e6, quarantineS: 86_400 });
+  const pruneS = pos('pruneS', 5);
+  if (pruneS < 0.05 || pruneS > 3600) fail('pruneS', `must be in 0.05..3600 s, got ${pruneS}`);
   const detector = str('detector', 'vgru');
   if (detector !== 'vgru' && detector !== 'none') fail('detector', `must be "vgru" or "none", got ${JSON.stringify(detector)}`);
   return {
@@ -104,8 +156,8 @@ export function readConfig(file: string): OrchestratorConfig {
     orchestration: orchestration as OrchestrationName,
     token: str('token', ''),
     agentTokens,
-    frameS: pos('frameS', scenario.slotS * scenario.slotsPerFrame),
-    speed: pos('speed', 1),
+    frameS,
+    speed,
     executor,
     checkpoint,
     heartbeatMs,
@@ -113,7 +165,67 @@ export function readConfig(file: string): OrchestratorConfig {
     learner: learner as 'cmmac' | 'none',
     learnBatch,
     detector: detector as 'vgru' | 'none',
+    limits: {
+      experienceMaxBytes: Math.round(lim.experienceMaxMB * 1048576),
+      experienceMaxAgeMs: lim.experienceMaxAgeS * 1000,
+      metricsMaxRows: Math.round(lim.metricsMaxRows),
+      metricsMaxAgeMs: lim.metricsMaxAgeS * 1000,
+      eventsMaxRows: Math.round(lim.eventsMaxRows),
+      eventsMaxAgeMs: lim.eventsMaxAgeS * 1000,
+    },
+    pruneS,
+    intake: { ...intake, quarantineAfter: Math.max(1, Math.round(intake.quarantineAfter)) },
   };
+}
+
+/**
+ * Store writes that may fail for reasons outside the program (disk full, read-only file, I/O
+ * error): a failure costs the writes of a backoff interval (1 s, doubling up to 60 s, back to 1 s
+ * after a success) and one log line per failure, never the process.
+ */
+export class StoreGuard {
+  failures = 0;
+  dropped = 0;
+  private backoffMs = 0;
+  private until = 0;
+
+  constructor(private readonly log: (line: string) => void) {}
+
+  /** Runs `write` unless in a backoff; returns whether it ran and succeeded. Other errors are thrown. */
+  run(what: string, write: () => void): boolean {
+    const now = Date.now();
+    if (now < this.until) {
+      this.dropped++;
+      return false;
+    }
+    try {
+      write();
+      this.backoffMs = 0;
+      return true;
+    } catch (e) {
+      if (!isStoreWriteError(e)) throw e;
+      this.failures++;
+      this.backoffMs = Math.min(60_000, this.backoffMs === 0 ? 1000 : 2 * this.backoffMs);
+      this.until = now + this.backoffMs;
+      this.log(`store write failed (${(e as { code?: string }).code}: ${(e as Error).message}) writing ${what}; writes paused for ${this.backoffMs / 1000} s`);
+      return false;
+    }
+  }
+}
+
+/**
+ * A `kais train` checkpoint or exported actor that is not an actor of `scenario` (another
+ * scenario's shapes): one line saying what it holds and what the scenario needs, or null.
+ */
+export function checkpointMismatch(tensors: readonly { shape: number[] }[], scenario: Scenario): string | null {
+  const topo = topologyOf(scenario);
+  const numTargets = topo.numNodes + 1;
+  const dim = observationDim({ numServices: topo.numServices, numTargets, numEaps: topo.numEaps });
+  const mlp = actorArrayCount();
+  const fits =
+    tensors[0]?.shape[0] === dim && tensors[mlp - 1]?.shape[0] === numTargets && (tensors.length === mlp || tensors.length === actorArrayCount(undefined, true));
+  if (fits) return null;
+  return `holds an actor with ${tensors[0]?.shape[0] ?? '?'} inputs and ${tensors[mlp - 1]?.shape[0] ?? '?'} actions; scenario ${scenario.name} needs ${dim} inputs and ${numTargets} actions (a checkpoint of another scenario?)`;
 }
 
 export interface RunningOrchestrator {
@@ -126,6 +238,10 @@ export interface RunningOrchestrator {
   /** null with `"detector": "none"`. */
   readonly detector: LearnedDetector | null;
   readonly port: number;
+  /** The learning-input door: validation, rate limits, quarantines. */
+  readonly intake: Intake;
+  /** Store writes that failed or were skipped in a backoff. */
+  readonly storeGuard: StoreGuard;
   /** Whether this start resumed a stored placement (restart) rather than publishing the initial one. */
   readonly resumed: boolean;
   close(): Promise<void>;
@@ -136,13 +252,61 @@ export async function startOrchestrator(
   opts: { port?: number; dbPath: string; log?: (line: string) => void },
 ): Promise<RunningOrchestrator> {
   const log = opts.log ?? (() => undefined);
-  const store = Store.open(opts.dbPath);
-  const hub = await startHub(store, { port: opts.port ?? 0, token: cfg.token, agentTokens: cfg.agentTokens, heartbeatMs: cfg.heartbeatMs });
-  const registry = new ModelRegistry(store, hub);
-
-  // the checkpoint's actor, read once (training code loads only when there is one)
+  // the checkpoint's actor, read once and checked against the scenario before anything starts
+  // (training code loads only when there is one)
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const ck = cfg.checkpoint ? (require('../training/jobs/checkpoint') as typeof import('../training/jobs/checkpoint')).checkpointActor(cfg.checkpoint) : null;
+  if (ck) {
+    const mismatch = checkpointMismatch(ck.tensors, cfg.scenario);
+    if (mismatch) throw new UsageError(`checkpoint ${cfg.checkpoint} ${mismatch}`);
+  }
+  let store: Store;
+  try {
+    store = Store.open(opts.dbPath, { limits: cfg.limits });
+  } catch (e) {
+    if (e instanceof StoreError) throw new UsageError(`--db: ${e.message}`);
+    throw e;
+  }
+  const guard = new StoreGuard(log);
+  /** Stored (when the store takes it) and logged. */
+  const event = (kind: string, message: string, eap: number | null = null, session: string | null = null) => {
+    log(`event ${kind}${eap !== null ? ` eAP ${eap}` : ''}${session !== null ? ` session ${session}` : ''}: ${message}`);
+    guard.run('an event', () => store.recordEvent({ kind, eap, session, message }));
+  };
+  if (store.createdNow) {
+    event('epoch', `new store ${opts.dbPath}: epoch ${store.epoch}; weight and placement versions start again at 1, agents holding another epoch's versions adopt this one's`);
+  } else {
+    log(`store ${opts.dbPath}: epoch ${store.epoch}`);
+  }
+  if (cfg.token === '' && Object.keys(cfg.agentTokens).length === 0) {
+    log('auth is off (no "token" or "agentTokens" in the config): any client can speak for any eAP');
+  }
+  let registryRef: ModelRegistry | null = null;
+  const intake = new Intake({
+    scenario: cfg.scenario,
+    weightVersion: () => registryRef?.weightVersion ?? store.latestModelVersion(),
+    maxTransitionsPerS: cfg.intake.maxTransitionsPerS,
+    maxFramesPerS: cfg.intake.maxFramesPerS,
+    quarantineAfter: cfg.intake.quarantineAfter,
+    onEvent: (e: IntakeEvent) => event(e.kind, e.message, e.eap, e.session),
+  });
+  const hub = await startHub(store, {
+    port: opts.port ?? 0,
+    token: cfg.token,
+    agentTokens: cfg.agentTokens,
+    heartbeatMs: cfg.heartbeatMs,
+    numEaps: topologyOf(cfg.scenario).numEaps,
+    inspect: intake.inspect,
+    quarantineMs: Math.round(cfg.intake.quarantineS * 1000),
+  }).catch((e: unknown) => {
+    store.close();
+    throw e;
+  });
+  const registry = new ModelRegistry(store, hub);
+  registryRef = registry;
+  hub.on('denied', (d) => event(d.kind, d.message, d.eapId, d.sessionId));
+  hub.on('sessionClosed', (s) => intake.sessionClosed(s.sessionId));
+
   const head = ck?.head ?? cfg.actorHead;
   if (store.latestModelVersion() === null && ck) {
     const body = registry.publishWeights(ck.tensors, head);
@@ -177,7 +341,7 @@ export async function startOrchestrator(
 
   hub.on('frame', (session, frame) => {
     if (frame.type === 'experience') {
-      store.appendExperience(frame.body);
+      guard.run('experience', () => store.appendExperience(frame.body));
     } else if (frame.type === 'telemetry') {
       if (detector && frame.body.windows) detector.add(session.eapId, frame.body.windows);
       let requests = 0;
@@ -191,14 +355,33 @@ export async function startOrchestrator(
         { tsMs, name: 'agent/requests', eap: session.eapId, value: requests },
         { tsMs, name: 'agent/in_deadline', eap: session.eapId, value: inDeadline },
       ];
-      store.recordMetrics(points);
+      guard.run('telemetry metrics', () => store.recordMetrics(points));
     }
   });
+
+  // ---- bounded storage: prune in the background; notice a store file deleted or replaced ----
+  let fileProblemLogged = false;
+  const pruneTimer = setInterval(() => {
+    try {
+      guard.run('a prune', () => {
+        const n = store.prune();
+        if (n.experience + n.metrics + n.events > 1000) log(`pruned ${n.experience} experience batches, ${n.metrics} metric points, ${n.events} events`);
+      });
+      const problem = store.fileProblem();
+      if (problem && !fileProblemLogged) {
+        fileProblemLogged = true;
+        log(`error: ${problem}; what is written from now on is lost at the next start, which begins a new epoch (agents follow it)`);
+      }
+    } catch (e) {
+      log(`prune failed: ${(e as Error).message}`);
+    }
+  }, cfg.pruneS * 1000);
+  pruneTimer.unref();
 
   const loop = new PlacementLoop({
     scenario: cfg.scenario,
     registry,
-    executor: cfg.executor ? new EmulatedExecutor(cfg.executor) : new NullExecutor(),
+    executor: cfg.executor ? new EmulatedExecutor(cfg.executor, cfg.scenario) : new NullExecutor(),
     policy: cfg.orchestration,
     start,
     startFrame: resumed ? stored!.frame : 0,
@@ -214,7 +397,7 @@ export async function startOrchestrator(
     // tfjs and the learner load only when learning is on
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { OnlineLearner: L } = require('./learner') as typeof import('./learner');
-    learner = new L({ scenario: cfg.scenario, store, registry, head, batch: cfg.learnBatch, log });
+    learner = new L({ scenario: cfg.scenario, store, registry, head, batch: cfg.learnBatch, log, onEvent: (e) => event(e.kind, e.message) });
     // not awaited: agents are served while the learner's worker loads tfjs (a second or more)
     const started = learner;
     started.start().then(
@@ -232,9 +415,12 @@ export async function startOrchestrator(
     learner,
     detector,
     port: hub.port,
+    intake,
+    storeGuard: guard,
     resumed,
     close: () => {
       closing ??= (async () => {
+        clearInterval(pruneTimer);
         await loop.stop();
         learner?.dispose();
         detector?.dispose();

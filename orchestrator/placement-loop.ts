@@ -1,159 +1,75 @@
 /**
- * The placement loop: once per orchestration frame (slotS x slotsPerFrame scenario seconds,
- * 25 s on `kais`, divided by `speed`), the orchestration policy turns what the executor observed
- * into a placement d[w][n]; the executor applies it and the registry stores and broadcasts it
- * (a new placement version every frame, even when unchanged, so agents and the dashboard see the
- * loop is alive).
+ * The placement loop: the live orchestrator runs the simulator's orchestration policy objects
+ * (shared/orchestration: `static`, `hpa`, `gsp-ss`, made by the same factory `kais eval` uses) on
+ * the view its executor reports, and publishes the resulting placement to the agents.
  *
- * Policies: `static` (the current placement kept: the initial one, or the stored one after a
- * restart) and `hpa` (the Kubernetes HPA rule, as training/baselines/orchestration/hpa.ts:
- * u = busy / ready replica-seconds of w over the frame, desired = ceil(current x u / 0.7), no
- * change within 10 %, scale-down only to the highest recommendation of the last 300 s, clamped
- * to [1, maxReplicasPerService]; new replicas on the least-allocated node with room, removals from
- * the most allocated). GPG comes later.
+ * Each step: observe (the executor's view: the cluster now and the statistics window since the
+ * previous step) -> the policy's scale orders -> the executor carries them out and reports which
+ * it executed -> the placement the cluster now holds goes to the registry (stored, broadcast as a
+ * new placement version, even when unchanged, so agents and the dashboard see the loop is alive).
  *
- * Executors: `EmulatedExecutor` talks to `kais node`'s admin server over HTTP; `NullExecutor`
- * applies nothing and observes nothing (placement frames only).
+ * Timing, as in the simulator: a policy decides every `periodS` seconds of scenario time (hpa:
+ * 15 s, Kubernetes' sync period; gsp-ss: one frame, 25 s on `kais`), i.e. every periodS / speed
+ * real seconds; the simulator pushes the placement to the agents after every decision, and so
+ * does this loop. `static` (periodS 0) never decides: the loop publishes once per frame
+ * (`frameMs`). A placement's `frame` field counts the loop's steps from the start (one per
+ * policy period).
+ *
+ * At start the executor is brought to the start placement (the initial one, or the stored one
+ * after a restart) by the orders between what the cluster holds and it.
  */
 import type { Placement } from '../shared/domain';
 import type { Scenario } from '../shared/scenario';
-import { topologyOf } from '../shared/scenario';
+import { ORCHESTRATION_POLICIES, makeOrchestrationPolicy, type OrchestrationPolicyName } from '../shared/orchestration';
+import { opsBetween, withOps } from '../shared/orchestration/placement';
+import type { OrchestrationPolicy, OrchestrationView } from '../shared/policy';
+import type { LiveExecutor } from './executors';
 import type { ModelRegistry } from './registry';
-import { HpaRecommender, type HpaOptions } from '../shared/hpa';
 
-export type OrchestrationName = 'static' | 'hpa';
-export const ORCHESTRATION_NAMES: OrchestrationName[] = ['static', 'hpa'];
-
-export interface FrameStats {
-  /** [w] arrivals at edge nodes in the frame. */
-  arrivals: number[];
-  /** [w] busy replica-seconds of w (edge nodes, scenario seconds). */
-  busyReplicaS: number[];
-  /** [w] ready replica-seconds of w. */
-  readyReplicaS: number[];
-}
-
-export interface Executor {
-  apply(d: Placement): Promise<void>;
-  /** Stats since the previous call; null when the executor cannot observe. */
-  observe(): Promise<FrameStats | null>;
-}
-
-export class NullExecutor implements Executor {
-  async apply(): Promise<void> {}
-  async observe(): Promise<FrameStats | null> {
-    return null;
-  }
-}
-
-export class EmulatedExecutor implements Executor {
-  constructor(readonly adminUrl: string) {}
-
-  async apply(d: Placement): Promise<void> {
-    const r = await fetch(`${this.adminUrl}/placement`, { method: 'PUT', body: JSON.stringify({ d }), signal: AbortSignal.timeout(5000) });
-    if (!r.ok) throw new Error(`executor refused the placement: ${r.status} ${await r.text()}`);
-  }
-
-  async observe(): Promise<FrameStats | null> {
-    const r = await fetch(`${this.adminUrl}/stats`, { signal: AbortSignal.timeout(5000) });
-    if (!r.ok) return null;
-    return (await r.json()) as FrameStats;
-  }
-}
-
-/** The hpa rule on one frame's stats; returns the new placement (a copy). */
-export class HpaRule {
-  private readonly rule: HpaRecommender;
-
-  constructor(
-    private readonly scenario: Scenario,
-    options: Partial<HpaOptions> = {},
-  ) {
-    this.rule = new HpaRecommender(scenario.services.length, options);
-  }
-
-  decide(d: Placement, stats: FrameStats, nowS: number): Placement {
-    const s = this.scenario;
-    const topo = topologyOf(s);
-    const nodes = s.eaps.flatMap((e) => e.nodes);
-    const next = d.map((row) => row.slice());
-    const usedMem = new Float64Array(topo.numNodes);
-    const usedCpu = new Float64Array(topo.numNodes);
-    s.services.forEach((svc, w) => {
-      for (let n = 0; n < topo.numNodes; n++) {
-        usedMem[n] += next[w][n] * svc.memGB;
-        usedCpu[n] += next[w][n] * svc.cpuCores;
-      }
-    });
-    for (let w = 0; w < s.services.length; w++) {
-      const svc = s.services[w];
-      const current = next[w].reduce((a, b) => a + b, 0);
-      const stable = this.rule.recommend(
-        w,
-        current,
-        { busyReplicaS: stats.busyReplicaS[w], readyReplicaS: stats.readyReplicaS[w], arrivals: stats.arrivals[w] },
-        nowS,
-        s.maxReplicasPerService,
-      );
-      for (let k = current; k < stable; k++) {
-        // least allocated (CPU share) node with memory for one more replica
-        let best = -1;
-        for (let n = 0; n < topo.numNodes; n++) {
-          if (nodes[n].memGB - usedMem[n] < svc.memGB - 1e-9) continue;
-          if (best < 0 || usedCpu[n] / nodes[n].cpuCores < usedCpu[best] / nodes[best].cpuCores) best = n;
-        }
-        if (best < 0) break;
-        next[w][best]++;
-        usedMem[best] += svc.memGB;
-        usedCpu[best] += svc.cpuCores;
-      }
-      for (let k = stable; k < current; k++) {
-        let worst = -1;
-        for (let n = 0; n < topo.numNodes; n++) {
-          if (next[w][n] === 0) continue;
-          if (worst < 0 || usedCpu[n] / nodes[n].cpuCores > usedCpu[worst] / nodes[worst].cpuCores) worst = n;
-        }
-        if (worst < 0) break;
-        next[w][worst]--;
-        usedMem[worst] -= svc.memGB;
-        usedCpu[worst] -= svc.cpuCores;
-      }
-    }
-    return next;
-  }
-}
+export type OrchestrationName = OrchestrationPolicyName;
+export const ORCHESTRATION_NAMES: readonly OrchestrationName[] = ORCHESTRATION_POLICIES;
 
 export interface PlacementLoopOptions {
   scenario: Scenario;
-  registry: ModelRegistry;
-  executor: Executor;
+  registry: Pick<ModelRegistry, 'publishPlacement'>;
+  executor: LiveExecutor;
   policy: OrchestrationName;
   /** Placement to start from (the stored one after a restart, else the initial one). */
   start: Placement;
-  /** Frame index of `start` (the stored frame after a restart, else 0). */
+  /** Step index of `start` (the stored frame after a restart, else 0). */
   startFrame: number;
   /** Publish `start` as a new version right away (a fresh store). */
   publishStart: boolean;
-  /** Real ms per frame. */
+  /** Real ms per frame: the publishing period of a policy that never decides (static). */
   frameMs: number;
-  /** Scenario seconds per real second (for the hpa window). @defaultValue 1 */
+  /** Scenario seconds per real second. @defaultValue 1 */
   speed?: number;
+  /** Seed handed to the policy's reset. @defaultValue 1 */
+  seed?: number;
   log?: (line: string) => void;
 }
 
+/** d[w][n] of a view: replicas including starting ones, excluding those being deleted. */
+export function placementOf(view: OrchestrationView): Placement {
+  return Array.from({ length: view.numServices }, (_, w) => Array.from({ length: view.numNodes }, (_, n) => view.replicas(n, w)));
+}
+
 export class PlacementLoop {
+  readonly policy: OrchestrationPolicy;
   private d: Placement;
   private frame: number;
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> = Promise.resolve();
-  private readonly hpa: HpaRule | null;
-  private readonly t0 = performance.now();
   private stopped = false;
+  private policyReady = false;
+  /** Orders executed and refused by the executor since the start. */
+  executed = 0;
+  refused = 0;
 
   constructor(private readonly o: PlacementLoopOptions) {
     this.d = o.start.map((r) => r.slice());
     this.frame = o.startFrame;
-    this.hpa = o.policy === 'hpa' ? new HpaRule(o.scenario) : null;
+    this.policy = makeOrchestrationPolicy(o.policy, o.scenario);
   }
 
   get placement(): Placement {
@@ -164,31 +80,43 @@ export class PlacementLoop {
     return this.frame;
   }
 
+  /** Real ms between two steps. */
+  get stepMs(): number {
+    return this.policy.periodS > 0 ? (this.policy.periodS * 1000) / (this.o.speed ?? 1) : this.o.frameMs;
+  }
+
   async start(): Promise<void> {
     const log = this.o.log ?? (() => undefined);
     try {
-      await this.o.executor.apply(this.d);
-      await this.o.executor.observe(); // start the first window now
+      const held = await this.o.executor.placement();
+      if (held) {
+        const rep = await this.o.executor.apply(opsBetween(held, this.d));
+        this.d = withOps(held, rep.executed);
+        if (rep.refused > 0) log(`executor: ${rep.refused} orders to reach the start placement refused`);
+      }
+      await this.observe(); // starts the first window now
     } catch (e) {
       log(`executor: ${(e as Error).message}`);
     }
     if (this.o.publishStart) this.o.registry.publishPlacement(this.frame, this.d);
     this.timer = setInterval(() => {
-      this.running = this.running.then(() => this.step()).catch((e) => log(`placement frame failed: ${(e as Error).message}`));
-    }, this.o.frameMs);
+      this.running = this.running.then(() => this.step()).catch((e) => log(`placement step failed: ${(e as Error).message}`));
+    }, this.stepMs);
   }
 
-  /** One frame: observe, decide, apply, publish. */
+  /** One step: observe, decide, apply, publish. */
   async step(): Promise<void> {
     if (this.stopped) return;
     this.frame++;
-    if (this.hpa) {
-      const stats = await this.o.executor.observe();
-      if (stats) {
-        const nowS = ((performance.now() - this.t0) / 1000) * (this.o.speed ?? 1);
-        this.d = this.hpa.decide(this.d, stats, nowS);
+    const view = await this.observe();
+    if (view) {
+      this.d = placementOf(view);
+      if (this.policy.periodS > 0) {
+        const rep = await this.o.executor.apply(this.policy.decide(view));
+        this.executed += rep.executed.length;
+        this.refused += rep.refused;
+        this.d = withOps(this.d, rep.executed);
       }
-      await this.o.executor.apply(this.d);
     }
     if (this.stopped) return;
     this.o.registry.publishPlacement(this.frame, this.d);
@@ -198,5 +126,14 @@ export class PlacementLoop {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     await this.running;
+  }
+
+  private async observe(): Promise<OrchestrationView | null> {
+    const view = await this.o.executor.observe();
+    if (view && !this.policyReady) {
+      this.policy.reset?.(this.o.seed ?? 1, view);
+      this.policyReady = true;
+    }
+    return view;
   }
 }

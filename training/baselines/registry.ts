@@ -1,17 +1,16 @@
 /**
  * Policy names -> constructors. A policy pair is `dispatch/orchestration`. The dispatch heuristics
- * live in shared/dispatch/ (the live agent runs them too: `kais agent --policy`).
+ * live in shared/dispatch/ (the live agent runs them too: `kais agent --policy`), the orchestration
+ * policies in shared/orchestration/ (the live orchestrator runs them too).
  */
 import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
 import type { Scenario } from '../../shared/scenario';
 import { UsageError } from '../../shared/errors';
 import { DISPATCH_HEURISTICS, isDispatchHeuristic, makeHeuristicDispatch } from '../../shared/dispatch';
-import { StaticOrchestration } from './orchestration/static';
-import { HpaOrchestration } from './orchestration/hpa';
-import { GspSsOrchestration } from './orchestration/gsp-ss';
+import { isOrchestrationPolicy, makeOrchestrationPolicy, ORCHESTRATION_POLICIES } from '../../shared/orchestration';
 
 export const DISPATCH_BASELINES = DISPATCH_HEURISTICS;
-export const ORCHESTRATION_BASELINES = ['static', 'hpa', 'gsp-ss'] as const;
+export const ORCHESTRATION_BASELINES = ORCHESTRATION_POLICIES;
 
 export function makeDispatch(name: string, scenario: Scenario): DispatchPolicy {
   if (!isDispatchHeuristic(name)) {
@@ -21,16 +20,8 @@ export function makeDispatch(name: string, scenario: Scenario): DispatchPolicy {
 }
 
 export function makeOrchestration(name: string, scenario: Scenario): OrchestrationPolicy {
-  switch (name) {
-    case 'static':
-      return new StaticOrchestration();
-    case 'hpa':
-      return new HpaOrchestration();
-    case 'gsp-ss':
-      return new GspSsOrchestration(scenario.slotS * scenario.slotsPerFrame);
-    default:
-      throw new UsageError(`--policies: unknown orchestration policy "${name}" (known: ${ORCHESTRATION_BASELINES.join(', ')}, gpg)`);
-  }
+  if (!isOrchestrationPolicy(name)) throw new UsageError(`--policies: unknown orchestration policy "${name}" (known: ${ORCHESTRATION_BASELINES.join(', ')}, gpg)`);
+  return makeOrchestrationPolicy(name, scenario);
 }
 
 /** Splits "a/b" and checks both halves are known. */

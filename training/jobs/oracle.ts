@@ -55,7 +55,7 @@
 import type { Request } from '../../shared/domain';
 import type { Scenario } from '../../shared/scenario';
 import { capacityArrays, topologyOf } from '../../shared/scenario';
-import { Network } from '../sim/latency';
+import { Network } from '../../shared/network';
 import type { RequestSource } from '../workload/source';
 import { arraySource, isRequestSource } from '../workload/source';
 

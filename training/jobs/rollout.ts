@@ -47,6 +47,8 @@ export interface PolicyResult {
   late: number;
   queuedAtEnd: number;
   schedulingCost: number;
+  /** edge replica-seconds held over the run (ready, starting and draining replicas): the resource an operator pays for */
+  replicaSeconds: number;
   /** mean latency (arrival to result back at the device) of the completed requests, in time or late */
   meanLatencyMs: number;
   /**
@@ -124,6 +126,7 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
     late: out.late,
     queuedAtEnd: out.queuedAtEnd,
     schedulingCost: env.scaleOps,
+    replicaSeconds: round(env.replicaSeconds, 1),
     meanLatencyMs: round(env.latencyCount > 0 ? (env.latencySumS / env.latencyCount) * 1000 : 0, 1),
     p99LatencyMs: round(env.answeredP99S() * 1000, 1),
     droppedShare: round(out.arrived > 0 ? out.dropped / out.arrived : 0, 4),

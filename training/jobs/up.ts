@@ -41,9 +41,10 @@ import type { Request } from '../../shared/domain';
 import { UsageError } from '../../shared/errors';
 import { loadScenario, topologyOf, type Scenario } from '../../shared/scenario';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../workload';
-import { uploadS } from '../sim/latency';
+import { uploadS } from '../../shared/network';
 import { checkpointHead, defaultModelPath } from './checkpoint';
-import type { FaultPlan } from '../../orchestrator/emulated-cluster';
+import type { Fault } from '../../shared/faults';
+import { isOrchestrationPolicy, ORCHESTRATION_POLICIES } from '../../shared/orchestration';
 import { Rng } from '../../shared/rng';
 import { checkLivePolicy, DISPATCH_HEURISTICS, isDispatchHeuristic, makeHeuristicDispatch, PerEapDispatch, type LivePolicyName } from '../../shared/dispatch';
 
@@ -130,7 +131,7 @@ export interface UpSummary {
    * when they failed (the agents retry those on the cloud while their deadline allows), and the
    * agents' node exclusions (device filters and QoS isolation; `deviceFilters` says whether on).
    */
-  faults: { planned: FaultPlan[]; deviceFilters: boolean; refusedByFailedNodes: number; lostOnFailedNodes: number; exclusions: number } | null;
+  faults: { planned: Fault[]; deviceFilters: boolean; refusedByFailedNodes: number; lostOnFailedNodes: number; exclusions: number } | null;
   /** Node exclusions by the agents' device filters and QoS isolation, summed over agents (with no --faults, every one is a false alarm). */
   nodeExclusions: number;
   /** The same, by rule (`device:faulty`, `device:learned` (the orchestrator's learned detector), `qos:...`). */
@@ -236,7 +237,7 @@ const FIRST_FAULT_S = 70;
  * `count` node failures on distinct seeded nodes at seeded times in [70 s, end - 10 s] of scenario
  * time, each with 20 s of abnormal telemetry before and 30 s down (the simulator's precursor).
  */
-export function planFaults(count: number, scenarioS: number, numNodes: number, seed: number): FaultPlan[] {
+export function planFaults(count: number, scenarioS: number, numNodes: number, seed: number): Fault[] {
   if (count === 0) return [];
   if (scenarioS < FIRST_FAULT_S + 10) {
     throw new UsageError(`--faults: needs --duration x --speed of at least ${FIRST_FAULT_S + 10} s (the device filters learn each node's baseline in the first 36 s), got ${scenarioS}`);
@@ -249,8 +250,8 @@ export function planFaults(count: number, scenarioS: number, numNodes: number, s
   }
   return nodes
     .slice(0, count)
-    .map((node) => ({ node, atS: Math.round(FIRST_FAULT_S + rng.next() * (scenarioS - 10 - FIRST_FAULT_S)), precursorS: 20, downS: 30 }))
-    .sort((x, y) => x.atS - y.atS);
+    .map((node) => ({ node, startS: Math.round(FIRST_FAULT_S + rng.next() * (scenarioS - 10 - FIRST_FAULT_S)), durationS: 30, precursorS: 20 }))
+    .sort((x, y) => x.startS - y.startS);
 }
 
 export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpSummary> {
@@ -258,7 +259,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   if (!(a.duration > 0) || !Number.isFinite(a.duration)) throw new UsageError(`--duration: must be a positive number of seconds, got ${a.duration}`);
   if (!(a.speed > 0) || !Number.isFinite(a.speed)) throw new UsageError(`--speed: must be a positive number, got ${a.speed}`);
   if (!isWorkloadName(a.workload)) throw new UsageError(`--workload: unknown workload "${a.workload}" (valid: ${WORKLOAD_NAMES.join(', ')})`);
-  if (a.orchestration !== 'static' && a.orchestration !== 'hpa') throw new UsageError(`--orchestration: static or hpa, got ${a.orchestration}`);
+  if (!isOrchestrationPolicy(a.orchestration)) throw new UsageError(`--orchestration: one of ${ORCHESTRATION_POLICIES.join(', ')}, got ${a.orchestration}`);
   if (!(a.explore > 0 && a.explore <= 1)) throw new UsageError(`--explore: must be a share in (0, 1], got ${a.explore}`);
   if (!Number.isInteger(a.learnBatch) || a.learnBatch < 1) throw new UsageError(`--learn-batch: must be a positive integer, got ${a.learnBatch}`);
   const policy = checkLivePolicy(a.policy);
@@ -673,7 +674,7 @@ export const upCommand: CommandModule<object, UpArgs> = {
       .option('trace', { type: 'string', describe: 'Alibaba batch_task CSV to replay instead' })
       .option('seed', { type: 'number', default: 1, describe: 'workload seed' })
       .option('load', { type: 'number', default: 1, describe: 'multiplier on the arrival rate' })
-      .option('orchestration', { type: 'string', default: 'static', describe: 'placement policy: static or hpa' })
+      .option('orchestration', { type: 'string', default: 'static', describe: 'placement policy: static, hpa or gsp-ss (the simulator\'s policy objects, run by the orchestrator)' })
       .option('policy', { type: 'string', default: 'cmmac', describe: `dispatch policy of every agent and of the prediction: cmmac (the model, learning online) or a heuristic of kais eval (${DISPATCH_HEURISTICS.join(', ')}), then without model or learning` })
       .option('checkpoint', { type: 'string', describe: 'kais train checkpoint or exported actor (.bin): its actor is published as weights v1 (default: the model shipped for the scenario)' })
       .option('learn', { type: 'boolean', default: true, describe: 'the orchestrator learns online from the agents (needs a model)' })

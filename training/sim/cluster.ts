@@ -15,7 +15,8 @@ import type { Request } from '../../shared/domain';
 import type { ClusterView } from '../../shared/policy';
 import type { Scenario } from '../../shared/scenario';
 import { capacityArrays, topologyOf } from '../../shared/scenario';
-import { Network } from './latency';
+import { fitsReplica, initialPlacement } from '../../shared/orchestration/placement';
+import { Network } from '../../shared/network';
 import { RequestQueue } from './queue';
 
 export class Cluster implements ClusterView {
@@ -200,35 +201,15 @@ export class Cluster implements ClusterView {
 
   /** Node n can host a replica of w: it has the CPU to run one request of w and the memory free. */
   fits(n: number, w: number): boolean {
-    return this.cpu[n] >= this.svcCpu[w] - 1e-9 && this.mem[n] - this.usedMem[n] >= this.svcMem[w] - 1e-9;
+    return fitsReplica(this.cpu[n], this.mem[n] - this.usedMem[n], this.svcCpu[w], this.svcMem[w]);
   }
 
-  /**
-   * Initial placement: for each eAP, `initialReplicasPerEap` replicas of every service, each on the
-   * node of that eAP with the most free memory that fits it, CPU and memory (services in index order).
-   */
+  /** Initial placement (shared/orchestration/placement.ts, the rule the live orchestrator uses too), booked in its order. */
   private placeInitial(): void {
-    const k = this.scenario.initialReplicasPerEap;
-    for (let b = 0; b < this.numEaps; b++) {
-      for (let r = 0; r < k; r++) {
-        for (let w = 0; w < this.numServices; w++) {
-          let best = -1;
-          let bestFree = -Infinity;
-          for (let n = 0; n < this.numNodes; n++) {
-            if (this.eapOfNode[n] !== b) continue;
-            const free = this.mem[n] - this.usedMem[n];
-            if (this.fits(n, w) && free > bestFree) {
-              best = n;
-              bestFree = free;
-            }
-          }
-          if (best >= 0) {
-            this.ready[best * this.numServices + w]++;
-            this.usedMem[best] += this.svcMem[w];
-          }
-        }
-      }
-    }
+    initialPlacement(this.scenario, (w, n) => {
+      this.ready[n * this.numServices + w]++;
+      this.usedMem[n] += this.svcMem[w];
+    });
   }
 
   /** d[w][n] including starting replicas, excluding draining ones. */

@@ -48,8 +48,9 @@ import type { TargetLoad } from '../../agent/proxy';
 import { Cluster, RequestRing } from './cluster';
 import { EventType, Timeline } from './timeline';
 import { slotRewards } from './reward';
-import { applyScaleOps } from './executor';
+import { SimExecutor } from './executor';
 import type { Fault } from './faults';
+import { faultState } from '../../shared/faults';
 import { TelemetryFilters } from './telemetry';
 import { TopValues } from './top-values';
 import type { RequestReader, RequestSource } from '../workload/source';
@@ -108,6 +109,8 @@ export interface FrameStats {
   completedInTime: number;
   failed: number;
   scaleOps: number;
+  /** edge replica-seconds held in the frame (ready, starting and draining replicas: what reserves a node's memory) */
+  replicaS: number;
 }
 
 const ST_UPLOAD = 1;
@@ -176,6 +179,10 @@ export class EdgeCloudEnv {
   private readonly edgeSince: Float64Array;
   private nextOrchestrationS = Infinity;
   private readonly orchView: OrchestrationView;
+  private readonly executor: SimExecutor;
+  /** edge replicas held now (ready + starting, draining ones included), and since when (for FrameStats.replicaS) */
+  private heldReplicas = 0;
+  private heldSince = 0;
   /** device filters on simulated telemetry (null when off) */
   telemetry: TelemetryFilters | null = null;
   private nextTelemetryS = 0;
@@ -253,6 +260,18 @@ export class EdgeCloudEnv {
     this.orchView = Object.create(c, {
       window: { get: () => win },
     }) as OrchestrationView;
+    this.executor = new SimExecutor(
+      {
+        cluster: c,
+        replicaCreated: (n, w) => {
+          this.touchHeld(c.now, 1);
+          this.timeline.push(c.now + this.scenario.replicaStartupS, EventType.ReplicaReady, n, w);
+        },
+        replicaCancelled: () => this.touchHeld(c.now, -1),
+        reap: (n, w) => this.reap(n, w),
+      },
+      this.orchView,
+    );
     let maxRet = 0;
     for (let b = 0; b < c.numEaps; b++) for (let t = 0; t < c.numTargets; t++) maxRet = Math.max(maxRet, c.net.returnS(b, t));
     this.maxReturnS = maxRet;
@@ -305,7 +324,7 @@ export class EdgeCloudEnv {
     this.droppedCount = 0;
     this.answered.reset();
     this.frames.length = 0;
-    this.frames.push({ arrived: 0, completedInTime: 0, failed: 0, scaleOps: 0 });
+    this.frames.push({ arrived: 0, completedInTime: 0, failed: 0, scaleOps: 0, replicaS: 0 });
     this.imbalanceSum = 0;
     this.slotDone.fill(0);
     this.slotFailed.fill(0);
@@ -316,6 +335,9 @@ export class EdgeCloudEnv {
     this.edgeReady.fill(0);
     this.edgeSince.fill(0);
     for (let n = 0; n < c.numNodes; n++) for (let w = 0; w < W; w++) this.edgeReady[w] += c.ready[n * W + w];
+    this.heldReplicas = 0;
+    for (let w = 0; w < W; w++) this.heldReplicas += this.edgeReady[w];
+    this.heldSince = 0;
     this.windowStartS = 0;
     this.resetWindow();
     for (const f of this.opts.faults ?? []) {
@@ -579,8 +601,9 @@ export class EdgeCloudEnv {
     this.imbalanceSum += c.cpuUsageStd();
     c.resetUsage();
     this.slot++;
+    if (this.slot % this.scenario.slotsPerFrame === 0 || this.slot >= this.totalSlots) this.touchHeld(t1, 0);
     if (this.slot % this.scenario.slotsPerFrame === 0 && this.slot < this.totalSlots) {
-      this.frames.push({ arrived: 0, completedInTime: 0, failed: 0, scaleOps: 0 });
+      this.frames.push({ arrived: 0, completedInTime: 0, failed: 0, scaleOps: 0, replicaS: 0 });
     }
     this.expire(t1);
     if (this.telemetry && t1 + 1e-9 >= this.nextTelemetryS) {
@@ -773,10 +796,11 @@ export class EdgeCloudEnv {
   }
 
   /** Delete draining replicas that are idle now. */
-  reap(t: number, w: number): void {
+  private reap(t: number, w: number): void {
     const c = this.cluster;
     const k = t * c.numServices + w;
     while (c.draining[k] > 0 && c.ready[k] - c.busy[k] > 0) {
+      this.touchHeld(c.now, -1);
       this.touchEdge(w, c.now);
       c.integrateNode(t, c.now);
       c.ready[k]--;
@@ -795,11 +819,6 @@ export class EdgeCloudEnv {
     c.ready[k]++;
     this.edgeReady[w]++;
     this.tryStart(n, w, time);
-  }
-
-  /** Called by the executor for a +1 order. */
-  scheduleReplica(n: number, w: number): void {
-    this.timeline.push(this.cluster.now + this.scenario.replicaStartupS, EventType.ReplicaReady, n, w);
   }
 
   private onNodeFault(n: number, down: boolean, time: number): void {
@@ -828,11 +847,7 @@ export class EdgeCloudEnv {
   /** Ground truth for telemetry: node n is failed, or fails within the precursor time. */
   private abnormal(n: number, now: number): boolean {
     if (this.cluster.failed[n]) return true;
-    const pre = this.telemetry?.o.precursorS ?? 0;
-    for (const f of this.opts.faults ?? []) {
-      if (f.node === n && now >= f.startS - pre && now < f.startS + f.durationS) return true;
-    }
-    return false;
+    return faultState(this.opts.faults ?? [], n, now, this.telemetry?.o.precursorS ?? 0) !== 'ok';
   }
 
   /** Count request i as dropped (failed before finishing). */
@@ -908,6 +923,20 @@ export class EdgeCloudEnv {
     this.edgeSince[w] = now;
   }
 
+  /** Credit the edge replicas held since heldSince to the current frame, then add `delta` to them. */
+  private touchHeld(now: number, delta: number): void {
+    this.frames[this.frames.length - 1].replicaS += this.heldReplicas * (now - this.heldSince);
+    this.heldSince = now;
+    this.heldReplicas += delta;
+  }
+
+  /** Edge replica-seconds held over the run so far (up to the last change or frame end). */
+  get replicaSeconds(): number {
+    let s = 0;
+    for (const f of this.frames) s += f.replicaS;
+    return s;
+  }
+
   private resetWindow(): void {
     const w = this.window;
     w.arrivals.fill(0);
@@ -924,8 +953,8 @@ export class EdgeCloudEnv {
     const now = this.cluster.now;
     for (let w = 0; w < this.cluster.numServices; w++) this.touchEdge(w, now);
     this.window.windowS = now - this.windowStartS;
-    const ops: ScaleOp[] = orch.decide(this.orchView);
-    const executed = applyScaleOps(this, ops);
+    const ops: ScaleOp[] = orch.decide(this.executor.observe());
+    const executed = this.executor.apply(ops).executed.length;
     if (this.views) this.pushPlacement();
     this.scaleOps += executed;
     this.frames[this.frames.length - 1].scaleOps += executed;

@@ -1,5 +1,5 @@
 /**
- * Fault injection: a node fails at startS for durationS seconds. Failure times come from a rate
+ * Fault injection (the model: shared/faults.ts): a node fails at startS for durationS seconds. Failure times come from a rate
  * (Poisson per node) or from the real `softerror` events of Alibaba's v2017_server_event.csv.
  *
  * Real event times: the events' timestamps are shifted so that the first one is at 0 and scaled so
@@ -9,12 +9,10 @@
 import * as fs from 'fs';
 import { UsageError } from '../../shared/errors';
 import { Rng, hashString } from '../../shared/rng';
+import type { Fault } from '../../shared/faults';
 
-export interface Fault {
-  node: number;
-  startS: number;
-  durationS: number;
-}
+/** The one fault model of the simulator and the emulated cluster (shared/faults.ts). */
+export type { Fault };
 
 /** Poisson failures: each node fails at `ratePerNodePerS`, each failure lasting durationS. */
 export function faultsFromRate(numNodes: number, episodeS: number, ratePerNodePerS: number, durationS: number, seed: number): Fault[] {

@@ -1,61 +1,43 @@
-import { HpaRule, PlacementLoop, type Executor, type FrameStats } from '../../../orchestrator/placement-loop';
-import { initialPlacement } from '../../../orchestrator/emulated-cluster';
+/**
+ * The placement loop runs the simulator's policy objects on its executor's view (shared/orchestration);
+ * the policies themselves, and the old divergence of the live HPA, are tested in
+ * test/unit/shared/orchestration.test.ts. Here: when it steps, what it applies and publishes, and
+ * one run against a real emulated cluster on loopback.
+ */
+import { PlacementLoop } from '../../../orchestrator/placement-loop';
+import { EmulatedExecutor, type LiveExecutor } from '../../../orchestrator/executors';
+import { EmulatedCluster } from '../../../orchestrator/emulated-cluster';
 import type { ModelRegistry } from '../../../orchestrator/registry';
-import type { Placement } from '../../../shared/domain';
+import type { Placement, ScaleOp } from '../../../shared/domain';
+import { initialPlacement, withOps } from '../../../shared/orchestration/placement';
+import { ReportView } from '../../../shared/orchestration/executor';
 import { loadScenario } from '../../../shared/scenario';
 
 const tiny = loadScenario('tiny');
-const W = tiny.services.length;
 const total = (d: Placement, w: number) => d[w].reduce((a, b) => a + b, 0);
-const stats = (u: number[], arrivals = 10): FrameStats => ({
-  arrivals: new Array(W).fill(arrivals),
-  busyReplicaS: u.map((x) => x * 25),
-  readyReplicaS: new Array(W).fill(25),
-});
-
-describe('HpaRule', () => {
-  it('adds replicas to a service whose utilisation is above the 0.7 target, up to maxReplicasPerService', () => {
-    const rule = new HpaRule(tiny);
-    const d = initialPlacement(tiny);
-    const next = rule.decide(d, stats([1, 0.7, 0.7, 0.7]), 0);
-    expect(total(next, 0)).toBe(Math.min(tiny.maxReplicasPerService, Math.ceil(total(d, 0) / 0.7)));
-    for (let w = 1; w < W; w++) expect(next[w]).toEqual(d[w]);
-  });
-
-  it('does not go below one replica, and scales down only to the highest recommendation of the last 300 s', () => {
-    const rule = new HpaRule(tiny);
-    let d = initialPlacement(tiny);
-    d = rule.decide(d, stats([1, 0.7, 0.7, 0.7]), 0);
-    d = rule.decide(d, stats([1, 0.7, 0.7, 0.7]), 25);
-    const high = total(d, 0);
-    const idle = rule.decide(d, stats([0, 0.7, 0.7, 0.7]), 50);
-    expect(total(idle, 0)).toBe(high); // stabilisation window holds it
-    const later = rule.decide(idle, stats([0, 0.7, 0.7, 0.7]), 400);
-    expect(total(later, 0)).toBe(1);
-  });
-
-  it('never places more replicas on a node than its memory holds', () => {
-    const rule = new HpaRule(tiny);
-    let d = initialPlacement(tiny);
-    for (let i = 0; i < 5; i++) d = rule.decide(d, stats([1, 1, 1, 1]), i * 25);
-    const nodes = tiny.eaps.flatMap((e) => e.nodes);
-    nodes.forEach((n, j) => {
-      const used = tiny.services.reduce((s, svc, w) => s + d[w][j] * svc.memGB, 0);
-      expect(used).toBeLessThanOrEqual(n.memGB + 1e-9);
-    });
-  });
-});
 
 describe('PlacementLoop', () => {
+  /** An in-process executor over an emulated cluster (no sockets), recording what it was asked. */
   function fakes() {
     const published: { frame: number; d: Placement }[] = [];
-    const applied: Placement[] = [];
+    const applied: ScaleOp[][] = [];
     const registry = { publishPlacement: (frame: number, d: Placement) => published.push({ frame, d }) } as unknown as ModelRegistry;
-    const executor: Executor = {
-      apply: async (d) => void applied.push(d),
-      observe: async () => stats([1, 1, 1, 1]),
+    const cluster = new EmulatedCluster({ scenario: tiny });
+    const executor: LiveExecutor = {
+      apply: async (ops) => {
+        applied.push([...ops]);
+        return cluster.scale(ops);
+      },
+      observe: async () => {
+        const r = cluster.report();
+        // every service fully busy over a 15 s window
+        r.window.windowS = 15;
+        r.window.busyReplicaS = r.window.readyReplicaS = tiny.services.map((_, w) => 15 * total(initialPlacement(tiny), w));
+        return new ReportView(tiny, r);
+      },
+      placement: async () => cluster.currentPlacement(),
     };
-    return { published, applied, registry, executor };
+    return { published, applied, registry, executor, cluster };
   }
 
   it('publishes the start placement at once on a fresh store, then one placement per frame', async () => {
@@ -77,10 +59,10 @@ describe('PlacementLoop', () => {
     await loop.step();
     await loop.stop();
     expect(f.published.map((p) => p.frame)).toEqual([8]);
-    expect(f.applied.length).toBeGreaterThanOrEqual(1); // the stored placement is re-applied to the executor
+    expect(f.applied[0]).toEqual([]); // the cluster already holds the start placement
   });
 
-  it('with hpa, applies the scaled placement to the executor before publishing it', async () => {
+  it('with hpa, has the executor carry out the orders before publishing what the cluster holds', async () => {
     const f = fakes();
     const loop = new PlacementLoop({ scenario: tiny, registry: f.registry, executor: f.executor, policy: 'hpa', start: initialPlacement(tiny), startFrame: 0, publishStart: true, frameMs: 60_000 });
     await loop.start();
@@ -88,6 +70,48 @@ describe('PlacementLoop', () => {
     await loop.stop();
     const last = f.published[f.published.length - 1].d;
     expect(total(last, 0)).toBeGreaterThan(total(initialPlacement(tiny), 0));
-    expect(f.applied[f.applied.length - 1]).toEqual(last);
+    expect(withOps(initialPlacement(tiny), f.applied[f.applied.length - 1])).toEqual(last);
+    expect(loop.executed).toBe(f.applied.flat().length);
+  });
+
+  it('steps at the policy period of the simulator (hpa: 15 scenario seconds), static once per frame', () => {
+    const f = fakes();
+    const make = (policy: 'hpa' | 'static' | 'gsp-ss') => new PlacementLoop({ scenario: tiny, registry: f.registry, executor: f.executor, policy, start: initialPlacement(tiny), startFrame: 0, publishStart: true, frameMs: 2500, speed: 10 });
+    expect(make('hpa').stepMs).toBe(1500);
+    expect(make('gsp-ss').stepMs).toBe(2500);
+    expect(make('static').stepMs).toBe(2500);
+  });
+
+  it('scales a busy service on a real emulated cluster over HTTP and publishes what the node holds', async () => {
+    const speed = 100;
+    const cluster = new EmulatedCluster({ scenario: tiny, speed });
+    await cluster.listen();
+    const published: Placement[] = [];
+    let waiter: ((d: Placement) => void) | null = null;
+    const registry = {
+      publishPlacement: (_frame: number, d: Placement) => {
+        published.push(d);
+        waiter?.(d);
+      },
+    } as unknown as ModelRegistry;
+    const loop = new PlacementLoop({ scenario: tiny, registry, executor: new EmulatedExecutor(cluster.adminUrl, tiny), policy: 'hpa', start: initialPlacement(tiny), startFrame: 0, publishStart: true, frameMs: 250, speed });
+    try {
+      await loop.start();
+      const node = initialPlacement(tiny)[0].findIndex((k) => k > 0);
+      // one long request keeps service 0's only replica busy through the first window (50 core-s / 0.5 cores / speed 100 = 1 s)
+      const busy = fetch(`${cluster.nodeUrls[node]}/serve?service=0&work=50`, { method: 'POST' });
+      const scaled = await new Promise<Placement>((resolve) => {
+        waiter = (d) => total(d, 0) > total(initialPlacement(tiny), 0) && resolve(d);
+      });
+      waiter = null;
+      expect(total(scaled, 0)).toBe(2);
+      const held = (await (await fetch(`${cluster.adminUrl}/placement`)).json()) as { d: Placement };
+      expect(held.d[0]).toEqual(scaled[0]);
+      expect(loop.executed).toBeGreaterThanOrEqual(1);
+      expect((await busy).status).toBe(200);
+    } finally {
+      await loop.stop();
+      await cluster.close();
+    }
   });
 });

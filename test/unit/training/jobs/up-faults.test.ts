@@ -21,18 +21,18 @@ describe('kais up --faults', () => {
     expect(planFaults(5, 300, 40, 8)).not.toEqual(p);
     expect(new Set(p.map((f) => f.node)).size).toBe(5);
     for (const f of p) {
-      expect(f.atS).toBeGreaterThanOrEqual(70);
-      expect(f.atS).toBeLessThanOrEqual(290);
-      expect(f).toMatchObject({ precursorS: 20, downS: 30 });
+      expect(f.startS).toBeGreaterThanOrEqual(70);
+      expect(f.startS).toBeLessThanOrEqual(290);
+      expect(f).toMatchObject({ precursorS: 20, durationS: 30 });
     }
-    expect(p.map((f) => f.atS)).toEqual([...p.map((f) => f.atS)].sort((x, y) => x - y));
+    expect(p.map((f) => f.startS)).toEqual([...p.map((f) => f.startS)].sort((x, y) => x - y));
     expect(planFaults(0, 10, 40, 1)).toEqual([]);
   });
 
   it.each([
     [['up', '--faults', '2', '--duration', '20'], /^kais: --faults: needs --duration x --speed of at least 80 s/],
     [['up', '--faults', '-1'], /^kais: --faults: must be an integer in 0\.\.40, got -1$/],
-    [['node', '--scenario', 'tiny', '--faults', '[{"node":7,"atS":1,"precursorS":0,"downS":1}]'], /^kais: --faults: fault .*needs a node in 0\.\.2/],
+    [['node', '--scenario', 'tiny', '--faults', '[{"node":7,"startS":1,"durationS":1,"precursorS":0}]'], /^kais: --faults: fault .*needs a node in 0\.\.2/],
     [['node', '--scenario', 'tiny', '--faults', '{'], /^kais: --faults: not JSON/],
   ])('%j exits 2 with one line naming --faults', (args, pattern) => {
     const r = kais(...args);

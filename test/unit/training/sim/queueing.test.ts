@@ -35,7 +35,7 @@ import type { Request } from '../../../../shared/domain';
 import type { DispatchPolicy } from '../../../../shared/policy';
 import { Rng } from '../../../../shared/rng';
 import { EdgeCloudEnv } from '../../../../training/sim/env';
-import { StaticOrchestration } from '../../../../training/baselines/orchestration/static';
+import { StaticOrchestration } from '../../../../shared/orchestration/static';
 
 const SEED = 1;
 /** Service rate of one replica (1/s): mean service time 10 ms. */

@@ -2,7 +2,7 @@
  * Network model: transfer time = latency + size / bandwidth, per link class (DESIGN.md defaults:
  * device-eAP 20 ms / 50 Mbps, inside the edge cluster < 10 ms / 1 Gbps, edge-cloud 100 ms / 100 Mbps).
  */
-import type { LinkSpec, Scenario } from '../../shared/scenario';
+import type { LinkSpec, Scenario } from './scenario';
 
 /** Device -> eAP upload of a request payload (s): what `kais up`'s load generator waits before it sends, as the simulator does. */
 export function uploadS(scenario: Scenario, inputMB: number): number {

@@ -1,5 +1,5 @@
-import type { ScaleOp } from '../../../shared/domain';
-import type { OrchestrationPolicy } from '../../../shared/policy';
+import type { ScaleOp } from '../domain';
+import type { OrchestrationPolicy } from '../policy';
 
 /** The initial placement, never changed. */
 export class StaticOrchestration implements OrchestrationPolicy {

@@ -9,8 +9,8 @@
  *   3. the orders are the difference between the current and the new placement.
  * Because it re-places from scratch every frame it moves many replicas: high scheduling cost.
  */
-import type { ScaleOp } from '../../../shared/domain';
-import type { OrchestrationPolicy, OrchestrationView } from '../../../shared/policy';
+import type { ScaleOp } from '../domain';
+import type { OrchestrationPolicy, OrchestrationView } from '../policy';
 
 export class GspSsOrchestration implements OrchestrationPolicy {
   readonly name = 'gsp-ss';

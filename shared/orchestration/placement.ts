@@ -1,5 +1,11 @@
 /**
- * Where a new replica goes and which one leaves, shared by the orchestration baselines.
+ * Where replicas go: the initial placement, and where a new replica goes and which one leaves
+ * (one node-choice rule for every orchestration policy, in the simulator and live alike).
+ *
+ * Initial placement (`initialPlacement`): for each eAP, `initialReplicasPerEap` replicas of every
+ * service (services in index order), each on the node of that eAP with the most free memory that
+ * fits it: the CPU to run one request of it and its memory.
+ *
  * New replicas: kube-scheduler's default scoring, the feasible node with the most free resources
  * (least allocated: mean of free CPU-request and free memory ratios; CPU requests are the replicas'
  * cpuCores). Removal: the node of the service with the most allocated resources.
@@ -7,8 +13,63 @@
  * A `Plan` records the orders decided so far in one step, so that several orders in the same step
  * see each other (memory taken, replicas removed) before the executor applies them.
  */
-import type { ScaleOp } from '../../../shared/domain';
-import type { OrchestrationView } from '../../../shared/policy';
+import type { Placement, ScaleOp } from '../domain';
+import type { OrchestrationView } from '../policy';
+import type { Scenario } from '../scenario';
+import { capacityArrays, topologyOf } from '../scenario';
+
+/**
+ * The initial placement d[w][n] of a scenario. `place(w, n)` is told of every replica in the
+ * order it is placed (the simulator books its memory in that order).
+ */
+export function initialPlacement(scenario: Scenario, place?: (w: number, n: number) => void): Placement {
+  const topo = topologyOf(scenario);
+  const cap = capacityArrays(scenario);
+  const used = new Float64Array(topo.numNodes);
+  const d: Placement = scenario.services.map(() => new Array<number>(topo.numNodes).fill(0));
+  for (let b = 0; b < topo.numEaps; b++) {
+    for (let r = 0; r < scenario.initialReplicasPerEap; r++) {
+      for (let w = 0; w < topo.numServices; w++) {
+        let best = -1;
+        let bestFree = -Infinity;
+        for (let n = 0; n < topo.numNodes; n++) {
+          if (topo.nodeEap[n] !== b) continue;
+          const free = cap.mem[n] - used[n];
+          if (fitsReplica(cap.cpu[n], free, cap.svcCpu[w], cap.svcMem[w]) && free > bestFree) {
+            best = n;
+            bestFree = free;
+          }
+        }
+        if (best >= 0) {
+          d[w][best]++;
+          used[best] += cap.svcMem[w];
+          place?.(w, best);
+        }
+      }
+    }
+  }
+  return d;
+}
+
+/** A node of `cpuCores` with `freeMemGB` free can host a replica of a service of (svcCpu, svcMem): it can run one request and has the memory. */
+export function fitsReplica(cpuCores: number, freeMemGB: number, svcCpu: number, svcMem: number): boolean {
+  return cpuCores >= svcCpu - 1e-9 && freeMemGB >= svcMem - 1e-9;
+}
+
+/** The orders that turn placement `from` into `to`: deletions first (their memory is freed before the creations). */
+export function opsBetween(from: Placement, to: Placement): ScaleOp[] {
+  const ops: ScaleOp[] = [];
+  for (let w = 0; w < to.length; w++) for (let n = 0; n < to[w].length; n++) for (let k = to[w][n]; k < from[w][n]; k++) ops.push({ service: w, node: n, delta: -1 });
+  for (let w = 0; w < to.length; w++) for (let n = 0; n < to[w].length; n++) for (let k = from[w][n]; k < to[w][n]; k++) ops.push({ service: w, node: n, delta: 1 });
+  return ops;
+}
+
+/** d with the orders applied (a copy). */
+export function withOps(d: Placement, ops: readonly ScaleOp[]): Placement {
+  const next = d.map((row) => row.slice());
+  for (const op of ops) next[op.service][op.node] += op.delta;
+  return next;
+}
 
 export class Plan {
   readonly ops: ScaleOp[] = [];

@@ -1,0 +1,68 @@
+/**
+ * The fault model, one for the simulator (training/sim: env.ts plays it, faults.ts generates it
+ * from a rate or from real server events) and the emulated cluster of `kais node` / `kais up`
+ * (orchestrator/emulated-cluster.ts plays it in real time).
+ *
+ * A fault fails edge node `node` at `startS` (scenario seconds from the start) for `durationS`:
+ * - from startS - precursorS to startS the node is `abnormal`: its telemetry is erratic (what the
+ *   device filters should catch) but it still serves;
+ * - from startS to startS + durationS it is `failed`: it serves nothing, what it held is lost;
+ * - then it is `ok` again.
+ * `precursorS` is the fault's own when given, else the player's default (DEFAULT_PRECURSOR_S).
+ */
+
+export interface Fault {
+  node: number;
+  startS: number;
+  durationS: number;
+  /** Seconds of abnormal telemetry before the failure. @defaultValue the player's (DEFAULT_PRECURSOR_S) */
+  precursorS?: number;
+}
+
+export type NodeFaultState = 'ok' | 'abnormal' | 'failed';
+
+export const NODE_FAULT_STATES: readonly NodeFaultState[] = ['ok', 'abnormal', 'failed'];
+
+/** @defaultValue 20 s, the simulator's telemetry precursor. */
+export const DEFAULT_PRECURSOR_S = 20;
+
+/** State of node n at time t under the faults (the worst that applies). */
+export function faultState(faults: readonly Fault[], n: number, t: number, precursorS = DEFAULT_PRECURSOR_S): NodeFaultState {
+  let state: NodeFaultState = 'ok';
+  for (const f of faults) {
+    if (f.node !== n || t >= f.startS + f.durationS) continue;
+    if (t >= f.startS) return 'failed';
+    if (t >= f.startS - (f.precursorS ?? precursorS)) state = 'abnormal';
+  }
+  return state;
+}
+
+/** Every state change the faults make, in time order: what a real-time player schedules. */
+export function faultTransitions(faults: readonly Fault[], precursorS = DEFAULT_PRECURSOR_S): { atS: number; node: number; state: NodeFaultState }[] {
+  const out: { atS: number; node: number; state: NodeFaultState }[] = [];
+  for (const f of faults) {
+    out.push({ atS: Math.max(0, f.startS - (f.precursorS ?? precursorS)), node: f.node, state: 'abnormal' });
+    out.push({ atS: f.startS, node: f.node, state: 'failed' });
+    out.push({ atS: f.startS + f.durationS, node: f.node, state: 'ok' });
+  }
+  return out.sort((a, b) => a.atS - b.atS);
+}
+
+/** Checks a list of faults read from outside (JSON); throws TypeError naming the first bad one. */
+export function validateFaults(raw: unknown, numNodes: number): Fault[] {
+  if (!Array.isArray(raw)) throw new TypeError('faults must be a list of {node, startS, durationS, precursorS?}');
+  return raw.map((f: unknown) => {
+    const o = (typeof f === 'object' && f !== null ? f : {}) as Record<string, unknown>;
+    const ok =
+      Number.isInteger(o.node) &&
+      (o.node as number) >= 0 &&
+      (o.node as number) < numNodes &&
+      typeof o.startS === 'number' &&
+      o.startS >= 0 &&
+      typeof o.durationS === 'number' &&
+      o.durationS > 0 &&
+      (o.precursorS === undefined || (typeof o.precursorS === 'number' && o.precursorS >= 0));
+    if (!ok) throw new TypeError(`fault ${JSON.stringify(f)}: needs a node in 0..${numNodes - 1}, startS >= 0, durationS > 0, precursorS >= 0 if given`);
+    return { node: o.node as number, startS: o.startS as number, durationS: o.durationS as number, ...(o.precursorS === undefined ? {} : { precursorS: o.precursorS as number }) };
+  });
+}

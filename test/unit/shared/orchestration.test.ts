@@ -1,0 +1,212 @@
+/**
+ * One orchestration path (issue 16, item 1): the simulator and the live orchestrator run the same
+ * policy objects on the same kind of view, so the same view gives the same orders; the old
+ * divergence (the live HPA chose nodes by CPU share alone, with no health check) is gone.
+ */
+import * as fs from 'node:fs';
+import { makeOrchestration } from '../../../training/baselines/registry';
+import { PlacementLoop } from '../../../orchestrator/placement-loop';
+import { NullExecutor } from '../../../orchestrator/executors';
+import { EmulatedCluster } from '../../../orchestrator/emulated-cluster';
+import { Cluster } from '../../../training/sim/cluster';
+import type { Placement, ScaleOp } from '../../../shared/domain';
+import { faultState, faultTransitions, validateFaults } from '../../../shared/faults';
+import { ReportView, type ClusterReport } from '../../../shared/orchestration/executor';
+import { initialPlacement, opsBetween, withOps } from '../../../shared/orchestration/placement';
+import type { OrchestrationPolicy, OrchestrationView, ServiceWindowStats } from '../../../shared/policy';
+import { loadScenario, validateScenario, type Scenario } from '../../../shared/scenario';
+
+/** The policy object the simulator runs (kais eval's factory) and the one the orchestrator runs (its placement loop's). */
+function bothPolicies(name: 'static' | 'hpa' | 'gsp-ss', s: Scenario): { sim: OrchestrationPolicy; live: OrchestrationPolicy } {
+  const loop = new PlacementLoop({ scenario: s, registry: { publishPlacement: () => undefined as never }, executor: new NullExecutor(), policy: name, start: initialPlacement(s), startFrame: 0, publishStart: false, frameMs: 1000 });
+  return { sim: makeOrchestration(name, s), live: loop.policy };
+}
+
+function windowOf(W: number, u: number[], arrivals: number, windowS: number, workCoreS = 1): ServiceWindowStats {
+  return {
+    windowS,
+    arrivals: new Float64Array(W).fill(arrivals),
+    busyReplicaS: Float64Array.from(u, (x) => x * windowS),
+    readyReplicaS: new Float64Array(W).fill(windowS),
+    completedInTime: new Float64Array(W).fill(arrivals),
+    failed: new Float64Array(W),
+    workCoreS: new Float64Array(W).fill(workCoreS),
+  };
+}
+
+/** The simulator's view: its cluster with a window, as env.ts builds it. */
+function simView(c: Cluster, win: ServiceWindowStats): OrchestrationView {
+  return Object.create(c, { window: { get: () => win } }) as OrchestrationView;
+}
+
+/** The live view: the emulated cluster's report of the same state, with the same window. */
+function liveView(s: Scenario, e: EmulatedCluster, win: ServiceWindowStats, nowS: number, healthy?: (t: number) => boolean): ReportView {
+  const r: ClusterReport = e.report();
+  r.nowS = nowS;
+  r.window = { windowS: win.windowS, arrivals: [...win.arrivals], busyReplicaS: [...win.busyReplicaS], readyReplicaS: [...win.readyReplicaS], completedInTime: [...win.completedInTime], failed: [...win.failed], workCoreS: [...win.workCoreS] };
+  return new ReportView(s, r, healthy);
+}
+
+function decideTwice(p: { sim: OrchestrationPolicy; live: OrchestrationPolicy }, view: OrchestrationView): { sim: ScaleOp[]; live: ScaleOp[] } {
+  p.sim.reset?.(1, view);
+  p.live.reset?.(1, view);
+  return { sim: p.sim.decide(view), live: p.live.decide(view) };
+}
+
+describe('one orchestration path', () => {
+  it.each(['tiny', 'small', 'kais'])('%s: the simulator and the orchestrator start from the same initial placement', (name) => {
+    const s = loadScenario(name);
+    const e = new EmulatedCluster({ scenario: s });
+    expect(new Cluster(s).placement()).toEqual(initialPlacement(s));
+    expect(new ReportView(s, e.report()).replicas(0, 0)).toBe(initialPlacement(s)[0][0]);
+    const d = initialPlacement(s);
+    const v = new ReportView(s, e.report());
+    expect(d.map((row, w) => row.map((_, n) => v.replicas(n, w)))).toEqual(d);
+  });
+
+  it.each(['hpa', 'gsp-ss', 'static'] as const)('%s: the same view gives the simulator and the orchestrator identical orders', (name) => {
+    const s = loadScenario('kais');
+    const W = s.services.length;
+    // hot, idle and in-between services, so that hpa scales both ways and gsp-ss moves replicas
+    const u = Array.from({ length: W }, (_, w) => [1, 0.95, 0.05, 0.7, 0.4][w % 5]);
+    const win = windowOf(W, u, 40, 15, 30);
+    const c = new Cluster(s);
+    const e = new EmulatedCluster({ scenario: s });
+    const sim = decideTwice(bothPolicies(name, s), simView(c, win));
+    const live = decideTwice(bothPolicies(name, s), liveView(s, e, win, 0));
+    expect(sim.live).toEqual(sim.sim);
+    expect(live.live).toEqual(live.sim);
+    // and the emulated cluster's report of the same state is, to the policies, the simulator's view
+    expect(live.sim).toEqual(sim.sim);
+    if (name !== 'static') expect(sim.sim.length).toBeGreaterThan(0);
+  });
+
+  // One eAP, three nodes: n0 has CPU to spare and little memory, n1 the reverse, n2 is empty (the
+  // best node by any rule) but its device filter flags it. Service 0 is hot and needs one more replica.
+  const divergence: Scenario = validateScenario(
+    {
+      ...JSON.parse(fs.readFileSync(require.resolve('../../../shared/scenarios/tiny.json'), 'utf8')),
+      eaps: [{ nodes: [{ cpuCores: 8, memGB: 4 }, { cpuCores: 4, memGB: 16 }, { cpuCores: 16, memGB: 32 }] }],
+      initialReplicasPerEap: 0,
+    },
+    'divergence',
+  );
+  // d[w][n]: n0 holds services 0, 1 and two of 2 (CPU share 2.5/8, 1.25 GB free); n1 two of 1 and
+  // one of 3 (CPU share 3/4, 13.5 GB free). For one more replica of 0 (0.5 cores, 0.25 GB) the mean
+  // of free CPU and memory ratios after it is 0.4375 on n0 and 0.477 on n1.
+  const held: Placement = [
+    [1, 0, 0],
+    [1, 2, 0],
+    [2, 0, 0],
+    [0, 1, 0],
+  ];
+  /** The live HpaRule's old node choice: the lowest CPU share with memory for the replica, no health check. */
+  function oldCpuShareChoice(s: Scenario, d: Placement, w: number): number {
+    const nodes = s.eaps.flatMap((e) => e.nodes);
+    let best = -1;
+    let bestShare = Infinity;
+    nodes.forEach((node, n) => {
+      const mem = s.services.reduce((a, svc, v) => a + d[v][n] * svc.memGB, 0);
+      const cpu = s.services.reduce((a, svc, v) => a + d[v][n] * svc.cpuCores, 0);
+      if (node.memGB - mem < s.services[w].memGB - 1e-9) return;
+      if (cpu / node.cpuCores < bestShare) {
+        bestShare = cpu / node.cpuCores;
+        best = n;
+      }
+    });
+    return best;
+  }
+
+  it('places a new replica by the mean of free CPU and free memory and skips an unhealthy node, in both worlds (the old divergence)', () => {
+    const s = divergence;
+    const W = s.services.length;
+    const e = new EmulatedCluster({ scenario: s });
+    e.applyPlacement(held);
+    const c = new Cluster(s);
+    held.forEach((row, w) =>
+      row.forEach((k, n) => {
+        c.ready[n * W + w] += k;
+        c.usedMem[n] += k * s.services[w].memGB;
+      }),
+    );
+    c.healthyFlag[2] = 0;
+    const win = windowOf(W, [1, 0.7, 0.7, 0.7], 10, 15);
+    const sim = decideTwice(bothPolicies('hpa', s), simView(c, win));
+    const live = decideTwice(bothPolicies('hpa', s), liveView(s, e, win, 0, (t) => t !== 2));
+    const expected: ScaleOp[] = [{ service: 0, node: 1, delta: 1 }];
+    expect(sim.sim).toEqual(expected);
+    expect(sim.live).toEqual(expected);
+    expect(live.sim).toEqual(expected);
+    expect(live.live).toEqual(expected);
+    // the case does separate the two rules: by CPU share alone the replica would have gone to the
+    // unhealthy n2, and without it to n0
+    expect(oldCpuShareChoice(s, held, 0)).toBe(2);
+    const noN2 = validateScenario({ ...s, eaps: [{ nodes: s.eaps[0].nodes.slice(0, 2) }] }, 'two nodes');
+    expect(oldCpuShareChoice(noN2, held.map((r) => r.slice(0, 2)), 0)).toBe(0);
+    // with n2 healthy both worlds pick it
+    const healthy = decideTwice(bothPolicies('hpa', s), liveView(s, e, win, 0));
+    expect(healthy.live).toEqual([{ service: 0, node: 2, delta: 1 }]);
+  });
+
+  it('the emulated cluster refuses what the simulator refuses: a replica on a failed node, past the maximum, without memory', () => {
+    const s = divergence;
+    const e = new EmulatedCluster({ scenario: s });
+    e.applyPlacement(held);
+    e.setFault(2, 'failed');
+    const rep = e.scale([
+      { service: 3, node: 2, delta: 1 }, // failed node
+      { service: 3, node: 0, delta: 1 }, // n0: 1.25 GB free, 0.5 needed: fits
+      { service: 1, node: 0, delta: 1 }, // n0: 0.75 GB free now, 1 needed: no room
+      { service: 2, node: 1, delta: -1 }, // nothing to remove
+      { service: 0, node: 1, delta: 1 },
+      { service: 0, node: 1, delta: 1 },
+      { service: 0, node: 1, delta: 1 }, // the fourth replica of service 0: at the maximum (4)
+      { service: 0, node: 1, delta: 1 },
+    ]);
+    expect(rep.executed).toEqual([
+      { service: 3, node: 0, delta: 1 },
+      { service: 0, node: 1, delta: 1 },
+      { service: 0, node: 1, delta: 1 },
+      { service: 0, node: 1, delta: 1 },
+    ]);
+    expect(rep.refused).toBe(4);
+  });
+
+  it('opsBetween and withOps: the orders from one placement to another, deletions first', () => {
+    const a: Placement = [
+      [1, 0],
+      [0, 2],
+    ];
+    const b: Placement = [
+      [0, 1],
+      [1, 2],
+    ];
+    const ops = opsBetween(a, b);
+    expect(ops[0].delta).toBe(-1);
+    expect(withOps(a, ops)).toEqual(b);
+  });
+});
+
+describe('one fault model', () => {
+  const faults = validateFaults([{ node: 1, startS: 100, durationS: 30 }, { node: 2, startS: 50, durationS: 10, precursorS: 5 }], 3);
+
+  it('abnormal for the precursor, failed for the duration, then ok', () => {
+    expect([79, 80, 99, 100, 129, 130].map((t) => faultState(faults, 1, t))).toEqual(['ok', 'abnormal', 'abnormal', 'failed', 'failed', 'ok']);
+    expect([44, 45, 50, 60].map((t) => faultState(faults, 2, t))).toEqual(['ok', 'abnormal', 'failed', 'ok']);
+  });
+
+  it('the real-time player (kais node) plays the same changes in time order', () => {
+    expect(faultTransitions(faults)).toEqual([
+      { atS: 45, node: 2, state: 'abnormal' },
+      { atS: 50, node: 2, state: 'failed' },
+      { atS: 60, node: 2, state: 'ok' },
+      { atS: 80, node: 1, state: 'abnormal' },
+      { atS: 100, node: 1, state: 'failed' },
+      { atS: 130, node: 1, state: 'ok' },
+    ]);
+  });
+
+  it('rejects a fault naming a node that does not exist', () => {
+    expect(() => validateFaults([{ node: 3, startS: 1, durationS: 1 }], 3)).toThrow(/needs a node in 0\.\.2/);
+  });
+});
