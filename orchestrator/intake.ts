@@ -63,7 +63,7 @@ export interface IntakeOptions {
 }
 
 export interface IntakeEvent {
-  kind: 'invalid-experience' | 'invalid-telemetry' | 'rate-limit' | 'quarantine';
+  kind: 'invalid-experience' | 'invalid-telemetry' | 'rate-limit';
   eap: number;
   session: string;
   message: string;
@@ -161,11 +161,15 @@ export class Intake {
     const quarantine = st.violations.length >= this.o.quarantineAfter;
     this.event(session, st, now, kind, `${frame.type} refused: ${problem}`);
     if (quarantine) {
+      // the hub closes the session and reports the quarantine (its `denied` event)
       this.stats.quarantined++;
       st.violations.length = 0;
-      this.event(session, st, now, 'quarantine', `${this.o.quarantineAfter} invalid frames within ${this.o.violationWindowMs} ms; last: ${problem}`, true);
     }
-    return { code: INTAKE_ERROR_CODES.invalid, message: `${frame.type} refused: ${problem}`, quarantine };
+    return {
+      code: INTAKE_ERROR_CODES.invalid,
+      message: quarantine ? `${frame.type} refused: ${problem}; ${this.o.quarantineAfter} invalid frames within ${this.o.violationWindowMs} ms` : `${frame.type} refused: ${problem}`,
+      quarantine,
+    };
   };
 
   /** Forgets a closed session's budget. */
@@ -236,9 +240,9 @@ export class Intake {
   }
 
   /** At most one event per kind and session per eventIntervalMs; the ones in between are counted into the next. */
-  private event(session: SessionInfo, st: SessionState, now: number, kind: IntakeEvent['kind'], message: string, always = false): void {
+  private event(session: SessionInfo, st: SessionState, now: number, kind: IntakeEvent['kind'], message: string): void {
     const last = st.lastEvent.get(kind);
-    if (!always && last && now - last.at < this.o.eventIntervalMs) {
+    if (last && now - last.at < this.o.eventIntervalMs) {
       last.folded++;
       return;
     }
