@@ -4,31 +4,35 @@
  * "weightVersion":..,"placementVersion":..,"resumed":..}`), logs to stderr, exits 0 on
  * SIGTERM/SIGINT after closing every session and the store.
  */
-import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
+import type { Argv, CommandModule } from 'yargs';
+import { opt, resolveOptions, yargsOptions } from '../shared/config';
 import { exitWithParent } from '../lifecycle';
 import { UsageError } from '../shared/errors';
 import { readConfig, startOrchestrator } from './main';
 
-interface OrchestratorArgs {
-  config: string;
-  port: number;
-  db: string;
+/** The options of `kais orchestrator`, declared once (shared/config.ts makes the flags, checks and docs). */
+export const ORCHESTRATOR_SPEC = {
+  config: opt.file<string>({ demand: true, describe: 'JSON config file (docs/runtime.md)' }),
+  port: opt.port({ default: 0, describe: 'WebSocket port (0: a free one)' }),
+  db: opt.outFile({ default: 'kais-orchestrator.db', sqlite: true, describe: 'SQLite state file (created if missing, resumed if present)' }),
+};
+
+/** A store that cannot be opened is the user's file, not our bug: one line naming --db. */
+function isStoreError(e: unknown): e is Error {
+  return e instanceof Error && /^SQLITE_/.test(String((e as NodeJS.ErrnoException).code ?? ''));
 }
 
-export const orchestratorCommand: CommandModule<object, OrchestratorArgs> = {
+export const orchestratorCommand: CommandModule<object, object> = {
   command: 'orchestrator',
   describe: 'run the orchestrator (ws hub, model registry, placement loop, SQLite store)',
-  builder: (y: Argv) =>
-    y
-      .option('config', { type: 'string', demandOption: true, describe: 'JSON config file (docs/runtime.md)' })
-      .option('port', { type: 'number', default: 0, describe: 'WebSocket port (0: a free one)' })
-      .option('db', { type: 'string', default: 'kais-orchestrator.db', describe: 'SQLite state file (created if missing, resumed if present)' }) as unknown as Argv<OrchestratorArgs>,
-  handler: async (a: ArgumentsCamelCase<OrchestratorArgs>) => {
-    if (!Number.isInteger(a.port) || a.port < 0 || a.port > 65535) throw new UsageError(`--port: must be an integer in 0..65535, got ${a.port}`);
+  builder: (y: Argv<object>) => yargsOptions(y.example('$0 orchestrator --config orchestrator.json --port 7000', 'the central service on port 7000'), ORCHESTRATOR_SPEC),
+  handler: async (argv) => {
+    const a = resolveOptions(ORCHESTRATOR_SPEC, argv);
     const cfg = readConfig(a.config);
     const log = (line: string) => process.stderr.write(`kais orchestrator: ${line}\n`);
     const o = await startOrchestrator(cfg, { port: a.port, dbPath: a.db, log }).catch((e: NodeJS.ErrnoException) => {
       if (e.code === 'EADDRINUSE') throw new UsageError(`--port: ${a.port} is already in use`);
+      if (isStoreError(e)) throw new UsageError(`--db ${a.db}: cannot use it as the orchestrator's store (${e.message.split('\n')[0]})`);
       throw e;
     });
     process.stdout.write(

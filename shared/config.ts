@@ -157,7 +157,10 @@ export function checkOutputFile(p: string): string | Problem {
   return p;
 }
 
-/** An output folder: an existing writable folder, or a path whose parent is one (created later). */
+/**
+ * An output folder: an existing writable folder, or a path the command can create (its nearest
+ * existing ancestor is a writable folder; `mkdir -p` comes later).
+ */
 export function checkOutputDir(p: string): string | Problem {
   const st = statOf(p);
   if (st) {
@@ -165,10 +168,14 @@ export function checkOutputDir(p: string): string | Problem {
     if (!writableDir(p)) return new Problem(`folder ${p} is not writable`);
     return p;
   }
-  const parent = path.dirname(path.resolve(p));
-  const pst = statOf(parent);
-  if (!pst || !pst.isDirectory()) return new Problem(`folder ${parent} does not exist`);
-  if (!writableDir(parent)) return new Problem(`folder ${parent} is not writable`);
+  let ancestor = path.dirname(path.resolve(p));
+  let ast = statOf(ancestor);
+  while (!ast && path.dirname(ancestor) !== ancestor) {
+    ancestor = path.dirname(ancestor);
+    ast = statOf(ancestor);
+  }
+  if (!ast || !ast.isDirectory()) return new Problem(`${ancestor} is not a folder, so ${p} cannot be created`);
+  if (!writableDir(ancestor)) return new Problem(`folder ${ancestor} is not writable, so ${p} cannot be created`);
   return p;
 }
 
@@ -210,6 +217,38 @@ export function checkSqliteFile(p: string): string | Problem {
   }
   if (!head.equals(SQLITE_HEADER)) return new Problem(`${p} is not a SQLite database`);
   return p;
+}
+
+/** Largest token file read (a token is a line; anything bigger is the wrong file). */
+export const MAX_SECRET_BYTES = 4096;
+
+/** A token from a file: a regular file of at most MAX_SECRET_BYTES, its first line, trimmed. */
+export function readSecretFile(p: string): string | Problem {
+  const input = checkInput(p, { file: true });
+  if (input instanceof Problem) return input;
+  const st = statOf(p);
+  if (st && st.size > MAX_SECRET_BYTES) return new Problem(`${p} holds ${st.size} bytes, more than a token (${MAX_SECRET_BYTES} at most)`);
+  let text: string;
+  try {
+    text = fs.readFileSync(p, 'utf8');
+  } catch (e) {
+    return new Problem(`cannot read ${p} (${(e as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  const token = text.split(/\r?\n/)[0].trim();
+  if (token === '') return new Problem(`${p} holds no token (its first line is empty)`);
+  return token;
+}
+
+/**
+ * A secret given the way that does not show in `ps`: `fromFile` (the value of a --*-token-file
+ * option) or the environment variable `env`; `inline` is the visible --token kept for scripts.
+ * Two ways at once is a mistake (which one was meant?); none gives ''.
+ */
+export function resolveSecret(o: { inline?: string | null; inlineFlag: string; fromFile?: string | null; fileFlag: string; env: string }): string {
+  if (o.inline && o.fromFile) throw new UsageError(`--${o.inlineFlag}: give the token once, with --${o.fileFlag} (not shown in ps) or --${o.inlineFlag}, not both`);
+  if (o.fromFile) return o.fromFile;
+  if (o.inline) return o.inline;
+  return process.env[o.env] ?? '';
 }
 
 // ---------------------------------------------------------------------------- CONSTRUCTORS
@@ -281,6 +320,12 @@ export const opt = {
       if (!protocols.includes(u.protocol)) return new Problem(`expected a ${protocols.map((p) => `${p}//`).join(' or ')} URL, got ${show(t)}`);
       if (!u.hostname) return new Problem(`${show(t)} names no host`);
       return t;
+    }),
+  /** A file holding a token (the value is the token: its first line). */
+  secretFile: (c: Common<string | undefined>): Opt<string | undefined> =>
+    make<string | undefined>('file holding a token', 'string', c, (raw) => {
+      const p = parsePath(raw);
+      return p instanceof Problem ? p : readSecretFile(p);
     }),
   /** A value of its own syntax (a list, a window, JSON): `parse` says what it expects. */
   custom: <T>(kind: string, c: Common<T>, parse: (text: string) => T | Problem): Opt<T> =>

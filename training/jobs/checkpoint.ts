@@ -63,6 +63,9 @@ function oneLine(e: unknown): string {
   return (e instanceof Error ? e.message : String(e)).split('\n')[0];
 }
 
+/** The tables a checkpoint file holds (anything else is another program's database). */
+const CHECKPOINT_TABLES = ['meta', 'checkpoints', 'metrics'];
+
 export class CheckpointDb {
   private constructor(
     private readonly db: Database.Database,
@@ -75,6 +78,13 @@ export class CheckpointDb {
     let db: Database.Database;
     try {
       db = new Database(path, { readonly: mode === 'read', fileMustExist: mode === 'read' });
+      // another program's database is refused before anything is written into it
+      const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((t) => t.name);
+      const foreign = tables.filter((t) => !CHECKPOINT_TABLES.includes(t));
+      if (foreign.length > 0 || (tables.length > 0 && !tables.includes('meta'))) {
+        db.close();
+        throw bad(path, `another program's database: it holds table${foreign.length === 1 ? '' : 's'} ${(foreign.length > 0 ? foreign : tables).slice(0, 3).join(', ')}`);
+      }
       if (mode === 'create') {
         db.exec(`
           CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

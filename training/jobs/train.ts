@@ -188,7 +188,7 @@ export async function train(options: Partial<TrainOptions> & { scenario: string 
   if (!opts.resume && fs.existsSync(opts.out) && fs.statSync(opts.out).size > 0) {
     throw new UsageError(`--out ${opts.out}: file exists; pass --resume to continue it or choose another file`);
   }
-  const db = CheckpointDb.open(opts.out, 'create');
+  const db = openOut(opts.out);
   try {
     const stored = opts.resume ? db.config<TrainConfig>() : null;
     if (stored) {
@@ -212,6 +212,15 @@ export async function train(options: Partial<TrainOptions> & { scenario: string 
     return await run(config, scenario, shape, db, stored !== null, log);
   } finally {
     db.close();
+  }
+}
+
+/** The checkpoint file of --out (its problems name the flag). */
+function openOut(out: string): CheckpointDb {
+  try {
+    return CheckpointDb.open(out, 'create');
+  } catch (e) {
+    throw e instanceof UsageError ? new UsageError(`--out ${e.message}`, e.code) : e;
   }
 }
 
