@@ -111,6 +111,7 @@ function numOrNull(s: string): number | null {
  */
 export function loadTrace(tracePath: string, warn: (line: string) => void = () => {}): LoadedTrace {
   const file = resolveTracePath(tracePath);
+  sniffTrace(file);
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
@@ -118,6 +119,39 @@ export function loadTrace(tracePath: string, warn: (line: string) => void = () =
     throw new UsageError(`--trace: cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
   }
   return parseTrace(text, file, warn);
+}
+
+/** A trace is read whole into one string; V8 strings stop near 512 MiB. */
+export const MAX_TRACE_BYTES = 512 * 1024 * 1024;
+/** How much of a file is read to tell whether it is a batch_task CSV at all. */
+const SNIFF_BYTES = 64 * 1024;
+
+/**
+ * Refuses what is not a batch_task CSV after a bounded read, before the whole file is read: a
+ * device or pipe (/dev/zero never ends), a file too big to hold, binary data, or a first 64 KB
+ * without one row of 8 or 9 columns.
+ */
+function sniffTrace(file: string): void {
+  let fd: number | null = null;
+  try {
+    const st = fs.statSync(file);
+    if (!st.isFile()) throw new UsageError(`--trace: ${file} is not a regular file`);
+    if (st.size > MAX_TRACE_BYTES) throw new UsageError(`--trace: ${file} holds ${st.size} bytes, more than ${MAX_TRACE_BYTES} (cut it to a time window)`);
+    fd = fs.openSync(file, 'r');
+    const buf = Buffer.alloc(Math.min(SNIFF_BYTES, st.size));
+    const n = fs.readSync(fd, buf, 0, buf.length, 0);
+    const head = buf.subarray(0, n);
+    if (head.includes(0)) throw new UsageError(`--trace: ${file} holds binary data, not a batch_task CSV`);
+    // the last line of the sample may be cut: leave it out unless the sample is the whole file
+    const lines = head.toString('utf8').split('\n');
+    if (n < st.size && lines.length > 1) lines.pop();
+    detectLayout(lines, file);
+  } catch (e) {
+    if (e instanceof UsageError) throw e;
+    throw new UsageError(`--trace: cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+  } finally {
+    if (fd !== null) fs.closeSync(fd);
+  }
 }
 
 /** Parses CSV text; `file` is used in messages only. */
