@@ -41,6 +41,8 @@ import { loadBackend } from '../../shared/tf-backend';
 import { DETECT_DEVICE_FILTER_OPTIONS, DeviceFilter, baselineFromHistory, type DeviceFilterOptions, type Verdict } from '../../agent/filters/device-filter';
 import { DETECT_ETA, VgruDetector, type VgruOptions } from '../../critic/detector/vgru';
 import { centreWindows } from '../../critic/detector/pools';
+import { BaselineDetector, type BaselineKind } from '../../critic/detector/baselines';
+import { DETECT_STAGE_COMBINATION, fusedScore, type StageCombination } from '../../agent/filters/stage-combination';
 
 // ---------------------------------------------------------------- OPTIONS
 
@@ -60,6 +62,8 @@ export interface DetectOptions {
    * sees it (`centreWindows` of critic/detector/pools.ts, as the live detector does). Default false.
    */
   centre?: boolean;
+  /** How the stages combine (agent/filters/stage-combination.ts); default DETECT_STAGE_COMBINATION with o.learned.eta. */
+  combination?: Partial<StageCombination>;
 }
 
 export interface Entity {
@@ -76,16 +80,32 @@ export interface StageMetrics {
   recall: number;
   f1: number;
   f1PointAdjusted: number;
+  /** Area under the precision-recall curve of the stage's score (average precision; threshold-free). */
+  auprc?: number;
 }
+
+/** The stages every report has: the two filter stages, two simple baselines, their combination. */
+export type StageName = 'rules' | 'learned' | 'pca' | 'l2' | 'twoStage';
+export const STAGES: readonly StageName[] = ['rules', 'learned', 'pca', 'l2', 'twoStage'];
+export type StageSet = Record<StageName, StageMetrics>;
 
 export interface DetectReport {
   input: string;
   windows: number;
   windowLabel: string;
-  stages: { rules: StageMetrics; learned: StageMetrics; twoStage: StageMetrics };
+  stages: StageSet;
   rulesDecidedShare: number;
   usPerWindow: { rules: number; learned: number };
+  /** How every threshold was chosen (no test label enters any of them). */
+  thresholds: string;
+  combination: StageCombination;
+  perEntity?: EntitySummary[];
 }
+
+/** The thresholding rule, as the report states it. */
+export const THRESHOLD_RULE =
+  'rules: fixed settings (DETECT_DEVICE_FILTER_OPTIONS or the --lomo choice on the other machines); learned, pca, l2: ' +
+  "score normalised per machine by the median and 99% quantile of its own held-out train windows (the last 20% of the unlabelled train half, never fitted on), anomalous above eta; twoStage: faulty, or learned > eta where ambiguous, or learned > etaHealthy where the rules say healthy; auprc: average precision of each stage's score (rules: healthy < ambiguous < faulty)";
 
 const NAB_PROBATION = 0.15;
 
@@ -292,6 +312,45 @@ export function metricsOf(c: Counts): StageMetrics {
   };
 }
 
+/**
+ * Average precision (area under the precision-recall curve, the step-wise sum sklearn's
+ * average_precision_score computes): sum over distinct score thresholds, highest first, of
+ * (recall gained) x (precision at that threshold). Tied scores enter together. 0 without positives.
+ */
+export function averagePrecision(labels: ArrayLike<number>, scores: ArrayLike<number>): number {
+  const n = labels.length;
+  let pos = 0;
+  for (let i = 0; i < n; i++) pos += labels[i] ? 1 : 0;
+  if (pos === 0) return 0;
+  const idx = Array.from({ length: n }, (_, i) => i).sort((a, b) => {
+    const sa = Number.isNaN(scores[a]) ? -Infinity : scores[a];
+    const sb = Number.isNaN(scores[b]) ? -Infinity : scores[b];
+    return sb > sa ? 1 : sb < sa ? -1 : 0;
+  });
+  let tp = 0;
+  let seen = 0;
+  let ap = 0;
+  let i = 0;
+  const key = (k: number): number => (Number.isNaN(scores[k]) ? -Infinity : scores[k]);
+  while (i < n) {
+    const s = key(idx[i]);
+    let gained = 0;
+    while (i < n && (key(idx[i]) === s)) {
+      if (labels[idx[i]]) gained++;
+      seen++;
+      i++;
+    }
+    tp += gained;
+    if (gained > 0) ap += (gained / pos) * (tp / seen);
+  }
+  return ap;
+}
+
+/** The rules' verdicts as an ordinal score for average precision: healthy 0, ambiguous 1, faulty 2. */
+export function rulesScore(v: ArrayLike<Verdict>): Float32Array {
+  return Float32Array.from(v as Verdict[], (x) => (x === 'faulty' ? 2 : x === 'ambiguous' ? 1 : 0));
+}
+
 /** Selects columns `dims` of a row-major matrix. */
 function columns(data: Float64Array, cols: number, dims: number[]): Float64Array {
   const rows = data.length / cols;
@@ -314,7 +373,10 @@ export interface EntityResult {
   windows: number;
   labels: Uint8Array;
   verdicts: Verdict[];
+  /** Learned verdicts at eta (1 = anomalous). */
   learned: Uint8Array;
+  /** Normalised window scores of the learned stage and the two baselines (one per window). */
+  scores: { learned: Float32Array; pca: Float32Array; l2: Float32Array };
   rulesUs: number;
   learnedUs: number;
 }
@@ -410,7 +472,29 @@ export function windowLabels(rowLabels: Uint8Array, T: number, mode: 'any' | 'la
   return labels;
 }
 
-/** Runs both stages on one entity. */
+/**
+ * The baselines' normalised window scores of one entity (critic/detector/baselines.ts): fitted on
+ * the first 80% of its train rows (all live columns), calibrated on the last 20% (the learned
+ * stage's held-out share), the same windows as the other stages.
+ */
+export function runBaselines(e: Entity, T: number): Record<BaselineKind, Float32Array> {
+  const live = liveColumns(e);
+  const train = columns(e.train, e.cols, live);
+  const test = columns(e.test, e.cols, live);
+  const trainRows = train.length / live.length;
+  const fitRows = Math.max(2, Math.floor(trainRows * 0.8));
+  const out = {} as Record<BaselineKind, Float32Array>;
+  for (const kind of ['pca', 'l2'] as const) out[kind] = new BaselineDetector(kind, train, live.length, T, fitRows).score(test);
+  return out;
+}
+
+/** The combination in effect: o.combination over DETECT_STAGE_COMBINATION, eta from o.learned.eta when given. */
+export function combinationOf(o: DetectOptions): StageCombination {
+  const eta = o.combination?.eta ?? o.learned.eta ?? DETECT_STAGE_COMBINATION.eta;
+  return { eta, etaHealthy: Math.max(eta, o.combination?.etaHealthy ?? DETECT_STAGE_COMBINATION.etaHealthy), second: o.combination?.second ?? DETECT_STAGE_COMBINATION.second };
+}
+
+/** Runs both stages and the baselines on one entity. */
 export function runEntity(e: Entity, o: DetectOptions): EntityResult {
   const rules = { ...DETECT_RULE_DEFAULTS, ...o.rules };
   const T = rules.windowSize ?? 12;
@@ -418,57 +502,112 @@ export function runEntity(e: Entity, o: DetectOptions): EntityResult {
   const { verdicts, ns: rulesNs } = runRules(e, ruleDims(e, o), rules);
   const windows = verdicts.length;
   const { scores, ns: learnedNs } = runLearned(e, o);
-  const eta = o.learned.eta ?? DETECT_ETA;
+  const eta = combinationOf(o).eta;
   const learned = Uint8Array.from(scores, (s) => (s > eta ? 1 : 0));
   const labels = windowLabels(e.labels, T, o.windowLabel);
-  return { name: e.name, windows, labels, verdicts, learned, rulesUs: rulesNs / 1e3 / windows, learnedUs: learnedNs / 1e3 / windows };
+  const base = runBaselines(e, T);
+  return { name: e.name, windows, labels, verdicts, learned, scores: { learned: scores, ...base }, rulesUs: rulesNs / 1e3 / windows, learnedUs: learnedNs / 1e3 / windows };
 }
 
-export interface EntitySummary {
+export interface EntitySummary extends StageSet {
   name: string;
   windows: number;
-  rules: StageMetrics;
-  learned: StageMetrics;
-  twoStage: StageMetrics;
   rulesDecidedShare: number;
+  /** twoStage F1 / the better of its two stages' F1 on this entity (rules, and the learned stage or l2 as c.second says; 1 when both are 0). */
+  combinedVsBestStage: number;
+}
+
+/** Per-stage scores (> eta flags) and counts of one entity under combination `c`. */
+export function stageScores(r: EntityResult, c: StageCombination): Record<StageName, Float32Array> {
+  return {
+    rules: rulesScore(r.verdicts),
+    learned: r.scores.learned,
+    pca: r.scores.pca,
+    l2: r.scores.l2,
+    twoStage: Float32Array.from(r.verdicts, (v, k) => fusedScore(v, secondScore(r, c)[k], c)),
+  };
+}
+
+/** The second stage's normalised scores of an entity under combination `c`. */
+function secondScore(r: EntityResult, c: StageCombination): Float32Array {
+  return c.second === 'l2' ? r.scores.l2 : r.scores.learned;
+}
+
+/** Flags of a stage from its score: rules flag 'faulty' (score 2); the others flag score > eta. */
+function flagsOf(stage: StageName, score: Float32Array, eta: number): Uint8Array {
+  return stage === 'rules' ? Uint8Array.from(score, (x) => (x >= 2 ? 1 : 0)) : Uint8Array.from(score, (x) => (x > eta ? 1 : 0));
+}
+
+/** Pooled and per-entity metrics of every stage, with average precision, from entity results. */
+export function summarise(results: EntityResult[], c: StageCombination): { stages: StageSet; perEntity: EntitySummary[]; decided: number; windows: number } {
+  const tot = Object.fromEntries(STAGES.map((k) => [k, zero()])) as Record<StageName, Counts>;
+  const pooledScores = Object.fromEntries(STAGES.map((k) => [k, [] as Float32Array[]])) as Record<StageName, Float32Array[]>;
+  const pooledLabels: Uint8Array[] = [];
+  const perEntity: EntitySummary[] = [];
+  let decided = 0;
+  let windows = 0;
+  for (const r of results) {
+    const sc = stageScores(r, c);
+    const m = {} as StageSet;
+    for (const k of STAGES) {
+      const cnt = countConfusion(r.labels, flagsOf(k, sc[k], c.eta));
+      for (const f of Object.keys(cnt) as (keyof Counts)[]) tot[k][f] += cnt[f];
+      m[k] = { ...metricsOf(cnt), auprc: round(averagePrecision(r.labels, sc[k])) };
+      pooledScores[k].push(sc[k]);
+    }
+    pooledLabels.push(r.labels);
+    const dec = r.verdicts.filter((v) => v !== 'ambiguous').length;
+    decided += dec;
+    windows += r.windows;
+    const best = Math.max(m.rules.f1, m[c.second === 'l2' ? 'l2' : 'learned'].f1);
+    perEntity.push({ name: r.name, windows: r.windows, ...m, rulesDecidedShare: round(dec / r.windows), combinedVsBestStage: best === 0 ? 1 : round(m.twoStage.f1 / best) });
+  }
+  const cat = (xs: ArrayLike<number>[]): Float32Array => {
+    const out = new Float32Array(xs.reduce((a, x) => a + x.length, 0));
+    let o = 0;
+    for (const x of xs) {
+      out.set(x as ArrayLike<number>, o);
+      o += x.length;
+    }
+    return out;
+  };
+  const labels = cat(pooledLabels);
+  const stages = {} as StageSet;
+  for (const k of STAGES) stages[k] = { ...metricsOf(tot[k]), auprc: round(averagePrecision(labels, cat(pooledScores[k]))) };
+  return { stages, perEntity, decided, windows };
 }
 
 /** The whole job without printing: DESIGN.md §4 report plus a per-entity breakdown. */
 export async function runDetect(o: DetectOptions): Promise<{ report: DetectReport; perEntity: EntitySummary[] }> {
   const entities = readInput(o.input, o.entities);
-  const tot = { rules: zero(), learned: zero(), two: zero() };
-  let windows = 0;
-  let decided = 0;
+  const c = combinationOf(o);
+  const results: EntityResult[] = [];
   let rulesNs = 0;
   let learnedNs = 0;
-  const perEntity: EntitySummary[] = [];
   for (const e of entities) {
     const r = runEntity(e, o);
-    const predRules = Uint8Array.from(r.verdicts, (v) => (v === 'faulty' ? 1 : 0));
-    const predTwo = Uint8Array.from(r.verdicts, (v, k) => (v === 'faulty' ? 1 : v === 'ambiguous' ? r.learned[k] : 0));
-    const dec = r.verdicts.filter((v) => v !== 'ambiguous').length;
-    const c = { rules: countConfusion(r.labels, predRules), learned: countConfusion(r.labels, r.learned), two: countConfusion(r.labels, predTwo) };
-    for (const k of ['rules', 'learned', 'two'] as const) for (const f of Object.keys(c[k]) as (keyof Counts)[]) tot[k][f] += c[k][f];
-    windows += r.windows;
-    decided += dec;
     rulesNs += r.rulesUs * r.windows;
     learnedNs += r.learnedUs * r.windows;
-    perEntity.push({ name: r.name, windows: r.windows, rules: metricsOf(c.rules), learned: metricsOf(c.learned), twoStage: metricsOf(c.two), rulesDecidedShare: round(dec / r.windows) });
+    results.push(r);
   }
+  const { stages, perEntity, decided, windows } = summarise(results, c);
   const report: DetectReport = {
     input: o.input,
     windows,
     windowLabel: o.windowLabel,
-    stages: { rules: metricsOf(tot.rules), learned: metricsOf(tot.learned), twoStage: metricsOf(tot.two) },
+    stages,
     rulesDecidedShare: round(decided / windows),
     usPerWindow: { rules: round(rulesNs / windows, 3), learned: round(learnedNs / windows, 3) },
+    thresholds: THRESHOLD_RULE,
+    combination: c,
+    perEntity,
   };
   return { report, perEntity };
 }
 
 // ---------------------------------------------------------------- LEAVE ONE ENTITY OUT
 
-/** One point of the leave-one-out grid: rule settings plus the learned threshold. */
+/** One point of the leave-one-out grid: rule settings, the learned threshold and the combination. */
 export interface LomoConfig {
   thetaM: number;
   thetaV: number;
@@ -477,13 +616,17 @@ export interface LomoConfig {
   /** Single-metric routing multiple (Infinity: off; JSON prints it as null). */
   thetaS: number;
   eta: number;
+  /** Learned threshold where the rules say healthy (Infinity: hard gate; JSON null). */
+  etaHealthy: number;
+  /** The second stage: the VGRU or the l2 baseline. */
+  second: 'vgru' | 'l2';
 }
 
 /**
  * The grid `--lomo` searches (thetaR stays Sentinel's 0.4). thetaV 3 and 4 were added in session 5
  * because the selection on all 5 dev SMD machines picked the grid's largest value, 2 (it now picks 4,
- * again the largest; a wider grid was not measured). docs/detect.md "Defaults = the selection on
- * all five machines".
+ * again the largest; a wider grid was not measured). etaHealthy (issue 20): Infinity = the hard
+ * gate, values at or below eta = the union of both stages' alarms. docs/detect.md.
  */
 export const LOMO_GRID = Object.freeze({
   thetaM: [1.5, 2, 3],
@@ -491,16 +634,19 @@ export const LOMO_GRID = Object.freeze({
   beta: [0.1, 0.2],
   faultyMargin: [1.5, 2],
   thetaS: [Infinity, 2, 4],
-  eta: [0, 0.3],
+  eta: [0, 0.3, 1],
+  etaHealthy: [Infinity, 8, 4, 2, 1, 0],
+  second: ['vgru', 'l2'] as const,
 });
 
 export interface LomoFold {
   heldOut: string;
   chosen: LomoConfig;
   windows: number;
-  stages: { rules: StageMetrics; learned: StageMetrics; twoStage: StageMetrics };
+  stages: StageSet;
   rulesDecidedShare: number;
   rulesFlagged: number;
+  combinedVsBestStage: number;
 }
 
 export interface GridCounts {
@@ -519,14 +665,25 @@ function addCounts(a: GridCounts, b: GridCounts): GridCounts {
 /** Entities with fewer rule flags than this do not enter the worst-case precision of lomoObjective. */
 export const LOMO_MIN_FLAGS = 10;
 
+/** The combination keeps at least this share of the better stage's F1 on every tuning entity, or pays (lomoObjective). */
+export const LOMO_MIN_COMBINED_VS_BEST = 0.95;
+
+/** twoStage F1 / max(rules F1, learned F1) of one entity's counts (1 when both stages score 0). */
+export function combinedVsBest(c: GridCounts): number {
+  const best = Math.max(metricsOf(c.rules).f1, metricsOf(c.learned).f1);
+  return best === 0 ? 1 : metricsOf(c.two).f1 / best;
+}
+
 /**
  * The selection objective over the tuning entities (one GridCounts each): two-stage F1 + 0.5 x
  * two-stage point-adjusted F1 on their pooled counts, minus 3 x the shortfall of the WORST tuning
- * entity's rules precision below 0.9 (entities with at least LOMO_MIN_FLAGS flags) and 3 x the
- * shortfall of the worst entity's decided share below 0.65. Worst case rather than pooled: a
- * setting that keeps its rules precise and decisive only on average (one entity with many good
- * flags hiding another whose flags are mostly false, or whose windows are mostly ambiguous)
- * carried over badly to the held-out machine. Labels of the held-out entity never enter it.
+ * entity's rules precision below 0.9 (entities with at least LOMO_MIN_FLAGS flags), 3 x the
+ * shortfall of the worst entity's decided share below 0.65, and (issue 20) 3 x the shortfall of the
+ * worst entity's combined-vs-better-stage F1 ratio below LOMO_MIN_COMBINED_VS_BEST. Worst case
+ * rather than pooled: a setting that keeps its rules precise and decisive only on average (one
+ * entity with many good flags hiding another whose flags are mostly false, or whose windows are
+ * mostly ambiguous) carried over badly to the held-out machine. Labels of the held-out entity
+ * never enter it.
  */
 export function lomoObjective(tuning: GridCounts[]): number {
   if (tuning.length === 0) return -Infinity;
@@ -534,72 +691,86 @@ export function lomoObjective(tuning: GridCounts[]): number {
   const two = metricsOf(sum.two);
   let prec = 1;
   let dec = 1;
+  let ratio = Infinity;
   for (const c of tuning) {
     const flagged = c.rules.tp + c.rules.fp;
     if (flagged >= LOMO_MIN_FLAGS) prec = Math.min(prec, c.rules.tp / flagged);
     dec = Math.min(dec, c.windows === 0 ? 0 : c.decided / c.windows);
+    ratio = Math.min(ratio, combinedVsBest(c));
   }
-  return two.f1 + 0.5 * two.f1PointAdjusted - 3 * Math.max(0, 0.9 - prec) - 3 * Math.max(0, 0.65 - dec);
+  return two.f1 + 0.5 * two.f1PointAdjusted - 3 * Math.max(0, 0.9 - prec) - 3 * Math.max(0, 0.65 - dec) - 3 * Math.max(0, LOMO_MIN_COMBINED_VS_BEST - ratio);
 }
 
+const VERDICT_CODE: Record<Verdict, number> = { healthy: 0, ambiguous: 1, faulty: 2, warming: 0 };
+const CODE_VERDICT: Verdict[] = ['healthy', 'ambiguous', 'faulty'];
+
 /**
- * Leave-one-entity-out check: every entity's learned scores are computed once; each rule setting of
- * LOMO_GRID streams every entity; for each held-out entity the setting with the best
- * `lomoObjective` on the OTHER entities is applied to it (an explicit `--eta` replaces the grid's
- * eta values by that one). Returns one fold per entity and the pooled held-out counts.
+ * Leave-one-entity-out check: every entity's learned and baseline scores are computed once; each
+ * rule setting of LOMO_GRID streams every entity; for each held-out entity the setting (rules,
+ * eta, etaHealthy) with the best `lomoObjective` on the OTHER entities is applied to it (an
+ * explicit `--eta` / `--eta-healthy` replaces the grid's values by that one). The baselines use
+ * the chosen eta (the same thresholding rule). Returns one fold per entity and the pooled held-out
+ * metrics (average precision over the pooled held-out scores).
  */
 export async function runLomo(o: DetectOptions): Promise<{ folds: LomoFold[]; pooled: LomoFold }> {
   const entities = readInput(o.input, o.entities);
   if (entities.length < 2) throw new UsageError(`--lomo needs at least 2 entities, got ${entities.length}`);
   const configs: LomoConfig[] = [];
   const etas = o.learned.eta !== undefined ? [o.learned.eta] : LOMO_GRID.eta;
+  const etaHs = o.combination?.etaHealthy !== undefined ? [o.combination.etaHealthy] : LOMO_GRID.etaHealthy;
+  const seconds = o.combination?.second !== undefined ? [o.combination.second] : LOMO_GRID.second;
   for (const thetaM of LOMO_GRID.thetaM)
     for (const thetaV of LOMO_GRID.thetaV)
       for (const beta of LOMO_GRID.beta)
         for (const faultyMargin of LOMO_GRID.faultyMargin)
-          for (const thetaS of LOMO_GRID.thetaS) for (const eta of etas) configs.push({ thetaM, thetaV, beta, faultyMargin, thetaS, eta });
+          for (const thetaS of LOMO_GRID.thetaS)
+            for (const eta of etas)
+              for (const etaHealthy of new Set(etaHs.map((x) => Math.max(eta, x))))
+                for (const second of seconds) configs.push({ thetaM, thetaV, beta, faultyMargin, thetaS, eta, etaHealthy, second });
+  const ruleKey = (c: LomoConfig): string => `${c.thetaM}/${c.thetaV}/${c.beta}/${c.faultyMargin}/${c.thetaS}`;
   const counts: GridCounts[][] = []; // [entity][config]
+  const kept: { labels: Uint8Array; learned: Float32Array; pca: Float32Array; l2: Float32Array; verdicts: Map<string, Uint8Array> }[] = [];
+  const T = o.rules.windowSize ?? 12;
   for (const e of entities) {
-    const T = o.rules.windowSize ?? 12;
     checkEntity(e, T);
     const dims = ruleDims(e, o);
     const { scores } = runLearned(e, o);
+    const base = runBaselines(e, T);
     const labels = windowLabels(e.labels, T, o.windowLabel);
-    const learnedBy = new Map<number, Uint8Array>();
-    for (const eta of etas) learnedBy.set(eta, Uint8Array.from(scores, (s) => (s > eta ? 1 : 0)));
+    const learnedCounts = new Map<string, Counts>();
+    const secondOf = (c: LomoConfig): Float32Array => (c.second === 'l2' ? base.l2 : scores);
+    for (const eta of etas) for (const sec of seconds) learnedCounts.set(`${sec}/${eta}`, countConfusion(labels, Uint8Array.from(sec === 'l2' ? base.l2 : scores, (s) => (s > eta ? 1 : 0))));
     const row: GridCounts[] = [];
-    const verdictCache = new Map<string, Verdict[]>();
+    const verdictCache = new Map<string, Uint8Array>();
+    const rulesCounts = new Map<string, { c: Counts; decided: number }>();
+    const pred = new Uint8Array(labels.length);
     for (const c of configs) {
-      const key = `${c.thetaM}/${c.thetaV}/${c.beta}/${c.faultyMargin}/${c.thetaS}`;
-      let verdicts = verdictCache.get(key);
-      if (!verdicts) {
-        verdicts = runRules(e, dims, { ...DETECT_RULE_DEFAULTS, ...o.rules, thetaM: c.thetaM, thetaV: c.thetaV, beta: c.beta, faultyMargin: c.faultyMargin, thetaS: c.thetaS }).verdicts;
-        verdictCache.set(key, verdicts);
+      const key = ruleKey(c);
+      let codes = verdictCache.get(key);
+      if (!codes) {
+        const v = runRules(e, dims, { ...DETECT_RULE_DEFAULTS, ...o.rules, thetaM: c.thetaM, thetaV: c.thetaV, beta: c.beta, faultyMargin: c.faultyMargin, thetaS: c.thetaS }).verdicts;
+        codes = Uint8Array.from(v, (x) => VERDICT_CODE[x]);
+        verdictCache.set(key, codes);
+        rulesCounts.set(key, { c: countConfusion(labels, Uint8Array.from(codes, (x) => (x === 2 ? 1 : 0))), decided: codes.filter((x) => x !== 1).length });
       }
-      const learned = learnedBy.get(c.eta)!;
-      const v = verdicts;
-      const predRules = Uint8Array.from(v, (x) => (x === 'faulty' ? 1 : 0));
-      const predTwo = Uint8Array.from(v, (x, k) => (x === 'faulty' ? 1 : x === 'ambiguous' ? learned[k] : 0));
-      row.push({
-        rules: countConfusion(labels, predRules),
-        learned: countConfusion(labels, learned),
-        two: countConfusion(labels, predTwo),
-        decided: v.filter((x) => x !== 'ambiguous').length,
-        windows: v.length,
-      });
+      const rc = rulesCounts.get(key)!;
+      const sc = secondOf(c);
+      for (let k = 0; k < codes.length; k++) {
+        const x = codes[k];
+        pred[k] = x === 2 ? 1 : x === 1 ? (sc[k] > c.eta ? 1 : 0) : sc[k] > c.etaHealthy ? 1 : 0;
+      }
+      row.push({ rules: rc.c, learned: learnedCounts.get(`${c.second}/${c.eta}`)!, two: countConfusion(labels, pred), decided: rc.decided, windows: codes.length });
     }
     counts.push(row);
+    kept.push({ labels, learned: scores, pca: base.pca, l2: base.l2, verdicts: verdictCache });
   }
-  const foldOf = (name: string, chosen: LomoConfig, c: GridCounts): LomoFold => ({
-    heldOut: name,
-    chosen,
-    windows: c.windows,
-    stages: { rules: metricsOf(c.rules), learned: metricsOf(c.learned), twoStage: metricsOf(c.two) },
-    rulesDecidedShare: round(c.decided / c.windows),
-    rulesFlagged: c.rules.tp + c.rules.fp,
-  });
   const folds: LomoFold[] = [];
-  let pooled: GridCounts | null = null;
+  const pooledScores = Object.fromEntries(STAGES.map((k) => [k, [] as Float32Array[]])) as Record<StageName, Float32Array[]>;
+  const pooledCounts = Object.fromEntries(STAGES.map((k) => [k, zero()])) as Record<StageName, Counts>;
+  const pooledLabels: Uint8Array[] = [];
+  let decided = 0;
+  let windows = 0;
+  let flagged = 0;
   entities.forEach((e, h) => {
     let best = 0;
     let bestJ = -Infinity;
@@ -611,23 +782,74 @@ export async function runLomo(o: DetectOptions): Promise<{ folds: LomoFold[]; po
         best = i;
       }
     });
-    const c = counts[h][best];
-    folds.push(foldOf(e.name, configs[best], c));
-    pooled = pooled ? addCounts(pooled, c) : c;
+    const cfg = configs[best];
+    const k = kept[h];
+    const codes = k.verdicts.get(ruleKey(cfg))!;
+    const r: EntityResult = {
+      name: e.name,
+      windows: codes.length,
+      labels: k.labels,
+      verdicts: Array.from(codes, (x) => CODE_VERDICT[x]),
+      learned: Uint8Array.from(k.learned, (s) => (s > cfg.eta ? 1 : 0)),
+      scores: { learned: k.learned, pca: k.pca, l2: k.l2 },
+      rulesUs: 0,
+      learnedUs: 0,
+    };
+    const comb = { eta: cfg.eta, etaHealthy: cfg.etaHealthy, second: cfg.second };
+    const { stages, perEntity } = summarise([r], comb);
+    const sc = stageScores(r, comb);
+    for (const s of STAGES) {
+      pooledScores[s].push(sc[s]);
+      const cnt = countConfusion(r.labels, flagsOf(s, sc[s], cfg.eta));
+      for (const f of Object.keys(cnt) as (keyof Counts)[]) pooledCounts[s][f] += cnt[f];
+    }
+    pooledLabels.push(r.labels);
+    const g = counts[h][best];
+    decided += g.decided;
+    windows += g.windows;
+    flagged += g.rules.tp + g.rules.fp;
+    folds.push({ heldOut: e.name, chosen: cfg, windows: g.windows, stages, rulesDecidedShare: round(g.decided / g.windows), rulesFlagged: g.rules.tp + g.rules.fp, combinedVsBestStage: perEntity[0].combinedVsBestStage });
   });
-  return { folds, pooled: foldOf('ALL held-out folds (pooled)', folds[0].chosen, pooled!) };
+  const cat = (xs: ArrayLike<number>[]): Float32Array => {
+    const out = new Float32Array(xs.reduce((a, x) => a + x.length, 0));
+    let off = 0;
+    for (const x of xs) {
+      out.set(x as ArrayLike<number>, off);
+      off += x.length;
+    }
+    return out;
+  };
+  const labels = cat(pooledLabels);
+  const stages = {} as StageSet;
+  for (const s of STAGES) stages[s] = { ...metricsOf(pooledCounts[s]), auprc: round(averagePrecision(labels, cat(pooledScores[s]))) };
+  const pooledBest = Math.max(stages.rules.f1, stages.learned.f1, stages.l2.f1);
+  return {
+    folds,
+    pooled: {
+      heldOut: 'ALL held-out folds (pooled)',
+      chosen: folds[0].chosen,
+      windows,
+      stages,
+      rulesDecidedShare: round(decided / windows),
+      rulesFlagged: flagged,
+      combinedVsBestStage: pooledBest === 0 ? 1 : round(stages.twoStage.f1 / pooledBest),
+    },
+  };
 }
 
 function lomoTable(r: { folds: LomoFold[]; pooled: LomoFold }): string {
-  const f = (x: number): string => x.toFixed(3);
-  const out = ['held out                      chosen (thetaM thetaV beta margin thetaS eta) rules P / R / flagged / decided   learned F1 / PA   two-stage P / R / F1 / PA'];
+  const f = (x: number | undefined): string => (x === undefined ? '-' : x.toFixed(3));
+  const inf = (x: number): string => (x === Infinity ? 'off' : String(x));
+  const out = [
+    'held out             chosen (thetaM thetaV beta margin thetaS eta etaHealthy second)  rules P/flagged/decided  | F1 / F1-PA / AUC-PR: rules | learned | pca | l2 | twoStage | twoStage/best stage',
+  ];
   for (const x of [...r.folds, r.pooled]) {
     const c = x.chosen;
     const s = x.stages;
+    const m = (k: StageName): string => `${f(s[k].f1)} / ${f(s[k].f1PointAdjusted)} / ${f(s[k].auprc)}`;
     out.push(
-      `${x.heldOut.slice(0, 29).padEnd(29)} ${(x === r.pooled ? '(per fold)' : `${c.thetaM} ${c.thetaV} ${c.beta} ${c.faultyMargin} ${c.thetaS === Infinity ? 'off' : c.thetaS} ${c.eta}`).padEnd(44)} ` +
-        `${f(s.rules.precision)} / ${f(s.rules.recall)} / ${x.rulesFlagged} / ${f(x.rulesDecidedShare)}   ${f(s.learned.f1)} / ${f(s.learned.f1PointAdjusted)}   ` +
-        `${f(s.twoStage.precision)} / ${f(s.twoStage.recall)} / ${f(s.twoStage.f1)} / ${f(s.twoStage.f1PointAdjusted)}`,
+      `${x.heldOut.slice(0, 20).padEnd(20)} ${(x === r.pooled ? '(per fold)' : `${c.thetaM} ${c.thetaV} ${c.beta} ${c.faultyMargin} ${inf(c.thetaS)} ${c.eta} ${inf(c.etaHealthy)} ${c.second}`).padEnd(57)} ` +
+        `${f(s.rules.precision)}/${x.rulesFlagged}/${f(x.rulesDecidedShare)}  | ${STAGES.map(m).join(' | ')} | ${f(x.combinedVsBestStage)}`,
     );
   }
   return out.join('\n');
@@ -642,17 +864,20 @@ function round(x: number, digits = 4): number {
 
 function table(report: DetectReport, perEntity: EntitySummary[]): string {
   const pad = (s: string, n: number): string => s.padEnd(n);
-  const f = (x: number): string => x.toFixed(3).padStart(7);
+  const f = (x: number | undefined): string => (x === undefined ? '-' : x.toFixed(3)).padStart(7);
   const out: string[] = [];
-  out.push(`input ${report.input}: ${report.windows} windows, window label = ${report.windowLabel} row`);
-  out.push(`${pad('entity', 34)} ${pad('stage', 9)} precision  recall      f1  f1(PA)  decided`);
-  const rows = (name: string, s: { rules: StageMetrics; learned: StageMetrics; twoStage: StageMetrics }, dec: number): void => {
-    for (const [k, m] of [['rules', s.rules], ['learned', s.learned], ['twoStage', s.twoStage]] as const) {
-      out.push(`${pad(name, 34)} ${pad(k, 9)} ${f(m.precision)}   ${f(m.recall)} ${f(m.f1)} ${f(m.f1PointAdjusted)}${k === 'rules' ? f(dec) : ''}`);
+  const c = report.combination;
+  out.push(`input ${report.input}: ${report.windows} windows, window label = ${report.windowLabel} row; twoStage = rules + ${c.second}, eta ${c.eta}, etaHealthy ${c.etaHealthy === Infinity ? 'off (hard gate)' : c.etaHealthy}`);
+  out.push(`thresholds: ${report.thresholds}`);
+  out.push(`${pad('entity', 30)} ${pad('stage', 9)} precision  recall      f1  f1(PA)  AUC-PR  decided  twoStage/best`);
+  const rows = (name: string, s: StageSet, dec: number, ratio: number | undefined): void => {
+    for (const k of STAGES) {
+      const m = s[k];
+      out.push(`${pad(name, 30)} ${pad(k, 9)} ${f(m.precision)}   ${f(m.recall)} ${f(m.f1)} ${f(m.f1PointAdjusted)} ${f(m.auprc)}${k === 'rules' ? f(dec) : k === 'twoStage' && ratio !== undefined ? '        ' + f(ratio) : ''}`);
     }
   };
-  for (const e of perEntity) rows(e.name.slice(0, 34), e, e.rulesDecidedShare);
-  rows('ALL (pooled)', report.stages, report.rulesDecidedShare);
+  for (const e of perEntity) rows(e.name.slice(0, 30), e, e.rulesDecidedShare, e.combinedVsBestStage);
+  rows('ALL (pooled)', report.stages, report.rulesDecidedShare, undefined);
   out.push(`time per window: rules ${report.usPerWindow.rules.toFixed(2)} µs, learned ${report.usPerWindow.learned.toFixed(2)} µs (batched)`);
   return out.join('\n');
 }
@@ -682,6 +907,8 @@ interface DetectArgs {
   'theta-m'?: number;
   'faulty-margin'?: number;
   'theta-s'?: number;
+  'eta-healthy'?: number;
+  second?: string;
   lomo: boolean;
   centre: boolean;
 }
@@ -704,6 +931,8 @@ export const detectCommand: CommandModule<object, DetectArgs> = {
       .option('faulty-margin', { type: 'number', describe: `rule 1 must fire at this multiple of its thresholds for faulty (default ${DETECT_RULE_DEFAULTS.faultyMargin})` })
       .option('theta-s', { type: 'number', describe: `single-metric routing: 'healthy' becomes 'ambiguous' when one metric's window variance is beyond this multiple of its own history extreme (default ${DETECT_RULE_DEFAULTS.thetaS}; Infinity = off)` })
       .option('eta', { type: 'number', describe: `learned threshold on the normalised score (default ${DETECT_ETA})` })
+      .option('eta-healthy', { type: 'number', describe: `learned threshold where the rules say healthy (default ${DETECT_STAGE_COMBINATION.etaHealthy}; Infinity = hard gate)` })
+      .option('second', { type: 'string', choices: ['vgru', 'l2'], describe: `twoStage's second stage (default ${DETECT_STAGE_COMBINATION.second})` })
       .option('lomo', { type: 'boolean', default: false, describe: 'leave-one-entity-out check: tune rules and eta on the others, measure on each (an explicit --eta fixes eta)' })
       .option('centre', { type: 'boolean', default: false, describe: "learned stage: centre each window on its own per-metric mean (the live detector's centreWindows)" })
       .option('steps', { type: 'number', describe: 'learned detector training steps per entity (default 120)' }) as unknown as Argv<DetectArgs>,
@@ -718,6 +947,7 @@ export const detectCommand: CommandModule<object, DetectArgs> = {
       if (!(a['theta-s'] > 0)) throw new UsageError(`--theta-s ${a['theta-s']}: expected a number > 0 (Infinity = off)`);
       rules.thetaS = a['theta-s'];
     }
+    if (a['eta-healthy'] !== undefined && Number.isNaN(a['eta-healthy'])) throw new UsageError(`--eta-healthy: expected a number (Infinity = hard gate)`);
     const learned: Partial<VgruOptions> = {};
     if (a.eta !== undefined) learned.eta = a.eta;
     if (a.steps !== undefined) learned.steps = a.steps;
@@ -732,6 +962,7 @@ export const detectCommand: CommandModule<object, DetectArgs> = {
       learned,
       maxTrainWindows: 4000,
       centre: a.centre,
+      combination: { etaHealthy: a['eta-healthy'], second: a.second === 'l2' || a.second === 'vgru' ? a.second : undefined },
     };
     // validate the input before paying for the backend
     if (!fs.existsSync(opts.input)) throw new UsageError(`--input ${opts.input}: no such folder`);

@@ -3,7 +3,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import * as zlib from 'zlib';
-import { LOMO_GRID, countConfusion, lomoObjective, metricsOf, readInput, runDetect, runLearned, runLomo, windowLabels, type DetectOptions, type GridCounts } from '../../../../training/jobs/detect';
+import { LOMO_GRID, averagePrecision, countConfusion, lomoObjective, metricsOf, readInput, runDetect, runLearned, runLomo, windowLabels, type DetectOptions, type GridCounts } from '../../../../training/jobs/detect';
 import { UsageError } from '../../../../shared/errors';
 import { Rng } from '../../../../shared/rng';
 import { loadBackend } from '../../../../shared/tf-backend';
@@ -65,6 +65,25 @@ describe('leave-one-out selection objective', () => {
     // entities with fewer than LOMO_MIN_FLAGS flags do not set the worst precision
     expect(lomoObjective([grid(90, 7, 90), grid(1, 2, 90)])).toBeGreaterThan(lomoObjective([grid(90, 7, 90), grid(10, 20, 90)]));
   });
+
+  it('penalises a tuning entity where the combination loses what one stage had (issue 20)', () => {
+    const c = (tp: number, fp: number, fn: number) => ({ tp, fp, fn, tpPa: tp, fpPa: fp, fnPa: fn });
+    const entity = (twoTp: number): GridCounts => ({ rules: c(5, 0, 95), learned: c(60, 20, 40), two: c(twoTp, 10, 100 - twoTp), decided: 90, windows: 1000 });
+    // the learned stage alone has F1 0.6 on both; the combination keeps it on one, halves it on the other
+    expect(lomoObjective([entity(60), entity(25)])).toBeLessThan(lomoObjective([entity(60), entity(55)]) - 0.5);
+  });
+});
+
+describe('average precision (the threshold-free measure)', () => {
+  it('is 1 for a perfect ranking, the positive share for a constant score, and takes ties together', () => {
+    expect(averagePrecision([0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8])).toBeCloseTo(1, 12);
+    expect(averagePrecision([0, 1, 0, 0], [3, 3, 3, 3])).toBeCloseTo(0.25, 12);
+    // sklearn average_precision_score([1,0,1,0,0], [0.9,0.8,0.7,0.2,0.2]) = (1/2)(1) + (1/2)(2/3)
+    expect(averagePrecision([1, 0, 1, 0, 0], [0.9, 0.8, 0.7, 0.2, 0.2])).toBeCloseTo(0.5 + 1 / 3, 12);
+    expect(averagePrecision([0, 0], [1, 2])).toBe(0);
+    // -Infinity and +Infinity (the fused score's hard verdicts) rank like any score
+    expect(averagePrecision([1, 0, 0], [Infinity, 0, -Infinity])).toBeCloseTo(1, 12);
+  });
 });
 
 describe('point-adjusted and plain confusion counts', () => {
@@ -120,9 +139,14 @@ describe('runDetect', () => {
 
   it('reports every stage in the DESIGN.md shape and finds the injected incident', async () => {
     const { report } = await runDetect(options(makeSmdFolder()));
-    expect(Object.keys(report)).toEqual(['input', 'windows', 'windowLabel', 'stages', 'rulesDecidedShare', 'usPerWindow']);
-    expect(Object.keys(report.stages)).toEqual(['rules', 'learned', 'twoStage']);
-    for (const s of Object.values(report.stages)) expect(Object.keys(s)).toEqual(['precision', 'recall', 'f1', 'f1PointAdjusted']);
+    expect(Object.keys(report)).toEqual(['input', 'windows', 'windowLabel', 'stages', 'rulesDecidedShare', 'usPerWindow', 'thresholds', 'combination', 'perEntity']);
+    expect(Object.keys(report.stages)).toEqual(['rules', 'learned', 'pca', 'l2', 'twoStage']);
+    for (const s of Object.values(report.stages)) expect(Object.keys(s)).toEqual(['precision', 'recall', 'f1', 'f1PointAdjusted', 'auprc']);
+    // the report says how every threshold was chosen, and none from test labels
+    expect(report.thresholds).toMatch(/held-out train windows/);
+    // the incident is wild values: the simple baselines find it too
+    expect(report.stages.l2.auprc!).toBeGreaterThan(0.5);
+    expect(report.stages.pca.auprc!).toBeGreaterThan(0.5);
     expect(report.windows).toBe(500 - 11);
     expect(report.windowLabel).toBe('any');
     expect(report.stages.twoStage.f1PointAdjusted).toBeGreaterThan(0.5);
@@ -151,6 +175,15 @@ describe('runDetect', () => {
     const o = options(dir);
     const fixed = await runLomo({ ...o, learned: { ...o.learned, eta: 1 } });
     for (const f of fixed.folds) expect(f.chosen.eta).toBe(1);
+    // every fold reports every stage with a threshold-free measure, and how the combination did
+    for (const f of fixed.folds) {
+      expect(Object.keys(f.stages)).toEqual(['rules', 'learned', 'pca', 'l2', 'twoStage']);
+      for (const s of Object.values(f.stages)) expect(s.auprc).toBeGreaterThanOrEqual(0);
+      expect(f.combinedVsBestStage).toBeGreaterThan(0);
+    }
+    // an explicit combination (--eta-healthy, --second) replaces the grid's
+    const hard = await runLomo({ ...o, combination: { etaHealthy: Infinity, second: 'l2' } });
+    for (const f of hard.folds) expect([f.chosen.etaHealthy, f.chosen.second]).toEqual([Infinity, 'l2']);
   });
 
   it('--centre: the learned stage sees windows centred on their own mean (a level shift of a test series does not move its scores)', async () => {
