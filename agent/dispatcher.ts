@@ -90,7 +90,11 @@ export interface DispatcherOptions {
   maxQueuedPerService?: number;
   /** Of them, long ones. @defaultValue maxQueued / 8 */
   maxQueuedLong?: number;
-  /** An in-flight request without an answer this long after its deadline is answered 504, ms. @defaultValue 100 */
+  /**
+   * An in-flight request without an answer this long after its deadline is answered 504, ms. 50
+   * leaves 50 ms for timer and event-loop slack inside the "deadline + 100 ms" promise.
+   * @defaultValue 50
+   */
   lateAnswerMs?: number;
   /** @defaultValue 'edf' */
   dequeue?: DequeueRule;
@@ -259,7 +263,7 @@ export class Dispatcher {
       queued,
       queuedPerService: o.maxQueuedPerService ?? Math.max(1, Math.floor(queued / 4)),
       queuedLong: o.maxQueuedLong ?? Math.max(1, Math.floor(queued / 8)),
-      lateMs: o.lateAnswerMs ?? 100,
+      lateMs: o.lateAnswerMs ?? 50,
     };
     for (const [k, v] of Object.entries(this.limits)) {
       if (!(Number.isFinite(v) && v >= 0)) throw new TypeError(`Dispatcher: admission limit ${k} must be a number >= 0, got ${v}`);
@@ -392,6 +396,7 @@ export class Dispatcher {
       this.enqueue(p);
       // the deadline is kept by a timer, whether or not a slot frees up before it
       p.timer = setTimeout(() => this.expireQueued(p), Math.max(0, r.deadlineMs - (performance.now() - t0)));
+      p.timer.unref(); // the server keeps the process; a waiting request alone does not
       this.pump();
     });
   }
@@ -506,6 +511,7 @@ export class Dispatcher {
         this.counters.answeredAtDeadline++;
         this.answer(p, { status: 504, target: -1, latencyMs: performance.now() - p.t0, reason: 'no answer by the deadline' });
       }, Math.max(0, p.deadlineMs + this.limits.lateMs - (performance.now() - p.t0)));
+      p.timer.unref();
       void this.dispatch(p).finally(() => {
         if (p.timer) clearTimeout(p.timer);
         p.timer = null;
