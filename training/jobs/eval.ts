@@ -22,7 +22,7 @@ import type { Fault } from '../sim/faults';
 import { faultsFromRate, faultsFromServerEvents } from '../sim/faults';
 import { DEFAULT_WORKLOAD, WORKLOAD_NAMES, openWorkload } from '../workload';
 import type { WorkloadName } from '../workload';
-import { writePlot } from './plot';
+import { renderScatter, renderSvg, stackSvgs, writeSvg } from './plot';
 import { runEpisode, round, type PolicyResult } from './rollout';
 import { ORACLE_BYTES_PER_REQUEST, oracleBound } from './oracle';
 
@@ -83,7 +83,7 @@ export const EVAL_SPEC = {
   detector: opt.choice(['none', 'vgru'] as const, { default: 'none', describe: "with --filters: 'vgru' lets the learned detector decide the ambiguous windows, as the orchestrator does live (loads tfjs; slower)" }),
   timing: opt.boolean({ default: false, describe: 'measure decision latency (decisionP99Us; not reproducible)' }),
   json: opt.boolean({ default: false, describe: 'print the JSON report on stdout' }),
-  plot: opt.outFile({ ext: /\.(svg|png)$/i, extText: 'a file ending in .svg or .png', describe: 'write per-frame throughput per policy to a .svg or .png file' }),
+  plot: opt.outFile({ ext: /\.(svg|png)$/i, extText: 'a file ending in .svg or .png', describe: 'write the per-frame throughput per policy, and throughput against replica-seconds, to a .svg or .png file' }),
 };
 
 export type EvalArgs = OptionsOf<typeof EVAL_SPEC> & {
@@ -260,11 +260,27 @@ export function learnedDetectorOf(a: Pick<EvalArgs, 'detector' | 'filters'>): bo
   return d === 'vgru';
 }
 
+/** `--plot`: throughput rate per frame, and each pair's throughput rate against the edge replica-seconds it held. */
+export function evalPlot(r: EvalReport): string {
+  return stackSvgs([
+    renderSvg(
+      `throughput rate per frame: ${r.scenario}`,
+      r.results.map((x) => ({ name: x.policy, values: x.throughputPerFrame })),
+    ),
+    renderScatter(
+      `throughput rate vs resource cost: ${r.scenario}`,
+      r.results.map((x) => ({ name: `${x.policy} (${x.schedulingCost} ops)`, x: x.replicaSeconds, y: x.throughputRate })),
+      'edge replica-seconds held (replicaSeconds)',
+      'throughput rate',
+    ),
+  ]);
+}
+
 /** The readable table printed on a terminal. */
 export function formatTable(r: EvalReport): string {
   const timed = r.results.some((x) => x.decisionP99Us !== null);
   const filtered = r.results.some((x) => x.falseExclusionRate !== null);
-  const head = ['policy', 'throughput', 'in time', 'late', 'dropped', 'queued', 'cost', 'mean ms', 'p99 ms', 'cloud', 'imbalance'];
+  const head = ['policy', 'throughput', 'in time', 'late', 'dropped', 'queued', 'cost', 'replica-s', 'mean ms', 'p99 ms', 'cloud', 'imbalance'];
   if (r.faults > 0) head.push('lost to failures');
   if (filtered) head.push('false excl');
   if (timed) head.push('decision p99 us');
@@ -278,6 +294,7 @@ export function formatTable(r: EvalReport): string {
       String(x.dropped),
       String(x.queuedAtEnd),
       String(x.schedulingCost),
+      x.replicaSeconds.toFixed(0),
       x.meanLatencyMs.toFixed(0),
       x.p99LatencyMs.toFixed(0),
       x.cloudShare.toFixed(2),
@@ -308,13 +325,7 @@ export const evalCommand: CommandModule<object, object> = {
     const args: EvalArgs = resolveOptions(EVAL_SPEC, argv);
     if (learnedDetectorOf(args)) await loadBackend(); // an entry point picks the backend
     const report = runEval(args, (line) => process.stderr.write(`kais: ${line}\n`));
-    if (args.plot) {
-      writePlot(
-        args.plot,
-        `throughput rate per frame: ${report.scenario}`,
-        report.results.map((r) => ({ name: r.policy, values: r.throughputPerFrame })),
-      );
-    }
+    if (args.plot) writeSvg(args.plot, evalPlot(report));
     if (args.json) process.stdout.write(JSON.stringify(report) + '\n');
     else process.stdout.write(formatTable(report) + '\n');
   },

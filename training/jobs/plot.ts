@@ -68,9 +68,91 @@ export function renderSvg(title: string, series: Series[], xLabel = 'frame', yLa
   return out.join('\n') + '\n';
 }
 
+/** One labelled point of a scatter plot. */
+export interface Point {
+  name: string;
+  x: number;
+  y: number;
+}
+
+/** An SVG scatter chart (same frame as renderSvg), each point labelled; both axes from 0. */
+export function renderScatter(title: string, points: Point[], xLabel: string, yLabel: string): string {
+  const W = 820;
+  const H = 460;
+  const left = 70;
+  const right = 230;
+  const top = 40;
+  const bottom = 50;
+  const pw = W - left - right;
+  const ph = H - top - bottom;
+  const finite = points.filter((p) => Number.isFinite(p.x) && Number.isFinite(p.y));
+  const xMax = niceMax(Math.max(0, ...finite.map((p) => p.x)));
+  const yMax = Math.max(1, ...finite.map((p) => p.y));
+  const x = (v: number): number => left + (Math.max(0, v) / xMax) * pw;
+  const y = (v: number): number => top + ph - (Math.max(0, v) / yMax) * ph;
+  const out: string[] = [];
+  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="DejaVu Sans, Arial, sans-serif" font-size="12">`);
+  out.push(`<rect width="${W}" height="${H}" fill="white"/>`);
+  out.push(`<text x="${left}" y="24" font-size="15">${esc(title)}</text>`);
+  for (let k = 0; k <= 5; k++) {
+    const v = (yMax * k) / 5;
+    out.push(`<line x1="${left}" y1="${y(v).toFixed(1)}" x2="${left + pw}" y2="${y(v).toFixed(1)}" stroke="#ddd"/>`);
+    out.push(`<text x="${left - 8}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end">${v.toFixed(2)}</text>`);
+    const u = (xMax * k) / 5;
+    out.push(`<text x="${x(u).toFixed(1)}" y="${top + ph + 18}" text-anchor="middle">${formatTick(u)}</text>`);
+  }
+  out.push(`<line x1="${left}" y1="${top + ph}" x2="${left + pw}" y2="${top + ph}" stroke="#333"/>`);
+  out.push(`<line x1="${left}" y1="${top}" x2="${left}" y2="${top + ph}" stroke="#333"/>`);
+  out.push(`<text x="${left + pw / 2}" y="${H - 12}" text-anchor="middle">${esc(xLabel)}</text>`);
+  out.push(`<text x="16" y="${top + ph / 2}" text-anchor="middle" transform="rotate(-90 16 ${top + ph / 2})">${esc(yLabel)}</text>`);
+  finite.forEach((p, k) => {
+    const color = COLORS[k % COLORS.length];
+    out.push(`<circle cx="${x(p.x).toFixed(1)}" cy="${y(p.y).toFixed(1)}" r="5" fill="${color}"/>`);
+    const ly = top + 8 + k * 18;
+    out.push(`<circle cx="${left + pw + 28}" cy="${ly}" r="5" fill="${color}"/>`);
+    out.push(`<text x="${left + pw + 46}" y="${ly + 4}">${esc(p.name)}</text>`);
+  });
+  out.push('</svg>');
+  return out.join('\n') + '\n';
+}
+
+function niceMax(v: number): number {
+  if (!(v > 0)) return 1;
+  const p = 10 ** Math.floor(Math.log10(v));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
+function formatTick(v: number): string {
+  return v >= 10_000 ? `${(v / 1000).toFixed(0)}k` : v >= 1000 ? `${(v / 1000).toFixed(1)}k` : v.toFixed(0);
+}
+
+/** Several SVG charts stacked top to bottom in one SVG. */
+export function stackSvgs(svgs: string[]): string {
+  const sizes = svgs.map((s) => {
+    const m = /<svg [^>]*width="(\d+)" height="(\d+)"/.exec(s);
+    if (!m) throw new TypeError('stackSvgs: a chart without width and height');
+    return { w: Number(m[1]), h: Number(m[2]) };
+  });
+  const W = Math.max(...sizes.map((z) => z.w));
+  const H = sizes.reduce((a, z) => a + z.h, 0);
+  const out = [`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}">`];
+  let yOff = 0;
+  svgs.forEach((s, i) => {
+    out.push(s.trim().replace(/^<svg /, `<svg x="0" y="${yOff}" `));
+    yOff += sizes[i].h;
+  });
+  out.push('</svg>');
+  return out.join('\n') + '\n';
+}
+
 /** Writes an .svg or .png plot; the file name's extension decides. */
 export function writePlot(file: string, title: string, series: Series[], xLabel?: string, yLabel?: string): void {
-  const svg = renderSvg(title, series, xLabel, yLabel);
+  writeSvg(file, renderSvg(title, series, xLabel, yLabel));
+}
+
+/** Writes an SVG as .svg, or rendered as .png; the file name's extension decides. */
+export function writeSvg(file: string, svg: string): void {
   const ext = path.extname(file).toLowerCase();
   let data: string | Buffer;
   if (ext === '.svg') data = svg;

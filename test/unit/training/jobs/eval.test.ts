@@ -60,9 +60,24 @@ describe('kais eval', () => {
     expect(r.stdout).toMatch(/^scenario tiny/);
     expect(r.stdout).toMatch(/policy\s+throughput/);
     expect(r.stdout).toMatch(/lec\/hpa/);
+    expect(r.stdout).toMatch(/cost\s+replica-s/);
     const svg = fs.readFileSync(plot, 'utf8');
     expect(svg).toMatch(/<svg/);
     expect(svg).toMatch(/jsq\/static/);
+    expect(svg).toMatch(/replicaSeconds/); // the second chart: throughput against replica-seconds
+  });
+
+  it('reports the edge replica-seconds each pair held beside its scheduling cost', () => {
+    const r = kais('eval', '--scenario', 'tiny', '--frames', '4', '--json', '--policies', 'jsq/static,lec/hpa,lec/gsp-ss');
+    expect(r.code).toBe(0);
+    const by = Object.fromEntries((JSON.parse(r.stdout).results as { policy: string; replicaSeconds: number; schedulingCost: number }[]).map((x) => [x.policy, x]));
+    // static holds the initial placement (tiny: 4 replicas) for the whole run, 4 frames of 25 s
+    expect(by['jsq/static'].replicaSeconds).toBe(4 * 4 * 25);
+    expect(Object.keys(by['jsq/static'])).toEqual(expect.arrayContaining(['schedulingCost', 'replicaSeconds']));
+    for (const p of ['lec/hpa', 'lec/gsp-ss']) {
+      expect(by[p].schedulingCost).toBeGreaterThan(0);
+      expect(by[p].replicaSeconds).toBeGreaterThan(0);
+    }
   });
 
   it('refuses an unknown policy with exit code 2 and one line', () => {
