@@ -36,6 +36,7 @@
  * - `PUT /placement` `{d: number[][]}` replaces the replica table, `GET /placement` returns it.
  * A new replica serves at once (the simulator's replicaStartupS is not emulated).
  */
+import { timingSafeEqual } from 'node:crypto';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Placement } from '../shared/domain';
@@ -293,6 +294,12 @@ export interface EmulatedClusterOptions {
   host?: string;
   /** Admin server port. @defaultValue 0 */
   adminPort?: number;
+  /**
+   * Token the admin server's changing requests (POST /scale, PUT /fault, PUT /placement) must
+   * carry as `Authorization: Bearer <token>`; reads stay open. null: no check (in-process tests);
+   * `kais node` always sets one. @defaultValue null
+   */
+  adminToken?: string | null;
 }
 
 export class EmulatedCluster {
@@ -511,6 +518,9 @@ export class EmulatedCluster {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const path = (req.url ?? '/').split('?')[0];
+      if (req.method !== 'GET' && !bearerMatches(req.headers.authorization, this.o.adminToken ?? null)) {
+        return json(res, 401, { reason: 'admin token required: Authorization: Bearer <token> (kais node --admin-token-file)' });
+      }
       if (req.method === 'GET' && path === '/state') return json(res, 200, this.report());
       if (req.method === 'POST' && path === '/scale') {
         try {
@@ -545,6 +555,14 @@ export class EmulatedCluster {
       json(res, 404, { reason: 'no such route' });
     });
   }
+}
+
+/** Whether an Authorization header carries the token (constant time); no token: anything goes. */
+function bearerMatches(header: string | undefined, token: string | null): boolean {
+  if (token === null) return true;
+  const given = Buffer.from(/^Bearer (.+)$/.exec(header ?? '')?.[1] ?? '', 'utf8');
+  const want = Buffer.from(token, 'utf8');
+  return given.length === want.length && timingSafeEqual(given, want);
 }
 
 function listen(server: http.Server, port: number, host: string): Promise<void> {

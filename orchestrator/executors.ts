@@ -39,6 +39,8 @@ export class EmulatedExecutor implements LiveExecutor {
     /** The device-filter verdict the orchestrator holds per target. @defaultValue every target healthy */
     private readonly healthy: (target: number) => boolean = () => true,
     private readonly timeoutMs = 5000,
+    /** The node admin server's token (kais node prints it as adminToken), sent with every change. */
+    private readonly adminToken: string | null = null,
   ) {}
 
   async observe(): Promise<OrchestrationView | null> {
@@ -49,7 +51,8 @@ export class EmulatedExecutor implements LiveExecutor {
 
   async apply(ops: readonly ScaleOp[]): Promise<ScaleReport> {
     if (ops.length === 0) return { executed: [], refused: 0 };
-    const r = await fetch(`${this.adminUrl}/scale`, { method: 'POST', body: JSON.stringify({ ops }), signal: AbortSignal.timeout(this.timeoutMs) });
+    const headers: Record<string, string> = this.adminToken ? { authorization: `Bearer ${this.adminToken}` } : {};
+    const r = await fetch(`${this.adminUrl}/scale`, { method: 'POST', headers, body: JSON.stringify({ ops }), signal: AbortSignal.timeout(this.timeoutMs) });
     if (!r.ok) throw new Error(`executor: POST /scale answered ${r.status} ${await r.text()}`);
     return (await r.json()) as ScaleReport;
   }

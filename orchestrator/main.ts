@@ -15,7 +15,7 @@
  * Config file (JSON), every field optional except none:
  * `{"scenario": "kais", "orchestration": "static"|"hpa"|"gsp-ss", "token": "", "agentTokens": {"0": "..."},
  *   "frameS": <scenario seconds per frame, default slotS x slotsPerFrame>, "speed": 1,
- *   "executor": null | "http://<kais node admin>", "checkpoint": null | "<kais train db or actor .bin>",
+ *   "executor": null | "http://<kais node admin>", "executorToken": null | "<its adminToken>", "checkpoint": null | "<kais train db or actor .bin>",
  *   "actorHead": "softplus1", "heartbeatMs": 5000, "learner": "cmmac"|"none", "learnBatch": 2048,
  *   "detector": "vgru"|"none"}`
  *
@@ -59,6 +59,8 @@ export interface OrchestratorConfig {
   frameS: number;
   speed: number;
   executor: string | null;
+  /** Token of the kais node admin server at `executor` (its ready line's adminToken). */
+  executorToken: string | null;
   checkpoint: string | null;
   heartbeatMs: number;
   /** Head of the actor (an exported actor file's own head wins). */
@@ -87,7 +89,7 @@ export function readConfig(file: string): OrchestratorConfig {
   const fail = (field: string, why: string): never => {
     throw new UsageError(`${file}: field "${field}" ${why}`);
   };
-  const known = ['scenario', 'orchestration', 'token', 'agentTokens', 'frameS', 'speed', 'executor', 'checkpoint', 'heartbeatMs', 'actorHead', 'learner', 'learnBatch', 'detector', 'limits', 'pruneS', 'intake'];
+  const known = ['scenario', 'orchestration', 'token', 'agentTokens', 'frameS', 'speed', 'executor', 'executorToken', 'checkpoint', 'heartbeatMs', 'actorHead', 'learner', 'learnBatch', 'detector', 'limits', 'pruneS', 'intake'];
   for (const k of Object.keys(o)) if (!known.includes(k)) fail(k, `is not a config field (known: ${known.join(', ')})`);
   const str = (k: string, d: string): string => (o[k] === undefined ? d : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string'));
   const strOrNull = (k: string): string | null => (o[k] === undefined || o[k] === null ? null : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string or null'));
@@ -110,6 +112,7 @@ export function readConfig(file: string): OrchestratorConfig {
   if (!Number.isInteger(heartbeatMs) || heartbeatMs < 100 || heartbeatMs > 3_600_000) fail('heartbeatMs', `must be an integer number of ms in 100..3600000, got ${heartbeatMs}`);
   const executor = strOrNull('executor');
   if (executor !== null && !/^https?:\/\//.test(executor)) fail('executor', 'must be an http:// URL of a kais node admin server');
+  const executorToken = strOrNull('executorToken');
   const checkpoint = strOrNull('checkpoint');
   if (checkpoint !== null && !fs.existsSync(checkpoint)) fail('checkpoint', `${checkpoint} does not exist`);
   const actorHead = str('actorHead', 'softplus1');
@@ -159,6 +162,7 @@ export function readConfig(file: string): OrchestratorConfig {
     frameS,
     speed,
     executor,
+    executorToken,
     checkpoint,
     heartbeatMs,
     actorHead: actorHead as 'relu1' | 'softplus1',
@@ -381,7 +385,7 @@ export async function startOrchestrator(
   const loop = new PlacementLoop({
     scenario: cfg.scenario,
     registry,
-    executor: cfg.executor ? new EmulatedExecutor(cfg.executor, cfg.scenario) : new NullExecutor(),
+    executor: cfg.executor ? new EmulatedExecutor(cfg.executor, cfg.scenario, undefined, undefined, cfg.executorToken) : new NullExecutor(),
     policy: cfg.orchestration,
     start,
     startFrame: resumed ? stored!.frame : 0,

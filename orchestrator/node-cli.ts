@@ -1,42 +1,49 @@
 /**
- * `kais node [--scenario kais] [--speed x] [--admin-port N] [--faults <json>] [--seed N]`: the emulated edge cluster (every edge
+ * `kais node [--scenario kais] [--speed x] [--admin-port N] [--admin-token-file F] [--faults <json>] [--seed N]`: the emulated edge cluster (every edge
  * node and the cloud of the scenario, one HTTP server each on a free port) as one process; see
  * emulated-cluster.ts for the service model. Prints one JSON line on stdout once listening,
- * `{"ready":true,"nodes":[url, ...],"cloud":url,"admin":url}` (the first two keys are the
- * `--targets` file of `kais agent`), and exits 0 on SIGTERM/SIGINT. `--faults` is a JSON list of
+ * `{"ready":true,"nodes":[url, ...],"cloud":url,"admin":url,"adminToken":..}` (the first two keys
+ * are the `--targets` file of `kais agent`; adminToken only when the token was made here, not
+ * given by --admin-token-file or $KAIS_NODE_ADMIN_TOKEN: the admin server's changes need it), and exits 0 on SIGTERM/SIGINT. `--faults` is a JSON list of
  * scripted node failures `[{"node": 3, "startS": 70, "durationS": 30, "precursorS": 20}]` (the
  * simulator's fault model, shared/faults.ts: seconds of scenario time from start; precursorS, the
  * abnormal telemetry before the failure, defaults to 20).
  */
-import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
+import { randomBytes } from 'node:crypto';
+import type { Argv, CommandModule } from 'yargs';
+import { opt, resolveOptions, resolveSecret, yargsOptions } from '../shared/config';
 import { exitWithParent } from '../lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadScenario, topologyOf } from '../shared/scenario';
 import { validateFaults, type Fault } from '../shared/faults';
 import { EmulatedCluster } from './emulated-cluster';
 
-interface NodeArgs {
-  scenario: string;
-  speed: number;
-  adminPort: number;
-  faults?: string;
-  seed: number;
-}
+/** Environment variable holding the admin token when --admin-token-file is not given. */
+export const NODE_ADMIN_TOKEN_ENV = 'KAIS_NODE_ADMIN_TOKEN';
 
-export const nodeCommand: CommandModule<object, NodeArgs> = {
+/** The options of `kais node`, declared once (shared/config.ts makes the flags, checks and docs). */
+export const NODE_SPEC = {
+  scenario: opt.string({ default: 'kais', describe: 'built-in scenario or a .json file' }),
+  speed: opt.number({ default: 1, min: 0, minExclusive: true, max: 1000, describe: 'time scale of nominal service times' }),
+  adminPort: opt.port({ default: 0, describe: 'port of the admin server (placement, stats; 0: a free one)' }),
+  adminTokenFile: opt.secretFile({
+    defaultText: `$${NODE_ADMIN_TOKEN_ENV}, else a new random one printed as adminToken`,
+    describe: 'file whose first line is the token the admin server\'s changes (POST /scale, PUT /fault, PUT /placement) must carry as Authorization: Bearer',
+  }),
+  faults: opt.optString({ describe: 'JSON list of node failures: [{"node":3,"startS":70,"durationS":30,"precursorS":20}]' }),
+  seed: opt.integer({ default: 1, describe: 'seed of the telemetry series' }),
+};
+
+export const nodeCommand: CommandModule<object, object> = {
   command: 'node',
   describe: 'run the emulated edge nodes and cloud of a scenario (HTTP servers with service replicas)',
-  builder: (y: Argv) =>
-    y
-      .option('scenario', { type: 'string', default: 'kais', describe: 'built-in scenario or a .json file' })
-      .option('speed', { type: 'number', default: 1, describe: 'time scale of nominal service times' })
-      .option('admin-port', { type: 'number', default: 0, describe: 'port of the admin server (placement, stats)' })
-      .option('faults', { type: 'string', describe: 'JSON list of node failures: [{"node":3,"startS":70,"durationS":30,"precursorS":20}]' })
-      .option('seed', { type: 'number', default: 1, describe: 'seed of the telemetry series' }) as unknown as Argv<NodeArgs>,
-  handler: async (a: ArgumentsCamelCase<NodeArgs>) => {
+  builder: (y: Argv<object>) => yargsOptions(y.example('$0 node --scenario tiny', 'the nodes and cloud of the tiny scenario; the ready line is the --targets file of kais agent'), NODE_SPEC),
+  handler: async (argv) => {
+    const a = resolveOptions(NODE_SPEC, argv);
     const scenario = loadScenario(a.scenario);
-    if (!(a.speed > 0) || !Number.isFinite(a.speed)) throw new UsageError(`--speed: must be a positive number, got ${a.speed}`);
-    if (!Number.isInteger(a.adminPort) || a.adminPort < 0 || a.adminPort > 65535) throw new UsageError(`--admin-port: must be an integer in 0..65535, got ${a.adminPort}`);
+    // the admin server always checks a token: given (file, environment) or made here and printed
+    const given = resolveSecret({ fromFile: a.adminTokenFile, fileFlag: 'admin-token-file', inlineFlag: 'admin-token-file', env: NODE_ADMIN_TOKEN_ENV });
+    const adminToken = given || randomBytes(24).toString('base64url');
     let faults: Fault[] = [];
     if (a.faults !== undefined) {
       try {
@@ -47,12 +54,12 @@ export const nodeCommand: CommandModule<object, NodeArgs> = {
     }
     let cluster: EmulatedCluster;
     try {
-      cluster = new EmulatedCluster({ scenario, speed: a.speed, adminPort: a.adminPort, faults, seed: a.seed });
+      cluster = new EmulatedCluster({ scenario, speed: a.speed, adminPort: a.adminPort, faults, seed: a.seed, adminToken });
     } catch (e) {
       throw new UsageError(`--faults: ${(e as Error).message}`);
     }
     await cluster.listen();
-    process.stdout.write(`${JSON.stringify({ ready: true, nodes: cluster.nodeUrls, cloud: cluster.cloudUrl, admin: cluster.adminUrl })}\n`);
+    process.stdout.write(`${JSON.stringify({ ready: true, nodes: cluster.nodeUrls, cloud: cluster.cloudUrl, admin: cluster.adminUrl, ...(given ? {} : { adminToken }) })}\n`);
     await new Promise<void>((resolve) => {
       process.once('SIGTERM', () => resolve());
       process.once('SIGINT', () => resolve());

@@ -338,6 +338,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         orchestration: a.orchestration,
         speed: a.speed,
         executor: nodeReady.admin,
+        executorToken: nodeReady.adminToken ?? null,
         checkpoint: checkpoint ? path.resolve(checkpoint) : null,
         actorHead,
         learner: learning ? 'cmmac' : 'none',
