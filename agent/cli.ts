@@ -10,8 +10,6 @@
  * `ps`: kept for scripts), else $KAIS_AGENT_TOKEN. The options: AGENT_SPEC (docs/cli.md).
  */
 import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { opt, resolveOptions, resolveSecret, yargsOptions } from '../shared/config';
 import { exitWithParent } from '../lifecycle';
@@ -21,6 +19,7 @@ import { topologyOf } from '../shared/scenario';
 import { checkLivePolicy, LIVE_POLICIES } from '../shared/dispatch';
 import { EXPERIENCE_MODES, type Targets } from './dispatcher';
 import { startAgent } from './main';
+import { defaultCacheDir } from './weights-cache';
 
 /** Environment variable holding the hello token when neither --token-file nor --token is given. */
 export const AGENT_TOKEN_ENV = 'KAIS_AGENT_TOKEN';
@@ -34,7 +33,7 @@ export const AGENT_SPEC = {
   token: opt.optString({ empty: true, describe: `token for the orchestrator hello, visible in ps: prefer --token-file or $${AGENT_TOKEN_ENV}` }),
   port: opt.port({ default: 0, describe: 'HTTP port (0: a free one)' }),
   scenario: opt.string({ default: 'kais', describe: 'built-in scenario or a .json file' }),
-  cache: opt.outDir({ defaultText: 'tmpdir/kais-agent-<eap>', describe: 'directory of the weights/placement cache' }),
+  cache: opt.outDir({ defaultText: '$XDG_CACHE_HOME/kais/agent-<eap> (else ~/.cache/kais/agent-<eap>)', describe: 'private directory of the weights/placement cache (created 0700; refused if another user owns it or others can write it)' }),
   speed: opt.number({ default: 1, min: 0, minExclusive: true, max: 1000, describe: 'time scale of the replayed workload' }),
   actorHead: opt.choice(['softplus1', 'relu1'] as const, {
     default: 'softplus1',
@@ -90,7 +89,7 @@ export const agentCommand: CommandModule<object, object> = {
       targets,
       token,
       port: a.port,
-      cacheDir: a.cache ?? path.join(os.tmpdir(), `kais-agent-${a.eap}`),
+      cacheDir: a.cache ?? defaultCacheDir(a.eap),
       speed: a.speed,
       actorHead: a.actorHead,
       policy,
