@@ -36,6 +36,7 @@ import * as path from 'path';
 import * as zlib from 'zlib';
 import type { Argv, CommandModule } from 'yargs';
 import { UsageError } from '../../shared/errors';
+import { opt, Problem, resolveOptions, yargsOptions } from '../../shared/config';
 import { hashString } from '../../shared/rng';
 import { loadBackend } from '../../shared/tf-backend';
 import { DETECT_DEVICE_FILTER_OPTIONS, DeviceFilter, baselineFromHistory, type DeviceFilterOptions, type Verdict } from '../../agent/filters/device-filter';
@@ -884,88 +885,71 @@ function table(report: DetectReport, perEntity: EntitySummary[]): string {
 
 // ---------------------------------------------------------------- CLI
 
-function parseDims(s: string | undefined): number[] | undefined {
-  if (s === undefined || s === '') return undefined;
-  const ds = String(s).split(',').map((x) => x.trim());
+/** `--dims 0,2,3`: 0-based column indices. */
+function parseDims(text: string): number[] | Problem {
+  const ds = text.split(',').map((x) => x.trim());
   const out = ds.map((x) => Number(x));
-  if (out.some((d, i) => ds[i] === '' || !Number.isInteger(d) || d < 0)) throw new UsageError(`--dims ${s}: expected comma-separated 0-based column indices`);
+  if (out.some((d, i) => ds[i] === '' || !Number.isSafeInteger(d) || d < 0)) return new Problem(`expected comma-separated 0-based column indices, got "${text}"`);
   return out;
 }
 
-interface DetectArgs {
-  input: string;
-  dims?: string;
-  json: boolean;
-  'window-label': string;
-  seed: number;
-  entities?: string;
-  'theta-v'?: number;
-  'theta-r'?: number;
-  beta?: number;
-  eta?: number;
-  steps?: number;
-  'theta-m'?: number;
-  'faulty-margin'?: number;
-  'theta-s'?: number;
-  'eta-healthy'?: number;
-  second?: string;
-  lomo: boolean;
-  centre: boolean;
-}
+/** The options of `kais detect`, declared once (shared/config.ts makes the flags, checks and docs). */
+export const DETECT_SPEC = {
+  input: opt.dir<string>({ demand: true, describe: 'SMD-style folder (train/, test/, test_label/) or NAB folder (data/, labels/)' }),
+  dims: opt.custom<number[] | undefined>('columns', { defaultText: 'every column not constant in train', describe: 'comma-separated 0-based columns for the rules' }, parseDims),
+  json: opt.boolean({ default: false, describe: 'print one JSON object (DESIGN.md §4)' }),
+  windowLabel: opt.choice(['any', 'last'] as const, { default: 'any', describe: "window label from row labels: 'any' row or the 'last' row" }),
+  seed: opt.integer({ default: 1, describe: 'seed of the learned detector' }),
+  entities: opt.optString({ defaultText: 'all', describe: 'comma-separated entity names (file stems) to run' }),
+  thetaV: opt.number({ min: 0, max: 1e6, defaultText: String(DETECT_RULE_DEFAULTS.thetaV), describe: 'variance threshold on standardised values' }),
+  thetaR: opt.number({ min: 0, max: 1e6, defaultText: String(DETECT_RULE_DEFAULTS.thetaR), describe: 'correlation-rule threshold' }),
+  beta: opt.number({ min: 0, max: 1, defaultText: String(DETECT_RULE_DEFAULTS.beta), describe: 'share of dimensions for rule 1' }),
+  thetaM: opt.number({ min: 0, max: 1e6, defaultText: String(DETECT_RULE_DEFAULTS.thetaM), describe: "level-shift threshold, in units of the history's own extreme" }),
+  faultyMargin: opt.number({ min: 0, minExclusive: true, max: 1e6, defaultText: String(DETECT_RULE_DEFAULTS.faultyMargin), describe: 'rule 1 must fire at this multiple of its thresholds for faulty' }),
+  thetaS: opt.number({
+    min: 0,
+    minExclusive: true,
+    allowInfinity: true,
+    defaultText: String(DETECT_RULE_DEFAULTS.thetaS),
+    describe: "single-metric routing: 'healthy' becomes 'ambiguous' when one metric's window variance is beyond this multiple of its own history extreme (Infinity = off)",
+  }),
+  eta: opt.number({ min: -1e6, max: 1e6, defaultText: String(DETECT_ETA), describe: 'learned threshold on the normalised score' }),
+  etaHealthy: opt.number({ min: -1e6, allowInfinity: true, defaultText: String(DETECT_STAGE_COMBINATION.etaHealthy), describe: 'learned threshold where the rules say healthy (Infinity = hard gate)' }),
+  second: opt.choice(['vgru', 'l2'] as const, { defaultText: String(DETECT_STAGE_COMBINATION.second), describe: "twoStage's second stage" }),
+  lomo: opt.boolean({ default: false, describe: 'leave-one-entity-out check: tune rules and eta on the others, measure on each (an explicit --eta fixes eta)' }),
+  centre: opt.boolean({ default: false, describe: "learned stage: centre each window on its own per-metric mean (the live detector's centreWindows)" }),
+  steps: opt.integer({ min: 1, max: 1_000_000, defaultText: '120', describe: 'learned detector training steps per entity' }),
+};
 
-export const detectCommand: CommandModule<object, DetectArgs> = {
+export const detectCommand: CommandModule<object, object> = {
   command: 'detect',
   describe: 'measure the device anomaly filters (rules, learned, two-stage) on labelled metric series',
-  builder: (y: Argv) =>
-    y
-      .option('input', { type: 'string', demandOption: true, describe: 'SMD-style folder (train/, test/, test_label/) or NAB folder (data/, labels/)' })
-      .option('dims', { type: 'string', describe: 'comma-separated 0-based columns for the rules (default: every column not constant in train)' })
-      .option('json', { type: 'boolean', default: false, describe: 'print one JSON object (DESIGN.md §4)' })
-      .option('window-label', { type: 'string', choices: ['any', 'last'], default: 'any', describe: "window label from row labels: 'any' row or the 'last' row" })
-      .option('seed', { type: 'number', default: 1 })
-      .option('entities', { type: 'string', describe: 'comma-separated entity names (file stems) to run, default all' })
-      .option('theta-v', { type: 'number', describe: `variance threshold on standardised values (default ${DETECT_RULE_DEFAULTS.thetaV})` })
-      .option('theta-r', { type: 'number', describe: `correlation-rule threshold (default ${DETECT_RULE_DEFAULTS.thetaR})` })
-      .option('beta', { type: 'number', describe: `share of dimensions for rule 1 (default ${DETECT_RULE_DEFAULTS.beta})` })
-      .option('theta-m', { type: 'number', describe: `level-shift threshold, in units of the history's own extreme (default ${DETECT_RULE_DEFAULTS.thetaM})` })
-      .option('faulty-margin', { type: 'number', describe: `rule 1 must fire at this multiple of its thresholds for faulty (default ${DETECT_RULE_DEFAULTS.faultyMargin})` })
-      .option('theta-s', { type: 'number', describe: `single-metric routing: 'healthy' becomes 'ambiguous' when one metric's window variance is beyond this multiple of its own history extreme (default ${DETECT_RULE_DEFAULTS.thetaS}; Infinity = off)` })
-      .option('eta', { type: 'number', describe: `learned threshold on the normalised score (default ${DETECT_ETA})` })
-      .option('eta-healthy', { type: 'number', describe: `learned threshold where the rules say healthy (default ${DETECT_STAGE_COMBINATION.etaHealthy}; Infinity = hard gate)` })
-      .option('second', { type: 'string', choices: ['vgru', 'l2'], describe: `twoStage's second stage (default ${DETECT_STAGE_COMBINATION.second})` })
-      .option('lomo', { type: 'boolean', default: false, describe: 'leave-one-entity-out check: tune rules and eta on the others, measure on each (an explicit --eta fixes eta)' })
-      .option('centre', { type: 'boolean', default: false, describe: "learned stage: centre each window on its own per-metric mean (the live detector's centreWindows)" })
-      .option('steps', { type: 'number', describe: 'learned detector training steps per entity (default 120)' }) as unknown as Argv<DetectArgs>,
-  handler: async (a) => {
+  builder: (y: Argv<object>) => yargsOptions(y.example('$0 detect --input smd/ --json', 'precision, recall and F1 of each stage on an SMD-style folder'), DETECT_SPEC),
+  handler: async (argv) => {
+    const a = resolveOptions(DETECT_SPEC, argv);
     const rules: Partial<DeviceFilterOptions> = {};
-    if (a['theta-v'] !== undefined) rules.thetaV = a['theta-v'];
-    if (a['theta-r'] !== undefined) rules.thetaR = a['theta-r'];
+    if (a.thetaV !== undefined) rules.thetaV = a.thetaV;
+    if (a.thetaR !== undefined) rules.thetaR = a.thetaR;
     if (a.beta !== undefined) rules.beta = a.beta;
-    if (a['theta-m'] !== undefined) rules.thetaM = a['theta-m'];
-    if (a['faulty-margin'] !== undefined) rules.faultyMargin = a['faulty-margin'];
-    if (a['theta-s'] !== undefined) {
-      if (!(a['theta-s'] > 0)) throw new UsageError(`--theta-s ${a['theta-s']}: expected a number > 0 (Infinity = off)`);
-      rules.thetaS = a['theta-s'];
-    }
-    if (a['eta-healthy'] !== undefined && Number.isNaN(a['eta-healthy'])) throw new UsageError(`--eta-healthy: expected a number (Infinity = hard gate)`);
+    if (a.thetaM !== undefined) rules.thetaM = a.thetaM;
+    if (a.faultyMargin !== undefined) rules.faultyMargin = a.faultyMargin;
+    if (a.thetaS !== undefined) rules.thetaS = a.thetaS;
     const learned: Partial<VgruOptions> = {};
     if (a.eta !== undefined) learned.eta = a.eta;
     if (a.steps !== undefined) learned.steps = a.steps;
     const opts: DetectOptions = {
       input: a.input,
-      dims: parseDims(a.dims),
+      dims: a.dims,
       json: a.json,
-      windowLabel: a['window-label'] === 'last' ? 'last' : 'any',
+      windowLabel: a.windowLabel,
       seed: a.seed,
       entities: a.entities ? a.entities.split(',').map((s) => s.trim()) : undefined,
       rules,
       learned,
       maxTrainWindows: 4000,
       centre: a.centre,
-      combination: { etaHealthy: a['eta-healthy'], second: a.second === 'l2' || a.second === 'vgru' ? a.second : undefined },
+      combination: { etaHealthy: a.etaHealthy, second: a.second },
     };
-    // validate the input before paying for the backend
-    if (!fs.existsSync(opts.input)) throw new UsageError(`--input ${opts.input}: no such folder`);
     await loadBackend();
     if (a.lomo) {
       const r = await runLomo(opts);

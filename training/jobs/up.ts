@@ -36,7 +36,9 @@ import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
-import type { ArgumentsCamelCase, Argv, CommandModule } from 'yargs';
+import type { Argv, CommandModule } from 'yargs';
+import { opt, resolveOptions, yargsOptions, type OptionsOf } from '../../shared/config';
+import { MAX_LOAD } from './train-options';
 import type { Request } from '../../shared/domain';
 import { UsageError } from '../../shared/errors';
 import { loadScenario, topologyOf, type Scenario } from '../../shared/scenario';
@@ -48,26 +50,32 @@ import { isOrchestrationPolicy, ORCHESTRATION_POLICIES } from '../../shared/orch
 import { Rng } from '../../shared/rng';
 import { checkLivePolicy, DISPATCH_HEURISTICS, isDispatchHeuristic, makeHeuristicDispatch, PerEapDispatch, type LivePolicyName } from '../../shared/dispatch';
 
-interface UpArgs {
-  duration: number;
-  json: boolean;
-  speed: number;
-  scenario: string;
-  workload: string;
-  trace?: string;
-  seed: number;
-  load: number;
-  orchestration: string;
-  policy: string;
-  checkpoint?: string;
-  restartOrchestrator: boolean;
-  verbose: boolean;
-  learn: boolean;
-  learnBatch: number;
-  explore: number;
-  faults: number;
-  deviceFilters: boolean;
-}
+/** The options of `kais up`, declared once (shared/config.ts makes the flags, checks and docs). */
+export const UP_SPEC = {
+  duration: opt.number({ default: 60, min: 0, minExclusive: true, max: 7 * 86400, describe: 'seconds of load (real time)' }),
+  json: opt.boolean({ default: false, describe: 'print the JSON summary on stdout' }),
+  speed: opt.number({ default: 1, min: 0, minExclusive: true, max: 1000, describe: 'replay speed: x times real time (service and network times scale too)' }),
+  scenario: opt.string({ default: 'kais', describe: 'built-in scenario or a .json file' }),
+  workload: opt.choice(WORKLOAD_NAMES, { default: DEFAULT_WORKLOAD, describe: 'synthetic arrival pattern' }),
+  trace: opt.file({ dir: true, describe: 'Alibaba batch_task CSV to replay instead' }),
+  seed: opt.integer({ default: 1, describe: 'workload seed' }),
+  load: opt.number({ default: 1, min: 0, minExclusive: true, max: MAX_LOAD, describe: 'multiplier on the arrival rate' }),
+  orchestration: opt.choice(ORCHESTRATION_POLICIES, { default: 'static', describe: 'placement policy' }),
+  policy: opt.string({
+    default: 'cmmac',
+    describe: `dispatch policy of every agent and of the prediction: cmmac (the model, learning online) or a heuristic of kais eval (${DISPATCH_HEURISTICS.join(', ')}), then without model or learning`,
+  }),
+  checkpoint: opt.file({ describe: 'kais train checkpoint or exported actor (.bin): its actor is published as weights v1 (default: the model shipped for the scenario)' }),
+  learn: opt.boolean({ default: true, describe: 'the orchestrator learns online from the agents (needs a model)' }),
+  learnBatch: opt.integer({ default: 512, min: 1, max: 1_000_000, describe: 'explored decisions per online update' }),
+  explore: opt.number({ default: 0.25, min: 0, minExclusive: true, max: 1, describe: 'share of decisions the agents draw from the policy while the orchestrator learns' }),
+  restartOrchestrator: opt.boolean({ default: true, describe: 'restart the orchestrator if it dies' }),
+  faults: opt.integer({ default: 0, min: 0, describe: 'node failures to play (seeded nodes and times after the first 70 s of scenario time; 20 s of abnormal telemetry, then 30 s down; at most the nodes of the scenario)' }),
+  deviceFilters: opt.boolean({ default: true, describe: 'agents run the device filters and QoS isolation (--no-device-filters: off)' }),
+  verbose: opt.boolean({ default: false, describe: "forward the processes' logs to stderr" }),
+};
+
+type UpArgs = OptionsOf<typeof UP_SPEC>;
 
 export interface EapSummary {
   eap: number;
@@ -662,32 +670,14 @@ function formatSummary(s: UpSummary): string {
   return lines.join('\n');
 }
 
-export const upCommand: CommandModule<object, UpArgs> = {
+export const upCommand: CommandModule<object, object> = {
   command: 'up',
   describe: 'orchestrator, one agent per eAP, an emulated cluster and a replayed workload on this machine',
-  builder: (y: Argv) =>
-    y
-      .option('duration', { type: 'number', default: 60, describe: 'seconds of load (real time)' })
-      .option('json', { type: 'boolean', default: false, describe: 'print the JSON summary on stdout' })
-      .option('speed', { type: 'number', default: 1, describe: 'replay speed: x times real time (service and network times scale too)' })
-      .option('scenario', { type: 'string', default: 'kais', describe: 'built-in scenario or a .json file' })
-      .option('workload', { type: 'string', default: DEFAULT_WORKLOAD, describe: `synthetic pattern: ${WORKLOAD_NAMES.join(', ')}` })
-      .option('trace', { type: 'string', describe: 'Alibaba batch_task CSV to replay instead' })
-      .option('seed', { type: 'number', default: 1, describe: 'workload seed' })
-      .option('load', { type: 'number', default: 1, describe: 'multiplier on the arrival rate' })
-      .option('orchestration', { type: 'string', default: 'static', describe: 'placement policy: static, hpa or gsp-ss (the simulator\'s policy objects, run by the orchestrator)' })
-      .option('policy', { type: 'string', default: 'cmmac', describe: `dispatch policy of every agent and of the prediction: cmmac (the model, learning online) or a heuristic of kais eval (${DISPATCH_HEURISTICS.join(', ')}), then without model or learning` })
-      .option('checkpoint', { type: 'string', describe: 'kais train checkpoint or exported actor (.bin): its actor is published as weights v1 (default: the model shipped for the scenario)' })
-      .option('learn', { type: 'boolean', default: true, describe: 'the orchestrator learns online from the agents (needs a model)' })
-      .option('learn-batch', { type: 'number', default: 512, describe: 'explored decisions per online update' })
-      .option('explore', { type: 'number', default: 0.25, describe: 'share of decisions the agents draw from the policy while the orchestrator learns (0..1)' })
-      .option('restart-orchestrator', { type: 'boolean', default: true, describe: 'restart the orchestrator if it dies' })
-      .option('faults', { type: 'number', default: 0, describe: 'node failures to play (seeded nodes and times after the first 70 s of scenario time; 20 s of abnormal telemetry, then 30 s down)' })
-      .option('device-filters', { type: 'boolean', default: true, describe: 'agents run the device filters and QoS isolation (--no-device-filters: off)' })
-      .option('verbose', { type: 'boolean', default: false, describe: "forward the processes' logs to stderr" }) as unknown as Argv<UpArgs>,
-  handler: async (argv: ArgumentsCamelCase<UpArgs>) => {
-    const s = await runUp(argv, (line) => process.stderr.write(`kais up: ${line}\n`));
-    if (argv.json) process.stdout.write(`${JSON.stringify(s)}\n`);
+  builder: (y: Argv<object>) => yargsOptions(y.example('$0 up --duration 10', 'the whole system for 10 s, then a summary'), UP_SPEC),
+  handler: async (argv) => {
+    const a = resolveOptions(UP_SPEC, argv);
+    const s = await runUp(a, (line) => process.stderr.write(`kais up: ${line}\n`));
+    if (a.json) process.stdout.write(`${JSON.stringify(s)}\n`);
     else process.stdout.write(`${formatSummary(s)}\n`);
     process.exit(0);
   },
