@@ -188,11 +188,12 @@ export class CheckpointDb {
   }
 
   /** Metrics rows in frame order. */
-  metrics(): { frame: number; json: Record<string, unknown> }[] {
+  /** The stored per-frame metrics rows, parsed (T: the row type the writer stored). */
+  metrics<T = Record<string, unknown>>(): { frame: number; json: T }[] {
     try {
       return (this.db.prepare('SELECT frame, json FROM metrics ORDER BY frame').all() as { frame: number; json: string }[]).map((r) => ({
         frame: r.frame,
-        json: JSON.parse(r.json) as Record<string, unknown>,
+        json: JSON.parse(r.json) as T,
       }));
     } catch (e) {
       throw bad(this.path, oneLine(e));

@@ -415,7 +415,7 @@ async function run(
       resumedFrame = ck.frame;
       resumedCurriculum = (ck.state as CheckpointState & { curriculum?: CurriculumState }).curriculum ?? null;
       if (config.lessons && !resumedCurriculum) throw new UsageError(`${db.path}: curriculum run without the lesson state in its checkpoint`);
-      for (const m of db.metrics()) if (m.frame < ck.frame) metrics.push(m.json as unknown as FrameMetrics);
+      for (const m of db.metrics<FrameMetrics>()) if (m.frame < ck.frame) metrics.push(m.json);
       db.truncateMetrics(ck.frame);
       const where = config.lessons && resumedCurriculum ? `, in lesson ${resumedCurriculum.lesson + 1}/${config.lessons.length} "${config.lessons[resumedCurriculum.lesson]?.name ?? '(all done)'}" after ${resumedCurriculum.episodes} of its episodes` : '';
       log(`resuming ${db.path} after episode ${ck.episode} (${ck.frame} frames done${where})`);
