@@ -6,6 +6,7 @@
  *
  *   npm run build && node dist/scripts/calibrate-load.js [kais] [small ...]   # prints ratePerS
  *   TARGET=0.8 SEEDS=1,2,3 FRAMES=20 node dist/scripts/calibrate-load.js kais
+ *   CHECK=1 node dist/scripts/calibrate-load.js kais small tiny large   # every pair at the current rate, no bisection
  *
  * The best pair's rate falls with the load multiplier, so a bisection on the multiplier finds it;
  * the result is rounded to a whole request per second, then every default pair is run at that rate
@@ -50,6 +51,10 @@ function main(): void {
   for (const name of names.length > 0 ? names : ['kais']) {
     const base = loadScenario(name);
     const frames = Number(process.env.FRAMES ?? DEFAULT_FRAMES[name] ?? 20);
+    if (process.env.CHECK === '1') {
+      report(name, base, base.workload.ratePerS, seeds, frames);
+      continue;
+    }
     let lo = base.workload.ratePerS * 0.5;
     let hi = base.workload.ratePerS * 8;
     let rate = base.workload.ratePerS;
@@ -61,12 +66,16 @@ function main(): void {
       if (r > target) lo = rate;
       else hi = rate;
     }
-    const chosen = Math.round(rate);
-    const all = rates(base, chosen, DEFAULT_POLICIES, seeds, frames);
-    const [p, r] = best(all);
-    process.stdout.write(`${name}: ratePerS ${chosen} (was ${base.workload.ratePerS}, x${(chosen / base.workload.ratePerS).toFixed(3)}): best pair ${p} ${r.toFixed(4)} (mean of seeds ${seeds.join(',')}, ${frames} frames)\n`);
-    for (const [q, v] of [...all.entries()].sort((a, b) => b[1] - a[1])) process.stdout.write(`  ${q.padEnd(16)} ${v.toFixed(4)}\n`);
+    report(name, base, Math.round(rate), seeds, frames);
   }
+}
+
+/** Every default pair at `ratePerS`, best first. */
+function report(name: string, base: Scenario, ratePerS: number, seeds: number[], frames: number): void {
+  const all = rates(base, ratePerS, DEFAULT_POLICIES, seeds, frames);
+  const [p, r] = best(all);
+  process.stdout.write(`${name}: ratePerS ${ratePerS} (was ${base.workload.ratePerS}, x${(ratePerS / base.workload.ratePerS).toFixed(3)}): best pair ${p} ${r.toFixed(4)} (mean of seeds ${seeds.join(',')}, ${frames} frames)\n`);
+  for (const [q, v] of [...all.entries()].sort((a, b) => b[1] - a[1])) process.stdout.write(`  ${q.padEnd(16)} ${v.toFixed(4)}\n`);
 }
 
 main();
