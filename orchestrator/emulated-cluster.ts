@@ -32,7 +32,8 @@
  *   without the CPU for one request and the memory, none past maxReplicasPerService; a removed
  *   replica finishes its request first) and answers `{executed, refused}`;
  * - `GET /state` answers the cluster report a policy decides on (ClusterReport: replicas, busy,
- *   waiting, memory, failed nodes) with the statistics window since the previous call;
+ *   waiting, memory, failed nodes) with the statistics since the start (a read changes nothing;
+ *   the executor's window is the difference of two reports);
  * - `PUT /placement` `{d: number[][]}` replaces the replica table, `GET /placement` returns it.
  * A new replica serves at once (the simulator's replicaStartupS is not emulated).
  */
@@ -46,7 +47,7 @@ import { NodeTelemetryModel, TELEMETRY_DIMS } from '../shared/node-telemetry';
 import { Rng } from '../shared/rng';
 import { DEFAULT_PRECURSOR_S, faultTransitions, NODE_FAULT_STATES, validateFaults, type Fault, type NodeFaultState } from '../shared/faults';
 import type { ScaleOp } from '../shared/domain';
-import type { ClusterReport, ScaleReport } from '../shared/orchestration/executor';
+import type { ClusterReport, ScaleReport, WindowReport } from '../shared/orchestration/executor';
 import { fitsReplica, initialPlacement } from '../shared/orchestration/placement';
 
 export type NodeFault = NodeFaultState;
@@ -317,7 +318,8 @@ export class EmulatedCluster {
   private telemetrySeq = 0;
   private readonly clusterTimers = new Set<NodeJS.Timeout>();
   private readonly t0Ms: number;
-  private windowStartS = 0;
+  /** Per-service statistics since the start (the report's window). */
+  private readonly totals: WindowReport;
 
   constructor(private readonly o: EmulatedClusterOptions) {
     const s = o.scenario;
@@ -329,6 +331,8 @@ export class EmulatedCluster {
     this.applyPlacement(this.placement);
     validateFaults(o.faults ?? [], nodes.length);
     this.t0Ms = performance.now();
+    const zeros = (): number[] => new Array<number>(s.services.length).fill(0);
+    this.totals = { windowS: 0, arrivals: zeros(), busyReplicaS: zeros(), readyReplicaS: zeros(), completedInTime: zeros(), failed: zeros(), workCoreS: zeros() };
     this.telemetry = new NodeTelemetryModel(nodes.length, o.telemetryPeriodS ?? 1, Rng.derive(o.seed ?? 1, 'emulated-telemetry'));
     this.samples = nodes.map(() => new Float64Array(TELEMETRY_DIMS));
     this.cpuLevel = new Float64Array(nodes.length);
@@ -410,7 +414,11 @@ export class EmulatedCluster {
     return { executed, refused: ops.length - executed.length };
   }
 
-  /** The cluster report (shared/orchestration/executor.ts) with the window since the previous call. */
+  /**
+   * The cluster report (shared/orchestration/executor.ts); its `window` holds the statistics since
+   * the cluster started (windowS = nowS): reading it changes nothing, an executor takes the
+   * difference of two reports (windowSince).
+   */
   report(): ClusterReport {
     const W = this.o.scenario.services.length;
     const T = this.targets.length;
@@ -424,10 +432,9 @@ export class EmulatedCluster {
       usedMemGB: new Array<number>(T).fill(0),
       freeCpuCores: new Array<number>(T).fill(0),
       failed: this.targets.filter((t) => !t.isCloud).map((t) => (t.fault === 'failed' ? 1 : 0)),
-      window: { windowS: 0, arrivals: [], busyReplicaS: [], readyReplicaS: [], completedInTime: [], failed: [], workCoreS: [] },
+      window: this.totals,
     };
-    const win = r.window;
-    for (const k of ['arrivals', 'busyReplicaS', 'readyReplicaS', 'completedInTime', 'failed', 'workCoreS'] as const) win[k] = new Array<number>(W).fill(0);
+    const win = this.totals;
     this.targets.forEach((t, i) => {
       const st = t.takeStats();
       for (let w = 0; w < W; w++) {
@@ -450,8 +457,8 @@ export class EmulatedCluster {
       r.usedMemGB[i] = t.isCloud ? 0 : t.reservedMemGB();
       r.freeCpuCores[i] = t.cpuCores - t.cpuUsed;
     });
-    win.windowS = r.nowS - this.windowStartS;
-    this.windowStartS = r.nowS;
+    win.windowS = r.nowS;
+    r.window = { ...win, arrivals: [...win.arrivals], busyReplicaS: [...win.busyReplicaS], readyReplicaS: [...win.readyReplicaS], completedInTime: [...win.completedInTime], failed: [...win.failed], workCoreS: [...win.workCoreS] };
     return r;
   }
 

@@ -2,14 +2,15 @@
  * The live orchestrator's executors (the interface and its rules: shared/orchestration/executor.ts;
  * the simulator's is training/sim/executor.ts):
  * - `EmulatedExecutor` drives `kais node`'s admin server over HTTP: `POST /scale` carries out the
- *   orders, `GET /state` reports the cluster and the statistics window, `GET /placement` the table;
+ *   orders, `GET /state` reports the cluster and its statistics since it started (the window of a
+ *   step is the difference of two reports), `GET /placement` the table;
  * - `NullExecutor` has no cluster: it observes nothing and carries out nothing (the loop then only
  *   publishes placement frames);
  * - a Kubernetes executor (issue 19) implements `LiveExecutor` on a real cluster.
  */
 import type { Placement, ScaleOp } from '../shared/domain';
 import type { ClusterReport, OrchestrationExecutor, ScaleReport } from '../shared/orchestration/executor';
-import { ReportView } from '../shared/orchestration/executor';
+import { ReportView, windowSince, type WindowReport } from '../shared/orchestration/executor';
 import type { OrchestrationView } from '../shared/policy';
 import type { Scenario } from '../shared/scenario';
 
@@ -33,6 +34,9 @@ export class NullExecutor implements LiveExecutor {
 }
 
 export class EmulatedExecutor implements LiveExecutor {
+  /** The statistics of the previous report (the next window starts there). */
+  private last: WindowReport | null = null;
+
   constructor(
     readonly adminUrl: string,
     private readonly scenario: Scenario,
@@ -46,7 +50,11 @@ export class EmulatedExecutor implements LiveExecutor {
   async observe(): Promise<OrchestrationView | null> {
     const r = await fetch(`${this.adminUrl}/state`, { signal: AbortSignal.timeout(this.timeoutMs) });
     if (!r.ok) throw new Error(`executor: GET /state answered ${r.status} ${await r.text()}`);
-    return new ReportView(this.scenario, (await r.json()) as ClusterReport, this.healthy);
+    const report = (await r.json()) as ClusterReport;
+    const totals = report.window;
+    report.window = windowSince(this.last, totals);
+    this.last = totals;
+    return new ReportView(this.scenario, report, this.healthy);
   }
 
   async apply(ops: readonly ScaleOp[]): Promise<ScaleReport> {

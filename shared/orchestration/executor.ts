@@ -76,7 +76,27 @@ export interface ClusterReport {
   freeCpuCores: number[];
   /** [n] 1 when edge node n has failed (the executor refuses to create replicas there). */
   failed: number[];
+  /**
+   * Per-service statistics over a window ending now. A cluster across a wire reports them since it
+   * started (windowS = nowS), so that reading a report changes nothing; the executor turns two
+   * successive reports into the window between them (windowSince).
+   */
   window: WindowReport;
+}
+
+/** The window between two reports' cumulative statistics (prev null: since the start). */
+export function windowSince(prev: WindowReport | null, cur: WindowReport): WindowReport {
+  if (!prev) return cur;
+  const d = (k: keyof Omit<WindowReport, 'windowS'>): number[] => cur[k].map((x, w) => x - (prev[k][w] ?? 0));
+  return {
+    windowS: cur.windowS - prev.windowS,
+    arrivals: d('arrivals'),
+    busyReplicaS: d('busyReplicaS'),
+    readyReplicaS: d('readyReplicaS'),
+    completedInTime: d('completedInTime'),
+    failed: d('failed'),
+    workCoreS: d('workCoreS'),
+  };
 }
 
 /**

@@ -82,6 +82,27 @@ describe('PlacementLoop', () => {
     expect(make('static').stepMs).toBe(2500);
   });
 
+  it('the executor window is the difference of two reports: another reader of GET /state does not take it away', async () => {
+    const cluster = new EmulatedCluster({ scenario: tiny, speed: 10 });
+    await cluster.listen();
+    try {
+      const ex = new EmulatedExecutor(cluster.adminUrl, tiny);
+      await ex.observe();
+      const node = initialPlacement(tiny)[0].findIndex((k) => k > 0);
+      expect((await fetch(`${cluster.nodeUrls[node]}/serve?service=0&work=0.5`, { method: 'POST' })).status).toBe(200); // 1 s / speed 10
+      await fetch(`${cluster.adminUrl}/state`); // e.g. a dashboard
+      const v = (await ex.observe())!;
+      expect(v.window.arrivals[0]).toBe(1);
+      expect(v.window.completedInTime[0]).toBe(1);
+      expect(v.window.workCoreS[0]).toBeCloseTo(0.5, 9);
+      expect(v.window.busyReplicaS[0]).toBeGreaterThan(0.9); // scenario seconds
+      const again = (await ex.observe())!;
+      expect(again.window.arrivals[0]).toBe(0);
+    } finally {
+      await cluster.close();
+    }
+  });
+
   it('scales a busy service on a real emulated cluster over HTTP and publishes what the node holds', async () => {
     const speed = 100;
     const cluster = new EmulatedCluster({ scenario: tiny, speed });
