@@ -35,7 +35,8 @@
  *   waiting, memory, failed nodes) with the statistics since the start (a read changes nothing;
  *   the executor's window is the difference of two reports);
  * - `PUT /placement` `{d: number[][]}` replaces the replica table, `GET /placement` returns it.
- * A new replica serves at once (the simulator's replicaStartupS is not emulated).
+ * A created replica reserves its memory at once and serves after the scenario's replicaStartupS
+ * (/ speed), as in the simulator; until then requests for it are refused (503 `no replica`).
  */
 import { timingSafeEqual } from 'node:crypto';
 import * as http from 'node:http';
@@ -99,6 +100,8 @@ export class EmulatedTarget {
   ) {
     const W = scenario.services.length;
     this.replicas = new Int32Array(W);
+    this.starting = new Int32Array(W);
+    this.startTimers = Array.from({ length: W }, () => []);
     this.busy = new Int32Array(W);
     this.waiting = Array.from({ length: W }, () => []);
     this.arrivals = new Float64Array(W);
@@ -111,6 +114,40 @@ export class EmulatedTarget {
     if (isCloud) {
       scenario.services.forEach((s, w) => (this.replicas[w] = Math.max(1, Math.floor(cpuCores / s.cpuCores))));
     }
+  }
+
+  /** Replicas of w created and not serving yet (each serves after the scenario's replicaStartupS), with their timers. */
+  readonly starting: Int32Array;
+  private readonly startTimers: NodeJS.Timeout[][];
+  /** Settles when the latest replica started here serves (true) or is cancelled (false); for tests. */
+  lastStart: Promise<boolean> = Promise.resolve(false);
+  private readonly startDone = new Map<NodeJS.Timeout, (served: boolean) => void>();
+
+  /** Creates a replica of w that serves after `afterMs` (real ms), as the simulator's replicaStartupS. */
+  startReplica(w: number, afterMs: number): void {
+    this.starting[w]++;
+    let done: (served: boolean) => void = () => undefined;
+    this.lastStart = new Promise<boolean>((resolve) => (done = resolve));
+    const t = setTimeout(() => {
+      this.startTimers[w].splice(this.startTimers[w].indexOf(t), 1);
+      this.startDone.delete(t);
+      this.starting[w]--;
+      this.setReplicas(w, this.replicas[w] + 1);
+      done(true);
+    }, afterMs);
+    this.startTimers[w].push(t);
+    this.startDone.set(t, done);
+  }
+
+  /** Cancels the latest starting replica of w; false when none is starting. */
+  cancelStarting(w: number): boolean {
+    const t = this.startTimers[w].pop();
+    if (t === undefined) return false;
+    clearTimeout(t);
+    this.starting[w]--;
+    this.startDone.get(t)?.(false);
+    this.startDone.delete(t);
+    return true;
   }
 
   setReplicas(w: number, k: number): void {
@@ -182,7 +219,7 @@ export class EmulatedTarget {
   /** Memory reserved by replicas (GB), removed ones still serving included. */
   reservedMemGB(): number {
     let used = 0;
-    this.scenario.services.forEach((s, w) => (used += Math.max(this.replicas[w], this.busy[w]) * s.memGB));
+    this.scenario.services.forEach((s, w) => (used += (Math.max(this.replicas[w], this.busy[w]) + this.starting[w]) * s.memGB));
     return used;
   }
 
@@ -213,6 +250,7 @@ export class EmulatedTarget {
   close(): void {
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
+    for (let w = 0; w < this.starting.length; w++) while (this.cancelStarting(w));
     for (const q of this.waiting) for (const r of q.splice(0)) r.done({ status: 503, body: { reason: 'node stopping' } });
   }
 
@@ -383,7 +421,12 @@ export class EmulatedCluster {
       throw new TypeError(`placement must be ${W} rows of ${N} non-negative integers`);
     }
     this.placement = d.map((row) => row.slice());
-    for (let w = 0; w < W; w++) for (let n = 0; n < N; n++) this.targets[n].setReplicas(w, d[w][n]);
+    for (let w = 0; w < W; w++) {
+      for (let n = 0; n < N; n++) {
+        while (this.targets[n].cancelStarting(w));
+        this.targets[n].setReplicas(w, d[w][n]);
+      }
+    }
   }
 
   /** The replica table d[w][n] the cluster holds now (a copy). */
@@ -406,9 +449,14 @@ export class EmulatedCluster {
         if (t.fault === 'failed') continue;
         if (!fitsReplica(t.cpuCores, t.memGB - t.reservedMemGB(), svc.cpuCores, svc.memGB)) continue;
         if (this.placement[w].reduce((a, b) => a + b, 0) >= s.maxReplicasPerService) continue;
-      } else if (op.delta !== -1 || this.placement[w][n] === 0) continue;
+        // it serves after the start-up time, as in the simulator
+        if (s.replicaStartupS > 0) t.startReplica(w, (s.replicaStartupS * 1000) / (this.o.speed ?? 1));
+        else t.setReplicas(w, t.replicas[w] + 1);
+      } else if (op.delta === -1 && this.placement[w][n] > 0) {
+        // a starting replica is cancelled first, else a ready one leaves (finishing its request)
+        if (!t.cancelStarting(w)) t.setReplicas(w, t.replicas[w] - 1);
+      } else continue;
       this.placement[w][n] += op.delta;
-      t.setReplicas(w, this.placement[w][n]);
       executed.push({ service: w, node: n, delta: op.delta });
     }
     return { executed, refused: ops.length - executed.length };
@@ -441,6 +489,7 @@ export class EmulatedCluster {
         const k = i * W + w;
         // a removed replica still serving its request is draining, as in the simulator
         r.ready[k] = Math.max(t.replicas[w], t.busy[w]);
+        r.starting[k] = t.starting[w];
         r.draining[k] = Math.max(0, t.busy[w] - t.replicas[w]);
         r.busy[k] = t.busy[w];
         r.waiting[k] = t.waiting[w].length;

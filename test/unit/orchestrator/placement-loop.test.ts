@@ -68,6 +68,7 @@ describe('PlacementLoop', () => {
     await loop.start();
     await loop.step();
     await loop.stop();
+    await f.cluster.close();
     const last = f.published[f.published.length - 1].d;
     expect(total(last, 0)).toBeGreaterThan(total(initialPlacement(tiny), 0));
     expect(withOps(initialPlacement(tiny), f.applied[f.applied.length - 1])).toEqual(last);

@@ -148,7 +148,7 @@ describe('one orchestration path', () => {
     expect(healthy.live).toEqual([{ service: 0, node: 2, delta: 1 }]);
   });
 
-  it('the emulated cluster refuses what the simulator refuses: a replica on a failed node, past the maximum, without memory', () => {
+  it('the emulated cluster refuses what the simulator refuses: a replica on a failed node, past the maximum, without memory', async () => {
     const s = divergence;
     const e = new EmulatedCluster({ scenario: s });
     e.applyPlacement(held);
@@ -170,6 +170,30 @@ describe('one orchestration path', () => {
       { service: 0, node: 1, delta: 1 },
     ]);
     expect(rep.refused).toBe(4);
+    await e.close(); // cancels the replicas still starting
+  });
+
+  it('a created replica reserves its memory at once and serves after the start-up time, as in the simulator; a removal cancels a starting one first', async () => {
+    const s = { ...divergence, replicaStartupS: 5 };
+    const e = new EmulatedCluster({ scenario: s, speed: 100 }); // 5 s of start-up = 50 ms
+    e.applyPlacement(held);
+    const t = e.targets[2];
+    expect(e.scale([{ service: 0, node: 2, delta: 1 }]).executed).toHaveLength(1);
+    let v = new ReportView(s, e.report());
+    expect([v.replicas(2, 0), v.readyReplicas(2, 0), v.freeMemForReplicasGB(2)]).toEqual([1, 0, 32 - 0.25]);
+    expect((await t.serve(0, 0.01)).body.reason).toBe('no replica of service 0');
+    expect(await t.lastStart).toBe(true);
+    v = new ReportView(s, e.report());
+    expect([v.replicas(2, 0), v.readyReplicas(2, 0)]).toEqual([1, 1]);
+    expect((await t.serve(0, 0.01)).status).toBe(200);
+    // +1 then -1: the starting one is cancelled, the ready one stays
+    e.scale([{ service: 0, node: 2, delta: 1 }]);
+    const cancelled = t.lastStart;
+    expect(e.scale([{ service: 0, node: 2, delta: -1 }]).executed).toHaveLength(1);
+    expect(await cancelled).toBe(false);
+    v = new ReportView(s, e.report());
+    expect([v.replicas(2, 0), v.readyReplicas(2, 0)]).toEqual([1, 1]);
+    await e.close();
   });
 
   it('opsBetween and withOps: the orders from one placement to another, deletions first', () => {
