@@ -44,12 +44,21 @@ function commandsFor(name: string | undefined): CommandModule<any, any>[] {
   return Object.values(COMMANDS).map((load) => load());
 }
 
-async function main(): Promise<void> {
-  await yargs(hideBin(process.argv))
+/** Runs `kais <args>` (the bin, and tests that drive the commands in-process). */
+export async function runCli(args: string[]): Promise<void> {
+  try {
+    await parser(args).parseAsync();
+  } catch (e) {
+    failAndExit(e);
+  }
+}
+
+function parser(args: string[]) {
+  return yargs(args)
     .scriptName('kais')
     // a flag given twice: the last one wins, in every command (docs/cli.md)
     .parserConfiguration({ 'duplicate-arguments-array': false })
-    .command(commandsFor(process.argv[2]))
+    .command(commandsFor(args[0]))
     .demandCommand(1, 'name a command (see kais --help)')
     .strict()
     .fail((msg, err) => {
@@ -58,8 +67,7 @@ async function main(): Promise<void> {
       process.exit(2);
     })
     .epilogue('A flag given twice: the last one wins. Bad flags or files: one line on stderr, exit code 2. Option reference: docs/cli.md.')
-    .help()
-    .parseAsync();
+    .help();
 }
 
-main().catch(failAndExit);
+if (require.main === module) void runCli(hideBin(process.argv));

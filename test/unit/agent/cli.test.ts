@@ -17,8 +17,8 @@ describe('kais agent flags', () => {
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   it.each([
-    [['--experience', 'most'], /^kais: --experience: one of explored, all, none, got most$/],
-    [['--explore', '2'], /^kais: --explore: must be a share in 0\.\.1, got 2$/],
+    [['--experience', 'most'], /^kais: --experience: expected one of explored, all, none, got "most"$/],
+    [['--explore', '2'], /^kais: --explore: expected a number >= 0 and <= 1, got "2"$/],
     [['--policy', 'fastest'], /^kais: --policy: unknown policy "fastest" \(known: cmmac, random, round-robin, jsq, p2c, greedy, onsocmax, prob, lec\)$/],
   ])('%j exits 2 with one line naming the flag', (extra, pattern) => {
     const r = spawnSync(process.execPath, [KAIS, 'agent', '--orchestrator', 'ws://127.0.0.1:1', '--eap', '0', '--scenario', 'tiny', '--targets', targets, ...extra], {

@@ -1,0 +1,380 @@
+/**
+ * A bad-input corpus over all seven commands: flags, config files, stores and traces. Every case
+ * must exit 2 with exactly one line on stderr ("kais: ..."), never "internal error", a stack trace
+ * or exit 1, and must not start work (the cases run in a scratch folder). The corpus runs the real
+ * yargs pipeline and command handlers in-process (kais.ts runCli; a spawn per case costs ~0.3 s of
+ * CPU, too much on a shared machine); a sample also runs through the built CLI (dist/kais.js, built
+ * by `npm test` before jest) as a process.
+ */
+import { execFile, execFileSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import Database from 'better-sqlite3';
+import { runCli } from '../../../kais';
+
+const ROOT = path.resolve(__dirname, '../../..');
+const KAIS = path.join(ROOT, 'dist', 'kais.js');
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-bad-input-'));
+const f = (name: string) => path.join(dir, name);
+
+// ---------------------------------------------------------------------------------- FIXTURES
+fs.writeFileSync(f('text.txt'), 'hello world\nnot a trace\n');
+fs.writeFileSync(f('empty'), '');
+fs.writeFileSync(f('binary.bin'), Buffer.from([0, 1, 2, 3, 255, 254, 0, 0, 7, 8, 9, 10, 0, 44, 44, 44]));
+fs.writeFileSync(f('bad.json'), '{"scenario": ');
+fs.writeFileSync(f('array.json'), '[1, 2, 3]');
+fs.writeFileSync(f('unknown-field.json'), JSON.stringify({ scenario: 'tiny', color: 'blue' }));
+fs.writeFileSync(f('orchestrator.json'), JSON.stringify({ scenario: 'tiny', learner: 'none', detector: 'none' }));
+fs.writeFileSync(f('bad-scenario.json'), JSON.stringify({ name: 'x', eaps: 'many' }));
+fs.writeFileSync(f('wrong-scenario-config.json'), JSON.stringify({ scenario: 'nope' }));
+fs.writeFileSync(f('bad-speed-config.json'), JSON.stringify({ scenario: 'tiny', speed: -3 }));
+fs.writeFileSync(f('bad-heartbeat-config.json'), JSON.stringify({ scenario: 'tiny', heartbeatMs: 1e15 }));
+fs.writeFileSync(f('targets-shape.json'), JSON.stringify({ nodes: 'http://x' }));
+fs.writeFileSync(f('targets-count.json'), JSON.stringify({ nodes: ['http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' }));
+fs.writeFileSync(f('targets-ok.json'), JSON.stringify({ nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' }));
+fs.writeFileSync(f('lesson-bad.json'), JSON.stringify({ name: 'l', scenario: 'tiny', frames: 'many' }));
+fs.writeFileSync(f('trace-cols.csv'), 'a,b,c\nd,e,f\n');
+fs.writeFileSync(f('trace-garbage.csv'), Array.from({ length: 50 }, () => 'x,y,z,w,v,u,t,s').join('\n'));
+fs.writeFileSync(f('server-events.csv'), Buffer.from([0, 0, 0, 1, 2, 3]));
+fs.writeFileSync(f('token-empty'), '\n');
+fs.writeFileSync(f('token-big'), 'x'.repeat(100_000));
+fs.mkdirSync(f('folder'));
+fs.mkdirSync(f('smd-empty'));
+fs.mkdirSync(f('smd-garbage/train'), { recursive: true });
+fs.mkdirSync(f('smd-garbage/test'), { recursive: true });
+fs.mkdirSync(f('smd-garbage/test_label'), { recursive: true });
+fs.writeFileSync(f('smd-garbage/train/m.txt'), 'a,b\nc,d\n');
+fs.writeFileSync(f('smd-garbage/test/m.txt'), '1,2\n3\n');
+fs.writeFileSync(f('smd-garbage/test_label/m.txt'), 'x\n');
+{
+  const db = new Database(f('foreign.db'));
+  db.exec('CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users (name) VALUES (\'ann\')');
+  db.close();
+}
+{
+  const db = new Database(f('real.db'));
+  db.exec('CREATE TABLE t (x); INSERT INTO t VALUES (1)');
+  db.close();
+  const head = fs.readFileSync(f('real.db')).subarray(0, 100);
+  fs.writeFileSync(f('truncated.db'), head);
+  fs.writeFileSync(f('corrupt.db'), Buffer.concat([Buffer.from('SQLite format 3\0', 'latin1'), Buffer.alloc(4000, 0xab)]));
+}
+let haveFifo = true;
+try {
+  execFileSync('mkfifo', [f('fifo')]);
+} catch {
+  haveFifo = false;
+}
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+// ------------------------------------------------------------------------------------- CORPUS
+const TINY = ['--scenario', 'tiny'];
+const TRAIN = (...a: string[]) => ['train', ...TINY, '--curriculum', 'none', '--frames', '1', '--out', f('train-out.db'), ...a];
+const EVAL = (...a: string[]) => ['eval', ...TINY, '--frames', '1', ...a];
+const UP = (...a: string[]) => ['up', ...TINY, '--duration', '1', ...a];
+const AGENT = (...a: string[]) => ['agent', ...TINY, '--orchestrator', 'ws://127.0.0.1:1', '--eap', '0', '--targets', f('targets-ok.json'), ...a];
+const ORCH = (...a: string[]) => ['orchestrator', '--config', f('orchestrator.json'), ...a];
+const NODE = (...a: string[]) => ['node', ...TINY, ...a];
+const DETECT = (...a: string[]) => ['detect', '--input', f('smd-garbage'), ...a];
+
+const CASES: string[][] = [
+  // the CLI itself
+  [],
+  ['nope'],
+  ['eval', '--no-such-flag'],
+  // train: flags
+  TRAIN('--frames', '1e308'),
+  TRAIN('--frames', '0'),
+  TRAIN('--frames', '2.5'),
+  TRAIN('--frames', 'abc'),
+  TRAIN('--frames'),
+  TRAIN('--load', '1e9'),
+  TRAIN('--load', '0'),
+  TRAIN('--seed', 'NaN'),
+  TRAIN('--lr', 'Infinity'),
+  TRAIN('--lr', '-1'),
+  TRAIN('--gamma', '1'),
+  TRAIN('--entropy-coef', 'NaN'),
+  TRAIN('--head', 'tanh'),
+  TRAIN('--view', 'everything'),
+  TRAIN('--credit', 'nobody'),
+  TRAIN('--dequeue', 'lifo'),
+  TRAIN('--workload', 'p9'),
+  TRAIN('--orchestration', 'nope'),
+  TRAIN('--teacher', 'nope'),
+  TRAIN('--scenario', 'x'),
+  TRAIN('--scenario', 'kais', '--scenario', 'x'),
+  TRAIN('--scenario', f('bad.json')),
+  TRAIN('--scenario', f('bad-scenario.json')),
+  TRAIN('--scenario', f('folder')),
+  TRAIN('--export-actor', f('missing/a.bin')),
+  TRAIN('--export-actor', f('folder')),
+  TRAIN('--plot', f('curve.pdf')),
+  TRAIN('--plot', f('missing/curve.svg')),
+  TRAIN('--eval-trace-window', '5,1'),
+  TRAIN('--eval-trace', f('missing.csv')),
+  TRAIN('--init-from', f('missing.db')),
+  TRAIN('--init-from', f('foreign.db')),
+  TRAIN('--init-from', f('text.txt')),
+  TRAIN('--curriculum', f('missing')),
+  TRAIN('--curriculum', f('bad.json')),
+  TRAIN('--curriculum', f('lesson-bad.json')),
+  TRAIN('--bc-frames', '2', '--curriculum', 'default'),
+  // train: stores
+  ['train', ...TINY, '--frames', '1', '--out', f('folder')],
+  ['train', ...TINY, '--frames', '1', '--out', f('text.txt')],
+  ['train', ...TINY, '--frames', '1', '--out', f('foreign.db')],
+  ['train', ...TINY, '--frames', '1', '--resume', '--out', f('foreign.db')],
+  ['train', ...TINY, '--frames', '1', '--resume', '--out', f('corrupt.db')],
+  ['train', ...TINY, '--frames', '1', '--resume', '--out', f('truncated.db')],
+  ['train', ...TINY, '--frames', '1', '--resume', '--out', f('binary.bin')],
+  // train: traces
+  TRAIN('--trace', '/dev/zero'),
+  TRAIN('--trace', f('binary.bin')),
+  TRAIN('--trace', f('text.txt')),
+  TRAIN('--trace', f('empty')),
+  TRAIN('--trace', f('trace-garbage.csv')),
+  TRAIN('--trace', f('folder')),
+  // eval
+  EVAL('--frames', '1e308'),
+  EVAL('--frames', '-3'),
+  EVAL('--load', '1e9'),
+  EVAL('--load', '-1'),
+  EVAL('--seed', 'NaN'),
+  EVAL('--seed', '1.5'),
+  EVAL('--slot', '0'),
+  EVAL('--slot', 'NaN'),
+  EVAL('--fault-rate', '-1'),
+  EVAL('--fault-duration', '0'),
+  EVAL('--fault-events', f('missing.csv')),
+  EVAL('--fault-events', f('server-events.csv')),
+  EVAL('--detector', 'vgru'),
+  EVAL('--detector', 'magic'),
+  EVAL('--view', 'x'),
+  EVAL('--dequeue', 'x'),
+  EVAL('--node-dequeue', 'x'),
+  EVAL('--workload', 'x'),
+  EVAL('--policies', 'nope/static'),
+  EVAL('--policies', 'lec'),
+  EVAL('--policies', ','),
+  EVAL('--policies', 'cmmac/hpa', '--checkpoint', f('foreign.db')),
+  EVAL('--policies', 'cmmac/hpa', '--checkpoint', f('text.txt')),
+  EVAL('--policies', 'cmmac/hpa', '--checkpoint', f('missing.db')),
+  EVAL('--policies', 'cmmac/hpa', '--checkpoint', f('corrupt.db')),
+  EVAL('--plot', f('x.txt')),
+  EVAL('--plot', f('missing/x.svg')),
+  EVAL('--scenario', 'kais', '--scenario', 'x'),
+  EVAL('--scenario', f('array.json')),
+  EVAL('--trace', '/dev/zero'),
+  EVAL('--trace', f('binary.bin')),
+  EVAL('--trace', f('trace-cols.csv')),
+  EVAL('--trace', f('empty')),
+  ...(haveFifo ? [EVAL('--trace', f('fifo'))] : []),
+  // detect
+  ['detect'],
+  ['detect', '--input', f('missing')],
+  ['detect', '--input', f('text.txt')],
+  ['detect', '--input', f('smd-empty')],
+  DETECT('--theta-v', 'NaN'),
+  DETECT('--theta-v', '-1'),
+  DETECT('--theta-r', 'Infinity'),
+  DETECT('--beta', '2'),
+  DETECT('--steps', '-5'),
+  DETECT('--steps', '1e308'),
+  DETECT('--eta', 'NaN'),
+  DETECT('--theta-s', '0'),
+  DETECT('--dims', 'a,b'),
+  DETECT('--window-label', 'first'),
+  DETECT('--second', 'x'),
+  DETECT('--seed', 'NaN'),
+  DETECT('--input', f('smd-empty'), '--input', f('missing')),
+  // up
+  UP('--duration', '1e308'),
+  UP('--duration', '0'),
+  UP('--duration', 'NaN'),
+  UP('--speed', '0'),
+  UP('--speed', '1e308'),
+  UP('--load', '1e9'),
+  UP('--seed', 'NaN'),
+  UP('--faults', '-1'),
+  UP('--faults', '1000'),
+  UP('--orchestration', 'gpg'),
+  UP('--policy', 'nope'),
+  UP('--explore', '0'),
+  UP('--learn-batch', '0'),
+  UP('--workload', 'x'),
+  UP('--checkpoint', f('missing.db')),
+  UP('--trace', '/dev/zero'),
+  UP('--trace', f('binary.bin')),
+  UP('--scenario', 'kais', '--scenario', 'x'),
+  // agent
+  ['agent'],
+  AGENT('--orchestrator', 'ws://[zz'),
+  AGENT('--orchestrator', 'http://127.0.0.1:1'),
+  AGENT('--orchestrator', 'not a url'),
+  AGENT('--eap', '-1'),
+  AGENT('--eap', '99'),
+  AGENT('--eap', '1.5'),
+  AGENT('--targets', f('missing.json')),
+  AGENT('--targets', f('folder')),
+  AGENT('--targets', f('bad.json')),
+  AGENT('--targets', f('targets-shape.json')),
+  AGENT('--targets', f('targets-count.json')),
+  AGENT('--targets', '/dev/zero'),
+  AGENT('--cache', f('text.txt')),
+  AGENT('--port', '70000'),
+  AGENT('--port', '-1'),
+  AGENT('--speed', '0'),
+  AGENT('--explore', '2'),
+  AGENT('--experience', 'most'),
+  AGENT('--actor-head', 'tanh'),
+  AGENT('--policy', 'fastest'),
+  AGENT('--seed', 'NaN'),
+  AGENT('--scenario', 'x'),
+  AGENT('--token-file', f('missing')),
+  AGENT('--token-file', '/dev/zero'),
+  AGENT('--token-file', f('token-empty')),
+  AGENT('--token-file', f('token-big')),
+  AGENT('--token', 'a', '--token-file', f('text.txt')),
+  // orchestrator
+  ['orchestrator'],
+  ['orchestrator', '--config', f('missing.json')],
+  ['orchestrator', '--config', f('folder')],
+  ['orchestrator', '--config', f('bad.json')],
+  ['orchestrator', '--config', f('array.json')],
+  ['orchestrator', '--config', f('binary.bin')],
+  ['orchestrator', '--config', f('unknown-field.json')],
+  ['orchestrator', '--config', f('wrong-scenario-config.json')],
+  ['orchestrator', '--config', f('bad-speed-config.json')],
+  ['orchestrator', '--config', f('bad-heartbeat-config.json')],
+  ['orchestrator', '--config', '/dev/zero'],
+  ORCH('--port', '70000'),
+  ORCH('--port', 'abc'),
+  ORCH('--db', f('text.txt')),
+  ORCH('--db', f('folder')),
+  ORCH('--db', f('missing/state.db')),
+  ORCH('--db', f('binary.bin')),
+  ORCH('--db', f('foreign.db')),
+  ORCH('--db', f('truncated.db')),
+  ORCH('--db', f('corrupt.db')),
+  // node
+  NODE('--speed', '0'),
+  NODE('--speed', 'NaN'),
+  NODE('--admin-port', '70000'),
+  NODE('--faults', '[1'),
+  NODE('--faults', '{}'),
+  NODE('--faults', '[{"node": 99, "startS": 1, "durationS": 1}]'),
+  NODE('--faults', '[{"node": 0, "startS": "soon"}]'),
+  NODE('--seed', 'NaN'),
+  NODE('--scenario', 'x'),
+  NODE('--scenario', 'kais', '--scenario', 'x'),
+  NODE('--scenario', f('bad.json')),
+  NODE('--admin-token-file', f('missing')),
+  NODE('--admin-token-file', '/dev/zero'),
+  NODE('--admin-token-file', f('token-empty')),
+];
+
+/** A sample run through the real built CLI as a process (the corpus itself runs in-process: fast). */
+const SPAWNED: string[][] = [
+  ['nope'],
+  TRAIN('--frames', '1e308'),
+  ['train', ...TINY, '--frames', '1', '--resume', '--out', f('foreign.db')],
+  EVAL('--trace', '/dev/zero'),
+  DETECT('--steps', '-5'),
+  UP('--duration', '1e308'),
+  AGENT('--orchestrator', 'ws://[zz'),
+  ORCH('--db', f('text.txt')),
+  NODE('--scenario', 'kais', '--scenario', 'x'),
+];
+
+interface Outcome {
+  code: number | null;
+  signal: string | null;
+  stderr: string;
+}
+
+function spawnKais(args: string[]): Promise<Outcome> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [KAIS, ...args], { cwd: dir, timeout: 30_000, encoding: 'utf8', env: { ...process.env, KAIS_AGENT_TOKEN: '', KAIS_NODE_ADMIN_TOKEN: '' } }, (err, _stdout, stderr) => {
+      const e = err as (Error & { code?: number | string; signal?: string }) | null;
+      resolve({ code: e ? (typeof e.code === 'number' ? e.code : null) : 0, signal: e?.signal ?? null, stderr });
+    });
+  });
+}
+
+class Exit extends Error {
+  constructor(readonly code: number) {
+    super(`process.exit(${code})`);
+  }
+}
+
+/**
+ * `kais <args>` in this process: the same yargs pipeline and handlers. The first process.exit ends
+ * the run as it would end the process (it throws here; what happens after it is not output).
+ */
+async function runInProcess(args: string[]): Promise<Outcome> {
+  let stderr = '';
+  let exitCode: number | null = null;
+  const exit = jest.spyOn(process, 'exit').mockImplementation(((code?: number) => {
+    exitCode ??= code ?? 0;
+    throw new Exit(code ?? 0);
+  }) as never);
+  const err = jest.spyOn(process.stderr, 'write').mockImplementation(((chunk: string | Uint8Array) => {
+    if (exitCode === null) stderr += String(chunk);
+    return true;
+  }) as never);
+  const out = jest.spyOn(process.stdout, 'write').mockImplementation((() => true) as never);
+  try {
+    await runCli(args);
+    exitCode ??= 0;
+  } catch (e) {
+    if (exitCode === null) stderr += `threw: ${e instanceof Error ? e.stack : String(e)}`;
+  } finally {
+    exit.mockRestore();
+    err.mockRestore();
+    out.mockRestore();
+  }
+  return { code: exitCode, signal: null, stderr };
+}
+
+function expectOneLineExit2(r: Outcome): void {
+  const lines = r.stderr.trim().split('\n');
+  expect({ code: r.code, signal: r.signal, lines }).toEqual({ code: 2, signal: null, lines: [expect.stringMatching(/^kais: \S/)] });
+  expect(r.stderr).not.toMatch(/internal error|\n\s+at /);
+}
+
+const name = (c: string[]) => c.join(' ').replaceAll(dir, '<tmp>');
+const cwd = process.cwd();
+const env = { agent: process.env.KAIS_AGENT_TOKEN, node: process.env.KAIS_NODE_ADMIN_TOKEN };
+beforeAll(() => {
+  process.chdir(dir);
+  delete process.env.KAIS_AGENT_TOKEN;
+  delete process.env.KAIS_NODE_ADMIN_TOKEN;
+});
+afterAll(() => {
+  process.chdir(cwd);
+  if (env.agent !== undefined) process.env.KAIS_AGENT_TOKEN = env.agent;
+  if (env.node !== undefined) process.env.KAIS_NODE_ADMIN_TOKEN = env.node;
+});
+
+describe('bad input, every command, in-process: exit 2 and one line', () => {
+  it.each(CASES.map((c) => [name(c), c] as const))('kais %s', async (_name, args) => {
+    expectOneLineExit2(await runInProcess(args));
+  });
+});
+
+describe('bad input through the built CLI (dist/kais.js)', () => {
+  it.concurrent.each(SPAWNED.map((c) => [name(c), c] as const))('kais %s', async (_name, args) => {
+    expectOneLineExit2(await spawnKais(args));
+  });
+});
+
+describe('stores', () => {
+  it("writes no table into another program's database (train --resume --out)", () => {
+    const db = new Database(f('foreign.db'), { readonly: true });
+    const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((t) => t.name);
+    db.close();
+    expect(tables).toEqual(['users']);
+  });
+});
