@@ -14,7 +14,7 @@ import { readConfig, startOrchestrator } from './main';
 export const ORCHESTRATOR_SPEC = {
   config: opt.file<string>({ demand: true, describe: 'JSON config file (docs/runtime.md)' }),
   port: opt.port({ default: 0, describe: 'WebSocket port (0: a free one)' }),
-  db: opt.outFile({ default: 'kais-orchestrator.db', sqlite: true, describe: 'SQLite state file (created if missing, resumed if present)' }),
+  db: opt.outFile({ default: 'kais-orchestrator.db', sqlite: 'kais orchestrator store', describe: 'SQLite state file (created if missing, resumed if present)' }),
 };
 
 /** A store that cannot be opened is the user's file, not our bug: one line naming --db. */

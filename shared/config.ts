@@ -200,8 +200,11 @@ export function checkInput(p: string, o: { file?: boolean; dir?: boolean }): str
 
 const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
 
-/** The first 16 bytes of a file say whether it is a SQLite database (an empty file counts as new). */
-export function checkSqliteFile(p: string): string | Problem {
+/**
+ * The first 16 bytes of a file say whether it is a SQLite database (an empty file counts as new).
+ * `what` names what the file should be, for the message ("kais checkpoint").
+ */
+export function checkSqliteFile(p: string, what?: string): string | Problem {
   const st = statOf(p);
   if (!st || st.size === 0) return p;
   if (!st.isFile()) return new Problem(`${p} is not a regular file`);
@@ -215,7 +218,7 @@ export function checkSqliteFile(p: string): string | Problem {
   } finally {
     if (fd !== null) fs.closeSync(fd);
   }
-  if (!head.equals(SQLITE_HEADER)) return new Problem(`${p} is not a SQLite database`);
+  if (!head.equals(SQLITE_HEADER)) return new Problem(`${p} is not a SQLite database${what ? `, so not a usable ${what}` : ''}`);
   return p;
 }
 
@@ -276,14 +279,14 @@ export const opt = {
       if (t instanceof Problem) return t;
       return (choices as readonly string[]).includes(t) ? (t as C) : new Problem(`expected one of ${choices.join(', ')}, got ${show(t)}`);
     }),
-  /** An existing readable file (with `dir`, a folder is accepted too). */
-  file: <D extends string | null | undefined = undefined>(c: Common<D> & { dir?: boolean; ext?: RegExp; extText?: string; sqlite?: boolean }): Opt<string | D> =>
+  /** An existing readable file (with `dir`, a folder is accepted too; with `sqlite`, a SQLite file: true or what it holds). */
+  file: <D extends string | null | undefined = undefined>(c: Common<D> & { dir?: boolean; ext?: RegExp; extText?: string; sqlite?: boolean | string }): Opt<string | D> =>
     make<string | D>(c.sqlite ? 'SQLite file' : c.dir ? 'file or folder' : 'file', 'string', c, (raw) => {
       const p = parsePath(raw);
       if (p instanceof Problem) return p;
       if (c.ext && !c.ext.test(p)) return new Problem(`${p}: expected ${c.extText ?? c.ext.source}`);
       const input = checkInput(p, { file: true, dir: c.dir });
-      return input instanceof Problem || !c.sqlite ? input : checkSqliteFile(p);
+      return input instanceof Problem || !c.sqlite ? input : checkSqliteFile(p, typeof c.sqlite === 'string' ? c.sqlite : undefined);
     }),
   /** An existing readable folder. */
   dir: <D extends string | null | undefined = undefined>(c: Common<D>): Opt<string | D> =>
@@ -292,13 +295,13 @@ export const opt = {
       return p instanceof Problem ? p : checkInput(p, { dir: true });
     }),
   /** A file the command writes: absent or a regular file, in an existing writable folder. */
-  outFile: <D extends string | null | undefined = undefined>(c: Common<D> & { ext?: RegExp; extText?: string; sqlite?: boolean }): Opt<string | D> =>
+  outFile: <D extends string | null | undefined = undefined>(c: Common<D> & { ext?: RegExp; extText?: string; sqlite?: boolean | string }): Opt<string | D> =>
     make<string | D>(c.sqlite ? 'SQLite file to write' : 'file to write', 'string', c, (raw) => {
       const p = parsePath(raw);
       if (p instanceof Problem) return p;
       if (c.ext && !c.ext.test(p)) return new Problem(`${p}: expected ${c.extText ?? c.ext.source}`);
       const out = checkOutputFile(p);
-      return out instanceof Problem || !c.sqlite ? out : checkSqliteFile(p);
+      return out instanceof Problem || !c.sqlite ? out : checkSqliteFile(p, typeof c.sqlite === 'string' ? c.sqlite : undefined);
     }),
   /** A folder the command writes into: an existing writable folder, or one it can create. */
   outDir: <D extends string | null | undefined = undefined>(c: Common<D>): Opt<string | D> =>

@@ -57,7 +57,7 @@ export const EVAL_SPEC = {
   workload: opt.choice(WORKLOAD_NAMES, { default: DEFAULT_WORKLOAD, describe: 'synthetic arrival pattern (ignored with --trace)' }),
   trace: opt.file({ dir: true, describe: 'Alibaba batch_task CSV (v2017 or v2018), or a folder holding batch_task.csv' }),
   policies: opt.optString({ describe: 'comma-separated dispatch/orchestration pairs (default: the heuristic pairs, and cmmac/hpa when a model ships)' }),
-  checkpoint: opt.file({ sqlite: true, describe: 'SQLite checkpoint of kais train for cmmac' }),
+  checkpoint: opt.file({ sqlite: 'kais checkpoint', describe: 'SQLite checkpoint of kais train for cmmac' }),
   frames: opt.integer({ default: 20, min: 1, max: MAX_FRAMES, describe: 'frames to simulate (100 slots of 0.25 s each)' }),
   seed: opt.integer({ default: 1, describe: 'random seed (same seed, same numbers)' }),
   load: opt.number({ default: 1, min: 0, minExclusive: true, max: MAX_LOAD, describe: 'multiplier on arrival rates' }),

@@ -80,14 +80,14 @@ export const TRAIN_SPEC = {
     describe: "second validation set: Alibaba CSV whose --eval-trace-window the evaluations also replay; best = mean of the two (default: the curriculum folder's validation.json; 'none': off)",
   }),
   evalTraceWindowS: opt.custom<[number, number]>('from,to', { flag: 'eval-trace-window', default: [25000, 30000], describe: 'trace seconds of --eval-trace to replay' }, parseWindow),
-  initFrom: opt.file({ default: null, describe: "start from the actor and critic of another run's latest checkpoint (same scenario; fresh optimiser)" }),
+  initFrom: opt.file({ default: null, sqlite: 'kais checkpoint', describe: "start from the actor and critic of another run's latest checkpoint (same scenario; fresh optimiser)" }),
   curriculum: opt.optString({
     default: null,
     defaultText: "'default' on kais, 'none' elsewhere",
     describe: "lessons to train through: 'default' (the shipped ones), a folder of lesson .json files or one file; 'none': one lesson from the flags",
   }),
   filters: opt.boolean({ default: false, describe: 'run the device filters on simulated node telemetry (training and its evaluations)' }),
-  out: opt.outFile({ default: 'kais-train.db', sqlite: true, describe: 'SQLite checkpoint file' }),
+  out: opt.outFile({ default: 'kais-train.db', sqlite: 'kais checkpoint', describe: 'SQLite checkpoint file' }),
   resume: opt.boolean({ default: false, describe: 'continue the run stored in --out (which must exist)' }),
   json: opt.boolean({ default: false, describe: 'print the result as JSON on stdout' }),
 };

@@ -156,8 +156,9 @@ export async function train(options: Partial<TrainOptions> & { scenario: string 
       `--episode-frames/--bc-frames: a curriculum sets these per lesson (episodeFrames, teacher); pass --curriculum none to train a single lesson from the flags`,
     );
   }
+  if (opts.resume && !fs.existsSync(opts.out)) throw new UsageError(`--resume: --out ${opts.out} does not exist, so there is no run to continue (leave out --resume to start one)`);
   // bad lesson files fail before anything is written (a resume reads the stored lessons instead)
-  const fresh = !opts.resume || !fs.existsSync(opts.out) || fs.statSync(opts.out).size === 0;
+  const fresh = !opts.resume || fs.statSync(opts.out).size === 0;
   const newLessons = fresh && opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario) : null;
   // the second validation set: --eval-trace (none: off), else the curriculum folder's validation.json
   if (given.evalTrace === 'none') {

@@ -129,6 +129,7 @@ const CASES: string[][] = [
   ['train', ...TINY, '--frames', '1', '--resume', '--out', f('corrupt.db')],
   ['train', ...TINY, '--frames', '1', '--resume', '--out', f('truncated.db')],
   ['train', ...TINY, '--frames', '1', '--resume', '--out', f('binary.bin')],
+  ['train', ...TINY, '--frames', '1', '--resume', '--out', f('missing.db')],
   // train: traces
   TRAIN('--trace', '/dev/zero'),
   TRAIN('--trace', f('binary.bin')),

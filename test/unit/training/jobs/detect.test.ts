@@ -254,7 +254,7 @@ const cli = path.join(ROOT, 'dist', 'kais.js');
     const r = run('--input', makeSmdFolder(), '--theta-s', '0');
     expect(r.status).toBe(2);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
-    expect(r.stderr).toMatch(/--theta-s 0/);
+    expect(r.stderr).toMatch(/--theta-s: expected a number > 0.*got "0"/);
   });
 
   it('exits 2 with one line naming the file and line of a bad row', () => {

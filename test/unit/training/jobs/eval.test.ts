@@ -103,7 +103,7 @@ describe('kais eval', () => {
       expect(Math.abs(fine.results[i].throughputRate - coarse.results[i].throughputRate)).toBeLessThan(0.02);
     }
     expectUsageError(kais('eval', '--scenario', 'tiny', '--slot', '0.3'), /--slot: must divide the \S+ s frame of scenario tiny into whole slots, got 0.3/);
-    expectUsageError(kais('eval', '--scenario', 'tiny', '--slot', '0'), /--slot: must divide/);
+    expectUsageError(kais('eval', '--scenario', 'tiny', '--slot', '0'), /--slot: expected a number > 0/);
   });
 
   it('--view agent runs the policies on the live agent\'s view and says so in the JSON; a bad --view exits 2', () => {
@@ -112,12 +112,12 @@ describe('kais eval', () => {
     const report = JSON.parse(r.stdout);
     expect(report.view).toBe('agent');
     expect(report.results[0].arrived).toBe(report.results[0].completedInTime + report.results[0].late + report.results[0].dropped + report.results[0].queuedAtEnd);
-    expectUsageError(kais('eval', '--scenario', 'tiny', '--view', 'local'), /--view: global or agent, got "local"/);
+    expectUsageError(kais('eval', '--scenario', 'tiny', '--view', 'local'), /--view: expected one of agent, global, got "local"/);
   });
 
   it('refuses a negative load, a bad frame count and an unknown scenario', () => {
-    expectUsageError(kais('eval', '--scenario', 'tiny', '--load', '-1'), /--load: must be a positive number, got -1/);
-    expectUsageError(kais('eval', '--scenario', 'tiny', '--frames', '0'), /--frames: must be a positive integer/);
+    expectUsageError(kais('eval', '--scenario', 'tiny', '--load', '-1'), /--load: expected a number > 0 and <= 100, got "-1"/);
+    expectUsageError(kais('eval', '--scenario', 'tiny', '--frames', '0'), /--frames: expected an integer >= 1/);
     expectUsageError(kais('eval', '--scenario', 'huge'), /--scenario: unknown scenario "huge"/);
   });
 
