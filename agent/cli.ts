@@ -11,7 +11,7 @@
  */
 import * as fs from 'node:fs';
 import type { Argv, CommandModule } from 'yargs';
-import { opt, resolveOptions, resolveSecret, yargsOptions } from '../shared/config';
+import { checkPortFree, listenProblem, opt, resolveOptions, resolveSecret, yargsOptions } from '../shared/config';
 import { exitWithParent } from '../lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadScenario } from '../shared/scenario';
@@ -81,6 +81,7 @@ export const agentCommand: CommandModule<object, object> = {
     if (a.eap >= topo.numEaps) throw new UsageError(`--eap: expected an integer in 0..${topo.numEaps - 1} (scenario ${scenario.name}), got ${a.eap}`);
     const policy = checkLivePolicy(a.policy);
     const targets = readTargets(a.targets, topo.numNodes);
+    await checkPortFree('port', a.port);
     const log = (line: string) => process.stderr.write(`kais agent ${a.eap}: ${line}\n`);
     const agent = await startAgent({
       scenario,
@@ -99,8 +100,7 @@ export const agentCommand: CommandModule<object, object> = {
       deviceFilters: a.deviceFilters,
       log,
     }).catch((e: NodeJS.ErrnoException) => {
-      if (e.code === 'EADDRINUSE') throw new UsageError(`--port: ${a.port} is already in use`);
-      throw e;
+      throw listenProblem(e, 'port', a.port) ?? e;
     });
     process.stdout.write(`${JSON.stringify({ ready: true, eap: a.eap, port: agent.port })}\n`);
     await new Promise<void>((resolve) => {

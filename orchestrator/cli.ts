@@ -5,7 +5,7 @@
  * SIGTERM/SIGINT after closing every session and the store.
  */
 import type { Argv, CommandModule } from 'yargs';
-import { opt, resolveOptions, yargsOptions } from '../shared/config';
+import { checkPortFree, listenProblem, opt, resolveOptions, yargsOptions } from '../shared/config';
 import { exitWithParent } from '../lifecycle';
 import { UsageError } from '../shared/errors';
 import { readConfig, startOrchestrator } from './main';
@@ -29,9 +29,11 @@ export const orchestratorCommand: CommandModule<object, object> = {
   handler: async (argv) => {
     const a = resolveOptions(ORCHESTRATOR_SPEC, argv);
     const cfg = readConfig(a.config);
+    await checkPortFree('port', a.port);
     const log = (line: string) => process.stderr.write(`kais orchestrator: ${line}\n`);
     const o = await startOrchestrator(cfg, { port: a.port, dbPath: a.db, log }).catch((e: NodeJS.ErrnoException) => {
-      if (e.code === 'EADDRINUSE') throw new UsageError(`--port: ${a.port} is already in use`);
+      const busy = listenProblem(e, 'port', a.port);
+      if (busy) throw busy;
       if (isStoreError(e)) throw new UsageError(`--db ${a.db}: cannot use it as the orchestrator's store (${e.message.split('\n')[0]})`);
       throw e;
     });

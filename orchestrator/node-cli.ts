@@ -11,7 +11,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Argv, CommandModule } from 'yargs';
-import { opt, resolveOptions, resolveSecret, yargsOptions } from '../shared/config';
+import { checkPortFree, listenProblem, opt, resolveOptions, resolveSecret, yargsOptions } from '../shared/config';
 import { exitWithParent } from '../lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadScenario, topologyOf } from '../shared/scenario';
@@ -52,13 +52,16 @@ export const nodeCommand: CommandModule<object, object> = {
         throw new UsageError(`--faults: ${e instanceof SyntaxError ? 'not JSON (' + e.message + ')' : (e as Error).message}`);
       }
     }
+    await checkPortFree('admin-port', a.adminPort);
     let cluster: EmulatedCluster;
     try {
       cluster = new EmulatedCluster({ scenario, speed: a.speed, adminPort: a.adminPort, faults, seed: a.seed, adminToken });
     } catch (e) {
       throw new UsageError(`--faults: ${(e as Error).message}`);
     }
-    await cluster.listen();
+    await cluster.listen().catch((e: unknown) => {
+      throw listenProblem(e, 'admin-port', a.adminPort) ?? e;
+    });
     process.stdout.write(`${JSON.stringify({ ready: true, nodes: cluster.nodeUrls, cloud: cluster.cloudUrl, admin: cluster.adminUrl, ...(given ? {} : { adminToken }) })}\n`);
     await new Promise<void>((resolve) => {
       process.once('SIGTERM', () => resolve());

@@ -15,6 +15,7 @@
  * agent/cli.ts, orchestrator/cli.ts, orchestrator/node-cli.ts).
  */
 import * as fs from 'fs';
+import * as net from 'net';
 import * as path from 'path';
 import type { Argv, Options } from 'yargs';
 import { UsageError } from './errors';
@@ -252,6 +253,34 @@ export function resolveSecret(o: { inline?: string | null; inlineFlag: string; f
   if (o.fromFile) return o.fromFile;
   if (o.inline) return o.inline;
   return process.env[o.env] ?? '';
+}
+
+/**
+ * A port the command could not listen on is the user's choice, not our bug: the UsageError naming
+ * the flag, or null for any other error (rethrow it).
+ */
+export function listenProblem(e: unknown, flag: string, port: number): UsageError | null {
+  const code = (e as NodeJS.ErrnoException | null)?.code;
+  if (code === 'EADDRINUSE') return new UsageError(`--${flag}: ${port} is already in use`);
+  if (code === 'EACCES') return new UsageError(`--${flag}: ${port} needs privileges this user does not have`);
+  if (code === 'EADDRNOTAVAIL') return new UsageError(`--${flag}: cannot listen on ${port} here (address not available)`);
+  return null;
+}
+
+/**
+ * Checks at the door that a fixed port can be listened on (0: any free one, nothing to check), so
+ * a busy port is one line before the command starts anything. A port taken between this check and
+ * the real listen still fails with listenProblem's line.
+ */
+export async function checkPortFree(flag: string, port: number): Promise<void> {
+  if (port === 0) return;
+  const probe = net.createServer();
+  const problem = await new Promise<UsageError | null>((resolve) => {
+    probe.once('error', (e) => resolve(listenProblem(e, flag, port) ?? new UsageError(`--${flag}: cannot listen on ${port} (${(e as Error).message})`)));
+    probe.listen(port, () => resolve(null));
+  });
+  await new Promise<void>((resolve) => (probe.listening ? probe.close(() => resolve()) : resolve()));
+  if (problem) throw problem;
 }
 
 // ---------------------------------------------------------------------------- CONSTRUCTORS

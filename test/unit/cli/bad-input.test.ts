@@ -8,6 +8,7 @@
  */
 import { execFile, execFileSync } from 'child_process';
 import * as fs from 'fs';
+import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import Database from 'better-sqlite3';
@@ -368,6 +369,28 @@ describe('bad input, every command, in-process: exit 2 and one line', () => {
 describe('bad input through the built CLI (dist/kais.js)', () => {
   it.concurrent.each(SPAWNED.map((c) => [name(c), c] as const))('kais %s', async (_name, args) => {
     expectOneLineExit2(await spawnKais(args));
+  });
+});
+
+describe('a port already in use, through the built CLI', () => {
+  let server: net.Server;
+  let port = 0;
+  beforeAll(async () => {
+    server = net.createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as net.AddressInfo).port;
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  it.concurrent.each([
+    ['node --admin-port', (p: number) => NODE('--admin-port', String(p)), /^kais: --admin-port: \d+ is already in use$/],
+    ['orchestrator --port', (p: number) => ORCH('--port', String(p), '--db', f('port-test.db')), /^kais: --port: \d+ is already in use$/],
+    ['agent --port', (p: number) => AGENT('--port', String(p), '--cache', f('agent-cache')), /^kais: --port: \d+ is already in use$/],
+  ])('kais %s', async (_name, args, message) => {
+    while (port === 0) await new Promise((r) => setTimeout(r, 10));
+    const r = await spawnKais(args(port));
+    expectOneLineExit2(r);
+    expect(r.stderr.trim().split('\n').pop()).toMatch(message);
   });
 });
 
