@@ -199,6 +199,26 @@ export function checkInput(p: string, o: { file?: boolean; dir?: boolean }): str
   return p;
 }
 
+/** Largest JSON input read (scenario, lesson, validation set): the shipped ones are a few KB. */
+export const MAX_JSON_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Reads a small text input (a JSON scenario, lesson or validation file): a regular file of at most
+ * `maxBytes`, so /dev/zero, a FIFO or a huge file is refused before it is read. Problems are a
+ * UsageError starting with `what` (the flag, or the file that named this one).
+ */
+export function readInputFile(file: string, what: string, maxBytes = MAX_JSON_BYTES): string {
+  const input = checkInput(file, { file: true });
+  if (input instanceof Problem) throw new UsageError(`${what}: ${input.why}`);
+  const st = statOf(file);
+  if (st && st.size > maxBytes) throw new UsageError(`${what}: ${file} holds ${st.size} bytes, more than ${maxBytes} (not the file meant?)`);
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new UsageError(`${what}: cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
+  }
+}
+
 const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
 
 /**

@@ -5,6 +5,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { UsageError } from './errors';
+import { readInputFile } from './config';
 
 import tiny from './scenarios/tiny.json';
 import small from './scenarios/small.json';
@@ -80,12 +81,7 @@ export function loadScenario(nameOrFile: string): Scenario {
       `--scenario: unknown scenario "${nameOrFile}" (built-ins: ${BUILT_IN_SCENARIOS.join(', ')}, or a .json file)`,
     );
   }
-  let text: string;
-  try {
-    text = fs.readFileSync(nameOrFile, 'utf8');
-  } catch (e) {
-    throw new UsageError(`--scenario: cannot read ${nameOrFile}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
-  }
+  const text = readInputFile(nameOrFile, '--scenario');
   let raw: unknown;
   try {
     raw = JSON.parse(text);

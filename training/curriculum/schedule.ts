@@ -12,6 +12,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { UsageError } from '../../shared/errors';
+import { readInputFile } from '../../shared/config';
 
 export interface Lesson {
   name: string;
@@ -189,7 +190,7 @@ export function loadValidation(spec: string): ValidationSpec | null {
   if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory() || !fs.existsSync(f)) return null;
   let raw: unknown;
   try {
-    raw = JSON.parse(fs.readFileSync(f, 'utf8'));
+    raw = JSON.parse(readInputFile(f, f));
   } catch (e) {
     throw new UsageError(`${f}: not readable JSON (${(e as Error).message})`, 'KAIS_ERR_CURRICULUM');
   }
@@ -228,8 +229,9 @@ export function loadCurriculum(spec: string): Lesson[] {
   const lessons = files.map((f) => {
     let raw: unknown;
     try {
-      raw = JSON.parse(fs.readFileSync(f, 'utf8'));
+      raw = JSON.parse(readInputFile(f, '--curriculum'));
     } catch (e) {
+      if (e instanceof UsageError) throw e;
       throw new UsageError(`${f}: not a readable JSON lesson (${(e as Error).message})`);
     }
     const l = validateLesson(raw, f);
