@@ -9,9 +9,8 @@
  * index), as `kais node` prints it. The hello token comes from --token-file, else --token (shown in
  * `ps`: kept for scripts), else $KAIS_AGENT_TOKEN. The options: AGENT_SPEC (docs/cli.md).
  */
-import * as fs from 'node:fs';
 import type { Argv, CommandModule } from 'yargs';
-import { checkPortFree, listenProblem, opt, resolveOptions, resolveSecret, yargsOptions } from '../shared/config';
+import { checkPortFree, listenProblem, opt, readInputFile, resolveOptions, resolveSecret, yargsOptions } from '../shared/config';
 import { exitWithParent } from '../lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadScenario } from '../shared/scenario';
@@ -53,9 +52,10 @@ export const AGENT_SPEC = {
 };
 
 export function readTargets(file: string, numNodes: number): Targets {
+  const text = readInputFile(file, '--targets');
   let raw: unknown;
   try {
-    raw = JSON.parse(fs.readFileSync(file, 'utf8'));
+    raw = JSON.parse(text);
   } catch (e) {
     throw new UsageError(`--targets: cannot read ${file} as JSON (${(e as Error).message})`);
   }
