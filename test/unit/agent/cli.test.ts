@@ -2,10 +2,12 @@
  * `kais agent` flag errors through the real CLI (dist/kais.js, built by `npm test` before jest):
  * exit 2 and one line naming the flag, before anything listens or connects.
  */
-import { spawnSync } from 'child_process';
+import { spawn, spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import { WebSocketServer } from 'ws';
+import { decodeFrame } from '../../../shared/protocol/codec';
 
 const ROOT = path.resolve(__dirname, '../../..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
@@ -29,5 +31,53 @@ describe('kais agent flags', () => {
     const lines = r.stderr.trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(pattern);
+  });
+});
+
+describe('kais agent token', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-agent-token-'));
+  const targets = path.join(dir, 'targets.json');
+  fs.writeFileSync(targets, JSON.stringify({ nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' }));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  /** The token of the first hello an agent started with `args` and `env` sends, and its command line. */
+  async function helloToken(args: string[], env: Record<string, string>): Promise<{ token: string; argv: string }> {
+    const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+    await new Promise<void>((resolve) => wss.once('listening', () => resolve()));
+    const port = (wss.address() as { port: number }).port;
+    const cache = path.join(dir, `cache-${port}`);
+    const child = spawn(
+      process.execPath,
+      [KAIS, 'agent', '--orchestrator', `ws://127.0.0.1:${port}`, '--eap', '0', '--scenario', 'tiny', '--targets', targets, '--cache', cache, ...args],
+      { env: { ...process.env, KAIS_AGENT_TOKEN: '', ...env }, stdio: 'ignore' },
+    );
+    try {
+      const frame = await new Promise<Buffer>((resolve) => wss.once('connection', (ws) => ws.once('message', (d: Buffer) => resolve(d))));
+      const r = decodeFrame(frame);
+      if (!r.ok || r.frame.type !== 'hello') throw new Error('the first frame is not a hello');
+      return { token: r.frame.body.token, argv: (child.spawnargs ?? []).join(' ') };
+    } finally {
+      await new Promise<void>((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGKILL');
+      });
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+    }
+  }
+
+  it('reads the hello token from --token-file, so it is not on the command line', async () => {
+    const file = path.join(dir, 'token');
+    fs.writeFileSync(file, 'file-secret\n', { mode: 0o600 });
+    const r = await helloToken(['--token-file', file], {});
+    expect(r.token).toBe('file-secret');
+    expect(r.argv).not.toContain('file-secret');
+  });
+
+  it('reads it from $KAIS_AGENT_TOKEN when no flag gives one', async () => {
+    expect((await helloToken([], { KAIS_AGENT_TOKEN: 'env-secret' })).token).toBe('env-secret');
+  });
+
+  it('still takes --token (scripts), which wins over the environment', async () => {
+    expect((await helloToken(['--token', 'inline'], { KAIS_AGENT_TOKEN: 'env-secret' })).token).toBe('inline');
   });
 });
