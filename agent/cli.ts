@@ -10,7 +10,7 @@
  * `ps`: kept for scripts), else $KAIS_AGENT_TOKEN. The options: AGENT_SPEC (docs/cli.md).
  */
 import type { Argv, CommandModule } from 'yargs';
-import { checkPortFree, listenProblem, opt, readInputFile, resolveOptions, resolveSecret, yargsOptions } from '../shared/config';
+import { checkPortFree, listenProblem, namingFlags, opt, readInputFile, resolveOptions, resolveSecret, yargsOptions } from '../shared/config';
 import { exitWithParent } from '../lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadScenario } from '../shared/scenario';
@@ -73,7 +73,7 @@ export const agentCommand: CommandModule<object, object> = {
   describe: 'run the dispatcher of one eAP (HTTP ingress, policy, proxy, orchestrator link)',
   builder: (y: Argv<object>) =>
     yargsOptions(y.example(`${AGENT_TOKEN_ENV}=secret $0 agent --orchestrator ws://127.0.0.1:7000 --eap 0 --targets targets.json`, 'eAP 0 of the kais scenario'), AGENT_SPEC),
-  handler: async (argv) => {
+  handler: namingFlags(AGENT_SPEC, async (argv) => {
     const a = resolveOptions(AGENT_SPEC, argv);
     const token = resolveSecret({ inline: a.token, inlineFlag: 'token', fromFile: a.tokenFile, fileFlag: 'token-file', env: AGENT_TOKEN_ENV });
     const scenario = loadScenario(a.scenario);
@@ -114,5 +114,5 @@ export const agentCommand: CommandModule<object, object> = {
     });
     log('drained, exiting');
     process.exit(0);
-  },
+  }),
 };

@@ -5,7 +5,7 @@
  * SIGTERM/SIGINT after closing every session and the store.
  */
 import type { Argv, CommandModule } from 'yargs';
-import { checkPortFree, listenProblem, opt, resolveOptions, yargsOptions } from '../shared/config';
+import { checkPortFree, listenProblem, namingFlags, opt, resolveOptions, yargsOptions } from '../shared/config';
 import { exitWithParent } from '../lifecycle';
 import { UsageError } from '../shared/errors';
 import { readConfig, startOrchestrator } from './main';
@@ -26,7 +26,7 @@ export const orchestratorCommand: CommandModule<object, object> = {
   command: 'orchestrator',
   describe: 'run the orchestrator (ws hub, model registry, placement loop, SQLite store)',
   builder: (y: Argv<object>) => yargsOptions(y.example('$0 orchestrator --config orchestrator.json --port 7000', 'the central service on port 7000'), ORCHESTRATOR_SPEC),
-  handler: async (argv) => {
+  handler: namingFlags(ORCHESTRATOR_SPEC, async (argv) => {
     const a = resolveOptions(ORCHESTRATOR_SPEC, argv);
     const cfg = readConfig(a.config);
     await checkPortFree('port', a.port);
@@ -54,5 +54,5 @@ export const orchestratorCommand: CommandModule<object, object> = {
     });
     await o.close();
     process.exit(0);
-  },
+  }),
 };

@@ -11,7 +11,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Argv, CommandModule } from 'yargs';
-import { checkPortFree, listenProblem, opt, resolveOptions, resolveSecret, yargsOptions } from '../shared/config';
+import { checkPortFree, listenProblem, namingFlags, opt, resolveOptions, resolveSecret, yargsOptions } from '../shared/config';
 import { exitWithParent } from '../lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadScenario, topologyOf } from '../shared/scenario';
@@ -38,7 +38,7 @@ export const nodeCommand: CommandModule<object, object> = {
   command: 'node',
   describe: 'run the emulated edge nodes and cloud of a scenario (HTTP servers with service replicas)',
   builder: (y: Argv<object>) => yargsOptions(y.example('$0 node --scenario tiny', 'the nodes and cloud of the tiny scenario; the ready line is the --targets file of kais agent'), NODE_SPEC),
-  handler: async (argv) => {
+  handler: namingFlags(NODE_SPEC, async (argv) => {
     const a = resolveOptions(NODE_SPEC, argv);
     const scenario = loadScenario(a.scenario);
     // the admin server always checks a token: given (file, environment) or made here and printed
@@ -70,5 +70,5 @@ export const nodeCommand: CommandModule<object, object> = {
     });
     await cluster.close();
     process.exit(0);
-  },
+  }),
 };

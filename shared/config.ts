@@ -470,6 +470,39 @@ export function checkOptions<S extends Spec>(spec: S, values: Partial<Record<key
   }
 }
 
+/**
+ * The user's mistake named by its flag: a UsageError that starts with the value of one of the
+ * command's path options (`runs/a.db: trained on scenario "tiny"`, `data/train: missing folder`)
+ * gets that flag in front (`--checkpoint runs/a.db: ...`). Messages that already start with a flag,
+ * and other errors, are returned as they are.
+ */
+export function nameTheFlag<S extends Spec>(spec: S, values: Partial<Record<keyof S, unknown>>, e: unknown): unknown {
+  if (!(e instanceof UsageError) || e.message.startsWith('--')) return e;
+  for (const [key, o] of Object.entries(spec)) {
+    const v = values[key as keyof S];
+    if (typeof v !== 'string' || v === '' || o.kind === 'file holding a token') continue;
+    if ([':', ' ', '/', path.sep].some((c) => e.message.startsWith(v + c))) return new UsageError(`--${flagOf(key, o)} ${e.message}`, e.code);
+  }
+  return e;
+}
+
+/** A command handler whose UsageErrors name the flag they come from (nameTheFlag). */
+export function namingFlags<S extends Spec>(spec: S, handler: (argv: Record<string, unknown>) => Promise<void>): (argv: object) => Promise<void> {
+  return async (argv) => {
+    try {
+      await handler(argv as Record<string, unknown>);
+    } catch (e) {
+      let values: Partial<OptionsOf<S>>;
+      try {
+        values = resolveOptions(spec, argv as Record<string, unknown>);
+      } catch {
+        throw e;
+      }
+      throw nameTheFlag(spec, values, e);
+    }
+  };
+}
+
 /** Markdown table of a command's options (docs/cli.md is made of these). */
 export function optionDocs<S extends Spec>(command: string, spec: S): string {
   const rows = Object.entries(spec)

@@ -36,7 +36,7 @@ import * as path from 'path';
 import * as zlib from 'zlib';
 import type { Argv, CommandModule } from 'yargs';
 import { UsageError } from '../../shared/errors';
-import { opt, Problem, resolveOptions, yargsOptions } from '../../shared/config';
+import { namingFlags, opt, Problem, resolveOptions, yargsOptions } from '../../shared/config';
 import { hashString } from '../../shared/rng';
 import { loadBackend } from '../../shared/tf-backend';
 import { DETECT_DEVICE_FILTER_OPTIONS, DeviceFilter, baselineFromHistory, type DeviceFilterOptions, type Verdict } from '../../agent/filters/device-filter';
@@ -925,7 +925,7 @@ export const detectCommand: CommandModule<object, object> = {
   command: 'detect',
   describe: 'measure the device anomaly filters (rules, learned, two-stage) on labelled metric series',
   builder: (y: Argv<object>) => yargsOptions(y.example('$0 detect --input smd/ --json', 'precision, recall and F1 of each stage on an SMD-style folder'), DETECT_SPEC),
-  handler: async (argv) => {
+  handler: namingFlags(DETECT_SPEC, async (argv) => {
     const a = resolveOptions(DETECT_SPEC, argv);
     const rules: Partial<DeviceFilterOptions> = {};
     if (a.thetaV !== undefined) rules.thetaV = a.thetaV;
@@ -958,5 +958,5 @@ export const detectCommand: CommandModule<object, object> = {
     }
     const { report, perEntity } = await runDetect(opts);
     process.stdout.write(opts.json ? JSON.stringify(report) + '\n' : table(report, perEntity) + '\n');
-  },
+  }),
 };

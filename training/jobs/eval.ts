@@ -8,7 +8,7 @@
  */
 import * as fs from 'fs';
 import type { Argv, CommandModule } from 'yargs';
-import { opt, resolveOptions, yargsOptions, type OptionsOf } from '../../shared/config';
+import { namingFlags, opt, resolveOptions, yargsOptions, type OptionsOf } from '../../shared/config';
 import { MAX_FRAMES, MAX_LOAD } from './train-options';
 import type { DequeueName } from '../../shared/dequeue';
 import { DEQUEUE_NAMES } from '../../shared/dequeue';
@@ -321,12 +321,12 @@ export const evalCommand: CommandModule<object, object> = {
   command: 'eval',
   describe: 'evaluate dispatch/orchestration policy pairs on the simulator',
   builder: (y: Argv<object>) => yargsOptions(y.example('$0 eval --scenario kais --frames 2', 'every heuristic pair (and the shipped model) on 2 frames'), EVAL_SPEC),
-  handler: async (argv) => {
+  handler: namingFlags(EVAL_SPEC, async (argv) => {
     const args: EvalArgs = resolveOptions(EVAL_SPEC, argv);
     if (learnedDetectorOf(args)) await loadBackend(); // an entry point picks the backend
     const report = runEval(args, (line) => process.stderr.write(`kais: ${line}\n`));
     if (args.plot) writeSvg(args.plot, evalPlot(report));
     if (args.json) process.stdout.write(JSON.stringify(report) + '\n');
     else process.stdout.write(formatTable(report) + '\n');
-  },
+  }),
 };

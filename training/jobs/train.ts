@@ -36,7 +36,7 @@ import * as fs from 'fs';
 import { performance } from 'perf_hooks';
 import type { Argv, CommandModule } from 'yargs';
 import { UsageError } from '../../shared/errors';
-import { checkOptions, givenOptions, yargsOptions } from '../../shared/config';
+import { checkOptions, givenOptions, namingFlags, yargsOptions } from '../../shared/config';
 import { Rng } from '../../shared/rng';
 import { loadScenario, topologyOf, type Scenario } from '../../shared/scenario';
 import { loadBackend } from '../../shared/tf-backend';
@@ -845,7 +845,7 @@ export const trainCommand: CommandModule<object, object> = {
   command: 'train',
   describe: 'train the cMMAC dispatcher on the simulator (checkpoints in SQLite)',
   builder: (y: Argv<object>) => yargsOptions(y.example('$0 train --scenario tiny --frames 6 --out /tmp/tiny.db', 'a tiny run in seconds'), TRAIN_CLI_SPEC),
-  handler: async (argv) => {
+  handler: namingFlags(TRAIN_CLI_SPEC, async (argv) => {
     const { plot: plotFile, ...given } = givenOptions(TRAIN_CLI_SPEC, argv);
     const scenario = given.scenario ?? TRAIN_SPEC.scenario.default ?? 'kais';
     const r = await train({ ...given, scenario, curriculum: resolveCurriculumFlag(given.curriculum ?? undefined, scenario) }, (line) => process.stderr.write(`${line}\n`));
@@ -861,7 +861,7 @@ export const trainCommand: CommandModule<object, object> = {
     if (plotFile) writeLearningCurve(plotFile, r.metrics, r.config);
     if (given.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
     else process.stdout.write(`trained ${summary.frames} frames in ${summary.wallS} s -> ${summary.out}\n`);
-  },
+  }),
 };
 
 /**

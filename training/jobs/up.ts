@@ -37,7 +37,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
 import type { Argv, CommandModule } from 'yargs';
-import { opt, resolveOptions, yargsOptions, type OptionsOf } from '../../shared/config';
+import { namingFlags, opt, resolveOptions, yargsOptions, type OptionsOf } from '../../shared/config';
 import { MAX_LOAD } from './train-options';
 import type { Request } from '../../shared/domain';
 import { UsageError } from '../../shared/errors';
@@ -674,11 +674,11 @@ export const upCommand: CommandModule<object, object> = {
   command: 'up',
   describe: 'orchestrator, one agent per eAP, an emulated cluster and a replayed workload on this machine',
   builder: (y: Argv<object>) => yargsOptions(y.example('$0 up --duration 10', 'the whole system for 10 s, then a summary'), UP_SPEC),
-  handler: async (argv) => {
+  handler: namingFlags(UP_SPEC, async (argv) => {
     const a = resolveOptions(UP_SPEC, argv);
     const s = await runUp(a, (line) => process.stderr.write(`kais up: ${line}\n`));
     if (a.json) process.stdout.write(`${JSON.stringify(s)}\n`);
     else process.stdout.write(`${formatSummary(s)}\n`);
     process.exit(0);
-  },
+  }),
 };

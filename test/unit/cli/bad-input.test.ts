@@ -355,6 +355,8 @@ function expectOneLineExit2(r: Outcome): void {
   const lines = r.stderr.trim().split('\n');
   expect({ code: r.code, signal: r.signal, lines }).toEqual({ code: 2, signal: null, lines: [expect.stringMatching(/^kais: \S/)] });
   expect(r.stderr).not.toMatch(/internal error|\n\s+at /);
+  // the line names the flag (or is yargs' own line about flags or commands)
+  expect(lines[0]).toMatch(/^kais: (--[a-z]|Unknown argument|Missing required argument|name a command)/);
 }
 
 const name = (c: string[]) => c.join(' ').replaceAll(dir, '<tmp>');
