@@ -115,6 +115,11 @@ export interface HubOptions {
   inspect?: (session: SessionInfo, frame: AgentFrame) => InspectVerdict | null;
   /** How long a quarantined eAP's hellos are refused, ms. @defaultValue 60000 */
   quarantineMs?: number;
+  /**
+   * Sees the size of every message of a welcomed session before it is decoded (a byte budget: a
+   * frame over it costs a refusal, not a decode); a verdict refuses it. @defaultValue none
+   */
+  admitBytes?: (session: SessionInfo, bytes: number) => InspectVerdict | null;
 }
 
 /** Why the orchestrator refuses a frame; `quarantine` also closes the session and bars the eAP for a while. */
@@ -223,6 +228,7 @@ export class Hub extends EventEmitter {
   readonly epoch: string | null;
   private readonly numEaps: number;
   private readonly inspect: HubOptions['inspect'] | null;
+  private readonly admitBytes: HubOptions['admitBytes'] | null;
   private readonly quarantineMs: number;
   /** eAP -> time (Date.now ms) its quarantine ends. */
   private readonly quarantinedUntil = new Map<EapId, number>();
@@ -263,6 +269,7 @@ export class Hub extends EventEmitter {
     this.epoch = options.epoch ?? null;
     this.numEaps = options.numEaps ?? Number.MAX_SAFE_INTEGER;
     this.inspect = options.inspect ?? null;
+    this.admitBytes = options.admitBytes ?? null;
     this.quarantineMs = options.quarantineMs ?? 60_000;
     wss.on('connection', (ws, req) => this.accept(ws, req));
     this.heartbeat = setInterval(() => this.tick(), this.heartbeatMs);
@@ -442,6 +449,13 @@ export class Hub extends EventEmitter {
       return;
     }
     const bytes = Array.isArray(data) ? Buffer.concat(data) : data instanceof ArrayBuffer ? new Uint8Array(data) : data;
+    if (s.info !== null && this.admitBytes) {
+      const verdict = this.admitBytes({ ...s.info }, bytes.byteLength);
+      if (verdict) {
+        this.refuse(s, verdict.code, verdict.message, null);
+        return;
+      }
+    }
     const r = this.codec.decode(bytes);
     if (!r.ok) {
       this.refuse(s, r.error.code, r.error.message, r.error.seq);

@@ -13,7 +13,8 @@
  *   within +-MAX_FEATURE, telemetry numbers finite as float32 (1e300 is a finite double but
  *   Infinity once a learner packs it into a Float32Array), `weightVersion` not above the
  *   version the orchestrator has published;
- * - rate: per session, token buckets on transitions per second and frames per second (burst =
+ * - rate: per session, token buckets on bytes per second (checked before the frame is decoded,
+ *   so a flood costs refusals, not decodes), frames per second and transitions per second (burst =
  *   2 s of the rate); a frame over its budget is refused with KAIS_ERR_RATE and not stored.
  *
  * A refused frame gets an `error` reply (the hub sends it) and becomes an event naming the session
@@ -48,6 +49,8 @@ export interface IntakeOptions {
   maxTransitionsPerS?: number;
   /** Frames (experience, telemetry, scale, error) per second per session (burst: 2 s worth). @defaultValue 200 */
   maxFramesPerS?: number;
+  /** Message bytes per second per session, before decoding (burst: 2 s worth; a message larger than that never passes). @defaultValue 16 MiB */
+  maxBytesPerS?: number;
   /** Transitions in one experience frame. @defaultValue 1024 */
   maxTransitionsPerFrame?: number;
   /** Invalid frames within `violationWindowMs` that quarantine a session. @defaultValue 10 */
@@ -97,6 +100,7 @@ class Bucket {
 }
 
 interface SessionState {
+  bytes: Bucket;
   frames: Bucket;
   transitions: Bucket;
   /** Times (ms) of recent invalid frames. */
@@ -120,6 +124,7 @@ export class Intake {
     this.o = {
       maxTransitionsPerS: 2000,
       maxFramesPerS: 200,
+      maxBytesPerS: 16 * 1048576,
       maxTransitionsPerFrame: 1024,
       quarantineAfter: 10,
       violationWindowMs: 60_000,
@@ -127,7 +132,7 @@ export class Intake {
       now: () => performance.now(),
       ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
     } as Intake['o'];
-    for (const k of ['maxTransitionsPerS', 'maxFramesPerS', 'maxTransitionsPerFrame', 'quarantineAfter', 'violationWindowMs', 'eventIntervalMs'] as const) {
+    for (const k of ['maxTransitionsPerS', 'maxFramesPerS', 'maxBytesPerS', 'maxTransitionsPerFrame', 'quarantineAfter', 'violationWindowMs', 'eventIntervalMs'] as const) {
       if (!(Number.isFinite(this.o[k]) && this.o[k] > 0)) throw new TypeError(`Intake: options.${k} must be a positive number, got ${this.o[k]}`);
     }
     const topo = topologyOf(options.scenario);
@@ -135,6 +140,14 @@ export class Intake {
     this.numServices = topo.numServices;
     this.obsDim = observationDim({ numServices: topo.numServices, numTargets: this.numTargets, numEaps: topo.numEaps });
   }
+
+  /** The hub's `admitBytes` hook (before decoding): null lets the message be decoded. */
+  readonly admitBytes = (session: SessionInfo, bytes: number): InspectVerdict | null => {
+    const now = this.o.now();
+    const st = this.state(session.sessionId, now);
+    if (st.bytes.take(bytes, now)) return null;
+    return this.rateLimited(session, st, now, `over ${(this.o.maxBytesPerS / 1048576).toFixed(1)} MiB/s`);
+  };
 
   /** The hub's `inspect` hook: null accepts the frame. */
   readonly inspect = (session: SessionInfo, frame: AgentFrame): InspectVerdict | null => {
@@ -223,6 +236,7 @@ export class Intake {
     let st = this.sessions.get(sessionId);
     if (!st) {
       st = {
+        bytes: new Bucket(this.o.maxBytesPerS, 2 * this.o.maxBytesPerS, now),
         frames: new Bucket(this.o.maxFramesPerS, 2 * this.o.maxFramesPerS, now),
         transitions: new Bucket(this.o.maxTransitionsPerS, Math.max(2 * this.o.maxTransitionsPerS, this.o.maxTransitionsPerFrame), now),
         violations: [],

@@ -73,7 +73,7 @@ export interface OrchestratorConfig {
   /** Background prune interval, seconds. */
   pruneS: number;
   /** Per-session budget of learning input (orchestrator/intake.ts). */
-  intake: { maxTransitionsPerS: number; maxFramesPerS: number; quarantineAfter: number; quarantineS: number };
+  intake: { maxTransitionsPerS: number; maxFramesPerS: number; maxMBPerS: number; quarantineAfter: number; quarantineS: number };
 }
 
 /** Reads and validates the config file; UsageError naming the file and field for anything wrong. */
@@ -149,7 +149,7 @@ export function readConfig(file: string): OrchestratorConfig {
     eventsMaxRows: DEFAULT_STORE_LIMITS.eventsMaxRows,
     eventsMaxAgeS: DEFAULT_STORE_LIMITS.eventsMaxAgeMs / 1000,
   }, { experienceMaxMB: 1e6, experienceMaxAgeS: 3.2e7, metricsMaxAgeS: 3.2e8, eventsMaxAgeS: 3.2e8, metricsMaxRows: 1e10, eventsMaxRows: 1e10 });
-  const intake = section('intake', { maxTransitionsPerS: 2000, maxFramesPerS: 200, quarantineAfter: 10, quarantineS: 60 }, { maxTransitionsPerS: 1e6, maxFramesPerS: 1e5, quarantineAfter: 1e6, quarantineS: 86_400 });
+  const intake = section('intake', { maxTransitionsPerS: 2000, maxFramesPerS: 200, maxMBPerS: 16, quarantineAfter: 10, quarantineS: 60 }, { maxTransitionsPerS: 1e6, maxFramesPerS: 1e5, maxMBPerS: 1e4, quarantineAfter: 1e6, quarantineS: 86_400 });
   const pruneS = pos('pruneS', 5);
   if (pruneS < 0.05 || pruneS > 3600) fail('pruneS', `must be in 0.05..3600 s, got ${pruneS}`);
   const detector = str('detector', 'vgru');
@@ -291,6 +291,7 @@ export async function startOrchestrator(
     weightVersion: () => registryRef?.weightVersion ?? store.latestModelVersion(),
     maxTransitionsPerS: cfg.intake.maxTransitionsPerS,
     maxFramesPerS: cfg.intake.maxFramesPerS,
+    maxBytesPerS: Math.round(cfg.intake.maxMBPerS * 1048576),
     quarantineAfter: cfg.intake.quarantineAfter,
     onEvent: (e: IntakeEvent) => event(e.kind, e.message, e.eap, e.session),
   });
@@ -301,6 +302,7 @@ export async function startOrchestrator(
     heartbeatMs: cfg.heartbeatMs,
     numEaps: topologyOf(cfg.scenario).numEaps,
     inspect: intake.inspect,
+    admitBytes: intake.admitBytes,
     quarantineMs: Math.round(cfg.intake.quarantineS * 1000),
   }).catch((e: unknown) => {
     store.close();
