@@ -5,7 +5,7 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { checkOptions, defaultsOf, givenOptions, opt, resolveOptions, resolveSecret } from '../../../shared/config';
+import { checkOptions, defaultsOf, givenOptions, nameTheFlag, opt, resolveOptions, resolveSecret } from '../../../shared/config';
 import { UsageError } from '../../../shared/errors';
 import { cliReference } from '../../../scripts/cli-docs';
 import { TRAIN_DEFAULTS, TRAIN_SPEC } from '../../../training/jobs/train-options';
@@ -104,6 +104,20 @@ describe('option specs', () => {
     process.env.KAIS_TEST_TOKEN = 'from-env';
     expect(resolveSecret({ inlineFlag: 'token', fileFlag: 'token-file', env: 'KAIS_TEST_TOKEN' })).toBe('from-env');
     delete process.env.KAIS_TEST_TOKEN;
+  });
+});
+
+describe('nameTheFlag', () => {
+  it("puts the flag in front of a file's problem that names the file, and leaves other errors alone", () => {
+    const values = { trace: 'runs/t.csv', out: 'a.db' };
+    const named = nameTheFlag(spec, values, new UsageError('a.db: trained on scenario "tiny", not "kais"')) as Error;
+    expect(named).toBeInstanceOf(UsageError);
+    expect(named.message).toBe('--out a.db: trained on scenario "tiny", not "kais"');
+    expect((nameTheFlag(spec, values, new UsageError('runs/t.csv/batch_task.csv: empty')) as Error).message).toBe('--trace runs/t.csv/batch_task.csv: empty');
+    const already = new UsageError('--load: expected a number');
+    expect(nameTheFlag(spec, values, already)).toBe(already);
+    const bug = new TypeError('a.db: oops');
+    expect(nameTheFlag(spec, values, bug)).toBe(bug);
   });
 });
 
