@@ -1,9 +1,12 @@
 /**
  * Process-lifecycle helpers of the long-running commands (`kais agent`, `kais node`,
- * `kais orchestrator`). A root module next to `kais.ts` because both `agent/` and `orchestrator/`
+ * `kais orchestrator`): exit with the parent, tokens from files or the environment, ports that
+ * can be listened on. A root module next to `kais.ts` because both `agent/` and `orchestrator/`
  * entry points need it, the import rules keep those folders apart, and `shared/` does not know
  * about processes (DESIGN.md section 3). Only CLI entry points (`*cli.ts`) import it.
  */
+import * as net from 'node:net';
+import { UsageError } from './shared/errors';
 
 /** How often the parent is checked, ms: a child is gone within this long after its parent. */
 export const PARENT_CHECK_MS = 500;
@@ -20,4 +23,44 @@ export function exitWithParent(onGone: () => void): void {
   setInterval(() => {
     if (process.ppid !== ppid) onGone();
   }, PARENT_CHECK_MS).unref();
+}
+
+/**
+ * A secret given the way that does not show in `ps`: `fromFile` (the value of a --*-token-file
+ * option) or the environment variable `env`; `inline` is the visible --token kept for scripts.
+ * Two ways at once is a mistake (which one was meant?); none gives ''.
+ */
+export function resolveSecret(o: { inline?: string | null; inlineFlag: string; fromFile?: string | null; fileFlag: string; env: string }): string {
+  if (o.inline && o.fromFile) throw new UsageError(`--${o.inlineFlag}: give the token once, with --${o.fileFlag} (not shown in ps) or --${o.inlineFlag}, not both`);
+  if (o.fromFile) return o.fromFile;
+  if (o.inline) return o.inline;
+  return process.env[o.env] ?? '';
+}
+
+/**
+ * A port the command could not listen on is the user's choice, not our bug: the UsageError naming
+ * the flag, or null for any other error (rethrow it).
+ */
+export function listenProblem(e: unknown, flag: string, port: number): UsageError | null {
+  const code = (e as NodeJS.ErrnoException | null)?.code;
+  if (code === 'EADDRINUSE') return new UsageError(`--${flag}: ${port} is already in use`);
+  if (code === 'EACCES') return new UsageError(`--${flag}: ${port} needs privileges this user does not have`);
+  if (code === 'EADDRNOTAVAIL') return new UsageError(`--${flag}: cannot listen on ${port} here (address not available)`);
+  return null;
+}
+
+/**
+ * Checks at the door that a fixed port can be listened on (0: any free one, nothing to check), so
+ * a busy port is one line before the command starts anything. A port taken between this check and
+ * the real listen still fails with listenProblem's line.
+ */
+export async function checkPortFree(flag: string, port: number): Promise<void> {
+  if (port === 0) return;
+  const probe = net.createServer();
+  const problem = await new Promise<UsageError | null>((resolve) => {
+    probe.once('error', (e) => resolve(listenProblem(e, flag, port) ?? new UsageError(`--${flag}: cannot listen on ${port} (${(e as Error).message})`)));
+    probe.listen(port, () => resolve(null));
+  });
+  await new Promise<void>((resolve) => (probe.listening ? probe.close(() => resolve()) : resolve()));
+  if (problem) throw problem;
 }

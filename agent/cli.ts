@@ -10,8 +10,8 @@
  * `ps`: kept for scripts), else $KAIS_AGENT_TOKEN. The options: AGENT_SPEC (docs/cli.md).
  */
 import type { Argv, CommandModule } from 'yargs';
-import { checkPortFree, listenProblem, namingFlags, opt, readInputFile, resolveOptions, resolveSecret, yargsOptions } from '../shared/config';
-import { exitWithParent } from '../lifecycle';
+import { namingFlags, opt, readInputFile, resolveOptions, yargsOptions } from '../shared/config';
+import { checkPortFree, exitWithParent, listenProblem, resolveSecret } from '../lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadScenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';

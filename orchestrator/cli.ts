@@ -5,8 +5,8 @@
  * SIGTERM/SIGINT after closing every session and the store.
  */
 import type { Argv, CommandModule } from 'yargs';
-import { checkPortFree, listenProblem, namingFlags, opt, resolveOptions, yargsOptions } from '../shared/config';
-import { exitWithParent } from '../lifecycle';
+import { namingFlags, opt, resolveOptions, yargsOptions } from '../shared/config';
+import { checkPortFree, exitWithParent, listenProblem } from '../lifecycle';
 import { UsageError } from '../shared/errors';
 import { readConfig, startOrchestrator } from './main';
 

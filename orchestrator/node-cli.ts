@@ -11,8 +11,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Argv, CommandModule } from 'yargs';
-import { checkPortFree, listenProblem, namingFlags, opt, resolveOptions, resolveSecret, yargsOptions } from '../shared/config';
-import { exitWithParent } from '../lifecycle';
+import { namingFlags, opt, resolveOptions, yargsOptions } from '../shared/config';
+import { checkPortFree, exitWithParent, listenProblem, resolveSecret } from '../lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadScenario, topologyOf } from '../shared/scenario';
 import { validateFaults, type Fault } from '../shared/faults';

@@ -11,11 +11,12 @@
  *   output files must land in an existing writable folder; URLs must parse;
  * - every user mistake is a `UsageError`: one line naming the flag and the problem, exit code 2.
  *
- * Nothing here knows a command: the specs live next to the commands (training/jobs/*-options.ts,
- * agent/cli.ts, orchestrator/cli.ts, orchestrator/node-cli.ts).
+ * Nothing here knows a command: the specs live next to the commands (TRAIN_SPEC in
+ * training/jobs/train-options.ts, EVAL_SPEC, DETECT_SPEC, UP_SPEC in their jobs, AGENT_SPEC in
+ * agent/cli.ts, ORCHESTRATOR_SPEC and NODE_SPEC in orchestrator/). Nor anything of processes or
+ * sockets (DESIGN.md section 3): the environment and port checks are in lifecycle.ts.
  */
 import * as fs from 'fs';
-import * as net from 'net';
 import * as path from 'path';
 import type { Argv, Options } from 'yargs';
 import { UsageError } from './errors';
@@ -261,46 +262,6 @@ export function readSecretFile(p: string): string | Problem {
   const token = text.split(/\r?\n/)[0].trim();
   if (token === '') return new Problem(`${p} holds no token (its first line is empty)`);
   return token;
-}
-
-/**
- * A secret given the way that does not show in `ps`: `fromFile` (the value of a --*-token-file
- * option) or the environment variable `env`; `inline` is the visible --token kept for scripts.
- * Two ways at once is a mistake (which one was meant?); none gives ''.
- */
-export function resolveSecret(o: { inline?: string | null; inlineFlag: string; fromFile?: string | null; fileFlag: string; env: string }): string {
-  if (o.inline && o.fromFile) throw new UsageError(`--${o.inlineFlag}: give the token once, with --${o.fileFlag} (not shown in ps) or --${o.inlineFlag}, not both`);
-  if (o.fromFile) return o.fromFile;
-  if (o.inline) return o.inline;
-  return process.env[o.env] ?? '';
-}
-
-/**
- * A port the command could not listen on is the user's choice, not our bug: the UsageError naming
- * the flag, or null for any other error (rethrow it).
- */
-export function listenProblem(e: unknown, flag: string, port: number): UsageError | null {
-  const code = (e as NodeJS.ErrnoException | null)?.code;
-  if (code === 'EADDRINUSE') return new UsageError(`--${flag}: ${port} is already in use`);
-  if (code === 'EACCES') return new UsageError(`--${flag}: ${port} needs privileges this user does not have`);
-  if (code === 'EADDRNOTAVAIL') return new UsageError(`--${flag}: cannot listen on ${port} here (address not available)`);
-  return null;
-}
-
-/**
- * Checks at the door that a fixed port can be listened on (0: any free one, nothing to check), so
- * a busy port is one line before the command starts anything. A port taken between this check and
- * the real listen still fails with listenProblem's line.
- */
-export async function checkPortFree(flag: string, port: number): Promise<void> {
-  if (port === 0) return;
-  const probe = net.createServer();
-  const problem = await new Promise<UsageError | null>((resolve) => {
-    probe.once('error', (e) => resolve(listenProblem(e, flag, port) ?? new UsageError(`--${flag}: cannot listen on ${port} (${(e as Error).message})`)));
-    probe.listen(port, () => resolve(null));
-  });
-  await new Promise<void>((resolve) => (probe.listening ? probe.close(() => resolve()) : resolve()));
-  if (problem) throw problem;
 }
 
 // ---------------------------------------------------------------------------- CONSTRUCTORS
