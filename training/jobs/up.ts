@@ -27,11 +27,18 @@
  * it (PerEapDispatch), so live / predicted compares like with like across policies.
  *
  * If the orchestrator process dies during the run (a crash, or SIGKILL from a test: its pid is on
- * stderr), it is restarted on the same port with the same SQLite file after 1 s
- * (`--no-restart-orchestrator` turns that off); agents keep dispatching meanwhile.
+ * stderr), it is restarted on the same port with the same SQLite file after 1 s, doubling up to
+ * 30 s while it keeps dying within 30 s of its start; one that refuses to start (exit 2: an
+ * unusable store or config) is not restarted, with its one line in the log
+ * (`--no-restart-orchestrator` turns restarts off); agents keep dispatching meanwhile.
+ *
+ * Identity: every eAP gets a random token of its own (the config's `agentTokens`, in the run's
+ * private temporary folder; each agent reads its token from $KAIS_AGENT_TOKEN, never its command
+ * line), so an agent speaks only for its eAP and nothing else on the machine speaks for any.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as crypto from 'node:crypto';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -41,6 +48,7 @@ import { namingFlags, opt, resolveOptions, yargsOptions, type OptionsOf } from '
 import { MAX_LOAD } from './train-options';
 import type { Request } from '../../shared/domain';
 import { UsageError } from '../../shared/errors';
+import { AGENT_TOKEN_ENV } from '../../agent/cli';
 import { loadScenario, topologyOf, type Scenario } from '../../shared/scenario';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../workload';
 import { uploadS } from '../../shared/network';
@@ -171,10 +179,12 @@ class Child {
     args: string[],
     verbose: boolean,
     onExit: (code: number | null, signal: NodeJS.Signals | null) => void,
+    /** More environment (an agent's token: never on its command line, where `ps` shows it). */
+    extraEnv: Record<string, string> = {},
   ) {
     this.proc = spawn(process.execPath, [...process.execArgv, process.argv[1], ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, KAIS_EXIT_WITH_PARENT: '1' },
+      env: { ...process.env, KAIS_EXIT_WITH_PARENT: '1', ...extraEnv },
     });
     const errLines = readline.createInterface({ input: this.proc.stderr! });
     errLines.on('line', (line) => {
@@ -203,6 +213,11 @@ class Child {
 
   get pid(): number {
     return this.proc.pid ?? -1;
+  }
+
+  /** The last line it wrote to stderr ('' if none). */
+  get lastLine(): string {
+    return this.tail[this.tail.length - 1] ?? '';
   }
 
   /** SIGTERM, then SIGKILL after `graceMs`; resolves once it exited. */
@@ -337,11 +352,15 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     const targetsFile = path.join(dir, 'targets.json');
     fs.writeFileSync(targetsFile, JSON.stringify({ nodes: nodeReady.nodes, cloud: nodeReady.cloud }));
 
-    // 2. orchestrator (restarted on the same port if it dies)
+    // 2. orchestrator (restarted on the same port if it dies). Every eAP gets a token of its own
+    // (random, in the config file of this run's private folder and in its agent's environment):
+    // an agent speaks only for its eAP, and nothing else on this machine speaks for any
+    const agentTokens = Object.fromEntries(Array.from({ length: topo.numEaps }, (_, b) => [b, crypto.randomBytes(24).toString('base64url')]));
     const configFile = path.join(dir, 'orchestrator.json');
     fs.writeFileSync(
       configFile,
       JSON.stringify({
+        agentTokens,
         scenario: a.scenario,
         orchestration: a.orchestration,
         speed: a.speed,
@@ -352,17 +371,30 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         learner: learning ? 'cmmac' : 'none',
         learnBatch: a.learnBatch,
       }),
+      { mode: 0o600 },
     );
     const dbFile = path.join(dir, 'orchestrator.db');
     let orchestratorPort = 0;
+    // restarts back off: 1 s, doubling while the orchestrator keeps dying within 30 s of its start
+    // (up to 30 s); one that refuses to start (exit 2: its store or config is unusable, e.g. an
+    // unwritable or corrupt database) is not restarted, and its one line says why
+    let restartDelayMs = 1000;
     const startOrchestrator = (): Child => {
+      const startedMs = Date.now();
       const c = new Child(
         'orchestrator',
         ['orchestrator', '--config', configFile, '--db', dbFile, '--port', String(orchestratorPort)],
         a.verbose,
         (code, signal) => {
           if (stopping || !a.restartOrchestrator) return;
-          log(`orchestrator exited (${signal ?? code}); restarting in 1 s on port ${orchestratorPort}`);
+          if (code === 2) {
+            log(`orchestrator refused to start (exit 2): ${c.lastLine}; not restarting it (agents keep dispatching)`);
+            return;
+          }
+          restartDelayMs = Date.now() - startedMs > 30_000 ? 1000 : restartDelayMs;
+          const delay = restartDelayMs;
+          restartDelayMs = Math.min(30_000, restartDelayMs * 2);
+          log(`orchestrator exited (${signal ?? code}${c.lastLine ? `: ${c.lastLine}` : ''}); restarting in ${delay / 1000} s on port ${orchestratorPort}`);
           setTimeout(() => {
             if (stopping) return;
             orchestratorRestarts++;
@@ -372,7 +404,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
               (r) => log(`orchestrator pid=${next.pid} back on ${String(r.url)} (weights v${String(r.weightVersion)}, placement v${String(r.placementVersion)}, resumed ${String(r.resumed)})`),
               (e: Error) => log(`orchestrator restart failed: ${e.message}`),
             );
-          }, 1000);
+          }, delay);
         },
       );
       return c;
@@ -413,6 +445,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         ],
         a.verbose,
         () => undefined,
+        { [AGENT_TOKEN_ENV]: agentTokens[b] },
       );
       children.push(c);
       return c;
