@@ -12,7 +12,7 @@ import { loadBackend } from '../../../../shared/tf-backend';
 
 const EVENTS = path.resolve(__dirname, '../../../../../shared/data/alibaba/v2017_server_event.csv');
 const scenario = loadScenario('kais');
-function compare(faults: Fault[], frames: number) {
+function compare(faults: Fault[], frames: number, view: 'agent' | 'global') {
   const durationS = frames * scenario.slotsPerFrame * scenario.slotS;
   const requests = buildRequests({ scenario, workload: 'p4', seed: 4, load: 1, durationS });
   const run = (deviceFilters: boolean) =>
@@ -25,10 +25,10 @@ function compare(faults: Fault[], frames: number) {
       orchestration: makeOrchestration('hpa', scenario),
       faults,
       deviceFilters,
-      // the global view: every request a failed node holds or is sent is lost. In the agent view
-      // (the default) a failed node answers 503 and the agent retries on the cloud, so only the
-      // requests a node holds when it fails are lost; docs/detect.md measures the filters there.
-      view: 'global',
+      // global: every request a failed node holds or is sent is lost; agent (the default): a failed
+      // node answers 503 and the agent retries on the cloud, so only the requests a node holds when
+      // it fails (and retries too late for their deadline) are lost. docs/detect.md, both views.
+      view,
     });
   return { without: run(false), with: run(true) };
 }
@@ -52,11 +52,31 @@ describe('device filters in the simulator', () => {
     expect(out).toBeLessThanOrEqual(Math.floor(eap0.length / 2));
   });
 
-  it('lose at least 70% fewer requests to failed nodes, excluding under 2% of healthy node-time (Poisson failures)', () => {
-    // each node fails about once per half hour, for a minute
-    const faults = faultsFromRate(topologyOf(scenario).numNodes, 300, 1 / 1800, 60, 4);
+  // each node fails about once per half hour, for a minute
+  const poisson = (): Fault[] => faultsFromRate(topologyOf(scenario).numNodes, 300, 1 / 1800, 60, 4);
+
+  it('default (agent) view: the cloud retry keeps losses to failed nodes small with or without filters, and the filters hold out under 2% of healthy node-time (Poisson failures)', () => {
+    // In the agent view a failed node answers 503 and the agent retries on the cloud, so only what
+    // a node holds when it fails is lost: the retry, not the filters, is what saves the requests
+    // sent to a node that is down. The filters can only add by excluding a node on its precursor
+    // telemetry before it fails, and on these Poisson failures they do not: seed 4 lost 26
+    // requests without them and 41 with them (exclusions move load onto nodes that then hold more
+    // when they fail; docs/detect.md "In the simulator"), against 1047 without filters in the
+    // global view. So the issue's "70% fewer" (the global view's figure, next test) is not checked
+    // here; what must hold in the default view is that losses stay a small fraction of the
+    // global view's, filters or not, and that the filters cost almost no healthy capacity.
+    const r = compare(poisson(), 12, 'agent');
+    const globalWithout = compare(poisson(), 12, 'global').without.lostToFailedNodes;
+    expect(globalWithout).toBeGreaterThan(100);
+    expect(r.without.lostToFailedNodes).toBeLessThanOrEqual(0.1 * globalWithout);
+    expect(r.with.lostToFailedNodes).toBeLessThanOrEqual(0.1 * globalWithout);
+    expect(r.with.falseExclusionRate!).toBeLessThan(0.02);
+  });
+
+  it('global view: lose at least 70% fewer requests to failed nodes, excluding under 2% of healthy node-time (Poisson failures)', () => {
+    const faults = poisson();
     expect(faults.length).toBeGreaterThan(4);
-    const r = compare(faults, 12);
+    const r = compare(faults, 12, 'global');
     expect(r.without.lostToFailedNodes).toBeGreaterThan(100);
     expect(r.with.lostToFailedNodes).toBeLessThanOrEqual(0.3 * r.without.lostToFailedNodes);
     expect(r.with.falseExclusionRate).not.toBeNull();
@@ -67,9 +87,16 @@ describe('device filters in the simulator', () => {
   (fs.existsSync(EVENTS) ? it : it.skip)('do the same at the real failure times of v2017_server_event.csv', () => {
     // 20 frames: the events (scaled onto the episode) start at t = 0, and the filters need their
     // first 36 s of history (TelemetryOptions.historySamples) before they can judge anything
-    const r = compare(faultsFromServerEvents(EVENTS, topologyOf(scenario).numNodes, 500, 60), 20);
+    const events = faultsFromServerEvents(EVENTS, topologyOf(scenario).numNodes, 500, 60);
+    const r = compare(events, 20, 'global');
     expect(r.with.lostToFailedNodes).toBeLessThanOrEqual(0.3 * r.without.lostToFailedNodes);
     expect(r.with.falseExclusionRate!).toBeLessThan(0.02);
+    // default (agent) view: at the real failure times the filters' exclusions on precursor
+    // telemetry do save part of what the failing nodes hold (seed 4: 131 lost without, 75 with);
+    // far from the global view's 70%, because the cloud retry already saves the rest
+    const a = compare(events, 20, 'agent');
+    expect(a.with.lostToFailedNodes).toBeLessThanOrEqual(0.7 * a.without.lostToFailedNodes);
+    expect(a.with.falseExclusionRate!).toBeLessThan(0.02);
   });
 
   describe('with the learned stage (kais eval --filters --detector vgru)', () => {
