@@ -148,7 +148,8 @@ export function readConfig(file: string): OrchestratorConfig {
     metricsMaxAgeS: DEFAULT_STORE_LIMITS.metricsMaxAgeMs / 1000,
     eventsMaxRows: DEFAULT_STORE_LIMITS.eventsMaxRows,
     eventsMaxAgeS: DEFAULT_STORE_LIMITS.eventsMaxAgeMs / 1000,
-  }, { experienceMaxMB: 1e6, experienceMaxAgeS: 3.2e7, metricsMaxAgeS: 3.2e8, eventsMaxAgeS: 3.2e8, metricsMaxRows: 1e10, eventsMaxRows: 1e10 });
+    fileMaxMB: DEFAULT_STORE_LIMITS.fileMaxBytes / 1048576,
+  }, { experienceMaxMB: 1e6, experienceMaxAgeS: 3.2e7, metricsMaxAgeS: 3.2e8, eventsMaxAgeS: 3.2e8, metricsMaxRows: 1e10, eventsMaxRows: 1e10, fileMaxMB: 1e7 });
   const intake = section('intake', { maxTransitionsPerS: 2000, maxFramesPerS: 200, maxMBPerS: 16, quarantineAfter: 10, quarantineS: 60 }, { maxTransitionsPerS: 1e6, maxFramesPerS: 1e5, maxMBPerS: 1e4, quarantineAfter: 1e6, quarantineS: 86_400 });
   const pruneS = pos('pruneS', 5);
   if (pruneS < 0.05 || pruneS > 3600) fail('pruneS', `must be in 0.05..3600 s, got ${pruneS}`);
@@ -176,6 +177,7 @@ export function readConfig(file: string): OrchestratorConfig {
       metricsMaxAgeMs: lim.metricsMaxAgeS * 1000,
       eventsMaxRows: Math.round(lim.eventsMaxRows),
       eventsMaxAgeMs: lim.eventsMaxAgeS * 1000,
+      fileMaxBytes: Math.round(lim.fileMaxMB * 1048576),
     },
     pruneS,
     intake: { ...intake, quarantineAfter: Math.max(1, Math.round(intake.quarantineAfter)) },
@@ -193,11 +195,14 @@ export class StoreGuard {
   private backoffMs = 0;
   private until = 0;
 
-  constructor(private readonly log: (line: string) => void) {}
+  constructor(
+    private readonly log: (line: string) => void,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   /** Runs `write` unless in a backoff; returns whether it ran and succeeded. Other errors are thrown. */
   run(what: string, write: () => void): boolean {
-    const now = Date.now();
+    const now = this.now();
     if (now < this.until) {
       this.dropped++;
       return false;

@@ -66,6 +66,12 @@ export interface StoreLimits {
   eventsMaxRows: number;
   /** Oldest event kept, ms. @defaultValue 30 days */
   eventsMaxAgeMs: number;
+  /**
+   * Hard cap of the database file (SQLite `max_page_count`): a write that would grow it further
+   * fails with SQLITE_FULL, as on a full disk (the orchestrator backs off; prune frees pages).
+   * @defaultValue 4 GiB
+   */
+  fileMaxBytes: number;
 }
 
 export const DEFAULT_STORE_LIMITS: StoreLimits = {
@@ -75,6 +81,7 @@ export const DEFAULT_STORE_LIMITS: StoreLimits = {
   metricsMaxAgeMs: 7 * 86_400_000,
   eventsMaxRows: 100_000,
   eventsMaxAgeMs: 30 * 86_400_000,
+  fileMaxBytes: 4 * 1024 * 1024 * 1024,
 };
 
 /** One thing the operator should know about (a refused session, a quarantine, a new epoch, a store failure). */
@@ -352,6 +359,10 @@ export class Store {
         this.db.pragma('synchronous = NORMAL');
         // the -wal file is truncated back to this size after a checkpoint (a flood must not leave it at its peak)
         this.db.pragma('journal_size_limit = 16777216');
+        if (this.limits.fileMaxBytes > 0 && Number.isFinite(this.limits.fileMaxBytes)) {
+          const page = Number(this.db.pragma('page_size', { simple: true }));
+          this.db.pragma(`max_page_count = ${Math.max(16, Math.floor(this.limits.fileMaxBytes / page))}`);
+        }
         this.db.exec(SCHEMA);
         epochIsNew = this.meta('epoch') === null;
         this.db
