@@ -45,6 +45,7 @@ import type { Scenario } from '../../shared/scenario';
 import { buildMask } from '../../agent/filters/context-filter';
 import { LocalClusterView } from '../../agent/local-view';
 import type { TargetLoad } from '../../agent/proxy';
+import { AnswerPool } from './answer-pool';
 import { Cluster, RequestRing } from './cluster';
 import { EventType, Timeline } from './timeline';
 import { slotRewards } from './reward';
@@ -135,8 +136,10 @@ export class EdgeCloudEnv {
   private fate: Uint8Array;
   private readonly timeline = new Timeline();
   private views: LocalClusterView[] | null = null;
-  /** agentViews: per (eAP, target), the answers on their way back to the agent, in arrival order */
-  private answerQ: { w: number; procS: number | null; load: TargetLoad | null }[][] = [];
+  /** agentViews: the answers on their way back to the agents (the timeline event carries the slot) */
+  private answers: AnswerPool | null = null;
+  /** the load report handed to a view (the view copies it) */
+  private loadScratch: TargetLoad = { cpu: 0, waiting: [], busy: [] };
   private readonly items: DispatchItem[];
   /** eAP with a decision pending, -1 when none */
   private pending = -1;
@@ -355,9 +358,10 @@ export class EdgeCloudEnv {
       this.nextOrchestrationS = Infinity;
     }
     if (this.opts.agentViews) {
-      const T = c.numTargets;
       this.views = this.possibleAgents.map((b) => new LocalClusterView(this.scenario, b, 1, undefined, undefined, () => this.cluster.now));
-      this.answerQ = Array.from({ length: c.numEaps * T }, () => []);
+      if (!this.answers) this.answers = new AnswerPool(c.numServices);
+      this.answers.clear();
+      this.loadScratch = { cpu: 0, waiting: new Array<number>(c.numServices).fill(0), busy: new Array<number>(c.numServices).fill(0) };
       this.pushPlacement();
     }
     this.advance();
@@ -419,25 +423,39 @@ export class EdgeCloudEnv {
     const c = this.cluster;
     const b = this.req.eap[s];
     const k = b * c.numTargets + t;
-    let load: TargetLoad | null = null;
+    const p = this.answers!;
+    const slot = p.alloc();
+    p.service[slot] = this.req.service[s];
+    p.procS[slot] = procS ?? Number.NaN;
+    p.cpu[slot] = Number.NaN;
     if (withLoad) {
       const W = c.numServices;
-      const waiting = new Array<number>(W);
-      const busy = new Array<number>(W);
+      p.cpu[slot] = 1 - c.freeCpu[t] / c.cpu[t];
       for (let w = 0; w < W; w++) {
-        waiting[w] = c.queues[t * W + w].size;
-        busy[w] = c.busy[t * W + w];
+        p.waiting[slot * W + w] = c.queues[t * W + w].size;
+        p.busy[slot * W + w] = c.busy[t * W + w];
       }
-      load = { cpu: 1 - c.freeCpu[t] / c.cpu[t], waiting, busy };
     }
-    this.answerQ[k].push({ w: this.req.service[s], procS, load });
-    this.timeline.push(time + c.net.returnS(b, t) - c.net.deviceLatencyS, EventType.AgentAnswer, k, 0);
+    this.timeline.push(time + c.net.returnS(b, t) - c.net.deviceLatencyS, EventType.AgentAnswer, k, slot);
   }
 
-  private onAgentAnswer(k: number): void {
+  private onAgentAnswer(k: number, slot: number): void {
     const b = Math.floor(k / this.cluster.numTargets);
-    const a = this.answerQ[k].shift()!;
-    this.views![b].onDone(k - b * this.cluster.numTargets, a.w, a.procS, a.load);
+    const p = this.answers!;
+    let load: TargetLoad | null = null;
+    if (!Number.isNaN(p.cpu[slot])) {
+      const W = p.numServices;
+      load = this.loadScratch;
+      load.cpu = p.cpu[slot];
+      for (let w = 0; w < W; w++) {
+        load.waiting![w] = p.waiting[slot * W + w];
+        load.busy![w] = p.busy[slot * W + w];
+      }
+    }
+    const procS = Number.isNaN(p.procS[slot]) ? null : p.procS[slot];
+    const service = p.service[slot];
+    p.release(slot);
+    this.views![b].onDone(k - b * this.cluster.numTargets, service, procS, load);
   }
 
   /** The global state for the centralised critic (CTDE): the whole cluster, read-only. */
@@ -489,7 +507,7 @@ export class EdgeCloudEnv {
             this.onNodeFault(tl.popA, tl.popB === 1, time);
             break;
           case EventType.AgentAnswer:
-            this.onAgentAnswer(tl.popA);
+            this.onAgentAnswer(tl.popA, tl.popB);
             break;
         }
         continue;

@@ -18,7 +18,7 @@ export const enum EventType {
   ReplicaReady = 3,
   /** A node fails (b = 1) or recovers (b = 0). a = node. */
   NodeFault = 4,
-  /** An answer reaches the eAP's agent (agentViews). a = eap * numTargets + target. */
+  /** An answer reaches the eAP's agent (agentViews). a = eap * numTargets + target, b = its AnswerPool slot. */
   AgentAnswer = 5,
 }
 
