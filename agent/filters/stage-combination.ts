@@ -20,8 +20,8 @@
  * cannot lower the learned stage's F1 while their precision is above half its F1 (each added
  * flag is then more likely a hit than the F1 it dilutes).
  *
- * Live, a window the rules call healthy is scored only when etaHealthy is finite (the agent then
- * sends healthy windows too; NodeHealth `windows.healthyScored`).
+ * Live (not done): a finite etaHealthy needs the second stage to score the windows the rules call
+ * healthy too, which the agent does not send today (it sends the ambiguous ones).
  */
 import type { Verdict } from './device-filter';
 
@@ -38,12 +38,15 @@ export interface StageCombination {
 }
 
 /**
- * The combination `kais detect` measures and the live learned stage applies: eta 0 (the held-out
- * q99) and etaHealthy Infinity — the hard gate. Chosen by `kais detect --lomo` on the 5 dev SMD
- * machines (docs/detect.md "Combination": which settings each fold chose, and why the shipped one
- * is this).
+ * The combination `kais detect` measures by default: the union (etaHealthy = eta) of the rules'
+ * 'faulty' alarms and the L2 baseline's, at eta 0 (the machine's own held-out healthy q99). It is
+ * what the `kais detect --lomo` objective picks with all 5 dev SMD machines as tuning machines and
+ * the rules at DETECT_DEVICE_FILTER_OPTIONS (objective 1.001 vs 1.000 for eta 0.3: a near tie), and
+ * every leave-one-machine-out fold chose l2 as the second stage (docs/detect.md "Combination").
+ * Not live yet: the agent and the orchestrator still run the hard gate with the VGRU on ambiguous
+ * windows (docs/detect.md "Live").
  */
-export const DETECT_STAGE_COMBINATION: Readonly<StageCombination> = Object.freeze({ eta: 0, etaHealthy: Infinity, second: 'vgru' as const });
+export const DETECT_STAGE_COMBINATION: Readonly<StageCombination> = Object.freeze({ eta: 0, etaHealthy: 0, second: 'l2' as const });
 
 /** Fused score of one window: anomalous exactly when > c.eta (module comment). */
 export function fusedScore(v: Verdict, learned: number, c: StageCombination): number {

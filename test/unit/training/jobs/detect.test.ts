@@ -149,7 +149,11 @@ describe('runDetect', () => {
     expect(report.stages.pca.auprc!).toBeGreaterThan(0.5);
     expect(report.windows).toBe(500 - 11);
     expect(report.windowLabel).toBe('any');
-    expect(report.stages.twoStage.f1PointAdjusted).toBeGreaterThan(0.5);
+    // the default combination (the union of the rules' and the l2 baseline's alarms) finds it; on
+    // 600 train rows its 120 held-out rows give a coarse q99, so the false alarms are not checked here
+    expect(report.combination).toEqual({ eta: 0, etaHealthy: 0, second: 'l2' });
+    expect(report.stages.twoStage.recall).toBeGreaterThan(0.5);
+    expect(report.stages.twoStage.auprc!).toBeGreaterThan(0.5);
     expect(report.rulesDecidedShare).toBeGreaterThan(0.5);
   });
 
