@@ -233,7 +233,8 @@ export class AgentLink extends EventEmitter implements FrameEndpoint {
       this.isReady = true;
       this.attempt = 0;
       this.connections++;
-      this.heartbeatMs = r.frame.body.heartbeatMs;
+      // within what a timer can hold (a heartbeat of 1e15 ms would overflow setInterval and fire every ms)
+      this.heartbeatMs = Math.min(Math.max(r.frame.body.heartbeatMs, 100), 3_600_000);
       this.startHeartbeat(ws);
       this.emit('ready', r.frame.body);
     }
