@@ -477,9 +477,15 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       const b = r.eap;
       const upMs = ((sendS[k] - r.arrivalS) * 1000) / a.speed;
       const deadlineMs = ((r.deadlineS - sendS[k]) * 1000) / a.speed;
-      const body = JSON.stringify({ service: r.service, deadlineMs, payloadBytes: Math.round(r.inputMB * 1e6), workCoreS: r.workCoreS });
       total.sent++;
       per[b].sent++;
+      if (!(deadlineMs > 0)) {
+        // the upload alone outlasts the deadline: the device never gets it in time (the simulator
+        // counts it so too); the agent would refuse a deadline <= 0 with a 400
+        record(b, 'refused', 'deadline passed during the upload');
+        return;
+      }
+      const body = JSON.stringify({ service: r.service, deadlineMs, payloadBytes: Math.round(r.inputMB * 1e6), workCoreS: r.workCoreS });
       outstanding++;
       const t0 = performance.now();
       let settled = false;
