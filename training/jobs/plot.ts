@@ -20,20 +20,32 @@ function esc(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 }
 
-/** An SVG line chart, x = frame index (1-based), y in [0, 1] unless values exceed it. */
-export function renderSvg(title: string, series: Series[], xLabel = 'frame', yLabel = 'throughput rate'): string {
+/** The plotting area of a chart (820 x 460, legend on the right) and its y scale from 0 to yMax. */
+interface ChartFrame {
+  W: number;
+  H: number;
+  left: number;
+  top: number;
+  pw: number;
+  ph: number;
+  yMax: number;
+  y: (v: number) => number;
+}
+
+function chartFrame(left: number, yMax: number): ChartFrame {
   const W = 820;
   const H = 460;
-  const left = 60;
   const right = 230;
   const top = 40;
   const bottom = 50;
   const pw = W - left - right;
   const ph = H - top - bottom;
-  const n = Math.max(1, ...series.map((s) => s.values.length));
-  const yMax = Math.max(1, ...series.flatMap((s) => s.values.filter((v) => Number.isFinite(v))));
-  const x = (i: number): number => left + (n === 1 ? pw / 2 : (i / (n - 1)) * pw);
-  const y = (v: number): number => top + ph - (Math.max(0, v) / yMax) * ph;
+  return { W, H, left, top, pw, ph, yMax, y: (v: number) => top + ph - (Math.max(0, v) / yMax) * ph };
+}
+
+/** The SVG's opening, background, title, y grid with labels, x ticks, axes and axis labels. */
+function drawFrame(f: ChartFrame, title: string, xLabel: string, yLabel: string, xTicks: [number, string][]): string[] {
+  const { W, H, left, top, pw, ph, yMax, y } = f;
   const out: string[] = [];
   out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="DejaVu Sans, Arial, sans-serif" font-size="12">`);
   out.push(`<rect width="${W}" height="${H}" fill="white"/>`);
@@ -43,15 +55,29 @@ export function renderSvg(title: string, series: Series[], xLabel = 'frame', yLa
     out.push(`<line x1="${left}" y1="${y(v).toFixed(1)}" x2="${left + pw}" y2="${y(v).toFixed(1)}" stroke="#ddd"/>`);
     out.push(`<text x="${left - 8}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end">${v.toFixed(2)}</text>`);
   }
-  const ticks = Math.min(n, 10);
-  for (let k = 0; k < ticks; k++) {
-    const i = ticks === 1 ? 0 : Math.round((k * (n - 1)) / (ticks - 1));
-    out.push(`<text x="${x(i).toFixed(1)}" y="${top + ph + 18}" text-anchor="middle">${i + 1}</text>`);
-  }
+  for (const [px, label] of xTicks) out.push(`<text x="${px.toFixed(1)}" y="${top + ph + 18}" text-anchor="middle">${label}</text>`);
   out.push(`<line x1="${left}" y1="${top + ph}" x2="${left + pw}" y2="${top + ph}" stroke="#333"/>`);
   out.push(`<line x1="${left}" y1="${top}" x2="${left}" y2="${top + ph}" stroke="#333"/>`);
   out.push(`<text x="${left + pw / 2}" y="${H - 12}" text-anchor="middle">${esc(xLabel)}</text>`);
   out.push(`<text x="16" y="${top + ph / 2}" text-anchor="middle" transform="rotate(-90 16 ${top + ph / 2})">${esc(yLabel)}</text>`);
+  return out;
+}
+
+/** An SVG line chart, x = frame index (1-based), y in [0, 1] unless values exceed it. */
+export function renderSvg(title: string, series: Series[], xLabel = 'frame', yLabel = 'throughput rate'): string {
+  const n = Math.max(1, ...series.map((s) => s.values.length));
+  const yMax = Math.max(1, ...series.flatMap((s) => s.values.filter((v) => Number.isFinite(v))));
+  const f = chartFrame(60, yMax);
+  const { left, top, pw } = f;
+  const x = (i: number): number => left + (n === 1 ? pw / 2 : (i / (n - 1)) * pw);
+  const y = f.y;
+  const ticks = Math.min(n, 10);
+  const xTicks: [number, string][] = [];
+  for (let k = 0; k < ticks; k++) {
+    const i = ticks === 1 ? 0 : Math.round((k * (n - 1)) / (ticks - 1));
+    xTicks.push([x(i), String(i + 1)]);
+  }
+  const out = drawFrame(f, title, xLabel, yLabel, xTicks);
   series.forEach((s, k) => {
     const color = COLORS[k % COLORS.length];
     // non-finite values (e.g. frames without an evaluation) are skipped, the line joins the rest
@@ -77,34 +103,16 @@ export interface Point {
 
 /** An SVG scatter chart (same frame as renderSvg), each point labelled; both axes from 0. */
 export function renderScatter(title: string, points: Point[], xLabel: string, yLabel: string): string {
-  const W = 820;
-  const H = 460;
-  const left = 70;
-  const right = 230;
-  const top = 40;
-  const bottom = 50;
-  const pw = W - left - right;
-  const ph = H - top - bottom;
   const finite = points.filter((p) => Number.isFinite(p.x) && Number.isFinite(p.y));
-  const xMax = niceMax(Math.max(0, ...finite.map((p) => p.x)));
   const yMax = Math.max(1, ...finite.map((p) => p.y));
+  const f = chartFrame(70, yMax);
+  const { left, top, pw } = f;
+  const xMax = niceMax(Math.max(0, ...finite.map((p) => p.x)));
   const x = (v: number): number => left + (Math.max(0, v) / xMax) * pw;
-  const y = (v: number): number => top + ph - (Math.max(0, v) / yMax) * ph;
-  const out: string[] = [];
-  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="DejaVu Sans, Arial, sans-serif" font-size="12">`);
-  out.push(`<rect width="${W}" height="${H}" fill="white"/>`);
-  out.push(`<text x="${left}" y="24" font-size="15">${esc(title)}</text>`);
-  for (let k = 0; k <= 5; k++) {
-    const v = (yMax * k) / 5;
-    out.push(`<line x1="${left}" y1="${y(v).toFixed(1)}" x2="${left + pw}" y2="${y(v).toFixed(1)}" stroke="#ddd"/>`);
-    out.push(`<text x="${left - 8}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end">${v.toFixed(2)}</text>`);
-    const u = (xMax * k) / 5;
-    out.push(`<text x="${x(u).toFixed(1)}" y="${top + ph + 18}" text-anchor="middle">${formatTick(u)}</text>`);
-  }
-  out.push(`<line x1="${left}" y1="${top + ph}" x2="${left + pw}" y2="${top + ph}" stroke="#333"/>`);
-  out.push(`<line x1="${left}" y1="${top}" x2="${left}" y2="${top + ph}" stroke="#333"/>`);
-  out.push(`<text x="${left + pw / 2}" y="${H - 12}" text-anchor="middle">${esc(xLabel)}</text>`);
-  out.push(`<text x="16" y="${top + ph / 2}" text-anchor="middle" transform="rotate(-90 16 ${top + ph / 2})">${esc(yLabel)}</text>`);
+  const y = f.y;
+  const xTicks: [number, string][] = [];
+  for (let k = 0; k <= 5; k++) xTicks.push([x((xMax * k) / 5), formatTick((xMax * k) / 5)]);
+  const out = drawFrame(f, title, xLabel, yLabel, xTicks);
   finite.forEach((p, k) => {
     const color = COLORS[k % COLORS.length];
     out.push(`<circle cx="${x(p.x).toFixed(1)}" cy="${y(p.y).toFixed(1)}" r="5" fill="${color}"/>`);
