@@ -21,6 +21,7 @@
  * no-native-dependency rule, and 40 lines of Jacobi are easy to check (the test compares with a
  * known decomposition).
  */
+import { columnMeanStd } from './standardise';
 import { quantile } from './vgru';
 
 export type BaselineKind = 'pca' | 'l2';
@@ -116,18 +117,7 @@ export class BaselineDetector {
     if (fitRows < 2 || fitRows > rows) throw new TypeError(`BaselineDetector: fitRows ${fitRows} outside 2..${rows}`);
     this.mean = new Float64Array(D);
     this.std = new Float64Array(D);
-    for (let d = 0; d < D; d++) {
-      let s = 0;
-      let s2 = 0;
-      for (let r = 0; r < fitRows; r++) {
-        const x = data[r * D + d];
-        s += x;
-        s2 += x * x;
-      }
-      const m = s / fitRows;
-      this.mean[d] = m;
-      this.std[d] = Math.max(Math.sqrt(Math.max(0, s2 / fitRows - m * m)), 1e-3);
-    }
+    columnMeanStd(data, fitRows, D, this.mean, this.std);
     if (kind === 'pca') {
       const cov = new Float64Array(D * D);
       const z = new Float64Array(D);

@@ -40,6 +40,7 @@
  * Pure computation: no files, no backend choice (entry points call shared/tf-backend.ts). Every
  * forward pass and loss is in tf.tidy; `dispose()` frees the variables.
  */
+import { columnMeanStd } from './standardise';
 import * as tf from '@tensorflow/tfjs';
 import { Rng } from '../../shared/rng';
 
@@ -171,19 +172,7 @@ export class VgruDetector {
     const { dims: D, windowSize: T } = this;
     if (windows.length < count * T * D || count < 2) throw new TypeError(`VgruDetector.fit: need >= 2 windows of ${T}x${D}, got ${count}`);
     // input statistics per dimension over all training samples
-    for (let d = 0; d < D; d++) {
-      let s = 0;
-      let s2 = 0;
-      const n = count * T;
-      for (let i = 0; i < n; i++) {
-        const v = windows[i * D + d];
-        s += v;
-        s2 += v * v;
-      }
-      const m = s / n;
-      this.mean[d] = m;
-      this.std[d] = Math.max(Math.sqrt(Math.max(0, s2 / n - m * m)), 1e-3);
-    }
+    columnMeanStd(windows, count * T, D, this.mean, this.std);
     const calibCount = count >= 10 ? Math.floor(count * Math.min(Math.max(o.calibrationShare, 0), 0.9)) : 0;
     const fitCount = count - calibCount;
     const rng = Rng.derive(o.seed, 'vgru-train');

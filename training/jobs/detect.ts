@@ -303,6 +303,23 @@ function f1(tp: number, fp: number, fn: number): number {
   return tp === 0 ? 0 : (2 * tp) / (2 * tp + fp + fn);
 }
 
+/** Every stage's pooled metrics: counts summed over entities, AUC-PR over the concatenated scores. */
+function pooledStages(counts: Record<StageName, Counts>, labels: Uint8Array[], scores: Record<StageName, Float32Array[]>): StageSet {
+  const cat = (xs: ArrayLike<number>[]): Float32Array => {
+    const out = new Float32Array(xs.reduce((a, x) => a + x.length, 0));
+    let off = 0;
+    for (const x of xs) {
+      out.set(x, off);
+      off += x.length;
+    }
+    return out;
+  };
+  const all = cat(labels);
+  const stages = {} as StageSet;
+  for (const k of STAGES) stages[k] = { ...metricsOf(counts[k]), auprc: round(averagePrecision(all, cat(scores[k]))) };
+  return stages;
+}
+
 export function metricsOf(c: Counts): StageMetrics {
   const r4 = (x: number): number => Math.round(x * 1e4) / 1e4;
   return {
@@ -563,18 +580,7 @@ export function summarise(results: EntityResult[], c: StageCombination): { stage
     const best = Math.max(m.rules.f1, m[c.second === 'l2' ? 'l2' : 'learned'].f1);
     perEntity.push({ name: r.name, windows: r.windows, ...m, rulesDecidedShare: round(dec / r.windows), combinedVsBestStage: best === 0 ? 1 : round(m.twoStage.f1 / best) });
   }
-  const cat = (xs: ArrayLike<number>[]): Float32Array => {
-    const out = new Float32Array(xs.reduce((a, x) => a + x.length, 0));
-    let o = 0;
-    for (const x of xs) {
-      out.set(x as ArrayLike<number>, o);
-      o += x.length;
-    }
-    return out;
-  };
-  const labels = cat(pooledLabels);
-  const stages = {} as StageSet;
-  for (const k of STAGES) stages[k] = { ...metricsOf(tot[k]), auprc: round(averagePrecision(labels, cat(pooledScores[k]))) };
+  const stages = pooledStages(tot, pooledLabels, pooledScores);
   return { stages, perEntity, decided, windows };
 }
 
@@ -811,18 +817,7 @@ export async function runLomo(o: DetectOptions): Promise<{ folds: LomoFold[]; po
     flagged += g.rules.tp + g.rules.fp;
     folds.push({ heldOut: e.name, chosen: cfg, windows: g.windows, stages, rulesDecidedShare: round(g.decided / g.windows), rulesFlagged: g.rules.tp + g.rules.fp, combinedVsBestStage: perEntity[0].combinedVsBestStage });
   });
-  const cat = (xs: ArrayLike<number>[]): Float32Array => {
-    const out = new Float32Array(xs.reduce((a, x) => a + x.length, 0));
-    let off = 0;
-    for (const x of xs) {
-      out.set(x as ArrayLike<number>, off);
-      off += x.length;
-    }
-    return out;
-  };
-  const labels = cat(pooledLabels);
-  const stages = {} as StageSet;
-  for (const s of STAGES) stages[s] = { ...metricsOf(pooledCounts[s]), auprc: round(averagePrecision(labels, cat(pooledScores[s]))) };
+  const stages = pooledStages(pooledCounts, pooledLabels, pooledScores);
   const pooledBest = Math.max(stages.rules.f1, stages.learned.f1, stages.l2.f1);
   return {
     folds,
