@@ -892,7 +892,7 @@ function parseDims(text: string): number[] | Problem {
 export const DETECT_SPEC = {
   input: opt.dir<string>({ demand: true, describe: 'SMD-style folder (train/, test/, test_label/) or NAB folder (data/, labels/)' }),
   dims: opt.custom<number[] | undefined>('columns', { defaultText: 'every column not constant in train', describe: 'comma-separated 0-based columns for the rules' }, parseDims),
-  json: opt.boolean({ default: false, describe: 'print one JSON object (DESIGN.md §4)' }),
+  json: opt.boolean({ default: false, describe: 'print one JSON object (fields: docs/detect.md)' }),
   windowLabel: opt.choice(['any', 'last'] as const, { default: 'any', describe: "window label from row labels: 'any' row or the 'last' row" }),
   seed: opt.integer({ default: 1, describe: 'seed of the learned detector' }),
   entities: opt.optString({ defaultText: 'all', describe: 'comma-separated entity names (file stems) to run' }),
