@@ -2,7 +2,7 @@
 /* eslint-disable @typescript-eslint/no-explicit-any, @typescript-eslint/no-require-imports */
 /**
  * The `kais` command. It only registers the yargs commands that each folder exports; the commands
- * themselves live next to the code they drive (training/jobs/*, agent/cli.ts, orchestrator/cli.ts).
+ * themselves live next to the code they drive (training/jobs/*, agent/cli.ts, orchestrator/cli.ts, launcher/up.ts).
  */
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
@@ -20,7 +20,7 @@ const COMMANDS: Record<string, () => CommandModule<any, any>> = {
   agent: () => require('./agent/cli').agentCommand,
   node: () => require('./orchestrator/node-cli').nodeCommand,
   orchestrator: () => require('./orchestrator/cli').orchestratorCommand,
-  up: () => require('./training/jobs/up').upCommand,
+  up: () => require('./launcher/up').upCommand,
 };
 
 /** One line: the user sees one line per mistake, whatever wrote the message (yargs writes several). */

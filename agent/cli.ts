@@ -11,7 +11,7 @@
  */
 import type { Argv, CommandModule } from 'yargs';
 import { namingFlags, opt, readInputFile, resolveOptions, yargsOptions } from '../shared/config';
-import { checkPortFree, exitWithParent, listenProblem, resolveSecret } from '../lifecycle';
+import { checkPortFree, exitWithParent, listenProblem, resolveSecret } from '../shared/lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadScenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';

@@ -6,7 +6,7 @@
  */
 import type { Argv, CommandModule } from 'yargs';
 import { namingFlags, opt, resolveOptions, yargsOptions } from '../shared/config';
-import { checkPortFree, exitWithParent, listenProblem } from '../lifecycle';
+import { checkPortFree, exitWithParent, listenProblem } from '../shared/lifecycle';
 import { UsageError } from '../shared/errors';
 import { readConfig, startOrchestrator } from './main';
 

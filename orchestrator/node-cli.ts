@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Argv, CommandModule } from 'yargs';
 import { namingFlags, opt, resolveOptions, yargsOptions } from '../shared/config';
-import { checkPortFree, exitWithParent, listenProblem, resolveSecret } from '../lifecycle';
+import { checkPortFree, exitWithParent, listenProblem, resolveSecret } from '../shared/lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadScenario, topologyOf } from '../shared/scenario';
 import { validateFaults, type Fault } from '../shared/faults';

@@ -9,7 +9,7 @@ import { optionDocs } from '../shared/config';
 import { TRAIN_CLI_SPEC } from '../training/jobs/train-options';
 import { EVAL_SPEC } from '../training/jobs/eval';
 import { DETECT_SPEC } from '../training/jobs/detect';
-import { UP_SPEC } from '../training/jobs/up';
+import { UP_SPEC } from '../launcher/up';
 import { AGENT_SPEC, AGENT_TOKEN_ENV } from '../agent/cli';
 import { ORCHESTRATOR_SPEC } from '../orchestrator/cli';
 import { NODE_ADMIN_TOKEN_ENV, NODE_SPEC } from '../orchestrator/node-cli';

@@ -14,7 +14,7 @@
  * Nothing here knows a command: the specs live next to the commands (TRAIN_SPEC in
  * training/jobs/train-options.ts, EVAL_SPEC, DETECT_SPEC, UP_SPEC in their jobs, AGENT_SPEC in
  * agent/cli.ts, ORCHESTRATOR_SPEC and NODE_SPEC in orchestrator/). Nor anything of processes or
- * sockets (DESIGN.md section 3): the environment and port checks are in lifecycle.ts.
+ * sockets (DESIGN.md section 3): the environment and port checks are in shared/lifecycle.ts (entry points only).
  */
 import * as fs from 'fs';
 import * as path from 'path';

@@ -16,7 +16,7 @@ describe('npm pack', () => {
   const files: string[] = (JSON.parse(out) as { files: { path: string }[] }[])[0].files.map((f) => f.path);
 
   it('holds what the CLI needs at run time', () => {
-    for (const f of ['dist/kais.js', 'dist/shared/scenarios/kais.json', 'models/kais-cmmac.bin', 'models/kais-cmmac.bin.json', 'training/curriculum/lessons/01-clone-lec.json', 'LICENSE', 'README.md']) {
+    for (const f of ['dist/kais.js', 'dist/launcher/up.js', 'dist/shared/lifecycle.js', 'dist/shared/scenarios/kais.json', 'models/kais-cmmac.bin', 'models/kais-cmmac.bin.json', 'training/curriculum/lessons/01-clone-lec.json', 'LICENSE', 'README.md']) {
       expect(files).toContain(f);
     }
   });

@@ -6,7 +6,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { checkOptions, defaultsOf, givenOptions, nameTheFlag, opt, resolveOptions } from '../../../shared/config';
-import { resolveSecret } from '../../../lifecycle';
+import { resolveSecret } from '../../../shared/lifecycle';
 import { UsageError } from '../../../shared/errors';
 import { cliReference } from '../../../scripts/cli-docs';
 import { TRAIN_DEFAULTS, TRAIN_SPEC } from '../../../training/jobs/train-options';

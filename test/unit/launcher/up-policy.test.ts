@@ -5,13 +5,13 @@
  */
 import { spawnSync } from 'child_process';
 import * as path from 'path';
-import { loadScenario } from '../../../../shared/scenario';
-import { makeDispatch, makeOrchestration } from '../../../../training/baselines/registry';
-import { predictRate } from '../../../../training/jobs/up';
-import { runEpisode } from '../../../../training/jobs/rollout';
-import { buildRequests } from '../../../../training/workload';
+import { loadScenario } from '../../../shared/scenario';
+import { makeDispatch, makeOrchestration } from '../../../training/baselines/registry';
+import { predictRate } from '../../../launcher/up';
+import { runEpisode } from '../../../training/jobs/rollout';
+import { buildRequests } from '../../../training/workload';
 
-const KAIS = path.resolve(__dirname, '../../../..', 'dist', 'kais.js');
+const KAIS = path.resolve(__dirname, '../../..', 'dist', 'kais.js');
 
 describe('kais up --policy', () => {
   const small = loadScenario('small');

@@ -5,9 +5,9 @@
  */
 import { spawnSync } from 'child_process';
 import * as path from 'path';
-import { planFaults } from '../../../../training/jobs/up';
+import { planFaults } from '../../../launcher/up';
 
-const KAIS = path.resolve(__dirname, '../../../..', 'dist', 'kais.js');
+const KAIS = path.resolve(__dirname, '../../..', 'dist', 'kais.js');
 
 function kais(...args: string[]) {
   const r = spawnSync(process.execPath, [KAIS, ...args], { encoding: 'utf8', timeout: 60000 });

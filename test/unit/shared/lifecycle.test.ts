@@ -1,12 +1,12 @@
 /**
- * `exitWithParent` (lifecycle.ts) on real processes, from dist/ (built by `npm test`): a process
+ * `exitWithParent` (shared/lifecycle.ts) on real processes, from dist/ (built by `npm test`): a process
  * whose parent dies exits by itself when KAIS_EXIT_WITH_PARENT is set, and outlives it otherwise.
  */
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
-const LIFECYCLE = path.resolve(__dirname, '..', '..', 'dist', 'lifecycle.js');
+const LIFECYCLE = path.resolve(__dirname, '..', '..', '..', 'dist', 'shared', 'lifecycle.js');
 
 /** Starts parent -> child; the parent exits once the child is watching; resolves the child's pid. */
 function orphan(env: NodeJS.ProcessEnv): Promise<number> {

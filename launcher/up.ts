@@ -44,19 +44,19 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
 import type { Argv, CommandModule } from 'yargs';
-import { namingFlags, opt, resolveOptions, yargsOptions, type OptionsOf } from '../../shared/config';
-import { MAX_LOAD } from './train-options';
-import type { Request } from '../../shared/domain';
-import { UsageError } from '../../shared/errors';
-import { AGENT_TOKEN_ENV } from '../../agent/cli';
-import { loadScenario, topologyOf, type Scenario } from '../../shared/scenario';
-import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../workload';
-import { uploadS } from '../../shared/network';
-import { checkpointHead, defaultModelPath } from './checkpoint';
-import type { Fault } from '../../shared/faults';
-import { isOrchestrationPolicy, ORCHESTRATION_POLICIES } from '../../shared/orchestration';
-import { Rng } from '../../shared/rng';
-import { checkLivePolicy, DISPATCH_HEURISTICS, isDispatchHeuristic, makeHeuristicDispatch, PerEapDispatch, type LivePolicyName } from '../../shared/dispatch';
+import { namingFlags, opt, resolveOptions, yargsOptions, type OptionsOf } from '../shared/config';
+import { MAX_LOAD } from '../training/jobs/train-options';
+import type { Request } from '../shared/domain';
+import { UsageError } from '../shared/errors';
+import { AGENT_TOKEN_ENV } from '../agent/cli';
+import { loadScenario, topologyOf, type Scenario } from '../shared/scenario';
+import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../training/workload';
+import { uploadS } from '../shared/network';
+import { checkpointHead, defaultModelPath } from '../training/jobs/checkpoint';
+import type { Fault } from '../shared/faults';
+import { isOrchestrationPolicy, ORCHESTRATION_POLICIES } from '../shared/orchestration';
+import { Rng } from '../shared/rng';
+import { checkLivePolicy, DISPATCH_HEURISTICS, isDispatchHeuristic, makeHeuristicDispatch, PerEapDispatch, type LivePolicyName } from '../shared/dispatch';
 
 /** The options of `kais up`, declared once (shared/config.ts makes the flags, checks and docs). */
 export const UP_SPEC = {
@@ -660,9 +660,9 @@ export function predictRate(
   view: 'global' | 'agent' = 'agent',
 ): { policy: string; rate: number; slotS: number } {
   /* eslint-disable @typescript-eslint/no-require-imports */
-  const { runEpisode } = require('./rollout') as typeof import('./rollout');
-  const { makeDispatch, makeOrchestration } = require('../baselines/registry') as typeof import('../baselines/registry');
-  const ck = require('./checkpoint') as typeof import('./checkpoint');
+  const { runEpisode } = require('../training/jobs/rollout') as typeof import('../training/jobs/rollout');
+  const { makeDispatch, makeOrchestration } = require('../training/baselines/registry') as typeof import('../training/baselines/registry');
+  const ck = require('../training/jobs/checkpoint') as typeof import('../training/jobs/checkpoint');
   /* eslint-enable @typescript-eslint/no-require-imports */
   // the simulator dispatches on arrival, as the agents do (edge-cloud-v2): the scenario's own slot
   const scenario = base;

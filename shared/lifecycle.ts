@@ -1,12 +1,12 @@
 /**
  * Process-lifecycle helpers of the long-running commands (`kais agent`, `kais node`,
  * `kais orchestrator`): exit with the parent, tokens from files or the environment, ports that
- * can be listened on. A root module next to `kais.ts` because both `agent/` and `orchestrator/`
- * entry points need it, the import rules keep those folders apart, and `shared/` does not know
- * about processes (DESIGN.md section 3). Only CLI entry points (`*cli.ts`) import it.
+ * can be listened on. In shared/ because both `agent/` and `orchestrator/` entry points need it and
+ * the import rules keep those folders apart; like tf-backend.ts it is for entry points only
+ * (`*cli.ts`, `main.ts`, launcher/): test/unit/imports.test.ts checks who imports it.
  */
 import * as net from 'node:net';
-import { UsageError } from './shared/errors';
+import { UsageError } from './errors';
 
 /** How often the parent is checked, ms: a child is gone within this long after its parent. */
 export const PARENT_CHECK_MS = 500;
