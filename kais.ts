@@ -17,6 +17,7 @@ const COMMANDS: Record<string, () => CommandModule<any, any>> = {
   eval: () => require('./training/jobs/eval').evalCommand,
   train: () => require('./training/jobs/train').trainCommand,
   detect: () => require('./training/jobs/detect').detectCommand,
+  export: () => require('./training/jobs/export').exportCommand,
   agent: () => require('./agent/cli').agentCommand,
   node: () => require('./orchestrator/node-cli').nodeCommand,
   orchestrator: () => require('./orchestrator/cli').orchestratorCommand,

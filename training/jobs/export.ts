@@ -1,0 +1,85 @@
+/**
+ * `kais export`: the actor of a checkpoint (an exported actor `.bin` + `.json`, or a `kais train`
+ * database: the checkpoint `kais eval --checkpoint` uses) in TensorFlow.js layers format
+ * (`<dir>/model.json` + `<dir>/weights.bin`, loadable with `tf.loadLayersModel`;
+ * shared/nets/actor-layers.ts, docs/cmmac.md). `kais train --export-layers <dir>` writes the same
+ * at the end of a run. The shipped models/kais-cmmac-tfjs/ was made with
+ * `kais export --checkpoint models/kais-cmmac.bin --layers models/kais-cmmac-tfjs`.
+ */
+import * as fs from 'fs';
+import type { Argv, CommandModule } from 'yargs';
+import { namingFlags, opt, resolveOptions, yargsOptions, type OptionsOf } from '../../shared/config';
+import { UsageError } from '../../shared/errors';
+import { writeActorLayers, type ActorLayersMeta } from '../../shared/nets/actor-layers';
+import { loadScenario, topologyOf } from '../../shared/scenario';
+import { observationDim, targetBlockOf } from '../../shared/spaces';
+import { loadBackend } from '../../shared/tf-backend';
+import { CheckpointDb, checkpointActor, checkScenario, isActorFile } from './checkpoint';
+
+export const EXPORT_SPEC = {
+  checkpoint: opt.file({ demand: true, describe: 'the actor to export: an exported actor .bin (with its .json) or a kais train SQLite file' }),
+  layers: opt.outDir({ demand: true, describe: 'folder to write the TensorFlow.js layers model into (model.json + weights.bin)' }),
+  scenario: opt.optString({ defaultText: 'the one the checkpoint was trained on', describe: 'built-in scenario or a scenario JSON file (a file scenario must be given)' }),
+};
+
+export type ExportArgs = OptionsOf<typeof EXPORT_SPEC>;
+
+/** What a checkpoint says it fits: an actor file's `.json`, or a database's stored config. */
+function checkpointMeta(file: string): ActorLayersMeta {
+  let m: Partial<ActorLayersMeta> | null;
+  if (isActorFile(file)) {
+    try {
+      m = JSON.parse(fs.readFileSync(`${file}.json`, 'utf8')) as Partial<ActorLayersMeta>;
+    } catch (e) {
+      throw new UsageError(`${file}.json: not readable (${(e as Error).message.split('\n')[0]})`, 'KAIS_ERR_CHECKPOINT');
+    }
+  } else {
+    const db = CheckpointDb.open(file, 'read');
+    try {
+      m = db.config<Partial<ActorLayersMeta>>() ?? null;
+    } finally {
+      db.close();
+    }
+  }
+  if (!m || typeof m.scenario !== 'string' || typeof m.scenarioFingerprint !== 'string') {
+    throw new UsageError(`${file}: not a usable kais checkpoint (no scenario recorded)`, 'KAIS_ERR_CHECKPOINT');
+  }
+  return {
+    scenario: m.scenario,
+    scenarioFingerprint: m.scenarioFingerprint,
+    head: m.head ?? 'relu1',
+    obsDim: Number(m.obsDim),
+    numActions: Number(m.numActions),
+    ...(m.frame !== undefined ? { frame: m.frame } : {}),
+    ...(m.evalThroughputRate !== undefined ? { evalThroughputRate: m.evalThroughputRate } : {}),
+  };
+}
+
+/** Writes the layers model of `checkpoint`'s actor into `dir`; returns the files written. */
+export async function exportLayers(checkpoint: string, dir: string, scenarioName?: string | null): Promise<string[]> {
+  const meta = checkpointMeta(checkpoint);
+  const scenario = loadScenario(scenarioName ?? meta.scenario);
+  checkScenario(checkpoint, meta, scenario);
+  const topo = topologyOf(scenario);
+  const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
+  const obsDim = observationDim(shape);
+  const actor = checkpointActor(checkpoint);
+  if (actor.tensors[0]?.shape[0] !== obsDim || meta.numActions !== shape.numTargets) {
+    throw new UsageError(`${checkpoint}: not a usable kais checkpoint (actor shapes do not fit scenario ${scenario.name})`, 'KAIS_ERR_CHECKPOINT');
+  }
+  const spec = { obsDim, numActions: shape.numTargets, head: actor.head, targetBlock: targetBlockOf(shape) };
+  return writeActorLayers(dir, actor.tensors.map((t) => t.data), spec, { ...meta, head: actor.head, obsDim, numActions: shape.numTargets, targetBlock: spec.targetBlock });
+}
+
+export const exportCommand: CommandModule<object, object> = {
+  command: 'export',
+  describe: "write a checkpoint's actor as a TensorFlow.js layers model (model.json + weights.bin)",
+  builder: (y: Argv<object>) =>
+    yargsOptions(y.example('$0 export --checkpoint models/kais-cmmac.bin --layers /tmp/kais-tfjs', 'the shipped model for tf.loadLayersModel'), EXPORT_SPEC),
+  handler: namingFlags(EXPORT_SPEC, async (argv) => {
+    const args: ExportArgs = resolveOptions(EXPORT_SPEC, argv);
+    await loadBackend(); // an entry point picks the backend
+    const files = await exportLayers(args.checkpoint as string, args.layers as string, args.scenario);
+    for (const f of files) process.stdout.write(`wrote ${f}\n`);
+  }),
+};
