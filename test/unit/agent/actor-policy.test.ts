@@ -5,7 +5,7 @@ import { Rng } from '../../../shared/rng';
 import { CmmacDispatch, type DecisionRecorder } from '../../../agent/actor-policy';
 import { observationDim } from '../../../agent/observation';
 import { buildRequests } from '../../../training/workload';
-import { makeDispatch, makeOrchestration } from '../../../training/baselines/registry';
+import { makeOrchestration } from '../../../training/baselines/registry';
 import { runEpisode, percentile } from '../../../training/jobs/rollout';
 import { EdgeCloudEnv } from '../../../training/sim/env';
 
@@ -65,30 +65,22 @@ describe('cmmac dispatch policy', () => {
     }
   });
 
-  it('decides a batch-1 request with mask in well under 1 ms on the kais scenario (median; p99 is printed, it depends on machine load)', () => {
+  it('decides a batch-1 request with mask in well under 1 ms on the kais scenario (median; the p99, which depends on machine load, is measured by npm run bench)', () => {
     const { scenario, policy } = setup('kais', 'argmax');
     const requests = buildRequests({ scenario, workload: 'p4', seed: 1, load: 1, durationS: 10 });
     const env = new EdgeCloudEnv(scenario, { requests, frames: 1, orchestration: makeOrchestration('hpa', scenario) });
     let { observations } = env.reset({ seed: 1 });
     const us: number[] = [];
-    const lec = makeDispatch('lec', scenario);
-    const lecUs: number[] = [];
     while (!env.isDone && us.length < 3000) {
       const actions: number[] = [];
       for (const b of env.agents) {
         const t0 = performance.now();
         actions[b] = policy.decide(observations[b], env.view);
         us.push((performance.now() - t0) * 1000);
-        const t1 = performance.now();
-        lec.decide(observations[b], env.view);
-        lecUs.push((performance.now() - t1) * 1000);
       }
       observations = env.step(actions).observations;
     }
-    const p99 = percentile(Float64Array.from(us.slice(200)), 0.99);
     const p50 = percentile(Float64Array.from(us.slice(200)), 0.5);
-    const lecP99 = percentile(Float64Array.from(lecUs.slice(200)), 0.99);
-    process.stdout.write(`cmmac batch-1 decision: p50 ${p50.toFixed(1)} us, p99 ${p99.toFixed(1)} us (lec p99 ${lecP99.toFixed(1)} us)\n`);
     expect(p50).toBeLessThan(1000);
   });
 
