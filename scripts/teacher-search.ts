@@ -12,7 +12,7 @@
  * or an object of the knobs below (a search-only generalisation of deadline-load).
  */
 import type { ClusterView, DispatchItem, DispatchPolicy } from '../shared/policy';
-import { expectedCompletionS } from '../shared/eta';
+import { pickByEta, type EtaRule } from '../shared/eta';
 import { loadScenario } from '../shared/scenario';
 import { compareOnTrainingConditions, namedVariant } from './training-conditions';
 
@@ -32,37 +32,25 @@ interface Knobs {
 
 class SearchTeacher implements DispatchPolicy {
   readonly name = 'search';
-  constructor(private readonly k: Required<Knobs>) {}
+  private readonly rule: EtaRule;
+  constructor(k: Required<Knobs>) {
+    this.rule = {
+      margin: k.margin,
+      fallback: k.fallback,
+      key: (t, eta, item, view) => {
+        const w = item.request.service;
+        let ld = 0;
+        if (k.load === 'service') ld = (view.serviceQueueLen(t, w) + view.busyReplicas(t, w)) / Math.max(1, view.readyReplicas(t, w));
+        else if (k.load === 'node') ld = view.queueLen(t) / Math.max(1, view.cpuCores(t));
+        let key = k.loadWeight * ld + k.etaWeight * eta;
+        if (t === view.cloudTarget) key += k.cloudPenalty;
+        else if (view.nodeEap(t) === item.eap) key -= k.sameEapBonus;
+        return key;
+      },
+    };
+  }
   decide(item: DispatchItem, view: ClusterView): number {
-    const { k } = this;
-    const w = item.request.service;
-    const b = item.eap;
-    const slack = item.request.deadlineS - view.nowS();
-    let best = -1;
-    let bestKey = Infinity;
-    let minEta = Infinity;
-    let minEtaT = view.cloudTarget;
-    for (let t = 0; t < view.numTargets; t++) {
-      if (!item.mask[t]) continue;
-      const eta = expectedCompletionS(view, b, t, w, item.request.inputMB);
-      if (eta < minEta) {
-        minEta = eta;
-        minEtaT = t;
-      }
-      if (k.margin * eta > slack) continue;
-      let ld = 0;
-      if (k.load === 'service') ld = (view.serviceQueueLen(t, w) + view.busyReplicas(t, w)) / Math.max(1, view.readyReplicas(t, w));
-      else if (k.load === 'node') ld = view.queueLen(t) / Math.max(1, view.cpuCores(t));
-      let key = k.loadWeight * ld + k.etaWeight * eta;
-      if (t === view.cloudTarget) key += k.cloudPenalty;
-      else if (view.nodeEap(t) === b) key -= k.sameEapBonus;
-      if (key < bestKey) {
-        bestKey = key;
-        best = t;
-      }
-    }
-    if (best >= 0) return best;
-    return k.fallback === 'min-eta' ? minEtaT : view.cloudTarget;
+    return pickByEta(item, view, this.rule);
   }
 }
 

@@ -21,28 +21,54 @@ export function expectedCompletionS(view: ClusterView, eap: number, t: number, w
 }
 
 /**
+ * An eta-based dispatch rule: which valid targets count as meeting the deadline, how those are
+ * ranked, and what happens when none does. `lec`, the warm-start teachers (critic/cmmac/) and the
+ * teacher search (scripts/) are instances; pickByEta is the one loop they share.
+ */
+export interface EtaRule {
+  /** A target meets the deadline when margin x eta <= slack (slack = deadline - now). */
+  readonly margin: number;
+  /** Ranks the targets that meet it, smallest first (the first one wins a tie). */
+  key(t: number, eta: number, item: DispatchItem, view: ClusterView): number;
+  /** When none meets it: the cloud, or the valid target with the smallest eta (lec's choice). */
+  readonly fallback: 'cloud' | 'min-eta';
+  /** Eta of target t; by default expectedCompletionS. Called once per valid target, in order, each just before key(t). */
+  eta?(t: number, item: DispatchItem, view: ClusterView): number;
+}
+
+/**
+ * Over the valid targets of item.mask in index order: the one with the smallest rule.key among
+ * those whose eta meets the request's slack with the rule's margin; if none does, rule.fallback
+ * (the smallest eta, first on ties, or the cloud; the cloud too when no target is valid).
+ */
+export function pickByEta(item: DispatchItem, view: ClusterView, rule: EtaRule): number {
+  const w = item.request.service;
+  const slack = item.request.deadlineS - view.nowS();
+  let best = -1;
+  let bestKey = Infinity;
+  let minEta = Infinity;
+  let minEtaT = view.cloudTarget;
+  for (let t = 0; t < view.numTargets; t++) {
+    if (!item.mask[t]) continue;
+    const eta = rule.eta ? rule.eta(t, item, view) : expectedCompletionS(view, item.eap, t, w, item.request.inputMB);
+    if (eta < minEta) {
+      minEta = eta;
+      minEtaT = t;
+    }
+    if (rule.margin * eta > slack) continue;
+    const key = rule.key(t, eta, item, view);
+    if (key < bestKey) {
+      bestKey = key;
+      best = t;
+    }
+  }
+  if (best >= 0) return best;
+  return rule.fallback === 'min-eta' ? minEtaT : view.cloudTarget;
+}
+
+/**
  * The `lec` rule: among the valid targets whose expected completion time meets the request's
  * slack, the one with the smallest; if none meets it, the smallest overall. Used by the `lec`
  * baseline and by the agent's fallback before any actor weights arrive.
  */
-export function bestByEta(item: DispatchItem, view: ClusterView): { target: number; eta: number } {
-  const w = item.request.service;
-  const slack = item.request.deadlineS - view.nowS();
-  let bestOk = -1;
-  let bestOkEta = Infinity;
-  let best = view.cloudTarget;
-  let bestEta = Infinity;
-  for (let t = 0; t < view.numTargets; t++) {
-    if (!item.mask[t]) continue;
-    const eta = expectedCompletionS(view, item.eap, t, w, item.request.inputMB);
-    if (eta < bestEta) {
-      bestEta = eta;
-      best = t;
-    }
-    if (eta <= slack && eta < bestOkEta) {
-      bestOkEta = eta;
-      bestOk = t;
-    }
-  }
-  return bestOk >= 0 ? { target: bestOk, eta: bestOkEta } : { target: best, eta: bestEta };
-}
+export const LEC_RULE: EtaRule = { margin: 1, key: (_t, eta) => eta, fallback: 'min-eta' };

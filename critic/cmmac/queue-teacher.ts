@@ -32,7 +32,7 @@
  */
 import type { ClusterView, DispatchItem, DispatchPolicy } from '../../shared/policy';
 import type { Request } from '../../shared/domain';
-import { expectedCompletionS } from '../../shared/eta';
+import { expectedCompletionS, pickByEta, type EtaRule } from '../../shared/eta';
 import { HOPELESS_OFFSET } from '../../shared/dequeue';
 
 export interface QueueLookaheadOptions {
@@ -89,7 +89,7 @@ function simQueues(view: ClusterView): SimQueues | null {
     : null;
 }
 
-export class QueueLookaheadDispatch implements DispatchPolicy {
+export class QueueLookaheadDispatch implements DispatchPolicy, EtaRule {
   readonly name: string;
   readonly o: Required<Omit<QueueLookaheadOptions, 'name' | 'ownWork'>> & { ownWork: 'true' | 'deadline' | 'slack' | 'mean' };
   /** requests seen, by id (their true work and deadline) */
@@ -142,45 +142,45 @@ export class QueueLookaheadDispatch implements DispatchPolicy {
     return t;
   }
 
-  private choose(item: DispatchItem, view: ClusterView): number {
-    const { o } = this;
+  // The eta rule of pickByEta (shared/eta.ts): the lookahead's completion time (or the view's eta),
+  // ranked by load, eta and the harm done to the requests already queued there.
+  /** per decision: the simulator's queues (null: read only the view); per target: the lookahead's harm */
+  private sim: SimQueues | null = null;
+  private harm = 0;
+
+  get margin(): number {
+    return this.o.margin;
+  }
+
+  get fallback(): 'cloud' | 'min-eta' {
+    return this.o.fallback;
+  }
+
+  eta(t: number, item: DispatchItem, view: ClusterView): number {
     const r = item.request;
-    const w = r.service;
-    const b = item.eap;
-    const now = view.nowS();
-    const slack = r.deadlineS - now;
-    const sim = o.useQueues ? simQueues(view) : null;
-    let best = -1;
-    let bestKey = Infinity;
-    let minEta = Infinity;
-    let minEtaT = view.cloudTarget;
-    for (let t = 0; t < view.numTargets; t++) {
-      if (!item.mask[t]) continue;
-      let eta: number;
-      let harm = 0;
-      if (sim) {
-        const e = this.lookahead(sim, view, item, t);
-        eta = e.done - now;
-        harm = e.harm;
-      } else {
-        eta = expectedCompletionS(view, b, t, w, r.inputMB);
-        if (!o.useQueues) eta += this.ownProc(r, now, view.meanServiceS(t, w), view.serviceCpuCores(w)) - view.meanServiceS(t, w);
-      }
-      if (eta < minEta) {
-        minEta = eta;
-        minEtaT = t;
-      }
-      if (o.margin * eta > slack) continue;
-      const ready = Math.max(1, view.readyReplicas(t, w));
-      const load = (view.serviceQueueLen(t, w) + view.busyReplicas(t, w)) / ready;
-      const key = o.loadWeight * load + o.etaWeight * eta + o.harmWeight * harm;
-      if (key < bestKey) {
-        bestKey = key;
-        best = t;
-      }
+    if (this.sim) {
+      const e = this.lookahead(this.sim, view, item, t);
+      this.harm = e.harm;
+      return e.done - view.nowS();
     }
-    if (best >= 0) return best;
-    return o.fallback === 'min-eta' ? minEtaT : view.cloudTarget;
+    this.harm = 0;
+    const w = r.service;
+    let eta = expectedCompletionS(view, item.eap, t, w, r.inputMB);
+    if (!this.o.useQueues) eta += this.ownProc(r, view.nowS(), view.meanServiceS(t, w), view.serviceCpuCores(w)) - view.meanServiceS(t, w);
+    return eta;
+  }
+
+  key(t: number, eta: number, item: DispatchItem, view: ClusterView): number {
+    const { o } = this;
+    const w = item.request.service;
+    const ready = Math.max(1, view.readyReplicas(t, w));
+    const load = (view.serviceQueueLen(t, w) + view.busyReplicas(t, w)) / ready;
+    return o.loadWeight * load + o.etaWeight * eta + o.harmWeight * this.harm;
+  }
+
+  private choose(item: DispatchItem, view: ClusterView): number {
+    this.sim = this.o.useQueues ? simQueues(view) : null;
+    return pickByEta(item, view, this);
   }
 
   /** This request's processing time (s) as ownWork says. */

@@ -18,7 +18,7 @@
  * "Teacher search on training data"): +0.5% over `deadline-load` in the mean of the 4 columns.
  */
 import type { ClusterView, DispatchItem, DispatchPolicy } from '../../shared/policy';
-import { expectedCompletionS } from '../../shared/eta';
+import { pickByEta, type EtaRule } from '../../shared/eta';
 import { QueueLookaheadDispatch } from './queue-teacher';
 
 export interface DeadlineLoadOptions {
@@ -35,7 +35,7 @@ export interface DeadlineLoadOptions {
   name?: string;
 }
 
-export class DeadlineLoadDispatch implements DispatchPolicy {
+export class DeadlineLoadDispatch implements DispatchPolicy, EtaRule {
   readonly name: string;
   readonly margin: number;
   readonly etaWeight: number;
@@ -48,31 +48,15 @@ export class DeadlineLoadDispatch implements DispatchPolicy {
     this.name = o.name ?? 'deadline-load';
   }
 
-  decide(item: DispatchItem, view: ClusterView): number {
+  /** jsq's load (queued and busy requests of the service per ready replica) + etaWeight x eta */
+  key(t: number, eta: number, item: DispatchItem, view: ClusterView): number {
     const w = item.request.service;
-    const b = item.eap;
-    const slack = item.request.deadlineS - view.nowS();
-    let best = -1;
-    let bestKey = Infinity;
-    let minEtaTarget = view.cloudTarget;
-    let minEta = Infinity;
-    for (let t = 0; t < view.numTargets; t++) {
-      if (!item.mask[t]) continue;
-      const eta = expectedCompletionS(view, b, t, w, item.request.inputMB);
-      if (eta < minEta) {
-        minEta = eta;
-        minEtaTarget = t;
-      }
-      if (this.margin * eta > slack) continue;
-      const ready = Math.max(1, view.readyReplicas(t, w));
-      const key = (view.serviceQueueLen(t, w) + view.busyReplicas(t, w)) / ready + this.etaWeight * eta;
-      if (key < bestKey) {
-        bestKey = key;
-        best = t;
-      }
-    }
-    if (best >= 0) return best;
-    return this.fallback === 'min-eta' ? minEtaTarget : view.cloudTarget;
+    const ready = Math.max(1, view.readyReplicas(t, w));
+    return (view.serviceQueueLen(t, w) + view.busyReplicas(t, w)) / ready + this.etaWeight * eta;
+  }
+
+  decide(item: DispatchItem, view: ClusterView): number {
+    return pickByEta(item, view, this);
   }
 }
 

@@ -7,15 +7,13 @@
  * eta itself: the cloud's 2 x 100 ms usually makes it the slower choice.
  */
 import type { ClusterView, DispatchItem, DispatchPolicy } from '../policy';
-import { bestByEta, expectedCompletionS } from '../eta';
+import { expectedCompletionS, LEC_RULE, pickByEta } from '../eta';
 
 export class LecDispatch implements DispatchPolicy {
   readonly name = 'lec';
   decide(item: DispatchItem, view: ClusterView): number {
-    return bestByEta(item, view).target;
+    return pickByEta(item, view, LEC_RULE);
   }
 }
 
 export { expectedCompletionS };
-
-export { bestByEta };
