@@ -7,11 +7,19 @@
  * normAdv and gaeLambda to critic/cmmac/learner.ts explicitly. The spec's own settings (the
  * paper's) are `--credit team --lr 5e-4 --entropy-coef 0.01` (SPEC_SETTINGS below).
  */
-import { opt, defaultsOf, Problem, type OptionsOf } from '../../shared/config';
+import * as fs from 'fs';
+import { checkOptions, opt, defaultsOf, Problem, type OptionsOf } from '../../shared/config';
 import { UsageError } from '../../shared/errors';
 import { DEQUEUE_NAMES } from '../../shared/dequeue';
 import type { HeadActivation } from '../../shared/nets/dense-f32';
+import type { DispatchPolicy } from '../../shared/policy';
+import { loadScenario, type Scenario } from '../../shared/scenario';
+import { makeTrainTeacher } from '../../critic/cmmac/teacher';
+import { makeDispatch, makeOrchestration } from '../baselines/registry';
+import { checkTraceWindow, loadCurriculum, loadValidation, type Lesson } from '../curriculum/schedule';
 import { DEFAULT_WORKLOAD, WORKLOAD_NAMES } from '../workload';
+import { traceHasRowsIn } from '../workload/window';
+import { scenarioFingerprint } from './checkpoint';
 
 /** `from,to` in trace seconds, from < to. */
 export function parseWindow(text: string): [number, number] | Problem {
@@ -117,4 +125,99 @@ export function parseWindowFlag(v: string | undefined): [number, number] | undef
   const w = parseWindow(String(v));
   if (w instanceof Problem) throw new UsageError(`--eval-trace-window: ${w.why}`);
   return w;
+}
+
+// ------------------------------------------------------------------------------------- CHECKS
+
+/** The heuristic a lesson (or the warm start) clones. */
+export function makeTeacher(name: string, scenario: Scenario): DispatchPolicy {
+  return makeTrainTeacher(name) ?? makeDispatch(name, scenario);
+}
+
+/**
+ * Checks what the lesson files cannot check alone, naming the file: every lesson trains the run's
+ * scenario (one run trains one scenario's networks), its orchestration and teacher exist.
+ */
+export function checkLessons(lessons: Lesson[], scenario: Scenario): Lesson[] {
+  for (const l of lessons) {
+    const src = l.source ?? l.name;
+    const field = (f: string, e: unknown) => new UsageError(`${src}: field "${f}" ${(e instanceof Error ? e.message : String(e)).split('\n')[0]}`, 'KAIS_ERR_CURRICULUM');
+    let ls: Scenario;
+    try {
+      ls = loadScenario(l.scenario);
+    } catch (e) {
+      throw field('scenario', e);
+    }
+    if (scenarioFingerprint(ls) !== scenarioFingerprint(scenario)) {
+      throw new UsageError(`${src}: field "scenario" is "${l.scenario}", but this run trains scenario "${scenario.name}" (pass --scenario ${l.scenario}, or --curriculum none)`, 'KAIS_ERR_CURRICULUM');
+    }
+    try {
+      makeOrchestration(l.orchestration, scenario);
+    } catch (e) {
+      throw field('orchestration', e);
+    }
+    if (l.teacher !== undefined) {
+      try {
+        makeTeacher(l.teacher, scenario);
+      } catch (e) {
+        throw field('teacher', e);
+      }
+    }
+  }
+  return lessons;
+}
+
+/** The options of a run about to start or resume, checked before anything is written. */
+export interface CheckedOptions {
+  opts: TrainOptions;
+  scenario: Scenario;
+  /** a fresh run's lessons (null on a resume, which reads the stored ones) */
+  newLessons: Lesson[] | null;
+}
+
+/**
+ * The given options over the defaults, checked: the spec's checks (the same as on the command
+ * line), the names it cannot know, the curriculum's lesson files, the second validation set
+ * (--eval-trace, else the curriculum folder's validation.json) and the --out / --resume pair.
+ */
+export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: string }): CheckedOptions {
+  const opts: TrainOptions = { ...TRAIN_DEFAULTS, ...given };
+  const scenario = loadScenario(opts.scenario);
+  if (opts.curriculum === 'none') opts.curriculum = null;
+  checkOptions(TRAIN_SPEC, opts);
+  makeOrchestration(opts.orchestration, loadScenario(opts.scenario));
+  if (!makeTrainTeacher(opts.teacher)) makeDispatch(opts.teacher, loadScenario(opts.scenario));
+  if (opts.curriculum && (given.episodeFrames !== undefined || given.bcFrames !== undefined)) {
+    throw new UsageError(
+      `--episode-frames/--bc-frames: a curriculum sets these per lesson (episodeFrames, teacher); pass --curriculum none to train a single lesson from the flags`,
+    );
+  }
+  if (opts.resume && !fs.existsSync(opts.out)) throw new UsageError(`--resume: --out ${opts.out} does not exist, so there is no run to continue (leave out --resume to start one)`);
+  // bad lesson files fail before anything is written (a resume reads the stored lessons instead)
+  const fresh = !opts.resume || fs.statSync(opts.out).size === 0;
+  const newLessons = fresh && opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario) : null;
+  // the second validation set: --eval-trace (none: off), else the curriculum folder's validation.json
+  if (given.evalTrace === 'none') {
+    opts.evalTrace = null;
+  } else if (given.evalTrace) {
+    if (!fs.existsSync(given.evalTrace)) throw new UsageError(`--eval-trace: ${given.evalTrace} does not exist`);
+  } else if (fresh && opts.curriculum) {
+    const v = loadValidation(opts.curriculum);
+    if (v) {
+      opts.evalTrace = v.trace;
+      if (given.evalTraceWindowS === undefined) opts.evalTraceWindowS = v.traceWindowS;
+    }
+  }
+  if (given.evalTraceWindowS !== undefined) {
+    checkTraceWindow(given.evalTraceWindowS, '--eval-trace-window');
+    if (!opts.evalTrace) throw new UsageError('--eval-trace-window: needs --eval-trace (or a curriculum with a validation.json)');
+  }
+  // an empty validation window fails now, not at the first evaluation
+  if (fresh && opts.evalTrace && !traceHasRowsIn(opts.evalTrace, opts.evalTraceWindowS)) {
+    throw new UsageError(`--eval-trace: ${opts.evalTrace} has no rows in the window [${opts.evalTraceWindowS.join(', ')}]`);
+  }
+  if (!opts.resume && fs.existsSync(opts.out) && fs.statSync(opts.out).size > 0) {
+    throw new UsageError(`--out ${opts.out}: file exists; pass --resume to continue it or choose another file`);
+  }
+  return { opts, scenario, newLessons };
 }

@@ -6,6 +6,10 @@
  *   per frame: // SIM + // ACT (decision rounds, each one batched forward pass) -> // LEARN (one
  *   update on the frame's decisions) -> logging; a checkpoint after every episode.
  *
+ * Around the loop, one job per module: the options and their checks (train-options.ts), the
+ * curriculum's bookkeeping (../curriculum/tracker.ts), trace windows (../workload/window.ts), the
+ * evaluations (train-eval.ts), what is printed and plotted (train-progress.ts).
+ *
  * The default recipe (docs/cmmac.md has the measured table):
  * 1. warm start: the first `bcFrames` (24) frames act with the `deadline-load` teacher
  *    (critic/cmmac/teacher.ts) and clone it (4 passes per frame, lr 5e-4), the critic fitting the
@@ -36,9 +40,9 @@ import * as fs from 'fs';
 import { performance } from 'perf_hooks';
 import type { Argv, CommandModule } from 'yargs';
 import { UsageError } from '../../shared/errors';
-import { checkOptions, givenOptions, namingFlags, yargsOptions } from '../../shared/config';
+import { givenOptions, namingFlags, yargsOptions } from '../../shared/config';
 import { Rng } from '../../shared/rng';
-import { loadScenario, topologyOf, type Scenario } from '../../shared/scenario';
+import { topologyOf, type Scenario } from '../../shared/scenario';
 import { loadBackend } from '../../shared/tf-backend';
 import { ActorNet } from '../../shared/nets/actor';
 import { ValueNet } from '../../shared/nets/value';
@@ -46,28 +50,25 @@ import { CmmacDispatch } from '../../agent/actor-policy';
 import { observationDim, targetBlockOf, type ObservationShape } from '../../agent/observation';
 import { RolloutBuffer } from '../../critic/cmmac/buffer';
 import { CmmacLearner } from '../../critic/cmmac/learner';
-import { makeTrainTeacher } from '../../critic/cmmac/teacher';
 import { buildState, stateDim } from '../../critic/cmmac/state';
 import { EdgeCloudEnv, ENV_VERSION } from '../sim/env';
-import type { DequeueName } from '../../shared/dequeue';
-import { buildRequests, type WorkloadName } from '../workload';
-import { makeDispatch, makeOrchestration } from '../baselines/registry';
-import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
-import { checkTraceWindow, decidePromotion, loadCurriculum, loadValidation, type Lesson } from '../curriculum/schedule';
-import { loadTrace, toRequests, type TraceRow } from '../workload';
-import { runEpisode } from './rollout';
-import { writePlot } from './plot';
-import { CheckpointDb, checkScenario, scenarioFingerprint, type CheckpointRow, type CheckpointState } from './checkpoint';
-import { packWeights, weightsToBytes } from '../../shared/protocol/weights';
-import { TRAIN_CLI_SPEC, TRAIN_DEFAULTS, TRAIN_SPEC, type TrainOptions } from './train-options';
+import { buildRequests } from '../workload';
+import { sampledWindowRequests } from '../workload/window';
+import { makeOrchestration } from '../baselines/registry';
+import { loadCurriculum, type Lesson } from '../curriculum/schedule';
+import { CurriculumTracker, lessonPlan, singlePlan, type CheckpointLabel, type CurriculumState, type EpisodePlan, type LessonRecord } from '../curriculum/tracker';
+import { CheckpointDb, checkScenario, scenarioFingerprint, type CheckpointRow } from './checkpoint';
+import { exportActor, initFrom, restoreNets, saveCheckpoint, type RunState } from './train-checkpoint';
+import { checkLessons, checkTrainOptions, makeTeacher, TRAIN_CLI_SPEC, TRAIN_SPEC, type TrainOptions } from './train-options';
+import { evaluateActor, viewOfRun } from './train-eval';
+import { evalLine, lessonEndLine, lessonPrefix, lessonStartLine, progressLine, resumeLine, writeLearningCurve, type FrameMetrics } from './train-progress';
 
 // ------------------------------------------------------------------------------------ OPTIONS
 
-// The options (type, default, range, description) are declared once in train-options.ts.
-export { TRAIN_DEFAULTS, type TrainOptions, parseWindowFlag } from './train-options';
-
-/** Seeds of held-out evaluation episodes (training episodes derive theirs from --seed). */
-export const EVAL_SEED_BASE = 1_000_003;
+// The options (type, default, range, description) and their checks are declared once in train-options.ts.
+export { TRAIN_DEFAULTS, type TrainOptions, parseWindowFlag, checkLessons } from './train-options';
+export { EVAL_SEED_BASE } from './train-eval';
+export type { FrameMetrics } from './train-progress';
 
 /** Resolved config: the options plus what they imply; the first row a run writes. */
 export interface TrainConfig extends TrainOptions {
@@ -80,58 +81,6 @@ export interface TrainConfig extends TrainOptions {
   lessons?: Lesson[];
 }
 
-/** Where a curriculum run stands, stored in every checkpoint (state.curriculum). */
-export interface CurriculumState {
-  /** index of the current lesson (lessons.length when all are done) */
-  lesson: number;
-  /** episodes of the current lesson done */
-  episodes: number;
-  /** their training throughput rates (the history decidePromotion judges) */
-  rates: number[];
-  startFrame: number;
-  startEpisode: number;
-}
-
-/** One started lesson (meta 'lessons' of the checkpoint file). */
-export interface LessonRecord {
-  lesson: number;
-  name: string;
-  startFrame: number;
-  startEpisode: number;
-  endFrame?: number;
-  endEpisode?: number;
-  episodes?: number;
-  reason?: string;
-  detail?: string;
-}
-
-export interface FrameMetrics {
-  frame: number;
-  episode: number;
-  phase: 'bc' | 'rl';
-  /** curriculum: name of the lesson */
-  lesson?: string;
-  'charts/throughputRate': number;
-  'charts/teamReward': number;
-  'charts/decisions': number;
-  'losses/value': number;
-  'losses/policy': number;
-  'losses/entropy': number;
-  'losses/bc': number;
-  /** credit 'request': approximate KL of the update to the acting policy */
-  'losses/approxKl'?: number;
-  'charts/evalThroughputRate'?: number;
-  /** --eval-trace: the evaluation on the trace window, and the selection score (mean of the two) */
-  'charts/evalTraceThroughputRate'?: number;
-  'charts/evalScore'?: number;
-  /** --filters, last frame of an episode: share of healthy node-time the device filters excluded */
-  'charts/falseExclusionRate'?: number;
-  /** wall seconds of this frame (sim + act + learn), not reproducible */
-  wallS: number;
-  /** wall seconds of the LEARN part */
-  learnS?: number;
-}
-
 export interface TrainResult {
   config: TrainConfig;
   framesDone: number;
@@ -141,54 +90,24 @@ export interface TrainResult {
   framesPerS: number;
 }
 
+/** Best held-out evaluation so far (meta key 'best' of the checkpoint file). */
+interface BestEval {
+  episode: number;
+  frame: number;
+  eval: number;
+}
+
 // -------------------------------------------------------------------------------------- SETUP
 
 export async function train(options: Partial<TrainOptions> & { scenario: string }, log: (line: string) => void = () => {}): Promise<TrainResult> {
   await loadBackend();
   // options left undefined take the defaults
   const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as Partial<TrainOptions> & { scenario: string };
-  let opts: TrainOptions = { ...TRAIN_DEFAULTS, ...given };
-  const scenario = loadScenario(opts.scenario);
-  if (opts.curriculum === 'none') opts.curriculum = null;
-  validate(opts);
-  if (opts.curriculum && (given.episodeFrames !== undefined || given.bcFrames !== undefined)) {
-    throw new UsageError(
-      `--episode-frames/--bc-frames: a curriculum sets these per lesson (episodeFrames, teacher); pass --curriculum none to train a single lesson from the flags`,
-    );
-  }
-  if (opts.resume && !fs.existsSync(opts.out)) throw new UsageError(`--resume: --out ${opts.out} does not exist, so there is no run to continue (leave out --resume to start one)`);
-  // bad lesson files fail before anything is written (a resume reads the stored lessons instead)
-  const fresh = !opts.resume || fs.statSync(opts.out).size === 0;
-  const newLessons = fresh && opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario) : null;
-  // the second validation set: --eval-trace (none: off), else the curriculum folder's validation.json
-  if (given.evalTrace === 'none') {
-    opts.evalTrace = null;
-  } else if (given.evalTrace) {
-    if (!fs.existsSync(given.evalTrace)) throw new UsageError(`--eval-trace: ${given.evalTrace} does not exist`);
-  } else if (fresh && opts.curriculum) {
-    const v = loadValidation(opts.curriculum);
-    if (v) {
-      opts.evalTrace = v.trace;
-      if (given.evalTraceWindowS === undefined) opts.evalTraceWindowS = v.traceWindowS;
-    }
-  }
-  if (given.evalTraceWindowS !== undefined) {
-    checkTraceWindow(given.evalTraceWindowS, '--eval-trace-window');
-    if (!opts.evalTrace) throw new UsageError('--eval-trace-window: needs --eval-trace (or a curriculum with a validation.json)');
-  }
-  if (fresh && opts.evalTrace) {
-    // an empty validation window fails now, not at the first evaluation
-    const [from, to] = opts.evalTraceWindowS;
-    let rows = traceCache.get(opts.evalTrace);
-    if (!rows) traceCache.set(opts.evalTrace, (rows = loadTrace(opts.evalTrace).rows));
-    if (!rows.some((r) => r.arrivalS >= from && r.arrivalS <= to)) throw new UsageError(`--eval-trace: ${opts.evalTrace} has no rows in the window [${from}, ${to}]`);
-  }
-
+  const checked = checkTrainOptions(given);
+  const { scenario, newLessons } = checked;
+  let opts = checked.opts;
   const topo = topologyOf(scenario);
   const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
-  if (!opts.resume && fs.existsSync(opts.out) && fs.statSync(opts.out).size > 0) {
-    throw new UsageError(`--out ${opts.out}: file exists; pass --resume to continue it or choose another file`);
-  }
   const db = openOut(opts.out);
   try {
     const stored = opts.resume ? db.config<TrainConfig>() : null;
@@ -225,129 +144,10 @@ function openOut(out: string): CheckpointDb {
   }
 }
 
-/** The heuristic a lesson (or the warm start) clones. */
-function makeTeacher(name: string, scenario: Scenario): DispatchPolicy {
-  return makeTrainTeacher(name) ?? makeDispatch(name, scenario);
-}
-
-/**
- * Checks what the lesson files cannot check alone, naming the file: every lesson trains the run's
- * scenario (one run trains one scenario's networks), its orchestration and teacher exist.
- */
-export function checkLessons(lessons: Lesson[], scenario: Scenario): Lesson[] {
-  for (const l of lessons) {
-    const src = l.source ?? l.name;
-    const field = (f: string, e: unknown) => new UsageError(`${src}: field "${f}" ${(e instanceof Error ? e.message : String(e)).split('\n')[0]}`, 'KAIS_ERR_CURRICULUM');
-    let ls: Scenario;
-    try {
-      ls = loadScenario(l.scenario);
-    } catch (e) {
-      throw field('scenario', e);
-    }
-    if (scenarioFingerprint(ls) !== scenarioFingerprint(scenario)) {
-      throw new UsageError(`${src}: field "scenario" is "${l.scenario}", but this run trains scenario "${scenario.name}" (pass --scenario ${l.scenario}, or --curriculum none)`, 'KAIS_ERR_CURRICULUM');
-    }
-    try {
-      makeOrchestration(l.orchestration, scenario);
-    } catch (e) {
-      throw field('orchestration', e);
-    }
-    if (l.teacher !== undefined) {
-      try {
-        makeTeacher(l.teacher, scenario);
-      } catch (e) {
-        throw field('teacher', e);
-      }
-    }
-  }
-  return lessons;
-}
-
-/** What one episode trains on: a lesson's settings, or the run's own (single lesson). */
-interface EpisodePlan {
-  workload: WorkloadName;
-  trace: string | null;
-  traceWindowS: [number, number] | null;
-  load: number;
-  orchestration: string;
-  dequeue: DequeueName;
-  /** curriculum: the lesson clones this heuristic (single lesson: --bc-frames decides per frame) */
-  teacher: string | null;
-  lr: number;
-  entropyCoef: number;
-  teamShare: number;
-}
-
-/** The run's view; runs stored before --view existed trained and evaluated on the whole cluster. */
-function viewOfRun(c: Pick<TrainOptions, 'view'>): 'agent' | 'global' {
-  return c.view ?? 'global';
-}
-
-function singlePlan(c: TrainConfig): EpisodePlan {
-  return {
-    workload: c.workload,
-    trace: c.trace,
-    traceWindowS: null,
-    load: c.load,
-    orchestration: c.orchestration,
-    // runs written before --dequeue existed trained with the env's default (edf)
-    dequeue: c.dequeue ?? 'edf',
-    teacher: null,
-    lr: c.lr,
-    entropyCoef: c.entropyCoef,
-    teamShare: c.teamShare,
-  };
-}
-
-function lessonPlan(l: Lesson, c: TrainConfig): EpisodePlan {
-  return {
-    workload: l.workload,
-    trace: l.trace ?? null,
-    traceWindowS: l.traceWindowS ?? null,
-    load: l.load,
-    orchestration: l.orchestration,
-    dequeue: l.dequeue ?? c.dequeue,
-    teacher: l.teacher ?? null,
-    lr: l.lr ?? c.lr,
-    entropyCoef: l.entropyCoef ?? c.entropyCoef,
-    teamShare: l.teamShare ?? c.teamShare,
-  };
-}
-
-const traceCache = new Map<string, TraceRow[]>();
-
-/**
- * An episode's requests. With a trace window the rows of [from, to] are replayed from a start drawn
- * in the window (`windowRng`), the rows before the start moved after the window's end, so each
- * episode sees another stretch of the same rows and nothing outside the window.
- */
+/** An episode's requests: the plan's workload, or a stretch of its trace window drawn by `windowRng`. */
 function episodeRequests(scenario: Scenario, p: EpisodePlan, seed: number, windowRng: Rng, durationS: number, warn: (line: string) => void) {
-  if (!p.trace || !p.traceWindowS) {
-    return buildRequests({ scenario, workload: p.workload, tracePath: p.trace, seed, load: p.load, durationS, warn });
-  }
-  const [from, to] = p.traceWindowS;
-  return windowRequests(scenario, p.trace, p.traceWindowS, from + windowRng.next() * (to - from), seed, p.load, durationS, warn);
-}
-
-/** The rows of `trace` in [from, to], replayed from `start` (the rows before it moved after `to`). */
-function windowRequests(scenario: Scenario, trace: string, [from, to]: [number, number], start: number, seed: number, load: number, durationS: number, warn: (line: string) => void) {
-  let rows = traceCache.get(trace);
-  if (!rows) traceCache.set(trace, (rows = loadTrace(trace, warn).rows));
-  const span = to - from + 1;
-  const windowRows: TraceRow[] = [];
-  for (const r of rows) {
-    if (r.arrivalS < from || r.arrivalS > to) continue;
-    windowRows.push(r.arrivalS >= start ? r : { ...r, arrivalS: r.arrivalS + span, endS: r.endS === null ? null : r.endS + span });
-  }
-  if (windowRows.length === 0) throw new UsageError(`trace ${trace}: no rows in the window [${from}, ${to}]`);
-  return toRequests(windowRows, { scenario, seed, load, durationS, warn, source: trace });
-}
-
-/** The spec's checks (shared/config.ts: the same as on the command line), then the names it cannot know. */
-function validate(o: TrainOptions): void {
-  checkOptions(TRAIN_SPEC, o);
-  makeOrchestration(o.orchestration, loadScenario(o.scenario));
-  if (!makeTrainTeacher(o.teacher)) makeDispatch(o.teacher, loadScenario(o.scenario));
+  if (!p.trace || !p.traceWindowS) return buildRequests({ scenario, workload: p.workload, tracePath: p.trace, seed, load: p.load, durationS, warn });
+  return sampledWindowRequests({ scenario, trace: p.trace, window: p.traceWindowS, seed, load: p.load, durationS, warn }, windowRng);
 }
 
 async function run(
@@ -390,17 +190,10 @@ async function run(
   let resumedFrame = 0;
   let resumedCurriculum: CurriculumState | null = null;
 
+  const nets = { actor, critic, learner };
   /** Networks and optimiser from a checkpoint row (the Rng streams are left alone). */
   const restoreCheckpoint = (ck: CheckpointRow) => {
-    actor.setWeights(ck.actor);
-    critic.setWeights(ck.critic);
-    const na = actor.variables.length;
-    const nc = critic.variables.length;
-    if (ck.adam.length !== 2 * (na + nc)) throw new UsageError(`${db.path}: checkpoint optimiser state does not fit the networks`);
-    learner.setState({
-      actorAdam: { step: ck.state.actorAdamStep, moments: ck.adam.slice(0, 2 * na) },
-      criticAdam: { step: ck.state.criticAdamStep, moments: ck.adam.slice(2 * na) },
-    });
+    restoreNets(nets, ck, db.path);
     policy.setWeights(++weightVersion, actor.getWeights().arrays);
   };
 
@@ -414,48 +207,24 @@ async function run(
       policy.setWeights(weightVersion, actor.getWeights().arrays);
       startEpisode = ck.episode + 1;
       resumedFrame = ck.frame;
-      resumedCurriculum = (ck.state as CheckpointState & { curriculum?: CurriculumState }).curriculum ?? null;
+      resumedCurriculum = (ck.state as RunState).curriculum ?? null;
       if (config.lessons && !resumedCurriculum) throw new UsageError(`${db.path}: curriculum run without the lesson state in its checkpoint`);
       for (const m of db.metrics<FrameMetrics>()) if (m.frame < ck.frame) metrics.push(m.json);
       db.truncateMetrics(ck.frame);
-      const where = config.lessons && resumedCurriculum ? `, in lesson ${resumedCurriculum.lesson + 1}/${config.lessons.length} "${config.lessons[resumedCurriculum.lesson]?.name ?? '(all done)'}" after ${resumedCurriculum.episodes} of its episodes` : '';
-      log(`resuming ${db.path} after episode ${ck.episode} (${ck.frame} frames done${where})`);
+      log(resumeLine(db.path, ck.episode, ck.frame, resumedCurriculum, config.lessons ?? null));
     }
   } else {
     if (config.initFrom) {
-      const src = CheckpointDb.open(config.initFrom, 'read');
-      try {
-        const cfg = src.config<TrainConfig>();
-        if (!cfg) throw new UsageError(`--init-from ${config.initFrom}: no config row`);
-        checkScenario(config.initFrom, cfg, scenario);
-        const ck = src.latest();
-        if (!ck) throw new UsageError(`--init-from ${config.initFrom}: no checkpoint written yet`);
-        actor.setWeights(ck.actor);
-        critic.setWeights(ck.critic);
-        policy.setWeights(0, actor.getWeights().arrays);
-        log(`starting from ${config.initFrom} (${ck.frame} frames trained there)`);
-      } finally {
-        src.close();
-      }
+      const frame = initFrom(config.initFrom, scenario, nets);
+      policy.setWeights(0, actor.getWeights().arrays);
+      log(`starting from ${config.initFrom} (${frame} frames trained there)`);
     }
     db.writeConfig(config);
   }
 
-  const E = config.episodeFrames;
-  const lessons = config.lessons ?? null;
-  const totalEpisodes = Math.ceil(config.frames / E);
-  const orchestrations = new Map<string, OrchestrationPolicy>();
-  const orchestrationOf = (name: string) => {
-    let o = orchestrations.get(name);
-    if (!o) orchestrations.set(name, (o = makeOrchestration(name, scenario)));
-    return o;
-  };
-  const teachers = new Map<string, ReturnType<typeof makeTeacher>>([[config.teacher, teacher]]);
-  const teacherOf = (name: string) => {
-    let t = teachers.get(name);
-    if (!t) teachers.set(name, (t = makeTeacher(name, scenario)));
-    return t;
-  };
+  const totalEpisodes = Math.ceil(config.frames / config.episodeFrames);
+  const orchestrationOf = memo((name) => makeOrchestration(name, scenario));
+  const teacherOf = memo((name) => makeTeacher(name, scenario), [[config.teacher, teacher]]);
   let finalEval: number | null = null;
   const actions: number[] = new Array(shape.numEaps).fill(-1);
   const perRequest = (config.credit ?? 'team') === 'request';
@@ -463,37 +232,32 @@ async function run(
   let bestActor: Float32Array[] | null = null;
   let framesDone = resumedFrame;
   const framesAtStart = resumedFrame;
-  /** lessons: where the run is; `lessonLog` the lessons started so far (meta 'lessons'). */
-  let cur: CurriculumState = resumedCurriculum ?? { lesson: 0, episodes: 0, rates: [], startFrame: 0, startEpisode: 0 };
-  const lessonLog: LessonRecord[] = (resuming ? db.meta<LessonRecord[]>('lessons') : null) ?? [];
-  /** checkpoint labels written by finished lessons (meta 'labels': label -> checkpoint episode and frame) */
-  const labels: Record<string, { episode: number; frame: number }> = (resuming ? db.meta<Record<string, { episode: number; frame: number }>>('labels') : null) ?? {};
+  /** curriculum: where the run is, the lessons started so far, the checkpoint labels of finished ones */
+  const course = config.lessons
+    ? new CurriculumTracker(config.lessons, {
+        state: resumedCurriculum,
+        log: resuming ? db.meta<LessonRecord[]>('lessons') : null,
+        labels: resuming ? db.meta<Record<string, CheckpointLabel>>('labels') : null,
+      })
+    : null;
   let lastCheckpointEpisode = startEpisode - 1;
 
   for (let episode = startEpisode; ; episode++) {
     // which lesson, and what its episodes look like (single lesson: the run's own options)
-    const lesson = lessons ? (lessons[cur.lesson] ?? null) : null;
-    if (lessons ? lesson === null || framesDone >= config.frames : episode >= totalEpisodes) break;
+    const lesson = course ? course.lesson : null;
+    if (course ? lesson === null || framesDone >= config.frames : episode >= totalEpisodes) break;
     const plan = lesson ? lessonPlan(lesson, config) : singlePlan(config);
-    if (lesson && cur.episodes === 0) {
+    if (course && course.starting) {
       // a lesson starts: from its checkpointIn when that is not where the run stands
-      const from = lesson.checkpointIn !== undefined ? labels[lesson.checkpointIn] : undefined;
-      if (from && from.episode !== lastCheckpointEpisode) {
+      const from = course.start(episode, framesDone, lastCheckpointEpisode);
+      if (from) {
         const ck = db.latest(from.frame);
-        if (!ck || ck.episode !== from.episode) throw new UsageError(`${db.path}: checkpoint "${lesson.checkpointIn}" (episode ${from.episode}) is missing`);
+        if (!ck || ck.episode !== from.episode) throw new UsageError(`${db.path}: checkpoint "${lesson!.checkpointIn}" (episode ${from.episode}) is missing`);
         restoreCheckpoint(ck);
       }
-      if (!lessonLog.some((r) => r.lesson === cur.lesson)) {
-        lessonLog.push({ lesson: cur.lesson, name: lesson.name, startFrame: framesDone, startEpisode: episode });
-      }
-      log(
-        `lesson ${cur.lesson + 1}/${lessons!.length} "${lesson.name}" starts at frame ${framesDone}: ${lesson.trace ? `trace ${lesson.trace}${lesson.traceWindowS ? ` [${lesson.traceWindowS.join(', ')}] s` : ''}` : lesson.workload} x${lesson.load}, ` +
-          `${lesson.episodeFrames}-frame episodes, ${lesson.orchestration}, ${plan.dequeue}, ${lesson.teacher ? `cloning ${lesson.teacher}` : 'RL'}, at most ${lesson.maxEpisodes} episodes` +
-          (lesson.checkpointIn ? `, from checkpoint "${lesson.checkpointIn}"` : ''),
-      );
+      log(lessonStartLine(course.state, course.lessons, plan, framesDone));
     }
-    const epE = lesson ? lesson.episodeFrames : E;
-    const epFrames = Math.min(epE, config.frames - framesDone);
+    const epFrames = Math.min(lesson ? lesson.episodeFrames : config.episodeFrames, config.frames - framesDone);
     const epSeed = Rng.derive(config.seed, `train/episode-${episode}`).nextU32();
     const requests = episodeRequests(scenario, plan, epSeed, Rng.derive(config.seed, `train/trace-window-${episode}`), epFrames * scenario.slotsPerFrame * scenario.slotS, log);
     const env = new EdgeCloudEnv(scenario, {
@@ -627,7 +391,7 @@ async function run(
       m.learnS = round((performance.now() - tl0) / 1000, 3);
       epMetrics.push(m);
       metrics.push(m);
-      const where = lesson ? `lesson ${cur.lesson + 1}/${lessons!.length} ${lesson.name} ep ${cur.episodes + 1}/${lesson.maxEpisodes} | ` : '';
+      const where = course ? lessonPrefix(course.state, course.lessons) : '';
       log(where + progressLine(m, config.frames, metrics.length - framesAtStart, (performance.now() - t0) / 1000));
     }
     framesDone += epFrames;
@@ -642,22 +406,17 @@ async function run(
     // (the schedule depends on frames done only, not on --frames, so a run stopped early and
     // resumed with more frames evaluates exactly where an uninterrupted one does)
     if (config.evalEvery > 0 && Math.floor(framesDone / config.evalEvery) > Math.floor((framesDone - epFrames) / config.evalEvery)) {
-      const evW = evaluate(scenario, config, actor.getWeights().arrays, shape, config.evalSeeds ?? 1);
+      const ev = evaluateActor(scenario, config, actor.getWeights().arrays, shape);
       const last = epMetrics[epMetrics.length - 1];
-      last['charts/evalThroughputRate'] = evW;
-      let ev = evW;
-      let line = `eval after ${framesDone} frames: cmmac/${config.orchestration} throughput rate ${evW.toFixed(4)} (held-out seed)`;
-      if (config.evalTrace) {
-        const evT = evaluateTraceWindow(scenario, config, actor.getWeights().arrays, shape, config.evalSeeds ?? 1);
-        ev = round((evW + evT) / 2, 4);
-        last['charts/evalTraceThroughputRate'] = evT;
-        last['charts/evalScore'] = ev;
-        line += `, trace window [${config.evalTraceWindowS.join(', ')}] s ${evT.toFixed(4)}, selection score (mean) ${ev.toFixed(4)}`;
+      last['charts/evalThroughputRate'] = ev.heldOut;
+      if (ev.trace !== null) {
+        last['charts/evalTraceThroughputRate'] = ev.trace;
+        last['charts/evalScore'] = ev.score;
       }
-      finalEval = ev;
-      log(line);
-      if (best === null || ev > best.eval) {
-        best = { episode, frame: framesDone, eval: ev };
+      finalEval = ev.score;
+      log(evalLine(ev, framesDone, config));
+      if (best === null || ev.score > best.eval) {
+        best = { episode, frame: framesDone, eval: ev.score };
         bestActor = actor.getWeights().arrays.map((a) => Float32Array.from(a));
       }
     }
@@ -665,44 +424,18 @@ async function run(
     // promotion (curriculum): decided on the episodes' training throughput rates, then stored
     // with the checkpoint so that --resume continues in the same lesson with the same history
     const meta: Record<string, unknown> = best ? { best } : {};
-    if (lesson) {
+    if (course) {
       const rate = round(epMetrics.reduce((s, x) => s + x['charts/throughputRate'], 0) / Math.max(1, epMetrics.length), 4);
-      cur = { ...cur, episodes: cur.episodes + 1, rates: [...cur.rates, rate] };
-      const d = decidePromotion(lesson, cur.rates);
-      if (d.promote) {
-        const rec = lessonLog.find((r) => r.lesson === cur.lesson)!;
-        Object.assign(rec, { endFrame: framesDone, endEpisode: episode, episodes: cur.episodes, reason: d.reason, detail: d.detail });
-        labels[lesson.checkpointOut] = { episode, frame: framesDone };
-        log(`lesson ${cur.lesson + 1}/${lessons!.length} "${lesson.name}" ended after ${cur.episodes} episodes (frame ${framesDone}): ${d.reason}, ${d.detail}; checkpoint "${lesson.checkpointOut}"`);
-        cur = { lesson: cur.lesson + 1, episodes: 0, rates: [], startFrame: framesDone, startEpisode: episode + 1 };
-      }
-      meta.lessons = lessonLog;
-      meta.labels = labels;
+      const index = course.state.lesson;
+      const d = course.endEpisode(episode, framesDone, rate);
+      if (d.promote) log(lessonEndLine(index, course.lessons, d, framesDone));
+      meta.lessons = course.log;
+      meta.labels = course.labels;
     }
 
     // checkpoint: weights, optimiser, Rng states and this episode's metrics in one transaction
-    const ls = learner.getState();
-    db.writeCheckpoint(
-      {
-        episode,
-        frame: framesDone,
-        actor: actor.getWeights().arrays,
-        actorShapes: actor.getWeights().shapes,
-        critic: critic.getWeights().arrays,
-        criticShapes: critic.getWeights().shapes,
-        adam: [...ls.actorAdam.moments, ...ls.criticAdam.moments],
-        adamShapes: [...actor.getWeights().shapes, ...actor.getWeights().shapes, ...critic.getWeights().shapes, ...critic.getWeights().shapes],
-        state: {
-          weightVersion,
-          actorAdamStep: ls.actorAdam.step,
-          criticAdamStep: ls.criticAdam.step,
-          rng: { act: actRng.getState(), learn: learnRng.getState() },
-          ...(lessons ? { curriculum: cur } : {}),
-        },
-      },
-      epMetrics.map((x) => ({ frame: x.frame, json: x })),
-      meta,
-    );
+    const rngs = { act: actRng, learn: learnRng };
+    saveCheckpoint(db, nets, { episode, frame: framesDone, weightVersion, rngs, curriculum: course ? course.state : null }, epMetrics, meta);
     lastCheckpointEpisode = episode;
   }
   if (config.exportActor) {
@@ -729,13 +462,6 @@ async function run(
   return { config, framesDone: metrics.length, metrics, finalEval, wallS: round(wallS, 2), framesPerS: round(trainedNow / wallS, 3) };
 }
 
-/** Best held-out evaluation so far (meta key 'best' of the checkpoint file). */
-interface BestEval {
-  episode: number;
-  frame: number;
-  eval: number;
-}
-
 /** Outcome of each recorded decision's request: 1 completed in time, 0 late or dropped, NaN not resolved yet (EdgeCloudEnv.requestOutcome). */
 export function requestOutcomes(env: EdgeCloudEnv, buf: RolloutBuffer): Float32Array {
   const out = new Float32Array(buf.n);
@@ -747,91 +473,20 @@ export function requestOutcomes(env: EdgeCloudEnv, buf: RolloutBuffer): Float32A
   return out;
 }
 
-/** Writes actor weights as `<path>` (shared/protocol/weights.ts bytes) and `<path>.json` (what it fits). */
-export function exportActor(file: string, arrays: Float32Array[], shapes: number[][], meta: Record<string, unknown>): void {
-  const bytes = weightsToBytes(packWeights(arrays.map((data, i) => ({ data, shape: shapes[i] })), 0));
-  fs.writeFileSync(`${file}.tmp`, bytes);
-  fs.renameSync(`${file}.tmp`, file);
-  fs.writeFileSync(`${file}.json`, `${JSON.stringify(meta, null, 2)}\n`);
-}
-
 /** Throughput rate of frame fi of the env: in-time completions / arrivals in that frame. */
 function frameRate(env: EdgeCloudEnv, fi: number): number {
   const f = env.frames[fi];
   return f && f.arrived > 0 ? round(f.completedInTime / f.arrived, 4) : 0;
 }
 
-/** Mean throughput rate of the argmax policy over `seeds` held-out episodes. */
-export function evaluate(
-  scenario: Scenario,
-  config: TrainOptions,
-  actorWeights: Float32Array[],
-  shape: ObservationShape,
-  seeds: number,
-): number {
-  const durationS = config.evalFrames * scenario.slotsPerFrame * scenario.slotS;
-  return evaluateOn(scenario, config, actorWeights, shape, seeds, (seed) =>
-    buildRequests({ scenario, workload: config.workload, tracePath: config.trace, seed, load: config.load, durationS }),
-  );
-}
-
-/**
- * Mean throughput rate of the argmax policy on `seeds` episodes replaying the window
- * config.evalTraceWindowS of config.evalTrace: episode i starts i/seeds of the way into the window
- * (the rows before the start moved after its end, as in a lesson's trace window), seed
- * EVAL_SEED_BASE + i.
- */
-export function evaluateTraceWindow(
-  scenario: Scenario,
-  config: TrainOptions,
-  actorWeights: Float32Array[],
-  shape: ObservationShape,
-  seeds: number,
-): number {
-  const durationS = config.evalFrames * scenario.slotsPerFrame * scenario.slotS;
-  const [from, to] = config.evalTraceWindowS;
-  return evaluateOn(scenario, config, actorWeights, shape, seeds, (seed, i) =>
-    windowRequests(scenario, config.evalTrace!, [from, to], from + (i / seeds) * (to - from), seed, config.load, durationS, () => {}),
-  );
-}
-
-function evaluateOn(
-  scenario: Scenario,
-  config: TrainOptions,
-  actorWeights: Float32Array[],
-  shape: ObservationShape,
-  seeds: number,
-  requestsOf: (seed: number, i: number) => ReturnType<typeof buildRequests>,
-): number {
-  let sum = 0;
-  for (let i = 0; i < seeds; i++) {
-    const seed = EVAL_SEED_BASE + i;
-    const requests = requestsOf(seed, i);
-    const dispatch = new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights: actorWeights, mode: 'argmax', head: config.head });
-    const dq = config.dequeue ?? 'discounted'; // older runs evaluated with rollout's unset (= discounted) order
-    const r = runEpisode({
-      scenario,
-      requests,
-      frames: config.evalFrames,
-      seed,
-      dispatch,
-      orchestration: makeOrchestration(config.orchestration, scenario),
-      nodeDequeue: dq,
-      view: viewOfRun(config),
-      deviceFilters: config.filters ?? false,
-    });
-    sum += r.throughputRate;
-  }
-  return round(sum / seeds, 4);
-}
-
-function progressLine(m: FrameMetrics, total: number, framesThisRun: number, elapsedS: number): string {
-  const fps = framesThisRun / Math.max(1e-9, elapsedS);
-  const losses =
-    m.phase === 'bc'
-      ? `bc ${m['losses/bc'].toFixed(3)} v ${m['losses/value'].toFixed(3)}`
-      : `v ${m['losses/value'].toFixed(3)} pg ${m['losses/policy'].toFixed(3)} H ${m['losses/entropy'].toFixed(2)}`;
-  return `frame ${m.frame + 1}/${total} [${m.phase}] throughput ${m['charts/throughputRate'].toFixed(3)} U ${m['charts/teamReward'].toFixed(2)} ${losses} | ${m.wallS.toFixed(1)} s/frame (learn ${(m.learnS ?? 0).toFixed(1)}), ${fps.toFixed(2)} frames/s`;
+/** `make` once per name. */
+function memo<T>(make: (name: string) => T, seed: [string, T][] = []): (name: string) => T {
+  const made = new Map<string, T>(seed);
+  return (name) => {
+    let x = made.get(name);
+    if (x === undefined) made.set(name, (x = make(name)));
+    return x;
+  };
 }
 
 function round(x: number, d: number): number {
@@ -875,44 +530,3 @@ export function resolveCurriculumFlag(flag: string | undefined, scenario: string
 
 /** Scenarios the shipped lessons are written for (`kais train` without --curriculum runs them there). */
 export const DEFAULT_CURRICULUM_SCENARIOS: string[] = ['kais'];
-
-/**
- * The learning curve: throughput rate of each training frame and of the held-out evaluations,
- * next to jsq/hpa and lec/hpa run on one episode of the same length, workload, dequeue and seed
- * (dashed: the level a heuristic reaches on this workload, frame by frame).
- */
-function writeLearningCurve(file: string, metrics: FrameMetrics[], o: TrainOptions): void {
-  const scenario = loadScenario(o.scenario);
-  const frames = Math.max(1, metrics.length);
-  const requests = buildRequests({
-    scenario,
-    workload: o.workload,
-    tracePath: o.trace ?? null,
-    seed: o.seed,
-    load: o.load,
-    durationS: frames * scenario.slotsPerFrame * scenario.slotS,
-  });
-  const baseline = (d: string, orch: string) =>
-    runEpisode({
-      scenario,
-      requests,
-      frames,
-      seed: o.seed,
-      dispatch: makeDispatch(d, scenario),
-      orchestration: makeOrchestration(orch, scenario),
-      nodeDequeue: o.dequeue,
-      view: viewOfRun(o),
-    }).throughputPerFrame;
-  writePlot(
-    file,
-    `kais train on ${scenario.name}: throughput rate per frame`,
-    [
-      { name: 'cmmac (training)', values: metrics.map((m) => m['charts/throughputRate']) },
-      { name: 'cmmac (held-out eval)', values: metrics.map((m) => m['charts/evalThroughputRate'] ?? NaN) },
-      { name: 'jsq/hpa', values: baseline('jsq', 'hpa'), dashed: true },
-      { name: 'lec/hpa', values: baseline('lec', 'hpa'), dashed: true },
-    ],
-    'frame',
-    'throughput rate',
-  );
-}

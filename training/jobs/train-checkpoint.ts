@@ -1,0 +1,100 @@
+/**
+ * The checkpoints of a `kais train` run (file format: checkpoint.ts): what one holds at an episode's
+ * end (weights, Adam moments, every Rng state, the curriculum's state, the episode's metrics), what
+ * a resume, a lesson's checkpointIn or --init-from takes back out, and --export-actor's file.
+ */
+import * as fs from 'fs';
+import { UsageError } from '../../shared/errors';
+import type { Rng } from '../../shared/rng';
+import type { Scenario } from '../../shared/scenario';
+import type { ActorNet } from '../../shared/nets/actor';
+import type { ValueNet } from '../../shared/nets/value';
+import { packWeights, weightsToBytes } from '../../shared/protocol/weights';
+import type { CmmacLearner } from '../../critic/cmmac/learner';
+import type { CurriculumState } from '../curriculum/tracker';
+import { CheckpointDb, checkScenario, type CheckpointRow, type CheckpointState } from './checkpoint';
+
+/** What a checkpoint saves and restores. */
+export interface TrainNets {
+  actor: ActorNet;
+  critic: ValueNet;
+  learner: CmmacLearner;
+}
+
+/** The state a run's checkpoint holds besides the networks. */
+export interface RunState extends CheckpointState {
+  curriculum?: CurriculumState;
+}
+
+/** Networks and optimiser from a checkpoint row (the Rng streams are left alone). */
+export function restoreNets(n: TrainNets, ck: CheckpointRow, path: string): void {
+  n.actor.setWeights(ck.actor);
+  n.critic.setWeights(ck.critic);
+  const na = n.actor.variables.length;
+  const nc = n.critic.variables.length;
+  if (ck.adam.length !== 2 * (na + nc)) throw new UsageError(`${path}: checkpoint optimiser state does not fit the networks`);
+  n.learner.setState({
+    actorAdam: { step: ck.state.actorAdamStep, moments: ck.adam.slice(0, 2 * na) },
+    criticAdam: { step: ck.state.criticAdamStep, moments: ck.adam.slice(2 * na) },
+  });
+}
+
+/** An episode's checkpoint: networks, optimiser, Rng states and the episode's metrics in one transaction. */
+export function saveCheckpoint(
+  db: CheckpointDb,
+  n: TrainNets,
+  at: { episode: number; frame: number; weightVersion: number; rngs: { act: Rng; learn: Rng }; curriculum: CurriculumState | null },
+  metrics: { frame: number }[],
+  meta: Record<string, unknown>,
+): void {
+  const ls = n.learner.getState();
+  const a = n.actor.getWeights();
+  const c = n.critic.getWeights();
+  const state: RunState = {
+    weightVersion: at.weightVersion,
+    actorAdamStep: ls.actorAdam.step,
+    criticAdamStep: ls.criticAdam.step,
+    rng: { act: at.rngs.act.getState(), learn: at.rngs.learn.getState() },
+    ...(at.curriculum ? { curriculum: at.curriculum } : {}),
+  };
+  db.writeCheckpoint(
+    {
+      episode: at.episode,
+      frame: at.frame,
+      actor: a.arrays,
+      actorShapes: a.shapes,
+      critic: c.arrays,
+      criticShapes: c.shapes,
+      adam: [...ls.actorAdam.moments, ...ls.criticAdam.moments],
+      adamShapes: [...a.shapes, ...a.shapes, ...c.shapes, ...c.shapes],
+      state,
+    },
+    metrics.map((x) => ({ frame: x.frame, json: x })),
+    meta,
+  );
+}
+
+/** --init-from: the actor and critic of another run's latest checkpoint (same scenario); returns its frame. */
+export function initFrom(file: string, scenario: Scenario, n: Pick<TrainNets, 'actor' | 'critic'>): number {
+  const src = CheckpointDb.open(file, 'read');
+  try {
+    const cfg = src.config<{ scenarioFingerprint: string; scenario: string }>();
+    if (!cfg) throw new UsageError(`--init-from ${file}: no config row`);
+    checkScenario(file, cfg, scenario);
+    const ck = src.latest();
+    if (!ck) throw new UsageError(`--init-from ${file}: no checkpoint written yet`);
+    n.actor.setWeights(ck.actor);
+    n.critic.setWeights(ck.critic);
+    return ck.frame;
+  } finally {
+    src.close();
+  }
+}
+
+/** Writes actor weights as `<path>` (shared/protocol/weights.ts bytes) and `<path>.json` (what it fits). */
+export function exportActor(file: string, arrays: Float32Array[], shapes: number[][], meta: Record<string, unknown>): void {
+  const bytes = weightsToBytes(packWeights(arrays.map((data, i) => ({ data, shape: shapes[i] })), 0));
+  fs.writeFileSync(`${file}.tmp`, bytes);
+  fs.renameSync(`${file}.tmp`, file);
+  fs.writeFileSync(`${file}.json`, `${JSON.stringify(meta, null, 2)}\n`);
+}

@@ -1,0 +1,76 @@
+/**
+ * Evaluation during `kais train`: the argmax actor on held-out episodes, and with --eval-trace on
+ * a trace window as well; the selection score picks the checkpoint `--export-actor` writes.
+ */
+import type { Request } from '../../shared/domain';
+import type { Scenario } from '../../shared/scenario';
+import { CmmacDispatch } from '../../agent/actor-policy';
+import type { ObservationShape } from '../../agent/observation';
+import { buildRequests } from '../workload';
+import { spreadWindowRequests } from '../workload/window';
+import { makeOrchestration } from '../baselines/registry';
+import { runEpisode, round } from './rollout';
+import type { TrainOptions } from './train-options';
+
+/** Seeds of held-out evaluation episodes (training episodes derive theirs from --seed). */
+export const EVAL_SEED_BASE = 1_000_003;
+
+/** One evaluation: the held-out seeds' mean rate, the trace window's (--eval-trace), the score. */
+export interface TrainEvaluation {
+  heldOut: number;
+  trace: number | null;
+  /** what the best checkpoint is chosen by: heldOut, or the mean of heldOut and trace */
+  score: number;
+}
+
+/** The run's view; runs stored before --view existed trained and evaluated on the whole cluster. */
+export function viewOfRun(c: Pick<TrainOptions, 'view'>): 'agent' | 'global' {
+  return c.view ?? 'global';
+}
+
+/**
+ * The argmax policy of `actorWeights` on config.evalSeeds held-out episodes (seeds
+ * EVAL_SEED_BASE + i) of the run's workload, and with config.evalTrace on as many episodes replaying
+ * config.evalTraceWindowS (episode i starts i/seeds of the way into the window).
+ */
+export function evaluateActor(scenario: Scenario, config: TrainOptions, actorWeights: Float32Array[], shape: ObservationShape): TrainEvaluation {
+  const seeds = config.evalSeeds ?? 1;
+  const durationS = config.evalFrames * scenario.slotsPerFrame * scenario.slotS;
+  const heldOut = meanRate(scenario, config, actorWeights, shape, seeds, (seed) =>
+    buildRequests({ scenario, workload: config.workload, tracePath: config.trace, seed, load: config.load, durationS }),
+  );
+  if (!config.evalTrace) return { heldOut, trace: null, score: heldOut };
+  const trace = meanRate(scenario, config, actorWeights, shape, seeds, (seed, i) =>
+    spreadWindowRequests({ scenario, trace: config.evalTrace!, window: config.evalTraceWindowS, seed, load: config.load, durationS, warn: () => {} }, i, seeds),
+  );
+  return { heldOut, trace, score: round((heldOut + trace) / 2, 4) };
+}
+
+function meanRate(
+  scenario: Scenario,
+  config: TrainOptions,
+  actorWeights: Float32Array[],
+  shape: ObservationShape,
+  seeds: number,
+  requestsOf: (seed: number, i: number) => Request[],
+): number {
+  let sum = 0;
+  for (let i = 0; i < seeds; i++) {
+    const seed = EVAL_SEED_BASE + i;
+    const requests = requestsOf(seed, i);
+    const dispatch = new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights: actorWeights, mode: 'argmax', head: config.head });
+    const r = runEpisode({
+      scenario,
+      requests,
+      frames: config.evalFrames,
+      seed,
+      dispatch,
+      orchestration: makeOrchestration(config.orchestration, scenario),
+      nodeDequeue: config.dequeue ?? 'discounted', // older runs evaluated with rollout's unset (= discounted) order
+      view: viewOfRun(config),
+      deviceFilters: config.filters ?? false,
+    });
+    sum += r.throughputRate;
+  }
+  return round(sum / seeds, 4);
+}
