@@ -37,6 +37,8 @@ import type { Scenario } from '../shared/scenario';
 import type { NodeSample, Transition, WeightsBody } from '../shared/protocol/envelope';
 import { buildMask } from './filters/context-filter';
 import { ObservationBuilder } from './observation';
+import { actorFit } from '../shared/nets/actor-fit';
+import { targetBlockOf } from '../shared/spaces';
 import { isDispatchHeuristic, LecDispatch, LIVE_POLICIES, makeHeuristicDispatch, type LivePolicyName } from '../shared/dispatch';
 import type { LocalClusterView } from './local-view';
 import { Proxy, type ProxyOutcome } from './proxy';
@@ -319,21 +321,12 @@ export class Dispatcher {
     const shapes = body.shapes;
     const dim = this.observations.dim;
     const A = this.view.numTargets;
-    // The MLP is the chain of [in, out] kernels + [out] biases from `dim` to A; arrays after it
-    // (the optional target scorer) are the actor's business (shared/nets/actor.ts).
-    const hidden: number[] = [];
-    let width = dim;
-    let i = 0;
-    for (; i + 1 < shapes.length; i += 2) {
-      const [k, b] = [shapes[i], shapes[i + 1]];
-      if (k.length !== 2 || k[0] !== width || b.length !== 1 || b[0] !== k[1]) break;
-      width = k[1];
-      if (width === A) break;
-      hidden.push(width);
-    }
-    if (width !== A || i + 1 >= shapes.length) {
+    // any MLP from `dim` to A (the hidden widths are the sender's), optionally with the target scorer
+    const fit = actorFit(shapes, { obsDim: dim, numActions: A, scorerInputs: targetBlockOf(this.observations.shape).stride });
+    if (!fit) {
       throw new TypeError(`actor weights do not fit: expected an MLP from ${dim} inputs to ${A} actions, got shapes ${JSON.stringify(shapes)}`);
     }
+    const hidden = fit.hidden;
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { CmmacDispatch } = require('./actor-policy') as typeof import('./actor-policy');
     const policy = new CmmacDispatch({

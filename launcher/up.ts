@@ -52,7 +52,7 @@ import { AGENT_TOKEN_ENV } from '../agent/cli';
 import { loadScenario, topologyOf, type Scenario } from '../shared/scenario';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../training/workload';
 import { uploadS } from '../shared/network';
-import { checkpointHead, defaultModelPath } from '../training/jobs/checkpoint';
+import { checkpointHead, defaultModelPath, isActorFile } from '../shared/nets/actor-file';
 import type { Fault } from '../shared/faults';
 import { isOrchestrationPolicy, ORCHESTRATION_POLICIES } from '../shared/orchestration';
 import { Rng } from '../shared/rng';
@@ -669,7 +669,7 @@ export function predictRate(
   const dispatch = isDispatchHeuristic(policy)
     ? new PerEapDispatch(() => makeHeuristicDispatch(policy, scenario)) // reset(seed) seeds each eAP's instance as the agent seeds its own
     : checkpoint
-      ? ck.isActorFile(checkpoint)
+      ? isActorFile(checkpoint)
         ? ck.loadActorFile(checkpoint, base, { mode: 'argmax' })
         : ck.loadCmmacFromDb(checkpoint, base, { mode: 'argmax' }) // the best checkpoint: what the orchestrator publishes
       : makeDispatch('lec', scenario);

@@ -54,7 +54,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Transition } from '../shared/protocol/envelope';
 import { packWeights, unpackWeights, type WeightTensor } from '../shared/protocol/weights';
-import { actorArrayCount, type HeadActivation } from '../shared/nets/actor';
+import { ACTOR_HIDDEN, type HeadActivation } from '../shared/nets/actor';
+import { actorFit } from '../shared/nets/actor-fit';
 import { criticShapes } from '../shared/nets/value';
 import { topologyOf, type Scenario } from '../shared/scenario';
 import { observationDim, targetBlockOf } from '../shared/spaces';
@@ -362,11 +363,11 @@ export class OnlineLearner {
     const body = this.o.store.latestModel();
     if (!body || body.version === this.misfit || this.disposed) return;
     const tensors = unpackWeights(body);
-    const mlpArrays = actorArrayCount();
-    const fits =
-      tensors[0]?.shape[0] === this.obsDim &&
-      tensors[mlpArrays - 1]?.shape[0] === this.numActions &&
-      (tensors.length === mlpArrays || tensors.length === actorArrayCount(undefined, true));
+    // the learner trains the default widths (ACTOR_HIDDEN), so those are required too
+    const fits = actorFit(
+      tensors.map((t) => t.shape),
+      { obsDim: this.obsDim, numActions: this.numActions, hidden: ACTOR_HIDDEN, scorerInputs: targetBlockOf(this.shape).stride },
+    );
     if (!fits) {
       this.misfit = body.version;
       this.o.log(`learner: stored weights v${body.version} are not a ${this.o.scenario.name} actor (shapes ${JSON.stringify(tensors.map((t) => t.shape))}); not learning`);
@@ -378,7 +379,7 @@ export class OnlineLearner {
         obsDim: this.obsDim,
         numActions: this.numActions,
         head: this.o.head,
-        targetBlock: tensors.length > mlpArrays ? targetBlockOf(this.shape) : null,
+        targetBlock: fits.targetScorer ? targetBlockOf(this.shape) : null,
         lr: this.o.lr,
         entropyCoef: this.o.entropyCoef,
         targetKl: this.o.targetKl,

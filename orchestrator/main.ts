@@ -35,8 +35,7 @@
  */
 import * as fs from 'node:fs';
 import type { Placement } from '../shared/domain';
-import { actorArrayCount } from '../shared/nets/actor';
-import { observationDim } from '../shared/spaces';
+import { deployableActor } from '../shared/nets/actor-file';
 import { topologyOf } from '../shared/scenario';
 import { Intake, type IntakeEvent } from './intake';
 import { UsageError } from '../shared/errors';
@@ -222,21 +221,6 @@ export class StoreGuard {
   }
 }
 
-/**
- * A `kais train` checkpoint or exported actor that is not an actor of `scenario` (another
- * scenario's shapes): one line saying what it holds and what the scenario needs, or null.
- */
-export function checkpointMismatch(tensors: readonly { shape: number[] }[], scenario: Scenario): string | null {
-  const topo = topologyOf(scenario);
-  const numTargets = topo.numNodes + 1;
-  const dim = observationDim({ numServices: topo.numServices, numTargets, numEaps: topo.numEaps });
-  const mlp = actorArrayCount();
-  const fits =
-    tensors[0]?.shape[0] === dim && tensors[mlp - 1]?.shape[0] === numTargets && (tensors.length === mlp || tensors.length === actorArrayCount(undefined, true));
-  if (fits) return null;
-  return `holds an actor with ${tensors[0]?.shape[0] ?? '?'} inputs and ${tensors[mlp - 1]?.shape[0] ?? '?'} actions; scenario ${scenario.name} needs ${dim} inputs and ${numTargets} actions (a checkpoint of another scenario?)`;
-}
-
 export interface RunningOrchestrator {
   readonly hub: Hub;
   readonly store: Store;
@@ -262,13 +246,7 @@ export async function startOrchestrator(
 ): Promise<RunningOrchestrator> {
   const log = opts.log ?? (() => undefined);
   // the checkpoint's actor, read once and checked against the scenario before anything starts
-  // (training code loads only when there is one)
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const ck = cfg.checkpoint ? (require('../training/jobs/checkpoint') as typeof import('../training/jobs/checkpoint')).checkpointActor(cfg.checkpoint) : null;
-  if (ck) {
-    const mismatch = checkpointMismatch(ck.tensors, cfg.scenario);
-    if (mismatch) throw new UsageError(`checkpoint ${cfg.checkpoint} ${mismatch}`);
-  }
+  const ck = cfg.checkpoint ? deployableActor(cfg.checkpoint, cfg.scenario) : null;
   let store: Store;
   try {
     store = Store.open(opts.dbPath, { limits: cfg.limits });

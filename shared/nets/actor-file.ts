@@ -1,0 +1,110 @@
+/**
+ * Loading a trained actor for deployment: an exported actor (`<file>` weights, shared/protocol/weights.ts
+ * bytes, + `<file>.json`, `kais train --export-actor`) or a `kais train` checkpoint file
+ * (checkpoint-db.ts), as the orchestrator publishes it, `kais up` starts from it and `kais eval`
+ * evaluates it; and the models the project ships (`models/<scenario>-cmmac.bin`). Reads files and
+ * shapes only (no tfjs); whether the weights fit a scenario's actor is actor-fit.ts's one check.
+ */
+import * as fs from 'fs';
+import { join as pathJoin } from 'path';
+import { weightsFromBytes } from '../protocol/weights';
+import type { Scenario } from '../scenario';
+import { UsageError } from '../errors';
+import { ACTOR_HIDDEN, type HeadActivation } from './actor-f32';
+import { actorFit, actorHolds, scenarioActor } from './actor-fit';
+import { CheckpointDb, checkpointError, oneLine } from './checkpoint-db';
+
+/** The `.json` written next to an exported actor (`kais train --export-actor`). */
+export interface ExportedActorMeta {
+  scenario: string;
+  scenarioFingerprint: string;
+  head: HeadActivation;
+  obsDim: number;
+  numActions: number;
+}
+
+/** Folders searched for shipped models: `models/` at the package root, from source or from dist/. */
+export function modelDirs(): string[] {
+  return [pathJoin(__dirname, '..', '..', 'models'), pathJoin(__dirname, '..', '..', '..', 'models')];
+}
+
+/** Path of the model the project ships for a scenario, or null. */
+export function defaultModelPath(scenario: Scenario): string | null {
+  for (const dir of modelDirs()) {
+    const file = pathJoin(dir, `${scenario.name}-cmmac.bin`);
+    if (fs.existsSync(file) && fs.existsSync(`${file}.json`)) return file;
+  }
+  return null;
+}
+
+/** Actor tensors (with shapes) and head of an exported actor file, for publishing as weights. */
+export function readActorFile(file: string): { shapes: number[][]; tensors: Float32Array[]; head: HeadActivation } {
+  try {
+    const meta = JSON.parse(fs.readFileSync(`${file}.json`, 'utf8')) as ExportedActorMeta;
+    const body = weightsFromBytes(fs.readFileSync(file));
+    return { shapes: body.shapes, tensors: body.tensors, head: meta.head };
+  } catch (e) {
+    throw checkpointError(file, oneLine(e));
+  }
+}
+
+/**
+ * Head of a checkpoint's actor: an exported actor's `.json`, or a `kais train` database's config
+ * (`relu1` when it has none, as loadCmmacFromDb reads it). UsageError (one line) if unreadable.
+ */
+export function checkpointHead(path: string): HeadActivation {
+  if (isActorFile(path)) {
+    try {
+      return (JSON.parse(fs.readFileSync(`${path}.json`, 'utf8')) as ExportedActorMeta).head;
+    } catch (e) {
+      throw checkpointError(path, oneLine(e));
+    }
+  }
+  const db = CheckpointDb.open(path, 'read');
+  try {
+    return db.config<{ head?: HeadActivation }>()?.head ?? 'relu1';
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * The actor weights (with shapes) and head the orchestrator publishes from a checkpoint: an
+ * exported actor file's, or from a `kais train` database the checkpoint `kais eval --checkpoint`
+ * and `--export-actor` use (the best held-out evaluation, meta `best`; the newest without one), so
+ * what is deployed is what was evaluated.
+ */
+export function checkpointActor(path: string): { tensors: { shape: number[]; data: Float32Array }[]; head: HeadActivation } {
+  if (isActorFile(path)) {
+    const a = readActorFile(path);
+    return { tensors: a.tensors.map((data, i) => ({ shape: a.shapes[i], data })), head: a.head };
+  }
+  const db = CheckpointDb.open(path, 'read');
+  try {
+    const ck = db.latest(db.meta<{ frame: number }>('best')?.frame);
+    if (!ck) throw checkpointError(path, 'no checkpoint written yet');
+    const head = db.config<{ head?: HeadActivation }>()?.head ?? 'relu1';
+    return { tensors: ck.actor.map((data, i) => ({ shape: ck.actorShapes[i], data })), head };
+  } finally {
+    db.close();
+  }
+}
+
+/** True when `file` is an exported actor (has its .json sidecar) rather than a kais train database. */
+export function isActorFile(file: string): boolean {
+  return fs.existsSync(`${file}.json`);
+}
+
+/**
+ * checkpointActor, checked against `scenario`'s actor (actor-fit.ts) before anything starts: the
+ * orchestrator's `checkpoint`. UsageError naming the file, what it holds and what the scenario needs.
+ */
+export function deployableActor(path: string, scenario: Scenario): { tensors: { shape: number[]; data: Float32Array }[]; head: HeadActivation } {
+  const ck = checkpointActor(path);
+  const needs = scenarioActor(scenario);
+  const shapes = ck.tensors.map((t) => t.shape);
+  if (!actorFit(shapes, { ...needs, hidden: ACTOR_HIDDEN })) {
+    throw new UsageError(`checkpoint ${path} holds ${actorHolds(shapes)}; scenario ${scenario.name} needs ${needs.obsDim} inputs and ${needs.numActions} actions (a checkpoint of another scenario?)`);
+  }
+  return ck;
+}
