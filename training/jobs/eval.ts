@@ -328,5 +328,7 @@ export const evalCommand: CommandModule<object, object> = {
     if (args.plot) writeSvg(args.plot, evalPlot(report));
     if (args.json) process.stdout.write(JSON.stringify(report) + '\n');
     else process.stdout.write(formatTable(report) + '\n');
+    // stdout holds only the JSON with --json
+    if (args.plot) (args.json ? process.stderr : process.stdout).write(`wrote ${args.plot}\n`);
   }),
 };

@@ -14,7 +14,24 @@ export interface Series {
   dashed?: boolean;
 }
 
-const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf', '#000000', '#aec7e8'];
+/**
+ * Series colours: Tableau's 20 (dark and light of 10 hues) with black for the lightest grey, the
+ * first twelve in the order plots used before. `kais eval` plots 13 series by default (12
+ * heuristic pairs and cmmac/hpa) and --policies may list more: past the palette a series keeps a
+ * colour and gets a dash pattern (lines) or a ring instead of a dot (scatter), so every series of a
+ * chart is drawn differently (seriesStyle).
+ */
+const COLORS = [
+  '#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf', '#000000', '#aec7e8',
+  '#ffbb78', '#98df8a', '#ff9896', '#c5b0d5', '#c49c94', '#f7b6d2', '#dbdb8d', '#9edae5',
+];
+/** Dash patterns for each further round through the palette ('' = solid). */
+const DASHES = ['', '6 4', '2 3', '10 3 2 3'];
+
+/** Colour and line style of the k-th series (0-based): distinct for k < COLORS.length x DASHES.length (80). */
+export function seriesStyle(k: number): { color: string; dash: string } {
+  return { color: COLORS[k % COLORS.length], dash: DASHES[Math.floor(k / COLORS.length) % DASHES.length] };
+}
 
 function esc(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
@@ -79,15 +96,17 @@ export function renderSvg(title: string, series: Series[], xLabel = 'frame', yLa
   }
   const out = drawFrame(f, title, xLabel, yLabel, xTicks);
   series.forEach((s, k) => {
-    const color = COLORS[k % COLORS.length];
+    const { color, dash: styleDash } = seriesStyle(k);
+    const dash = s.dashed && styleDash === '' ? '6 4' : styleDash;
+    const dashAttr = dash === '' ? '' : ` stroke-dasharray="${dash}"`;
     // non-finite values (e.g. frames without an evaluation) are skipped, the line joins the rest
     const pts = s.values
       .map((v, i) => (Number.isFinite(v) ? `${x(i).toFixed(1)},${y(v).toFixed(1)}` : ''))
       .filter((p) => p !== '')
       .join(' ');
-    out.push(`<polyline fill="none" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''} points="${pts}"/>`);
+    out.push(`<polyline fill="none" stroke="${color}" stroke-width="2"${dashAttr} points="${pts}"/>`);
     const ly = top + 8 + k * 18;
-    out.push(`<line x1="${left + pw + 16}" y1="${ly}" x2="${left + pw + 40}" y2="${ly}" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/>`);
+    out.push(`<line x1="${left + pw + 16}" y1="${ly}" x2="${left + pw + 40}" y2="${ly}" stroke="${color}" stroke-width="2"${dashAttr}/>`);
     out.push(`<text x="${left + pw + 46}" y="${ly + 4}">${esc(s.name)}</text>`);
   });
   out.push('</svg>');
@@ -114,10 +133,13 @@ export function renderScatter(title: string, points: Point[], xLabel: string, yL
   for (let k = 0; k <= 5; k++) xTicks.push([x((xMax * k) / 5), formatTick((xMax * k) / 5)]);
   const out = drawFrame(f, title, xLabel, yLabel, xTicks);
   finite.forEach((p, k) => {
-    const color = COLORS[k % COLORS.length];
-    out.push(`<circle cx="${x(p.x).toFixed(1)}" cy="${y(p.y).toFixed(1)}" r="5" fill="${color}"/>`);
+    // past the palette: a ring (solid, then dashed) instead of a dot
+    const { color, dash } = seriesStyle(k);
+    const round = Math.floor(k / COLORS.length);
+    const paint = round === 0 ? `fill="${color}"` : `fill="white" stroke="${color}" stroke-width="2"${round >= 2 ? ` stroke-dasharray="${dash === '' ? '2 2' : dash}"` : ''}`;
+    out.push(`<circle cx="${x(p.x).toFixed(1)}" cy="${y(p.y).toFixed(1)}" r="5" ${paint}/>`);
     const ly = top + 8 + k * 18;
-    out.push(`<circle cx="${left + pw + 28}" cy="${ly}" r="5" fill="${color}"/>`);
+    out.push(`<circle cx="${left + pw + 28}" cy="${ly}" r="5" ${paint}/>`);
     out.push(`<text x="${left + pw + 46}" y="${ly + 4}">${esc(p.name)}</text>`);
   });
   out.push('</svg>');

@@ -65,6 +65,23 @@ describe('kais eval', () => {
     expect(svg).toMatch(/<svg/);
     expect(svg).toMatch(/jsq\/static/);
     expect(svg).toMatch(/replicaSeconds/); // the second chart: throughput against replica-seconds
+    expect(r.stdout.trimEnd().split('\n').pop()).toBe(`wrote ${plot}`);
+  });
+
+  it('with --json and --plot: JSON alone on stdout, one "wrote" line on stderr, every policy of 13 in its own colour', () => {
+    const plot = path.join(tmp, 'p13.svg');
+    const policies = 'lec/hpa,cmmac/hpa,p2c/hpa,lec/static,lec/gsp-ss,jsq/static,prob/hpa,round-robin/hpa,greedy/gsp-ss,greedy/hpa,jsq/hpa,random/static,onsocmax/hpa';
+    const r = kais('eval', '--scenario', 'kais', '--frames', '1', '--json', '--policies', policies, '--plot', plot);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout).results).toHaveLength(13);
+    expect(r.stderr.split('\n').filter((l) => l.startsWith('wrote '))).toEqual([`wrote ${plot}`]);
+    const svg = fs.readFileSync(plot, 'utf8');
+    const lines = [...svg.matchAll(/<polyline fill="none" stroke="([^"]+)"/g)].map((m) => m[1]);
+    const dots = [...svg.matchAll(/<circle cx="[^"]+" cy="[^"]+" r="5" fill="([^"]+)"/g)].map((m) => m[1]);
+    expect(lines).toHaveLength(13);
+    expect(new Set(lines).size).toBe(13);
+    expect(dots).toHaveLength(26); // point and legend marker of each policy
+    expect(new Set(dots).size).toBe(13);
   });
 
   it('reports the edge replica-seconds each pair held beside its scheduling cost', () => {
