@@ -1,7 +1,7 @@
 /**
- * What `npm pack` ships (package.json `files`): the built CLI, its JSON, the shipped model, the
- * built-in curriculum and the docs; no tests, sources, source maps, CI files or measurement
- * scripts. Installing the tarball in an empty folder and running `npx kais eval --scenario kais
+ * What `npm pack` ships (package.json `files`): the built CLI, its JSON, the shipped model (and its
+ * TensorFlow.js layers export, models/kais-cmmac-tfjs/), the built-in curriculum and the docs; no
+ * tests, sources, source maps, CI files or measurement scripts. Installing the tarball in an empty folder and running `npx kais eval --scenario kais
  * --frames 2` and `npx kais up --duration 10` was checked by hand (docs/runtime.md, packaging);
  * it needs the registry, so it is not part of `npm test`.
  */
@@ -16,7 +16,7 @@ describe('npm pack', () => {
   const files: string[] = (JSON.parse(out) as { files: { path: string }[] }[])[0].files.map((f) => f.path);
 
   it('holds what the CLI needs at run time', () => {
-    for (const f of ['dist/kais.js', 'dist/launcher/up.js', 'dist/shared/lifecycle.js', 'dist/shared/scenarios/kais.json', 'models/kais-cmmac.bin', 'models/kais-cmmac.bin.json', 'training/curriculum/lessons/01-clone-lec.json', 'LICENSE', 'README.md']) {
+    for (const f of ['dist/kais.js', 'dist/launcher/up.js', 'dist/shared/lifecycle.js', 'dist/shared/scenarios/kais.json', 'models/kais-cmmac.bin', 'models/kais-cmmac.bin.json', 'models/kais-cmmac-tfjs/model.json', 'models/kais-cmmac-tfjs/weights.bin', 'training/curriculum/lessons/01-clone-lec.json', 'LICENSE', 'README.md']) {
       expect(files).toContain(f);
     }
   });
