@@ -38,6 +38,7 @@ import type { Argv, CommandModule } from 'yargs';
 import { UsageError } from '../../shared/errors';
 import { namingFlags, opt, Problem, resolveOptions, yargsOptions } from '../../shared/config';
 import { hashString } from '../../shared/rng';
+import { round } from '../../shared/round';
 import { loadBackend } from '../../shared/tf-backend';
 import { DETECT_DEVICE_FILTER_OPTIONS, DeviceFilter, baselineFromHistory, type DeviceFilterOptions, type Verdict } from '../../agent/filters/device-filter';
 import { DETECT_ETA, VgruDetector, type VgruOptions } from '../../critic/detector/vgru';
@@ -849,11 +850,6 @@ function lomoTable(r: { folds: LomoFold[]; pooled: LomoFold }): string {
     );
   }
   return out.join('\n');
-}
-
-function round(x: number, digits = 4): number {
-  const f = 10 ** digits;
-  return Math.round(x * f) / f;
 }
 
 // ---------------------------------------------------------------- PRINT

@@ -23,7 +23,8 @@ import { faultsFromRate, faultsFromServerEvents } from '../sim/faults';
 import { DEFAULT_WORKLOAD, WORKLOAD_NAMES, openWorkload } from '../workload';
 import type { WorkloadName } from '../workload';
 import { renderScatter, renderSvg, stackSvgs, writeSvg } from './plot';
-import { runEpisode, round, type PolicyResult } from './rollout';
+import { round } from '../../shared/round';
+import { runEpisode, type PolicyResult } from './rollout';
 import { ORACLE_BYTES_PER_REQUEST, oracleBound } from './oracle';
 
 /**

@@ -7,8 +7,10 @@ import type { Request } from '../../shared/domain';
 import type { DequeueName } from '../../shared/dequeue';
 import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
 import type { Scenario } from '../../shared/scenario';
+import { round } from '../../shared/round';
 import { EdgeCloudEnv } from '../sim/env';
 import type { Fault } from '../sim/faults';
+import type { WindowScorer } from '../sim/telemetry';
 import { TopValues, nearestRankIndex } from '../sim/top-values';
 import type { RequestSource } from '../workload/source';
 import { isRequestSource } from '../workload/source';
@@ -72,6 +74,12 @@ export interface PolicyResult {
   learnedDetector?: { fits: number; scored: number; anomalousAbnormal: number; anomalousNormal: number; unscored: number };
 }
 
+/** The learned device detector's scorer for the simulator (critic/detector/core.ts: tfjs loads only when it is used). */
+function newDetectorCore(): WindowScorer {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return new (require('../../critic/detector/core') as typeof import('../../critic/detector/core')).DetectorCore();
+}
+
 export function runEpisode(o: EpisodeOptions): PolicyResult {
   const env = new EdgeCloudEnv(o.scenario, {
     requests: o.requests,
@@ -82,7 +90,7 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
     illegalAction: 'throw',
     deviceFilters: o.deviceFilters,
     agentViews: (o.view ?? 'agent') === 'agent',
-    learnedDetector: o.learnedDetector,
+    learnedDetector: o.learnedDetector ? newDetectorCore : null,
     seed: o.seed,
   });
   const policy = o.dispatch;
@@ -147,7 +155,5 @@ export function percentile(values: Float64Array, q: number): number {
   return values[nearestRankIndex(values.length, q)];
 }
 
-export function round(x: number, digits: number): number {
-  const f = 10 ** digits;
-  return Math.round(x * f) / f;
-}
+/** Re-exported for the training job's files that import it from here. */
+export { round };
