@@ -9,7 +9,10 @@ import * as os from 'os';
 import * as path from 'path';
 import Database from 'better-sqlite3';
 import { loadScenario } from '../../shared/scenario';
-import { loadActorFile, loadCmmacFromDb, loadDefaultCmmac } from '../../training/jobs/checkpoint';
+import * as tf from '@tensorflow/tfjs';
+import { loadActorFile, loadCmmacFromDb, loadDefaultCmmac, readActorFile } from '../../training/jobs/checkpoint';
+import { actorLayersFiles } from '../../shared/nets/actor-layers';
+import { ActorF32 } from '../../shared/nets/actor';
 
 const ROOT = path.join(__dirname, '..', '..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
@@ -40,7 +43,7 @@ describe('kais train (smoke, tiny scenario)', () => {
 
   it('trains two frames and writes config, weights and per-frame metrics to SQLite', () => {
     const out = path.join(tmp, 'a.db');
-    const r = kais(...base, '--frames', '2', '--out', out, '--export-actor', path.join(tmp, 'a.bin'));
+    const r = kais(...base, '--frames', '2', '--out', out, '--export-actor', path.join(tmp, 'a.bin'), '--export-layers', path.join(tmp, 'a-tfjs'));
     expect(r.stderr).toMatch(/frame 2\/2 \[rl\]/);
     expect(r.code).toBe(0);
     const summary = JSON.parse(r.stdout);
@@ -56,6 +59,22 @@ describe('kais train (smoke, tiny scenario)', () => {
     expect(loadDefaultCmmac(loadScenario('tiny'))).toBeNull();
     // the model shipped for kais (models/kais-cmmac.bin, docs/cmmac.md) fits the current scenario
     expect(loadDefaultCmmac(loadScenario('kais'))?.name).toBe('cmmac');
+  });
+
+  it('--export-layers writes the same actor as --export-actor as a TensorFlow.js layers model', async () => {
+    const dir = path.join(tmp, 'a-tfjs');
+    expect(fs.readdirSync(dir).sort()).toEqual(['model.json', 'weights.bin']);
+    const file = readActorFile(path.join(tmp, 'a.bin'));
+    const meta = JSON.parse(fs.readFileSync(path.join(dir, 'model.json'), 'utf8')).userDefinedMetadata;
+    expect(meta.scenario).toBe('tiny');
+    const dim = meta.obsDim as number;
+    const A = meta.numActions as number;
+    const x = new Float32Array(8 * dim).map((_, i) => Math.abs(Math.sin(i * 0.7)));
+    const own = new ActorF32(dim, A, file.tensors, undefined, file.head, meta.targetBlock).scores(x, 8);
+    const model = await tf.loadLayersModel(actorLayersFiles(dir));
+    const q = tf.tidy(() => (model.predict(tf.tensor2d(x, [8, dim])) as tf.Tensor).dataSync() as Float32Array);
+    model.dispose();
+    for (let i = 0; i < q.length; i++) expect(Math.abs(q[i] - own[i])).toBeLessThanOrEqual(1e-5 * own[i]);
   });
 
   it('resumes a stopped run and ends at the same numbers as an uninterrupted one', () => {

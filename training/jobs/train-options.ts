@@ -114,6 +114,7 @@ export const TRAIN_DEFAULTS: Omit<TrainOptions, 'scenario'> = (() => {
 export const TRAIN_CLI_SPEC = {
   ...TRAIN_SPEC,
   plot: opt.outFile({ ext: /\.(svg|png)$/i, extText: 'a file ending in .svg or .png', describe: 'learning curve: throughput rate per frame next to jsq/hpa and lec/hpa' }),
+  exportLayers: opt.outDir({ describe: 'write the actor of --out\'s best evaluation (the newest checkpoint without one) here as a TensorFlow.js layers model (model.json + weights.bin; docs/cmmac.md)' }),
 };
 
 /** The paper's learner settings (ALGORITHMS.md section 2), for reference and `--credit team` runs. */

@@ -61,6 +61,7 @@ import { CheckpointDb, checkScenario, scenarioFingerprint, type CheckpointRow } 
 import { exportActor, initFrom, restoreNets, saveCheckpoint, type RunState } from './train-checkpoint';
 import { checkLessons, checkTrainOptions, makeTeacher, TRAIN_CLI_SPEC, TRAIN_SPEC, type TrainOptions } from './train-options';
 import { evaluateActor, viewOfRun } from './train-eval';
+import { exportLayers } from './export';
 import { evalLine, lessonEndLine, lessonPrefix, lessonStartLine, progressLine, resumeLine, writeLearningCurve, type FrameMetrics } from './train-progress';
 
 // ------------------------------------------------------------------------------------ OPTIONS
@@ -501,7 +502,7 @@ export const trainCommand: CommandModule<object, object> = {
   describe: 'train the cMMAC dispatcher on the simulator (checkpoints in SQLite)',
   builder: (y: Argv<object>) => yargsOptions(y.example('$0 train --scenario tiny --frames 6 --out /tmp/tiny.db', 'a tiny run in seconds'), TRAIN_CLI_SPEC),
   handler: namingFlags(TRAIN_CLI_SPEC, async (argv) => {
-    const { plot: plotFile, ...given } = givenOptions(TRAIN_CLI_SPEC, argv);
+    const { plot: plotFile, exportLayers: layersDir, ...given } = givenOptions(TRAIN_CLI_SPEC, argv);
     const scenario = given.scenario ?? TRAIN_SPEC.scenario.default ?? 'kais';
     const r = await train({ ...given, scenario, curriculum: resolveCurriculumFlag(given.curriculum ?? undefined, scenario) }, (line) => process.stderr.write(`${line}\n`));
     const last = r.metrics[r.metrics.length - 1];
@@ -514,6 +515,7 @@ export const trainCommand: CommandModule<object, object> = {
       framesPerS: r.framesPerS,
     };
     if (plotFile) writeLearningCurve(plotFile, r.metrics, r.config);
+    if (layersDir) for (const f of await exportLayers(r.config.out, layersDir)) process.stderr.write(`wrote ${f}\n`);
     if (given.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
     else process.stdout.write(`trained ${summary.frames} frames in ${summary.wallS} s -> ${summary.out}\n`);
   }),
