@@ -9,6 +9,7 @@ import { optionDocs } from '../shared/config';
 import { TRAIN_CLI_SPEC } from '../training/jobs/train-options';
 import { EVAL_SPEC } from '../training/jobs/eval';
 import { DETECT_SPEC } from '../training/jobs/detect';
+import { EXPORT_SPEC } from '../training/jobs/export';
 import { UP_SPEC } from '../launcher/up';
 import { AGENT_SPEC, AGENT_TOKEN_ENV } from '../agent/cli';
 import { ORCHESTRATOR_SPEC } from '../orchestrator/cli';
@@ -42,6 +43,7 @@ export function cliReference(): string {
     optionDocs('train', TRAIN_CLI_SPEC),
     optionDocs('eval', EVAL_SPEC),
     optionDocs('detect', DETECT_SPEC),
+    optionDocs('export', EXPORT_SPEC),
     optionDocs('up', UP_SPEC),
     optionDocs('agent', AGENT_SPEC),
     optionDocs('orchestrator', ORCHESTRATOR_SPEC),
