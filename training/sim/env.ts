@@ -52,7 +52,7 @@ import { slotRewards } from './reward';
 import { SimExecutor } from './executor';
 import type { Fault } from './faults';
 import { faultState } from '../../shared/faults';
-import { TelemetryFilters } from './telemetry';
+import { TelemetryFilters, type WindowScorer } from './telemetry';
 import { TopValues } from './top-values';
 import type { RequestReader, RequestSource } from '../workload/source';
 import { arraySource, isRequestSource } from '../workload/source';
@@ -75,8 +75,12 @@ export interface EnvOptions {
   rewardEpsilon?: number;
   /** Generate node telemetry and run the device filters on it (telemetry.ts). @defaultValue false */
   deviceFilters?: boolean;
-  /** With deviceFilters: the learned stage decides the ambiguous windows (telemetry.ts; needs a tfjs backend). @defaultValue false */
-  learnedDetector?: boolean;
+  /**
+   * With deviceFilters: the learned stage decides the ambiguous windows (telemetry.ts), with the
+   * scorers this makes (one per episode; critic/detector/core.ts DetectorCore, made by the caller:
+   * the simulator never loads tfjs). @defaultValue off
+   */
+  learnedDetector?: (() => WindowScorer) | null;
   seed?: number;
   /**
    * Each eAP's policy (and its context filter) decides on the live agent's information model: a
@@ -210,7 +214,7 @@ export class EdgeCloudEnv {
       illegalAction: 'throw',
       rewardEpsilon: 1,
       deviceFilters: false,
-      learnedDetector: false,
+      learnedDetector: null,
       agentViews: true,
       // an option passed as undefined keeps its default (a plain spread would overwrite it)
       ...(Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as EnvOptions),
@@ -348,7 +352,7 @@ export class EdgeCloudEnv {
       this.timeline.push(f.startS + f.durationS, EventType.NodeFault, f.node, 0);
     }
     this.telemetry?.dispose();
-    this.telemetry = this.opts.deviceFilters ? new TelemetryFilters(c, options.seed, this.opts.learnedDetector ? { learned: {} } : {}) : null;
+    this.telemetry = this.opts.deviceFilters ? new TelemetryFilters(c, options.seed, this.opts.learnedDetector ? { learned: {}, scorer: this.opts.learnedDetector } : {}) : null;
     this.nextTelemetryS = 0;
     const orch = this.opts.orchestration;
     if (orch) {

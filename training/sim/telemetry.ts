@@ -24,7 +24,8 @@
  * never); with `learned` (`kais eval --filters --detector vgru`), the learned stage decides the
  * ambiguous windows as the orchestrator does live: the same windows (every ambiguous one, one
  * in 3 healthy ones), the same per-shape pools, fits and threshold (critic/detector/pools.ts,
- * core.ts), but synchronous: a window is scored in the tick it is made, a due fit runs at the end
+ * core.ts, whose DetectorCore the caller hands in as `scorer`: the simulator loads no tfjs), but
+ * synchronous: a window is scored in the tick it is made, a due fit runs at the end
  * of that tick (live, the worker takes seconds, so verdicts come a little later); a node is
  * re-admitted after `readmitS` of consecutive 'healthy' verdicts, or after NodeHealth's
  * `readmitQuietS` (30 s) without a 'faulty' window; at most half of an eAP's nodes
@@ -33,7 +34,6 @@
  */
 import type { DeviceFilterOptions } from '../../agent/filters/device-filter';
 import { NODE_TELEMETRY_RULES, NodeHealth } from '../../agent/filters/node-health';
-import type { DetectorCore } from '../../critic/detector/core';
 import { DetectorPools, type DetectorPoolOptions } from '../../critic/detector/pools';
 import type { DeviceWindow } from '../../shared/protocol/envelope';
 import { NodeTelemetryModel, TELEMETRY_DIMS } from '../../shared/node-telemetry';
@@ -56,8 +56,25 @@ export interface TelemetryOptions {
   /** Rule settings of every node's DeviceFilter (baseline and verdicts). @defaultValue
    *  NODE_TELEMETRY_RULES, the settings `kais detect` measures on labelled server data with the telemetry scale floor */
   rules: Partial<DeviceFilterOptions>;
-  /** The learned stage on the ambiguous windows (null: off). Needs a tfjs backend loaded by the entry point. @defaultValue null */
+  /** The learned stage on the ambiguous windows (null: off); needs `scorer`. @defaultValue null */
   learned: Partial<DetectorPoolOptions> | null;
+  /**
+   * Makes the learned stage's scorer (critic/detector/core.ts DetectorCore), called once with
+   * `learned`: the caller's, so the simulator never loads tfjs (the caller loads its backend too). @defaultValue null
+   */
+  scorer: (() => WindowScorer) | null;
+}
+
+/** A job of the learned stage: score windows with the model of a key, or fit that model on windows. */
+export type WindowJob =
+  | { kind: 'score'; key: string; windows: Float32Array; count: number }
+  | { kind: 'fit'; key: string; dims: number; steps: number; options: ReturnType<DetectorPools['vgruOptions']>; windows: Float32Array; count: number };
+
+/** What the learned stage needs of its model: critic/detector/core.ts DetectorCore's handle and dispose. */
+export interface WindowScorer {
+  /** score: normalised scores, one per window, and the threshold (anomalous = score > eta). */
+  handle(job: WindowJob): { scores?: Float32Array; eta?: number };
+  dispose(): void;
 }
 
 export class TelemetryFilters {
@@ -75,14 +92,14 @@ export class TelemetryFilters {
   /** The learned stage: fits, windows scored, anomalous verdicts (by ground truth), windows of shapes not fitted yet. */
   readonly learnedStats = { fits: 0, scored: 0, anomalousAbnormal: 0, anomalousNormal: 0, unscored: 0 };
   private readonly pools: DetectorPools | null;
-  private readonly core: DetectorCore | null;
+  private readonly core: WindowScorer | null;
 
   constructor(
     private readonly cluster: Cluster,
     seed: number,
     options: Partial<TelemetryOptions> = {},
   ) {
-    this.o = { periodS: 1, precursorS: 20, readmitS: 5, ambiguousRun: Infinity, historySamples: 36, rules: NODE_TELEMETRY_RULES, learned: null, ...options };
+    this.o = { periodS: 1, precursorS: 20, readmitS: 5, ambiguousRun: Infinity, historySamples: 36, rules: NODE_TELEMETRY_RULES, learned: null, scorer: null, ...options };
     if (!Number.isInteger(this.o.historySamples) || this.o.historySamples < 12) throw new TypeError(`TelemetryFilters historySamples: expected an integer >= 12, got ${this.o.historySamples}`);
     const N = cluster.numNodes;
     this.model = new NodeTelemetryModel(N, this.o.periodS, Rng.derive(seed, 'telemetry'));
@@ -98,10 +115,9 @@ export class TelemetryFilters {
         windows: this.o.learned ? {} : null,
       },
     );
+    if (this.o.learned && !this.o.scorer) throw new TypeError('TelemetryFilters: the learned stage needs a scorer (critic/detector/core.ts DetectorCore)');
     this.pools = this.o.learned ? new DetectorPools(this.o.learned) : null;
-    // tfjs loads only with the learned stage
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    this.core = this.o.learned ? new (require('../../critic/detector/core') as typeof import('../../critic/detector/core')).DetectorCore() : null;
+    this.core = this.o.learned ? this.o.scorer!() : null;
   }
 
   /** Frees the learned stage's detectors (tfjs variables). */

@@ -9,6 +9,7 @@ import { NODE_TELEMETRY_RULES } from '../../../../agent/filters/node-health';
 import { Cluster } from '../../../../training/sim/cluster';
 import { TelemetryFilters } from '../../../../training/sim/telemetry';
 import { loadBackend } from '../../../../shared/tf-backend';
+import { DetectorCore } from '../../../../critic/detector/core';
 
 const EVENTS = path.resolve(__dirname, '../../../../../shared/data/alibaba/v2017_server_event.csv');
 const scenario = loadScenario('kais');
@@ -39,6 +40,7 @@ describe('device filters in the simulator', () => {
     expect(new TelemetryFilters(cluster, 1).o.rules).toBe(NODE_TELEMETRY_RULES);
     expect(new TelemetryFilters(cluster, 1, { rules: { thetaM: 3 } }).o.rules.thetaM).toBe(3);
     expect(() => new TelemetryFilters(cluster, 1, { historySamples: 5 })).toThrow(/historySamples/);
+    expect(() => new TelemetryFilters(cluster, 1, { learned: {} })).toThrow(/needs a scorer/);
   });
 
   it('hold out at most half of an eAP\'s nodes at once, as the agent does', () => {
@@ -108,7 +110,7 @@ describe('device filters in the simulator', () => {
     /** eAP 0's nodes turn abnormal at t = 85 s; returns the filters' counters and the nodes held out at the end. */
     function run() {
       const cluster = new Cluster(small);
-      const tf = new TelemetryFilters(cluster, 5, { learned: { minWindows: 4, refitWindows: 100_000, vgru: tiny } });
+      const tf = new TelemetryFilters(cluster, 5, { learned: { minWindows: 4, refitWindows: 100_000, vgru: tiny }, scorer: () => new DetectorCore() });
       try {
         for (let t = 0; t < 100; t++) tf.tick(t, (n) => t >= 85 && cluster.eapOfNode[n] === 0);
         return { stats: { ...tf.learnedStats }, out: Array.from(cluster.healthyFlag).map((f, n) => (f === 0 ? n : -1)).filter((n) => n >= 0), exclusions: tf.exclusions };
