@@ -39,6 +39,30 @@ export function restoreNets(n: TrainNets, ck: CheckpointRow, path: string): void
   });
 }
 
+/** Where a resumed run continues: its latest checkpoint, restored into the networks and Rng streams. */
+export interface Resumed<M> {
+  episode: number;
+  frame: number;
+  weightVersion: number;
+  curriculum: CurriculumState | null;
+  /** the metrics of the frames before the checkpoint (the later ones are deleted: they are recomputed) */
+  metrics: M[];
+}
+
+/** --resume: the latest checkpoint of `db` into `n` and `rngs`; null when the run wrote none yet. */
+export function resumeFrom<M>(db: CheckpointDb, n: TrainNets, rngs: { act: Rng; learn: Rng }, curriculum: boolean): Resumed<M> | null {
+  const ck = db.latest();
+  if (!ck) return null;
+  restoreNets(n, ck, db.path);
+  rngs.act.setState(ck.state.rng.act);
+  rngs.learn.setState(ck.state.rng.learn);
+  const state = ck.state as RunState;
+  if (curriculum && !state.curriculum) throw new UsageError(`${db.path}: curriculum run without the lesson state in its checkpoint`);
+  const metrics = db.metrics<M>().filter((m) => m.frame < ck.frame).map((m) => m.json);
+  db.truncateMetrics(ck.frame);
+  return { episode: ck.episode, frame: ck.frame, weightVersion: state.weightVersion, curriculum: state.curriculum ?? null, metrics };
+}
+
 /** An episode's checkpoint: networks, optimiser, Rng states and the episode's metrics in one transaction. */
 export function saveCheckpoint(
   db: CheckpointDb,
@@ -89,6 +113,33 @@ export function initFrom(file: string, scenario: Scenario, n: Pick<TrainNets, 'a
   } finally {
     src.close();
   }
+}
+
+/** Best held-out evaluation so far (meta key 'best' of the checkpoint file). */
+export interface BestEval {
+  episode: number;
+  frame: number;
+  eval: number;
+}
+
+/**
+ * --export-actor: the actor of the best evaluation (its weights kept in memory, or its checkpoint
+ * when it was found before a resume), else the last one; returns the line to print.
+ */
+export function exportBestActor(
+  file: string,
+  db: CheckpointDb,
+  best: BestEval | null,
+  bestActor: Float32Array[] | null,
+  actor: ActorNet,
+  fits: { scenario: string; scenarioFingerprint: string; head: string; obsDim: number; numActions: number; frames: number },
+): string {
+  let arrays = bestActor;
+  if (!arrays && best) arrays = db.latest(best.frame)?.actor ?? null; // best found before a resume
+  arrays ??= actor.getWeights().arrays;
+  const { frames, ...meta } = fits;
+  exportActor(file, arrays, actor.getWeights().shapes, { ...meta, frame: best?.frame ?? frames, evalThroughputRate: best?.eval ?? null });
+  return `actor written to ${file} (${best ? `best evaluation, frame ${best.frame}, ${best.eval.toFixed(4)}` : 'last weights'})`;
 }
 
 /** Writes actor weights as `<path>` (shared/protocol/weights.ts bytes) and `<path>.json` (what it fits). */

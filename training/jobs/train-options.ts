@@ -20,6 +20,9 @@ import { checkTraceWindow, loadCurriculum, loadValidation, type Lesson } from '.
 import { DEFAULT_WORKLOAD, WORKLOAD_NAMES } from '../workload';
 import { traceHasRowsIn } from '../workload/window';
 import { scenarioFingerprint } from './checkpoint';
+import { observationDim, type ObservationShape } from '../../agent/observation';
+import { stateDim } from '../../critic/cmmac/state';
+import { ENV_VERSION } from '../sim/env';
 
 /** `from,to` in trace seconds, from < to. */
 export function parseWindow(text: string): [number, number] | Problem {
@@ -222,3 +225,47 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
   }
   return { opts, scenario, newLessons };
 }
+
+/** Resolved config: the options plus what they imply; the first row a run writes. */
+export interface TrainConfig extends TrainOptions {
+  scenarioFingerprint: string;
+  envVersion: string;
+  obsDim: number;
+  numActions: number;
+  stateDim: number;
+  /** the lessons of --curriculum, as read when the run started (a resume uses these, not the files) */
+  lessons?: Lesson[];
+}
+
+/** The config a run uses: a fresh run's checked options, or on a resume the stored config (only --frames may change it). */
+export function resolveConfig(checked: CheckedOptions, given: Partial<TrainOptions>, stored: TrainConfig | null, shape: ObservationShape): TrainConfig {
+  const { scenario, newLessons } = checked;
+  let opts = checked.opts;
+  // the stored run config wins; only the total length may be extended
+  if (stored) opts = { ...stored, frames: given.frames ?? stored.frames, out: opts.out, resume: true, json: opts.json };
+  // the lessons are read once, when the run starts; a resume uses the stored ones
+  const lessons = stored ? (stored.lessons ?? null) : (newLessons ?? (opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario) : null));
+  // a curriculum runs until its last lesson ends unless --frames caps it: the budget is the default
+  if (lessons && !stored && given.frames === undefined) opts.frames = lessons.reduce((n, l) => n + l.maxEpisodes * l.episodeFrames, 0);
+  return {
+    ...opts,
+    ...(lessons ? { lessons } : {}),
+    scenarioFingerprint: scenarioFingerprint(scenario),
+    envVersion: ENV_VERSION,
+    obsDim: observationDim(shape),
+    numActions: shape.numTargets,
+    stateDim: stateDim(shape),
+  };
+}
+
+/**
+ * `--curriculum` as given, or when it is not given: the shipped lessons for the scenario they are
+ * written for (the default recipe), a single lesson from the flags for any other scenario.
+ */
+export function resolveCurriculumFlag(flag: string | undefined, scenario: string): string | null {
+  if (flag !== undefined) return flag === 'none' ? null : flag;
+  return DEFAULT_CURRICULUM_SCENARIOS.includes(scenario) ? 'default' : null;
+}
+
+/** Scenarios the shipped lessons are written for (`kais train` without --curriculum runs them there). */
+export const DEFAULT_CURRICULUM_SCENARIOS: string[] = ['kais'];

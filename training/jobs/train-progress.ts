@@ -77,7 +77,8 @@ export function evalLine(ev: TrainEvaluation, framesDone: number, config: TrainO
   return line;
 }
 
-export function resumeLine(path: string, episode: number, frame: number, cur: CurriculumState | null, lessons: Lesson[] | null): string {
+export function resumeLine(path: string, r: { episode: number; frame: number; curriculum: CurriculumState | null }, lessons: Lesson[] | null): string {
+  const { episode, frame, curriculum: cur } = r;
   const where = lessons && cur ? `, in lesson ${cur.lesson + 1}/${lessons.length} "${lessons[cur.lesson]?.name ?? '(all done)'}" after ${cur.episodes} of its episodes` : '';
   return `resuming ${path} after episode ${episode} (${frame} frames done${where})`;
 }

@@ -47,40 +47,28 @@ import { loadBackend } from '../../shared/tf-backend';
 import { ActorNet } from '../../shared/nets/actor';
 import { ValueNet } from '../../shared/nets/value';
 import { CmmacDispatch } from '../../agent/actor-policy';
-import { observationDim, targetBlockOf, type ObservationShape } from '../../agent/observation';
+import { targetBlockOf, type ObservationShape } from '../../agent/observation';
 import { RolloutBuffer } from '../../critic/cmmac/buffer';
 import { CmmacLearner } from '../../critic/cmmac/learner';
-import { buildState, stateDim } from '../../critic/cmmac/state';
-import { EdgeCloudEnv, ENV_VERSION } from '../sim/env';
+import { buildState } from '../../critic/cmmac/state';
+import { EdgeCloudEnv } from '../sim/env';
 import { buildRequests } from '../workload';
 import { sampledWindowRequests } from '../workload/window';
 import { makeOrchestration } from '../baselines/registry';
-import { loadCurriculum, type Lesson } from '../curriculum/schedule';
-import { CurriculumTracker, lessonPlan, singlePlan, type CheckpointLabel, type CurriculumState, type EpisodePlan, type LessonRecord } from '../curriculum/tracker';
-import { CheckpointDb, checkScenario, scenarioFingerprint, type CheckpointRow } from './checkpoint';
-import { exportActor, initFrom, restoreNets, saveCheckpoint, type RunState } from './train-checkpoint';
-import { checkLessons, checkTrainOptions, makeTeacher, TRAIN_CLI_SPEC, TRAIN_SPEC, type TrainOptions } from './train-options';
+import { CurriculumTracker, lessonPlan, singlePlan, type CheckpointLabel, type EpisodePlan, type LessonRecord } from '../curriculum/tracker';
+import { CheckpointDb, checkScenario } from './checkpoint';
+import { exportBestActor, initFrom, restoreNets, resumeFrom, saveCheckpoint , type BestEval } from './train-checkpoint';
+import { checkTrainOptions, makeTeacher, resolveConfig, resolveCurriculumFlag, TRAIN_CLI_SPEC, TRAIN_SPEC, type TrainConfig, type TrainOptions } from './train-options';
 import { evaluateActor, viewOfRun } from './train-eval';
 import { exportLayers } from './export';
+import { round } from './rollout';
 import { evalLine, lessonEndLine, lessonPrefix, lessonStartLine, progressLine, resumeLine, writeLearningCurve, type FrameMetrics } from './train-progress';
 
 // ------------------------------------------------------------------------------------ OPTIONS
 
 // The options (type, default, range, description) and their checks are declared once in train-options.ts.
-export { TRAIN_DEFAULTS, type TrainOptions, parseWindowFlag, checkLessons } from './train-options';
-export { EVAL_SEED_BASE } from './train-eval';
+export { TRAIN_DEFAULTS, type TrainConfig, type TrainOptions, resolveCurriculumFlag, DEFAULT_CURRICULUM_SCENARIOS } from './train-options';
 export type { FrameMetrics } from './train-progress';
-
-/** Resolved config: the options plus what they imply; the first row a run writes. */
-export interface TrainConfig extends TrainOptions {
-  scenarioFingerprint: string;
-  envVersion: string;
-  obsDim: number;
-  numActions: number;
-  stateDim: number;
-  /** the lessons of --curriculum, as read when the run started (a resume uses these, not the files) */
-  lessons?: Lesson[];
-}
 
 export interface TrainResult {
   config: TrainConfig;
@@ -91,13 +79,6 @@ export interface TrainResult {
   framesPerS: number;
 }
 
-/** Best held-out evaluation so far (meta key 'best' of the checkpoint file). */
-interface BestEval {
-  episode: number;
-  frame: number;
-  eval: number;
-}
-
 // -------------------------------------------------------------------------------------- SETUP
 
 export async function train(options: Partial<TrainOptions> & { scenario: string }, log: (line: string) => void = () => {}): Promise<TrainResult> {
@@ -105,31 +86,14 @@ export async function train(options: Partial<TrainOptions> & { scenario: string 
   // options left undefined take the defaults
   const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as Partial<TrainOptions> & { scenario: string };
   const checked = checkTrainOptions(given);
-  const { scenario, newLessons } = checked;
-  let opts = checked.opts;
+  const { scenario } = checked;
   const topo = topologyOf(scenario);
   const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
-  const db = openOut(opts.out);
+  const db = openOut(checked.opts.out);
   try {
-    const stored = opts.resume ? db.config<TrainConfig>() : null;
-    if (stored) {
-      checkScenario(opts.out, stored, scenario);
-      // the stored run config wins; only the total length may be extended
-      opts = { ...stored, frames: given.frames ?? stored.frames, out: opts.out, resume: true, json: opts.json };
-    }
-    // the lessons are read once, when the run starts; a resume uses the stored ones
-    const lessons = stored ? (stored.lessons ?? null) : (newLessons ?? (opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario) : null));
-    // a curriculum runs until its last lesson ends unless --frames caps it: the budget is the default
-    if (lessons && !stored && given.frames === undefined) opts.frames = lessons.reduce((n, l) => n + l.maxEpisodes * l.episodeFrames, 0);
-    const config: TrainConfig = {
-      ...opts,
-      ...(lessons ? { lessons } : {}),
-      scenarioFingerprint: scenarioFingerprint(scenario),
-      envVersion: ENV_VERSION,
-      obsDim: observationDim(shape),
-      numActions: shape.numTargets,
-      stateDim: stateDim(shape),
-    };
+    const stored = checked.opts.resume ? db.config<TrainConfig>() : null;
+    if (stored) checkScenario(checked.opts.out, stored, scenario);
+    const config = resolveConfig(checked, given, stored, shape);
     return await run(config, scenario, shape, db, stored !== null, log);
   } finally {
     db.close();
@@ -185,36 +149,14 @@ async function run(
   const buf = new RolloutBuffer(actor.obsDim, shape.numTargets, config.stateDim, 8192);
   const sBuf = new Float32Array(config.stateDim);
   const obsBuf = new Float32Array(actor.obsDim);
-  const metrics: FrameMetrics[] = [];
-  let weightVersion = 0;
-  let startEpisode = 0;
-  let resumedFrame = 0;
-  let resumedCurriculum: CurriculumState | null = null;
-
   const nets = { actor, critic, learner };
-  /** Networks and optimiser from a checkpoint row (the Rng streams are left alone). */
-  const restoreCheckpoint = (ck: CheckpointRow) => {
-    restoreNets(nets, ck, db.path);
-    policy.setWeights(++weightVersion, actor.getWeights().arrays);
-  };
-
-  if (resuming) {
-    const ck = db.latest();
-    if (ck) {
-      restoreCheckpoint(ck);
-      actRng.setState(ck.state.rng.act);
-      learnRng.setState(ck.state.rng.learn);
-      weightVersion = ck.state.weightVersion;
-      policy.setWeights(weightVersion, actor.getWeights().arrays);
-      startEpisode = ck.episode + 1;
-      resumedFrame = ck.frame;
-      resumedCurriculum = (ck.state as RunState).curriculum ?? null;
-      if (config.lessons && !resumedCurriculum) throw new UsageError(`${db.path}: curriculum run without the lesson state in its checkpoint`);
-      for (const m of db.metrics<FrameMetrics>()) if (m.frame < ck.frame) metrics.push(m.json);
-      db.truncateMetrics(ck.frame);
-      log(resumeLine(db.path, ck.episode, ck.frame, resumedCurriculum, config.lessons ?? null));
-    }
-  } else {
+  let weightVersion = 0;
+  const resumed = resuming ? resumeFrom<FrameMetrics>(db, nets, { act: actRng, learn: learnRng }, config.lessons !== undefined) : null;
+  if (resumed) {
+    weightVersion = resumed.weightVersion;
+    policy.setWeights(weightVersion, actor.getWeights().arrays);
+    log(resumeLine(db.path, resumed, config.lessons ?? null));
+  } else if (!resuming) {
     if (config.initFrom) {
       const frame = initFrom(config.initFrom, scenario, nets);
       policy.setWeights(0, actor.getWeights().arrays);
@@ -222,6 +164,8 @@ async function run(
     }
     db.writeConfig(config);
   }
+  const metrics: FrameMetrics[] = resumed?.metrics ?? [];
+  const startEpisode = resumed ? resumed.episode + 1 : 0;
 
   const totalEpisodes = Math.ceil(config.frames / config.episodeFrames);
   const orchestrationOf = memo((name) => makeOrchestration(name, scenario));
@@ -231,12 +175,12 @@ async function run(
   const perRequest = (config.credit ?? 'team') === 'request';
   let best = resuming ? db.meta<BestEval>('best') : null;
   let bestActor: Float32Array[] | null = null;
-  let framesDone = resumedFrame;
-  const framesAtStart = resumedFrame;
+  let framesDone = resumed?.frame ?? 0;
+  const framesAtStart = framesDone;
   /** curriculum: where the run is, the lessons started so far, the checkpoint labels of finished ones */
   const course = config.lessons
     ? new CurriculumTracker(config.lessons, {
-        state: resumedCurriculum,
+        state: resumed?.curriculum ?? null,
         log: resuming ? db.meta<LessonRecord[]>('lessons') : null,
         labels: resuming ? db.meta<Record<string, CheckpointLabel>>('labels') : null,
       })
@@ -254,7 +198,8 @@ async function run(
       if (from) {
         const ck = db.latest(from.frame);
         if (!ck || ck.episode !== from.episode) throw new UsageError(`${db.path}: checkpoint "${lesson!.checkpointIn}" (episode ${from.episode}) is missing`);
-        restoreCheckpoint(ck);
+        restoreNets(nets, ck, db.path);
+        policy.setWeights(++weightVersion, actor.getWeights().arrays);
       }
       log(lessonStartLine(course.state, course.lessons, plan, framesDone));
     }
@@ -440,21 +385,9 @@ async function run(
     lastCheckpointEpisode = episode;
   }
   if (config.exportActor) {
-    let arrays = bestActor;
-    if (!arrays && best) arrays = db.latest(best.frame)?.actor ?? null; // best found before a resume
-    arrays ??= actor.getWeights().arrays;
-    exportActor(config.exportActor, arrays, actor.getWeights().shapes, {
-      scenario: scenario.name,
-      scenarioFingerprint: config.scenarioFingerprint,
-      head: config.head,
-      obsDim: config.obsDim,
-      numActions: config.numActions,
-      frame: best?.frame ?? config.frames,
-      evalThroughputRate: best?.eval ?? null,
-    });
-    log(`actor written to ${config.exportActor} (${best ? `best evaluation, frame ${best.frame}, ${best.eval.toFixed(4)}` : 'last weights'})`);
+    const { scenarioFingerprint, head, obsDim, numActions, frames } = config;
+    log(exportBestActor(config.exportActor, db, best, bestActor, actor, { scenario: scenario.name, scenarioFingerprint, head, obsDim, numActions, frames }));
   }
-
   learner.dispose();
   actor.dispose();
   critic.dispose();
@@ -490,11 +423,6 @@ function memo<T>(make: (name: string) => T, seed: [string, T][] = []): (name: st
   };
 }
 
-function round(x: number, d: number): number {
-  const f = 10 ** d;
-  return Math.round(x * f) / f;
-}
-
 // ---------------------------------------------------------------------------------------- CLI
 
 export const trainCommand: CommandModule<object, object> = {
@@ -520,15 +448,3 @@ export const trainCommand: CommandModule<object, object> = {
     else process.stdout.write(`trained ${summary.frames} frames in ${summary.wallS} s -> ${summary.out}\n`);
   }),
 };
-
-/**
- * `--curriculum` as given, or when it is not given: the shipped lessons for the scenario they are
- * written for (the default recipe), a single lesson from the flags for any other scenario.
- */
-export function resolveCurriculumFlag(flag: string | undefined, scenario: string): string | null {
-  if (flag !== undefined) return flag === 'none' ? null : flag;
-  return DEFAULT_CURRICULUM_SCENARIOS.includes(scenario) ? 'default' : null;
-}
-
-/** Scenarios the shipped lessons are written for (`kais train` without --curriculum runs them there). */
-export const DEFAULT_CURRICULUM_SCENARIOS: string[] = ['kais'];
