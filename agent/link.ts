@@ -15,12 +15,12 @@
  * A `hello` refused with KAIS_ERR_AUTH stops the link (event `refused`, then close), because
  * retrying the same token cannot succeed; `reconnectOnAuthError` keeps trying instead.
  */
-import { EventEmitter } from 'node:events';
 import WebSocket, { type RawData } from 'ws';
 import { Rng } from '../shared/rng';
 import { Codec, DEFAULT_MAX_FRAME_BYTES } from '../shared/protocol/codec';
 import { makeFrame, type ErrorBody, type HelloBody, type WelcomeBody } from '../shared/protocol/envelope';
 import type { FrameEndpoint } from '../shared/protocol/memory-link';
+import { TypedEmitter } from '../shared/events';
 
 export interface BackoffOptions {
   /** Delay before the first retry, ms. @defaultValue 200 */
@@ -62,14 +62,7 @@ export interface AgentLinkEvents {
   refused: (error: ErrorBody) => void;
 }
 
-export interface AgentLink {
-  on<K extends keyof AgentLinkEvents>(event: K, listener: AgentLinkEvents[K]): this;
-  once<K extends keyof AgentLinkEvents>(event: K, listener: AgentLinkEvents[K]): this;
-  off<K extends keyof AgentLinkEvents>(event: K, listener: AgentLinkEvents[K]): this;
-  emit<K extends keyof AgentLinkEvents>(event: K, ...args: Parameters<AgentLinkEvents[K]>): boolean;
-}
-
-export class AgentLink extends EventEmitter implements FrameEndpoint {
+export class AgentLink extends TypedEmitter<AgentLinkEvents> implements FrameEndpoint {
   readonly url: string;
   private readonly options: AgentLinkOptions;
   private readonly backoff: Required<BackoffOptions>;

@@ -25,7 +25,6 @@
  * `helloBody()` (the same connection) is refused with KAIS_ERR_STATE and does not restart the seq.
  * (The first `welcome` a runtime ever sees is accepted even without a `helloBody()` call.)
  */
-import { EventEmitter } from 'node:events';
 import type { EapId } from '../shared/domain';
 import { Codec } from '../shared/protocol/codec';
 import {
@@ -42,6 +41,7 @@ import {
   type WelcomeBody,
 } from '../shared/protocol/envelope';
 import { verifyWeights } from '../shared/protocol/weights';
+import { TypedEmitter } from '../shared/events';
 
 /** Refusals of the runtime that are not about a frame's encoding. */
 export const RUNTIME_ERROR_CODES = {
@@ -99,14 +99,7 @@ export interface AgentRuntimeEvents {
   peerError: (error: ErrorBody) => void;
 }
 
-export interface AgentRuntime {
-  on<K extends keyof AgentRuntimeEvents>(event: K, listener: AgentRuntimeEvents[K]): this;
-  once<K extends keyof AgentRuntimeEvents>(event: K, listener: AgentRuntimeEvents[K]): this;
-  off<K extends keyof AgentRuntimeEvents>(event: K, listener: AgentRuntimeEvents[K]): this;
-  emit<K extends keyof AgentRuntimeEvents>(event: K, ...args: Parameters<AgentRuntimeEvents[K]>): boolean;
-}
-
-export class AgentRuntime extends EventEmitter {
+export class AgentRuntime extends TypedEmitter<AgentRuntimeEvents> {
   readonly eapId: EapId;
   readonly stats: AgentRuntimeStats = { weightsApplied: 0, placementsApplied: 0, stale: 0, refused: 0, errorsReceived: 0, verdicts: 0 };
   private readonly codec: Codec;

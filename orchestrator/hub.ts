@@ -39,7 +39,6 @@
  * session; each session's frame goes out as one WebSocket message in two fragments, its own
  * envelope head (`Codec.encodeHead`, with its seq) and the shared body bytes.
  */
-import { EventEmitter } from 'node:events';
 import type { IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { timingSafeEqual } from 'node:crypto';
@@ -61,6 +60,7 @@ import {
   type WeightsBody,
 } from '../shared/protocol/envelope';
 import { verifyWeights } from '../shared/protocol/weights';
+import { TypedEmitter, type EventArgs } from '../shared/events';
 
 /** Refusals of the hub that are not about a frame's encoding (docs/protocol.md, "Error codes"). */
 export const HUB_ERROR_CODES = {
@@ -212,14 +212,7 @@ class Session {
 
 const MAX_UNACKED = 64;
 
-export interface Hub {
-  on<K extends keyof HubEvents>(event: K, listener: HubEvents[K]): this;
-  once<K extends keyof HubEvents>(event: K, listener: HubEvents[K]): this;
-  off<K extends keyof HubEvents>(event: K, listener: HubEvents[K]): this;
-  emit<K extends keyof HubEvents>(event: K, ...args: Parameters<HubEvents[K]>): boolean;
-}
-
-export class Hub extends EventEmitter {
+export class Hub extends TypedEmitter<HubEvents> {
   readonly host: string;
   readonly heartbeatMs: number;
   readonly helloTimeoutMs: number;
@@ -706,9 +699,11 @@ export class Hub extends EventEmitter {
   }
 
   /** Listeners' exceptions stay theirs: the hub's state is already updated when it emits. */
-  private emitSafe<K extends keyof HubEvents>(event: K, ...args: Parameters<HubEvents[K]>): void {
+  private emitSafe<K extends keyof HubEvents>(event: K, ...args: EventArgs<HubEvents>[K]): void {
+    // emit's typed arguments are a conditional on K that TypeScript leaves unresolved for a generic K
+    const emit = this.emit as (event: K, ...a: EventArgs<HubEvents>[K]) => boolean;
     try {
-      this.emit(event, ...args);
+      emit.call(this, event, ...args);
     } catch {
       // a listener bug must not turn into a refused frame or a crash of the hub
     }
