@@ -33,7 +33,7 @@
  * | +13 | slack / eta (how many times over the deadline would still be met) | - | clipped to [0, 4] (0 if no replica or slack <= 0) |
  * | W+3+14T .. +B-1 | eAP id, one-hot | - | 0/1 |
  *
- * Features +12 and +13 (added with the `deadline-load` warm-start teacher, critic/cmmac/teacher.ts)
+ * Features +12 and +13 (added with the `deadline-load` warm-start teacher, training/baselines/teacher.ts)
  * are the quantities that teacher decides on; without them the cloned actor sent far more requests
  * to the cloud than its teacher.
  *

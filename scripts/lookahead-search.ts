@@ -1,5 +1,5 @@
 /**
- * Measures the `queue-lookahead` teacher (critic/cmmac/queue-teacher.ts) as a policy on TRAINING
+ * Measures the `queue-lookahead` teacher (training/baselines/queue-teacher.ts) as a policy on TRAINING
  * conditions only (scripts/training-conditions.ts, the same as scripts/teacher-search.ts).
  *
  *   npx tsc -p tsconfig.json && node dist/scripts/lookahead-search.js '[{"margin":0.9}, "deadline-load"]'
@@ -9,7 +9,7 @@
  * A variant is a train teacher's name, a `kais eval` dispatch baseline, or an object of
  * QueueLookaheadOptions.
  */
-import { QueueLookaheadDispatch, type QueueLookaheadOptions } from '../critic/cmmac/queue-teacher';
+import { QueueLookaheadDispatch, type QueueLookaheadOptions } from '../training/baselines/queue-teacher';
 import { loadScenario } from '../shared/scenario';
 import { compareOnTrainingConditions, namedVariant } from './training-conditions';
 

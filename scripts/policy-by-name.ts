@@ -5,8 +5,8 @@
 import type { DispatchPolicy } from '../shared/policy';
 import type { Scenario } from '../shared/scenario';
 import type { DequeueName } from '../shared/dequeue';
-import { makeTrainTeacher } from '../critic/cmmac/teacher';
-import { QueueLookaheadDispatch } from '../critic/cmmac/queue-teacher';
+import { makeTrainTeacher } from '../training/baselines/teacher';
+import { QueueLookaheadDispatch } from '../training/baselines/queue-teacher';
 import { makeDispatch, makeOrchestration } from '../training/baselines/registry';
 import { buildRequests } from '../training/workload';
 import { runEpisode } from '../training/jobs/rollout';
@@ -15,7 +15,7 @@ import { loadActorFile, loadCmmacFromDb, loadDefaultCmmac } from '../training/jo
 /**
  * `db:<kais train output>[@<frame>]` (its newest checkpoint at or before the frame, argmax; without
  * @, its best), `bin:<exported actor>`, `cmmac` (the shipped model), `{...}` (QueueLookaheadOptions
- * as JSON), a train-only teacher (critic/cmmac/teacher.ts) or a `kais eval` dispatch baseline.
+ * as JSON), a train-only teacher (training/baselines/teacher.ts) or a `kais eval` dispatch baseline.
  */
 export function policyByName(n: string, scenario: Scenario): DispatchPolicy {
   const db = /^db:(.+?)(?:@(\d+))?$/.exec(n);

@@ -8,7 +8,7 @@
  *
  * Conditions and output: scripts/training-conditions.ts (shared with scripts/lookahead-search.ts).
  *
- * A variant is a train teacher's name (critic/cmmac/teacher.ts), a `kais eval` dispatch baseline,
+ * A variant is a train teacher's name (training/baselines/teacher.ts), a `kais eval` dispatch baseline,
  * or an object of the knobs below (a search-only generalisation of deadline-load).
  */
 import type { ClusterView, DispatchItem, DispatchPolicy } from '../shared/policy';

@@ -19,7 +19,7 @@ import { Rng } from '../shared/rng';
 import type { Scenario } from '../shared/scenario';
 import type { DispatchPolicy } from '../shared/policy';
 import type { Request } from '../shared/domain';
-import { makeTrainTeacher } from '../critic/cmmac/teacher';
+import { makeTrainTeacher } from '../training/baselines/teacher';
 import { makeDispatch, makeOrchestration } from '../training/baselines/registry';
 import { buildRequests, loadTrace, toRequests, type TraceRow } from '../training/workload';
 import { runEpisode } from '../training/jobs/rollout';
@@ -29,7 +29,7 @@ export interface Variant {
   make: () => DispatchPolicy;
 }
 
-/** A variant named by a train teacher (critic/cmmac/teacher.ts) or a `kais eval` dispatch baseline. */
+/** A variant named by a train teacher (training/baselines/teacher.ts) or a `kais eval` dispatch baseline. */
 export function namedVariant(name: string, scenario: Scenario): Variant {
   return { name, make: () => makeTrainTeacher(name) ?? makeDispatch(name, scenario) };
 }

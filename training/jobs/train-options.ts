@@ -14,7 +14,7 @@ import { DEQUEUE_NAMES } from '../../shared/dequeue';
 import type { HeadActivation } from '../../shared/nets/dense-f32';
 import type { DispatchPolicy } from '../../shared/policy';
 import { loadScenario, type Scenario } from '../../shared/scenario';
-import { makeTrainTeacher } from '../../critic/cmmac/teacher';
+import { makeTrainTeacher } from '../baselines/teacher';
 import { makeDispatch, makeOrchestration } from '../baselines/registry';
 import { checkTraceWindow, loadCurriculum, loadValidation, type Lesson } from '../curriculum/schedule';
 import { DEFAULT_WORKLOAD, WORKLOAD_NAMES } from '../workload';

@@ -12,7 +12,7 @@
  *
  * The default recipe (docs/cmmac.md has the measured table):
  * 1. warm start: the first `bcFrames` (24) frames act with the `deadline-load` teacher
- *    (critic/cmmac/teacher.ts) and clone it (4 passes per frame, lr 5e-4), the critic fitting the
+ *    (training/baselines/teacher.ts) and clone it (4 passes per frame, lr 5e-4), the critic fitting the
  *    requests' outcomes meanwhile;
  * 2. RL fine-tuning (frames 25-45): the actor samples, each decision is scored by its own request's
  *    outcome (`--credit request`; the spec's team TD advantage is `--credit team`, see

@@ -19,7 +19,32 @@ import { fitsReplica, initialPlacement } from '../../shared/orchestration/placem
 import { Network } from '../../shared/network';
 import { RequestQueue } from './queue';
 
-export class Cluster implements ClusterView {
+/** A (target, service) queue as the simulator holds it: `size` request ids and their keys (read only). */
+export interface QueuedRequests {
+  readonly items: ArrayLike<number>;
+  readonly keys: ArrayLike<number>;
+  readonly size: number;
+}
+
+/**
+ * What only the simulator can show, beyond ClusterView: the contents of its node queues and the
+ * ground truth of failures. A train-time teacher reads it (training/baselines/queue-teacher.ts);
+ * no live agent has it.
+ */
+export interface SimulatorInsight {
+  /** The requests queued at `target` for `service`, in heap order; keys are deadlines under edf. */
+  queuedRequests(target: number, service: number): QueuedRequests;
+  /** Ground truth: the node has failed (`healthy()` is what the device filters say). */
+  isDown(target: number): boolean;
+}
+
+/** The simulator's insight behind a view (the Cluster itself), or null for any other view (an agent's). */
+export function simulatorInsight(view: ClusterView): SimulatorInsight | null {
+  const v = view as Partial<SimulatorInsight>;
+  return typeof v.queuedRequests === 'function' && typeof v.isDown === 'function' ? (v as SimulatorInsight) : null;
+}
+
+export class Cluster implements ClusterView, SimulatorInsight {
   readonly numEaps: number;
   readonly numNodes: number;
   readonly numServices: number;
@@ -222,6 +247,14 @@ export class Cluster implements ClusterView {
 
   setEapQueueLen(eap: number, len: number): void {
     this.eapQueueLens[eap] = len;
+  }
+
+  // ---- SimulatorInsight ----
+  queuedRequests(target: number, service: number): QueuedRequests {
+    return this.queues[target * this.numServices + service];
+  }
+  isDown(target: number): boolean {
+    return this.failed[target] !== 0;
   }
 
   // ---- ClusterView ----

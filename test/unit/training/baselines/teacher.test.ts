@@ -1,4 +1,4 @@
-import { DeadlineLoadDispatch, makeTrainTeacher } from '../../../../critic/cmmac/teacher';
+import { DeadlineLoadDispatch, makeTrainTeacher } from '../../../../training/baselines/teacher';
 import { loadScenario } from '../../../../shared/scenario';
 import { buildRequests } from '../../../../training/workload';
 import { EdgeCloudEnv } from '../../../../training/sim/env';

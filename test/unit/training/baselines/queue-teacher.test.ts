@@ -1,10 +1,11 @@
-import { QueueLookaheadDispatch } from '../../../../critic/cmmac/queue-teacher';
-import { DeadlineLoadDispatch, makeTrainTeacher } from '../../../../critic/cmmac/teacher';
+import { QueueLookaheadDispatch } from '../../../../training/baselines/queue-teacher';
+import { DeadlineLoadDispatch, makeTrainTeacher } from '../../../../training/baselines/teacher';
 import { loadScenario } from '../../../../shared/scenario';
 import { buildRequests } from '../../../../training/workload';
 import { makeOrchestration } from '../../../../training/baselines/registry';
 import { runEpisode } from '../../../../training/jobs/rollout';
 import type { ClusterView, DispatchItem } from '../../../../shared/policy';
+import { simulatorInsight } from '../../../../training/sim/cluster';
 
 /** Two edge nodes and the cloud, one service, with the simulator's queues (ids and deadline keys). */
 function simView(queues: { ids: number[]; keys: number[] }[], o: { latency?: number[]; failed?: number[] } = {}): ClusterView {
@@ -13,9 +14,9 @@ function simView(queues: { ids: number[]; keys: number[] }[], o: { latency?: num
     numTargets: 3,
     cloudTarget: 2,
     numServices: 1,
-    queues: queues.map((q) => ({ items: Int32Array.from(q.ids), keys: Float64Array.from(q.keys), size: q.ids.length })),
-    failed: Uint8Array.from(o.failed ?? [0, 0, 0]),
-    busy: new Int32Array(3),
+    // the simulator's public insight (training/sim/cluster.ts SimulatorInsight)
+    queuedRequests: (t: number) => ({ items: Int32Array.from(queues[t].ids), keys: Float64Array.from(queues[t].keys), size: queues[t].ids.length }),
+    isDown: (t: number) => (o.failed ?? [0, 0, 0])[t] === 1,
     nowS: () => 0,
     meanServiceS: () => 0.1,
     readyReplicas: () => 1,
@@ -33,7 +34,7 @@ function item(id: number, deadlineS: number, workCoreS = 0.1, mask = [1, 1, 1]):
   return { request: { id, service: 0, eap: 0, arrivalS: 0, deadlineS, workCoreS, inputMB: 0 }, eap: 0, mask: Uint8Array.from(mask), action: -1 };
 }
 
-const sim = (v: ClusterView) => v as unknown as Parameters<QueueLookaheadDispatch['lookahead']>[0];
+const sim = (v: ClusterView) => simulatorInsight(v)!;
 
 describe('queue-lookahead teacher', () => {
   it('waits only for the queued requests with an earlier deadline, and counts the ones it makes late', () => {

@@ -6,8 +6,8 @@
  * like this one and to be served before it (FIFO). The simulator's node queues are deadline
  * ordered (edf, and discounted for the requests that can still make it), so a request only waits
  * for the queued requests of its service with an earlier deadline, and the work of those requests
- * is known to the simulator. This teacher reads, when the view is the simulator's Cluster (it has
- * `queues`), each (target, service) queue's request ids and keys, and the true work of the requests
+ * is known to the simulator. This teacher reads, when the view is the simulator's Cluster (its
+ * public SimulatorInsight, training/sim/cluster.ts), each (target, service) queue's request ids and keys, and the true work of the requests
  * it has dispatched itself (it sees every request while it acts or labels), and computes per target:
  *
  *   - `done`: when this request would complete there: list scheduling of the requests ahead
@@ -34,6 +34,7 @@ import type { ClusterView, DispatchItem, DispatchPolicy } from '../../shared/pol
 import type { Request } from '../../shared/domain';
 import { expectedCompletionS, pickByEta, type EtaRule } from '../../shared/eta';
 import { HOPELESS_OFFSET } from '../../shared/dequeue';
+import { simulatorInsight, type SimulatorInsight } from '../sim/cluster';
 
 export interface QueueLookaheadOptions {
   /** feasible iff margin x (done - now) <= slack. @defaultValue 0.9 */
@@ -72,21 +73,6 @@ export interface QueueLookaheadOptions {
   fallback?: 'cloud' | 'min-eta';
   /** @defaultValue 'queue-lookahead' */
   name?: string;
-}
-
-/** What the teacher reads off the simulator's Cluster (duck-typed, no import of training/sim). */
-interface SimQueues {
-  numServices: number;
-  queues: { items: Int32Array; keys: Float64Array; size: number }[];
-  failed: Uint8Array;
-  busy: Int32Array;
-}
-
-function simQueues(view: ClusterView): SimQueues | null {
-  const v = view as unknown as Partial<SimQueues>;
-  return Array.isArray(v.queues) && v.failed instanceof Uint8Array && v.busy instanceof Int32Array && typeof v.numServices === 'number'
-    ? (v as SimQueues)
-    : null;
 }
 
 export class QueueLookaheadDispatch implements DispatchPolicy, EtaRule {
@@ -145,7 +131,7 @@ export class QueueLookaheadDispatch implements DispatchPolicy, EtaRule {
   // The eta rule of pickByEta (shared/eta.ts): the lookahead's completion time (or the view's eta),
   // ranked by load, eta and the harm done to the requests already queued there.
   /** per decision: the simulator's queues (null: read only the view); per target: the lookahead's harm */
-  private sim: SimQueues | null = null;
+  private sim: SimulatorInsight | null = null;
   private harm = 0;
 
   get margin(): number {
@@ -179,7 +165,7 @@ export class QueueLookaheadDispatch implements DispatchPolicy, EtaRule {
   }
 
   private choose(item: DispatchItem, view: ClusterView): number {
-    this.sim = this.o.useQueues ? simQueues(view) : null;
+    this.sim = this.o.useQueues ? simulatorInsight(view) : null;
     return pickByEta(item, view, this);
   }
 
@@ -200,15 +186,15 @@ export class QueueLookaheadDispatch implements DispatchPolicy, EtaRule {
   }
 
   /** Predicted completion time (absolute, at the eAP) of item at t, and the requests behind it it makes late. */
-  lookahead(sim: SimQueues, view: ClusterView, item: DispatchItem, t: number): { done: number; harm: number } {
+  lookahead(sim: SimulatorInsight, view: ClusterView, item: DispatchItem, t: number): { done: number; harm: number } {
     const { o } = this;
     const r = item.request;
     const w = r.service;
-    const W = sim.numServices;
+    const W = view.numServices;
     const now = view.nowS();
     const arrive = now + view.transferS(item.eap, t, r.inputMB);
     const back = view.returnS(item.eap, t);
-    if (t !== view.cloudTarget && sim.failed[t]) return { done: Infinity, harm: 0 };
+    if (t !== view.cloudTarget && sim.isDown(t)) return { done: Infinity, harm: 0 };
     const cores = view.serviceCpuCores(w);
     const mean = view.meanServiceS(t, w);
     const ownProc = this.ownProc(r, now, mean, cores);
@@ -219,7 +205,7 @@ export class QueueLookaheadDispatch implements DispatchPolicy, EtaRule {
     const behind = this.behind;
     ahead.length = 0;
     behind.length = 0;
-    const q = sim.queues[t * W + w];
+    const q = sim.queuedRequests(t, w);
     // deadlines: of the requests seen, else the queue key (a deadline under edf and discounted)
     const dls = this.dls;
     dls.clear();
@@ -248,7 +234,7 @@ export class QueueLookaheadDispatch implements DispatchPolicy, EtaRule {
     // replicas: free times (relative to now)
     const free = this.free;
     free.length = 0;
-    const busy = Math.min(ready, sim.busy[t * W + w]);
+    const busy = Math.min(ready, view.busyReplicas(t, w));
     for (let k = 0; k < ready; k++) free.push(k < busy ? o.busyFrac * mean : 0);
     const startNext = (): number => {
       let m = 0;
@@ -265,7 +251,7 @@ export class QueueLookaheadDispatch implements DispatchPolicy, EtaRule {
     if (t !== view.cloudTarget) {
       for (let s = 0; s < W; s++) {
         if (s === w) continue;
-        const qs = sim.queues[t * W + s];
+        const qs = sim.queuedRequests(t, s);
         for (let j = 0; j < qs.size; j++) {
           if (qs.keys[j] < r.deadlineS) cpuAhead += this.work(qs.items[j], t, s, view);
         }

@@ -1,6 +1,7 @@
 /**
- * `deadline-load`: the warm-start teacher of `kais train` (not a baseline of `kais eval`; it lives
- * with the learner because it only exists to be cloned).
+ * `deadline-load`: the warm-start teacher of `kais train`, a dispatch heuristic like the baselines
+ * beside it (not one of `kais eval`'s: it only exists to be cloned, so it is train-only, as is
+ * queue-teacher.ts, which reads what only the simulator knows).
  *
  * Per request: among the valid targets whose expected completion time still meets the deadline
  * with a safety factor (`margin x eta <= slack`, shared/eta.ts), take the least loaded one (queued
