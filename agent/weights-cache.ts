@@ -70,7 +70,8 @@ export class StateCache {
     // orchestrator of that epoch then replaces (its version differs), never the other way round
     if (body.epoch !== undefined) this.write('weights.epoch', body.epoch);
     else fs.rmSync(this.file('weights.epoch'), { force: true });
-    this.write('weights.bin', weightsToBytes(body));
+    // trusted: a body the runtime took from a verified frame; loadWeights verifies the file again
+    this.write('weights.bin', weightsToBytes(body, { trusted: true }));
   }
 
   loadWeights(): WeightsBody | null {

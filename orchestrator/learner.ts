@@ -427,7 +427,8 @@ export class OnlineLearner {
     const res = await this.engine.update(packed, warm);
     if (this.disposed) return;
     if (!allFinite(res.critic) || (res.actor !== null && !allFinite(res.actor)) || !Number.isFinite(res.approxKl)) {
-      // a diverged update must never reach production nor the saved state
+      // a diverged update must never reach production nor the saved state; the one check of a
+      // published actor's values before the agents' codecs (shared/protocol/weights.ts)
       await this.discard('update produced non-finite weights');
       return;
     }

@@ -600,7 +600,9 @@ export class Store {
     }
     this.db
       .prepare('INSERT INTO models (version, checksum, created_ms, weights) VALUES (?, ?, ?, ?)')
-      .run(body.version, body.checksum >>> 0, nowMs, weightsToBytes(body));
+      // trusted: the registry's body (values checked by the learner, checksum by packWeights);
+      // model() verifies it all on the way back (weightsFromBytes)
+      .run(body.version, body.checksum >>> 0, nowMs, weightsToBytes(body, { trusted: true }));
   }
 
   latestModelVersion(): number | null {

@@ -4,6 +4,17 @@
  * in SQLite (`weightsToBytes`, `weightsFromBytes`). No tfjs here: callers pass
  * `tensor.dataSync()` / `tensor.shape` in and build tensors from what comes out.
  *
+ * Where a published actor is checked (once where it is made, once where it crosses a trust
+ * boundary, no more; the per-publish path learner -> registry -> store -> hub -> agent):
+ *   made      the learner refuses an update with a non-finite value (orchestrator/learner.ts: a
+ *             diverged update is discarded, not published); `packWeights` computes the checksum.
+ *   passed on the store's BLOB (`weightsToBytes(body, { trusted: true })`), the hub's push
+ *             (`Hub.broadcastWeights`) and the agent's disk cache check the structure only.
+ *   received  the agent's codec (`validateFrame` -> `verifyWeights`) checks every value and the
+ *             checksum: the wire is a trust boundary. So is the disk: `weightsFromBytes` verifies
+ *             all it reads (store, cache, checkpoint files), and a process start verifies the
+ *             body it is given (Hub.create, AgentRuntime).
+ *
  * Byte order: float32 data is little-endian, which is what a Float32Array holds on every platform
  * Node supports (x64, arm64). A big-endian host is refused with a clear error rather than
  * silently producing unreadable checkpoints.
@@ -142,11 +153,12 @@ export function packWeights(tensors: readonly WeightTensor[], version: number, h
 }
 
 /**
- * Checks a weights body: shapes consistent with the data lengths, every value finite, and (unless
- * `checksum: false`) the checksum matching. Returns the first problem (KAIS_ERR_BAD_FIELD or
- * KAIS_ERR_CHECKSUM), or null.
+ * Checks a weights body: shapes consistent with the data lengths, (unless `values: false`) every
+ * value finite, and (unless `checksum: false`) the checksum matching. Returns the first problem
+ * (KAIS_ERR_BAD_FIELD or KAIS_ERR_CHECKSUM), or null. With both off it is the structure check of
+ * a body already verified (module comment: where weights are checked).
  */
-export function verifyWeights(body: WeightsBody, options: { checksum?: boolean } = {}): ProtocolError | null {
+export function verifyWeights(body: WeightsBody, options: { checksum?: boolean; values?: boolean } = {}): ProtocolError | null {
   if (body.head !== undefined && !ACTOR_HEADS.includes(body.head)) {
     return new ProtocolError('KAIS_ERR_BAD_FIELD', `weights head must be one of ${ACTOR_HEADS.join(', ')}, got ${String(body.head)}`, null, 'body.head');
   }
@@ -169,6 +181,7 @@ export function verifyWeights(body: WeightsBody, options: { checksum?: boolean }
         `body.tensors[${i}]`,
       );
     }
+    if (options.values === false) continue;
     for (let j = 0; j < t.length; j++) {
       if (!Number.isFinite(t[j])) {
         return new ProtocolError(
@@ -235,10 +248,15 @@ const HEADER_BYTES = 20;
 const HEAD_CODES: readonly ActorHeadName[] = ['relu1', 'softplus1']; // code = index + 1
 const headerBytesOf = (format: number) => (format >= 2 ? HEADER_BYTES + 4 : HEADER_BYTES);
 
-/** Weights body -> one Buffer (format above). Throws TypeError on an inconsistent body. */
-export function weightsToBytes(body: WeightsBody): Buffer {
+/**
+ * Weights body -> one Buffer (format above). Throws TypeError on an inconsistent body, and (unless
+ * `trusted`) on a non-finite value or a checksum that does not match. `trusted`: the body was made
+ * by `packWeights` from checked values or came through `verifyWeights` (a decoded frame), so only
+ * its structure is checked; whatever reads the buffer back verifies it all (`weightsFromBytes`).
+ */
+export function weightsToBytes(body: WeightsBody, options: { trusted?: boolean } = {}): Buffer {
   assertLittleEndian();
-  const problem = verifyWeights(body);
+  const problem = options.trusted ? verifyWeights(body, { checksum: false, values: false }) : verifyWeights(body);
   if (problem) throw new TypeError(`weightsToBytes: ${problem.message}`);
   if (body.tensors.length > 0xffff) throw new TypeError(`weightsToBytes: too many tensors (${body.tensors.length})`);
   let shapeBytes = 0;

@@ -95,6 +95,15 @@ describe('weights body', () => {
     expect(verifyWeights(body, { checksum: false })).toBeNull();
   });
 
+  it('checks only the structure of a verified body with checksum and values off', () => {
+    const body = sampleWeights();
+    body.tensors[0][2] = NaN;
+    expect(verifyWeights(body, { checksum: false })?.code).toBe('KAIS_ERR_BAD_FIELD');
+    expect(verifyWeights(body, { checksum: false, values: false })).toBeNull();
+    body.shapes[0] = [2, 2];
+    expect(verifyWeights(body, { checksum: false, values: false })?.field).toBe('body.tensors[0]');
+  });
+
   it('rejects a tensor whose length does not match its shape with KAIS_ERR_BAD_FIELD', () => {
     const body = sampleWeights();
     body.shapes[0] = [2, 2];
@@ -111,6 +120,16 @@ describe('weights body', () => {
 });
 
 describe('weights bytes (checkpoints)', () => {
+  it('writes a trusted body without re-verifying it; reading it back verifies it all', () => {
+    const body = packWeights(actorLike(3), 4);
+    body.tensors[0][0] += 1; // changed after packing: the checksum no longer matches
+    expect(() => weightsToBytes(body)).toThrow(/checksum/);
+    const bytes = weightsToBytes(body, { trusted: true });
+    expect(codeOf(() => weightsFromBytes(bytes))).toBe('KAIS_ERR_CHECKSUM');
+    body.shapes[0] = [1];
+    expect(() => weightsToBytes(body, { trusted: true })).toThrow(TypeError);
+  });
+
   it('round-trips through one buffer with magic, format version, shapes and checksums', () => {
     const body = packWeights(actorLike(3), 12);
     const bytes = weightsToBytes(body);
