@@ -27,8 +27,8 @@
  * lines on stdin), so its RSS is its own. The fan-out clients (raw ws clients doing the agent's
  * `hello` with the token, decoding every frame with the codec, as AgentLink + AgentRuntime do) run
  * in two more children (`--clients-child <port>`). The ingress runs start a fixed-service-time
- * backend child and a real `node dist/kais.js agent` child against the hub; the load generator is
- * this process.
+ * backend child (scripts/bench-hub-backend.ts), a bare proxy child (scripts/bench-hub-minimal-proxy.ts)
+ * and a real `node dist/kais.js agent` child against the hub; the load generator is this process.
  *
  * Weights: the shipped models/kais-cmmac.bin (195,753 floats, about 780 KB), published as a new
  * version each time.
@@ -45,6 +45,7 @@ import WebSocket from 'ws';
 import { Codec, encodeFrame } from '../shared/protocol/codec';
 import { makeFrame } from '../shared/protocol/envelope';
 import { packWeights, weightsFromBytes, type WeightTensor } from '../shared/protocol/weights';
+import { round } from '../shared/round';
 import kaisScenario from '../shared/scenarios/kais.json';
 import type { BenchResult } from './bench';
 
@@ -67,8 +68,6 @@ function quantile(xs: number[], q: number): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)];
 }
-
-const round = (x: number, digits = 2) => +x.toFixed(digits);
 
 function shippedModelPath(): string {
   for (const dir of [path.join(__dirname, '..', '..', 'models'), path.join(__dirname, '..', 'models')]) {
@@ -377,56 +376,13 @@ async function fanoutBench(hub: JsonChild, port: number): Promise<BenchResult[]>
 // INGRESS: agent overhead against a fixed-service-time backend, and the agent's peak RSS
 // ---------------------------------------------------------------------------------------------
 
-/** The backend child: answers `POST /serve` at once with the emulated node's answer shape. */
-const BACKEND_SOURCE = `
-const http = require('http');
-const body = JSON.stringify({ procMs: 0, cpu: 0.1, waiting: null, busy: null });
-const server = http.createServer((req, res) => {
-  req.resume();
-  req.on('end', () => {
-    // a plain service: no /telemetry exporter (the agent's device filter stops asking after one 404)
-    const status = req.url.startsWith('/telemetry') ? 404 : 200;
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-    res.end(body);
-  });
-});
-server.keepAliveTimeout = 65000;
-server.listen(0, '127.0.0.1', () => process.stdout.write(JSON.stringify({ ready: true, port: server.address().port }) + '\\n'));
-process.on('SIGTERM', () => process.exit(0));
-`;
-
 /**
- * The floor: the least a Node.js HTTP proxy does per request (parse the device's JSON, one
- * keep-alive POST to the backend, parse its answer, answer the device), with no queue, policy,
- * view or experience. Measured in the same run at the same rates, so `ingress.overheadMs` can be
- * read against what any Node HTTP hop costs on this machine.
+ * The two plain-HTTP children of the ingress runs, compiled with the rest: the backend (answers
+ * `POST /serve` at once) and the floor, a bare Node HTTP proxy measured in the same run at the
+ * same rates, so `ingress.overheadMs` can be read against what any Node HTTP hop costs here.
  */
-const MINIMAL_PROXY_SOURCE = `
-const http = require('http');
-const backendPort = Number(process.argv[1]);
-const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
-const server = http.createServer((req, res) => {
-  const chunks = [];
-  req.on('data', (c) => chunks.push(c));
-  req.on('end', () => {
-    JSON.parse(Buffer.concat(chunks).toString('utf8'));
-    const out = http.request({ hostname: '127.0.0.1', port: backendPort, path: '/serve?service=0&work=0', method: 'POST', agent, headers: { 'content-length': 0 } }, (r) => {
-      const got = [];
-      r.on('data', (c) => got.push(c));
-      r.on('end', () => {
-        const o = JSON.parse(Buffer.concat(got).toString('utf8'));
-        const text = JSON.stringify({ target: 0, latencyMs: 0, procMs: o.procMs });
-        res.writeHead(r.statusCode, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-        res.end(text);
-      });
-    });
-    out.end();
-  });
-});
-server.keepAliveTimeout = 65000;
-server.listen(0, '127.0.0.1', () => process.stdout.write(JSON.stringify({ ready: true, port: server.address().port }) + '\\n'));
-process.on('SIGTERM', () => process.exit(0));
-`;
+const BACKEND_JS = path.join(__dirname, 'bench-hub-backend.js');
+const MINIMAL_PROXY_JS = path.join(__dirname, 'bench-hub-minimal-proxy.js');
 
 /** The kais scenario with an instant network, so the agent's emulated transfer waits are 0. */
 function instantNetworkScenario(dir: string): string {
@@ -521,7 +477,7 @@ function pin(pids: number[], cpu: number): boolean {
 
 async function ingressBench(hubPort: number, hubPid: number, dir: string): Promise<BenchResult[]> {
   const kaisJs = path.join(__dirname, '..', 'kais.js');
-  const backend = new JsonChild(['-e', BACKEND_SOURCE], 'backend');
+  const backend = new JsonChild([BACKEND_JS], 'backend');
   let agentChild: JsonChild | null = null;
   let minimal: JsonChild | null = null;
   try {
@@ -554,7 +510,7 @@ async function ingressBench(hubPort: number, hubPid: number, dir: string): Promi
     const results: BenchResult[] = [];
     const lowRate = Math.min(250, INGRESS_RATE);
     let peakMB = 0;
-    minimal = new JsonChild(['-e', MINIMAL_PROXY_SOURCE, String(backendPort)], 'minimal proxy');
+    minimal = new JsonChild([MINIMAL_PROXY_JS, String(backendPort)], 'minimal proxy');
     const { port: minimalPort } = (await minimal.ready) as { port: number };
     const viaMinimal = (rate: number) => openLoop(rate, minimalPort, '/request', agentBody, minimal!.proc.pid!);
     for (const rate of INGRESS_RATE === lowRate ? [lowRate] : [INGRESS_RATE, lowRate]) {
