@@ -8,7 +8,9 @@
  *      time x `--speed`, each request POSTed to its eAP's agent.
  * A live summary goes to stderr every 2 s; after `--duration` seconds of load it waits for every
  * answer (at most 30 s), stops the processes (SIGTERM: agents drain) and prints the summary (the
- * DESIGN.md JSON with `--json`).
+ * DESIGN.md JSON with `--json`). Ctrl-C (SIGINT) or SIGTERM: a partial summary of what ran so far
+ * (elapsed time, the counts, the throughput rate so far; PartialSummary), then the processes stop
+ * and it exits with 130.
  *
  * Accounting, from the device's side (the generator): a request is `completedInTime` (200 within
  * its deadline), `late` (200 after it), `refused` (any other answer; `refusedReasons` counts the
@@ -328,8 +330,12 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   const children: Child[] = [];
   let stopping = false;
   let orchestratorRestarts = 0;
+  // what ran so far, for a Ctrl-C: set once the load generator starts
+  let soFar: (() => PartialSummary) | null = null;
   const onSignal = () => {
     stopping = true;
+    const p = soFar?.() ?? null;
+    process.stdout.write(a.json ? `${JSON.stringify(p ?? { interrupted: true, elapsedS: 0, sent: 0 })}\n` : `${formatPartial(p, a.duration)}\n`);
     void Promise.all(children.map((c) => c.stop(3000))).then(() => {
       fs.rmSync(dir, { recursive: true, force: true });
       process.exit(130);
@@ -527,6 +533,20 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     };
 
     const t0 = performance.now();
+    soFar = () => ({
+      interrupted: true,
+      elapsedS: +((performance.now() - t0) / 1000).toFixed(1),
+      durationS: a.duration,
+      scenario: scenario.name,
+      workload: a.trace ? 'trace' : a.workload,
+      speed: a.speed,
+      policy,
+      ...total,
+      open: outstanding,
+      throughputRate: total.sent > 0 ? total.completedInTime / total.sent : 0,
+      evalPolicy: predicted.policy,
+      evalThroughputRate: predicted.rate,
+    });
     const health = async () => Promise.all(agentPorts.map((p) => getJson(`http://127.0.0.1:${p}/healthz`)));
     const live = setInterval(() => {
       void health().then((hs) => {
@@ -687,6 +707,40 @@ export function predictRate(
   });
   const name = isDispatchHeuristic(policy) ? policy : checkpoint ? 'cmmac' : 'lec';
   return { policy: `${name}/${a.orchestration}`, rate: res.throughputRate, slotS: scenario.slotS };
+}
+
+/**
+ * What a run interrupted by Ctrl-C (or SIGTERM) had done: the counts so far (`open`: sent, no answer
+ * yet; they count in `sent`, as unanswered would), the throughput rate so far (in time / sent, as
+ * the summary's) and the prediction for the whole run, for scale.
+ */
+export interface PartialSummary {
+  interrupted: true;
+  elapsedS: number;
+  durationS: number;
+  scenario: string;
+  workload: string;
+  speed: number;
+  policy: string;
+  sent: number;
+  completedInTime: number;
+  late: number;
+  refused: number;
+  unanswered: number;
+  open: number;
+  throughputRate: number;
+  evalPolicy: string;
+  evalThroughputRate: number;
+}
+
+/** The partial summary's text (null: interrupted before the load generator started). */
+export function formatPartial(p: PartialSummary | null, durationS: number): string {
+  if (p === null) return `kais up: interrupted before any request was sent (of ${durationS} s planned)`;
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  return [
+    `kais up: interrupted after ${p.elapsedS} s of ${p.durationS} s (${p.scenario}, ${p.workload}, speed ${p.speed}, policy ${p.policy})`,
+    `sent ${p.sent}: in time ${p.completedInTime}, late ${p.late}, refused ${p.refused}, unanswered ${p.unanswered}, still open ${p.open}; throughput rate so far ${pct(p.throughputRate)} (kais eval predicts ${p.evalPolicy} ${pct(p.evalThroughputRate)} for the whole run)`,
+  ].join('\n');
 }
 
 function formatSummary(s: UpSummary): string {

@@ -108,6 +108,27 @@ describe('kais up', () => {
     expect(pidsIn(run.stderr).filter(alive)).toEqual([]);
   }, 60_000);
 
+  it('prints a partial summary of what ran so far on Ctrl-C, exits 130 and leaves no process behind', async () => {
+    let interrupted = false;
+    const run = await kaisUp(['--scenario', 'tiny', '--duration', '60', '--policy', 'jsq'], (line, child) => {
+      // the first live line with requests sent: Ctrl-C
+      if (!interrupted && /t=\d+s sent=[1-9]/.test(line)) {
+        interrupted = true;
+        child.kill('SIGINT');
+      }
+    });
+    expect(interrupted).toBe(true);
+    expect(run.code).toBe(130);
+    const m = /^kais up: interrupted after ([\d.]+) s of 60 s \(tiny, p4, speed 1, policy jsq\)\nsent (\d+): in time (\d+), late \d+, refused \d+, unanswered \d+, still open \d+; throughput rate so far ([\d.]+)% \(kais eval predicts jsq\/static [\d.]+% for the whole run\)\n$/.exec(run.stdout);
+    expect(m).not.toBeNull();
+    const [elapsed, sent, inTime, rate] = m!.slice(1).map(Number);
+    expect(elapsed).toBeGreaterThan(1);
+    expect(elapsed).toBeLessThan(60);
+    expect(sent).toBeGreaterThan(0);
+    expect(rate).toBeCloseTo((100 * inTime) / sent, 1);
+    expect(pidsIn(run.stderr).filter(alive)).toEqual([]);
+  }, 60_000);
+
   it('learns online: the orchestrator publishes new weight versions that the agents apply', async () => {
     // every decision explored, so a short run fills the batches
     const run = await kaisUp(['--duration', '15', '--json', '--learn-batch', '256', '--explore', '1', '--verbose']);
