@@ -140,8 +140,8 @@ export class GpgNet {
       y = this.h2.apply(tf.concat([tf.zeros([T * B, E]), eapX], 1));
       z = this.h3.apply(tf.concat([tf.zeros([T, E]), g], 1));
     }
-    const nodeEap = tf.tensor1d(spec.nodeEap, 'int32');
-    const yNode = tf.reshape(tf.gather(tf.reshape(y, [T, B, E]), nodeEap, 1), [T * N, E]) as tf.Tensor2D;
+    // gathers are written as one-hot matMuls: tf.gather's gradient needs UnsortedSegmentSum, which the wasm backend lacks
+    const yNode = perGraph(y, nodeToEap(spec), T);
     const zNode = tf.reshape(tf.tile(tf.reshape(z, [T, 1, E]), [1, N, 1]), [T * N, E]) as tf.Tensor2D;
     return { x, e, yNode, zNode };
   }
@@ -158,7 +158,8 @@ export class GpgNet {
   scaleLogits(emb: Embeddings, rows: tf.Tensor1D, phi: tf.Tensor2D, A: number): tf.Tensor2D {
     const K = rows.shape[0];
     const E = this.config.embed;
-    const ctx = tf.concat([tf.gather(emb.e, rows), tf.gather(emb.yNode, rows), tf.gather(emb.zNode, rows)], 1); // [K, 3E]
+    const pick = tf.oneHot(rows, emb.e.shape[0]).toFloat() as tf.Tensor2D; // [K, T*N]
+    const ctx = tf.concat([tf.matMul(pick, emb.e), tf.matMul(pick, emb.yNode), tf.matMul(pick, emb.zNode)], 1); // [K, 3E]
     const rep = tf.reshape(tf.tile(tf.reshape(ctx, [K, 1, 3 * E]), [1, A, 1]), [K * A, 3 * E]);
     return tf.reshape(this.scaleHead.apply(tf.concat([rep, phi], 1) as tf.Tensor2D), [K, A]) as tf.Tensor2D;
   }
@@ -166,7 +167,7 @@ export class GpgNet {
 
 /**
  * M applied to each graph of a batch: rows [T*N, E] (graph t's rows t*N..t*N+N-1), M [R, N]
- * -> [T*R, E], i.e. M x_t for every t, as one 2-D matMul.
+ * -> [T*R, E], i.e. M x_t for every t, as one 2-D matMul (N: rows per graph of the input, nodes or eAPs).
  */
 function perGraph(rows: tf.Tensor2D, m: tf.Tensor2D, T: number): tf.Tensor2D {
   const [R, N] = m.shape;
@@ -183,6 +184,13 @@ function sameEapMean(spec: GraphSpec): tf.Tensor2D {
   for (let n = 0; n < N; n++) size[spec.nodeEap[n]]++;
   for (let n = 0; n < N; n++) for (let k = 0; k < N; k++) if (spec.nodeEap[n] === spec.nodeEap[k]) m[n * N + k] = 1 / size[spec.nodeEap[n]];
   return tf.tensor2d(m, [N, N]);
+}
+
+/** [N, B]: row n picks n's eAP. */
+function nodeToEap(spec: GraphSpec): tf.Tensor2D {
+  const m = new Float32Array(spec.numNodes * spec.numEaps);
+  for (let n = 0; n < spec.numNodes; n++) m[n * spec.numEaps + spec.nodeEap[n]] = 1;
+  return tf.tensor2d(m, [spec.numNodes, spec.numEaps]);
 }
 
 /** [B, N]: row b averages the nodes of eAP b. */

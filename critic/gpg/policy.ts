@@ -40,6 +40,8 @@ export interface GpgPolicyOptions {
   /** Nodes touched per decision (the scenario's scaleNodesPerFrame, H = 2 in the paper). */
   nodesPerDecision: number;
   mode: 'sample' | 'greedy';
+  /** Mixed into the episode seed for sampling, so rollouts of one episode seed sample differently. @defaultValue 0 */
+  sampleSalt?: number;
   onDecision?: (d: GpgDecision) => void;
 }
 
@@ -58,7 +60,7 @@ export class GpgOrchestration implements OrchestrationPolicy {
   }
 
   reset(seed: number, view: OrchestrationView): void {
-    this.rng = new Rng((seed * 2654435761 + 0x6770) >>> 0);
+    this.rng = new Rng((seed * 2654435761 + 0x6770 + (this.o.sampleSalt ?? 0) * 40503) >>> 0);
     this.spec = graphSpecOf(view);
   }
 

@@ -8,7 +8,7 @@ import type { DequeueName } from '../../shared/dequeue';
 import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
 import type { Scenario } from '../../shared/scenario';
 import { round } from '../../shared/round';
-import { EdgeCloudEnv } from '../sim/env';
+import { EdgeCloudEnv, type FrameStats } from '../sim/env';
 import type { Fault } from '../sim/faults';
 import type { WindowScorer } from '../sim/telemetry';
 import { TopValues, nearestRankIndex } from '../sim/top-values';
@@ -38,6 +38,8 @@ export interface EpisodeOptions {
   view?: 'global' | 'agent';
   /** Measure every decision's wall time (adds ~0.1 µs per decision; makes output non-reproducible). */
   timing?: boolean;
+  /** Called at the end with each frame's figures (a learner's rewards: training/jobs/gpg-train.ts). */
+  onFrames?: (frames: readonly FrameStats[]) => void;
 }
 
 export interface PolicyResult {
@@ -122,6 +124,7 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
     }
     observations = env.step(actions).observations;
   }
+  o.onFrames?.(env.frames);
   const learned = o.learnedDetector && env.telemetry ? { ...env.telemetry.learnedStats } : undefined;
   env.telemetry?.dispose();
   const out = env.outcome;

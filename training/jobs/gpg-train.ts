@@ -1,0 +1,131 @@
+/**
+ * GPG training on the simulator (issue 16 items 4-5, first stage): a fixed dispatch policy (the
+ * best heuristic by default; cMMAC frozen comes with joint training), GPG sampling its orders
+ * every frame, REINFORCE with Decima's time-aligned baseline over R rollouts that share one
+ * arrival sequence (critic/gpg/update.ts).
+ *
+ *   per update u: requests of seed (seed + u) (a new arrival sequence each update)
+ *                 R rollouts on them, GPG sampling with rollout seeds, the same dispatch
+ *                 reward of decision tau (taken at the end of frame tau) = the next frame's
+ *                   throughput rate - opCost x its executed scale operations
+ *                   - replicaCost x its mean edge replicas held (replica-seconds / frame length)
+ *                 (the last decision has no next frame and is left out)
+ *                 one gradient step on the R rollouts
+ *   every evalEvery updates: greedy GPG on held-out evaluation seeds, beside hpa on the same requests
+ *
+ * Same seed, same numbers: the nets start from the seed, every rollout's sampling is seeded, and
+ * tfjs' CPU/wasm kernels are deterministic.
+ */
+import type { DequeueName } from '../../shared/dequeue';
+import type { Scenario } from '../../shared/scenario';
+import { round } from '../../shared/round';
+import { GpgNet, type GpgNetConfig } from '../../critic/gpg/gnn';
+import { GpgOrchestration, type GpgDecision } from '../../critic/gpg/policy';
+import { GpgLearner, type GpgEpisode, type GpgUpdateOptions } from '../../critic/gpg/update';
+import { makeDispatch, makeOrchestration } from '../baselines/registry';
+import { buildRequests } from '../workload';
+import type { WorkloadName } from '../workload';
+import { runEpisode, type PolicyResult } from './rollout';
+import type { FrameStats } from '../sim/env';
+
+export interface GpgTrainOptions {
+  scenario: Scenario;
+  /** Dispatch heuristic the orchestration is trained under. */
+  dispatch: string;
+  workload: WorkloadName;
+  load: number;
+  /** Frames per rollout. */
+  frames: number;
+  /** Rollouts per update (the baseline's sample). */
+  rollouts: number;
+  updates: number;
+  seed: number;
+  opCost: number;
+  replicaCost: number;
+  evalEvery: number;
+  /** Evaluation seeds (held out: training uses seed + u). */
+  evalSeeds: number[];
+  evalFrames: number;
+  nodeDequeue?: DequeueName;
+  view?: 'global' | 'agent';
+  net?: Partial<GpgNetConfig>;
+  update?: Partial<GpgUpdateOptions>;
+}
+
+export interface GpgEvalPoint {
+  update: number;
+  /** Mean throughput rate of greedy GPG over the evaluation seeds, and of hpa on the same requests. */
+  gpg: number;
+  hpa: number;
+  gpgReplicaS: number;
+  hpaReplicaS: number;
+  gpgOps: number;
+  hpaOps: number;
+}
+
+export interface GpgTrainResult {
+  net: GpgNet;
+  curve: { update: number; meanReturn: number; nodeEntropy: number; scaleEntropy: number; throughput: number }[];
+  evals: GpgEvalPoint[];
+}
+
+/** Rewards of a rollout's decisions from its frames (see the file comment). */
+export function gpgRewards(frames: readonly FrameStats[], decisions: number, frameS: number, opCost: number, replicaCost: number): number[] {
+  const out: number[] = [];
+  for (let t = 0; t < decisions; t++) {
+    const f = frames[t + 1];
+    if (!f) break;
+    const rate = f.arrived > 0 ? f.completedInTime / f.arrived : 0;
+    out.push(rate - opCost * f.scaleOps - replicaCost * (f.replicaS / frameS));
+  }
+  return out;
+}
+
+export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = () => {}): GpgTrainResult {
+  const s = o.scenario;
+  const frameS = s.slotS * s.slotsPerFrame;
+  const net = new GpgNet(s.services.length, o.seed, o.net);
+  const learner = new GpgLearner(net, o.update);
+  const curve: GpgTrainResult['curve'] = [];
+  const evals: GpgEvalPoint[] = [];
+  const policyFor = (mode: 'sample' | 'greedy', sink?: GpgDecision[], sampleSalt = 0) =>
+    new GpgOrchestration(net, { periodS: frameS, nodesPerDecision: s.scaleNodesPerFrame, mode, sampleSalt, onDecision: sink ? (d) => sink.push(d) : undefined });
+  const episode = (requests: ReturnType<typeof buildRequests>, seed: number, frames: number, orchestration: GpgOrchestration | ReturnType<typeof makeOrchestration>, onFrames?: (f: readonly FrameStats[]) => void): PolicyResult =>
+    runEpisode({ scenario: s, requests, frames, seed, dispatch: makeDispatch(o.dispatch, s), orchestration, nodeDequeue: o.nodeDequeue, view: o.view, onFrames });
+
+  const evaluate = (u: number): void => {
+    let gpg = 0, hpa = 0, gRs = 0, hRs = 0, gOps = 0, hOps = 0;
+    for (const es of o.evalSeeds) {
+      const requests = buildRequests({ scenario: s, workload: o.workload, seed: es, load: o.load, durationS: o.evalFrames * frameS });
+      const a = episode(requests, es, o.evalFrames, policyFor('greedy'));
+      const b = episode(requests, es, o.evalFrames, makeOrchestration('hpa', s));
+      gpg += a.throughputRate; hpa += b.throughputRate; gRs += a.replicaSeconds; hRs += b.replicaSeconds; gOps += a.schedulingCost; hOps += b.schedulingCost;
+    }
+    const k = o.evalSeeds.length;
+    const p: GpgEvalPoint = { update: u, gpg: round(gpg / k, 4), hpa: round(hpa / k, 4), gpgReplicaS: round(gRs / k, 0), hpaReplicaS: round(hRs / k, 0), gpgOps: round(gOps / k, 1), hpaOps: round(hOps / k, 1) };
+    evals.push(p);
+    progress(`eval u=${u}: gpg ${p.gpg} (replica-s ${p.gpgReplicaS}, ops ${p.gpgOps}) | ${o.dispatch}/hpa ${p.hpa} (replica-s ${p.hpaReplicaS}, ops ${p.hpaOps})`);
+  };
+
+  for (let u = 0; u < o.updates; u++) {
+    if (o.evalEvery > 0 && u % o.evalEvery === 0) evaluate(u);
+    const requests = buildRequests({ scenario: s, workload: o.workload, seed: o.seed + u, load: o.load, durationS: o.frames * frameS });
+    const episodes: GpgEpisode[] = [];
+    let thr = 0;
+    for (let r = 0; r < o.rollouts; r++) {
+      const decisions: GpgDecision[] = [];
+      let frames: readonly FrameStats[] = [];
+      const res = episode(requests, o.seed + u, o.frames, policyFor('sample', decisions, 1 + u * o.rollouts + r), (f) => (frames = f));
+      const rewards = gpgRewards(frames, decisions.length, frameS, o.opCost, o.replicaCost);
+      episodes.push({ decisions: decisions.slice(0, rewards.length), rewards });
+      thr += res.throughputRate;
+    }
+    const st = learner.update(episodes);
+    const point = { update: u, meanReturn: round(st.meanReturn, 4), nodeEntropy: round(st.nodeEntropy, 3), scaleEntropy: round(st.scaleEntropy, 3), throughput: round(thr / o.rollouts, 4) };
+    curve.push(point);
+    progress(`u=${u} throughput ${point.throughput} return ${point.meanReturn} H(node) ${point.nodeEntropy} H(scale) ${point.scaleEntropy} beta ${round(st.beta, 4)}`);
+  }
+  if (o.evalEvery > 0) evaluate(o.updates);
+  learner.dispose();
+  return { net, curve, evals };
+}
