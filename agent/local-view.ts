@@ -19,18 +19,12 @@
  */
 import type { ClusterView } from '../shared/policy';
 import type { Scenario } from '../shared/scenario';
-import { capacityArrays, topologyOf } from '../shared/scenario';
+import { capacityArrays, ScenarioTargets } from '../shared/scenario';
 import { discounted } from '../shared/dequeue';
 import type { PlacementBody } from '../shared/protocol/envelope';
 import type { TargetLoad } from './proxy';
 
-export class LocalClusterView implements ClusterView {
-  readonly numEaps: number;
-  readonly numNodes: number;
-  readonly numServices: number;
-  readonly numTargets: number;
-  readonly cloudTarget: number;
-  readonly nodeEapOf: number[];
+export class LocalClusterView extends ScenarioTargets implements ClusterView {
   /** [n * W + w] replicas of w on edge node n (from the placement frame). */
   readonly replicaCount: Int32Array;
   /** [t * W + w] requests this agent sent to t and not yet answered. */
@@ -61,7 +55,7 @@ export class LocalClusterView implements ClusterView {
   private heldS = -1;
 
   constructor(
-    readonly scenario: Scenario,
+    scenario: Scenario,
     readonly eap: number,
     readonly speed = 1,
     private readonly unhealthyForS = 2,
@@ -69,14 +63,8 @@ export class LocalClusterView implements ClusterView {
     /** Scenario-time clock (the simulator's); default: real time x speed since construction. */
     private readonly clock: (() => number) | null = null,
   ) {
+    super(scenario);
     if (!(speed > 0) || !Number.isFinite(speed)) throw new TypeError(`LocalClusterView: speed must be > 0, got ${speed}`);
-    const topo = topologyOf(scenario);
-    this.numEaps = topo.numEaps;
-    this.numNodes = topo.numNodes;
-    this.numServices = topo.numServices;
-    this.numTargets = topo.numNodes + 1;
-    this.cloudTarget = topo.numNodes;
-    this.nodeEapOf = topo.nodeEap;
     if (!Number.isInteger(eap) || eap < 0 || eap >= this.numEaps) {
       throw new TypeError(`LocalClusterView: eap must be in 0..${this.numEaps - 1}, got ${eap}`);
     }
@@ -105,7 +93,7 @@ export class LocalClusterView implements ClusterView {
     this.latS = new Float64Array(T);
     this.sPerMB = new Float64Array(T);
     for (let t = 0; t < T; t++) {
-      const link = t === this.cloudTarget ? net.edgeToCloud : this.nodeEapOf[t] === eap ? net.eapToOwnNode : net.eapToOtherNode;
+      const link = t === this.cloudTarget ? net.edgeToCloud : this.eapOfNode[t] === eap ? net.eapToOwnNode : net.eapToOtherNode;
       this.latS[t] = link.latencyMs / 1000;
       this.sPerMB[t] = 8 / link.mbps;
     }
@@ -191,9 +179,6 @@ export class LocalClusterView implements ClusterView {
     if (this.heldS >= 0) return this.heldS;
     if (this.clock) return this.clock();
     return ((performance.now() - this.t0Ms) / 1000) * this.speed;
-  }
-  nodeEap(node: number): number {
-    return this.nodeEapOf[node];
   }
   readyReplicas(target: number, service: number): number {
     if (target === this.cloudTarget) return this.cloudReady[service];

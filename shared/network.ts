@@ -20,7 +20,7 @@ export class Network {
 
   constructor(
     scenario: Scenario,
-    nodeEap: number[],
+    nodeEap: ArrayLike<number>,
     private readonly numTargets: number,
   ) {
     const numEaps = scenario.eaps.length;

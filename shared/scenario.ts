@@ -222,6 +222,35 @@ export function topologyOf(s: Scenario): { numEaps: number; numNodes: number; nu
 }
 
 /**
+ * A scenario's dispatch targets as every ClusterView holds them (the simulator's Cluster, the
+ * agent's LocalClusterView, the orchestrator's ReportView extend it): targets 0..numNodes-1 are
+ * the edge nodes, numNodes (= cloudTarget) the cloud; `nodeEap(n)` the eAP of edge node n.
+ */
+export class ScenarioTargets {
+  readonly numEaps: number;
+  readonly numNodes: number;
+  readonly numServices: number;
+  readonly numTargets: number;
+  readonly cloudTarget: number;
+  /** eAP of each edge node. */
+  readonly eapOfNode: Int32Array;
+
+  constructor(readonly scenario: Scenario) {
+    const topo = topologyOf(scenario);
+    this.numEaps = topo.numEaps;
+    this.numNodes = topo.numNodes;
+    this.numServices = topo.numServices;
+    this.numTargets = topo.numNodes + 1;
+    this.cloudTarget = topo.numNodes;
+    this.eapOfNode = Int32Array.from(topo.nodeEap);
+  }
+
+  nodeEap(node: number): number {
+    return this.eapOfNode[node];
+  }
+}
+
+/**
  * Capacity arrays indexed by dispatch target (0..numNodes-1 edge nodes, numNodes the cloud as one
  * pool) and by service, for the ClusterView implementations (simulator and agent).
  */

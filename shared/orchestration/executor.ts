@@ -19,7 +19,7 @@
 import type { ScaleOp } from '../domain';
 import type { OrchestrationView, ServiceWindowStats } from '../policy';
 import type { Scenario } from '../scenario';
-import { capacityArrays, topologyOf } from '../scenario';
+import { capacityArrays, ScenarioTargets } from '../scenario';
 import { Network } from '../network';
 
 /** What an executor did with a list of orders. */
@@ -105,35 +105,23 @@ export function windowSince(prev: WindowReport | null, cur: WindowReport): Windo
  * filters); a failed node is not unhealthy by itself, as in the simulator: the executor refuses
  * to create replicas on it.
  */
-export class ReportView implements OrchestrationView {
-  readonly numEaps: number;
-  readonly numNodes: number;
-  readonly numServices: number;
-  readonly numTargets: number;
-  readonly cloudTarget: number;
+export class ReportView extends ScenarioTargets implements OrchestrationView {
   readonly maxReplicasPerService: number;
   readonly scaleNodesPerFrame: number;
   readonly window: ServiceWindowStats;
-  private readonly nodeEapOf: number[];
   private readonly cap: ReturnType<typeof capacityArrays>;
   private readonly net: Network;
 
   constructor(
-    readonly scenario: Scenario,
+    scenario: Scenario,
     readonly report: ClusterReport,
     private readonly isHealthy: (target: number) => boolean = () => true,
   ) {
-    const topo = topologyOf(scenario);
-    this.numEaps = topo.numEaps;
-    this.numNodes = topo.numNodes;
-    this.numServices = topo.numServices;
-    this.numTargets = topo.numNodes + 1;
-    this.cloudTarget = topo.numNodes;
-    this.nodeEapOf = topo.nodeEap;
+    super(scenario);
     this.maxReplicasPerService = scenario.maxReplicasPerService;
     this.scaleNodesPerFrame = scenario.scaleNodesPerFrame;
     this.cap = capacityArrays(scenario);
-    this.net = new Network(scenario, topo.nodeEap, this.numTargets);
+    this.net = new Network(scenario, this.eapOfNode, this.numTargets);
     const T = this.numTargets;
     const W = this.numServices;
     const per = ['ready', 'starting', 'draining', 'busy', 'waiting'] as const;
@@ -158,9 +146,6 @@ export class ReportView implements OrchestrationView {
 
   nowS(): number {
     return this.report.nowS;
-  }
-  nodeEap(node: number): number {
-    return this.nodeEapOf[node];
   }
   readyReplicas(target: number, service: number): number {
     const k = target * this.numServices + service;

@@ -14,7 +14,7 @@
 import type { Request } from '../../shared/domain';
 import type { ClusterView } from '../../shared/policy';
 import type { Scenario } from '../../shared/scenario';
-import { capacityArrays, topologyOf } from '../../shared/scenario';
+import { capacityArrays, ScenarioTargets } from '../../shared/scenario';
 import { fitsReplica, initialPlacement } from '../../shared/orchestration/placement';
 import { Network } from '../../shared/network';
 import { RequestQueue } from './queue';
@@ -44,14 +44,7 @@ export function simulatorInsight(view: ClusterView): SimulatorInsight | null {
   return typeof v.queuedRequests === 'function' && typeof v.isDown === 'function' ? (v as SimulatorInsight) : null;
 }
 
-export class Cluster implements ClusterView, SimulatorInsight {
-  readonly numEaps: number;
-  readonly numNodes: number;
-  readonly numServices: number;
-  readonly numTargets: number;
-  readonly cloudTarget: number;
-  /** eAP of each edge node. */
-  readonly eapOfNode: Int32Array;
+export class Cluster extends ScenarioTargets implements ClusterView, SimulatorInsight {
   readonly net: Network;
   readonly maxReplicasPerService: number;
   readonly scaleNodesPerFrame: number;
@@ -95,15 +88,9 @@ export class Cluster implements ClusterView, SimulatorInsight {
   private usageFromS = 0;
   private eapQueueLens: Int32Array;
 
-  constructor(readonly scenario: Scenario) {
-    const topo = topologyOf(scenario);
-    this.numEaps = topo.numEaps;
-    this.numNodes = topo.numNodes;
-    this.numServices = topo.numServices;
-    this.numTargets = this.numNodes + 1;
-    this.cloudTarget = this.numNodes;
-    this.eapOfNode = Int32Array.from(topo.nodeEap);
-    this.net = new Network(scenario, topo.nodeEap, this.numTargets);
+  constructor(scenario: Scenario) {
+    super(scenario);
+    this.net = new Network(scenario, this.eapOfNode, this.numTargets);
     this.maxReplicasPerService = scenario.maxReplicasPerService;
     this.scaleNodesPerFrame = scenario.scaleNodesPerFrame;
     const T = this.numTargets;
@@ -260,9 +247,6 @@ export class Cluster implements ClusterView, SimulatorInsight {
   // ---- ClusterView ----
   nowS(): number {
     return this.now;
-  }
-  nodeEap(node: number): number {
-    return this.eapOfNode[node];
   }
   readyReplicas(target: number, service: number): number {
     const k = target * this.numServices + service;
