@@ -19,6 +19,9 @@ describe('kais train --plot', () => {
     const svg = fs.readFileSync(plot, 'utf8');
     for (const name of ['cmmac (training)', 'cmmac (held-out eval)', 'jsq/hpa', 'lec/hpa']) expect(svg).toContain(name);
     expect(svg).not.toContain('NaN');
+    // every series is a rate of at most 1 (the per-frame in-time share, not completions per arrival), so is the y axis
+    const yLabels = [...svg.matchAll(/text-anchor="end">([\d.]+)</g)].map((m) => Number(m[1]));
+    expect(Math.max(...yLabels)).toBe(1);
   });
 
   it('refuses a plot file that is neither .svg nor .png, before training', () => {

@@ -113,6 +113,29 @@ describe('kais train (smoke, tiny scenario)', () => {
     expect(metricsOf(killed)).toEqual(metricsOf(whole));
   });
 
+  it('stops at Ctrl-C (SIGINT) with exit 130, says how to continue, and the resumed run ends at the same numbers', async () => {
+    const args = ['train', '--scenario', 'tiny', '--episode-frames', '2', '--bc-frames', '1', '--seed', '4', '--frames', '6'];
+    const whole = path.join(tmp, 'kill-whole.db'); // written by the SIGKILL test above
+    const stopped = path.join(tmp, 'int-parts.db');
+    const { code, err } = await new Promise<{ code: number | null; err: string }>((resolve) => {
+      const child = spawn(process.execPath, [KAIS, ...args, '--out', stopped]);
+      let err = '';
+      child.stderr.on('data', (d: Buffer) => {
+        err += d.toString();
+        if (/frame 3\/6/.test(err) && !child.killed) child.kill('SIGINT'); // inside the second episode
+      });
+      child.on('exit', (c) => resolve({ code: c, err }));
+    });
+    expect(code).toBe(130);
+    const held = /interrupted; .*int-parts\.db holds (\d) of 6 frames .*Continue with: kais train --resume --out .*int-parts\.db/.exec(err);
+    expect(held).not.toBeNull();
+    expect(metricsOf(stopped)).toHaveLength(Number(held![1])); // the frames after the last checkpoint are not kept
+    expect(Number(held![1])).toBeLessThan(6);
+    const r = kais(...args, '--out', stopped, '--resume');
+    expect(r.code).toBe(0);
+    expect(metricsOf(stopped)).toEqual(metricsOf(whole));
+  });
+
   it('refuses to overwrite an existing file without --resume', () => {
     const out = path.join(tmp, 'a.db');
     const r = kais(...base, '--frames', '1', '--out', out);

@@ -8,7 +8,8 @@ import type { EpisodePlan } from '../curriculum/tracker';
 import { loadScenario } from '../../shared/scenario';
 import { buildRequests } from '../workload';
 import { makeDispatch, makeOrchestration } from '../baselines/registry';
-import { runEpisode } from './rollout';
+import { round, runEpisode } from './rollout';
+import type { FrameStats } from '../sim/env';
 import { writePlot } from './plot';
 import type { TrainEvaluation } from './train-eval';
 import type { TrainOptions } from './train-options';
@@ -20,7 +21,11 @@ export interface FrameMetrics {
   phase: 'bc' | 'rl';
   /** curriculum: name of the lesson */
   lesson?: string;
+  /** in-time completions in the frame / arrivals in the frame: above 1 when earlier frames' requests finish in it (promotion judges it) */
   'charts/throughputRate': number;
+  /** of the requests answered or dropped in the frame, the share answered in time (at most 1; what the line and the curve show) */
+  'charts/inTimeShare'?: number;
+  /** team reward per decision slot of the frame */
   'charts/teamReward': number;
   'charts/decisions': number;
   'losses/value': number;
@@ -41,6 +46,15 @@ export interface FrameMetrics {
   learnS?: number;
 }
 
+/** What the columns of the frame lines mean (printed once, before the first frame). */
+export const PROGRESS_LEGEND = [
+  'columns: [bc] cloning the teacher / [rl] the actor acts and learns;',
+  '  in time: share of the requests answered or dropped in the frame that were answered in time (at most 1);',
+  '  U: team reward per decision slot (u_b summed over the eAPs); bc: cloning loss (cross-entropy);',
+  '  v: critic loss; pg: policy loss; H: policy entropy; ETA: the frames left at this run\'s frames/s',
+  '  (a curriculum can end before --frames). Ctrl-C stops at the next decision slot and keeps the last checkpoint.',
+].join('\n');
+
 /** The line of one trained frame. */
 export function progressLine(m: FrameMetrics, total: number, framesThisRun: number, elapsedS: number): string {
   const fps = framesThisRun / Math.max(1e-9, elapsedS);
@@ -48,7 +62,49 @@ export function progressLine(m: FrameMetrics, total: number, framesThisRun: numb
     m.phase === 'bc'
       ? `bc ${m['losses/bc'].toFixed(3)} v ${m['losses/value'].toFixed(3)}`
       : `v ${m['losses/value'].toFixed(3)} pg ${m['losses/policy'].toFixed(3)} H ${m['losses/entropy'].toFixed(2)}`;
-  return `frame ${m.frame + 1}/${total} [${m.phase}] throughput ${m['charts/throughputRate'].toFixed(3)} U ${m['charts/teamReward'].toFixed(2)} ${losses} | ${m.wallS.toFixed(1)} s/frame (learn ${(m.learnS ?? 0).toFixed(1)}), ${fps.toFixed(2)} frames/s`;
+  const inTime = m['charts/inTimeShare'] ?? m['charts/throughputRate'];
+  const eta = duration((total - m.frame - 1) / Math.max(1e-9, fps));
+  return `frame ${m.frame + 1}/${total} [${m.phase}] in time ${inTime.toFixed(3)} U ${m['charts/teamReward'].toFixed(2)} ${losses} | ${m.wallS.toFixed(1)} s/frame (learn ${(m.learnS ?? 0).toFixed(1)}), ${fps.toFixed(2)} frames/s, ETA ${eta}`;
+}
+
+/** 75 -> "1m15s", 3725 -> "1h02m". */
+export function duration(s: number): string {
+  const t = Math.round(s);
+  if (t < 60) return `${t}s`;
+  if (t < 3600) return `${Math.floor(t / 60)}m${String(t % 60).padStart(2, '0')}s`;
+  return `${Math.floor(t / 3600)}h${String(Math.floor((t % 3600) / 60)).padStart(2, '0')}m`;
+}
+
+/** Ctrl-C: where the run stands and how to continue it. */
+export function interruptedLine(out: string, framesDone: number, total: number): string {
+  return `kais train: interrupted; ${out} holds ${framesDone} of ${total} frames (the last checkpoint, at an episode's end). Continue with: kais train --resume --out ${out}`;
+}
+
+/**
+ * A frame's two rates. throughputRate: in-time completions in the frame / arrivals in the frame,
+ * above 1 when requests of earlier frames finish in this one (a small scenario's frames hold few
+ * requests); promotion and the summary keep it. inTimeShare: what the line and the curve show.
+ */
+export function frameRates(f: FrameStats | undefined): Pick<FrameMetrics, 'charts/throughputRate' | 'charts/inTimeShare'> {
+  if (!f) return { 'charts/throughputRate': 0, 'charts/inTimeShare': 0 };
+  const resolved = f.completedInTime + f.failed;
+  return {
+    'charts/throughputRate': f.arrived > 0 ? round(f.completedInTime / f.arrived, 4) : 0,
+    'charts/inTimeShare': resolved > 0 ? round(f.completedInTime / resolved, 4) : 0,
+  };
+}
+
+/** `kais train`'s result line (--json): the last frame's rate and the last evaluation. */
+export function summaryOf(r: { config: { out: string }; framesDone: number; metrics: FrameMetrics[]; finalEval: number | null; wallS: number; framesPerS: number }) {
+  const last = r.metrics[r.metrics.length - 1];
+  return {
+    out: r.config.out,
+    frames: r.framesDone,
+    throughputRate: last ? last['charts/throughputRate'] : null,
+    evalThroughputRate: r.finalEval,
+    wallS: r.wallS,
+    framesPerS: r.framesPerS,
+  };
 }
 
 /** The prefix of a frame's line in a curriculum run. */
@@ -84,9 +140,9 @@ export function resumeLine(path: string, r: { episode: number; frame: number; cu
 }
 
 /**
- * The learning curve: throughput rate of each training frame and of the held-out evaluations,
- * next to jsq/hpa and lec/hpa run on one episode of the same length, workload, dequeue and seed
- * (dashed: the level a heuristic reaches on this workload, frame by frame).
+ * The learning curve: each training frame's in-time share (at most 1; runs stored before it existed:
+ * the throughput rate) and the held-out evaluations' throughput rates, next to the throughput rate
+ * jsq/hpa and lec/hpa reach on one episode of the same length, workload, dequeue and seed (dashed).
  */
 export function writeLearningCurve(file: string, metrics: FrameMetrics[], o: TrainOptions): void {
   const scenario = loadScenario(o.scenario);
@@ -99,8 +155,8 @@ export function writeLearningCurve(file: string, metrics: FrameMetrics[], o: Tra
     load: o.load,
     durationS: frames * scenario.slotsPerFrame * scenario.slotS,
   });
-  const baseline = (d: string, orch: string) =>
-    runEpisode({
+  const baseline = (d: string, orch: string) => {
+    const r = runEpisode({
       scenario,
       requests,
       frames,
@@ -109,17 +165,19 @@ export function writeLearningCurve(file: string, metrics: FrameMetrics[], o: Tra
       orchestration: makeOrchestration(orch, scenario),
       nodeDequeue: o.dequeue,
       view: viewOfRun(o),
-    }).throughputPerFrame;
+    });
+    return new Array<number>(frames).fill(r.throughputRate);
+  };
   writePlot(
     file,
-    `kais train on ${scenario.name}: throughput rate per frame`,
+    `kais train on ${scenario.name}: in-time share per frame, throughput rate of evaluations and baselines`,
     [
-      { name: 'cmmac (training)', values: metrics.map((m) => m['charts/throughputRate']) },
+      { name: 'cmmac (training)', values: metrics.map((m) => m['charts/inTimeShare'] ?? m['charts/throughputRate']) },
       { name: 'cmmac (held-out eval)', values: metrics.map((m) => m['charts/evalThroughputRate'] ?? NaN) },
-      { name: 'jsq/hpa', values: baseline('jsq', 'hpa'), dashed: true },
-      { name: 'lec/hpa', values: baseline('lec', 'hpa'), dashed: true },
+      { name: 'jsq/hpa (episode)', values: baseline('jsq', 'hpa'), dashed: true },
+      { name: 'lec/hpa (episode)', values: baseline('lec', 'hpa'), dashed: true },
     ],
     'frame',
-    'throughput rate',
+    'rate (at most 1)',
   );
 }

@@ -6,9 +6,9 @@
  *   per frame: // SIM + // ACT (decision rounds, each one batched forward pass) -> // LEARN (one
  *   update on the frame's decisions) -> logging; a checkpoint after every episode.
  *
- * Around the loop, one job per module: the options and their checks (train-options.ts), the
- * curriculum's bookkeeping (../curriculum/tracker.ts), trace windows (../workload/window.ts), the
- * evaluations (train-eval.ts), what is printed and plotted (train-progress.ts).
+ * Around the loop, one job per module: options and their checks (train-options.ts), curriculum
+ * bookkeeping (../curriculum/tracker.ts), trace windows (../workload/window.ts), evaluations
+ * (train-eval.ts), checkpoints (train-checkpoint.ts), what is printed and plotted (train-progress.ts).
  *
  * The default recipe (docs/cmmac.md has the measured table):
  * 1. warm start: the first `bcFrames` (24) frames act with the `deadline-load` teacher
@@ -33,10 +33,9 @@
  * steps 1-2 above as data (frame for frame the same as `--curriculum none` with the defaults).
  *
  * Resume: checkpoints are taken at episode boundaries with the Adam moments and every Rng state,
- * so `--resume` after a kill recomputes the interrupted episode and ends at the same numbers as an
- * uninterrupted run.
+ * so `--resume` after a kill (or Ctrl-C, which stops at the next decision slot and says how to go
+ * on) recomputes the interrupted episode and ends at the same numbers as an uninterrupted run.
  */
-import * as fs from 'fs';
 import { performance } from 'perf_hooks';
 import type { Argv, CommandModule } from 'yargs';
 import { UsageError } from '../../shared/errors';
@@ -52,27 +51,26 @@ import { RolloutBuffer } from '../../critic/cmmac/buffer';
 import { CmmacLearner } from '../../critic/cmmac/learner';
 import { buildState } from '../../critic/cmmac/state';
 import { EdgeCloudEnv } from '../sim/env';
-import { buildRequests } from '../workload';
-import { sampledWindowRequests } from '../workload/window';
+import { episodeRequests } from '../workload/window';
 import { makeOrchestration } from '../baselines/registry';
-import { CurriculumTracker, lessonPlan, singlePlan, type CheckpointLabel, type EpisodePlan, type LessonRecord } from '../curriculum/tracker';
+import { CurriculumTracker, lessonPlan, singlePlan, type CheckpointLabel, type LessonRecord } from '../curriculum/tracker';
 import { CheckpointDb, checkScenario } from './checkpoint';
-import { exportBestActor, initFrom, restoreNets, resumeFrom, saveCheckpoint , type BestEval } from './train-checkpoint';
+import { exportBestActor, initFrom, restoreNets, resumeFrom, saveCheckpoint, type BestEval } from './train-checkpoint';
 import { checkTrainOptions, makeTeacher, resolveConfig, resolveCurriculumFlag, TRAIN_CLI_SPEC, TRAIN_SPEC, type TrainConfig, type TrainOptions } from './train-options';
 import { evaluateActor, viewOfRun } from './train-eval';
 import { exportLayers } from './export';
 import { round } from './rollout';
-import { evalLine, lessonEndLine, lessonPrefix, lessonStartLine, progressLine, resumeLine, writeLearningCurve, type FrameMetrics } from './train-progress';
+import { evalLine, frameRates, interruptedLine, PROGRESS_LEGEND, summaryOf, lessonEndLine, lessonPrefix, lessonStartLine, progressLine, resumeLine, writeLearningCurve, type FrameMetrics } from './train-progress';
 
 // ------------------------------------------------------------------------------------ OPTIONS
 
 // The options (type, default, range, description) and their checks are declared once in train-options.ts.
-export { TRAIN_DEFAULTS, type TrainConfig, type TrainOptions, resolveCurriculumFlag, DEFAULT_CURRICULUM_SCENARIOS } from './train-options';
-export type { FrameMetrics } from './train-progress';
 
 export interface TrainResult {
   config: TrainConfig;
   framesDone: number;
+  /** stopped by Ctrl-C: framesDone is where the last checkpoint stands */
+  interrupted: boolean;
   metrics: FrameMetrics[];
   finalEval: number | null;
   wallS: number;
@@ -81,7 +79,8 @@ export interface TrainResult {
 
 // -------------------------------------------------------------------------------------- SETUP
 
-export async function train(options: Partial<TrainOptions> & { scenario: string }, log: (line: string) => void = () => {}): Promise<TrainResult> {
+/** Trains; `stop` (Ctrl-C) ends the run at the next decision slot, its last checkpoint kept for --resume. */
+export async function train(options: Partial<TrainOptions> & { scenario: string }, log: (line: string) => void = () => {}, stop?: AbortSignal): Promise<TrainResult> {
   await loadBackend();
   // options left undefined take the defaults
   const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as Partial<TrainOptions> & { scenario: string };
@@ -94,7 +93,7 @@ export async function train(options: Partial<TrainOptions> & { scenario: string 
     const stored = checked.opts.resume ? db.config<TrainConfig>() : null;
     if (stored) checkScenario(checked.opts.out, stored, scenario);
     const config = resolveConfig(checked, given, stored, shape);
-    return await run(config, scenario, shape, db, stored !== null, log);
+    return await run(config, scenario, shape, db, stored !== null, log, stop);
   } finally {
     db.close();
   }
@@ -109,12 +108,6 @@ function openOut(out: string): CheckpointDb {
   }
 }
 
-/** An episode's requests: the plan's workload, or a stretch of its trace window drawn by `windowRng`. */
-function episodeRequests(scenario: Scenario, p: EpisodePlan, seed: number, windowRng: Rng, durationS: number, warn: (line: string) => void) {
-  if (!p.trace || !p.traceWindowS) return buildRequests({ scenario, workload: p.workload, tracePath: p.trace, seed, load: p.load, durationS, warn });
-  return sampledWindowRequests({ scenario, trace: p.trace, window: p.traceWindowS, seed, load: p.load, durationS, warn }, windowRng);
-}
-
 async function run(
   config: TrainConfig,
   scenario: Scenario,
@@ -122,6 +115,7 @@ async function run(
   db: CheckpointDb,
   resuming: boolean,
   log: (line: string) => void,
+  stop: AbortSignal | undefined,
 ): Promise<TrainResult> {
   const t0 = performance.now();
   // TRY NOT TO MODIFY: seeding. Every stream derives from --seed and is checkpointed.
@@ -165,6 +159,7 @@ async function run(
     db.writeConfig(config);
   }
   const metrics: FrameMetrics[] = resumed?.metrics ?? [];
+  log(PROGRESS_LEGEND);
   const startEpisode = resumed ? resumed.episode + 1 : 0;
 
   const totalEpisodes = Math.ceil(config.frames / config.episodeFrames);
@@ -205,7 +200,7 @@ async function run(
     }
     const epFrames = Math.min(lesson ? lesson.episodeFrames : config.episodeFrames, config.frames - framesDone);
     const epSeed = Rng.derive(config.seed, `train/episode-${episode}`).nextU32();
-    const requests = episodeRequests(scenario, plan, epSeed, Rng.derive(config.seed, `train/trace-window-${episode}`), epFrames * scenario.slotsPerFrame * scenario.slotS, log);
+    const requests = episodeRequests({ scenario, ...plan, seed: epSeed, durationS: epFrames * scenario.slotsPerFrame * scenario.slotS, warn: log }, Rng.derive(config.seed, `train/trace-window-${episode}`));
     const env = new EdgeCloudEnv(scenario, {
       requests,
       frames: epFrames,
@@ -234,14 +229,18 @@ async function run(
       const frameEnd = (fi + 1) * scenario.slotsPerFrame;
       let lastSlot = -1;
       let teamReward = 0;
+      let slots = 0;
       policy.recorder = bc ? null : buf;
       if (!bc && rlStart < 0) rlStart = buf.n;
       while (!env.isDone && env.slotIndex < frameEnd) {
         // SIM: a new decision slot starts: remember s_t for the critic
         if (env.slotIndex !== lastSlot) {
+          await new Promise((r) => setImmediate(r)); // lets Ctrl-C (stop) in
+          if (stop?.aborted) break;
           buildState(env.state(), sBuf);
           buf.beginSlot(sBuf);
           lastSlot = env.slotIndex;
+          slots++;
         }
         // ACT: one batched forward pass over the live eAPs (or the teacher while cloning)
         const live = env.agents;
@@ -272,6 +271,7 @@ async function run(
         buf.addReward(u);
         teamReward += u;
       }
+      if (stop?.aborted) break;
       // LEARN: one update on this frame's decisions, bootstrapped from the state reached
       // (credit 'request': one update per episode, at its last frame, once outcomes are known)
       const tl0 = performance.now();
@@ -290,8 +290,8 @@ async function run(
         frame,
         episode,
         phase: bc ? 'bc' : 'rl',
-        'charts/throughputRate': frameRate(env, fi),
-        'charts/teamReward': round(teamReward / Math.max(1, buf.numSlots), 4),
+        ...frameRates(env.frames[fi]),
+        'charts/teamReward': round(teamReward / Math.max(1, slots), 4),
         'charts/decisions': buf.n,
         'losses/value': 0,
         'losses/policy': 0,
@@ -340,6 +340,7 @@ async function run(
       const where = course ? lessonPrefix(course.state, course.lessons) : '';
       log(where + progressLine(m, config.frames, metrics.length - framesAtStart, (performance.now() - t0) / 1000));
     }
+    if (stop?.aborted) break; // this episode is not checkpointed: a resume recomputes it
     framesDone += epFrames;
     if (env.telemetry && epMetrics.length > 0) {
       // --filters: share of healthy node-time the device filters excluded this episode (kais eval reports the same)
@@ -384,7 +385,8 @@ async function run(
     saveCheckpoint(db, nets, { episode, frame: framesDone, weightVersion, rngs, curriculum: course ? course.state : null }, epMetrics, meta);
     lastCheckpointEpisode = episode;
   }
-  if (config.exportActor) {
+  if (stop?.aborted) metrics.length = framesDone; // the frames after the last checkpoint are recomputed on --resume
+  else if (config.exportActor) {
     const { scenarioFingerprint, head, obsDim, numActions, frames } = config;
     log(exportBestActor(config.exportActor, db, best, bestActor, actor, { scenario: scenario.name, scenarioFingerprint, head, obsDim, numActions, frames }));
   }
@@ -393,7 +395,7 @@ async function run(
   critic.dispose();
   const wallS = (performance.now() - t0) / 1000;
   const trainedNow = metrics.length - framesAtStart;
-  return { config, framesDone: metrics.length, metrics, finalEval, wallS: round(wallS, 2), framesPerS: round(trainedNow / wallS, 3) };
+  return { config, framesDone: metrics.length, interrupted: stop?.aborted === true, metrics, finalEval, wallS: round(wallS, 2), framesPerS: round(trainedNow / wallS, 3) };
 }
 
 /** Outcome of each recorded decision's request: 1 completed in time, 0 late or dropped, NaN not resolved yet (EdgeCloudEnv.requestOutcome). */
@@ -405,12 +407,6 @@ export function requestOutcomes(env: EdgeCloudEnv, buf: RolloutBuffer): Float32A
     out[k] = env.requestOutcome(i);
   }
   return out;
-}
-
-/** Throughput rate of frame fi of the env: in-time completions / arrivals in that frame. */
-function frameRate(env: EdgeCloudEnv, fi: number): number {
-  const f = env.frames[fi];
-  return f && f.arrived > 0 ? round(f.completedInTime / f.arrived, 4) : 0;
 }
 
 /** `make` once per name. */
@@ -432,16 +428,18 @@ export const trainCommand: CommandModule<object, object> = {
   handler: namingFlags(TRAIN_CLI_SPEC, async (argv) => {
     const { plot: plotFile, exportLayers: layersDir, ...given } = givenOptions(TRAIN_CLI_SPEC, argv);
     const scenario = given.scenario ?? TRAIN_SPEC.scenario.default ?? 'kais';
-    const r = await train({ ...given, scenario, curriculum: resolveCurriculumFlag(given.curriculum ?? undefined, scenario) }, (line) => process.stderr.write(`${line}\n`));
-    const last = r.metrics[r.metrics.length - 1];
-    const summary = {
-      out: r.config.out,
-      frames: r.framesDone,
-      throughputRate: last ? last['charts/throughputRate'] : null,
-      evalThroughputRate: r.finalEval,
-      wallS: r.wallS,
-      framesPerS: r.framesPerS,
-    };
+    // Ctrl-C: stop at the next decision slot, keep the last checkpoint; a second one exits at the next chance
+    const stop = new AbortController();
+    const onSigint = () => (stop.signal.aborted ? process.exit(130) : stop.abort());
+    process.on('SIGINT', onSigint);
+    const curriculum = resolveCurriculumFlag(given.curriculum ?? undefined, scenario);
+    const r = await train({ ...given, scenario, curriculum }, (line) => process.stderr.write(`${line}\n`), stop.signal).finally(() => process.off('SIGINT', onSigint));
+    if (r.interrupted) {
+      process.stderr.write(`${interruptedLine(r.config.out, r.framesDone, r.config.frames)}\n`);
+      process.exitCode = 130;
+      return;
+    }
+    const summary = summaryOf(r);
     if (plotFile) writeLearningCurve(plotFile, r.metrics, r.config);
     if (layersDir) for (const f of await exportLayers(r.config.out, layersDir)) process.stderr.write(`wrote ${f}\n`);
     if (given.json) process.stdout.write(`${JSON.stringify(summary)}\n`);

@@ -10,6 +10,7 @@ import type { Rng } from '../../shared/rng';
 import type { Scenario } from '../../shared/scenario';
 import { loadTrace, type TraceRow } from './alibaba';
 import { toRequests } from './to-requests';
+import { buildRequests, type WorkloadName } from './index';
 
 /** Parsed traces by path: a run replays the same file every episode. */
 const traceCache = new Map<string, TraceRow[]>();
@@ -60,4 +61,14 @@ export function sampledWindowRequests(o: Omit<WindowOptions, 'start'>, rng: Rng)
 export function spreadWindowRequests(o: Omit<WindowOptions, 'start'>, i: number, n: number): Request[] {
   const [from, to] = o.window;
   return windowRequests({ ...o, start: from + (i / n) * (to - from) });
+}
+
+/** A training episode's requests: the synthetic workload (or whole trace), or a stretch of the trace window drawn by `windowRng`. */
+export function episodeRequests(
+  o: { scenario: Scenario; workload: WorkloadName; trace: string | null; traceWindowS: [number, number] | null; seed: number; load: number; durationS: number; warn: (line: string) => void },
+  windowRng: Rng,
+): Request[] {
+  const { scenario, workload, trace, seed, load, durationS, warn } = o;
+  if (!trace || !o.traceWindowS) return buildRequests({ scenario, workload, tracePath: trace, seed, load, durationS, warn });
+  return sampledWindowRequests({ scenario, trace, window: o.traceWindowS, seed, load, durationS, warn }, windowRng);
 }

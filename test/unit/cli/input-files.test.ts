@@ -12,7 +12,7 @@ import { UsageError } from '../../../shared/errors';
 import { loadScenario, topologyOf } from '../../../shared/scenario';
 import { validateFaults } from '../../../shared/faults';
 import { loadCurriculum } from '../../../training/curriculum/schedule';
-import { checkLessons } from '../../../training/jobs/train';
+import { checkLessons } from '../../../training/jobs/train-options';
 import { readConfig } from '../../../orchestrator/main';
 import { readTargets } from '../../../agent/cli';
 

@@ -2,7 +2,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { BUILT_IN_CURRICULUM, decidePromotion, loadCurriculum, loadValidation, validateLesson, type Lesson } from '../../../../training/curriculum/schedule';
-import { parseWindowFlag } from '../../../../training/jobs/train';
+import { parseWindowFlag } from '../../../../training/jobs/train-options';
 
 const lesson: Lesson = {
   name: 't',
