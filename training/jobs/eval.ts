@@ -14,7 +14,7 @@ import type { DequeueName } from '../../shared/dequeue';
 import { DEQUEUE_NAMES } from '../../shared/dequeue';
 import { loadBackend } from '../../shared/tf-backend';
 import { UsageError } from '../../shared/errors';
-import type { DispatchPolicy } from '../../shared/policy';
+import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
 import { loadScenario, scenarioWithSlot } from '../../shared/scenario';
 import type { Scenario } from '../../shared/scenario';
 import { makeDispatch, makeOrchestration, parsePolicyPair } from '../baselines/registry';
@@ -59,6 +59,7 @@ export const EVAL_SPEC = {
   trace: opt.file({ dir: true, describe: 'Alibaba batch_task CSV (v2017 or v2018), or a folder holding batch_task.csv' }),
   policies: opt.optString({ describe: 'comma-separated dispatch/orchestration pairs (default: the heuristic pairs, and cmmac/hpa when a model ships)' }),
   checkpoint: opt.file({ sqlite: 'kais checkpoint', describe: 'SQLite checkpoint of kais train for cmmac' }),
+  gpg: opt.file({ describe: 'GPG model (JSON, scripts/train-gpg.ts) for the gpg orchestration (x/gpg pairs)' }),
   frames: opt.integer({ default: 20, min: 1, max: MAX_FRAMES, describe: 'frames to simulate (100 slots of 0.25 s each)' }),
   seed: opt.integer({ default: 1, describe: 'random seed (same seed, same numbers)' }),
   load: opt.number({ default: 1, min: 0, minExclusive: true, max: MAX_LOAD, describe: 'multiplier on arrival rates' }),
@@ -140,6 +141,34 @@ function makeAnyDispatch(name: string, scenario: Scenario, checkpoint: string | 
   return shipped;
 }
 
+/**
+ * `gpg` is the learned orchestration (critic/gpg/), greedy, from `--gpg <model.json>`; the other
+ * names are the shared heuristics. A GPG policy holds tfjs variables: dispose() frees them.
+ */
+function makeAnyOrchestration(name: string, scenario: Scenario, gpgFile: string | undefined): OrchestrationPolicy & { dispose?: () => void } {
+  if (name !== 'gpg') return makeOrchestration(name, scenario);
+  if (!gpgFile) throw new UsageError('--policies: gpg needs --gpg <model.json> (scripts/train-gpg.ts makes one)');
+  let text: string;
+  try {
+    text = fs.readFileSync(gpgFile, 'utf8');
+  } catch (e) {
+    throw new UsageError(`--gpg: cannot read ${gpgFile} (${(e as Error).message})`);
+  }
+  // loaded here, not at the top: tfjs loads only for a gpg pair (the heuristic pairs never need it)
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { gpgModelFromJson } = require('../../critic/gpg/model') as typeof import('../../critic/gpg/model');
+  const { GpgOrchestration } = require('../../critic/gpg/policy') as typeof import('../../critic/gpg/policy');
+  /* eslint-enable @typescript-eslint/no-require-imports */
+  let net: import('../../critic/gpg/gnn').GpgNet;
+  try {
+    net = gpgModelFromJson(text, scenario.services.length).net;
+  } catch (e) {
+    throw new UsageError(`--gpg: ${gpgFile}: ${(e as Error).message}`);
+  }
+  const policy = new GpgOrchestration(net, { periodS: scenario.slotS * scenario.slotsPerFrame, nodesPerDecision: scenario.scaleNodesPerFrame, mode: 'greedy' });
+  return Object.assign(policy, { dispose: () => net.dispose() });
+}
+
 /** The heuristic pairs, plus cmmac/hpa when the project ships a model that fits the scenario. */
 function defaultPolicies(scenario: Scenario): string[] {
   try {
@@ -178,7 +207,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
   for (const p of pairs) {
     const { dispatch, orchestration } = parsePolicyPair(p);
     makeAnyDispatch(dispatch, scenario, a.checkpoint, base);
-    makeOrchestration(orchestration, scenario);
+    makeAnyOrchestration(orchestration, scenario, a.gpg)?.dispose?.();
   }
   const view = a.view ?? 'agent';
   if (view !== 'global' && view !== 'agent') throw new UsageError(`--view: global or agent, got "${view}"`);
@@ -216,7 +245,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
       frames,
       seed: a.seed,
       dispatch: makeAnyDispatch(dispatch, scenario, a.checkpoint, base),
-      orchestration: makeOrchestration(orchestration, scenario),
+      orchestration: makeAnyOrchestration(orchestration, scenario, a.gpg),
       nodeDequeue,
       view,
       faults,
@@ -324,7 +353,7 @@ export const evalCommand: CommandModule<object, object> = {
   builder: (y: Argv<object>) => yargsOptions(y.example('$0 eval --scenario kais --frames 2', 'every heuristic pair (and the shipped model) on 2 frames'), EVAL_SPEC),
   handler: namingFlags(EVAL_SPEC, async (argv) => {
     const args: EvalArgs = resolveOptions(EVAL_SPEC, argv);
-    if (learnedDetectorOf(args)) await loadBackend(); // an entry point picks the backend
+    if (learnedDetectorOf(args) || (args.policies ?? '').split(',').some((p) => p.trim().endsWith('/gpg'))) await loadBackend(); // an entry point picks the backend
     const report = runEval(args, (line) => process.stderr.write(`kais: ${line}\n`));
     if (args.plot) writeSvg(args.plot, evalPlot(report));
     if (args.json) process.stdout.write(JSON.stringify(report) + '\n');

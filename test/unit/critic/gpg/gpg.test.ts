@@ -216,3 +216,21 @@ describe('GPG policy and learner', () => {
     expect(r.schedulingCost).toBeLessThanOrEqual(ordered);
   });
 });
+
+describe('GPG model file', () => {
+  afterEach(() => tf.disposeVariables());
+  it('round-trips the weights exactly and refuses what is not a model for this scenario', () => {
+    const { gpgModelFromJson, gpgModelToJson } = require('../../../../critic/gpg/model') as typeof import('../../../../critic/gpg/model');
+    const net = new GpgNet(4, 9, SMALL);
+    const text = gpgModelToJson(net, { scenario: 'tiny' });
+    const back = gpgModelFromJson(text, 4);
+    expect(back.net.getWeights()).toEqual(net.getWeights());
+    expect(back.meta.scenario).toBe('tiny');
+    expect(() => gpgModelFromJson(text, 8)).toThrow(/made for 4 services, the scenario has 8/);
+    expect(() => gpgModelFromJson('{', 4)).toThrow(/not JSON/);
+    expect(() => gpgModelFromJson('{"format":"other"}', 4)).toThrow(/not a GPG model/);
+    const cut = JSON.parse(text);
+    cut.weights = cut.weights.slice(0, 40);
+    expect(() => gpgModelFromJson(JSON.stringify(cut), 4)).toThrow(/weight bytes/);
+  });
+});

@@ -1,0 +1,67 @@
+/**
+ * A GPG model as text (JSON): the net's configuration, the number of services it was made for,
+ * and its weights (little-endian float32, base64, in variable order). Pure: the callers read and
+ * write the files (kais eval, the training script, the orchestrator).
+ */
+import { GpgNet, type GpgNetConfig } from './gnn';
+
+export const GPG_MODEL_FORMAT = 'kais-gpg-v1';
+
+export interface GpgModelMeta {
+  /** Scenario the model was trained on (informational; the fit check is by number of services). */
+  scenario: string;
+  /** What made it (command line, updates, seeds), for the reader. */
+  trainedWith?: Record<string, unknown>;
+}
+
+interface GpgModelJson extends GpgModelMeta {
+  format: string;
+  numServices: number;
+  config: GpgNetConfig;
+  shapes: number[][];
+  weights: string;
+}
+
+export function gpgModelToJson(net: GpgNet, meta: GpgModelMeta): string {
+  const arrays = net.getWeights();
+  const total = arrays.reduce((s, a) => s + a.length, 0);
+  const buf = Buffer.alloc(total * 4);
+  let o = 0;
+  for (const a of arrays) for (let i = 0; i < a.length; i++, o += 4) buf.writeFloatLE(a[i], o);
+  const out: GpgModelJson = { format: GPG_MODEL_FORMAT, ...meta, numServices: net.numServices, config: net.config, shapes: net.shapes, weights: buf.toString('base64') };
+  return JSON.stringify(out) + '\n';
+}
+
+/** The net of a model's text; a TypeError naming the problem when it is not one, or not for numServices. */
+export function gpgModelFromJson(text: string, numServices: number): { net: GpgNet; meta: GpgModelMeta } {
+  let m: GpgModelJson;
+  try {
+    m = JSON.parse(text) as GpgModelJson;
+  } catch (e) {
+    throw new TypeError(`not JSON (${(e as Error).message})`);
+  }
+  if (typeof m !== 'object' || m === null || m.format !== GPG_MODEL_FORMAT) throw new TypeError(`not a GPG model (format must be "${GPG_MODEL_FORMAT}")`);
+  if (m.numServices !== numServices) throw new TypeError(`made for ${m.numServices} services, the scenario has ${numServices}`);
+  if (typeof m.weights !== 'string' || !Array.isArray(m.shapes)) throw new TypeError('weights or shapes missing');
+  const net = new GpgNet(numServices, 1, m.config);
+  const buf = Buffer.from(m.weights, 'base64');
+  const want = net.shapes;
+  if (JSON.stringify(want) !== JSON.stringify(m.shapes)) {
+    net.dispose();
+    throw new TypeError(`its shapes do not match its config (${JSON.stringify(m.shapes).slice(0, 80)})`);
+  }
+  const total = want.reduce((s, sh) => s + sh.reduce((p, d) => p * d, 1), 0);
+  if (buf.length !== total * 4) {
+    net.dispose();
+    throw new TypeError(`holds ${buf.length} weight bytes, the net needs ${total * 4}`);
+  }
+  let o = 0;
+  const arrays = want.map((sh) => {
+    const a = new Float32Array(sh.reduce((p, d) => p * d, 1));
+    for (let i = 0; i < a.length; i++, o += 4) a[i] = buf.readFloatLE(o);
+    if (!a.every(Number.isFinite)) throw new TypeError('holds a weight that is not a finite number');
+    return a;
+  });
+  net.setWeights(arrays);
+  return { net, meta: { scenario: String(m.scenario), trainedWith: m.trainedWith } };
+}

@@ -1,0 +1,58 @@
+/**
+ * Trains GPG on the simulator under a fixed dispatch heuristic and writes the model for
+ * `kais eval --policies lec/gpg --gpg <model.json>` (issue 16; joint training with cMMAC and a
+ * `kais train --policies cmmac/gpg` command come next). Settings from the environment:
+ *
+ *   SCENARIO=small DISPATCH=lec UPDATES=150 ROLLOUTS=8 FRAMES=8 LOAD=1 SEED=1 OP_COST=0.002
+ *   REPLICA_COST=0 EVAL_EVERY=25 EVAL_SEEDS=901,902,903 EVAL_FRAMES=10 OUT=gpg-small.json
+ *   node dist/scripts/train-gpg.js
+ *
+ * Prints one line per update and an evaluation (greedy GPG and dispatch/hpa on the held-out
+ * evaluation seeds) every EVAL_EVERY updates; writes OUT (the model) and OUT's .curve.json.
+ */
+import * as fs from 'node:fs';
+import { gpgModelToJson } from '../critic/gpg/model';
+import { loadScenario } from '../shared/scenario';
+import { loadBackend } from '../shared/tf-backend';
+import { trainGpg } from '../training/jobs/gpg-train';
+import type { WorkloadName } from '../training/workload';
+
+const env = (k: string, d: string): string => process.env[k] ?? d;
+const num = (k: string, d: number): number => {
+  const v = Number(env(k, String(d)));
+  if (!Number.isFinite(v)) {
+    process.stderr.write(`train-gpg: ${k} must be a number, got ${process.env[k]}\n`);
+    process.exit(2);
+  }
+  return v;
+};
+
+async function main(): Promise<void> {
+  await loadBackend();
+  const scenario = loadScenario(env('SCENARIO', 'small'));
+  const out = env('OUT', `gpg-${scenario.name}.json`);
+  const settings = {
+    dispatch: env('DISPATCH', 'lec'),
+    workload: env('WORKLOAD', 'p4') as WorkloadName,
+    load: num('LOAD', 1),
+    frames: num('FRAMES', 8),
+    rollouts: num('ROLLOUTS', 8),
+    updates: num('UPDATES', 150),
+    seed: num('SEED', 1),
+    opCost: num('OP_COST', 0.002),
+    replicaCost: num('REPLICA_COST', 0),
+    evalEvery: num('EVAL_EVERY', 25),
+    evalSeeds: env('EVAL_SEEDS', '901,902,903').split(',').map(Number),
+    evalFrames: num('EVAL_FRAMES', 10),
+  };
+  const t0 = Date.now();
+  const r = trainGpg({ scenario, ...settings }, (line) => process.stdout.write(`${((Date.now() - t0) / 1000).toFixed(0)}s ${line}\n`));
+  fs.writeFileSync(out, gpgModelToJson(r.net, { scenario: scenario.name, trainedWith: { ...settings, script: 'scripts/train-gpg.ts' } }));
+  fs.writeFileSync(out.replace(/\.json$/, '') + '.curve.json', JSON.stringify({ curve: r.curve, evals: r.evals }) + '\n');
+  process.stdout.write(`wrote ${out}\n`);
+}
+
+main().catch((e) => {
+  process.stderr.write(`train-gpg: ${(e as Error).message}\n`);
+  process.exit(1);
+});
