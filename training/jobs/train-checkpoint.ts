@@ -5,14 +5,17 @@
  */
 import * as fs from 'fs';
 import { UsageError } from '../../shared/errors';
-import type { Rng } from '../../shared/rng';
+import { Rng } from '../../shared/rng';
 import type { Scenario } from '../../shared/scenario';
-import type { ActorNet } from '../../shared/nets/actor';
-import type { ValueNet } from '../../shared/nets/value';
+import { ActorNet } from '../../shared/nets/actor';
+import { ValueNet } from '../../shared/nets/value';
+import { CmmacDispatch } from '../../agent/actor-policy';
+import { targetBlockOf, type ObservationShape } from '../../agent/observation';
 import { packWeights, weightsToBytes } from '../../shared/protocol/weights';
-import type { CmmacLearner } from '../../critic/cmmac/learner';
+import { CmmacLearner } from '../../critic/cmmac/learner';
 import type { CurriculumState } from '../curriculum/tracker';
 import { CheckpointDb, checkScenario, type CheckpointRow, type CheckpointState } from './checkpoint';
+import type { TrainConfig } from './train-options';
 
 /** What a checkpoint saves and restores. */
 export interface TrainNets {
@@ -27,6 +30,45 @@ export interface RunState extends CheckpointState {
 }
 
 /** Networks and optimiser from a checkpoint row (the Rng streams are left alone). */
+/**
+ * A run's nets from its seed (streams 'train/init-actor', 'train/init-critic'), the learner on
+ * learnRng and the acting policy (the actor's weights, sampling from actRng).
+ */
+export function newRunNets(
+  config: TrainConfig,
+  scenario: Scenario,
+  shape: ObservationShape,
+  actRng: Rng,
+  learnRng: Rng,
+): TrainNets & { policy: CmmacDispatch } {
+  const actor = new ActorNet(
+    config.obsDim,
+    shape.numTargets,
+    Rng.derive(config.seed, 'train/init-actor'),
+    undefined,
+    config.head,
+    config.targetScorer ? targetBlockOf(shape) : null,
+  );
+  const critic = new ValueNet(config.stateDim, Rng.derive(config.seed, 'train/init-critic'));
+  const learner = new CmmacLearner(actor, critic, learnRng, {
+    lr: config.lr,
+    gamma: config.gamma,
+    entropyCoef: config.entropyCoef,
+    minibatch: config.minibatch,
+    normAdv: config.normAdv,
+    gaeLambda: config.gaeLambda ?? 0,
+  });
+  const policy = new CmmacDispatch({
+    shape,
+    queueCapPerReplica: scenario.queueCapPerReplica,
+    weights: actor.getWeights().arrays,
+    mode: 'sample',
+    rng: actRng,
+    head: config.head,
+  });
+  return { actor, critic, learner, policy };
+}
+
 export function restoreNets(n: TrainNets, ck: CheckpointRow, path: string): void {
   n.actor.setWeights(ck.actor);
   n.critic.setWeights(ck.critic);
@@ -58,7 +100,10 @@ export function resumeFrom<M>(db: CheckpointDb, n: TrainNets, rngs: { act: Rng; 
   rngs.learn.setState(ck.state.rng.learn);
   const state = ck.state as RunState;
   if (curriculum && !state.curriculum) throw new UsageError(`${db.path}: curriculum run without the lesson state in its checkpoint`);
-  const metrics = db.metrics<M>().filter((m) => m.frame < ck.frame).map((m) => m.json);
+  const metrics = db
+    .metrics<M>()
+    .filter((m) => m.frame < ck.frame)
+    .map((m) => m.json);
   db.truncateMetrics(ck.frame);
   return { episode: ck.episode, frame: ck.frame, weightVersion: state.weightVersion, curriculum: state.curriculum ?? null, metrics };
 }
@@ -144,7 +189,12 @@ export function exportBestActor(
 
 /** Writes actor weights as `<path>` (shared/protocol/weights.ts bytes) and `<path>.json` (what it fits). */
 export function exportActor(file: string, arrays: Float32Array[], shapes: number[][], meta: Record<string, unknown>): void {
-  const bytes = weightsToBytes(packWeights(arrays.map((data, i) => ({ data, shape: shapes[i] })), 0));
+  const bytes = weightsToBytes(
+    packWeights(
+      arrays.map((data, i) => ({ data, shape: shapes[i] })),
+      0,
+    ),
+  );
   fs.writeFileSync(`${file}.tmp`, bytes);
   fs.renameSync(`${file}.tmp`, file);
   fs.writeFileSync(`${file}.json`, `${JSON.stringify(meta, null, 2)}\n`);

@@ -43,24 +43,43 @@ import { givenOptions, namingFlags, yargsOptions } from '../../shared/config';
 import { Rng } from '../../shared/rng';
 import { topologyOf, type Scenario } from '../../shared/scenario';
 import { loadBackend } from '../../shared/tf-backend';
-import { ActorNet } from '../../shared/nets/actor';
-import { ValueNet } from '../../shared/nets/value';
-import { CmmacDispatch } from '../../agent/actor-policy';
-import { targetBlockOf, type ObservationShape } from '../../agent/observation';
+import type { ObservationShape } from '../../agent/observation';
 import { RolloutBuffer } from '../../critic/cmmac/buffer';
-import { CmmacLearner } from '../../critic/cmmac/learner';
 import { buildState } from '../../critic/cmmac/state';
 import { EdgeCloudEnv } from '../sim/env';
 import { episodeRequests } from '../workload/window';
 import { makeOrchestration } from '../baselines/registry';
 import { CurriculumTracker, lessonPlan, singlePlan, type CheckpointLabel, type LessonRecord } from '../curriculum/tracker';
 import { CheckpointDb, checkScenario } from './checkpoint';
-import { exportBestActor, initFrom, restoreNets, resumeFrom, saveCheckpoint, type BestEval } from './train-checkpoint';
-import { checkTrainOptions, makeTeacher, resolveConfig, resolveCurriculumFlag, TRAIN_CLI_SPEC, TRAIN_SPEC, type TrainConfig, type TrainOptions } from './train-options';
+import { exportBestActor, initFrom, newRunNets, restoreNets, resumeFrom, saveCheckpoint, type BestEval } from './train-checkpoint';
+import {
+  checkTrainOptions,
+  makeTeacher,
+  resolveConfig,
+  resolveCurriculumFlag,
+  TRAIN_CLI_SPEC,
+  TRAIN_SPEC,
+  type TrainConfig,
+  type TrainOptions,
+} from './train-options';
 import { evaluateActor, viewOfRun } from './train-eval';
+import { learnFrame, memo } from './train-learn';
 import { exportLayers } from './export';
 import { round } from './rollout';
-import { evalLine, frameRates, interruptedLine, PROGRESS_LEGEND, summaryOf, lessonEndLine, lessonPrefix, lessonStartLine, progressLine, resumeLine, writeLearningCurve, type FrameMetrics } from './train-progress';
+import {
+  evalLine,
+  frameRates,
+  interruptedLine,
+  PROGRESS_LEGEND,
+  summaryOf,
+  lessonEndLine,
+  lessonPrefix,
+  lessonStartLine,
+  progressLine,
+  resumeLine,
+  writeLearningCurve,
+  type FrameMetrics,
+} from './train-progress';
 
 // ------------------------------------------------------------------------------------ OPTIONS
 
@@ -80,10 +99,16 @@ export interface TrainResult {
 // -------------------------------------------------------------------------------------- SETUP
 
 /** Trains; `stop` (Ctrl-C) ends the run at the next decision slot, its last checkpoint kept for --resume. */
-export async function train(options: Partial<TrainOptions> & { scenario: string }, log: (line: string) => void = () => {}, stop?: AbortSignal): Promise<TrainResult> {
+export async function train(
+  options: Partial<TrainOptions> & { scenario: string },
+  log: (line: string) => void = () => {},
+  stop?: AbortSignal,
+): Promise<TrainResult> {
   await loadBackend();
   // options left undefined take the defaults
-  const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as Partial<TrainOptions> & { scenario: string };
+  const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as Partial<TrainOptions> & {
+    scenario: string;
+  };
   const checked = checkTrainOptions(given);
   const { scenario } = checked;
   const topo = topologyOf(scenario);
@@ -121,24 +146,7 @@ async function run(
   // TRY NOT TO MODIFY: seeding. Every stream derives from --seed and is checkpointed.
   const actRng = Rng.derive(config.seed, 'train/act');
   const learnRng = Rng.derive(config.seed, 'train/learn');
-  const actor = new ActorNet(config.obsDim, shape.numTargets, Rng.derive(config.seed, 'train/init-actor'), undefined, config.head, config.targetScorer ? targetBlockOf(shape) : null);
-  const critic = new ValueNet(config.stateDim, Rng.derive(config.seed, 'train/init-critic'));
-  const learner = new CmmacLearner(actor, critic, learnRng, {
-    lr: config.lr,
-    gamma: config.gamma,
-    entropyCoef: config.entropyCoef,
-    minibatch: config.minibatch,
-    normAdv: config.normAdv,
-    gaeLambda: config.gaeLambda ?? 0,
-  });
-  const policy = new CmmacDispatch({
-    shape,
-    queueCapPerReplica: scenario.queueCapPerReplica,
-    weights: actor.getWeights().arrays,
-    mode: 'sample',
-    rng: actRng,
-    head: config.head,
-  });
+  const { actor, critic, learner, policy } = newRunNets(config, scenario, shape, actRng, learnRng);
   const teacher = makeTeacher(config.teacher, scenario);
   const buf = new RolloutBuffer(actor.obsDim, shape.numTargets, config.stateDim, 8192);
   const sBuf = new Float32Array(config.stateDim);
@@ -192,7 +200,8 @@ async function run(
       const from = course.start(episode, framesDone, lastCheckpointEpisode);
       if (from) {
         const ck = db.latest(from.frame);
-        if (!ck || ck.episode !== from.episode) throw new UsageError(`${db.path}: checkpoint "${lesson!.checkpointIn}" (episode ${from.episode}) is missing`);
+        if (!ck || ck.episode !== from.episode)
+          throw new UsageError(`${db.path}: checkpoint "${lesson!.checkpointIn}" (episode ${from.episode}) is missing`);
         restoreNets(nets, ck, db.path);
         policy.setWeights(++weightVersion, actor.getWeights().arrays);
       }
@@ -200,7 +209,10 @@ async function run(
     }
     const epFrames = Math.min(lesson ? lesson.episodeFrames : config.episodeFrames, config.frames - framesDone);
     const epSeed = Rng.derive(config.seed, `train/episode-${episode}`).nextU32();
-    const requests = episodeRequests({ scenario, ...plan, seed: epSeed, durationS: epFrames * scenario.slotsPerFrame * scenario.slotS, warn: log }, Rng.derive(config.seed, `train/trace-window-${episode}`));
+    const requests = episodeRequests(
+      { scenario, ...plan, seed: epSeed, durationS: epFrames * scenario.slotsPerFrame * scenario.slotS, warn: log },
+      Rng.derive(config.seed, `train/trace-window-${episode}`),
+    );
     const env = new EdgeCloudEnv(scenario, {
       requests,
       frames: epFrames,
@@ -301,33 +313,7 @@ async function run(
       };
       if (lesson) m.lesson = lesson.name;
       if (perRequest && bc) m['losses/bc'] = round(bcLoss, 5);
-      if (!learnNow) {
-        // keep collecting this episode's decisions
-      } else if (perRequest) {
-        const outcome = requestOutcomes(env, buf);
-        if (bc) {
-          m['losses/value'] = round(learner.fitCriticRequests(buf, outcome), 5);
-        } else {
-          learner.setLearningRate(plan.lr);
-          // an episode that started with cloning frames: only the actor's own samples are on-policy
-          outcome.fill(Number.NaN, 0, Math.max(0, rlStart));
-          const st = learner.updateRequests(buf, outcome, { teamShare: plan.teamShare, clip: config.clip, epochs: config.ppoEpochs, targetKl: config.targetKl });
-          m['losses/value'] = round(st.vLoss, 5);
-          m['losses/policy'] = round(st.pgLoss, 5);
-          m['losses/entropy'] = round(st.entropy, 5);
-          m['losses/approxKl'] = round(st.approxKl, 5);
-        }
-      } else if (bc) {
-        learner.setLearningRate(config.bcLr);
-        m['losses/bc'] = round(learner.imitate(buf, config.bcEpochs), 5);
-        m['losses/value'] = round(learner.fitCritic(buf), 5);
-      } else {
-        learner.setLearningRate(plan.lr);
-        const st = learner.update(buf);
-        m['losses/value'] = round(st.vLoss, 5);
-        m['losses/policy'] = round(st.pgLoss, 5);
-        m['losses/entropy'] = round(st.entropy, 5);
-      }
+      learnFrame(m, { learner, buf, env, config, plan, bc, perRequest, learnNow, rlStart });
       if (learnNow) {
         buf.clear();
         rlStart = -1;
@@ -382,40 +368,43 @@ async function run(
 
     // checkpoint: weights, optimiser, Rng states and this episode's metrics in one transaction
     const rngs = { act: actRng, learn: learnRng };
-    saveCheckpoint(db, nets, { episode, frame: framesDone, weightVersion, rngs, curriculum: course ? course.state : null }, epMetrics, meta);
+    saveCheckpoint(
+      db,
+      nets,
+      { episode, frame: framesDone, weightVersion, rngs, curriculum: course ? course.state : null },
+      epMetrics,
+      meta,
+    );
     lastCheckpointEpisode = episode;
   }
-  if (stop?.aborted) metrics.length = framesDone; // the frames after the last checkpoint are recomputed on --resume
+  if (stop?.aborted)
+    metrics.length = framesDone; // the frames after the last checkpoint are recomputed on --resume
   else if (config.exportActor) {
     const { scenarioFingerprint, head, obsDim, numActions, frames } = config;
-    log(exportBestActor(config.exportActor, db, best, bestActor, actor, { scenario: scenario.name, scenarioFingerprint, head, obsDim, numActions, frames }));
+    log(
+      exportBestActor(config.exportActor, db, best, bestActor, actor, {
+        scenario: scenario.name,
+        scenarioFingerprint,
+        head,
+        obsDim,
+        numActions,
+        frames,
+      }),
+    );
   }
   learner.dispose();
   actor.dispose();
   critic.dispose();
   const wallS = (performance.now() - t0) / 1000;
   const trainedNow = metrics.length - framesAtStart;
-  return { config, framesDone: metrics.length, interrupted: stop?.aborted === true, metrics, finalEval, wallS: round(wallS, 2), framesPerS: round(trainedNow / wallS, 3) };
-}
-
-/** Outcome of each recorded decision's request: 1 completed in time, 0 late or dropped, NaN not resolved yet (EdgeCloudEnv.requestOutcome). */
-export function requestOutcomes(env: EdgeCloudEnv, buf: RolloutBuffer): Float32Array {
-  const out = new Float32Array(buf.n);
-  for (let k = 0; k < buf.n; k++) {
-    const i = buf.requestId[k];
-    if (i < 0) throw new Error('requestOutcomes: decision without a request id (tagRequests)');
-    out[k] = env.requestOutcome(i);
-  }
-  return out;
-}
-
-/** `make` once per name. */
-function memo<T>(make: (name: string) => T, seed: [string, T][] = []): (name: string) => T {
-  const made = new Map<string, T>(seed);
-  return (name) => {
-    let x = made.get(name);
-    if (x === undefined) made.set(name, (x = make(name)));
-    return x;
+  return {
+    config,
+    framesDone: metrics.length,
+    interrupted: stop?.aborted === true,
+    metrics,
+    finalEval,
+    wallS: round(wallS, 2),
+    framesPerS: round(trainedNow / wallS, 3),
   };
 }
 
@@ -424,7 +413,8 @@ function memo<T>(make: (name: string) => T, seed: [string, T][] = []): (name: st
 export const trainCommand: CommandModule<object, object> = {
   command: 'train',
   describe: 'train the cMMAC dispatcher on the simulator (checkpoints in SQLite)',
-  builder: (y: Argv<object>) => yargsOptions(y.example('$0 train --scenario tiny --frames 6 --out /tmp/tiny.db', 'a tiny run in seconds'), TRAIN_CLI_SPEC),
+  builder: (y: Argv<object>) =>
+    yargsOptions(y.example('$0 train --scenario tiny --frames 6 --out /tmp/tiny.db', 'a tiny run in seconds'), TRAIN_CLI_SPEC),
   handler: namingFlags(TRAIN_CLI_SPEC, async (argv) => {
     const { plot: plotFile, exportLayers: layersDir, ...given } = givenOptions(TRAIN_CLI_SPEC, argv);
     const scenario = given.scenario ?? TRAIN_SPEC.scenario.default ?? 'kais';
@@ -433,7 +423,9 @@ export const trainCommand: CommandModule<object, object> = {
     const onSigint = () => (stop.signal.aborted ? process.exit(130) : stop.abort());
     process.on('SIGINT', onSigint);
     const curriculum = resolveCurriculumFlag(given.curriculum ?? undefined, scenario);
-    const r = await train({ ...given, scenario, curriculum }, (line) => process.stderr.write(`${line}\n`), stop.signal).finally(() => process.off('SIGINT', onSigint));
+    const r = await train({ ...given, scenario, curriculum }, (line) => process.stderr.write(`${line}\n`), stop.signal).finally(() =>
+      process.off('SIGINT', onSigint),
+    );
     if (r.interrupted) {
       process.stderr.write(`${interruptedLine(r.config.out, r.framesDone, r.config.frames)}\n`);
       process.exitCode = 130;

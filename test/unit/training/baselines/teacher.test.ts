@@ -4,7 +4,7 @@ import { buildRequests } from '../../../../training/workload';
 import { EdgeCloudEnv } from '../../../../training/sim/env';
 import { makeOrchestration, makeDispatch } from '../../../../training/baselines/registry';
 import { RolloutBuffer } from '../../../../critic/cmmac/buffer';
-import { requestOutcomes } from '../../../../training/jobs/train';
+import { requestOutcomes } from '../../../../training/jobs/train-learn';
 import type { ClusterView, DispatchItem } from '../../../../shared/policy';
 
 /** A view with two edge nodes and the cloud, just what the teacher and shared/eta.ts read. */
@@ -26,7 +26,12 @@ function view(o: { queue: number[]; latency: number[] }): ClusterView {
 }
 
 function item(deadlineS: number): DispatchItem {
-  return { request: { id: 0, service: 0, eap: 0, arrivalS: 0, deadlineS, workCoreS: 0.1, inputMB: 0 }, eap: 0, mask: Uint8Array.from([1, 1, 1]), action: -1 };
+  return {
+    request: { id: 0, service: 0, eap: 0, arrivalS: 0, deadlineS, workCoreS: 0.1, inputMB: 0 },
+    eap: 0,
+    mask: Uint8Array.from([1, 1, 1]),
+    action: -1,
+  };
 }
 
 describe('deadline-load teacher', () => {
@@ -42,7 +47,7 @@ describe('deadline-load teacher', () => {
     expect(new DeadlineLoadDispatch().decide(item(0.05), view({ queue: [0, 0, 0], latency: [0, 0, 0.01] }))).toBe(2);
   });
 
-  it('deadline-load-eta: with no target in time, the smallest eta (lec\'s fallback) instead of the cloud', () => {
+  it("deadline-load-eta: with no target in time, the smallest eta (lec's fallback) instead of the cloud", () => {
     // nothing meets 0.75 x eta <= 0.05; node 1 has the smallest eta, the cloud is slower
     const v = view({ queue: [2, 0, 0], latency: [0, 0, 0.3] });
     expect(new DeadlineLoadDispatch().decide(item(0.05), v)).toBe(2);
@@ -60,8 +65,20 @@ describe('deadline-load teacher', () => {
 describe('requestOutcomes', () => {
   it('counts exactly the in-time completions the simulator counts', () => {
     const scenario = loadScenario('tiny');
-    const requests = buildRequests({ scenario, workload: 'p4', tracePath: null, seed: 5, load: 1, durationS: 2 * scenario.slotsPerFrame * scenario.slotS });
-    const env = new EdgeCloudEnv(scenario, { requests, frames: 2, orchestration: makeOrchestration('hpa', scenario), illegalAction: 'throw' });
+    const requests = buildRequests({
+      scenario,
+      workload: 'p4',
+      tracePath: null,
+      seed: 5,
+      load: 1,
+      durationS: 2 * scenario.slotsPerFrame * scenario.slotS,
+    });
+    const env = new EdgeCloudEnv(scenario, {
+      requests,
+      frames: 2,
+      orchestration: makeOrchestration('hpa', scenario),
+      illegalAction: 'throw',
+    });
     let { observations } = env.reset({ seed: 5 });
     const dispatch = makeDispatch('round-robin', scenario);
     const buf = new RolloutBuffer(1, env.view.numTargets, 1, 64);
