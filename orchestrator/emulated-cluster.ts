@@ -43,10 +43,16 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Placement } from '../shared/domain';
 import type { Scenario } from '../shared/scenario';
-import { topologyOf } from '../shared/scenario';
 import { NodeTelemetryModel, TELEMETRY_DIMS } from '../shared/node-telemetry';
 import { Rng } from '../shared/rng';
-import { DEFAULT_PRECURSOR_S, faultTransitions, NODE_FAULT_STATES, validateFaults, type Fault, type NodeFaultState } from '../shared/faults';
+import {
+  DEFAULT_PRECURSOR_S,
+  faultTransitions,
+  NODE_FAULT_STATES,
+  validateFaults,
+  type Fault,
+  type NodeFaultState,
+} from '../shared/faults';
 import type { ScaleOp } from '../shared/domain';
 import type { ClusterReport, ScaleReport, WindowReport } from '../shared/orchestration/executor';
 import { fitsReplica, initialPlacement } from '../shared/orchestration/placement';
@@ -213,7 +219,12 @@ export class EmulatedTarget {
 
   /** The load report every answer carries: utilisations and, per service, waiting and busy counts. */
   snapshot(): { cpu: number; mem: number; waiting: number[]; busy: number[] } {
-    return { cpu: this.cpuUsed / this.cpuCores, mem: this.memUtil(), waiting: this.waiting.map((q) => q.length), busy: Array.from(this.busy) };
+    return {
+      cpu: this.cpuUsed / this.cpuCores,
+      mem: this.memUtil(),
+      waiting: this.waiting.map((q) => q.length),
+      busy: Array.from(this.busy),
+    };
   }
 
   /** Memory reserved by replicas (GB), removed ones still serving included. */
@@ -232,7 +243,15 @@ export class EmulatedTarget {
   }
 
   /** Window stats since the previous call (seconds, scaled back to scenario time). */
-  takeStats(): { arrivals: number[]; refusals: number[]; workCoreS: number[]; completed: number[]; failures: number[]; busyReplicaS: number[]; readyReplicaS: number[] } {
+  takeStats(): {
+    arrivals: number[];
+    refusals: number[];
+    workCoreS: number[];
+    completed: number[];
+    failures: number[];
+    busyReplicaS: number[];
+    readyReplicaS: number[];
+  } {
     this.integrate();
     const s = {
       arrivals: Array.from(this.arrivals),
@@ -243,7 +262,8 @@ export class EmulatedTarget {
       busyReplicaS: Array.from(this.busyReplicaMs, (x) => (x / 1000) * this.speed),
       readyReplicaS: Array.from(this.readyReplicaMs, (x) => (x / 1000) * this.speed),
     };
-    for (const a of [this.arrivals, this.refusals, this.workCoreS, this.completed, this.failures, this.busyReplicaMs, this.readyReplicaMs]) a.fill(0);
+    for (const a of [this.arrivals, this.refusals, this.workCoreS, this.completed, this.failures, this.busyReplicaMs, this.readyReplicaMs])
+      a.fill(0);
     return s;
   }
 
@@ -370,7 +390,15 @@ export class EmulatedCluster {
     validateFaults(o.faults ?? [], nodes.length);
     this.t0Ms = performance.now();
     const zeros = (): number[] => new Array<number>(s.services.length).fill(0);
-    this.totals = { windowS: 0, arrivals: zeros(), busyReplicaS: zeros(), readyReplicaS: zeros(), completedInTime: zeros(), failed: zeros(), workCoreS: zeros() };
+    this.totals = {
+      windowS: 0,
+      arrivals: zeros(),
+      busyReplicaS: zeros(),
+      readyReplicaS: zeros(),
+      completedInTime: zeros(),
+      failed: zeros(),
+      workCoreS: zeros(),
+    };
     this.telemetry = new NodeTelemetryModel(nodes.length, o.telemetryPeriodS ?? 1, Rng.derive(o.seed ?? 1, 'emulated-telemetry'));
     this.samples = nodes.map(() => new Float64Array(TELEMETRY_DIMS));
     this.cpuLevel = new Float64Array(nodes.length);
@@ -417,7 +445,11 @@ export class EmulatedCluster {
   applyPlacement(d: Placement): void {
     const W = this.o.scenario.services.length;
     const N = this.targets.length - 1;
-    if (!Array.isArray(d) || d.length !== W || !d.every((row) => Array.isArray(row) && row.length === N && row.every((k) => Number.isInteger(k) && k >= 0))) {
+    if (
+      !Array.isArray(d) ||
+      d.length !== W ||
+      !d.every((row) => Array.isArray(row) && row.length === N && row.every((k) => Number.isInteger(k) && k >= 0))
+    ) {
       throw new TypeError(`placement must be ${W} rows of ${N} non-negative integers`);
     }
     this.placement = d.map((row) => row.slice());
@@ -507,7 +539,15 @@ export class EmulatedCluster {
       r.freeCpuCores[i] = t.cpuCores - t.cpuUsed;
     });
     win.windowS = r.nowS;
-    r.window = { ...win, arrivals: [...win.arrivals], busyReplicaS: [...win.busyReplicaS], readyReplicaS: [...win.readyReplicaS], completedInTime: [...win.completedInTime], failed: [...win.failed], workCoreS: [...win.workCoreS] };
+    r.window = {
+      ...win,
+      arrivals: [...win.arrivals],
+      busyReplicaS: [...win.busyReplicaS],
+      readyReplicaS: [...win.readyReplicaS],
+      completedInTime: [...win.completedInTime],
+      failed: [...win.failed],
+      workCoreS: [...win.workCoreS],
+    };
     return r;
   }
 
@@ -530,7 +570,8 @@ export class EmulatedCluster {
     const every = setInterval(() => this.sampleTelemetry(), realMs(this.o.telemetryPeriodS ?? 1));
     every.unref();
     this.clusterTimers.add(every as unknown as NodeJS.Timeout);
-    for (const f of faultTransitions(this.o.faults ?? [], this.o.precursorS ?? DEFAULT_PRECURSOR_S)) this.after(realMs(f.atS), () => this.setFault(f.node, f.state));
+    for (const f of faultTransitions(this.o.faults ?? [], this.o.precursorS ?? DEFAULT_PRECURSOR_S))
+      this.after(realMs(f.atS), () => this.setFault(f.node, f.state));
   }
 
   async close(): Promise<void> {
@@ -564,7 +605,8 @@ export class EmulatedCluster {
     const ttlText = url.searchParams.get('ttl');
     const ttl = ttlText === null ? null : Number(ttlText);
     if (ttl !== null && (!Number.isFinite(ttl) || ttl < 0)) return json(res, 400, { reason: `bad ttl ${ttlText}` });
-    if (!Number.isInteger(w) || w < 0 || w >= t.replicas.length) return json(res, 400, { reason: `bad service ${url.searchParams.get('service')}` });
+    if (!Number.isInteger(w) || w < 0 || w >= t.replicas.length)
+      return json(res, 400, { reason: `bad service ${url.searchParams.get('service')}` });
     if (work !== null && (!Number.isFinite(work) || work < 0 || work > 3600)) return json(res, 400, { reason: `bad work ${workText}` });
     void t.serve(w, work, ttl).then((r) => json(res, r.status, r.body));
   }
@@ -591,14 +633,16 @@ export class EmulatedCluster {
       if (req.method === 'PUT' && path === '/fault') {
         try {
           const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { node: number; state: NodeFault };
-          if (!NODE_FAULT_STATES.includes(body.state)) throw new TypeError(`state must be ok, abnormal or failed, got ${JSON.stringify(body.state)}`);
+          if (!NODE_FAULT_STATES.includes(body.state))
+            throw new TypeError(`state must be ok, abnormal or failed, got ${JSON.stringify(body.state)}`);
           this.setFault(body.node, body.state);
           return json(res, 200, { ok: true });
         } catch (e) {
           return json(res, 400, { reason: (e as Error).message });
         }
       }
-      if (req.method === 'GET' && path === '/faults') return json(res, 200, { ...this.failureLosses(), states: this.targets.filter((t) => !t.isCloud).map((t) => t.fault) });
+      if (req.method === 'GET' && path === '/faults')
+        return json(res, 200, { ...this.failureLosses(), states: this.targets.filter((t) => !t.isCloud).map((t) => t.fault) });
       if (req.method === 'PUT' && path === '/placement') {
         try {
           const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { d: Placement };

@@ -34,12 +34,7 @@ import Database from 'better-sqlite3';
 import { KaisError } from '../shared/errors';
 import { Codec } from '../shared/protocol/codec';
 import type { EapId } from '../shared/domain';
-import {
-  makeFrame,
-  type ExperienceBody,
-  type PlacementBody,
-  type WeightsBody,
-} from '../shared/protocol/envelope';
+import { makeFrame, type ExperienceBody, type PlacementBody, type WeightsBody } from '../shared/protocol/envelope';
 import { packWeights, weightsFromBytes, weightsToBytes } from '../shared/protocol/weights';
 
 export const STORE_SCHEMA_VERSION = 1;
@@ -257,7 +252,7 @@ function checkStorePath(path: string, readonly: boolean): void {
     throw new StoreError(`${path}: folder ${dir} does not exist`);
   }
   if (!dirStat.isDirectory()) throw new StoreError(`${path}: ${dir} is not a folder`);
-  let st: fs.Stats | null = null;
+  let st: fs.Stats | null;
   try {
     st = fs.statSync(path);
   } catch {
@@ -333,7 +328,10 @@ export class Store {
     if (!Number.isSafeInteger(requested) || requested <= 0) {
       throw new TypeError(`Store: options.experienceCapacity must be a positive integer, got ${requested}`);
     }
-    this.limits = { ...DEFAULT_STORE_LIMITS, ...Object.fromEntries(Object.entries(options.limits ?? {}).filter(([, v]) => v !== undefined)) };
+    this.limits = {
+      ...DEFAULT_STORE_LIMITS,
+      ...Object.fromEntries(Object.entries(options.limits ?? {}).filter(([, v]) => v !== undefined)),
+    };
     for (const [k, v] of Object.entries(this.limits)) {
       if (!(typeof v === 'number' && v >= 0)) throw new TypeError(`Store: options.limits.${k} must be a number >= 0, got ${v}`);
     }
@@ -381,7 +379,10 @@ export class Store {
     }
     this.experienceCapacity = Number(this.meta('experience_capacity'));
     this.epoch = this.meta('epoch') ?? 'none';
-    const last = this.db.prepare('SELECT MAX(seq) AS s, COALESCE(SUM(length(frame)), 0) AS b FROM experience').get() as { s: number | null; b: number };
+    const last = this.db.prepare('SELECT MAX(seq) AS s, COALESCE(SUM(length(frame)), 0) AS b FROM experience').get() as {
+      s: number | null;
+      b: number;
+    };
     this.nextExperienceSeq = last.s === null ? 0 : last.s + 1;
     this.experienceBytesHeld = last.b;
     this.createdNow = epochIsNew;
@@ -403,7 +404,9 @@ export class Store {
     const tables = this.tableNames();
     const foreign = tables.filter((t) => !OWN_TABLES.has(t));
     if (foreign.length > 0 || (tables.length > 0 && !tables.includes('meta'))) {
-      throw new StoreError(`${this.path}: a SQLite database of something else (tables ${tables.slice(0, 8).join(', ')}), not a kais orchestrator store`);
+      throw new StoreError(
+        `${this.path}: a SQLite database of something else (tables ${tables.slice(0, 8).join(', ')}), not a kais orchestrator store`,
+      );
     }
     if (tables.includes('meta')) {
       const row = this.db.prepare(`SELECT value FROM meta WHERE key = 'schema_version'`).get() as { value: string } | undefined;
@@ -414,7 +417,9 @@ export class Store {
   }
 
   private tableNames(): string[] {
-    return (this.db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`).all() as { name: string }[]).map((r) => r.name);
+    return (
+      this.db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`).all() as { name: string }[]
+    ).map((r) => r.name);
   }
 
   /** Opens (creating if needed) the store at `path`; ':memory:' for a throwaway one. */
@@ -468,7 +473,9 @@ export class Store {
     const rows = (
       options.kind === undefined
         ? this.db.prepare('SELECT * FROM events WHERE ts_ms >= ? ORDER BY rowid LIMIT ?').all(options.sinceMs ?? 0, options.limit ?? 10_000)
-        : this.db.prepare('SELECT * FROM events WHERE ts_ms >= ? AND kind = ? ORDER BY rowid LIMIT ?').all(options.sinceMs ?? 0, options.kind, options.limit ?? 10_000)
+        : this.db
+            .prepare('SELECT * FROM events WHERE ts_ms >= ? AND kind = ? ORDER BY rowid LIMIT ?')
+            .all(options.sinceMs ?? 0, options.kind, options.limit ?? 10_000)
     ) as { ts_ms: number; kind: string; eap: number | null; session: string | null; message: string }[];
     return rows.map((r) => ({ tsMs: r.ts_ms, kind: r.kind, eap: r.eap, session: r.session, message: r.message }));
   }
@@ -492,7 +499,10 @@ export class Store {
       }
       if (L.experienceMaxBytes > 0 && Number.isFinite(L.experienceMaxBytes) && this.experienceBytesHeld > L.experienceMaxBytes) {
         // oldest first, until what is left fits
-        const rows = this.db.prepare('SELECT seq, length(frame) AS b FROM experience ORDER BY seq').iterate() as Iterable<{ seq: number; b: number }>;
+        const rows = this.db.prepare('SELECT seq, length(frame) AS b FROM experience ORDER BY seq').iterate() as Iterable<{
+          seq: number;
+          b: number;
+        }>;
         let excess = this.experienceBytesHeld - L.experienceMaxBytes;
         let lastSeq = -1;
         for (const r of rows) {
@@ -510,7 +520,10 @@ export class Store {
   }
 
   private deleteExperience(where: string, arg: number): number {
-    const freed = this.db.prepare(`SELECT COUNT(*) AS n, COALESCE(SUM(length(frame)), 0) AS b FROM experience WHERE ${where}`).get(arg) as { n: number; b: number };
+    const freed = this.db.prepare(`SELECT COUNT(*) AS n, COALESCE(SUM(length(frame)), 0) AS b FROM experience WHERE ${where}`).get(arg) as {
+      n: number;
+      b: number;
+    };
     if (freed.n === 0) return 0;
     this.db.prepare(`DELETE FROM experience WHERE ${where}`).run(arg);
     this.experienceBytesHeld -= freed.b;
@@ -522,11 +535,16 @@ export class Store {
     let n = 0;
     if (maxAgeMs > 0 && Number.isFinite(maxAgeMs)) {
       // rows are appended in time order: the old ones are a rowid prefix
-      const cut = this.db.prepare(`SELECT MAX(rowid) AS r FROM (SELECT rowid FROM ${table} WHERE ts_ms < ? ORDER BY rowid LIMIT 1000000)`).get(nowMs - maxAgeMs) as { r: number | null };
+      const cut = this.db
+        .prepare(`SELECT MAX(rowid) AS r FROM (SELECT rowid FROM ${table} WHERE ts_ms < ? ORDER BY rowid LIMIT 1000000)`)
+        .get(nowMs - maxAgeMs) as { r: number | null };
       if (cut.r !== null) n += this.db.prepare(`DELETE FROM ${table} WHERE rowid <= ?`).run(cut.r).changes;
     }
     if (maxRows > 0 && Number.isFinite(maxRows)) {
-      const span = this.db.prepare(`SELECT MIN(rowid) AS lo, MAX(rowid) AS hi FROM ${table}`).get() as { lo: number | null; hi: number | null };
+      const span = this.db.prepare(`SELECT MIN(rowid) AS lo, MAX(rowid) AS hi FROM ${table}`).get() as {
+        lo: number | null;
+        hi: number | null;
+      };
       if (span.lo !== null && span.hi !== null && span.hi - span.lo + 1 > maxRows) {
         n += this.db.prepare(`DELETE FROM ${table} WHERE rowid <= ?`).run(span.hi - maxRows).changes;
       }
@@ -563,9 +581,7 @@ export class Store {
 
   /** The agent's session ended; only if `sessionId` is still its current one (a replaced session may close late). */
   agentDisconnected(eapId: EapId, sessionId: string, nowMs = Date.now()): void {
-    this.db
-      .prepare('UPDATE agents SET connected = 0, last_seen_ms = ? WHERE eap_id = ? AND session_id = ?')
-      .run(nowMs, eapId, sessionId);
+    this.db.prepare('UPDATE agents SET connected = 0, last_seen_ms = ? WHERE eap_id = ? AND session_id = ?').run(nowMs, eapId, sessionId);
   }
 
   /** The agent acknowledged applying a weights or placement version. */
@@ -612,9 +628,7 @@ export class Store {
 
   /** The weights of `version`, or null. A corrupt BLOB throws the ProtocolError of weightsFromBytes. */
   model(version: number): WeightsBody | null {
-    const row = this.db.prepare('SELECT weights FROM models WHERE version = ?').get(version) as
-      | { weights: Buffer }
-      | undefined;
+    const row = this.db.prepare('SELECT weights FROM models WHERE version = ?').get(version) as { weights: Buffer } | undefined;
     return row ? weightsFromBytes(row.weights) : null;
   }
 
@@ -625,9 +639,12 @@ export class Store {
 
   models(): ModelRecord[] {
     return (
-      this.db
-        .prepare('SELECT version, checksum, created_ms, length(weights) AS bytes FROM models ORDER BY version')
-        .all() as { version: number; checksum: number; created_ms: number; bytes: number }[]
+      this.db.prepare('SELECT version, checksum, created_ms, length(weights) AS bytes FROM models ORDER BY version').all() as {
+        version: number;
+        checksum: number;
+        created_ms: number;
+        bytes: number;
+      }[]
     ).map((r) => ({ version: r.version, checksum: r.checksum, createdMs: r.created_ms, bytes: r.bytes }));
   }
 
@@ -648,9 +665,7 @@ export class Store {
     }
     const replicas = Buffer.from(body.replicas.buffer, body.replicas.byteOffset, body.replicas.byteLength);
     this.db
-      .prepare(
-        'INSERT INTO placements (version, frame, num_services, num_nodes, replicas, created_ms) VALUES (?, ?, ?, ?, ?, ?)',
-      )
+      .prepare('INSERT INTO placements (version, frame, num_services, num_nodes, replicas, created_ms) VALUES (?, ?, ?, ?, ?, ?)')
       .run(body.version, body.frame, body.numServices, body.numNodes, replicas, nowMs);
   }
 
@@ -661,8 +676,7 @@ export class Store {
 
   placement(version: number): PlacementBody | null {
     const row = this.db.prepare('SELECT * FROM placements WHERE version = ?').get(version) as
-      | { version: number; frame: number; num_services: number; num_nodes: number; replicas: Buffer }
-      | undefined;
+      { version: number; frame: number; num_services: number; num_nodes: number; replicas: Buffer } | undefined;
     if (!row) return null;
     // Copied into a fresh buffer: Int32Array needs 4-byte alignment of the byte offset.
     const bytes = new Uint8Array(row.replicas.byteLength);
@@ -735,7 +749,10 @@ export class Store {
 
   /** Saves (replacing) the fitted detector of `key`; weights in VgruDetector.getWeights order. */
   putDetector(d: StoredDetector, nowMs = Date.now()): void {
-    const body = packWeights(d.weights.map((data) => ({ shape: [data.length], data })), 1);
+    const body = packWeights(
+      d.weights.map((data) => ({ shape: [data.length], data })),
+      1,
+    );
     this.db
       .prepare('INSERT OR REPLACE INTO detectors (key, dims, steps, fit_windows, created_ms, weights) VALUES (?, ?, ?, ?, ?, ?)')
       .run(d.key, d.dims, d.steps, d.fitWindows, nowMs, weightsToBytes(body));
@@ -743,8 +760,20 @@ export class Store {
 
   /** Every stored detector, by key. */
   detectors(): StoredDetector[] {
-    const rows = this.db.prepare('SELECT key, dims, steps, fit_windows, weights FROM detectors ORDER BY key').all() as { key: string; dims: number; steps: number; fit_windows: number; weights: Buffer }[];
-    return rows.map((r) => ({ key: r.key, dims: r.dims, steps: r.steps, fitWindows: r.fit_windows, weights: weightsFromBytes(r.weights).tensors }));
+    const rows = this.db.prepare('SELECT key, dims, steps, fit_windows, weights FROM detectors ORDER BY key').all() as {
+      key: string;
+      dims: number;
+      steps: number;
+      fit_windows: number;
+      weights: Buffer;
+    }[];
+    return rows.map((r) => ({
+      key: r.key,
+      dims: r.dims,
+      steps: r.steps,
+      fitWindows: r.fit_windows,
+      weights: weightsFromBytes(r.weights).tensors,
+    }));
   }
 
   /** Seq the next appended experience batch gets (= number of batches ever appended). */
@@ -777,9 +806,11 @@ export class Store {
 
   /** Batches with seq >= `fromSeq`, oldest first, at most `limit`. */
   readExperience(fromSeq = 0, limit = this.experienceCapacity): ExperienceRecord[] {
-    const rows = this.db
-      .prepare('SELECT seq, ts_ms, frame FROM experience WHERE seq >= ? ORDER BY seq LIMIT ?')
-      .all(fromSeq, limit) as { seq: number; ts_ms: number; frame: Buffer }[];
+    const rows = this.db.prepare('SELECT seq, ts_ms, frame FROM experience WHERE seq >= ? ORDER BY seq LIMIT ?').all(fromSeq, limit) as {
+      seq: number;
+      ts_ms: number;
+      frame: Buffer;
+    }[];
     const out: ExperienceRecord[] = [];
     for (const r of rows) {
       const decoded = this.codec.decode(r.frame);

@@ -66,7 +66,7 @@ export function benchDetect(): BenchResult[] {
   const count = 2048;
   const w = Float32Array.from({ length: count * T * N }, (_, i) => data[i % data.length]);
   const det = new VgruDetector(N, T, { steps: 5 });
-  let learnedUs = NaN;
+  let learnedUs: number;
   try {
     det.fit(w.subarray(0, 512 * T * N), 512);
     det.score(w, 64); // warm-up

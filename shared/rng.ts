@@ -84,9 +84,9 @@ export class Rng {
       this.spareNormal = null;
       return s;
     }
-    let u = 0;
-    let v = 0;
-    let s = 0;
+    let u: number;
+    let v: number;
+    let s: number;
     do {
       u = this.next() * 2 - 1;
       v = this.next() * 2 - 1;

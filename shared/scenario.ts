@@ -2,7 +2,6 @@
  * Scenario = topology + services + network + simulator settings. Built-ins live as data files in
  * shared/scenarios/*.json; `--scenario <file>` reads the same schema, validated field by field.
  */
-import * as fs from 'fs';
 import * as path from 'path';
 import { UsageError } from './errors';
 import { readInputFile } from './config';
@@ -77,9 +76,7 @@ export function loadScenario(nameOrFile: string): Scenario {
   }
   const looksLikeFile = nameOrFile.includes('/') || nameOrFile.includes('\\') || nameOrFile.endsWith('.json');
   if (!looksLikeFile) {
-    throw new UsageError(
-      `--scenario: unknown scenario "${nameOrFile}" (built-ins: ${BUILT_IN_SCENARIOS.join(', ')}, or a .json file)`,
-    );
+    throw new UsageError(`--scenario: unknown scenario "${nameOrFile}" (built-ins: ${BUILT_IN_SCENARIOS.join(', ')}, or a .json file)`);
   }
   const text = readInputFile(nameOrFile, '--scenario');
   let raw: unknown;
@@ -122,9 +119,21 @@ export function validateScenario(raw: unknown, source: string): Scenario {
   // ignored since the simulator dispatches on arrival (edge-cloud-v2), so older files still load
   if (r.dispatchBudgetPerSlot !== undefined) num(r, 'dispatchBudgetPerSlot', 'dispatchBudgetPerSlot', 1, 1e6, true);
   const known = new Set([
-    'name', 'slotS', 'slotsPerFrame', 'scaleNodesPerFrame', 'eaps', 'cloud', 'network', 'services',
-    'replicaStartupS', 'initialReplicasPerEap', 'maxReplicasPerService', 'queueCapPerReplica',
-    'dispatchBudgetPerSlot', 'workload', 'description',
+    'name',
+    'slotS',
+    'slotsPerFrame',
+    'scaleNodesPerFrame',
+    'eaps',
+    'cloud',
+    'network',
+    'services',
+    'replicaStartupS',
+    'initialReplicasPerEap',
+    'maxReplicasPerService',
+    'queueCapPerReplica',
+    'dispatchBudgetPerSlot',
+    'workload',
+    'description',
   ]);
   for (const k of Object.keys(r)) if (!known.has(k)) fail(k, 'is not a known scenario field');
   if (r.name !== undefined && typeof r.name !== 'string') fail('name', 'must be a string');

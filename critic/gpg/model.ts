@@ -28,7 +28,14 @@ export function gpgModelToJson(net: GpgNet, meta: GpgModelMeta): string {
   const buf = Buffer.alloc(total * 4);
   let o = 0;
   for (const a of arrays) for (let i = 0; i < a.length; i++, o += 4) buf.writeFloatLE(a[i], o);
-  const out: GpgModelJson = { format: GPG_MODEL_FORMAT, ...meta, numServices: net.numServices, config: net.config, shapes: net.shapes, weights: buf.toString('base64') };
+  const out: GpgModelJson = {
+    format: GPG_MODEL_FORMAT,
+    ...meta,
+    numServices: net.numServices,
+    config: net.config,
+    shapes: net.shapes,
+    weights: buf.toString('base64'),
+  };
   return JSON.stringify(out) + '\n';
 }
 
@@ -38,9 +45,10 @@ export function gpgModelFromJson(text: string, numServices: number): { net: GpgN
   try {
     m = JSON.parse(text) as GpgModelJson;
   } catch (e) {
-    throw new TypeError(`not JSON (${(e as Error).message})`);
+    throw new TypeError(`not JSON (${(e as Error).message})`, { cause: e });
   }
-  if (typeof m !== 'object' || m === null || m.format !== GPG_MODEL_FORMAT) throw new TypeError(`not a GPG model (format must be "${GPG_MODEL_FORMAT}")`);
+  if (typeof m !== 'object' || m === null || m.format !== GPG_MODEL_FORMAT)
+    throw new TypeError(`not a GPG model (format must be "${GPG_MODEL_FORMAT}")`);
   if (m.numServices !== numServices) throw new TypeError(`made for ${m.numServices} services, the scenario has ${numServices}`);
   if (typeof m.weights !== 'string' || !Array.isArray(m.shapes)) throw new TypeError('weights or shapes missing');
   const net = new GpgNet(numServices, 1, m.config);

@@ -47,7 +47,15 @@ export interface GpgUpdateOptions {
   normalise: boolean;
 }
 
-export const DEFAULT_GPG_UPDATE: Readonly<GpgUpdateOptions> = Object.freeze({ lr: 1e-3, gamma: 1, entropyStart: 1, entropyDecay: 1e-3, entropyFloor: 1e-4, baselineDecay: 0.9, normalise: true });
+export const DEFAULT_GPG_UPDATE: Readonly<GpgUpdateOptions> = Object.freeze({
+  lr: 1e-3,
+  gamma: 1,
+  entropyStart: 1,
+  entropyDecay: 1e-3,
+  entropyFloor: 1e-4,
+  baselineDecay: 0.9,
+  normalise: true,
+});
 
 export interface GpgUpdateStats {
   loss: number;
@@ -96,7 +104,12 @@ export class GpgLearner {
       for (let t = 0; t < len; t++) {
         let s = 0;
         let k = 0;
-        for (const r of returns) if (t < r.length) (s += r[t]), k++;
+        for (const r of returns) {
+          if (t < r.length) {
+            s += r[t];
+            k++;
+          }
+        }
         base[t] = s / k;
       }
     } else {
@@ -113,7 +126,8 @@ export class GpgLearner {
   /** One gradient step on these rollouts (every decision of one graph spec). */
   update(episodes: readonly GpgEpisode[]): GpgUpdateStats {
     for (const e of episodes) {
-      if (e.decisions.length !== e.rewards.length) throw new TypeError(`GpgLearner.update: ${e.decisions.length} decisions but ${e.rewards.length} rewards`);
+      if (e.decisions.length !== e.rewards.length)
+        throw new TypeError(`GpgLearner.update: ${e.decisions.length} decisions but ${e.rewards.length} rewards`);
     }
     const adv = this.advantages(episodes);
     const flat: { d: GpgDecision; a: number }[] = [];
@@ -182,12 +196,22 @@ export function decisionLogProbs(net: GpgNet, decisions: readonly GpgDecision[])
 }
 
 /** The tensors of the loss for a batch: per-decision node log-prob, per scale pick log-prob, entropies. Call in a tidy. */
-function decisionTerms(net: GpgNet, batch: Batch, first: GpgDecision): { nodeLogp: tf.Tensor1D; nodeEntropy: tf.Tensor1D; scaleLogp: tf.Tensor1D | null; scaleEntropy: tf.Tensor1D | null } {
+function decisionTerms(
+  net: GpgNet,
+  batch: Batch,
+  first: GpgDecision,
+): { nodeLogp: tf.Tensor1D; nodeEntropy: tf.Tensor1D; scaleLogp: tf.Tensor1D | null; scaleEntropy: tf.Tensor1D | null } {
   const { spec } = first.state;
   const T = batch.T;
   const N = spec.numNodes;
   const A = actionCount(spec.numServices);
-  const emb = net.embed(spec, T, tf.tensor2d(batch.x, [T * N, batch.fn]), tf.tensor2d(batch.eapX, [T * spec.numEaps, EAP_FEATURES]), tf.tensor2d(batch.g, [T, batch.fg]));
+  const emb = net.embed(
+    spec,
+    T,
+    tf.tensor2d(batch.x, [T * N, batch.fn]),
+    tf.tensor2d(batch.eapX, [T * spec.numEaps, EAP_FEATURES]),
+    tf.tensor2d(batch.g, [T, batch.fg]),
+  );
   const logits = net.nodeLogits(emb, T, N);
   // Plackett-Luce: pick h among the nodes still available
   let nodeLogp: tf.Tensor1D = tf.zeros([T]);
@@ -205,7 +229,12 @@ function decisionTerms(net: GpgNet, batch: Batch, first: GpgDecision): { nodeLog
   const amask = tf.tensor2d(batch.scaleMask, [K, A]);
   const logp = tf.logSoftmax(tf.where(tf.greater(amask, 0), scale, tf.fill([K, A], -1e9)));
   const chosen = tf.oneHot(tf.tensor1d(batch.scaleAction, 'int32'), A).toFloat();
-  return { nodeLogp, nodeEntropy, scaleLogp: tf.sum(tf.mul(logp, chosen), 1) as tf.Tensor1D, scaleEntropy: maskedEntropyNorm(scale, amask) };
+  return {
+    nodeLogp,
+    nodeEntropy,
+    scaleLogp: tf.sum(tf.mul(logp, chosen), 1) as tf.Tensor1D,
+    scaleEntropy: maskedEntropyNorm(scale, amask),
+  };
 }
 
 /** H(softmax over mask) / log(count of valid), 0 when fewer than two are valid. [R, C] -> [R]. */
@@ -264,7 +293,8 @@ function buildBatch(ds: readonly GpgDecision[]): Batch {
   let k = 0;
   ds.forEach((d, t) => {
     const s = d.state;
-    if (s.spec.numNodes !== N || s.spec.numServices !== W || s.spec.numEaps !== spec.numEaps) throw new TypeError('GpgLearner.update: every decision must be on graphs of one cluster');
+    if (s.spec.numNodes !== N || s.spec.numServices !== W || s.spec.numEaps !== spec.numEaps)
+      throw new TypeError('GpgLearner.update: every decision must be on graphs of one cluster');
     x.set(s.x, t * N * fn);
     eapX.set(s.eapX, t * spec.numEaps * EAP_FEATURES);
     g.set(s.globalX, t * fg);

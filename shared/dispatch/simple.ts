@@ -73,9 +73,8 @@ export class P2cDispatch implements DispatchPolicy {
     const n = countValid(item.mask, view.numTargets);
     const a = nthValid(item.mask, view.numTargets, this.rng.int(n));
     if (n === 1) return a;
-    let j = this.rng.int(n - 1);
-    let b = nthValid(item.mask, view.numTargets, j);
-    if (b === a) b = nthValid(item.mask, view.numTargets, (j = n - 1));
+    let b = nthValid(item.mask, view.numTargets, this.rng.int(n - 1));
+    if (b === a) b = nthValid(item.mask, view.numTargets, n - 1);
     const w = item.request.service;
     return queuePerReplica(view, b, w) < queuePerReplica(view, a, w) ? b : a;
   }

@@ -28,10 +28,19 @@ import * as tf from '@tensorflow/tfjs';
 import { Rng } from '../rng';
 import { glorotUniform, Mlp, type WeightArrays } from './mlp';
 import { maskedEntropy, maskedLogProb, maskedPolicy } from './masked';
-import { ACTOR_HIDDEN, actorArrayCount, actorDims, TARGET_SCORER_HIDDEN, type HeadActivation, type TargetBlock } from './actor-f32';
+import { ACTOR_HIDDEN, actorDims, TARGET_SCORER_HIDDEN, type HeadActivation, type TargetBlock } from './actor-f32';
 
 // the acting half (no tfjs), re-exported so learners and tests import one module
-export { ACTOR_HIDDEN, actorArrayCount, actorDims, actorShapes, ActorF32, TARGET_SCORER_HIDDEN, type HeadActivation, type TargetBlock } from './actor-f32';
+export {
+  ACTOR_HIDDEN,
+  actorArrayCount,
+  actorDims,
+  actorShapes,
+  ActorF32,
+  TARGET_SCORER_HIDDEN,
+  type HeadActivation,
+  type TargetBlock,
+} from './actor-f32';
 
 export class ActorNet {
   readonly mlp: Mlp;
@@ -49,7 +58,8 @@ export class ActorNet {
     this.mlp = new Mlp(actorDims(obsDim, numActions, hidden), rng);
     if (targetBlock) {
       const { offset, stride, count } = targetBlock;
-      if (count !== numActions || offset + stride * count > obsDim) throw new TypeError('ActorNet: target block does not fit the observation');
+      if (count !== numActions || offset + stride * count > obsDim)
+        throw new TypeError('ActorNet: target block does not fit the observation');
       const H = TARGET_SCORER_HIDDEN;
       const G1 = glorotUniform(rng, stride, H);
       // tidy frees the initial tensors (a variable keeps its own reference to the data)
@@ -109,7 +119,8 @@ export class ActorNet {
     }
     this.mlp.setWeights(arrays.slice(0, m));
     this.scorer.forEach((v, i) => {
-      if (arrays[m + i].length !== v.size) throw new TypeError(`ActorNet.setWeights: target scorer array ${i} needs ${v.size} values, got ${arrays[m + i].length}`);
+      if (arrays[m + i].length !== v.size)
+        throw new TypeError(`ActorNet.setWeights: target scorer array ${i} needs ${v.size} values, got ${arrays[m + i].length}`);
     });
     tf.tidy(() => this.scorer.forEach((v, i) => v.assign(tf.tensor(arrays[m + i], v.shape))));
   }

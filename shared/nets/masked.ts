@@ -9,7 +9,6 @@
  * Float32Array versions for the actor's hot path. Masks are 0/1.
  */
 import * as tf from '@tensorflow/tfjs';
-import type { Rng } from '../rng';
 
 /** pi = q m / sum(q m). q, mask: [batch, A] -> [batch, A]. Call inside tf.tidy. */
 export function maskedPolicy(q: tf.Tensor2D, mask: tf.Tensor2D): tf.Tensor2D {

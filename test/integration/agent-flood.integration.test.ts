@@ -32,12 +32,28 @@ function post(port: number, body: unknown, httpAgent: http.Agent): Promise<Answe
   const text = JSON.stringify(body);
   const t0 = performance.now();
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: '/request', method: 'POST', agent: httpAgent, headers: { 'content-length': Buffer.byteLength(text) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>, ms: performance.now() - t0 }));
-      res.on('error', reject);
-    });
+    const req = http.request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/request',
+        method: 'POST',
+        agent: httpAgent,
+        headers: { 'content-length': Buffer.byteLength(text) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>,
+            ms: performance.now() - t0,
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(text);
   });
@@ -76,7 +92,7 @@ describe('long-request flood against a live agent', () => {
     const rssBefore = process.memoryUsage().rss;
 
     // 600 long requests for service 0, all at once
-    const long = Array.from({ length: 600 }, () =>
+    const _long = Array.from({ length: 600 }, () =>
       post(agent.port, { service: 0, deadlineMs: 3_600_000, payloadBytes: 1000, workCoreS: 3600 }, longAgent).catch(() => null),
     );
     const d = agent.dispatcher;
@@ -92,7 +108,9 @@ describe('long-request flood against a live agent', () => {
     await new Promise<void>((resolve) => {
       let i = 0;
       const t = setInterval(() => {
-        normal.push(post(agent.port, { service: i % scenario.services.length, deadlineMs, payloadBytes: 1000, workCoreS: 0.01 }, normalAgent));
+        normal.push(
+          post(agent.port, { service: i % scenario.services.length, deadlineMs, payloadBytes: 1000, workCoreS: 0.01 }, normalAgent),
+        );
         if (++i >= 300) {
           clearInterval(t);
           resolve();
@@ -142,7 +160,13 @@ describe('Dispatcher deadlines and admission', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
     const v = view();
-    v.applyPlacement({ version: 1, frame: 0, numServices: scenario.services.length, numNodes: 3, replicas: new Int32Array(scenario.services.length * 3).fill(1) });
+    v.applyPlacement({
+      version: 1,
+      frame: 0,
+      numServices: scenario.services.length,
+      numNodes: 3,
+      replicas: new Int32Array(scenario.services.length * 3).fill(1),
+    });
     const d = new Dispatcher({ scenario, view: v, targets: { nodes: [url, url, url], cloud: url }, maxInFlight: 1, lateAnswerMs: 100 });
     const holder = d.submit({ service: 0, deadlineMs: 600, payloadBytes: 0 });
     const t0 = performance.now();
@@ -163,11 +187,23 @@ describe('Dispatcher deadlines and admission', () => {
 
   it('refuses beyond the per-service and long-request queue limits with 503 at once', async () => {
     const v = view();
-    const d = new Dispatcher({ scenario, view: v, targets: topo, maxInFlight: 0, maxQueued: 8, maxQueuedPerService: 3, maxQueuedLong: 2, longDeadlineMs: 10_000 });
+    const d = new Dispatcher({
+      scenario,
+      view: v,
+      targets: topo,
+      maxInFlight: 0,
+      maxQueued: 8,
+      maxQueuedPerService: 3,
+      maxQueuedLong: 2,
+      longDeadlineMs: 10_000,
+    });
     const answers: Promise<{ status: number; reason?: string }>[] = [];
     for (let i = 0; i < 5; i++) answers.push(d.submit({ service: 0, deadlineMs: 300, payloadBytes: 0 }));
     for (let i = 0; i < 4; i++) answers.push(d.submit({ service: 1, deadlineMs: 60_000, payloadBytes: 0 }));
-    const refusedNow = await Promise.race([Promise.all([answers[3], answers[4], answers[7], answers[8]]), new Promise<null>((r) => setTimeout(() => r(null), 100))]);
+    const refusedNow = await Promise.race([
+      Promise.all([answers[3], answers[4], answers[7], answers[8]]),
+      new Promise<null>((r) => setTimeout(() => r(null), 100)),
+    ]);
     expect(refusedNow).not.toBeNull();
     expect(refusedNow!.map((a) => a.status)).toEqual([503, 503, 503, 503]);
     expect(refusedNow![0].reason).toMatch(/^admission: service 0 has 3 requests queued/);

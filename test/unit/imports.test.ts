@@ -13,6 +13,7 @@
  * The checks run first on a small made-up graph, so a checker that sees nothing fails too.
  */
 import * as fs from 'node:fs';
+import { builtinModules } from 'node:module';
 import * as path from 'node:path';
 import * as ts from 'typescript';
 
@@ -45,7 +46,13 @@ function typeOnlyDeclaration(node: ts.ImportDeclaration | ts.ExportDeclaration):
   if (!clause) return false; // import './side-effect'
   if (clause.isTypeOnly) return true;
   const named = clause.namedBindings;
-  return clause.name === undefined && named !== undefined && ts.isNamedImports(named) && named.elements.length > 0 && named.elements.every((e) => e.isTypeOnly);
+  return (
+    clause.name === undefined &&
+    named !== undefined &&
+    ts.isNamedImports(named) &&
+    named.elements.length > 0 &&
+    named.elements.every((e) => e.isTypeOnly)
+  );
 }
 
 /** Every module specifier a source names, in order of appearance. */
@@ -53,15 +60,25 @@ export function specifiers(source: string, fileName = 'x.ts'): Specifier[] {
   const sf = ts.createSourceFile(fileName, source, ts.ScriptTarget.ES2022, false, ts.ScriptKind.TS);
   const out: Specifier[] = [];
   const visit = (node: ts.Node): void => {
-    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
+    if (
+      (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) &&
+      node.moduleSpecifier &&
+      ts.isStringLiteral(node.moduleSpecifier)
+    ) {
       out.push({ spec: node.moduleSpecifier.text, typeOnly: typeOnlyDeclaration(node) });
-    } else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference) && ts.isStringLiteral(node.moduleReference.expression)) {
+    } else if (
+      ts.isImportEqualsDeclaration(node) &&
+      ts.isExternalModuleReference(node.moduleReference) &&
+      ts.isStringLiteral(node.moduleReference.expression)
+    ) {
       out.push({ spec: node.moduleReference.expression.text, typeOnly: node.isTypeOnly });
     } else if (ts.isCallExpression(node) && node.arguments.length >= 1 && ts.isStringLiteralLike(node.arguments[0])) {
       const callee = node.expression;
       const isRequire = ts.isIdentifier(callee) && callee.text === 'require';
-      const isRequireResolve = ts.isPropertyAccessExpression(callee) && ts.isIdentifier(callee.expression) && callee.expression.text === 'require';
-      if (isRequire || isRequireResolve || callee.kind === ts.SyntaxKind.ImportKeyword) out.push({ spec: node.arguments[0].text, typeOnly: false });
+      const isRequireResolve =
+        ts.isPropertyAccessExpression(callee) && ts.isIdentifier(callee.expression) && callee.expression.text === 'require';
+      if (isRequire || isRequireResolve || callee.kind === ts.SyntaxKind.ImportKeyword)
+        out.push({ spec: node.arguments[0].text, typeOnly: false });
     } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) {
       out.push({ spec: node.argument.literal.text, typeOnly: true });
     }
@@ -76,7 +93,7 @@ function packageOf(spec: string): string | null {
   if (spec.startsWith('node:')) return null;
   const parts = spec.split('/');
   const name = spec.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
-  return require('node:module').builtinModules.includes(name) ? null : name;
+  return builtinModules.includes(name) ? null : name;
 }
 
 /** The project file a relative specifier of `from` resolves to (as tsc/node would), or null. */
@@ -241,7 +258,13 @@ export function packagePaths(graph: Graph, start: string[], pkg: RegExp): string
 
 /** Entry points: the files that start a process or a command. */
 export function isEntryPoint(file: string): boolean {
-  return roomOf(file) === 'root' || roomOf(file) === 'launcher' || roomOf(file) === 'scripts' || /(^|\/)(main|[\w-]*cli|[\w-]*worker)\.ts$/.test(file) || file.startsWith('training/jobs/');
+  return (
+    roomOf(file) === 'root' ||
+    roomOf(file) === 'launcher' ||
+    roomOf(file) === 'scripts' ||
+    /(^|\/)(main|[\w-]*cli|[\w-]*worker)\.ts$/.test(file) ||
+    file.startsWith('training/jobs/')
+  );
 }
 
 const LIFECYCLE = 'shared/lifecycle.ts';
@@ -256,7 +279,12 @@ function graphOf(edges: Record<string, string[]>): Graph {
     const all = to.map((t) => t.replace(/^type:/, ''));
     const runtime = to.filter((t) => !t.startsWith('type:'));
     const isFile = (t: string) => t.endsWith('.ts');
-    g.set(f, { files: all.filter(isFile), packages: all.filter((t) => !isFile(t)), runtimeFiles: runtime.filter(isFile), runtimePackages: runtime.filter((t) => !isFile(t)) });
+    g.set(f, {
+      files: all.filter(isFile),
+      packages: all.filter((t) => !isFile(t)),
+      runtimeFiles: runtime.filter(isFile),
+      runtimePackages: runtime.filter((t) => !isFile(t)),
+    });
   }
   return g;
 }
@@ -291,10 +319,21 @@ describe('the checker, on a made-up graph', () => {
       "import './side';",
       "// require('./not-me')",
       "/* import x from './nor-me' */",
-      "const s = \"require('./nor-this')\";",
+      'const s = "require(\'./nor-this\')";',
     ].join('\n');
     expect(specifiers(src).map((s) => `${s.typeOnly ? 'type ' : ''}${s.spec}`)).toEqual([
-      './a', 'type ../b', './c', '@scope/pkg/deep', './d', './e', 'type ./f', 'g', 'type ./hi', 'type ./j', './kl', './side',
+      './a',
+      'type ../b',
+      './c',
+      '@scope/pkg/deep',
+      './d',
+      './e',
+      'type ./f',
+      'g',
+      'type ./hi',
+      'type ./j',
+      './kl',
+      './side',
     ]);
   });
 
@@ -304,11 +343,17 @@ describe('the checker, on a made-up graph', () => {
   });
 
   it('finds the arrows that run the wrong way', () => {
-    expect(directionViolations(bad)).toEqual(['critic/d.ts -> orchestrator/e.ts', 'shared/a.ts -> agent/b.ts', 'training/g.ts -> launcher/up.ts']);
+    expect(directionViolations(bad)).toEqual([
+      'critic/d.ts -> orchestrator/e.ts',
+      'shared/a.ts -> agent/b.ts',
+      'training/g.ts -> launcher/up.ts',
+    ]);
   });
 
   it('finds tfjs behind the simulator, with the path that loads it (not behind a type-only import)', () => {
-    expect(packagePaths(bad, ['training/sim/env.ts'], TFJS)).toEqual(['critic/d.ts: @tensorflow/tfjs (via training/sim/env.ts -> training/sim/f.ts -> critic/d.ts)']);
+    expect(packagePaths(bad, ['training/sim/env.ts'], TFJS)).toEqual([
+      'critic/d.ts: @tensorflow/tfjs (via training/sim/env.ts -> training/sim/f.ts -> critic/d.ts)',
+    ]);
     expect(packagePaths(bad, ['orchestrator/e.ts'], TFJS)).toEqual([]);
   });
 });

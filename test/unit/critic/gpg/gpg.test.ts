@@ -13,6 +13,7 @@ import { loadScenario } from '../../../../shared/scenario';
 import type { OrchestrationView, ServiceWindowStats } from '../../../../shared/policy';
 import { actionCount, actionFeatures, ACTION_FEATURES, EAP_FEATURES, graphState, nodeFeatureCount } from '../../../../critic/gpg/graph';
 import { GpgNet } from '../../../../critic/gpg/gnn';
+import { gpgModelFromJson, gpgModelToJson } from '../../../../critic/gpg/model';
 import { GpgOrchestration, type GpgDecision } from '../../../../critic/gpg/policy';
 import { decisionLogProbs, discountedReturns, GpgLearner } from '../../../../critic/gpg/update';
 
@@ -52,7 +53,10 @@ describe('GPG graph', () => {
     for (let n = 0; n < N; n++) {
       expect(g.actionMask[n * A]).toBe(1); // the no-op is always valid
       for (let w = 0; w < W; w++) {
-        const canAdd = v.freeMemForReplicasGB(n) >= v.serviceMemGB(w) - 1e-9 && v.cpuCores(n) >= v.serviceCpuCores(w) - 1e-9 && total[w] < v.maxReplicasPerService;
+        const canAdd =
+          v.freeMemForReplicasGB(n) >= v.serviceMemGB(w) - 1e-9 &&
+          v.cpuCores(n) >= v.serviceCpuCores(w) - 1e-9 &&
+          total[w] < v.maxReplicasPerService;
         expect(g.actionMask[n * A + 1 + w]).toBe(canAdd ? 1 : 0);
         expect(g.actionMask[n * A + 1 + W + w]).toBe(v.replicas(n, w) >= 1 && total[w] >= 2 ? 1 : 0);
       }
@@ -114,12 +118,20 @@ describe('GPG policy and learner', () => {
       const N = g.spec.numNodes;
       const A = actionCount(g.spec.numServices);
       const { nodeLogits, scale } = tf.tidy(() => {
-        const emb = net.embed(g.spec, 1, tf.tensor2d(g.x, [N, g.x.length / N]), tf.tensor2d(g.eapX, [g.spec.numEaps, EAP_FEATURES]), tf.tensor2d(g.globalX, [1, g.globalX.length]));
+        const emb = net.embed(
+          g.spec,
+          1,
+          tf.tensor2d(g.x, [N, g.x.length / N]),
+          tf.tensor2d(g.eapX, [g.spec.numEaps, EAP_FEATURES]),
+          tf.tensor2d(g.globalX, [1, g.globalX.length]),
+        );
         const phi = new Float32Array(d.nodes.length * A * ACTION_FEATURES);
         d.nodes.forEach((n, k) => actionFeatures(g, n, phi, k * A * ACTION_FEATURES));
         return {
           nodeLogits: Array.from(net.nodeLogits(emb, 1, N).dataSync()),
-          scale: Array.from(net.scaleLogits(emb, tf.tensor1d(d.nodes, 'int32'), tf.tensor2d(phi, [d.nodes.length * A, ACTION_FEATURES]), A).dataSync()),
+          scale: Array.from(
+            net.scaleLogits(emb, tf.tensor1d(d.nodes, 'int32'), tf.tensor2d(phi, [d.nodes.length * A, ACTION_FEATURES]), A).dataSync(),
+          ),
         };
       });
       let want = 0;
@@ -204,7 +216,12 @@ describe('GPG policy and learner', () => {
     const net = new GpgNet(s.services.length, 1, SMALL);
     const decisions: GpgDecision[] = [];
     const frameS = s.slotS * s.slotsPerFrame;
-    const policy = new GpgOrchestration(net, { periodS: frameS, nodesPerDecision: s.scaleNodesPerFrame, mode: 'sample', onDecision: (d) => decisions.push(d) });
+    const policy = new GpgOrchestration(net, {
+      periodS: frameS,
+      nodesPerDecision: s.scaleNodesPerFrame,
+      mode: 'sample',
+      onDecision: (d) => decisions.push(d),
+    });
     const frames = 4;
     const requests = buildRequests({ scenario: s, workload: 'p4', seed: 2, load: 1, durationS: frames * frameS });
     const r = runEpisode({ scenario: s, requests, frames, seed: 2, dispatch: makeDispatch('lec', s), orchestration: policy });
@@ -220,7 +237,6 @@ describe('GPG policy and learner', () => {
 describe('GPG model file', () => {
   afterEach(() => tf.disposeVariables());
   it('round-trips the weights exactly and refuses what is not a model for this scenario', () => {
-    const { gpgModelFromJson, gpgModelToJson } = require('../../../../critic/gpg/model') as typeof import('../../../../critic/gpg/model');
     const net = new GpgNet(4, 9, SMALL);
     const text = gpgModelToJson(net, { scenario: 'tiny' });
     const back = gpgModelFromJson(text, 4);

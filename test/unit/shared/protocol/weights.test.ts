@@ -18,7 +18,7 @@ function codeOf(fn: () => unknown): string {
   try {
     fn();
   } catch (e) {
-    if (!(e instanceof ProtocolError)) throw new Error(`expected a ProtocolError, got ${String(e)}`);
+    if (!(e instanceof ProtocolError)) throw new Error(`expected a ProtocolError, got ${String(e)}`, { cause: e });
     return e.code;
   }
   throw new Error('expected a throw');
@@ -156,9 +156,11 @@ describe('weights bytes (checkpoints)', () => {
     expect(back.head).toBe(head);
     expect([back.version, back.checksum, back.shapes]).toEqual([body.version, body.checksum, body.shapes]);
     // the same tensors: the data section is byte-identical to the format-1 one
-    expect(bytes.subarray(bytes.length - 4 - 4 * body.tensors.reduce((a, t) => a + t.length, 0), bytes.length - 4).equals(
-      plain.subarray(plain.length - 4 - 4 * body.tensors.reduce((a, t) => a + t.length, 0), plain.length - 4),
-    )).toBe(true);
+    expect(
+      bytes
+        .subarray(bytes.length - 4 - 4 * body.tensors.reduce((a, t) => a + t.length, 0), bytes.length - 4)
+        .equals(plain.subarray(plain.length - 4 - 4 * body.tensors.reduce((a, t) => a + t.length, 0), plain.length - 4)),
+    ).toBe(true);
     // every truncation and bit flip of a format-2 buffer is refused with a coded error
     for (let n = 0; n < bytes.length; n += 7) {
       expect(['KAIS_ERR_MALFORMED', 'KAIS_ERR_CHECKSUM']).toContain(codeOf(() => weightsFromBytes(bytes.subarray(0, n))));

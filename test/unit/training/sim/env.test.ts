@@ -86,7 +86,13 @@ describe('EdgeCloudEnv', () => {
     // request 1 (deadline 0.43) waits behind request 0 (0.02 .. 0.42): started at 0.42 its result
     // could only be back after 0.44, so it is dropped at its turn, before any slot boundary, and
     // request 2 runs instead (0.42 .. 0.52, back at 0.54)
-    const env = run(new EdgeCloudEnv(scenario({ slotS: 1, slotsPerFrame: 2 }), { requests: [req(0, 0, 0.4, 10), req(1, 0, 0.1, 0.43), req(2, 0.01, 0.1, 10)], frames: 1, nodeDequeue: 'edf' }));
+    const env = run(
+      new EdgeCloudEnv(scenario({ slotS: 1, slotsPerFrame: 2 }), {
+        requests: [req(0, 0, 0.4, 10), req(1, 0, 0.1, 0.43), req(2, 0.01, 0.1, 10)],
+        frames: 1,
+        nodeDequeue: 'edf',
+      }),
+    );
     expect(env.outcome).toEqual({ arrived: 3, completedInTime: 2, late: 0, dropped: 1, queuedAtEnd: 0 });
     expect(Array.from(env.latencyS.subarray(0, 2))).toEqual([expect.closeTo(0.44, 9), expect.closeTo(0.53, 9)]);
   });
@@ -107,7 +113,13 @@ describe('EdgeCloudEnv', () => {
   it('makes a new replica serve only after its start-up delay, and deletes a busy replica only when idle', () => {
     // t=0.25: +1 (starts, ready at 0.75); t=0.5: -1 cancels the starting replica, the second -1
     // marks the busy replica draining: it leaves when its request (0.02 .. 1.02) is done
-    const orders: ScaleOp[][] = [[{ service: 0, node: 0, delta: 1 }], [{ service: 0, node: 0, delta: -1 }, { service: 0, node: 0, delta: -1 }]];
+    const orders: ScaleOp[][] = [
+      [{ service: 0, node: 0, delta: 1 }],
+      [
+        { service: 0, node: 0, delta: -1 },
+        { service: 0, node: 0, delta: -1 },
+      ],
+    ];
     const seen: string[] = [];
     const orch: OrchestrationPolicy = {
       name: 'scripted',
@@ -119,11 +131,11 @@ describe('EdgeCloudEnv', () => {
     };
     const s = scenario({ eaps: [{ nodes: [{ cpuCores: 2, memGB: 1 }] }] });
     const env = new EdgeCloudEnv(s, { requests: [req(0, 0, 1, 10)], frames: 2, orchestration: orch });
-    let { observations } = env.reset({ seed: 1 });
+    env.reset({ seed: 1 });
     while (!env.isDone) {
       const acts: Record<number, number> = {};
       for (const b of env.agents) acts[b] = 0;
-      observations = env.step(acts).observations;
+      env.step(acts);
     }
     expect(seen[0]).toBe('0.25:1/1');
     expect(seen[1]).toBe('0.5:1/2'); // ordered at 0.25, still starting
