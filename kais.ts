@@ -55,20 +55,24 @@ export async function runCli(args: string[]): Promise<void> {
 }
 
 function parser(args: string[]) {
-  return yargs(args)
-    .scriptName('kais')
-    // a flag given twice: the last one wins, in every command (docs/cli.md)
-    .parserConfiguration({ 'duplicate-arguments-array': false })
-    .command(commandsFor(args[0]))
-    .demandCommand(1, 'name a command (see kais --help)')
-    .strict()
-    .fail((msg, err) => {
-      if (err) failAndExit(err);
-      process.stderr.write(`kais: ${oneLine(msg ?? 'bad arguments')}\n`);
-      process.exit(2);
-    })
-    .epilogue('A flag given twice: the last one wins. Bad flags or files: one line on stderr, exit code 2. Option reference: docs/cli.md.')
-    .help();
+  return (
+    yargs(args)
+      .scriptName('kais')
+      // a flag given twice: the last one wins, in every command (docs/cli.md)
+      .parserConfiguration({ 'duplicate-arguments-array': false })
+      .command(commandsFor(args[0]))
+      .demandCommand(1, 'name a command (see kais --help)')
+      .strict()
+      .fail((msg, err) => {
+        if (err) failAndExit(err);
+        process.stderr.write(`kais: ${oneLine(msg ?? 'bad arguments')}\n`);
+        process.exit(2);
+      })
+      .epilogue(
+        'A flag given twice: the last one wins. Bad flags or files: one line on stderr, exit code 2. Option reference: docs/cli.md.',
+      )
+      .help()
+  );
 }
 
 if (require.main === module) void runCli(hideBin(process.argv));

@@ -75,7 +75,14 @@ export class CmmacDispatch implements DispatchPolicy {
 
   /** Swap in new actor weights (e.g. from a `weights` frame or after a learner update). */
   setWeights(version: number, arrays: readonly Float32Array[]): void {
-    this.actor = new ActorF32(this.observations.dim, this.numActions, arrays, this.hidden, this.head, targetBlockOf(this.observations.shape));
+    this.actor = new ActorF32(
+      this.observations.dim,
+      this.numActions,
+      arrays,
+      this.hidden,
+      this.head,
+      targetBlockOf(this.observations.shape),
+    );
     this._version = version;
   }
 

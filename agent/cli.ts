@@ -29,10 +29,16 @@ export const AGENT_SPEC = {
   eap: opt.integer({ demand: true, min: 0, describe: 'eAP id of this agent (0 .. eAPs of the scenario - 1)' }),
   targets: opt.file<string>({ demand: true, describe: 'JSON file {nodes: [url], cloud: url} (kais node prints it)' }),
   tokenFile: opt.secretFile({ describe: `file whose first line is the token for the orchestrator hello (default: $${AGENT_TOKEN_ENV})` }),
-  token: opt.optString({ empty: true, describe: `token for the orchestrator hello, visible in ps: prefer --token-file or $${AGENT_TOKEN_ENV}` }),
+  token: opt.optString({
+    empty: true,
+    describe: `token for the orchestrator hello, visible in ps: prefer --token-file or $${AGENT_TOKEN_ENV}`,
+  }),
   port: opt.port({ default: 0, describe: 'HTTP port (0: a free one)' }),
   scenario: opt.string({ default: 'kais', describe: 'built-in scenario or a .json file' }),
-  cache: opt.outDir({ defaultText: '$XDG_CACHE_HOME/kais/agent-<eap> (else ~/.cache/kais/agent-<eap>)', describe: 'private directory of the weights/placement cache (created 0700; refused if another user owns it or others can write it)' }),
+  cache: opt.outDir({
+    defaultText: '$XDG_CACHE_HOME/kais/agent-<eap> (else ~/.cache/kais/agent-<eap>)',
+    describe: 'private directory of the weights/placement cache (created 0700; refused if another user owns it or others can write it)',
+  }),
   speed: opt.number({ default: 1, min: 0, minExclusive: true, max: 1000, describe: 'time scale of the replayed workload' }),
   actorHead: opt.choice(['softplus1', 'relu1'] as const, {
     default: 'softplus1',
@@ -42,13 +48,25 @@ export const AGENT_SPEC = {
     default: 'cmmac',
     describe: `dispatch policy: cmmac (the actor once weights arrive, lec before) or a heuristic of the simulator, which then decides everything and ignores weights (${LIVE_POLICIES.join(', ')})`,
   }),
-  seed: opt.integer({ default: 1, describe: "run seed: a heuristic's reset seed is derived from it and --eap (random, p2c, prob draw from it)" }),
-  explore: opt.number({ default: 0, min: 0, max: 1, describe: 'share of decisions drawn from the policy instead of its most likely target; the online learner learns from those' }),
+  seed: opt.integer({
+    default: 1,
+    describe: "run seed: a heuristic's reset seed is derived from it and --eap (random, p2c, prob draw from it)",
+  }),
+  explore: opt.number({
+    default: 0,
+    min: 0,
+    max: 1,
+    describe: 'share of decisions drawn from the policy instead of its most likely target; the online learner learns from those',
+  }),
   deviceFilters: opt.boolean({
     default: true,
-    describe: "device filters on every node's GET /telemetry and QoS isolation on this agent's outcomes; excluded nodes leave the mask (--no-device-filters: off)",
+    describe:
+      "device filters on every node's GET /telemetry and QoS isolation on this agent's outcomes; excluded nodes leave the mask (--no-device-filters: off)",
   }),
-  experience: opt.choice(EXPERIENCE_MODES, { default: 'explored', describe: 'decisions sent to the orchestrator as experience: explored (the drawn ones, what the online learner uses), all, or none' }),
+  experience: opt.choice(EXPERIENCE_MODES, {
+    default: 'explored',
+    describe: 'decisions sent to the orchestrator as experience: explored (the drawn ones, what the online learner uses), all, or none',
+  }),
 };
 
 export function readTargets(file: string, numNodes: number): Targets {
@@ -72,13 +90,26 @@ export const agentCommand: CommandModule<object, object> = {
   command: 'agent',
   describe: 'run the dispatcher of one eAP (HTTP ingress, policy, proxy, orchestrator link)',
   builder: (y: Argv<object>) =>
-    yargsOptions(y.example(`${AGENT_TOKEN_ENV}=secret $0 agent --orchestrator ws://127.0.0.1:7000 --eap 0 --targets targets.json`, 'eAP 0 of the kais scenario'), AGENT_SPEC),
+    yargsOptions(
+      y.example(
+        `${AGENT_TOKEN_ENV}=secret $0 agent --orchestrator ws://127.0.0.1:7000 --eap 0 --targets targets.json`,
+        'eAP 0 of the kais scenario',
+      ),
+      AGENT_SPEC,
+    ),
   handler: namingFlags(AGENT_SPEC, async (argv) => {
     const a = resolveOptions(AGENT_SPEC, argv);
-    const token = resolveSecret({ inline: a.token, inlineFlag: 'token', fromFile: a.tokenFile, fileFlag: 'token-file', env: AGENT_TOKEN_ENV });
+    const token = resolveSecret({
+      inline: a.token,
+      inlineFlag: 'token',
+      fromFile: a.tokenFile,
+      fileFlag: 'token-file',
+      env: AGENT_TOKEN_ENV,
+    });
     const scenario = loadScenario(a.scenario);
     const topo = topologyOf(scenario);
-    if (a.eap >= topo.numEaps) throw new UsageError(`--eap: expected an integer in 0..${topo.numEaps - 1} (scenario ${scenario.name}), got ${a.eap}`);
+    if (a.eap >= topo.numEaps)
+      throw new UsageError(`--eap: expected an integer in 0..${topo.numEaps - 1} (scenario ${scenario.name}), got ${a.eap}`);
     const policy = checkLivePolicy(a.policy);
     const targets = readTargets(a.targets, topo.numNodes);
     await checkPortFree('port', a.port);

@@ -210,7 +210,15 @@ export class Dispatcher {
   private readonly scenario: Scenario;
   private readonly targets: Targets;
   private readonly maxInFlight: number;
-  private readonly limits: { perService: number; longMs: number; long: number; queued: number; queuedPerService: number; queuedLong: number; lateMs: number };
+  private readonly limits: {
+    perService: number;
+    longMs: number;
+    long: number;
+    queued: number;
+    queuedPerService: number;
+    queuedLong: number;
+    lateMs: number;
+  };
   /** In flight / queued per service, and long ones (for admission). */
   private readonly inFlightBySvc: number[];
   private readonly queuedBySvc: number[];
@@ -232,7 +240,15 @@ export class Dispatcher {
   private readonly coin: Rng;
   private readonly experienceCapacity: number;
   private readonly experienceMode: ExperienceMode;
-  private learned: (DispatchPolicy & { version: number; head: 'relu1' | 'softplus1'; mode: 'argmax' | 'sample'; recorder: unknown; setWeights(v: number, a: readonly Float32Array[]): void }) | null = null;
+  private learned:
+    | (DispatchPolicy & {
+        version: number;
+        head: 'relu1' | 'softplus1';
+        mode: 'argmax' | 'sample';
+        recorder: unknown;
+        setWeights(v: number, a: readonly Float32Array[]): void;
+      })
+    | null = null;
   private lastLogProb = 0;
   private lastObs: Float32Array | null = null;
   /** Whether the decision being made is kept as experience (set per decision by `decide`). */
@@ -252,7 +268,8 @@ export class Dispatcher {
       throw new TypeError(`Dispatcher: targets.nodes has ${o.targets.nodes.length} URLs, the scenario has ${o.view.numNodes} nodes`);
     }
     const policy = o.policy ?? 'cmmac';
-    if (!(LIVE_POLICIES as readonly string[]).includes(policy)) throw new TypeError(`Dispatcher: policy must be one of ${LIVE_POLICIES.join(', ')}, got ${policy}`);
+    if (!(LIVE_POLICIES as readonly string[]).includes(policy))
+      throw new TypeError(`Dispatcher: policy must be one of ${LIVE_POLICIES.join(', ')}, got ${policy}`);
     this.heuristicOnly = isDispatchHeuristic(policy);
     this.fallback = isDispatchHeuristic(policy) ? makeHeuristicDispatch(policy, o.scenario) : new LecDispatch();
     this.policySeed = o.policySeed ?? 0;
@@ -280,7 +297,8 @@ export class Dispatcher {
     this.coin = Rng.derive(this.actSeed, 'agent/explore');
     this.experienceCapacity = o.experienceCapacity ?? 4096;
     this.experienceMode = o.experience ?? 'explored';
-    if (!EXPERIENCE_MODES.includes(this.experienceMode)) throw new TypeError(`Dispatcher: experience must be one of ${EXPERIENCE_MODES.join(', ')}, got ${this.experienceMode}`);
+    if (!EXPERIENCE_MODES.includes(this.experienceMode))
+      throw new TypeError(`Dispatcher: experience must be one of ${EXPERIENCE_MODES.join(', ')}, got ${this.experienceMode}`);
     this.observations = new ObservationBuilder(
       { numServices: o.view.numServices, numTargets: o.view.numTargets, numEaps: o.view.numEaps },
       o.scenario.queueCapPerReplica,
@@ -324,7 +342,9 @@ export class Dispatcher {
     // any MLP from `dim` to A (the hidden widths are the sender's), optionally with the target scorer
     const fit = actorFit(shapes, { obsDim: dim, numActions: A, scorerInputs: targetBlockOf(this.observations.shape).stride });
     if (!fit) {
-      throw new TypeError(`actor weights do not fit: expected an MLP from ${dim} inputs to ${A} actions, got shapes ${JSON.stringify(shapes)}`);
+      throw new TypeError(
+        `actor weights do not fit: expected an MLP from ${dim} inputs to ${A} actions, got shapes ${JSON.stringify(shapes)}`,
+      );
     }
     const hidden = fit.hidden;
     // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -497,13 +517,16 @@ export class Dispatcher {
       this.inFlightBySvc[p.req.service]++;
       if (p.long) this.inFlightLong++;
       // in flight, the device still gets its answer by the deadline (+ lateAnswerMs)
-      p.timer = setTimeout(() => {
-        p.timer = null;
-        if (p.answered) return;
-        this.counters.timedOut++;
-        this.counters.answeredAtDeadline++;
-        this.answer(p, { status: 504, target: -1, latencyMs: performance.now() - p.t0, reason: 'no answer by the deadline' });
-      }, Math.max(0, p.deadlineMs + this.limits.lateMs - (performance.now() - p.t0)));
+      p.timer = setTimeout(
+        () => {
+          p.timer = null;
+          if (p.answered) return;
+          this.counters.timedOut++;
+          this.counters.answeredAtDeadline++;
+          this.answer(p, { status: 504, target: -1, latencyMs: performance.now() - p.t0, reason: 'no answer by the deadline' });
+        },
+        Math.max(0, p.deadlineMs + this.limits.lateMs - (performance.now() - p.t0)),
+      );
       p.timer.unref();
       void this.dispatch(p).finally(() => {
         if (p.timer) clearTimeout(p.timer);
@@ -649,7 +672,7 @@ export class Dispatcher {
     const speed = view.speed;
     let outcome: ProxyOutcome = { kind: 'timeout' };
     try {
-      await sleep(((view.transferS(view.eap, target, p.req.inputMB) * 1000) / speed));
+      await sleep((view.transferS(view.eap, target, p.req.inputMB) * 1000) / speed);
       const work = p.workCoreS === null ? null : p.workCoreS / speed;
       // the target may start it until the result could still get back in time
       const ttlMs = p.deadlineMs - (performance.now() - p.t0) - (view.returnS(view.eap, target) * 1000) / speed;

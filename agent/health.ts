@@ -73,13 +73,17 @@ export function metricsText(d: Dispatcher, s: HealthState): string {
     [`${l},outcome="timeout"`, c.timedOut],
   ]);
   metric('kais_agent_requests_received_total', 'counter', 'Requests received at the ingress.', [[l, c.received]]);
-  metric('kais_agent_cloud_retries_total', 'counter', 'Requests an edge node refused that were retried on the cloud.', [[l, c.retriedOnCloud]]);
+  metric('kais_agent_cloud_retries_total', 'counter', 'Requests an edge node refused that were retried on the cloud.', [
+    [l, c.retriedOnCloud],
+  ]);
   metric('kais_agent_decisions_total', 'counter', 'Dispatch decisions by policy.', [
     [`${l},policy="cmmac"`, c.decisionsLearned],
     // cmmac's lec fallback, or the --policy heuristic by name
     [`${l},policy="${d.policyOption === 'cmmac' ? 'fallback' : d.policyOption}"`, c.decisionsFallback],
   ]);
-  metric('kais_agent_experience_dropped_total', 'counter', 'Transitions dropped from the full experience buffer.', [[l, c.experienceDropped]]);
+  metric('kais_agent_experience_dropped_total', 'counter', 'Transitions dropped from the full experience buffer.', [
+    [l, c.experienceDropped],
+  ]);
   metric('kais_agent_experience_frames_total', 'counter', 'Experience frames sent.', [[l, s.experienceSent]]);
   metric('kais_agent_telemetry_frames_total', 'counter', 'Telemetry frames sent.', [[l, s.telemetrySent]]);
   metric('kais_agent_queue_length', 'gauge', 'Requests waiting in the eAP queue.', [[l, d.queued]]);
@@ -90,12 +94,19 @@ export function metricsText(d: Dispatcher, s: HealthState): string {
   metric('kais_agent_reconnects_total', 'counter', 'Connections to the orchestrator after the first.', [[l, s.reconnects]]);
   if (s.nodeHealth) {
     const h = s.nodeHealth;
-    metric('kais_agent_nodes_excluded', 'gauge', 'Edge nodes left out of the mask by the device filters or QoS isolation.', [[l, h.excludedNow().length]]);
-    metric('kais_agent_detector_windows_total', 'counter', 'Device-filter windows queued for the orchestrator\'s learned detector, by kind (dropped: queue full).', [
-      [`${l},kind="ambiguous"`, h.learned.ambiguousSent],
-      [`${l},kind="train"`, h.learned.trainSent],
-      [`${l},kind="dropped"`, h.learned.dropped],
+    metric('kais_agent_nodes_excluded', 'gauge', 'Edge nodes left out of the mask by the device filters or QoS isolation.', [
+      [l, h.excludedNow().length],
     ]);
+    metric(
+      'kais_agent_detector_windows_total',
+      'counter',
+      "Device-filter windows queued for the orchestrator's learned detector, by kind (dropped: queue full).",
+      [
+        [`${l},kind="ambiguous"`, h.learned.ambiguousSent],
+        [`${l},kind="train"`, h.learned.trainSent],
+        [`${l},kind="dropped"`, h.learned.dropped],
+      ],
+    );
     metric('kais_agent_detector_verdicts_total', 'counter', 'Learned-detector verdicts received (stale: the node looked healthy again).', [
       [`${l},verdict="anomalous"`, h.learned.anomalous],
       [`${l},verdict="normal"`, h.learned.normal],
@@ -110,13 +121,20 @@ export function metricsText(d: Dispatcher, s: HealthState): string {
       [...byKind].map(([k, v]) => [`${l},kind="${k.split('|')[0]}",rule="${k.split('|')[1]}"`, v] as [string, number]),
     );
   }
-  lines.push('# HELP kais_agent_latency_ms End-to-end latency at the eAP (ingress to answer), ms.', '# TYPE kais_agent_latency_ms histogram');
+  lines.push(
+    '# HELP kais_agent_latency_ms End-to-end latency at the eAP (ingress to answer), ms.',
+    '# TYPE kais_agent_latency_ms histogram',
+  );
   let cum = 0;
   d.latencyBucketsMs.forEach((le, i) => {
     cum += d.latencyCounts[i];
     lines.push(`kais_agent_latency_ms_bucket{${l},le="${le}"} ${cum}`);
   });
   cum += d.latencyCounts[d.latencyBucketsMs.length];
-  lines.push(`kais_agent_latency_ms_bucket{${l},le="+Inf"} ${cum}`, `kais_agent_latency_ms_sum{${l}} ${d.latencyMsSum}`, `kais_agent_latency_ms_count{${l}} ${cum}`);
+  lines.push(
+    `kais_agent_latency_ms_bucket{${l},le="+Inf"} ${cum}`,
+    `kais_agent_latency_ms_sum{${l}} ${d.latencyMsSum}`,
+    `kais_agent_latency_ms_count{${l}} ${cum}`,
+  );
   return `${lines.join('\n')}\n`;
 }

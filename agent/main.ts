@@ -103,7 +103,9 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   if (heuristic) {
     log(
       `policy ${policy}: every decision is ${policy}'s, actor weights are ignored; ` +
-        ((o.experience ?? 'explored') === 'all' ? 'every decision is sent as experience without a weight version (the online learner skips those)' : 'no experience is sent'),
+        ((o.experience ?? 'explored') === 'all'
+          ? 'every decision is sent as experience without a weight version (the online learner skips those)'
+          : 'no experience is sent'),
     );
   } else if ((o.explore ?? 0) === 0 && (o.experience ?? 'explored') === 'explored') {
     log('explore 0: no experience is sent (the online learner learns from drawn decisions; --explore <share>, or --experience all)');
@@ -124,11 +126,20 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       // the learned stage: ambiguous windows (and some healthy ones of this eAP's nodes, to learn
       // from) go to the orchestrator's detector, whose verdicts come back (onVerdicts below)
       { qos: { maxLatencyMs: Number.MAX_VALUE }, windows: { sampleHealthy: (n) => nodeEap[n] === o.eap } },
-      (e) => log(`node ${e.node} ${e.kind === 'readmit' ? 're-admitted' : e.kind === 'exclude' || e.kind === 'isolate' ? 'excluded' : 'kept in service'} (${e.rule}): ${e.reason}`),
+      (e) =>
+        log(
+          `node ${e.node} ${e.kind === 'readmit' ? 're-admitted' : e.kind === 'exclude' || e.kind === 'isolate' ? 'excluded' : 'kept in service'} (${e.rule}): ${e.reason}`,
+        ),
     );
     nodeHealth = health;
     view.excluded = (n) => health.excluded(n);
-    poller = new TelemetryPoller({ nodeUrls: o.targets.nodes, health, periodMs: (o.telemetryPeriodS ?? 1) * 1000 / (o.speed ?? 1), nowS: () => view.nowS(), log });
+    poller = new TelemetryPoller({
+      nodeUrls: o.targets.nodes,
+      health,
+      periodMs: ((o.telemetryPeriodS ?? 1) * 1000) / (o.speed ?? 1),
+      nowS: () => view.nowS(),
+      log,
+    });
     poller.start();
   }
   const state: HealthState = {
@@ -280,7 +291,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     const windows = nodeHealth?.takeWindows(MAX_DEVICE_WINDOWS) ?? [];
     if (rt.sendFrame('telemetry', windows.length > 0 ? { eap: o.eap, samples, windows } : { eap: o.eap, samples })) state.telemetrySent++;
     if (now) {
-      for (let budget = EXPERIENCE_PER_FLUSH; budget > 0; ) {
+      for (let budget = EXPERIENCE_PER_FLUSH; budget > 0;) {
         const n = sendExperienceChunk();
         if (n === 0) break;
         budget -= n;

@@ -36,7 +36,13 @@ export class Proxy {
   private readonly endpoints = new Map<string, ServeEndpoint | null>();
 
   /** `ttlMs`: real ms the target has before the result is useless (it drops the request unstarted after that). */
-  forward(baseUrl: string, service: number, workCoreS: number | null, timeoutMs: number, ttlMs: number | null = null): Promise<ProxyOutcome> {
+  forward(
+    baseUrl: string,
+    service: number,
+    workCoreS: number | null,
+    timeoutMs: number,
+    ttlMs: number | null = null,
+  ): Promise<ProxyOutcome> {
     const work = workCoreS === null ? '' : `&work=${workCoreS}`;
     const ttl = ttlMs === null ? '' : `&ttl=${Math.max(0, Math.round(ttlMs))}`;
     const query = `?service=${service}${work}${ttl}`;
@@ -64,39 +70,36 @@ export class Proxy {
         clearTimeout(timer);
         resolve(o);
       };
-      const req = http.request(
-        { hostname, port, path, method: 'POST', agent: this.agent, headers: NO_BODY_HEADERS },
-        (res) => {
-          // the answer is a few dozen bytes: one chunk, kept as is
-          let first: Buffer | null = null;
-          let more: Buffer[] | null = null;
-          res.on('data', (c: Buffer) => {
-            if (first === null) first = c;
-            else (more ??= [first]).push(c);
-          });
-          res.on('error', (e) => finish({ kind: 'unreachable', reason: e.message }));
-          res.on('end', () => {
-            let body: Record<string, unknown> = {};
-            try {
-              const bytes: Buffer = more ? Buffer.concat(more) : (first ?? Buffer.alloc(0));
-              body = JSON.parse(bytes.toString('utf8')) as Record<string, unknown>;
-            } catch {
-              // a target that answers without a JSON body: the status still says what happened
-            }
-            const status = res.statusCode ?? 0;
-            const load: TargetLoad = {
-              cpu: typeof body.cpu === 'number' ? body.cpu : null,
-              waiting: numbers(body.waiting),
-              busy: numbers(body.busy),
-            };
-            if (status >= 200 && status < 300) {
-              finish({ kind: 'served', status, procMs: typeof body.procMs === 'number' ? body.procMs : null, ...load });
-            } else {
-              finish({ kind: 'refused', status, reason: typeof body.reason === 'string' ? body.reason : `status ${status}`, ...load });
-            }
-          });
-        },
-      );
+      const req = http.request({ hostname, port, path, method: 'POST', agent: this.agent, headers: NO_BODY_HEADERS }, (res) => {
+        // the answer is a few dozen bytes: one chunk, kept as is
+        let first: Buffer | null = null;
+        let more: Buffer[] | null = null;
+        res.on('data', (c: Buffer) => {
+          if (first === null) first = c;
+          else (more ??= [first]).push(c);
+        });
+        res.on('error', (e) => finish({ kind: 'unreachable', reason: e.message }));
+        res.on('end', () => {
+          let body: Record<string, unknown> = {};
+          try {
+            const bytes: Buffer = more ? Buffer.concat(more) : (first ?? Buffer.alloc(0));
+            body = JSON.parse(bytes.toString('utf8')) as Record<string, unknown>;
+          } catch {
+            // a target that answers without a JSON body: the status still says what happened
+          }
+          const status = res.statusCode ?? 0;
+          const load: TargetLoad = {
+            cpu: typeof body.cpu === 'number' ? body.cpu : null,
+            waiting: numbers(body.waiting),
+            busy: numbers(body.busy),
+          };
+          if (status >= 200 && status < 300) {
+            finish({ kind: 'served', status, procMs: typeof body.procMs === 'number' ? body.procMs : null, ...load });
+          } else {
+            finish({ kind: 'refused', status, reason: typeof body.reason === 'string' ? body.reason : `status ${status}`, ...load });
+          }
+        });
+      });
       const timer = setTimeout(() => {
         finish({ kind: 'timeout' });
         req.destroy();

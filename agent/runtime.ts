@@ -280,10 +280,15 @@ export class AgentRuntime extends TypedEmitter<AgentRuntimeEvents> {
     const from = this.epoch;
     if (from !== w.epoch && (this.held.weights !== null || this.held.placement !== null)) {
       this.resync.weights = this.resync.placement = true;
-      this.emit('epoch', { from, to: w.epoch, reason: from === null ? 'held versions carry no epoch' : `the orchestrator's store is a new one (epoch ${w.epoch}, held ${from})` });
+      this.emit('epoch', {
+        from,
+        to: w.epoch,
+        reason: from === null ? 'held versions carry no epoch' : `the orchestrator's store is a new one (epoch ${w.epoch}, held ${from})`,
+      });
       return;
     }
-    const above = (b: WeightsBody | PlacementBody | null, current: number | null) => b !== null && (b.epoch ?? null) === w.epoch && (current === null || b.version > current);
+    const above = (b: WeightsBody | PlacementBody | null, current: number | null) =>
+      b !== null && (b.epoch ?? null) === w.epoch && (current === null || b.version > current);
     const reasons: string[] = [];
     if (above(this.held.weights, w.weightVersion)) {
       this.resync.weights = true;

@@ -45,7 +45,9 @@ export function ensurePrivateDir(dir: string): void {
   const uid = typeof process.getuid === 'function' ? process.getuid() : null;
   if (uid !== null && st.uid !== uid) throw new UsageError(`--cache: ${dir} is owned by uid ${st.uid}, not by this user (${uid})`);
   if ((st.mode & 0o022) !== 0) {
-    throw new UsageError(`--cache: ${dir} is writable by ${(st.mode & 0o002) !== 0 ? 'everyone' : 'its group'} (mode ${(st.mode & 0o777).toString(8)}); use a private directory (chmod 700)`);
+    throw new UsageError(
+      `--cache: ${dir} is writable by ${(st.mode & 0o002) !== 0 ? 'everyone' : 'its group'} (mode ${(st.mode & 0o777).toString(8)}); use a private directory (chmod 700)`,
+    );
   }
   if ((st.mode & 0o077) !== 0) fs.chmodSync(dir, 0o700);
 }

@@ -58,13 +58,26 @@ import { checkpointHead, defaultModelPath, isActorFile } from '../shared/nets/ac
 import type { Fault } from '../shared/faults';
 import { isOrchestrationPolicy, ORCHESTRATION_POLICIES } from '../shared/orchestration';
 import { Rng } from '../shared/rng';
-import { checkLivePolicy, DISPATCH_HEURISTICS, isDispatchHeuristic, makeHeuristicDispatch, PerEapDispatch, type LivePolicyName } from '../shared/dispatch';
+import {
+  checkLivePolicy,
+  DISPATCH_HEURISTICS,
+  isDispatchHeuristic,
+  makeHeuristicDispatch,
+  PerEapDispatch,
+  type LivePolicyName,
+} from '../shared/dispatch';
 
 /** The options of `kais up`, declared once (shared/config.ts makes the flags, checks and docs). */
 export const UP_SPEC = {
   duration: opt.number({ default: 60, min: 0, minExclusive: true, max: 7 * 86400, describe: 'seconds of load (real time)' }),
   json: opt.boolean({ default: false, describe: 'print the JSON summary on stdout' }),
-  speed: opt.number({ default: 1, min: 0, minExclusive: true, max: 1000, describe: 'replay speed: x times real time (service and network times scale too)' }),
+  speed: opt.number({
+    default: 1,
+    min: 0,
+    minExclusive: true,
+    max: 1000,
+    describe: 'replay speed: x times real time (service and network times scale too)',
+  }),
   scenario: opt.string({ default: 'kais', describe: 'built-in scenario or a .json file' }),
   workload: opt.choice(WORKLOAD_NAMES, { default: DEFAULT_WORKLOAD, describe: 'synthetic arrival pattern' }),
   trace: opt.file({ dir: true, describe: 'Alibaba batch_task CSV to replay instead' }),
@@ -75,12 +88,26 @@ export const UP_SPEC = {
     default: 'cmmac',
     describe: `dispatch policy of every agent and of the prediction: cmmac (the model, learning online) or a heuristic of kais eval (${DISPATCH_HEURISTICS.join(', ')}), then without model or learning`,
   }),
-  checkpoint: opt.file({ describe: 'kais train checkpoint or exported actor (.bin): its actor is published as weights v1 (default: the model shipped for the scenario)' }),
+  checkpoint: opt.file({
+    describe:
+      'kais train checkpoint or exported actor (.bin): its actor is published as weights v1 (default: the model shipped for the scenario)',
+  }),
   learn: opt.boolean({ default: true, describe: 'the orchestrator learns online from the agents (needs a model)' }),
   learnBatch: opt.integer({ default: 512, min: 1, max: 1_000_000, describe: 'explored decisions per online update' }),
-  explore: opt.number({ default: 0.25, min: 0, minExclusive: true, max: 1, describe: 'share of decisions the agents draw from the policy while the orchestrator learns' }),
+  explore: opt.number({
+    default: 0.25,
+    min: 0,
+    minExclusive: true,
+    max: 1,
+    describe: 'share of decisions the agents draw from the policy while the orchestrator learns',
+  }),
   restartOrchestrator: opt.boolean({ default: true, describe: 'restart the orchestrator if it dies' }),
-  faults: opt.integer({ default: 0, min: 0, describe: 'node failures to play (seeded nodes and times after the first 70 s of scenario time; 20 s of abnormal telemetry, then 30 s down; at most the nodes of the scenario)' }),
+  faults: opt.integer({
+    default: 0,
+    min: 0,
+    describe:
+      'node failures to play (seeded nodes and times after the first 70 s of scenario time; 20 s of abnormal telemetry, then 30 s down; at most the nodes of the scenario)',
+  }),
   deviceFilters: opt.boolean({ default: true, describe: 'agents run the device filters and QoS isolation (--no-device-filters: off)' }),
   verbose: opt.boolean({ default: false, describe: "forward the processes' logs to stderr" }),
 };
@@ -265,7 +292,9 @@ const FIRST_FAULT_S = 70;
 export function planFaults(count: number, scenarioS: number, numNodes: number, seed: number): Fault[] {
   if (count === 0) return [];
   if (scenarioS < FIRST_FAULT_S + 10) {
-    throw new UsageError(`--faults: needs --duration x --speed of at least ${FIRST_FAULT_S + 10} s (the device filters learn each node's baseline in the first 36 s), got ${scenarioS}`);
+    throw new UsageError(
+      `--faults: needs --duration x --speed of at least ${FIRST_FAULT_S + 10} s (the device filters learn each node's baseline in the first 36 s), got ${scenarioS}`,
+    );
   }
   const rng = Rng.derive(seed, 'up/faults');
   const nodes = Array.from({ length: numNodes }, (_, n) => n);
@@ -275,30 +304,43 @@ export function planFaults(count: number, scenarioS: number, numNodes: number, s
   }
   return nodes
     .slice(0, count)
-    .map((node) => ({ node, startS: Math.round(FIRST_FAULT_S + rng.next() * (scenarioS - 10 - FIRST_FAULT_S)), durationS: 30, precursorS: 20 }))
+    .map((node) => ({
+      node,
+      startS: Math.round(FIRST_FAULT_S + rng.next() * (scenarioS - 10 - FIRST_FAULT_S)),
+      durationS: 30,
+      precursorS: 20,
+    }))
     .sort((x, y) => x.startS - y.startS);
 }
 
 export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpSummary> {
   const scenario: Scenario = loadScenario(a.scenario);
-  if (!(a.duration > 0) || !Number.isFinite(a.duration)) throw new UsageError(`--duration: must be a positive number of seconds, got ${a.duration}`);
+  if (!(a.duration > 0) || !Number.isFinite(a.duration))
+    throw new UsageError(`--duration: must be a positive number of seconds, got ${a.duration}`);
   if (!(a.speed > 0) || !Number.isFinite(a.speed)) throw new UsageError(`--speed: must be a positive number, got ${a.speed}`);
-  if (!isWorkloadName(a.workload)) throw new UsageError(`--workload: unknown workload "${a.workload}" (valid: ${WORKLOAD_NAMES.join(', ')})`);
-  if (!isOrchestrationPolicy(a.orchestration)) throw new UsageError(`--orchestration: one of ${ORCHESTRATION_POLICIES.join(', ')}, got ${a.orchestration}`);
+  if (!isWorkloadName(a.workload))
+    throw new UsageError(`--workload: unknown workload "${a.workload}" (valid: ${WORKLOAD_NAMES.join(', ')})`);
+  if (!isOrchestrationPolicy(a.orchestration))
+    throw new UsageError(`--orchestration: one of ${ORCHESTRATION_POLICIES.join(', ')}, got ${a.orchestration}`);
   if (!(a.explore > 0 && a.explore <= 1)) throw new UsageError(`--explore: must be a share in (0, 1], got ${a.explore}`);
-  if (!Number.isInteger(a.learnBatch) || a.learnBatch < 1) throw new UsageError(`--learn-batch: must be a positive integer, got ${a.learnBatch}`);
+  if (!Number.isInteger(a.learnBatch) || a.learnBatch < 1)
+    throw new UsageError(`--learn-batch: must be a positive integer, got ${a.learnBatch}`);
   const policy = checkLivePolicy(a.policy);
   const heuristic = policy !== 'cmmac';
   if (a.checkpoint && !fs.existsSync(a.checkpoint)) throw new UsageError(`--checkpoint: ${a.checkpoint} does not exist`);
   const topo = topologyOf(scenario);
-  if (!Number.isInteger(a.faults) || a.faults < 0 || a.faults > topo.numNodes) throw new UsageError(`--faults: must be an integer in 0..${topo.numNodes}, got ${a.faults}`);
+  if (!Number.isInteger(a.faults) || a.faults < 0 || a.faults > topo.numNodes)
+    throw new UsageError(`--faults: must be an integer in 0..${topo.numNodes}, got ${a.faults}`);
   const faultPlan = planFaults(a.faults, a.duration * a.speed, topo.numNodes, a.seed);
   // The orchestrator's weights frames carry the actor head; agents are also told it (--actor-head)
   // for a stored model published before heads were carried.
   // without --checkpoint, the learned policy the project ships for the scenario, when there is one
   // a heuristic policy needs no model: none is published (the agents would ignore it) and none learned
   let checkpoint = heuristic ? undefined : a.checkpoint;
-  if (heuristic) log(`--policy ${policy}: every agent dispatches with ${policy}; no model is published, nothing is learned${a.checkpoint ? ` (--checkpoint ${a.checkpoint} ignored)` : ''}`);
+  if (heuristic)
+    log(
+      `--policy ${policy}: every agent dispatches with ${policy}; no model is published, nothing is learned${a.checkpoint ? ` (--checkpoint ${a.checkpoint} ignored)` : ''}`,
+    );
   else if (!checkpoint) {
     const shipped = defaultModelPath(scenario);
     if (shipped) {
@@ -335,7 +377,9 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   const onSignal = () => {
     stopping = true;
     const p = soFar?.() ?? null;
-    process.stdout.write(a.json ? `${JSON.stringify(p ?? { interrupted: true, elapsedS: 0, sent: 0 })}\n` : `${formatPartial(p, a.duration)}\n`);
+    process.stdout.write(
+      a.json ? `${JSON.stringify(p ?? { interrupted: true, elapsedS: 0, sent: 0 })}\n` : `${formatPartial(p, a.duration)}\n`,
+    );
     void Promise.all(children.map((c) => c.stop(3000))).then(() => {
       fs.rmSync(dir, { recursive: true, force: true });
       process.exit(130);
@@ -348,7 +392,16 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     // 1. emulated cluster
     const node = new Child(
       'node',
-      ['node', '--scenario', a.scenario, '--speed', String(a.speed), '--seed', String(a.seed), ...(faultPlan.length > 0 ? ['--faults', JSON.stringify(faultPlan)] : [])],
+      [
+        'node',
+        '--scenario',
+        a.scenario,
+        '--speed',
+        String(a.speed),
+        '--seed',
+        String(a.seed),
+        ...(faultPlan.length > 0 ? ['--faults', JSON.stringify(faultPlan)] : []),
+      ],
       a.verbose,
       () => undefined,
     );
@@ -361,7 +414,9 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     // 2. orchestrator (restarted on the same port if it dies). Every eAP gets a token of its own
     // (random, in the config file of this run's private folder and in its agent's environment):
     // an agent speaks only for its eAP, and nothing else on this machine speaks for any
-    const agentTokens = Object.fromEntries(Array.from({ length: topo.numEaps }, (_, b) => [b, crypto.randomBytes(24).toString('base64url')]));
+    const agentTokens = Object.fromEntries(
+      Array.from({ length: topo.numEaps }, (_, b) => [b, crypto.randomBytes(24).toString('base64url')]),
+    );
     const configFile = path.join(dir, 'orchestrator.json');
     fs.writeFileSync(
       configFile,
@@ -400,14 +455,19 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
           restartDelayMs = Date.now() - startedMs > 30_000 ? 1000 : restartDelayMs;
           const delay = restartDelayMs;
           restartDelayMs = Math.min(30_000, restartDelayMs * 2);
-          log(`orchestrator exited (${signal ?? code}${c.lastLine ? `: ${c.lastLine}` : ''}); restarting in ${delay / 1000} s on port ${orchestratorPort}`);
+          log(
+            `orchestrator exited (${signal ?? code}${c.lastLine ? `: ${c.lastLine}` : ''}); restarting in ${delay / 1000} s on port ${orchestratorPort}`,
+          );
           setTimeout(() => {
             if (stopping) return;
             orchestratorRestarts++;
             const next = startOrchestrator();
             children.push(next);
             next.ready.then(
-              (r) => log(`orchestrator pid=${next.pid} back on ${String(r.url)} (weights v${String(r.weightVersion)}, placement v${String(r.placementVersion)}, resumed ${String(r.resumed)})`),
+              (r) =>
+                log(
+                  `orchestrator pid=${next.pid} back on ${String(r.url)} (weights v${String(r.weightVersion)}, placement v${String(r.placementVersion)}, resumed ${String(r.resumed)})`,
+                ),
               (e: Error) => log(`orchestrator restart failed: ${e.message}`),
             );
           }, delay);
@@ -457,7 +517,9 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       return c;
     });
     const agentPorts = (await Promise.all(agents.map((c) => c.ready))).map((r) => r.port as number);
-    log(`${agents.length} agents up (pids ${agents.map((c) => c.pid).join(' ')}); replaying ${requests.length} requests over ${a.duration} s`);
+    log(
+      `${agents.length} agents up (pids ${agents.map((c) => c.pid).join(' ')}); replaying ${requests.length} requests over ${a.duration} s`,
+    );
 
     // 4. load generator
     const total: Counts = { sent: 0, completedInTime: 0, late: 0, refused: 0, unanswered: 0 };
@@ -504,7 +566,14 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         if (outstanding === 0 && allAnswered) allAnswered();
       };
       const req = http.request(
-        { host: '127.0.0.1', port: agentPorts[b], path: '/request', method: 'POST', agent: httpAgents[b], headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+        {
+          host: '127.0.0.1',
+          port: agentPorts[b],
+          path: '/request',
+          method: 'POST',
+          agent: httpAgents[b],
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        },
         (res) => {
           const chunks: Buffer[] = [];
           res.on('data', (c: Buffer) => chunks.push(c));
@@ -551,14 +620,20 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     const live = setInterval(() => {
       void health().then((hs) => {
         const t = ((performance.now() - t0) / 1000).toFixed(0);
-        const rates = per.map((c) => (c.sent - 0 > 0 ? (c.completedInTime / Math.max(1, c.completedInTime + c.late + c.refused)).toFixed(2) : '-')).join(' ');
+        const rates = per
+          .map((c) => (c.sent - 0 > 0 ? (c.completedInTime / Math.max(1, c.completedInTime + c.late + c.refused)).toFixed(2) : '-'))
+          .join(' ');
         const wv = hs.map((h) => (h?.weightVersion ?? '-') as string).join(',');
         const pv = hs.map((h) => (h?.placementVersion ?? '-') as string).join(',');
         // nodes some agent leaves out now (device filters, QoS isolation)
         const out = new Set<number>();
-        for (const h of hs) for (const x of ((h as Record<string, unknown> | null)?.nodes as { excluded?: { node: number }[] } | null)?.excluded ?? []) out.add(x.node);
+        for (const h of hs)
+          for (const x of ((h as Record<string, unknown> | null)?.nodes as { excluded?: { node: number }[] } | null)?.excluded ?? [])
+            out.add(x.node);
         const outText = out.size > 0 ? ` | nodes out ${[...out].sort((x, y) => x - y).join(',')}` : '';
-        log(`t=${t}s sent=${total.sent} inTime=${total.completedInTime} late=${total.late} refused=${total.refused} open=${outstanding} | rate per eAP ${rates} | weights v${wv} | placement v${pv}${outText}`);
+        log(
+          `t=${t}s sent=${total.sent} inTime=${total.completedInTime} late=${total.late} refused=${total.refused} open=${outstanding} | rate per eAP ${rates} | weights v${wv} | placement v${pv}${outText}`,
+        );
       });
     }, 2000);
 
@@ -591,11 +666,17 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     }
     const hs = await health();
     httpAgents.forEach((h) => h.destroy());
-    const losses = faultPlan.length > 0 ? ((await getJson(`${String(nodeReady.admin)}/faults`)) as { refused: number; lostOnFailure: number } | null) : null;
+    const losses =
+      faultPlan.length > 0
+        ? ((await getJson(`${String(nodeReady.admin)}/faults`)) as { refused: number; lostOnFailure: number } | null)
+        : null;
     const byRule: Record<string, number> = {};
     const learned = { ambiguousSent: 0, trainSent: 0, dropped: 0, anomalous: 0, normal: 0, stale: 0 };
     for (const h of hs) {
-      const nodes = (h as Record<string, unknown> | null)?.nodes as { exclusionsByRule?: Record<string, number>; learned?: Record<string, number> } | null;
+      const nodes = (h as Record<string, unknown> | null)?.nodes as {
+        exclusionsByRule?: Record<string, number>;
+        learned?: Record<string, number>;
+      } | null;
       for (const [rule, k] of Object.entries(nodes?.exclusionsByRule ?? {})) byRule[rule] = (byRule[rule] ?? 0) + k;
       for (const k of Object.keys(learned) as (keyof typeof learned)[]) learned[k] += nodes?.learned?.[k] ?? 0;
     }
@@ -650,7 +731,13 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       learnedDetector: learned,
       faults:
         faultPlan.length > 0
-          ? { planned: faultPlan, deviceFilters: a.deviceFilters, refusedByFailedNodes: losses?.refused ?? -1, lostOnFailedNodes: losses?.lostOnFailure ?? -1, exclusions }
+          ? {
+              planned: faultPlan,
+              deviceFilters: a.deviceFilters,
+              refusedByFailedNodes: losses?.refused ?? -1,
+              lostOnFailedNodes: losses?.lostOnFailure ?? -1,
+              exclusions,
+            }
           : null,
       meanLatencyMs: answered > 0 ? latencies.reduce((s, x) => s + x, 0) / latencies.length : 0,
       p99LatencyMs: latencies.length > 0 ? latencies[Math.min(latencies.length - 1, Math.floor(0.99 * latencies.length))] : 0,
@@ -750,7 +837,9 @@ function formatSummary(s: UpSummary): string {
     `sent ${s.sent}: in time ${s.completedInTime}, late ${s.late}, refused ${s.refused}, unanswered ${s.unanswered}; throughput rate ${pct(s.throughputRate)}`,
     `kais eval predicts ${s.evalPolicy} ${pct(s.evalThroughputRate)} for the same requests: live / predicted = ${s.vsEval.toFixed(3)}${s.learning ? ' (learning online)' : ''}; with --view global ${pct(s.evalGlobalViewThroughputRate)}: live / predicted = ${s.vsEvalGlobalView.toFixed(3)}`,
     ...(s.vsEval < 0.9 && s.loadAverage1m > s.cpus
-      ? [`note: load average ${s.loadAverage1m} on ${s.cpus} CPUs: the processes competed for CPU, so requests went late that the simulator serves in time`]
+      ? [
+          `note: load average ${s.loadAverage1m} on ${s.cpus} CPUs: the processes competed for CPU, so requests went late that the simulator serves in time`,
+        ]
       : []),
     `latency mean ${s.meanLatencyMs.toFixed(0)} ms, p99 ${s.p99LatencyMs.toFixed(0)} ms; weight versions applied ${s.weightVersionsApplied}, placement versions applied ${s.placementVersionsApplied}, orchestrator restarts ${s.orchestratorRestarts}`,
     ...s.perEap.map((e) =>
@@ -759,7 +848,12 @@ function formatSummary(s: UpSummary): string {
         : `  eAP ${e.eap}: sent ${e.sent}, rate ${pct(e.throughputRate)}, ${e.policy ?? '?'} decisions ${e.decisionsFallback}`,
     ),
   ];
-  if (Object.keys(s.refusedReasons).length > 0) lines.push(`refused: ${Object.entries(s.refusedReasons).map(([k, v]) => `${k} x${v}`).join(', ')}`);
+  if (Object.keys(s.refusedReasons).length > 0)
+    lines.push(
+      `refused: ${Object.entries(s.refusedReasons)
+        .map(([k, v]) => `${k} x${v}`)
+        .join(', ')}`,
+    );
   return lines.join('\n');
 }
 

@@ -14,7 +14,11 @@ import { readConfig, startOrchestrator } from './main';
 export const ORCHESTRATOR_SPEC = {
   config: opt.file<string>({ demand: true, describe: 'JSON config file (docs/runtime.md)' }),
   port: opt.port({ default: 0, describe: 'WebSocket port (0: a free one)' }),
-  db: opt.outFile({ default: 'kais-orchestrator.db', sqlite: 'kais orchestrator store', describe: 'SQLite state file (created if missing, resumed if present)' }),
+  db: opt.outFile({
+    default: 'kais-orchestrator.db',
+    sqlite: 'kais orchestrator store',
+    describe: 'SQLite state file (created if missing, resumed if present)',
+  }),
 };
 
 /** A store that cannot be opened is the user's file, not our bug: one line naming --db. */
@@ -25,7 +29,11 @@ function isStoreError(e: unknown): e is Error {
 export const orchestratorCommand: CommandModule<object, object> = {
   command: 'orchestrator',
   describe: 'run the orchestrator (ws hub, model registry, placement loop, SQLite store)',
-  builder: (y: Argv<object>) => yargsOptions(y.example('$0 orchestrator --config orchestrator.json --port 7000', 'the central service on port 7000'), ORCHESTRATOR_SPEC),
+  builder: (y: Argv<object>) =>
+    yargsOptions(
+      y.example('$0 orchestrator --config orchestrator.json --port 7000', 'the central service on port 7000'),
+      ORCHESTRATOR_SPEC,
+    ),
   handler: namingFlags(ORCHESTRATOR_SPEC, async (argv) => {
     const a = resolveOptions(ORCHESTRATOR_SPEC, argv);
     const cfg = readConfig(a.config);

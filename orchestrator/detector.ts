@@ -94,7 +94,16 @@ class WorkerEngine implements Engine {
 }
 
 export class LearnedDetector {
-  readonly stats: LearnedDetectorStats = { trainWindows: 0, ambiguousWindows: 0, fits: 0, scored: 0, anomalous: 0, unscored: 0, dropped: 0, lastFitMs: 0 };
+  readonly stats: LearnedDetectorStats = {
+    trainWindows: 0,
+    ambiguousWindows: 0,
+    fits: 0,
+    scored: 0,
+    anomalous: 0,
+    unscored: 0,
+    dropped: 0,
+    lastFitMs: 0,
+  };
   private readonly pools: DetectorPools;
   private readonly maxQueued: number;
   private readonly log: (line: string) => void;
@@ -110,7 +119,8 @@ export class LearnedDetector {
   constructor(private readonly opts: LearnedDetectorOptions) {
     this.pools = new DetectorPools(opts);
     this.maxQueued = opts.maxQueued ?? 1024;
-    if (!(Number.isInteger(this.maxQueued) && this.maxQueued >= 1)) throw new TypeError(`LearnedDetector: maxQueued must be a positive integer, got ${this.maxQueued}`);
+    if (!(Number.isInteger(this.maxQueued) && this.maxQueued >= 1))
+      throw new TypeError(`LearnedDetector: maxQueued must be a positive integer, got ${this.maxQueued}`);
     this.log = opts.log ?? (() => undefined);
   }
 
@@ -136,7 +146,14 @@ export class LearnedDetector {
     const { backend } = await engine.call({ kind: 'init' });
     for (const d of this.opts.store?.detectors() ?? []) {
       try {
-        await engine.call({ kind: 'load', key: d.key, dims: d.dims, steps: d.steps, options: this.pools.vgruOptions(d.key), weights: d.weights });
+        await engine.call({
+          kind: 'load',
+          key: d.key,
+          dims: d.dims,
+          steps: d.steps,
+          options: this.pools.vgruOptions(d.key),
+          weights: d.weights,
+        });
         this.pools.pool(d.key, d.dims, d.steps).fitted = true;
         this.log(`detector: shape ${d.key} loaded from the store (fitted on ${d.fitWindows} healthy windows)`);
       } catch (e) {
@@ -228,7 +245,15 @@ export class LearnedDetector {
 
   private async fit(p: ShapePool): Promise<void> {
     const { windows, count } = this.pools.takeFitBatch(p);
-    const r = await this.engine!.call({ kind: 'fit', key: p.key, dims: p.dims, steps: p.steps, options: this.pools.vgruOptions(p.key), windows, count });
+    const r = await this.engine!.call({
+      kind: 'fit',
+      key: p.key,
+      dims: p.dims,
+      steps: p.steps,
+      options: this.pools.vgruOptions(p.key),
+      windows,
+      count,
+    });
     if (this.disposed) return;
     p.fitted = true;
     this.stats.fits++;
@@ -238,7 +263,10 @@ export class LearnedDetector {
   }
 
   private async score(key: string, batch: Queued[]): Promise<void> {
-    const windows = this.pools.pack(this.pools.get(key)!, batch.map((q) => q.values));
+    const windows = this.pools.pack(
+      this.pools.get(key)!,
+      batch.map((q) => q.values),
+    );
     const r = await this.engine!.call({ kind: 'score', key, windows, count: batch.length });
     if (this.disposed) return;
     const byEap = new Map<number, DeviceVerdict[]>();
@@ -252,7 +280,8 @@ export class LearnedDetector {
       list.push({ node: q.node, id: q.id, anomalous, score: Number.isFinite(score) ? score : 1e9 });
     });
     for (const [eap, verdicts] of byEap) {
-      for (let i = 0; i < verdicts.length; i += MAX_DEVICE_WINDOWS) this.opts.send(eap, { verdicts: verdicts.slice(i, i + MAX_DEVICE_WINDOWS) });
+      for (let i = 0; i < verdicts.length; i += MAX_DEVICE_WINDOWS)
+        this.opts.send(eap, { verdicts: verdicts.slice(i, i + MAX_DEVICE_WINDOWS) });
     }
   }
 }

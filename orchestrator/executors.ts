@@ -60,7 +60,12 @@ export class EmulatedExecutor implements LiveExecutor {
   async apply(ops: readonly ScaleOp[]): Promise<ScaleReport> {
     if (ops.length === 0) return { executed: [], refused: 0 };
     const headers: Record<string, string> = this.adminToken ? { authorization: `Bearer ${this.adminToken}` } : {};
-    const r = await fetch(`${this.adminUrl}/scale`, { method: 'POST', headers, body: JSON.stringify({ ops }), signal: AbortSignal.timeout(this.timeoutMs) });
+    const r = await fetch(`${this.adminUrl}/scale`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ ops }),
+      signal: AbortSignal.timeout(this.timeoutMs),
+    });
     if (!r.ok) throw new Error(`executor: POST /scale answered ${r.status} ${await r.text()}`);
     return (await r.json()) as ScaleReport;
   }

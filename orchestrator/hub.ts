@@ -217,7 +217,16 @@ export class Hub extends TypedEmitter<HubEvents> {
   readonly heartbeatMs: number;
   readonly helloTimeoutMs: number;
   readonly maxBufferedBytes: number;
-  readonly stats: HubStats = { accepted: 0, refused: 0, coalesced: 0, deadPeers: 0, authFailures: 0, duplicateHellos: 0, quarantines: 0, quarantinedHellos: 0 };
+  readonly stats: HubStats = {
+    accepted: 0,
+    refused: 0,
+    coalesced: 0,
+    deadPeers: 0,
+    authFailures: 0,
+    duplicateHellos: 0,
+    quarantines: 0,
+    quarantinedHellos: 0,
+  };
   readonly epoch: string | null;
   private readonly numEaps: number;
   private readonly inspect: HubOptions['inspect'] | null;
@@ -516,7 +525,12 @@ export class Hub extends TypedEmitter<HubEvents> {
     this.quarantinedUntil.set(info.eapId, Date.now() + this.quarantineMs);
     s.closing = true;
     s.ws.close(HUB_CLOSE_CODES.quarantined, 'quarantined');
-    this.emitSafe('denied', { kind: 'quarantine', eapId: info.eapId, sessionId: info.sessionId, message: `session quarantined for ${this.quarantineMs} ms: ${why}` });
+    this.emitSafe('denied', {
+      kind: 'quarantine',
+      eapId: info.eapId,
+      sessionId: info.sessionId,
+      message: `session quarantined for ${this.quarantineMs} ms: ${why}`,
+    });
   }
 
   /** eAPs under quarantine now, with the ms left. */
@@ -534,7 +548,12 @@ export class Hub extends TypedEmitter<HubEvents> {
     };
     if (hello.eapId >= this.numEaps) {
       this.stats.authFailures++;
-      deny('unknown-eap', HUB_ERROR_CODES.auth, HUB_CLOSE_CODES.auth, `eAP ${hello.eapId} is not in this cluster (eAPs 0..${this.numEaps - 1})`);
+      deny(
+        'unknown-eap',
+        HUB_ERROR_CODES.auth,
+        HUB_CLOSE_CODES.auth,
+        `eAP ${hello.eapId} is not in this cluster (eAPs 0..${this.numEaps - 1})`,
+      );
       return;
     }
     // a token binds to an eAP: an eAP with a token of its own is admitted with that token only;
@@ -552,7 +571,12 @@ export class Hub extends TypedEmitter<HubEvents> {
     if (until !== undefined) {
       if (until > Date.now()) {
         this.stats.quarantinedHellos++;
-        deny('quarantined-hello', HUB_ERROR_CODES.quarantined, HUB_CLOSE_CODES.quarantined, `eAP ${hello.eapId} is quarantined for another ${until - Date.now()} ms`);
+        deny(
+          'quarantined-hello',
+          HUB_ERROR_CODES.quarantined,
+          HUB_CLOSE_CODES.quarantined,
+          `eAP ${hello.eapId} is quarantined for another ${until - Date.now()} ms`,
+        );
         return;
       }
       this.quarantinedUntil.delete(hello.eapId);
@@ -561,7 +585,13 @@ export class Hub extends TypedEmitter<HubEvents> {
     if (live && !live.closing && live.ws.readyState === WebSocket.OPEN && !(hello.instance && live.info!.instance === hello.instance)) {
       // the live session stays: only the same agent process may take its place
       this.stats.duplicateHellos++;
-      deny('duplicate-hello', HUB_ERROR_CODES.duplicate, HUB_CLOSE_CODES.duplicate, `eAP ${hello.eapId} already has a live session (${live.info!.sessionId}) of another agent instance`, live.info!.sessionId);
+      deny(
+        'duplicate-hello',
+        HUB_ERROR_CODES.duplicate,
+        HUB_CLOSE_CODES.duplicate,
+        `eAP ${hello.eapId} already has a live session (${live.info!.sessionId}) of another agent instance`,
+        live.info!.sessionId,
+      );
       return;
     }
     if (s.helloTimer) clearTimeout(s.helloTimer);
@@ -664,7 +694,10 @@ export class Hub extends TypedEmitter<HubEvents> {
   private encodedBody(kind: PushKind, body: WeightsBody | PlacementBody): Buffer {
     let bytes = this.bodyBytes.get(body);
     if (!bytes) {
-      bytes = kind === 'weights' ? this.outCodec.encodeBody('weights', body as WeightsBody) : this.outCodec.encodeBody('placement', body as PlacementBody);
+      bytes =
+        kind === 'weights'
+          ? this.outCodec.encodeBody('weights', body as WeightsBody)
+          : this.outCodec.encodeBody('placement', body as PlacementBody);
       this.bodyBytes.set(body, bytes);
     }
     return bytes;
@@ -718,4 +751,3 @@ function sameToken(got: string, expected: string): boolean {
   const b = Buffer.from(expected, 'utf8');
   return a.length === b.length && timingSafeEqual(a, b);
 }
-

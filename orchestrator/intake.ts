@@ -132,8 +132,17 @@ export class Intake {
       now: () => performance.now(),
       ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
     } as Intake['o'];
-    for (const k of ['maxTransitionsPerS', 'maxFramesPerS', 'maxBytesPerS', 'maxTransitionsPerFrame', 'quarantineAfter', 'violationWindowMs', 'eventIntervalMs'] as const) {
-      if (!(Number.isFinite(this.o[k]) && this.o[k] > 0)) throw new TypeError(`Intake: options.${k} must be a positive number, got ${this.o[k]}`);
+    for (const k of [
+      'maxTransitionsPerS',
+      'maxFramesPerS',
+      'maxBytesPerS',
+      'maxTransitionsPerFrame',
+      'quarantineAfter',
+      'violationWindowMs',
+      'eventIntervalMs',
+    ] as const) {
+      if (!(Number.isFinite(this.o[k]) && this.o[k] > 0))
+        throw new TypeError(`Intake: options.${k} must be a positive number, got ${this.o[k]}`);
     }
     const topo = topologyOf(options.scenario);
     this.numTargets = topo.numNodes + 1;
@@ -180,7 +189,9 @@ export class Intake {
     }
     return {
       code: INTAKE_ERROR_CODES.invalid,
-      message: quarantine ? `${frame.type} refused: ${problem}; ${this.o.quarantineAfter} invalid frames within ${this.o.violationWindowMs} ms` : `${frame.type} refused: ${problem}`,
+      message: quarantine
+        ? `${frame.type} refused: ${problem}; ${this.o.quarantineAfter} invalid frames within ${this.o.violationWindowMs} ms`
+        : `${frame.type} refused: ${problem}`,
       quarantine,
     };
   };
@@ -192,7 +203,8 @@ export class Intake {
 
   /** What is wrong with an experience batch for this scenario, or null. */
   checkExperience(b: ExperienceBody): string | null {
-    if (b.transitions.length > this.o.maxTransitionsPerFrame) return `${b.transitions.length} transitions in one frame, at most ${this.o.maxTransitionsPerFrame}`;
+    if (b.transitions.length > this.o.maxTransitionsPerFrame)
+      return `${b.transitions.length} transitions in one frame, at most ${this.o.maxTransitionsPerFrame}`;
     const published = this.o.weightVersion();
     for (let k = 0; k < b.transitions.length; k++) {
       const t = b.transitions[k];
@@ -201,8 +213,10 @@ export class Intake {
       if (t.mask.length !== this.numTargets) return `${at}.mask has ${t.mask.length} targets, the scenario has ${this.numTargets}`;
       if (t.service >= this.numServices) return `${at}.service ${t.service} is not a service of the scenario (0..${this.numServices - 1})`;
       if (!(t.reward >= REWARD_MIN && t.reward <= REWARD_MAX)) return `${at}.reward ${t.reward} is outside [${REWARD_MIN}, ${REWARD_MAX}]`;
-      if (!finite32(t.logProb) || t.logProb < -1000) return `${at}.logProb ${t.logProb} is not a log-probability (finite in float32, >= -1000)`;
-      if (t.latencyMs !== null && (!finite32(t.latencyMs) || t.latencyMs > 86_400_000)) return `${at}.latencyMs ${t.latencyMs} is out of range`;
+      if (!finite32(t.logProb) || t.logProb < -1000)
+        return `${at}.logProb ${t.logProb} is not a log-probability (finite in float32, >= -1000)`;
+      if (t.latencyMs !== null && (!finite32(t.latencyMs) || t.latencyMs > 86_400_000))
+        return `${at}.latencyMs ${t.latencyMs} is out of range`;
       if (t.weightVersion !== null && (published === null || t.weightVersion > published)) {
         return `${at}.weightVersion ${t.weightVersion} was never published (latest ${published ?? 'none'})`;
       }

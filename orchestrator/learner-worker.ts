@@ -37,7 +37,8 @@ if (parentPort) {
         return { ok: false, error: (e as Error).message };
       }
     })().then((reply) => {
-      const transfer = reply.ok && reply.result ? [...(reply.result.actor ?? []), ...reply.result.critic].map((a) => a.buffer as ArrayBuffer) : [];
+      const transfer =
+        reply.ok && reply.result ? [...(reply.result.actor ?? []), ...reply.result.critic].map((a) => a.buffer as ArrayBuffer) : [];
       port.postMessage(reply, transfer);
     });
   });

@@ -191,7 +191,11 @@ export class OnlineLearner {
     refusedUpdates: 0,
     transitionsOutOfBounds: 0,
   };
-  private readonly o: Required<Omit<OnlineLearnerOptions, 'log' | 'onEvent' | 'maxKl'>> & { log: (line: string) => void; onEvent: OnlineLearnerOptions['onEvent']; maxKl: number };
+  private readonly o: Required<Omit<OnlineLearnerOptions, 'log' | 'onEvent' | 'maxKl'>> & {
+    log: (line: string) => void;
+    onEvent: OnlineLearnerOptions['onEvent'];
+    maxKl: number;
+  };
   private readonly shape: { numServices: number; numTargets: number; numEaps: number };
   private readonly obsDim: number;
   private readonly numActions: number;
@@ -233,8 +237,10 @@ export class OnlineLearner {
     } as unknown as OnlineLearner['o'];
     this.o.maxKl ??= 10 * this.o.targetKl;
     if (!(this.o.maxKl > 0)) throw new TypeError(`OnlineLearner: maxKl must be > 0, got ${this.o.maxKl}`);
-    if (!(this.o.maxDuty > 0 && this.o.maxDuty <= 1)) throw new TypeError(`OnlineLearner: maxDuty must be in (0, 1], got ${this.o.maxDuty}`);
-    if (!(Number.isInteger(this.o.batch) && this.o.batch > 0)) throw new TypeError(`OnlineLearner: batch must be a positive integer, got ${this.o.batch}`);
+    if (!(this.o.maxDuty > 0 && this.o.maxDuty <= 1))
+      throw new TypeError(`OnlineLearner: maxDuty must be in (0, 1], got ${this.o.maxDuty}`);
+    if (!(Number.isInteger(this.o.batch) && this.o.batch > 0))
+      throw new TypeError(`OnlineLearner: batch must be a positive integer, got ${this.o.batch}`);
     const topo = topologyOf(this.o.scenario);
     this.shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
     this.obsDim = observationDim(this.shape);
@@ -304,7 +310,9 @@ export class OnlineLearner {
       this.read();
       if (!this.hinted && this.deterministic >= this.o.batch && this.pending.length === 0 && this.stats.transitionsUsed === 0) {
         this.hinted = true;
-        this.o.log(`learner: ${this.deterministic} actor decisions and none explored: agents must explore (kais agent --explore <share>) for the orchestrator to learn`);
+        this.o.log(
+          `learner: ${this.deterministic} actor decisions and none explored: agents must explore (kais agent --explore <share>) for the orchestrator to learn`,
+        );
       }
       if (this.pending.length < this.o.batch || !this.engineReady || performance.now() < this.restUntil) return false;
       // the newest batch: older decisions were made by an older policy
@@ -370,7 +378,9 @@ export class OnlineLearner {
     );
     if (!fits) {
       this.misfit = body.version;
-      this.o.log(`learner: stored weights v${body.version} are not a ${this.o.scenario.name} actor (shapes ${JSON.stringify(tensors.map((t) => t.shape))}); not learning`);
+      this.o.log(
+        `learner: stored weights v${body.version} are not a ${this.o.scenario.name} actor (shapes ${JSON.stringify(tensors.map((t) => t.shape))}); not learning`,
+      );
       return;
     }
     const arrays = tensors.map((t) => t.data);

@@ -88,17 +88,38 @@ export function readConfig(file: string): OrchestratorConfig {
   const fail = (field: string, why: string): never => {
     throw new UsageError(`${file}: field "${field}" ${why}`);
   };
-  const known = ['scenario', 'orchestration', 'token', 'agentTokens', 'frameS', 'speed', 'executor', 'executorToken', 'checkpoint', 'heartbeatMs', 'actorHead', 'learner', 'learnBatch', 'detector', 'limits', 'pruneS', 'intake'];
+  const known = [
+    'scenario',
+    'orchestration',
+    'token',
+    'agentTokens',
+    'frameS',
+    'speed',
+    'executor',
+    'executorToken',
+    'checkpoint',
+    'heartbeatMs',
+    'actorHead',
+    'learner',
+    'learnBatch',
+    'detector',
+    'limits',
+    'pruneS',
+    'intake',
+  ];
   for (const k of Object.keys(o)) if (!known.includes(k)) fail(k, `is not a config field (known: ${known.join(', ')})`);
-  const str = (k: string, d: string): string => (o[k] === undefined ? d : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string'));
-  const strOrNull = (k: string): string | null => (o[k] === undefined || o[k] === null ? null : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string or null'));
+  const str = (k: string, d: string): string =>
+    o[k] === undefined ? d : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string');
+  const strOrNull = (k: string): string | null =>
+    o[k] === undefined || o[k] === null ? null : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string or null');
   const pos = (k: string, d: number): number => {
     const v = o[k] === undefined ? d : o[k];
     return typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : fail(k, `must be a positive number, got ${JSON.stringify(v)}`);
   };
   const scenario = loadScenario(str('scenario', 'kais'));
   const orchestration = str('orchestration', 'static');
-  if (!(ORCHESTRATION_NAMES as string[]).includes(orchestration)) fail('orchestration', `must be one of ${ORCHESTRATION_NAMES.join(', ')} (gpg is not wired in yet)`);
+  if (!(ORCHESTRATION_NAMES as string[]).includes(orchestration))
+    fail('orchestration', `must be one of ${ORCHESTRATION_NAMES.join(', ')} (gpg is not wired in yet)`);
   const agentTokens: Record<number, string> = {};
   if (o.agentTokens !== undefined) {
     if (typeof o.agentTokens !== 'object' || o.agentTokens === null) fail('agentTokens', 'must be an object {eapId: token}');
@@ -108,7 +129,8 @@ export function readConfig(file: string): OrchestratorConfig {
     }
   }
   const heartbeatMs = pos('heartbeatMs', 5000);
-  if (!Number.isInteger(heartbeatMs) || heartbeatMs < 100 || heartbeatMs > 3_600_000) fail('heartbeatMs', `must be an integer number of ms in 100..3600000, got ${heartbeatMs}`);
+  if (!Number.isInteger(heartbeatMs) || heartbeatMs < 100 || heartbeatMs > 3_600_000)
+    fail('heartbeatMs', `must be an integer number of ms in 100..3600000, got ${heartbeatMs}`);
   const executor = strOrNull('executor');
   if (executor !== null && !/^https?:\/\//.test(executor)) fail('executor', 'must be an http:// URL of a kais node admin server');
   const executorToken = strOrNull('executorToken');
@@ -125,7 +147,8 @@ export function readConfig(file: string): OrchestratorConfig {
   if (speed > 1000) fail('speed', `must be at most 1000, got ${speed}`);
   const frameS = pos('frameS', scenario.slotS * scenario.slotsPerFrame);
   if (frameS > 86_400) fail('frameS', `must be at most 86400 s, got ${frameS}`);
-  if (frameS / speed < 0.1) fail('speed', `makes a frame of ${((frameS / speed) * 1000).toFixed(3)} ms (frameS ${frameS} / speed ${speed}); at least 100 ms`);
+  if (frameS / speed < 0.1)
+    fail('speed', `makes a frame of ${((frameS / speed) * 1000).toFixed(3)} ms (frameS ${frameS} / speed ${speed}); at least 100 ms`);
   // a nested object of non-negative numbers, each known; missing ones take the default
   const section = <T extends Record<string, number>>(key: string, defaults: T, max: Partial<Record<keyof T, number>> = {}): T => {
     const v = o[key];
@@ -135,21 +158,38 @@ export function readConfig(file: string): OrchestratorConfig {
     for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
       if (!(k in defaults)) fail(`${key}.${k}`, `is not a field of ${key} (known: ${Object.keys(defaults).join(', ')})`);
       const hi = (max as Record<string, number | undefined>)[k] ?? 1e15;
-      if (typeof x !== 'number' || !Number.isFinite(x) || x <= 0 || x > hi) fail(`${key}.${k}`, `must be a positive number up to ${hi}, got ${JSON.stringify(x)}`);
+      if (typeof x !== 'number' || !Number.isFinite(x) || x <= 0 || x > hi)
+        fail(`${key}.${k}`, `must be a positive number up to ${hi}, got ${JSON.stringify(x)}`);
       out[k] = x as number;
     }
     return out as T;
   };
-  const lim = section('limits', {
-    experienceMaxMB: DEFAULT_STORE_LIMITS.experienceMaxBytes / 1048576,
-    experienceMaxAgeS: DEFAULT_STORE_LIMITS.experienceMaxAgeMs / 1000,
-    metricsMaxRows: DEFAULT_STORE_LIMITS.metricsMaxRows,
-    metricsMaxAgeS: DEFAULT_STORE_LIMITS.metricsMaxAgeMs / 1000,
-    eventsMaxRows: DEFAULT_STORE_LIMITS.eventsMaxRows,
-    eventsMaxAgeS: DEFAULT_STORE_LIMITS.eventsMaxAgeMs / 1000,
-    fileMaxMB: DEFAULT_STORE_LIMITS.fileMaxBytes / 1048576,
-  }, { experienceMaxMB: 1e6, experienceMaxAgeS: 3.2e7, metricsMaxAgeS: 3.2e8, eventsMaxAgeS: 3.2e8, metricsMaxRows: 1e10, eventsMaxRows: 1e10, fileMaxMB: 1e7 });
-  const intake = section('intake', { maxTransitionsPerS: 2000, maxFramesPerS: 200, maxMBPerS: 16, quarantineAfter: 10, quarantineS: 60 }, { maxTransitionsPerS: 1e6, maxFramesPerS: 1e5, maxMBPerS: 1e4, quarantineAfter: 1e6, quarantineS: 86_400 });
+  const lim = section(
+    'limits',
+    {
+      experienceMaxMB: DEFAULT_STORE_LIMITS.experienceMaxBytes / 1048576,
+      experienceMaxAgeS: DEFAULT_STORE_LIMITS.experienceMaxAgeMs / 1000,
+      metricsMaxRows: DEFAULT_STORE_LIMITS.metricsMaxRows,
+      metricsMaxAgeS: DEFAULT_STORE_LIMITS.metricsMaxAgeMs / 1000,
+      eventsMaxRows: DEFAULT_STORE_LIMITS.eventsMaxRows,
+      eventsMaxAgeS: DEFAULT_STORE_LIMITS.eventsMaxAgeMs / 1000,
+      fileMaxMB: DEFAULT_STORE_LIMITS.fileMaxBytes / 1048576,
+    },
+    {
+      experienceMaxMB: 1e6,
+      experienceMaxAgeS: 3.2e7,
+      metricsMaxAgeS: 3.2e8,
+      eventsMaxAgeS: 3.2e8,
+      metricsMaxRows: 1e10,
+      eventsMaxRows: 1e10,
+      fileMaxMB: 1e7,
+    },
+  );
+  const intake = section(
+    'intake',
+    { maxTransitionsPerS: 2000, maxFramesPerS: 200, maxMBPerS: 16, quarantineAfter: 10, quarantineS: 60 },
+    { maxTransitionsPerS: 1e6, maxFramesPerS: 1e5, maxMBPerS: 1e4, quarantineAfter: 1e6, quarantineS: 86_400 },
+  );
   const pruneS = pos('pruneS', 5);
   if (pruneS < 0.05 || pruneS > 3600) fail('pruneS', `must be in 0.05..3600 s, got ${pruneS}`);
   const detector = str('detector', 'vgru');
@@ -215,7 +255,9 @@ export class StoreGuard {
       this.failures++;
       this.backoffMs = Math.min(60_000, this.backoffMs === 0 ? 1000 : 2 * this.backoffMs);
       this.until = now + this.backoffMs;
-      this.log(`store write failed (${(e as { code?: string }).code}: ${(e as Error).message}) writing ${what}; writes paused for ${this.backoffMs / 1000} s`);
+      this.log(
+        `store write failed (${(e as { code?: string }).code}: ${(e as Error).message}) writing ${what}; writes paused for ${this.backoffMs / 1000} s`,
+      );
       return false;
     }
   }
@@ -261,7 +303,10 @@ export async function startOrchestrator(
     guard.run('an event', () => store.recordEvent({ kind, eap, session, message }));
   };
   if (store.createdNow) {
-    event('epoch', `new store ${opts.dbPath}: epoch ${store.epoch}; weight and placement versions start again at 1, agents holding another epoch's versions adopt this one's`);
+    event(
+      'epoch',
+      `new store ${opts.dbPath}: epoch ${store.epoch}; weight and placement versions start again at 1, agents holding another epoch's versions adopt this one's`,
+    );
   } else {
     log(`store ${opts.dbPath}: epoch ${store.epoch}`);
   }
@@ -318,9 +363,7 @@ export async function startOrchestrator(
   }
 
   const detector =
-    cfg.detector === 'vgru'
-      ? new LearnedDetector({ store, send: (eap, body) => void hub.sendTo(eap, 'verdicts', body), log })
-      : null;
+    cfg.detector === 'vgru' ? new LearnedDetector({ store, send: (eap, body) => void hub.sendTo(eap, 'verdicts', body), log }) : null;
   if (detector && store.detectors().length > 0) {
     detector.start().then(
       () => log(`detector: on, stored shapes ${detector.fittedShapes().join(', ')}`),
@@ -354,7 +397,8 @@ export async function startOrchestrator(
     try {
       guard.run('a prune', () => {
         const n = store.prune();
-        if (n.experience + n.metrics + n.events > 1000) log(`pruned ${n.experience} experience batches, ${n.metrics} metric points, ${n.events} events`);
+        if (n.experience + n.metrics + n.events > 1000)
+          log(`pruned ${n.experience} experience batches, ${n.metrics} metric points, ${n.events} events`);
       });
       const problem = store.fileProblem();
       if (problem && !fileProblemLogged) {
@@ -386,11 +430,24 @@ export async function startOrchestrator(
     // tfjs and the learner load only when learning is on
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { OnlineLearner: L } = require('./learner') as typeof import('./learner');
-    learner = new L({ scenario: cfg.scenario, store, registry, head, batch: cfg.learnBatch, log, onEvent: (e) => event(e.kind, e.message) });
+    learner = new L({
+      scenario: cfg.scenario,
+      store,
+      registry,
+      head,
+      batch: cfg.learnBatch,
+      log,
+      onEvent: (e) => event(e.kind, e.message),
+    });
     // not awaited: agents are served while the learner's worker loads tfjs (a second or more)
     const started = learner;
     started.start().then(
-      () => log(started.weightVersion === null ? 'learner: waiting for a model to start from' : `learner: on, from weights v${started.weightVersion}, every ${cfg.learnBatch} decisions`),
+      () =>
+        log(
+          started.weightVersion === null
+            ? 'learner: waiting for a model to start from'
+            : `learner: on, from weights v${started.weightVersion}, every ${cfg.learnBatch} decisions`,
+        ),
       (e: Error) => log(`learner: could not start (${e.message}); experience is still stored`),
     );
   }

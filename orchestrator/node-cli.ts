@@ -28,7 +28,8 @@ export const NODE_SPEC = {
   adminPort: opt.port({ default: 0, describe: 'port of the admin server (placement, stats; 0: a free one)' }),
   adminTokenFile: opt.secretFile({
     defaultText: `$${NODE_ADMIN_TOKEN_ENV}, else a new random one printed as adminToken`,
-    describe: 'file whose first line is the token the admin server\'s changes (POST /scale, PUT /fault, PUT /placement) must carry as Authorization: Bearer',
+    describe:
+      "file whose first line is the token the admin server's changes (POST /scale, PUT /fault, PUT /placement) must carry as Authorization: Bearer",
   }),
   faults: opt.optString({ describe: 'JSON list of node failures: [{"node":3,"startS":70,"durationS":30,"precursorS":20}]' }),
   seed: opt.integer({ default: 1, describe: 'seed of the telemetry series' }),
@@ -37,12 +38,21 @@ export const NODE_SPEC = {
 export const nodeCommand: CommandModule<object, object> = {
   command: 'node',
   describe: 'run the emulated edge nodes and cloud of a scenario (HTTP servers with service replicas)',
-  builder: (y: Argv<object>) => yargsOptions(y.example('$0 node --scenario tiny', 'the nodes and cloud of the tiny scenario; the ready line is the --targets file of kais agent'), NODE_SPEC),
+  builder: (y: Argv<object>) =>
+    yargsOptions(
+      y.example('$0 node --scenario tiny', 'the nodes and cloud of the tiny scenario; the ready line is the --targets file of kais agent'),
+      NODE_SPEC,
+    ),
   handler: namingFlags(NODE_SPEC, async (argv) => {
     const a = resolveOptions(NODE_SPEC, argv);
     const scenario = loadScenario(a.scenario);
     // the admin server always checks a token: given (file, environment) or made here and printed
-    const given = resolveSecret({ fromFile: a.adminTokenFile, fileFlag: 'admin-token-file', inlineFlag: 'admin-token-file', env: NODE_ADMIN_TOKEN_ENV });
+    const given = resolveSecret({
+      fromFile: a.adminTokenFile,
+      fileFlag: 'admin-token-file',
+      inlineFlag: 'admin-token-file',
+      env: NODE_ADMIN_TOKEN_ENV,
+    });
     const adminToken = given || randomBytes(24).toString('base64url');
     let faults: Fault[] = [];
     if (a.faults !== undefined) {
@@ -62,7 +72,9 @@ export const nodeCommand: CommandModule<object, object> = {
     await cluster.listen().catch((e: unknown) => {
       throw listenProblem(e, 'admin-port', a.adminPort) ?? e;
     });
-    process.stdout.write(`${JSON.stringify({ ready: true, nodes: cluster.nodeUrls, cloud: cluster.cloudUrl, admin: cluster.adminUrl, ...(given ? {} : { adminToken }) })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ ready: true, nodes: cluster.nodeUrls, cloud: cluster.cloudUrl, admin: cluster.adminUrl, ...(given ? {} : { adminToken }) })}\n`,
+    );
     await new Promise<void>((resolve) => {
       process.once('SIGTERM', () => resolve());
       process.once('SIGINT', () => resolve());

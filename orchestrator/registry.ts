@@ -32,11 +32,9 @@ export class ModelRegistry {
     private readonly store: Store,
     private readonly hub: Hub,
   ) {
-    const onSession: HubEvents['session'] = (s) =>
-      store.agentConnected(s.eapId, s.sessionId, s);
+    const onSession: HubEvents['session'] = (s) => store.agentConnected(s.eapId, s.sessionId, s);
     const onClosed: HubEvents['sessionClosed'] = (s) => store.agentDisconnected(s.eapId, s.sessionId);
-    const onApplied: HubEvents['applied'] = (s, kind, version) =>
-      store.agentApplied(s.eapId, kind, version);
+    const onApplied: HubEvents['applied'] = (s, kind, version) => store.agentApplied(s.eapId, kind, version);
     hub.on('session', onSession).on('sessionClosed', onClosed).on('applied', onApplied);
     this.detach.push(
       () => hub.off('session', onSession),

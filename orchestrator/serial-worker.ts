@@ -16,7 +16,10 @@ export class SerialWorker<Req, Rep extends SerialReply> {
   private busy = false;
   private dead: Error | null = null;
 
-  constructor(file: string, private readonly name: string) {
+  constructor(
+    file: string,
+    private readonly name: string,
+  ) {
     this.worker = new Worker(file);
     this.worker.unref();
     this.worker.on('message', (r: Rep) => {

@@ -66,7 +66,13 @@ export function benchActor(): BenchResult[] {
     },
   };
   const frames = 4;
-  const requests = buildRequests({ scenario, workload: 'p4', seed: 1, load: 1, durationS: frames * scenario.slotsPerFrame * scenario.slotS });
+  const requests = buildRequests({
+    scenario,
+    workload: 'p4',
+    seed: 1,
+    load: 1,
+    durationS: frames * scenario.slotsPerFrame * scenario.slotS,
+  });
   runEpisode({ scenario, requests, frames, seed: 1, dispatch: probe, orchestration: makeOrchestration('static', scenario) });
   const a = Float64Array.from(actorUs);
   const l = Float64Array.from(lecUs);

@@ -17,5 +17,7 @@ const server = http.createServer((req, res) => {
   });
 });
 server.keepAliveTimeout = 65000;
-server.listen(0, '127.0.0.1', () => process.stdout.write(JSON.stringify({ ready: true, port: (server.address() as AddressInfo).port }) + '\n'));
+server.listen(0, '127.0.0.1', () =>
+  process.stdout.write(JSON.stringify({ ready: true, port: (server.address() as AddressInfo).port }) + '\n'),
+);
 process.on('SIGTERM', () => process.exit(0));

@@ -14,19 +14,31 @@ const server = http.createServer((req, res) => {
   req.on('data', (c: Buffer) => chunks.push(c));
   req.on('end', () => {
     JSON.parse(Buffer.concat(chunks).toString('utf8'));
-    const out = http.request({ hostname: '127.0.0.1', port: backendPort, path: '/serve?service=0&work=0', method: 'POST', agent, headers: { 'content-length': 0 } }, (r) => {
-      const got: Buffer[] = [];
-      r.on('data', (c: Buffer) => got.push(c));
-      r.on('end', () => {
-        const o = JSON.parse(Buffer.concat(got).toString('utf8')) as { procMs: number };
-        const text = JSON.stringify({ target: 0, latencyMs: 0, procMs: o.procMs });
-        res.writeHead(r.statusCode!, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-        res.end(text);
-      });
-    });
+    const out = http.request(
+      {
+        hostname: '127.0.0.1',
+        port: backendPort,
+        path: '/serve?service=0&work=0',
+        method: 'POST',
+        agent,
+        headers: { 'content-length': 0 },
+      },
+      (r) => {
+        const got: Buffer[] = [];
+        r.on('data', (c: Buffer) => got.push(c));
+        r.on('end', () => {
+          const o = JSON.parse(Buffer.concat(got).toString('utf8')) as { procMs: number };
+          const text = JSON.stringify({ target: 0, latencyMs: 0, procMs: o.procMs });
+          res.writeHead(r.statusCode!, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+          res.end(text);
+        });
+      },
+    );
     out.end();
   });
 });
 server.keepAliveTimeout = 65000;
-server.listen(0, '127.0.0.1', () => process.stdout.write(JSON.stringify({ ready: true, port: (server.address() as AddressInfo).port }) + '\n'));
+server.listen(0, '127.0.0.1', () =>
+  process.stdout.write(JSON.stringify({ ready: true, port: (server.address() as AddressInfo).port }) + '\n'),
+);
 process.on('SIGTERM', () => process.exit(0));

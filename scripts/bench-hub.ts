@@ -330,7 +330,10 @@ const CLIENT_PROCESSES = 2;
 
 async function fanoutBench(hub: JsonChild, port: number): Promise<BenchResult[]> {
   const results: BenchResult[] = [];
-  const children = Array.from({ length: CLIENT_PROCESSES }, () => new JsonChild([__filename, '--clients-child', String(port)], 'bench clients'));
+  const children = Array.from(
+    { length: CLIENT_PROCESSES },
+    () => new JsonChild([__filename, '--clients-child', String(port)], 'bench clients'),
+  );
   try {
     await Promise.all(children.map((c) => c.ready));
     let connected = 0;
@@ -344,7 +347,10 @@ async function fanoutBench(hub: JsonChild, port: number): Promise<BenchResult[]>
       const flushedMs: number[] = [];
       for (let k = 0; k < PUBLISHES + 1; k++) {
         const { version, t0, publishMs } = (await hub.request({ cmd: 'publish' })) as { version: number; t0: number; publishMs: number };
-        const reports = (await Promise.all(children.map((c) => c.request({ cmd: 'expect', version })))) as { last: number; decodeMs: number }[];
+        const reports = (await Promise.all(children.map((c) => c.request({ cmd: 'expect', version })))) as {
+          last: number;
+          decodeMs: number;
+        }[];
         const { flushedMs: fMs } = (await hub.request({ cmd: 'flushed', version })) as { flushedMs: number | null };
         if (k > 0) {
           if (fMs === null) throw new Error(`bench-hub: weights v${version} were not flushed to every session`);
@@ -357,10 +363,26 @@ async function fanoutBench(hub: JsonChild, port: number): Promise<BenchResult[]>
         await new Promise((r) => setTimeout(r, 50));
       }
       results.push(
-        { name: `hub.fanoutMs.p99.${n}`, value: round(quantile(fanoutMs, 0.99), 1), unit: `ms (publish -> all ${n} decoded; median ${round(quantile(fanoutMs, 0.5), 1)})` },
-        { name: `hub.flushedMs.p99.${n}`, value: round(quantile(flushedMs, 0.99), 1), unit: `ms (the orchestrator's side: publish -> the last of ${n} sockets took the frame; median ${round(quantile(flushedMs, 0.5), 1)})` },
-        { name: `hub.publishMs.p99.${n}`, value: round(quantile(hubMs, 0.99), 1), unit: `ms (the hub's publishWeights call: pack, store, send to ${n}; median ${round(quantile(hubMs, 0.5), 1)})` },
-        { name: `hub.clientDecodeMs.p50.${n}`, value: round(quantile(decodeMs, 0.5), 1), unit: `ms (sum of the ${n} clients' decode times per publish, on ${CLIENT_PROCESSES} processes)` },
+        {
+          name: `hub.fanoutMs.p99.${n}`,
+          value: round(quantile(fanoutMs, 0.99), 1),
+          unit: `ms (publish -> all ${n} decoded; median ${round(quantile(fanoutMs, 0.5), 1)})`,
+        },
+        {
+          name: `hub.flushedMs.p99.${n}`,
+          value: round(quantile(flushedMs, 0.99), 1),
+          unit: `ms (the orchestrator's side: publish -> the last of ${n} sockets took the frame; median ${round(quantile(flushedMs, 0.5), 1)})`,
+        },
+        {
+          name: `hub.publishMs.p99.${n}`,
+          value: round(quantile(hubMs, 0.99), 1),
+          unit: `ms (the hub's publishWeights call: pack, store, send to ${n}; median ${round(quantile(hubMs, 0.5), 1)})`,
+        },
+        {
+          name: `hub.clientDecodeMs.p50.${n}`,
+          value: round(quantile(decodeMs, 0.5), 1),
+          unit: `ms (sum of the ${n} clients' decode times per publish, on ${CLIENT_PROCESSES} processes)`,
+        },
       );
     }
     const { rssMB, sessions } = (await hub.request({ cmd: 'rss' })) as { rssMB: number; sessions: number };
@@ -400,7 +422,14 @@ function timedPost(agent: http.Agent, port: number, p: string, body: string): Pr
   const t0 = performance.now();
   return new Promise((resolve) => {
     const req = http.request(
-      { host: '127.0.0.1', port, path: p, method: 'POST', agent, headers: { 'content-length': Buffer.byteLength(body), 'content-type': 'application/json' } },
+      {
+        host: '127.0.0.1',
+        port,
+        path: p,
+        method: 'POST',
+        agent,
+        headers: { 'content-length': Buffer.byteLength(body), 'content-type': 'application/json' },
+      },
       (res) => {
         res.resume();
         res.on('end', () => resolve(res.statusCode === 200 ? performance.now() - t0 : -1));
@@ -486,8 +515,23 @@ async function ingressBench(hubPort: number, hubPid: number, dir: string): Promi
     const targetsFile = path.join(dir, 'targets.json');
     fs.writeFileSync(targetsFile, JSON.stringify({ nodes: Array.from({ length: 40 }, () => backendUrl), cloud: backendUrl }));
     agentChild = new JsonChild(
-      [...AGENT_NODE_ARGS, kaisJs, 'agent', '--orchestrator', `ws://127.0.0.1:${hubPort}`, '--eap', '0', '--token', TOKEN, '--targets', targetsFile,
-        '--scenario', instantNetworkScenario(dir), '--cache', path.join(dir, 'agent-cache')],
+      [
+        ...AGENT_NODE_ARGS,
+        kaisJs,
+        'agent',
+        '--orchestrator',
+        `ws://127.0.0.1:${hubPort}`,
+        '--eap',
+        '0',
+        '--token',
+        TOKEN,
+        '--targets',
+        targetsFile,
+        '--scenario',
+        instantNetworkScenario(dir),
+        '--cache',
+        path.join(dir, 'agent-cache'),
+      ],
       'kais agent',
     );
     const { port: agentPort } = (await agentChild.ready) as { port: number };
@@ -496,7 +540,10 @@ async function ingressBench(hubPort: number, hubPid: number, dir: string): Promi
       return (await r.json()) as { policy: string; weightVersion: number | null; placementVersion: number | null };
     };
     for (let i = 0; (await health()).policy !== 'cmmac' || (await health()).placementVersion === null; i++) {
-      if (i > 1200) throw new Error(`bench-hub: the agent never got weights and placement: ${JSON.stringify(await health())} ${agentChild!.stderrTail()}`);
+      if (i > 1200)
+        throw new Error(
+          `bench-hub: the agent never got weights and placement: ${JSON.stringify(await health())} ${agentChild!.stderrTail()}`,
+        );
       await new Promise((r) => setTimeout(r, 50));
     }
 
@@ -532,7 +579,11 @@ async function ingressBench(hubPort: number, hubPid: number, dir: string): Promi
         },
       );
       if (rate === INGRESS_RATE && a.cpuMsPerRequest !== null) {
-        results.push({ name: 'agent.cpuMsPerRequest', value: round(a.cpuMsPerRequest, 3), unit: `ms (kais agent user+system CPU per request at ${rate} req/s)` });
+        results.push({
+          name: 'agent.cpuMsPerRequest',
+          value: round(a.cpuMsPerRequest, 3),
+          unit: `ms (kais agent user+system CPU per request at ${rate} req/s)`,
+        });
       }
     }
     // Again at INGRESS_RATE with the proxy under test on a core of its own (the agent runs on its
@@ -547,15 +598,27 @@ async function ingressBench(hubPort: number, hubPid: number, dir: string): Promi
         const a = await viaAgent(INGRESS_RATE);
         const pD = quantile(d.ms, 0.99);
         results.push(
-          { name: 'ingress.overheadMs.p99.pinned', value: round(quantile(a.ms, 0.99) - pD, 2), unit: `ms (the same, agent pinned to CPU 1, load generator + backend to CPU 0; median ${round(quantile(a.ms, 0.5), 2)} vs ${round(quantile(d.ms, 0.5), 2)} direct)` },
-          { name: 'ingress.minimalProxyOverheadMs.p99.pinned', value: round(quantile(m.ms, 0.99) - pD, 2), unit: `ms (the bare proxy pinned the same way)` },
+          {
+            name: 'ingress.overheadMs.p99.pinned',
+            value: round(quantile(a.ms, 0.99) - pD, 2),
+            unit: `ms (the same, agent pinned to CPU 1, load generator + backend to CPU 0; median ${round(quantile(a.ms, 0.5), 2)} vs ${round(quantile(d.ms, 0.5), 2)} direct)`,
+          },
+          {
+            name: 'ingress.minimalProxyOverheadMs.p99.pinned',
+            value: round(quantile(m.ms, 0.99) - pD, 2),
+            unit: `ms (the bare proxy pinned the same way)`,
+          },
         );
       } finally {
         pin([...others, agentPid, minimal.proc.pid!], -1);
       }
     }
     peakMB = Math.max(peakMB, procRssMB(agentPid)?.peak ?? 0); // VmHWM: the kernel's high-water mark
-    results.push({ name: 'agent.rssMB', value: round(peakMB, 1), unit: `MB (peak RSS of kais agent, cmmac weights, under the runs above)` });
+    results.push({
+      name: 'agent.rssMB',
+      value: round(peakMB, 1),
+      unit: `MB (peak RSS of kais agent, cmmac weights, under the runs above)`,
+    });
     return results;
   } finally {
     await agentChild?.stop();

@@ -67,7 +67,11 @@ async function main(): Promise<void> {
   const results: BenchResult[] = [];
   // SIM: best of 3 runs (the machine is shared; the best run is the least disturbed one)
   const sims: Record<string, { reqPerSec: number; nodes: number }> = {};
-  for (const [name, frames] of [['small', 40], ['kais', 20], ['large', 8]] as const) {
+  for (const [name, frames] of [
+    ['small', 40],
+    ['kais', 20],
+    ['large', 8],
+  ] as const) {
     sims[name] = simSpeed(name, frames, 3);
     results.push({ name: `sim.requestsPerSec.${name}`, value: Math.round(sims[name].reqPerSec), unit: 'req/s' });
     results.push({ name: `sim.usPerRequest.${name}`, value: +(1e6 / sims[name].reqPerSec).toFixed(3), unit: 'us' });

@@ -31,7 +31,14 @@ function rates(base: Scenario, ratePerS: number, pairs: string[], seeds: number[
     const requests = buildRequests({ scenario, workload: 'p4', tracePath: null, seed, load: 1, durationS });
     for (const p of pairs) {
       const { dispatch, orchestration } = parsePolicyPair(p);
-      const r = runEpisode({ scenario, requests, frames, seed, dispatch: makeDispatch(dispatch, scenario), orchestration: makeOrchestration(orchestration, scenario) });
+      const r = runEpisode({
+        scenario,
+        requests,
+        frames,
+        seed,
+        dispatch: makeDispatch(dispatch, scenario),
+        orchestration: makeOrchestration(orchestration, scenario),
+      });
       out.set(p, out.get(p)! + r.throughputRate / seeds.length);
     }
   }
@@ -74,7 +81,9 @@ function main(): void {
 function report(name: string, base: Scenario, ratePerS: number, seeds: number[], frames: number): void {
   const all = rates(base, ratePerS, DEFAULT_POLICIES, seeds, frames);
   const [p, r] = best(all);
-  process.stdout.write(`${name}: ratePerS ${ratePerS} (was ${base.workload.ratePerS}, x${(ratePerS / base.workload.ratePerS).toFixed(3)}): best pair ${p} ${r.toFixed(4)} (mean of seeds ${seeds.join(',')}, ${frames} frames)\n`);
+  process.stdout.write(
+    `${name}: ratePerS ${ratePerS} (was ${base.workload.ratePerS}, x${(ratePerS / base.workload.ratePerS).toFixed(3)}): best pair ${p} ${r.toFixed(4)} (mean of seeds ${seeds.join(',')}, ${frames} frames)\n`,
+  );
   for (const [q, v] of [...all.entries()].sort((a, b) => b[1] - a[1])) process.stdout.write(`  ${q.padEnd(16)} ${v.toFixed(4)}\n`);
 }
 

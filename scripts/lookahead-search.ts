@@ -17,5 +17,7 @@ const scenario = loadScenario('kais');
 const variants = JSON.parse(process.argv[2] ?? '[{}]') as (string | QueueLookaheadOptions)[];
 compareOnTrainingConditions(
   scenario,
-  variants.map((v) => (typeof v === 'string' ? namedVariant(v, scenario) : { name: `ql ${JSON.stringify(v)}`, make: () => new QueueLookaheadDispatch(v) })),
+  variants.map((v) =>
+    typeof v === 'string' ? namedVariant(v, scenario) : { name: `ql ${JSON.stringify(v)}`, make: () => new QueueLookaheadDispatch(v) },
+  ),
 );

@@ -61,7 +61,14 @@ const all = [
   scenario('tiny', '1 eAP x 3 nodes, 4 services: for tests', [3], 4, 1, 18),
   scenario('small', '2 eAPs x 4 nodes, 8 services', [4, 4], 8, 4, 95),
   scenario('kais', "the KaiS paper's default: 5 eAPs x 8 nodes, 30 services, 15-VM cloud", [8, 8, 8, 8, 8], 30, 15, 521),
-  scenario('large', '10 eAPs with 3-15 heterogeneous nodes each, 100 nodes, 30 services', [3, 5, 7, 9, 11, 13, 15, 15, 12, 10], 30, 30, 1242),
+  scenario(
+    'large',
+    '10 eAPs with 3-15 heterogeneous nodes each, 100 nodes, 30 services',
+    [3, 5, 7, 9, 11, 13, 15, 15, 12, 10],
+    30,
+    30,
+    1242,
+  ),
 ];
 for (const s of all) fs.writeFileSync(path.join(out, `${s.name}.json`), JSON.stringify(s, null, 2) + '\n');
 console.log(`wrote ${all.map((s) => s.name).join(', ')} to ${out}`);

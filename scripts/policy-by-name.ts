@@ -31,8 +31,21 @@ export function policyByName(n: string, scenario: Scenario): DispatchPolicy {
 }
 
 /** Throughput rate of policy `n` on one `frames`-frame episode, hpa, both queues in `dequeue` order. */
-export function episodeRate(scenario: Scenario, n: string, o: { frames: number; seed: number; load: number; tracePath: string | null; dequeue: DequeueName; view?: 'global' | 'agent' }): number {
+export function episodeRate(
+  scenario: Scenario,
+  n: string,
+  o: { frames: number; seed: number; load: number; tracePath: string | null; dequeue: DequeueName; view?: 'global' | 'agent' },
+): number {
   const durationS = o.frames * scenario.slotsPerFrame * scenario.slotS;
   const requests = buildRequests({ scenario, workload: 'p4', tracePath: o.tracePath, seed: o.seed, load: o.load, durationS });
-  return runEpisode({ scenario, requests, frames: o.frames, seed: o.seed, dispatch: policyByName(n, scenario), orchestration: makeOrchestration('hpa', scenario), nodeDequeue: o.dequeue, view: o.view }).throughputRate;
+  return runEpisode({
+    scenario,
+    requests,
+    frames: o.frames,
+    seed: o.seed,
+    dispatch: policyByName(n, scenario),
+    orchestration: makeOrchestration('hpa', scenario),
+    nodeDequeue: o.dequeue,
+    view: o.view,
+  }).throughputRate;
 }

@@ -138,13 +138,19 @@ function main(): void {
   console.log(`read ${trace.file}: ${cal.rows} tasks, ${cal.jobs} jobs, arrivals ${cal.arrivalRangeS[0]} .. ${cal.arrivalRangeS[1]} s`);
   console.log(`status: ${JSON.stringify(cal.statusCounts)}`);
   console.log(`missing: plan_cpu ${cal.missing.planCpuShare}, plan_mem ${cal.missing.planMemShare}, end ${cal.missing.endShare}`);
-  console.log(`duration s: p10 ${q(cal.durationS, 0.1)} p50 ${q(cal.durationS, 0.5)} p90 ${q(cal.durationS, 0.9)} p99 ${q(cal.durationS, 0.99)} max ${q(cal.durationS, 1)}`);
+  console.log(
+    `duration s: p10 ${q(cal.durationS, 0.1)} p50 ${q(cal.durationS, 0.5)} p90 ${q(cal.durationS, 0.9)} p99 ${q(cal.durationS, 0.99)} max ${q(cal.durationS, 1)}`,
+  );
   console.log(`plan_cpu: ${cal.planCpu.values.map((x, i) => `${x}:${cal.planCpu.shares[i]}`).join(' ')}`);
   console.log(`plan_mem: p50 ${q(cal.planMem, 0.5)} p90 ${q(cal.planMem, 0.9)} p99 ${q(cal.planMem, 0.99)}`);
-  console.log(`tasks/job: mean ${cal.tasksPerJob.mean} p50 ${q(cal.tasksPerJob, 0.5)} p90 ${q(cal.tasksPerJob, 0.9)} p99 ${q(cal.tasksPerJob, 0.99)} max ${q(cal.tasksPerJob, 1)}`);
+  console.log(
+    `tasks/job: mean ${cal.tasksPerJob.mean} p50 ${q(cal.tasksPerJob, 0.5)} p90 ${q(cal.tasksPerJob, 0.9)} p99 ${q(cal.tasksPerJob, 0.99)} max ${q(cal.tasksPerJob, 1)}`,
+  );
   console.log(`job spread s: p50 ${q(cal.jobSpreadS, 0.5)} p90 ${q(cal.jobSpreadS, 0.9)} max ${q(cal.jobSpreadS, 1)}`);
   const a = cal.arrivals;
-  console.log(`arrivals: ${a.meanTaskRatePerS} tasks/s, ${a.meanJobRatePerS} jobs/s, per minute mean ${a.perMinuteMeanTasks} cv ${a.perMinuteCv} lag-1 ${a.perMinuteLag1Autocorr}`);
+  console.log(
+    `arrivals: ${a.meanTaskRatePerS} tasks/s, ${a.meanJobRatePerS} jobs/s, per minute mean ${a.perMinuteMeanTasks} cv ${a.perMinuteCv} lag-1 ${a.perMinuteLag1Autocorr}`,
+  );
   console.log(`task core-s median ${cal.taskCoreS.median}`);
   console.log(`wrote ${out}`);
 }

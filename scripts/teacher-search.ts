@@ -54,11 +54,23 @@ class SearchTeacher implements DispatchPolicy {
   }
 }
 
-const DEFAULT_KNOBS: Required<Knobs> = { margin: 0.7, etaWeight: 0.5, loadWeight: 1, load: 'service', cloudPenalty: 0, sameEapBonus: 0, fallback: 'cloud' };
+const DEFAULT_KNOBS: Required<Knobs> = {
+  margin: 0.7,
+  etaWeight: 0.5,
+  loadWeight: 1,
+  load: 'service',
+  cloudPenalty: 0,
+  sameEapBonus: 0,
+  fallback: 'cloud',
+};
 
 const scenario = loadScenario('kais');
 const variants = JSON.parse(process.argv[2] ?? '["deadline-load"]') as (string | Knobs)[];
 compareOnTrainingConditions(
   scenario,
-  variants.map((v) => (typeof v === 'string' ? namedVariant(v, scenario) : { name: JSON.stringify(v), make: () => new SearchTeacher({ ...DEFAULT_KNOBS, ...v }) })),
+  variants.map((v) =>
+    typeof v === 'string'
+      ? namedVariant(v, scenario)
+      : { name: JSON.stringify(v), make: () => new SearchTeacher({ ...DEFAULT_KNOBS, ...v }) },
+  ),
 );

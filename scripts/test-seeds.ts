@@ -60,14 +60,21 @@ function main(): void {
     for (const [wname, tracePath] of workloads) {
       for (const load of loads) {
         const rates = new Map<string, number[]>();
-        for (const p of [...heuristics, ...others]) rates.set(p, seeds.map((seed) => episodeRate(scenario, p, { frames, seed, load, tracePath, dequeue, view })));
+        for (const p of [...heuristics, ...others])
+          rates.set(
+            p,
+            seeds.map((seed) => episodeRate(scenario, p, { frames, seed, load, tracePath, dequeue, view })),
+          );
         const oracle = seeds.map((seed) => {
           const durationS = frames * scenario.slotsPerFrame * scenario.slotS;
-          return oracleBound(scenario, buildRequests({ scenario, workload: 'p4', tracePath, seed, load, durationS }), durationS).throughputRate;
+          return oracleBound(scenario, buildRequests({ scenario, workload: 'p4', tracePath, seed, load, durationS }), durationS)
+            .throughputRate;
         });
         const m = (p: string) => mean(rates.get(p) as number[]);
         const bestName = heuristics.reduce((a, b) => (m(b) > m(a) ? b : a));
-        console.log(`${wname}, load ${load}, ${dequeue}: best heuristic ${bestName}/hpa ${m(bestName).toFixed(4)}; oracle ${mean(oracle).toFixed(4)} (s.e. ${se(oracle).toFixed(4)})`);
+        console.log(
+          `${wname}, load ${load}, ${dequeue}: best heuristic ${bestName}/hpa ${m(bestName).toFixed(4)}; oracle ${mean(oracle).toFixed(4)} (s.e. ${se(oracle).toFixed(4)})`,
+        );
         const ratio = (v: number[], ref: string): string => {
           const r = rates.get(ref) as number[];
           const paired = v.map((c, i) => c / r[i]);

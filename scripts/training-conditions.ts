@@ -59,14 +59,26 @@ export function compareOnTrainingConditions(scenario: Scenario, variants: readon
   }
   for (let k = 0; k < ns; k++) {
     const seed = Rng.derive(1, `train/episode-${100 + k}`).nextU32();
-    conds.push({ kind: 'trace', seed, requests: windowRequests(seed, from + Rng.derive(1, `train/trace-window-${100 + k}`).next() * (to - from)) });
+    conds.push({
+      kind: 'trace',
+      seed,
+      requests: windowRequests(seed, from + Rng.derive(1, `train/trace-window-${100 + k}`).next() * (to - from)),
+    });
   }
   const cols = dequeues.flatMap((dq) => [`p4/${dq}`, `trace/${dq}`]);
   const score = (make: () => DispatchPolicy): Record<string, number> => {
     const sums: Record<string, number[]> = {};
     for (const dq of dequeues) {
       for (const c of conds) {
-        const r = runEpisode({ scenario, requests: c.requests, frames, seed: c.seed, dispatch: make(), orchestration: makeOrchestration('hpa', scenario), nodeDequeue: dq });
+        const r = runEpisode({
+          scenario,
+          requests: c.requests,
+          frames,
+          seed: c.seed,
+          dispatch: make(),
+          orchestration: makeOrchestration('hpa', scenario),
+          nodeDequeue: dq,
+        });
         (sums[`${c.kind}/${dq}`] ??= []).push(r.throughputRate);
       }
     }
@@ -78,11 +90,18 @@ export function compareOnTrainingConditions(scenario: Scenario, variants: readon
   const line = (name: string, m: Record<string, number>) => {
     const r = cols.map((c) => m[c] / bestH[c]);
     const mean = r.reduce((a, b) => a + b, 0) / r.length;
-    console.log([name.padEnd(56), ...cols.map((c) => m[c].toFixed(4)), ...r.map((x) => x.toFixed(3)), `min ${Math.min(...r).toFixed(3)}`, `mean ${mean.toFixed(4)}`].join(' '));
+    console.log(
+      [
+        name.padEnd(56),
+        ...cols.map((c) => m[c].toFixed(4)),
+        ...r.map((x) => x.toFixed(3)),
+        `min ${Math.min(...r).toFixed(3)}`,
+        `mean ${mean.toFixed(4)}`,
+      ].join(' '),
+    );
   };
   console.log(`${'variant'.padEnd(56)} ${cols.join(' ')} (then / best of lec, jsq)`);
   line('lec/hpa', lec);
   line('jsq/hpa', jsq);
   for (const v of variants) line(v.name, score(v.make));
 }
-

@@ -87,7 +87,14 @@ export function parseNumber(raw: unknown, r: NumberRange): number | Problem {
   const text = typeof raw === 'number' ? null : asText(raw);
   if (text instanceof Problem) return text;
   const t = text === null ? '' : text.trim();
-  const v = typeof raw === 'number' ? raw : /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(t) ? Number(t) : /^[+-]?Infinity$/.test(t) ? Number(t) : NaN;
+  const v =
+    typeof raw === 'number'
+      ? raw
+      : /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(t)
+        ? Number(t)
+        : /^[+-]?Infinity$/.test(t)
+          ? Number(t)
+          : NaN;
   const expected = rangeText(r);
   if (Number.isNaN(v)) return new Problem(`expected ${expected}, got ${show(raw)}`);
   if (!Number.isFinite(v) && !(r.allowInfinity && v === Infinity)) return new Problem(`expected ${expected} (finite), got ${show(raw)}`);
@@ -212,7 +219,8 @@ export function readInputFile(file: string, what: string, maxBytes = MAX_JSON_BY
   const input = checkInput(file, { file: true });
   if (input instanceof Problem) throw new UsageError(`${what}: ${input.why}`);
   const st = statOf(file);
-  if (st && st.size > maxBytes) throw new UsageError(`${what}: ${file} holds ${st.size} bytes, more than ${maxBytes} (not the file meant?)`);
+  if (st && st.size > maxBytes)
+    throw new UsageError(`${what}: ${file} holds ${st.size} bytes, more than ${maxBytes} (not the file meant?)`);
   try {
     return fs.readFileSync(file, 'utf8');
   } catch (e) {
@@ -267,7 +275,17 @@ export function readSecretFile(p: string): string | Problem {
 // ---------------------------------------------------------------------------- CONSTRUCTORS
 
 function make<T>(kind: string, yargsType: 'string' | 'boolean', c: Common<T>, parse: (raw: unknown) => T | Problem): Opt<T> {
-  return { kind, yargsType, parse, describe: c.describe, default: c.default, defaultText: c.defaultText, flag: c.flag, demand: c.demand, hidden: c.hidden };
+  return {
+    kind,
+    yargsType,
+    parse,
+    describe: c.describe,
+    default: c.default,
+    defaultText: c.defaultText,
+    flag: c.flag,
+    demand: c.demand,
+    hidden: c.hidden,
+  };
 }
 
 /** The option constructors; the type of each option follows from its constructor and default. */
@@ -281,8 +299,9 @@ export const opt = {
   string: (c: Common<string> & { empty?: boolean; pattern?: RegExp; patternText?: string }): Opt<string> =>
     make(c.patternText ?? 'text', 'string', c, (raw) => parseText(raw, c)),
   /** A string that may be absent (undefined, or the default given, e.g. null). */
-  optString: <D extends string | null | undefined = undefined>(c: Common<D> & { empty?: boolean; pattern?: RegExp; patternText?: string }): Opt<string | D> =>
-    make<string | D>(c.patternText ?? 'text', 'string', c, (raw) => parseText(raw, c)),
+  optString: <D extends string | null | undefined = undefined>(
+    c: Common<D> & { empty?: boolean; pattern?: RegExp; patternText?: string },
+  ): Opt<string | D> => make<string | D>(c.patternText ?? 'text', 'string', c, (raw) => parseText(raw, c)),
   choice: <C extends string>(choices: readonly C[], c: Common<C>): Opt<C> =>
     make(`one of ${choices.join(', ')}`, 'string', c, (raw) => {
       const t = parseText(raw, {});
@@ -290,7 +309,9 @@ export const opt = {
       return (choices as readonly string[]).includes(t) ? (t as C) : new Problem(`expected one of ${choices.join(', ')}, got ${show(t)}`);
     }),
   /** An existing readable file (with `dir`, a folder is accepted too; with `sqlite`, a SQLite file: true or what it holds). */
-  file: <D extends string | null | undefined = undefined>(c: Common<D> & { dir?: boolean; ext?: RegExp; extText?: string; sqlite?: boolean | string }): Opt<string | D> =>
+  file: <D extends string | null | undefined = undefined>(
+    c: Common<D> & { dir?: boolean; ext?: RegExp; extText?: string; sqlite?: boolean | string },
+  ): Opt<string | D> =>
     make<string | D>(c.sqlite ? 'SQLite file' : c.dir ? 'file or folder' : 'file', 'string', c, (raw) => {
       const p = parsePath(raw);
       if (p instanceof Problem) return p;
@@ -305,7 +326,9 @@ export const opt = {
       return p instanceof Problem ? p : checkInput(p, { dir: true });
     }),
   /** A file the command writes: absent or a regular file, in an existing writable folder. */
-  outFile: <D extends string | null | undefined = undefined>(c: Common<D> & { ext?: RegExp; extText?: string; sqlite?: boolean | string }): Opt<string | D> =>
+  outFile: <D extends string | null | undefined = undefined>(
+    c: Common<D> & { ext?: RegExp; extText?: string; sqlite?: boolean | string },
+  ): Opt<string | D> =>
     make<string | D>(c.sqlite ? 'SQLite file to write' : 'file to write', 'string', c, (raw) => {
       const p = parsePath(raw);
       if (p instanceof Problem) return p;
@@ -330,7 +353,8 @@ export const opt = {
       } catch {
         return new Problem(`expected a ${protocols.map((p) => `${p}//`).join(' or ')} URL, got ${show(t)}`);
       }
-      if (!protocols.includes(u.protocol)) return new Problem(`expected a ${protocols.map((p) => `${p}//`).join(' or ')} URL, got ${show(t)}`);
+      if (!protocols.includes(u.protocol))
+        return new Problem(`expected a ${protocols.map((p) => `${p}//`).join(' or ')} URL, got ${show(t)}`);
       if (!u.hostname) return new Problem(`${show(t)} names no host`);
       return t;
     }),
@@ -442,13 +466,17 @@ export function nameTheFlag<S extends Spec>(spec: S, values: Partial<Record<keyo
   for (const [key, o] of Object.entries(spec)) {
     const v = values[key as keyof S];
     if (typeof v !== 'string' || v === '' || o.kind === 'file holding a token') continue;
-    if ([':', ' ', '/', path.sep].some((c) => e.message.startsWith(v + c))) return new UsageError(`--${flagOf(key, o)} ${e.message}`, e.code);
+    if ([':', ' ', '/', path.sep].some((c) => e.message.startsWith(v + c)))
+      return new UsageError(`--${flagOf(key, o)} ${e.message}`, e.code);
   }
   return e;
 }
 
 /** A command handler whose UsageErrors name the flag they come from (nameTheFlag). */
-export function namingFlags<S extends Spec>(spec: S, handler: (argv: Record<string, unknown>) => Promise<void>): (argv: object) => Promise<void> {
+export function namingFlags<S extends Spec>(
+  spec: S,
+  handler: (argv: Record<string, unknown>) => Promise<void>,
+): (argv: object) => Promise<void> {
   return async (argv) => {
     try {
       await handler(argv as Record<string, unknown>);

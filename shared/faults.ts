@@ -38,7 +38,10 @@ export function faultState(faults: readonly Fault[], n: number, t: number, precu
 }
 
 /** Every state change the faults make, in time order: what a real-time player schedules. */
-export function faultTransitions(faults: readonly Fault[], precursorS = DEFAULT_PRECURSOR_S): { atS: number; node: number; state: NodeFaultState }[] {
+export function faultTransitions(
+  faults: readonly Fault[],
+  precursorS = DEFAULT_PRECURSOR_S,
+): { atS: number; node: number; state: NodeFaultState }[] {
   const out: { atS: number; node: number; state: NodeFaultState }[] = [];
   for (const f of faults) {
     out.push({ atS: Math.max(0, f.startS - (f.precursorS ?? precursorS)), node: f.node, state: 'abnormal' });
@@ -62,7 +65,15 @@ export function validateFaults(raw: unknown, numNodes: number): Fault[] {
       typeof o.durationS === 'number' &&
       o.durationS > 0 &&
       (o.precursorS === undefined || (typeof o.precursorS === 'number' && o.precursorS >= 0));
-    if (!ok) throw new TypeError(`fault ${JSON.stringify(f)}: needs a node in 0..${numNodes - 1}, startS >= 0, durationS > 0, precursorS >= 0 if given`);
-    return { node: o.node as number, startS: o.startS as number, durationS: o.durationS as number, ...(o.precursorS === undefined ? {} : { precursorS: o.precursorS as number }) };
+    if (!ok)
+      throw new TypeError(
+        `fault ${JSON.stringify(f)}: needs a node in 0..${numNodes - 1}, startS >= 0, durationS > 0, precursorS >= 0 if given`,
+      );
+    return {
+      node: o.node as number,
+      startS: o.startS as number,
+      durationS: o.durationS as number,
+      ...(o.precursorS === undefined ? {} : { precursorS: o.precursorS as number }),
+    };
   });
 }

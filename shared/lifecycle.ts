@@ -30,8 +30,15 @@ export function exitWithParent(onGone: () => void): void {
  * option) or the environment variable `env`; `inline` is the visible --token kept for scripts.
  * Two ways at once is a mistake (which one was meant?); none gives ''.
  */
-export function resolveSecret(o: { inline?: string | null; inlineFlag: string; fromFile?: string | null; fileFlag: string; env: string }): string {
-  if (o.inline && o.fromFile) throw new UsageError(`--${o.inlineFlag}: give the token once, with --${o.fileFlag} (not shown in ps) or --${o.inlineFlag}, not both`);
+export function resolveSecret(o: {
+  inline?: string | null;
+  inlineFlag: string;
+  fromFile?: string | null;
+  fileFlag: string;
+  env: string;
+}): string {
+  if (o.inline && o.fromFile)
+    throw new UsageError(`--${o.inlineFlag}: give the token once, with --${o.fileFlag} (not shown in ps) or --${o.inlineFlag}, not both`);
   if (o.fromFile) return o.fromFile;
   if (o.inline) return o.inline;
   return process.env[o.env] ?? '';
@@ -58,7 +65,9 @@ export async function checkPortFree(flag: string, port: number): Promise<void> {
   if (port === 0) return;
   const probe = net.createServer();
   const problem = await new Promise<UsageError | null>((resolve) => {
-    probe.once('error', (e) => resolve(listenProblem(e, flag, port) ?? new UsageError(`--${flag}: cannot listen on ${port} (${(e as Error).message})`)));
+    probe.once('error', (e) =>
+      resolve(listenProblem(e, flag, port) ?? new UsageError(`--${flag}: cannot listen on ${port} (${(e as Error).message})`)),
+    );
     probe.listen(port, () => resolve(null));
   });
   await new Promise<void>((resolve) => (probe.listening ? probe.close(() => resolve()) : resolve()));

@@ -210,7 +210,10 @@ export class WindowScratch {
   readonly flat: Uint8Array;
   /** The window's off-diagonal correlations, upper triangle row by row. */
   readonly corr: Float64Array;
-  constructor(readonly dims: number, readonly windowSize = 12) {
+  constructor(
+    readonly dims: number,
+    readonly windowSize = 12,
+  ) {
     this.corr = new Float64Array((dims * (dims - 1)) / 2);
     this.mean = new Float64Array(dims);
     this.std = new Float64Array(dims);
@@ -234,7 +237,14 @@ export function scoreWindow(
 ): WindowScore {
   const o = options as DeviceFilterOptions;
   const T = o.windowSize ?? DEFAULT_DEVICE_FILTER_OPTIONS.windowSize;
-  return scoreRing(window, start, T, baseline, withDefaults(o), scratch && scratch.windowSize === T ? scratch : new WindowScratch(baseline.dims, T));
+  return scoreRing(
+    window,
+    start,
+    T,
+    baseline,
+    withDefaults(o),
+    scratch && scratch.windowSize === T ? scratch : new WindowScratch(baseline.dims, T),
+  );
 }
 
 function withDefaults(o: Partial<DeviceFilterOptions>): DeviceFilterOptions {
@@ -254,14 +264,7 @@ function withDefaults(o: Partial<DeviceFilterOptions>): DeviceFilterOptions {
 }
 
 /** The hot path: statistics in scratch, verdict out. Rows are read at ((start + t) % T). */
-function scoreRing(
-  ring: ArrayLike<number>,
-  start: number,
-  T: number,
-  b: Baseline,
-  o: DeviceFilterOptions,
-  s: WindowScratch,
-): WindowScore {
+function scoreRing(ring: ArrayLike<number>, start: number, T: number, b: Baseline, o: DeviceFilterOptions, s: WindowScratch): WindowScore {
   const N = b.dims;
   const { mean, std, variance, unit, flat, corr } = s;
   const useLevel = o.thetaM !== Infinity && b.level !== undefined && b.levelTol !== undefined;
@@ -354,12 +357,24 @@ function scoreRing(
   }
   const corrFired = corrDistance > o.thetaR;
   const verdict =
-    varianceFired && corrFired && strongFired ? 'faulty' : varianceFired || corrFired || (useSingle && singleMax > o.thetaS) ? 'ambiguous' : 'healthy';
+    varianceFired && corrFired && strongFired
+      ? 'faulty'
+      : varianceFired || corrFired || (useSingle && singleMax > o.thetaS)
+        ? 'ambiguous'
+        : 'healthy';
   return { verdict, varianceShare, corrDistance, levelMax, varianceFired, corrFired, strongFired, singleMax };
 }
 
 /** Window correlation matrix into `out` (row-major [N*N], diagonal 1, flat dims correlate 0). */
-function windowCorr(rows: ArrayLike<number>, rowStart: number, T: number, N: number, scale: Float64Array, flatStd: number, out: Float64Array): void {
+function windowCorr(
+  rows: ArrayLike<number>,
+  rowStart: number,
+  T: number,
+  N: number,
+  scale: Float64Array,
+  flatStd: number,
+  out: Float64Array,
+): void {
   const mean = new Float64Array(N);
   const std = new Float64Array(N);
   for (let n = 0; n < N; n++) {

@@ -57,7 +57,10 @@ import { QosIsolation, type QosIsolationOptions, type QosObservation } from './q
 export const TELEMETRY_MIN_SCALE = 0.02;
 
 /** The rules NodeHealth runs (the agent and the simulator): the `kais detect` settings with the telemetry floor. */
-export const NODE_TELEMETRY_RULES: Readonly<Partial<DeviceFilterOptions>> = Object.freeze({ ...DETECT_DEVICE_FILTER_OPTIONS, minScale: TELEMETRY_MIN_SCALE });
+export const NODE_TELEMETRY_RULES: Readonly<Partial<DeviceFilterOptions>> = Object.freeze({
+  ...DETECT_DEVICE_FILTER_OPTIONS,
+  minScale: TELEMETRY_MIN_SCALE,
+});
 
 export interface NodeHealthOptions {
   /** Samples per node pooled into the baselines before the filters start. @defaultValue 36 */
@@ -112,7 +115,6 @@ export interface LearnedStats {
   anomalous: number;
   normal: number;
   stale: number;
-
 }
 
 export interface HealthEvent {
@@ -148,13 +150,33 @@ export class NodeHealth {
     options: Partial<NodeHealthOptions> = {},
     private readonly log: (e: HealthEvent) => void = () => undefined,
   ) {
-    this.o = { historySamples: 36, readmitSamples: 5, readmitQuietS: 30, ambiguousRun: Infinity, learnedRun: 5, maxExcludedShare: 0.5, rebaselineEvery: 60, recentSamples: 900, rules: NODE_TELEMETRY_RULES, qos: {}, windows: null, ...options };
+    this.o = {
+      historySamples: 36,
+      readmitSamples: 5,
+      readmitQuietS: 30,
+      ambiguousRun: Infinity,
+      learnedRun: 5,
+      maxExcludedShare: 0.5,
+      rebaselineEvery: 60,
+      recentSamples: 900,
+      rules: NODE_TELEMETRY_RULES,
+      qos: {},
+      windows: null,
+      ...options,
+    };
     this.win = this.o.windows ? { healthyEvery: 3, sampleHealthy: () => true, maxPending: 256, ...this.o.windows } : null;
-    if (this.win && !(Number.isInteger(this.win.healthyEvery) && this.win.healthyEvery >= 1)) throw new TypeError(`NodeHealth windows.healthyEvery: expected an integer >= 1, got ${this.win.healthyEvery}`);
-    if (!Number.isInteger(this.o.historySamples) || this.o.historySamples < 12) throw new TypeError(`NodeHealth historySamples: expected an integer >= 12, got ${this.o.historySamples}`);
-    if (!(this.o.readmitQuietS > 0)) throw new TypeError(`NodeHealth readmitQuietS: expected seconds > 0 (or Infinity), got ${this.o.readmitQuietS}`);
-    if (!(this.o.rebaselineEvery === Infinity || (Number.isInteger(this.o.rebaselineEvery) && this.o.rebaselineEvery >= 1))) throw new TypeError(`NodeHealth rebaselineEvery: expected an integer >= 1 or Infinity, got ${this.o.rebaselineEvery}`);
-    if (!Number.isInteger(this.o.recentSamples) || this.o.recentSamples < this.o.historySamples) throw new TypeError(`NodeHealth recentSamples: expected an integer >= historySamples (${this.o.historySamples}), got ${this.o.recentSamples}`);
+    if (this.win && !(Number.isInteger(this.win.healthyEvery) && this.win.healthyEvery >= 1))
+      throw new TypeError(`NodeHealth windows.healthyEvery: expected an integer >= 1, got ${this.win.healthyEvery}`);
+    if (!Number.isInteger(this.o.historySamples) || this.o.historySamples < 12)
+      throw new TypeError(`NodeHealth historySamples: expected an integer >= 12, got ${this.o.historySamples}`);
+    if (!(this.o.readmitQuietS > 0))
+      throw new TypeError(`NodeHealth readmitQuietS: expected seconds > 0 (or Infinity), got ${this.o.readmitQuietS}`);
+    if (!(this.o.rebaselineEvery === Infinity || (Number.isInteger(this.o.rebaselineEvery) && this.o.rebaselineEvery >= 1)))
+      throw new TypeError(`NodeHealth rebaselineEvery: expected an integer >= 1 or Infinity, got ${this.o.rebaselineEvery}`);
+    if (!Number.isInteger(this.o.recentSamples) || this.o.recentSamples < this.o.historySamples)
+      throw new TypeError(
+        `NodeHealth recentSamples: expected an integer >= historySamples (${this.o.historySamples}), got ${this.o.recentSamples}`,
+      );
     const N = shapes.length;
     this.filters = new Array(N).fill(null);
     this.history = Array.from({ length: N }, () => []);
@@ -174,7 +196,8 @@ export class NodeHealth {
     this.lastBadS = new Float64Array(N);
     this.recent = Array.from({ length: N }, () => new Float64Array(this.o.recentSamples * TELEMETRY_DIMS));
     this.recentCount = new Float64Array(N);
-    if (!(this.o.maxExcludedShare > 0 && this.o.maxExcludedShare <= 1)) throw new TypeError(`NodeHealth maxExcludedShare: expected a share in (0, 1], got ${this.o.maxExcludedShare}`);
+    if (!(this.o.maxExcludedShare > 0 && this.o.maxExcludedShare <= 1))
+      throw new TypeError(`NodeHealth maxExcludedShare: expected a share in (0, 1], got ${this.o.maxExcludedShare}`);
   }
 
   private readonly nodeEap: readonly number[];
@@ -273,7 +296,8 @@ export class NodeHealth {
       this.ambiguousRun[n] = 0;
       this.learnedRun[n] = 0;
       this.suppressed[n] = 0;
-      if (this.deviceOut[n] === 1 && ++this.healthyRun[n] >= this.o.readmitSamples) this.readmit(n, nowS, 'device:healthy', `${this.o.readmitSamples} healthy windows in a row`);
+      if (this.deviceOut[n] === 1 && ++this.healthyRun[n] >= this.o.readmitSamples)
+        this.readmit(n, nowS, 'device:healthy', `${this.o.readmitSamples} healthy windows in a row`);
     } else if (this.deviceOut[n] === 1 && nowS - this.lastBadS[n] >= this.o.readmitQuietS) {
       this.readmit(n, nowS, 'device:quiet', `no faulty window for ${this.o.readmitQuietS} s`);
     }
@@ -298,7 +322,13 @@ export class NodeHealth {
       this.emit({ timeS: nowS, node: n, kind: 'exclude', rule, reason: why() });
     } else if (this.suppressed[n] === 0) {
       this.suppressed[n] = 1; // said once per run of bad windows, not per window
-      this.emit({ timeS: nowS, node: n, kind: 'suppressed', rule: 'device:cap', reason: `${why()}; but eAP ${eap} already has ${out} of its ${this.eapSize(eap)} nodes out (cap ${this.capOf(eap)})` });
+      this.emit({
+        timeS: nowS,
+        node: n,
+        kind: 'suppressed',
+        rule: 'device:cap',
+        reason: `${why()}; but eAP ${eap} already has ${out} of its ${this.eapSize(eap)} nodes out (cap ${this.capOf(eap)})`,
+      });
     }
   }
 
@@ -351,12 +381,14 @@ export class NodeHealth {
 
   /** The agent's own outcomes on node n over its last interval. */
   observe(n: number, obs: QosObservation, nowS: number): void {
-    for (const e of this.qos.observe(n, obs, nowS)) this.emit({ timeS: e.timeS, node: e.node, kind: e.kind === 'readmit' ? 'readmit' : e.kind, rule: `qos:${e.rule}`, reason: e.reason });
+    for (const e of this.qos.observe(n, obs, nowS))
+      this.emit({ timeS: e.timeS, node: e.node, kind: e.kind === 'readmit' ? 'readmit' : e.kind, rule: `qos:${e.rule}`, reason: e.reason });
   }
 
   /** Advances QoS isolation time (re-admissions). */
   tick(nowS: number): void {
-    for (const e of this.qos.tick(nowS)) this.emit({ timeS: e.timeS, node: e.node, kind: 'readmit', rule: `qos:${e.rule}`, reason: e.reason });
+    for (const e of this.qos.tick(nowS))
+      this.emit({ timeS: e.timeS, node: e.node, kind: 'readmit', rule: `qos:${e.rule}`, reason: e.reason });
   }
 
   /** Nodes left out now, with the rule that did it. */
@@ -439,7 +471,8 @@ export class NodeHealth {
     for (let n = 0; n < this.numNodes; n++) {
       if (this.reporting[n] !== 1) continue;
       const pooled: number[] = [];
-      for (let m = 0; m < this.numNodes; m++) if (this.reporting[m] === 1 && this.shapes[m] === this.shapes[n]) pooled.push(...this.history[m]);
+      for (let m = 0; m < this.numNodes; m++)
+        if (this.reporting[m] === 1 && this.shapes[m] === this.shapes[n]) pooled.push(...this.history[m]);
       this.filters[n] = new DeviceFilter(baselineFromHistory(pooled, TELEMETRY_DIMS, this.o.rules), this.o.rules);
     }
     for (let n = 0; n < this.numNodes; n++) this.history[n] = [];

@@ -137,12 +137,23 @@ export class QosIsolation {
     const out: QosEvent[] = [];
     const eap = this.eapOfNode[node];
     const isolatedHere = this.nodes.map((s, n) => ({ s, n })).filter(({ s, n }) => s.isolated && this.eapOfNode[n] === eap);
-    const what = rule === 'success-rate' ? `success rate ${fmt(obs.successRate)} < ${o.minSuccessRate}` : `latency ${fmt(obs.latencyMs)} ms > ${o.maxLatencyMs} ms`;
+    const what =
+      rule === 'success-rate'
+        ? `success rate ${fmt(obs.successRate)} < ${o.minSuccessRate}`
+        : `latency ${fmt(obs.latencyMs)} ms > ${o.maxLatencyMs} ms`;
     if (isolatedHere.length >= (this.capOfEap.get(eap) ?? 1)) {
       // past the cap: the least healthy stay isolated
       const healthiest = isolatedHere.reduce((a, b) => (b.s.health > a.s.health ? b : a));
       if (healthiest.s.health <= st.health) {
-        out.push({ timeS: nowS, node, eap, kind: 'suppressed', rule: 'cap', reason: `${what}, but eAP ${eap} already has ${isolatedHere.length} isolated node(s) (cap)`, metrics: { ...obs } });
+        out.push({
+          timeS: nowS,
+          node,
+          eap,
+          kind: 'suppressed',
+          rule: 'cap',
+          reason: `${what}, but eAP ${eap} already has ${isolatedHere.length} isolated node(s) (cap)`,
+          metrics: { ...obs },
+        });
         return this.log(out);
       }
       out.push(this.readmit(healthiest.n, nowS, 'cap', `replaced by less healthy node ${node} (cap of eAP ${eap})`));
@@ -152,7 +163,16 @@ export class QosIsolation {
     const isolationS = Math.min(o.baseIsolationS * st.timesIsolated, o.maxIsolationS);
     st.isolated = true;
     st.until = nowS + isolationS;
-    out.push({ timeS: nowS, node, eap, kind: 'isolate', rule, reason: `${what} over ${obs.requests} requests; isolated ${isolationS} s (time ${st.timesIsolated})`, metrics: { ...obs }, isolationS });
+    out.push({
+      timeS: nowS,
+      node,
+      eap,
+      kind: 'isolate',
+      rule,
+      reason: `${what} over ${obs.requests} requests; isolated ${isolationS} s (time ${st.timesIsolated})`,
+      metrics: { ...obs },
+      isolationS,
+    });
     return this.log(out);
   }
 

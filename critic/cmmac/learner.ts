@@ -249,7 +249,11 @@ export class CmmacLearner {
    * One per-request-credit update (class comment): critic on per-slot mean outcomes, then PPO
    * clipped epochs on A_k = outcome_k - V(s_t(k)) (+ teamShare x the team TD advantage).
    */
-  updateRequests(buf: RolloutBuffer, outcome: Float32Array, o: RequestCreditOptions = {}): UpdateStats & { approxKl: number; epochsDone: number } {
+  updateRequests(
+    buf: RolloutBuffer,
+    outcome: Float32Array,
+    o: RequestCreditOptions = {},
+  ): UpdateStats & { approxKl: number; epochsDone: number } {
     if (!buf.isFinished) throw new Error('CmmacLearner.updateRequests: call buffer.finish(state) first');
     const clip = o.clip ?? 0.2;
     const epochs = o.epochs ?? 4;

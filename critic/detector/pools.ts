@@ -71,9 +71,11 @@ export class DetectorPools {
       ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
     } as DetectorPoolOptions;
     for (const k of ['minWindows', 'maxWindows', 'refitWindows'] as const) {
-      if (!(Number.isInteger(this.o[k]) && this.o[k] >= 1)) throw new TypeError(`learned detector: ${k} must be a positive integer, got ${this.o[k]}`);
+      if (!(Number.isInteger(this.o[k]) && this.o[k] >= 1))
+        throw new TypeError(`learned detector: ${k} must be a positive integer, got ${this.o[k]}`);
     }
-    if (this.o.minWindows < 2 || this.o.minWindows > this.o.maxWindows) throw new TypeError(`learned detector: minWindows must be in 2..maxWindows, got ${this.o.minWindows}`);
+    if (this.o.minWindows < 2 || this.o.minWindows > this.o.maxWindows)
+      throw new TypeError(`learned detector: minWindows must be in 2..maxWindows, got ${this.o.minWindows}`);
   }
 
   static keyOf(w: Pick<DeviceWindow, 'shape' | 'steps' | 'dims'>): string {
@@ -136,7 +138,10 @@ export class DetectorPools {
   }
 
   fittedShapes(): string[] {
-    return [...this.pools.values()].filter((p) => p.fitted).map((p) => p.key).sort();
+    return [...this.pools.values()]
+      .filter((p) => p.fitted)
+      .map((p) => p.key)
+      .sort();
   }
 
   get(key: string): ShapePool | undefined {

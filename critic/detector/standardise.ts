@@ -3,7 +3,14 @@
  * (`data[r * D + d]`), the input standardisation of the VGRU and of the simple baselines. The
  * standard deviation is floored at `minStd` so a constant metric does not divide by zero.
  */
-export function columnMeanStd(data: ArrayLike<number>, rows: number, D: number, mean: Float32Array | Float64Array, std: Float32Array | Float64Array, minStd = 1e-3): void {
+export function columnMeanStd(
+  data: ArrayLike<number>,
+  rows: number,
+  D: number,
+  mean: Float32Array | Float64Array,
+  std: Float32Array | Float64Array,
+  minStd = 1e-3,
+): void {
   for (let d = 0; d < D; d++) {
     let s = 0;
     let s2 = 0;

@@ -101,16 +101,43 @@ const LOG_2PI = Math.log(2 * Math.PI);
 const INPUT_CLIP = 10; // standardised inputs are clipped to +-10 so one wild value cannot overflow
 
 interface Params {
-  wx: tf.Variable; bx: tf.Variable;
-  wc: tf.Variable; bc: tf.Variable;
-  wpc: tf.Variable; bpc: tf.Variable;
-  wq: tf.Variable; bq: tf.Variable;
-  wp: tf.Variable; bp: tf.Variable;
-  wz: tf.Variable; bz: tf.Variable;
-  wd: tf.Variable; bd: tf.Variable;
-  gw: tf.Variable; gu: tf.Variable; gb: tf.Variable;
+  wx: tf.Variable;
+  bx: tf.Variable;
+  wc: tf.Variable;
+  bc: tf.Variable;
+  wpc: tf.Variable;
+  bpc: tf.Variable;
+  wq: tf.Variable;
+  bq: tf.Variable;
+  wp: tf.Variable;
+  bp: tf.Variable;
+  wz: tf.Variable;
+  bz: tf.Variable;
+  wd: tf.Variable;
+  bd: tf.Variable;
+  gw: tf.Variable;
+  gu: tf.Variable;
+  gb: tf.Variable;
 }
-const PARAM_ORDER: (keyof Params)[] = ['wx', 'bx', 'wc', 'bc', 'wpc', 'bpc', 'wq', 'bq', 'wp', 'bp', 'wz', 'bz', 'wd', 'bd', 'gw', 'gu', 'gb'];
+const PARAM_ORDER: (keyof Params)[] = [
+  'wx',
+  'bx',
+  'wc',
+  'bc',
+  'wpc',
+  'bpc',
+  'wq',
+  'bq',
+  'wp',
+  'bp',
+  'wz',
+  'bz',
+  'wd',
+  'bd',
+  'gw',
+  'gu',
+  'gb',
+];
 
 export class VgruDetector {
   readonly options: VgruOptions;
@@ -130,11 +157,13 @@ export class VgruDetector {
   ) {
     const o = (this.options = { ...DEFAULT_VGRU_OPTIONS, ...options });
     if (!Number.isInteger(dims) || dims < 1) throw new TypeError(`VgruDetector: dims must be a positive integer, got ${dims}`);
-    if (!Number.isInteger(windowSize) || windowSize < 2) throw new TypeError(`VgruDetector: windowSize must be an integer >= 2, got ${windowSize}`);
+    if (!Number.isInteger(windowSize) || windowSize < 2)
+      throw new TypeError(`VgruDetector: windowSize must be an integer >= 2, got ${windowSize}`);
     for (const k of ['hidden', 'latent', 'components', 'feature', 'batchSize', 'scoreSteps'] as const) {
       if (!Number.isInteger(o[k]) || o[k] < 1) throw new TypeError(`VgruDetector option ${k}: expected a positive integer, got ${o[k]}`);
     }
-    if (o.tempStart <= 0 || o.tempEnd <= 0) throw new TypeError(`VgruDetector option tempEnd: temperatures must be > 0, got ${o.tempStart} -> ${o.tempEnd}`);
+    if (o.tempStart <= 0 || o.tempEnd <= 0)
+      throw new TypeError(`VgruDetector option tempEnd: temperatures must be > 0, got ${o.tempStart} -> ${o.tempEnd}`);
     const { hidden: H, latent: Z, components: K, feature: F } = o;
     const D = dims;
     const rng = Rng.derive(o.seed, 'vgru-init');
@@ -146,20 +175,30 @@ export class VgruDetector {
     };
     const b = (c: number, v = 0): tf.Variable => tf.tidy(() => tf.variable(tf.fill([c], v)));
     this.p = {
-      wx: w(D, F), bx: b(F),
-      wc: w(F + H, K), bc: b(K),
-      wpc: w(H, K), bpc: b(K),
-      wq: w(F + H, 2 * Z), bq: b(2 * Z),
-      wp: w(K + H, 2 * Z), bp: b(2 * Z),
-      wz: w(Z, F), bz: b(F),
-      wd: w(F + H, 2 * D), bd: b(2 * D),
-      gw: w(2 * F, 3 * H), gu: w(H, 3 * H), gb: b(3 * H),
+      wx: w(D, F),
+      bx: b(F),
+      wc: w(F + H, K),
+      bc: b(K),
+      wpc: w(H, K),
+      bpc: b(K),
+      wq: w(F + H, 2 * Z),
+      bq: b(2 * Z),
+      wp: w(K + H, 2 * Z),
+      bp: b(2 * Z),
+      wz: w(Z, F),
+      bz: b(F),
+      wd: w(F + H, 2 * D),
+      bd: b(2 * D),
+      gw: w(2 * F, 3 * H),
+      gu: w(H, 3 * H),
+      gb: b(3 * H),
     };
     this.mean = new Float32Array(D);
     this.std = new Float32Array(D).fill(1);
     this.dimCalib = new Float32Array(2 * D);
     this.dimCalib.fill(1, D);
-    if (o.scoreReduce !== 'maxDim' && o.scoreReduce !== 'mean') throw new TypeError(`VgruDetector option scoreReduce: expected 'maxDim' or 'mean', got ${String(o.scoreReduce)}`);
+    if (o.scoreReduce !== 'maxDim' && o.scoreReduce !== 'mean')
+      throw new TypeError(`VgruDetector option scoreReduce: expected 'maxDim' or 'mean', got ${String(o.scoreReduce)}`);
   }
 
   /**
@@ -290,12 +329,19 @@ export class VgruDetector {
   getWeights(): Float32Array[] {
     this.checkAlive();
     const ws = PARAM_ORDER.map((k) => Float32Array.from(this.p[k].dataSync() as Float32Array));
-    return [...ws, Float32Array.from(this.mean), Float32Array.from(this.std), Float32Array.from(this.calib), Float32Array.from(this.dimCalib)];
+    return [
+      ...ws,
+      Float32Array.from(this.mean),
+      Float32Array.from(this.std),
+      Float32Array.from(this.calib),
+      Float32Array.from(this.dimCalib),
+    ];
   }
 
   setWeights(ws: Float32Array[]): void {
     this.checkAlive();
-    if (ws.length !== PARAM_ORDER.length + 4) throw new TypeError(`VgruDetector.setWeights: expected ${PARAM_ORDER.length + 4} arrays, got ${ws.length}`);
+    if (ws.length !== PARAM_ORDER.length + 4)
+      throw new TypeError(`VgruDetector.setWeights: expected ${PARAM_ORDER.length + 4} arrays, got ${ws.length}`);
     PARAM_ORDER.forEach((k, i) => {
       const v = this.p[k];
       if (ws[i].length !== v.size) throw new TypeError(`VgruDetector.setWeights: ${k} expects ${v.size} values, got ${ws[i].length}`);
@@ -329,7 +375,13 @@ export class VgruDetector {
   }
 
   /** One pass over the window. Returns per-step NLL [B, T] and the KL terms summed [B]. */
-  private run(x: tf.Tensor3D, train: boolean, temp: number, noiseSeed: number, perDim = false): { nll: tf.Tensor2D; kl: tf.Tensor1D; nllDims?: tf.Tensor3D } {
+  private run(
+    x: tf.Tensor3D,
+    train: boolean,
+    temp: number,
+    noiseSeed: number,
+    perDim = false,
+  ): { nll: tf.Tensor2D; kl: tf.Tensor1D; nllDims?: tf.Tensor3D } {
     const p = this.p;
     const { hidden: H, latent: Z, components: K } = this.options;
     const [B, T, D] = x.shape;
@@ -365,7 +417,16 @@ export class VgruDetector {
       const nllD = lsX.add(zx.square().mul(0.5)).add(0.5 * LOG_2PI) as tf.Tensor2D; // [B, D]
       if (perDim) nllDims.push(nllD);
       nlls.push(nllD.sum(1) as tf.Tensor1D);
-      const klZ = lsP.sub(lsQ).add(tf.exp(lsQ.mul(2)).add(muQ.sub(muP).square()).div(tf.exp(lsP.mul(2)).mul(2))).sub(0.5).sum(1);
+      const klZ = lsP
+        .sub(lsQ)
+        .add(
+          tf
+            .exp(lsQ.mul(2))
+            .add(muQ.sub(muP).square())
+            .div(tf.exp(lsP.mul(2)).mul(2)),
+        )
+        .sub(0.5)
+        .sum(1);
       const qProb = tf.exp(qLogits);
       const klC = qProb.mul(qLogits.sub(pLogits)).sum(1);
       kl = kl.add(klZ).add(klC) as tf.Tensor1D;
@@ -400,7 +461,10 @@ export class VgruDetector {
     const { nll } = this.run(x, false, 1, 0);
     const T = this.windowSize;
     const L = Math.min(this.options.scoreSteps, T);
-    return nll.slice([0, T - L], [-1, L]).mean(1).div(this.dims) as tf.Tensor1D;
+    return nll
+      .slice([0, T - L], [-1, L])
+      .mean(1)
+      .div(this.dims) as tf.Tensor1D;
   }
 }
 

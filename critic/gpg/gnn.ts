@@ -41,7 +41,13 @@ export interface GpgNetConfig {
   headHidden: number[];
 }
 
-export const DEFAULT_GPG_NET: Readonly<GpgNetConfig> = Object.freeze({ encoder: 'gnn', embed: 16, rounds: 2, hidden: [64, 32], headHidden: [128, 64, 32] });
+export const DEFAULT_GPG_NET: Readonly<GpgNetConfig> = Object.freeze({
+  encoder: 'gnn',
+  embed: 16,
+  rounds: 2,
+  hidden: [64, 32],
+  headHidden: [128, 64, 32],
+});
 
 export interface Embeddings {
   /** [T*N, Fn] the node features. */
@@ -87,7 +93,9 @@ export class GpgNet {
     this.h3 = mlp(E + fg, hidden, E);
     this.nodeHead = mlp(fn + 3 * E, headHidden, 1);
     this.scaleHead = mlp(3 * E + ACTION_FEATURES, headHidden, 1);
-    this.nets = [this.h0, this.f1, this.h1, this.f2, this.h2, this.f3, this.h3, this.nodeHead, this.scaleHead].filter((m): m is Mlp => m !== null);
+    this.nets = [this.h0, this.f1, this.h1, this.f2, this.h2, this.f3, this.h3, this.nodeHead, this.scaleHead].filter(
+      (m): m is Mlp => m !== null,
+    );
   }
 
   get variables(): tf.Variable[] {

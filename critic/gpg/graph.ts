@@ -135,7 +135,12 @@ export function graphState(view: OrchestrationView, spec: GraphSpec = graphSpecO
     const cores = view.cpuCores(n);
     let any = 0;
     for (let w = 0; w < W; w++) {
-      const add = healthy && totalReplicas[w] < view.maxReplicasPerService && fitsReplica(cores, freeMem, view.serviceCpuCores(w), view.serviceMemGB(w)) ? 1 : 0;
+      const add =
+        healthy &&
+        totalReplicas[w] < view.maxReplicasPerService &&
+        fitsReplica(cores, freeMem, view.serviceCpuCores(w), view.serviceMemGB(w))
+          ? 1
+          : 0;
       const reps = view.replicas(n, w);
       const remove = reps >= 1 && totalReplicas[w] - 1 >= 1 ? 1 : 0;
       actionMask[row + 1 + w] = add;

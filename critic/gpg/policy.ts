@@ -22,7 +22,17 @@ import * as tf from '@tensorflow/tfjs';
 import type { ScaleOp } from '../../shared/domain';
 import type { OrchestrationPolicy, OrchestrationView } from '../../shared/policy';
 import { Rng } from '../../shared/rng';
-import { ACTION_FEATURES, actionCount, actionFeatures, actionOp, EAP_FEATURES, graphSpecOf, graphState, type GraphSpec, type GraphState } from './graph';
+import {
+  ACTION_FEATURES,
+  actionCount,
+  actionFeatures,
+  actionOp,
+  EAP_FEATURES,
+  graphSpecOf,
+  graphState,
+  type GraphSpec,
+  type GraphState,
+} from './graph';
 import type { GpgNet } from './gnn';
 
 /** One orchestration decision: what the learner needs to recompute its log-probability. */
@@ -85,7 +95,13 @@ export class GpgOrchestration implements OrchestrationPolicy {
     // a scope, not tf.tidy: the result holds no tensors (tidy's return type wants only tensors)
     tf.engine().startScope();
     try {
-      const emb = net.embed(g.spec, 1, tf.tensor2d(g.x, [N, g.x.length / N]), tf.tensor2d(g.eapX, [B, EAP_FEATURES]), tf.tensor2d(g.globalX, [1, g.globalX.length]));
+      const emb = net.embed(
+        g.spec,
+        1,
+        tf.tensor2d(g.x, [N, g.x.length / N]),
+        tf.tensor2d(g.eapX, [B, EAP_FEATURES]),
+        tf.tensor2d(g.globalX, [1, g.globalX.length]),
+      );
       const logits = net.nodeLogits(emb, 1, N).dataSync() as Float32Array;
       const avail = Uint8Array.from(g.nodeMask);
       const nodes: number[] = [];
@@ -98,7 +114,9 @@ export class GpgOrchestration implements OrchestrationPolicy {
       if (nodes.length === 0) return { state: g, nodes, actions: [] };
       const phi = new Float32Array(nodes.length * A * ACTION_FEATURES);
       nodes.forEach((n, k) => actionFeatures(g, n, phi, k * A * ACTION_FEATURES));
-      const scale = net.scaleLogits(emb, tf.tensor1d(nodes, 'int32'), tf.tensor2d(phi, [nodes.length * A, ACTION_FEATURES]), A).dataSync() as Float32Array;
+      const scale = net
+        .scaleLogits(emb, tf.tensor1d(nodes, 'int32'), tf.tensor2d(phi, [nodes.length * A, ACTION_FEATURES]), A)
+        .dataSync() as Float32Array;
       const actions = nodes.map((n, k) => {
         const maskRow = g.actionMask.subarray(n * A, n * A + A);
         const pick = this.o.mode === 'greedy' ? argmaxLogit(scale, maskRow, k * A, A) : sampleLogit(scale, maskRow, k * A, A, this.rng);

@@ -27,7 +27,10 @@ export function isDispatchHeuristic(name: string): name is DispatchHeuristicName
 }
 
 /** A fresh instance of a heuristic; the scenario gives onsocmax its queue cap and prob its frame length. */
-export function makeHeuristicDispatch(name: DispatchHeuristicName, scenario: Pick<Scenario, 'queueCapPerReplica' | 'slotS' | 'slotsPerFrame'>): DispatchPolicy {
+export function makeHeuristicDispatch(
+  name: DispatchHeuristicName,
+  scenario: Pick<Scenario, 'queueCapPerReplica' | 'slotS' | 'slotsPerFrame'>,
+): DispatchPolicy {
   switch (name) {
     case 'random':
       return new RandomDispatch();

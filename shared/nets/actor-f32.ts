@@ -54,7 +54,7 @@ export class ActorF32 {
   ) {
     const m = actorArrayCount(hidden);
     const withScorer = targetBlock !== null && arrays.length === m + 4;
-    this.scorer = withScorer ? arrays.slice(m) as Float32Array[] : null;
+    this.scorer = withScorer ? (arrays.slice(m) as Float32Array[]) : null;
     if (withScorer && this.scorer![0].length !== targetBlock!.stride * TARGET_SCORER_HIDDEN) {
       throw new TypeError(`ActorF32: target scorer expects ${targetBlock!.stride} features per target`);
     }

@@ -99,12 +99,17 @@ export function isActorFile(file: string): boolean {
  * checkpointActor, checked against `scenario`'s actor (actor-fit.ts) before anything starts: the
  * orchestrator's `checkpoint`. UsageError naming the file, what it holds and what the scenario needs.
  */
-export function deployableActor(path: string, scenario: Scenario): { tensors: { shape: number[]; data: Float32Array }[]; head: HeadActivation } {
+export function deployableActor(
+  path: string,
+  scenario: Scenario,
+): { tensors: { shape: number[]; data: Float32Array }[]; head: HeadActivation } {
   const ck = checkpointActor(path);
   const needs = scenarioActor(scenario);
   const shapes = ck.tensors.map((t) => t.shape);
   if (!actorFit(shapes, { ...needs, hidden: ACTOR_HIDDEN })) {
-    throw new UsageError(`checkpoint ${path} holds ${actorHolds(shapes)}; scenario ${scenario.name} needs ${needs.obsDim} inputs and ${needs.numActions} actions (a checkpoint of another scenario?)`);
+    throw new UsageError(
+      `checkpoint ${path} holds ${actorHolds(shapes)}; scenario ${scenario.name} needs ${needs.obsDim} inputs and ${needs.numActions} actions (a checkpoint of another scenario?)`,
+    );
   }
   return ck;
 }

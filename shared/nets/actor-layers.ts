@@ -47,7 +47,8 @@ export function actorLayersModel(arrays: readonly Float32Array[], spec: ActorLay
   const hidden = spec.hidden ?? ACTOR_HIDDEN;
   const m = actorArrayCount(hidden);
   const withScorer = spec.targetBlock !== null && arrays.length === m + 4;
-  if (arrays.length !== m && !withScorer) throw new TypeError(`actorLayersModel: expected ${m} weight arrays${spec.targetBlock ? ` or ${m + 4}` : ''}, got ${arrays.length}`);
+  if (arrays.length !== m && !withScorer)
+    throw new TypeError(`actorLayersModel: expected ${m} weight arrays${spec.targetBlock ? ` or ${m + 4}` : ''}, got ${arrays.length}`);
   const { obsDim, numActions: A } = spec;
   const input = tf.input({ shape: [obsDim], name: 'observation' });
   let h: tf.SymbolicTensor = input;
@@ -59,14 +60,24 @@ export function actorLayersModel(arrays: readonly Float32Array[], spec: ActorLay
     const { offset, stride, count } = spec.targetBlock!;
     if (count !== A || offset + stride * count > obsDim) throw new TypeError('actorLayersModel: target block does not fit the observation');
     let x = tf.layers.reshape({ targetShape: [obsDim, 1, 1], name: 'obs_column' }).apply(input) as tf.SymbolicTensor;
-    x = tf.layers.cropping2D({ cropping: [[offset, obsDim - offset - stride * count], [0, 0]], name: 'target_blocks' }).apply(x) as tf.SymbolicTensor;
+    x = tf.layers
+      .cropping2D({
+        cropping: [
+          [offset, obsDim - offset - stride * count],
+          [0, 0],
+        ],
+        name: 'target_blocks',
+      })
+      .apply(x) as tf.SymbolicTensor;
     x = tf.layers.reshape({ targetShape: [count, stride], name: 'per_target' }).apply(x) as tf.SymbolicTensor;
     x = tf.layers.dense({ units: TARGET_SCORER_HIDDEN, activation: 'relu', name: 'scorer_1' }).apply(x) as tf.SymbolicTensor;
     x = tf.layers.dense({ units: 1, name: 'scorer_2' }).apply(x) as tf.SymbolicTensor;
     const g = tf.layers.reshape({ targetShape: [count], name: 'scorer_out' }).apply(x) as tf.SymbolicTensor;
     z = tf.layers.add({ name: 'add_scorer' }).apply([z, g]) as tf.SymbolicTensor;
   }
-  const act = tf.layers.activation({ activation: spec.head === 'softplus1' ? 'softplus' : 'relu', name: 'head' }).apply(z) as tf.SymbolicTensor;
+  const act = tf.layers
+    .activation({ activation: spec.head === 'softplus1' ? 'softplus' : 'relu', name: 'head' })
+    .apply(z) as tf.SymbolicTensor;
   const q = tf.layers.rescaling({ scale: 1, offset: 1, name: 'scores' }).apply(act) as tf.SymbolicTensor;
   const model = tf.model({ inputs: input, outputs: q, name: 'kais_cmmac_actor' });
   // layer weights in model.weights order: each dense layer's [kernel, bias], layers in creation order
@@ -96,7 +107,12 @@ export interface ActorLayersMeta {
  * Writes `dir/model.json` + `dir/weights.bin` (the folder is created) for the actor of `arrays`.
  * Returns the paths written.
  */
-export async function writeActorLayers(dir: string, arrays: readonly Float32Array[], spec: ActorLayersSpec, meta: ActorLayersMeta): Promise<string[]> {
+export async function writeActorLayers(
+  dir: string,
+  arrays: readonly Float32Array[],
+  spec: ActorLayersSpec,
+  meta: ActorLayersMeta,
+): Promise<string[]> {
   const model = actorLayersModel(arrays, spec);
   try {
     model.setUserDefinedMetadata({

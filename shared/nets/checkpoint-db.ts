@@ -81,7 +81,10 @@ export class CheckpointDb {
       const foreign = tables.filter((t) => !CHECKPOINT_TABLES.includes(t));
       if (foreign.length > 0 || (tables.length > 0 && !tables.includes('meta'))) {
         db.close();
-        throw checkpointError(path, `another program's database: it holds table${foreign.length === 1 ? '' : 's'} ${(foreign.length > 0 ? foreign : tables).slice(0, 3).join(', ')}`);
+        throw checkpointError(
+          path,
+          `another program's database: it holds table${foreign.length === 1 ? '' : 's'} ${(foreign.length > 0 ? foreign : tables).slice(0, 3).join(', ')}`,
+        );
       }
       if (mode === 'create') {
         db.exec(`
@@ -139,10 +142,27 @@ export class CheckpointDb {
 
   /** Writes a checkpoint, the metrics of the frames it covers and meta values, atomically. */
   writeCheckpoint(c: CheckpointRow, metrics: { frame: number; json: unknown }[], meta: Record<string, unknown> = {}): void {
-    const actor = weightsToBytes(packWeights(c.actor.map((data, i) => ({ data, shape: c.actorShapes[i] })), c.state.weightVersion));
-    const critic = weightsToBytes(packWeights(c.critic.map((data, i) => ({ data, shape: c.criticShapes[i] })), c.state.weightVersion));
-    const adam = weightsToBytes(packWeights(c.adam.map((data, i) => ({ data, shape: c.adamShapes[i] })), c.state.weightVersion));
-    const putC = this.db.prepare('INSERT OR REPLACE INTO checkpoints (episode, frame, actor, critic, adam, state) VALUES (?, ?, ?, ?, ?, ?)');
+    const actor = weightsToBytes(
+      packWeights(
+        c.actor.map((data, i) => ({ data, shape: c.actorShapes[i] })),
+        c.state.weightVersion,
+      ),
+    );
+    const critic = weightsToBytes(
+      packWeights(
+        c.critic.map((data, i) => ({ data, shape: c.criticShapes[i] })),
+        c.state.weightVersion,
+      ),
+    );
+    const adam = weightsToBytes(
+      packWeights(
+        c.adam.map((data, i) => ({ data, shape: c.adamShapes[i] })),
+        c.state.weightVersion,
+      ),
+    );
+    const putC = this.db.prepare(
+      'INSERT OR REPLACE INTO checkpoints (episode, frame, actor, critic, adam, state) VALUES (?, ?, ?, ?, ?, ?)',
+    );
     const putM = this.db.prepare('INSERT OR REPLACE INTO metrics (frame, json) VALUES (?, ?)');
     const putMeta = this.db.prepare('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)');
     this.db.transaction(() => {

@@ -93,8 +93,14 @@ export function denseForward(
     // locals (the kernel row read once per input for them, no store/load per step): about twice
     // as fast as updating `out` per input, and bit-identical to it (same operations, same order).
     for (let j = 0; j < blocked; j += 8) {
-      let a0 = bias[j], a1 = bias[j + 1], a2 = bias[j + 2], a3 = bias[j + 3];
-      let a4 = bias[j + 4], a5 = bias[j + 5], a6 = bias[j + 6], a7 = bias[j + 7];
+      let a0 = bias[j],
+        a1 = bias[j + 1],
+        a2 = bias[j + 2],
+        a3 = bias[j + 3];
+      let a4 = bias[j + 4],
+        a5 = bias[j + 5],
+        a6 = bias[j + 6],
+        a7 = bias[j + 7];
       for (let n = 0; n < nnz; n++) {
         const xi = val[n];
         const w = idx[n] + j;

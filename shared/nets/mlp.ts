@@ -45,7 +45,9 @@ export class Mlp {
       const w = glorotUniform(rng, dims[l], dims[l + 1]);
       // tidy frees the initial tensors (a variable keeps its own reference to the data), so
       // building and disposing nets (the online learner's reloads) leaves no tensor behind
-      this.variables.push(...tf.tidy(() => [tf.variable(tf.tensor2d(w, [dims[l], dims[l + 1]]), true), tf.variable(tf.zeros([dims[l + 1]]), true)]));
+      this.variables.push(
+        ...tf.tidy(() => [tf.variable(tf.tensor2d(w, [dims[l], dims[l + 1]]), true), tf.variable(tf.zeros([dims[l + 1]]), true)]),
+      );
     }
   }
 
@@ -79,7 +81,8 @@ export class Mlp {
     arrays.forEach((a, i) => {
       const shape = this.shapes[i];
       const n = shape.reduce((p, d) => p * d, 1);
-      if (a.length !== n) throw new TypeError(`Mlp.setWeights: array ${i} needs shape [${shape.join(', ')}] (${n} values), got ${a.length}`);
+      if (a.length !== n)
+        throw new TypeError(`Mlp.setWeights: array ${i} needs shape [${shape.join(', ')}] (${n} values), got ${a.length}`);
     });
     tf.tidy(() => arrays.forEach((a, i) => this.variables[i].assign(tf.tensor(a, this.shapes[i]))));
   }

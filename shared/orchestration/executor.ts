@@ -125,9 +125,12 @@ export class ReportView extends ScenarioTargets implements OrchestrationView {
     const T = this.numTargets;
     const W = this.numServices;
     const per = ['ready', 'starting', 'draining', 'busy', 'waiting'] as const;
-    for (const k of per) if (report[k]?.length !== T * W) throw new TypeError(`cluster report: ${k} must hold ${T * W} numbers, got ${report[k]?.length}`);
-    for (const k of ['usedMemGB', 'freeCpuCores'] as const) if (report[k]?.length !== T) throw new TypeError(`cluster report: ${k} must hold ${T} numbers, got ${report[k]?.length}`);
-    if (report.failed?.length !== this.numNodes) throw new TypeError(`cluster report: failed must hold ${this.numNodes} numbers, got ${report.failed?.length}`);
+    for (const k of per)
+      if (report[k]?.length !== T * W) throw new TypeError(`cluster report: ${k} must hold ${T * W} numbers, got ${report[k]?.length}`);
+    for (const k of ['usedMemGB', 'freeCpuCores'] as const)
+      if (report[k]?.length !== T) throw new TypeError(`cluster report: ${k} must hold ${T} numbers, got ${report[k]?.length}`);
+    if (report.failed?.length !== this.numNodes)
+      throw new TypeError(`cluster report: failed must hold ${this.numNodes} numbers, got ${report.failed?.length}`);
     const win = report.window;
     const arr = (k: keyof Omit<WindowReport, 'windowS'>): Float64Array => {
       if (win?.[k]?.length !== W) throw new TypeError(`cluster report: window.${k} must hold ${W} numbers, got ${win?.[k]?.length}`);

@@ -59,8 +59,10 @@ export function fitsReplica(cpuCores: number, freeMemGB: number, svcCpu: number,
 /** The orders that turn placement `from` into `to`: deletions first (their memory is freed before the creations). */
 export function opsBetween(from: Placement, to: Placement): ScaleOp[] {
   const ops: ScaleOp[] = [];
-  for (let w = 0; w < to.length; w++) for (let n = 0; n < to[w].length; n++) for (let k = to[w][n]; k < from[w][n]; k++) ops.push({ service: w, node: n, delta: -1 });
-  for (let w = 0; w < to.length; w++) for (let n = 0; n < to[w].length; n++) for (let k = from[w][n]; k < to[w][n]; k++) ops.push({ service: w, node: n, delta: 1 });
+  for (let w = 0; w < to.length; w++)
+    for (let n = 0; n < to[w].length; n++) for (let k = to[w][n]; k < from[w][n]; k++) ops.push({ service: w, node: n, delta: -1 });
+  for (let w = 0; w < to.length; w++)
+    for (let n = 0; n < to[w].length; n++) for (let k = from[w][n]; k < to[w][n]; k++) ops.push({ service: w, node: n, delta: 1 });
   return ops;
 }
 

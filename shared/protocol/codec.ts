@@ -147,7 +147,8 @@ export class Codec {
     four.copy(head, 0);
     BODY_KEY.copy(head, four.length);
     if (head[0] === 0xde) head.writeUInt16BE(5, 1);
-    else if (head[0] === 0x84) head[0] = 0x85; // fixmap, should msgpackr ever write one
+    else if (head[0] === 0x84)
+      head[0] = 0x85; // fixmap, should msgpackr ever write one
     else throw new Error(`encodeHead: unexpected msgpack map header 0x${head[0].toString(16)}`);
     return head;
   }
@@ -163,15 +164,10 @@ export class Codec {
   }
 
   private decodeUnsafe(input: Uint8Array | ArrayBuffer): DecodeResult {
-    const bytes =
-      input instanceof Uint8Array ? input : input instanceof ArrayBuffer ? new Uint8Array(input) : undefined;
+    const bytes = input instanceof Uint8Array ? input : input instanceof ArrayBuffer ? new Uint8Array(input) : undefined;
     if (bytes === undefined) return fail('KAIS_ERR_MALFORMED', 'frame is not bytes', null);
     if (bytes.byteLength > this.maxFrameBytes) {
-      return fail(
-        'KAIS_ERR_OVERSIZED',
-        `frame of ${bytes.byteLength} bytes exceeds the ${this.maxFrameBytes}-byte limit`,
-        null,
-      );
+      return fail('KAIS_ERR_OVERSIZED', `frame of ${bytes.byteLength} bytes exceeds the ${this.maxFrameBytes}-byte limit`, null);
     }
     if (bytes.byteLength === 0) return fail('KAIS_ERR_MALFORMED', 'empty frame', null);
     const shapeProblem = scanMsgpack(bytes, MAX_NESTING);
@@ -325,7 +321,12 @@ export function validateFrame(raw: unknown, verifyChecksums = true): DecodeResul
     if (!Object.hasOwn(raw, key)) return fail('KAIS_ERR_MALFORMED', `not an envelope: no "${key}"`, null);
   }
   if (raw.v !== PROTOCOL_VERSION) {
-    return fail('KAIS_ERR_VERSION', `protocol version ${describe(raw.v)} is not supported (this build speaks ${PROTOCOL_VERSION})`, null, 'v');
+    return fail(
+      'KAIS_ERR_VERSION',
+      `protocol version ${describe(raw.v)} is not supported (this build speaks ${PROTOCOL_VERSION})`,
+      null,
+      'v',
+    );
   }
   const seq = raw.seq;
   if (!isUint(seq)) return fail('KAIS_ERR_BAD_FIELD', `seq must be a non-negative integer, got ${describe(seq)}`, null, 'seq');
@@ -654,7 +655,8 @@ function readWindow(x: unknown, p: string): DeviceWindow {
   if (steps < 2) throw new BadField(`${p}.steps`, `must be 2..256, got ${steps}`);
   if (dims < 1) throw new BadField(`${p}.dims`, `must be 1..64, got ${dims}`);
   const values = allFinite(typed(Float32Array, field(o, 'values', p), `${p}.values`), `${p}.values`);
-  if (values.length !== steps * dims) throw new BadField(`${p}.values`, `has ${values.length} values, expected steps x dims = ${steps * dims}`);
+  if (values.length !== steps * dims)
+    throw new BadField(`${p}.values`, `has ${values.length} values, expected steps x dims = ${steps * dims}`);
   return { node: uint(o, 'node', p), id: uint(o, 'id', p), kind, shape: str(o, 'shape', p, 1, 64), steps, dims, values };
 }
 

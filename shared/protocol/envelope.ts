@@ -309,12 +309,7 @@ export type ErrorFrame = Envelope<'error'>;
 export type VerdictsFrame = Envelope<'verdicts'>;
 
 /** Build a frame; `ts` defaults to now. */
-export function makeFrame<T extends MessageType>(
-  type: T,
-  seq: number,
-  body: BodyByType[T],
-  ts: number = Date.now(),
-): Envelope<T> {
+export function makeFrame<T extends MessageType>(type: T, seq: number, body: BodyByType[T], ts: number = Date.now()): Envelope<T> {
   return { v: PROTOCOL_VERSION, type, seq, ts, body };
 }
 

@@ -133,7 +133,8 @@ export function packWeights(tensors: readonly WeightTensor[], version: number, h
   if (!Number.isSafeInteger(version) || version < 0) {
     throw new TypeError(`packWeights: version must be a non-negative integer, got ${version}`);
   }
-  if (head !== undefined && !ACTOR_HEADS.includes(head)) throw new TypeError(`packWeights: head must be one of ${ACTOR_HEADS.join(', ')}, got ${String(head)}`);
+  if (head !== undefined && !ACTOR_HEADS.includes(head))
+    throw new TypeError(`packWeights: head must be one of ${ACTOR_HEADS.join(', ')}, got ${String(head)}`);
   const shapes: number[][] = [];
   const data: Float32Array[] = [];
   tensors.forEach((t, i) => {
@@ -160,7 +161,12 @@ export function packWeights(tensors: readonly WeightTensor[], version: number, h
  */
 export function verifyWeights(body: WeightsBody, options: { checksum?: boolean; values?: boolean } = {}): ProtocolError | null {
   if (body.head !== undefined && !ACTOR_HEADS.includes(body.head)) {
-    return new ProtocolError('KAIS_ERR_BAD_FIELD', `weights head must be one of ${ACTOR_HEADS.join(', ')}, got ${String(body.head)}`, null, 'body.head');
+    return new ProtocolError(
+      'KAIS_ERR_BAD_FIELD',
+      `weights head must be one of ${ACTOR_HEADS.join(', ')}, got ${String(body.head)}`,
+      null,
+      'body.head',
+    );
   }
   if (body.shapes.length !== body.tensors.length) {
     return new ProtocolError(
@@ -184,12 +190,7 @@ export function verifyWeights(body: WeightsBody, options: { checksum?: boolean; 
     if (options.values === false) continue;
     for (let j = 0; j < t.length; j++) {
       if (!Number.isFinite(t[j])) {
-        return new ProtocolError(
-          'KAIS_ERR_BAD_FIELD',
-          `weights tensor ${i} has a non-finite value at ${j}`,
-          null,
-          `body.tensors[${i}]`,
-        );
+        return new ProtocolError('KAIS_ERR_BAD_FIELD', `weights tensor ${i} has a non-finite value at ${j}`, null, `body.tensors[${i}]`);
       }
     }
   }
@@ -314,8 +315,7 @@ export function weightsFromBytes(bytes: Uint8Array): WeightsBody {
       `weights buffer format ${format} is not supported (this build reads 1 and ${WEIGHTS_FORMAT_VERSION})`,
     );
   }
-  const truncated = (what: string) =>
-    new ProtocolError('KAIS_ERR_MALFORMED', `weights buffer truncated or corrupt: ${what} (${n} bytes)`);
+  const truncated = (what: string) => new ProtocolError('KAIS_ERR_MALFORMED', `weights buffer truncated or corrupt: ${what} (${n} bytes)`);
   const count = view.getUint16(6, true);
   const version = view.getFloat64(8, true);
   const checksum = view.getUint32(16, true);

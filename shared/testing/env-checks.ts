@@ -30,7 +30,9 @@ export function parallelEnvCheck(env: CheckableEnv, act: ActFn, seed = 0, maxSte
   while (!env.isDone) {
     if (steps++ > maxSteps) throw new Error(`parallelEnvCheck: no end after ${maxSteps} steps`);
     const live = env.agents;
-    const keys = Object.keys(observations).map(Number).sort((a, b) => a - b);
+    const keys = Object.keys(observations)
+      .map(Number)
+      .sort((a, b) => a - b);
     if (keys.join() !== [...live].sort((a, b) => a - b).join()) {
       throw new Error(`parallelEnvCheck: observation keys [${keys}] differ from live agents [${live}]`);
     }
@@ -46,7 +48,10 @@ export function parallelEnvCheck(env: CheckableEnv, act: ActFn, seed = 0, maxSte
     }
     const r = env.step(actions);
     for (const k of ['rewards', 'terminations', 'truncations', 'infos'] as const) {
-      const got = Object.keys(r[k]).map(Number).sort((a, b) => a - b).join();
+      const got = Object.keys(r[k])
+        .map(Number)
+        .sort((a, b) => a - b)
+        .join();
       if (got !== [...env.possibleAgents].sort((a, b) => a - b).join()) {
         throw new Error(`parallelEnvCheck: ${k} keys [${got}] are not the possible agents`);
       }

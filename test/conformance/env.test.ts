@@ -26,7 +26,13 @@ describe.each(BUILT_IN_SCENARIOS)('the %s scenario', (name) => {
       requests,
       frames,
       orchestration: withHpa ? makeOrchestration('hpa', scenario) : undefined,
-      faults: faultsFromRate(scenario.eaps.reduce((s, e) => s + e.nodes.length, 0), durationS, 1 / 60, 10, 3),
+      faults: faultsFromRate(
+        scenario.eaps.reduce((s, e) => s + e.nodes.length, 0),
+        durationS,
+        1 / 60,
+        10,
+        3,
+      ),
     });
 
   it('passes the parallel API check with random valid actions, faults and hpa', () => {
@@ -37,7 +43,13 @@ describe.each(BUILT_IN_SCENARIOS)('the %s scenario', (name) => {
   });
 
   it('gives identical trajectories for the same seed', () => {
-    expect(() => seedCheck(() => make(), () => randomValid(5), 11)).not.toThrow();
+    expect(() =>
+      seedCheck(
+        () => make(),
+        () => randomValid(5),
+        11,
+      ),
+    ).not.toThrow();
   });
 
   it('keeps the accounting invariant for every baseline dispatcher', () => {

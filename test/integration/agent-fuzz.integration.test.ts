@@ -90,12 +90,18 @@ const wrongDirection: Buffer[] = [
 
 function randomValue(rng: Rng, depth: number): unknown {
   switch (rng.int(depth > 3 ? 5 : 8)) {
-    case 0: return rng.int(2) === 0 ? null : rng.next() < 0.5;
-    case 1: return [0, -1, 1.5, NaN, Infinity, 2 ** 53, -(2 ** 31)][rng.int(7)];
-    case 2: return ['', 'weights', 'placement', '__proto__', 'KAIS_ERR_X', 'x'.repeat(3000)][rng.int(6)];
-    case 3: return Buffer.from(Array.from({ length: rng.int(40) }, () => rng.int(256)));
-    case 4: return rng.int(1000);
-    case 5: return Array.from({ length: rng.int(5) }, () => randomValue(rng, depth + 1));
+    case 0:
+      return rng.int(2) === 0 ? null : rng.next() < 0.5;
+    case 1:
+      return [0, -1, 1.5, NaN, Infinity, 2 ** 53, -(2 ** 31)][rng.int(7)];
+    case 2:
+      return ['', 'weights', 'placement', '__proto__', 'KAIS_ERR_X', 'x'.repeat(3000)][rng.int(6)];
+    case 3:
+      return Buffer.from(Array.from({ length: rng.int(40) }, () => rng.int(256)));
+    case 4:
+      return rng.int(1000);
+    case 5:
+      return Array.from({ length: rng.int(5) }, () => randomValue(rng, depth + 1));
     default: {
       const keys = ['v', 'type', 'seq', 'ts', 'body', 'version', 'tensors', 'shapes', 'checksum', 'replicas'];
       const o: Record<string, unknown> = {};
@@ -118,7 +124,8 @@ function badFrame(rng: Rng, k: number): Bad {
     case 1: // a valid frame cut short
       bytes = base.subarray(0, rng.int(base.length));
       break;
-    case 2: { // a few bits flipped
+    case 2: {
+      // a few bits flipped
       bytes = Buffer.from(base);
       for (let i = 1 + rng.int(4); i > 0; i--) bytes[rng.int(bytes.length)] ^= 1 << rng.int(8);
       break;
@@ -126,7 +133,8 @@ function badFrame(rng: Rng, k: number): Bad {
     case 3: // random msgpack
       bytes = packRaw(randomValue(rng, 0));
       break;
-    case 4: { // an envelope with one field replaced
+    case 4: {
+      // an envelope with one field replaced
       const f: Record<string, unknown> = { ...templates[rng.int(templates.length)] };
       f[['v', 'type', 'seq', 'ts', 'body'][rng.int(5)]] = randomValue(rng, 1);
       bytes = packRaw(f);
@@ -145,9 +153,19 @@ function badFrame(rng: Rng, k: number): Bad {
       bytes =
         rng.int(2) === 0
           ? codec.encode(makeFrame('weights', k, packWeights([{ shape: [3, 2], data: new Float32Array(6) }], 3 + k)))
-          : codec.encode(makeFrame('placement', k, placementBody(3 + k, 0, [[1, 0], [0, 1]])));
+          : codec.encode(
+              makeFrame(
+                'placement',
+                k,
+                placementBody(3 + k, 0, [
+                  [1, 0],
+                  [0, 1],
+                ]),
+              ),
+            );
       break;
-    case 9: { // a hostile length header spliced into a valid frame
+    case 9: {
+      // a hostile length header spliced into a valid frame
       bytes = Buffer.from(base);
       const at = rng.int(bytes.length);
       bytes[at] = [0xdb, 0xc6, 0xdd, 0xdf, 0xc9][rng.int(5)];
@@ -157,7 +175,8 @@ function badFrame(rng: Rng, k: number): Bad {
     case 10: // deep nesting
       bytes = Buffer.concat([Buffer.alloc(1 + rng.int(20_000), 0x91), Buffer.from([0x01])]);
       break;
-    default: { // a text message instead of a binary one
+    default: {
+      // a text message instead of a binary one
       const text = rng.int(2) === 0 ? 'probe' : String.fromCharCode(...Array.from({ length: 1 + rng.int(200) }, () => 32 + rng.int(95)));
       return { bytes: Buffer.from(text), text, expect: 'error' };
     }
@@ -206,7 +225,12 @@ class FakeOrchestrator {
           conn = { ws, hello: r.frame, frames: [], waiters: new Set(), seq: 0 };
           // a long heartbeat: a slow moment of a busy machine must not add a reconnect of its own
           this.connections.push(conn);
-          const welcome = makeFrame('welcome', conn.seq++, { sessionId: `s${this.connections.length}`, heartbeatMs: 30_000, weightVersion: 1, placementVersion: 1 });
+          const welcome = makeFrame('welcome', conn.seq++, {
+            sessionId: `s${this.connections.length}`,
+            heartbeatMs: 30_000,
+            weightVersion: 1,
+            placementVersion: 1,
+          });
           ws.send(codec.encode(welcome));
           if (r.frame.body.weightVersion !== 1) ws.send(codec.encode(makeFrame('weights', conn.seq++, WEIGHTS_V1)));
           if (r.frame.body.placementVersion !== 1) ws.send(codec.encode(makeFrame('placement', conn.seq++, PLACEMENT_V1)));
@@ -263,11 +287,16 @@ class FakeOrchestrator {
 function httpJson(port: number, method: string, p: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
   const text = body === undefined ? '' : JSON.stringify(body);
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: p, method, agent: false, headers: { 'content-length': Buffer.byteLength(text) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown> }));
-    });
+    const req = http.request(
+      { host: '127.0.0.1', port, path: p, method, agent: false, headers: { 'content-length': Buffer.byteLength(text) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown> }),
+        );
+      },
+    );
     req.on('error', reject);
     req.end(text);
   });
@@ -310,7 +339,22 @@ describe('kais agent under 10,000 bad frames from its orchestrator', () => {
     fs.writeFileSync(targets, JSON.stringify({ nodes: cluster.nodeUrls, cloud: cluster.cloudUrl }));
     agent = spawn(
       process.execPath,
-      [KAIS, 'agent', '--orchestrator', orchestrator.url, '--eap', '0', '--targets', targets, '--scenario', 'tiny', '--port', '0', '--cache', path.join(dir, 'cache')],
+      [
+        KAIS,
+        'agent',
+        '--orchestrator',
+        orchestrator.url,
+        '--eap',
+        '0',
+        '--targets',
+        targets,
+        '--scenario',
+        'tiny',
+        '--port',
+        '0',
+        '--cache',
+        path.join(dir, 'cache'),
+      ],
       { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, KAIS_EXIT_WITH_PARENT: '1' } },
     );
     // the agent logs every refused frame: keep reading stderr so its writes never block
@@ -378,7 +422,8 @@ describe('kais agent under 10,000 bad frames from its orchestrator', () => {
           errorsHere++;
           codes.set(f.body.code, (codes.get(f.body.code) ?? 0) + 1);
         } else {
-          if (errorsHere !== 1) throw new Error(`bad frame ${start + i} got ${errorsHere} error replies: ${batch[i].bytes.subarray(0, 40).toString('hex')}`);
+          if (errorsHere !== 1)
+            throw new Error(`bad frame ${start + i} got ${errorsHere} error replies: ${batch[i].bytes.subarray(0, 40).toString('hex')}`);
           errors++;
           errorsHere = 0;
           i++;
@@ -389,7 +434,15 @@ describe('kais agent under 10,000 bad frames from its orchestrator', () => {
     expect(errors + closes).toBe(FRAMES);
     expect(closes).toBe(FRAMES / OVERSIZED_EVERY);
     expect([...codes.keys()].sort()).toEqual(
-      ['KAIS_ERR_BAD_FIELD', 'KAIS_ERR_CHECKSUM', 'KAIS_ERR_MALFORMED', 'KAIS_ERR_REJECTED', 'KAIS_ERR_STATE', 'KAIS_ERR_UNKNOWN_TYPE', 'KAIS_ERR_VERSION'].sort(),
+      [
+        'KAIS_ERR_BAD_FIELD',
+        'KAIS_ERR_CHECKSUM',
+        'KAIS_ERR_MALFORMED',
+        'KAIS_ERR_REJECTED',
+        'KAIS_ERR_STATE',
+        'KAIS_ERR_UNKNOWN_TYPE',
+        'KAIS_ERR_VERSION',
+      ].sort(),
     );
 
     // ---- after: alive, same versions, still serving, connected again ----
@@ -399,11 +452,13 @@ describe('kais agent under 10,000 bad frames from its orchestrator', () => {
     const rs = await Promise.all(Array.from({ length: 10 }, () => httpJson(port, 'POST', '/request', request)));
     expect(rs.map((r) => r.status)).toEqual(Array(10).fill(200));
     const metrics = await new Promise<string>((resolve, reject) => {
-      http.get({ host: '127.0.0.1', port, path: '/metrics', agent: false }, (res) => {
-        let t = '';
-        res.on('data', (c: Buffer) => (t += c.toString()));
-        res.on('end', () => resolve(t));
-      }).on('error', reject);
+      http
+        .get({ host: '127.0.0.1', port, path: '/metrics', agent: false }, (res) => {
+          let t = '';
+          res.on('data', (c: Buffer) => (t += c.toString()));
+          res.on('end', () => resolve(t));
+        })
+        .on('error', reject);
     });
     expect(metrics).toMatch(/kais_agent_weight_version\{eap="0"\} 1\n/);
     expect(metrics).toMatch(/kais_agent_reconnects_total\{eap="0"\} 4\n/);
@@ -412,7 +467,8 @@ describe('kais agent under 10,000 bad frames from its orchestrator', () => {
     for (const c of orchestrator.connections) {
       expect(c.hello.seq).toBe(0);
       c.frames.forEach((f, i) => {
-        if (f.seq !== i + 1) throw new Error(`connection ${c.hello.body.eapId}: frame ${i} (${f.type}) has seq ${f.seq}, expected ${i + 1}`);
+        if (f.seq !== i + 1)
+          throw new Error(`connection ${c.hello.body.eapId}: frame ${i} (${f.type}) has seq ${f.seq}, expected ${i + 1}`);
       });
     }
     expect(orchestrator.undecodable).toBe(0);

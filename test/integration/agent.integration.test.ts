@@ -26,7 +26,9 @@ function post(port: number, body: unknown): Promise<{ status: number; body: Reco
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown> }));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown> }),
+        );
       },
     );
     req.on('error', reject);
@@ -139,7 +141,10 @@ describe('kais agent (process wiring)', () => {
     await until(() => a.runtime.placementVersion === 1);
     const dim = observationDim({ numServices: 4, numTargets: 4, numEaps: 1 });
     const shapes = actorShapes(dim, 4);
-    registry.publishWeights(initActorWeights(dim, 4, 5).map((data, i) => ({ shape: shapes[i], data })), 'relu1');
+    registry.publishWeights(
+      initActorWeights(dim, 4, 5).map((data, i) => ({ shape: shapes[i], data })),
+      'relu1',
+    );
     await until(() => a.runtime.weightVersion === 1);
     expect(a.health()).toMatchObject({ policy: 'cmmac', actorHead: 'relu1' });
     await a.drain();
@@ -240,14 +245,19 @@ describe('kais agent device filters and QoS isolation on a real emulated cluster
     });
     agents.push(a);
     await until(() => (a.health().nodes as { filtersStarted: boolean }).filtersStarted, 15000);
-    const nodes = () => a.health().nodes as { excluded: { node: number; rule: string }[]; lastEvents: { node: number; kind: string; rule: string; reason: string }[] };
+    const nodes = () =>
+      a.health().nodes as {
+        excluded: { node: number; rule: string }[];
+        lastEvents: { node: number; kind: string; rule: string; reason: string }[];
+      };
     expect(nodes().excluded).toEqual([]); // healthy series: nobody out
     // every service, 8 requests each, one after the other: which targets serve them
     // zero-work requests: they must not move the nodes' CPU level (a level far from the first 36
     // samples' is itself evidence for the filter, and would slow the re-admission checked below)
     const targetsOfABatch = async () => {
       const seen = new Set<number>();
-      for (let w = 0; w < 4; w++) for (let k = 0; k < 8; k++) seen.add((await post(a.port, { ...request, service: w, workCoreS: 0 })).body.target as number);
+      for (let w = 0; w < 4; w++)
+        for (let k = 0; k < 8; k++) seen.add((await post(a.port, { ...request, service: w, workCoreS: 0 })).body.target as number);
       return seen;
     };
     expect((await targetsOfABatch()).has(0)).toBe(true); // the control: node 0 gets work while healthy

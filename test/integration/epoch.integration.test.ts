@@ -75,7 +75,19 @@ describe('a deleted orchestrator database', () => {
   it('starts a new epoch after a restart, and the agents adopt its weights and placement within 10 s, saying why', async () => {
     const cfg = path.join(dir, 'c.json');
     // speed 100: a placement frame every 0.25 s, so the agents hold placement versions well above 1
-    fs.writeFileSync(cfg, JSON.stringify({ scenario: 'kais', checkpoint: MODEL, learner: 'none', detector: 'none', speed: 100, heartbeatMs: 500, pruneS: 0.2, agentTokens: { 0: 't0', 1: 't1' } }));
+    fs.writeFileSync(
+      cfg,
+      JSON.stringify({
+        scenario: 'kais',
+        checkpoint: MODEL,
+        learner: 'none',
+        detector: 'none',
+        speed: 100,
+        heartbeatMs: 500,
+        pruneS: 0.2,
+        agentTokens: { 0: 't0', 1: 't1' },
+      }),
+    );
     const db = path.join(dir, 'o.db');
     const first = orchestrator(['--config', cfg, '--db', db, '--port', '0']);
     const r1 = await first.ready;
@@ -85,8 +97,17 @@ describe('a deleted orchestrator database', () => {
     const agents = [0, 1].map((eapId) => {
       let runtime: AgentRuntime | null = null;
       // the agent's own link settings (agent/main.ts)
-      const link = new AgentLink({ url, seed: eapId, hello: () => runtime!.helloBody(`t${eapId}`, '0.1.0'), backoff: { initialMs: 200, maxMs: 5000 } });
-      runtime = new AgentRuntime((b) => link.send(b), (cb) => link.onFrame(cb), { eapId, instance: `agent-${eapId}` });
+      const link = new AgentLink({
+        url,
+        seed: eapId,
+        hello: () => runtime!.helloBody(`t${eapId}`, '0.1.0'),
+        backoff: { initialMs: 200, maxMs: 5000 },
+      });
+      runtime = new AgentRuntime(
+        (b) => link.send(b),
+        (cb) => link.onFrame(cb),
+        { eapId, instance: `agent-${eapId}` },
+      );
       const rt = runtime;
       const epochEvents: { from: string | null; to: string; reason: string }[] = [];
       rt.on('epoch', (e) => epochEvents.push(e));
@@ -97,14 +118,22 @@ describe('a deleted orchestrator database', () => {
       link.start();
       return { link, rt, epochEvents };
     });
-    await until(() => agents.every((a) => a.rt.weightVersion === 1 && (a.rt.placementVersion ?? 0) >= 4), 'agents on weights v1 and placement v4+', 15_000);
+    await until(
+      () => agents.every((a) => a.rt.weightVersion === 1 && (a.rt.placementVersion ?? 0) >= 4),
+      'agents on weights v1 and placement v4+',
+      15_000,
+    );
     const oldEpoch = agents[0].rt.weights!.epoch!;
     expect(oldEpoch).toMatch(/^[0-9a-z]+-[0-9a-f]{12}$/);
     expect(agents[0].rt.placement!.epoch).toBe(oldEpoch);
 
     // the database goes away under the running orchestrator: it notices and says what that means
     for (const f of [db, `${db}-wal`, `${db}-shm`]) fs.rmSync(f, { force: true });
-    await until(() => first.stderr.some((l) => /o\.db was deleted while the orchestrator was running/.test(l)), 'the running orchestrator to notice', 5000);
+    await until(
+      () => first.stderr.some((l) => /o\.db was deleted while the orchestrator was running/.test(l)),
+      'the running orchestrator to notice',
+      5000,
+    );
     const held = agents.map((a) => a.rt.placementVersion!);
 
     // killed and restarted on the same port with the same --db path: a new store, a new epoch
@@ -115,12 +144,17 @@ describe('a deleted orchestrator database', () => {
     const t0 = Date.now();
     expect(r2.weightVersion).toBe(1);
     await until(
-      () => agents.every((a) => a.rt.weights?.epoch !== undefined && a.rt.weights.epoch !== oldEpoch && a.rt.placement?.epoch === a.rt.weights.epoch),
+      () =>
+        agents.every(
+          (a) => a.rt.weights?.epoch !== undefined && a.rt.weights.epoch !== oldEpoch && a.rt.placement?.epoch === a.rt.weights.epoch,
+        ),
       "both agents on the new epoch's weights and placement",
       10_000,
     );
     const tookMs = Date.now() - t0;
-    process.stderr.write(`epoch: agents held placement v${held.join('/')} of ${oldEpoch}; on the new epoch's weights v1 and placement after ${tookMs} ms\n`);
+    process.stderr.write(
+      `epoch: agents held placement v${held.join('/')} of ${oldEpoch}; on the new epoch's weights v1 and placement after ${tookMs} ms\n`,
+    );
     const newEpoch = agents[0].rt.weights!.epoch!;
     for (const a of agents) {
       expect(a.rt.weightVersion).toBe(1); // same number, other epoch: adopted, not "stale"

@@ -86,7 +86,11 @@ function agent(url: string, eapId: number, token = TOKEN) {
     heartbeatMs: 1000,
     maxFrameBytes: MAX_FRAME * 32,
   });
-  runtime = new AgentRuntime((b) => link.send(b), (cb) => link.onFrame(cb), { eapId });
+  runtime = new AgentRuntime(
+    (b) => link.send(b),
+    (cb) => link.onFrame(cb),
+    { eapId },
+  );
   const rt = runtime;
   cleanups.push(async () => {
     await link.close();
@@ -177,12 +181,18 @@ const rawPackr = new Packr({ useRecords: false });
 
 function randomValue(rng: Rng, depth: number): unknown {
   switch (rng.int(depth > 3 ? 5 : 8)) {
-    case 0: return rng.int(2) === 0 ? null : rng.next() < 0.5;
-    case 1: return [0, -1, 1.5, NaN, Infinity, 2 ** 53, -(2 ** 31)][rng.int(7)];
-    case 2: return ['', 'hello', 'weights', '__proto__', 'KAIS_ERR_X', 'x'.repeat(3000)][rng.int(6)];
-    case 3: return Buffer.from(Array.from({ length: rng.int(40) }, () => rng.int(256)));
-    case 4: return rng.int(1000);
-    case 5: return Array.from({ length: rng.int(5) }, () => randomValue(rng, depth + 1));
+    case 0:
+      return rng.int(2) === 0 ? null : rng.next() < 0.5;
+    case 1:
+      return [0, -1, 1.5, NaN, Infinity, 2 ** 53, -(2 ** 31)][rng.int(7)];
+    case 2:
+      return ['', 'hello', 'weights', '__proto__', 'KAIS_ERR_X', 'x'.repeat(3000)][rng.int(6)];
+    case 3:
+      return Buffer.from(Array.from({ length: rng.int(40) }, () => rng.int(256)));
+    case 4:
+      return rng.int(1000);
+    case 5:
+      return Array.from({ length: rng.int(5) }, () => randomValue(rng, depth + 1));
     default: {
       const keys = ['v', 'type', 'seq', 'ts', 'body', 'of', 'eap', 'eapId', 'token', 'version', 'tensors'];
       const o: Record<string, unknown> = {};
@@ -239,9 +249,13 @@ describe('hub with real agent links', () => {
     expect(hub.sessions().map((s) => s.eapId)).toEqual([0, 1, 2]);
     expect(agents.every((a) => a.runtime.welcome?.heartbeatMs === 1000)).toBe(true);
 
-    const applied = [0, 1, 2].map((id) => waitFor(hub, 'applied', (s: { eapId: number }, kind: string, v: number) => s.eapId === id && kind === 'weights' && v === 1));
+    const applied = [0, 1, 2].map((id) =>
+      waitFor(hub, 'applied', (s: { eapId: number }, kind: string, v: number) => s.eapId === id && kind === 'weights' && v === 1),
+    );
     // the orchestrator's side of the fan-out ends for each agent when its socket took the frame
-    const flushed = [0, 1, 2].map((id) => waitFor(hub, 'flushed', (s: { eapId: number }, kind: string, v: number) => s.eapId === id && kind === 'weights' && v === 1));
+    const flushed = [0, 1, 2].map((id) =>
+      waitFor(hub, 'flushed', (s: { eapId: number }, kind: string, v: number) => s.eapId === id && kind === 'weights' && v === 1),
+    );
     const body = registry.publishWeights(tensors(1));
     await Promise.all(flushed);
     await Promise.all(applied);
@@ -256,13 +270,22 @@ describe('hub with real agent links', () => {
       [2, true, 1],
     ]);
 
-    const placed = [0, 1, 2].map((id) => waitFor(hub, 'applied', (s: { eapId: number }, kind: string) => s.eapId === id && kind === 'placement'));
-    registry.publishPlacement(3, [[1, 0], [2, 1]]);
+    const placed = [0, 1, 2].map((id) =>
+      waitFor(hub, 'applied', (s: { eapId: number }, kind: string) => s.eapId === id && kind === 'placement'),
+    );
+    registry.publishPlacement(3, [
+      [1, 0],
+      [2, 1],
+    ]);
     await Promise.all(placed);
-    expect(agents.map((a) => Array.from(a.runtime.placement!.replicas))).toEqual([[1, 0, 2, 1], [1, 0, 2, 1], [1, 0, 2, 1]]);
+    expect(agents.map((a) => Array.from(a.runtime.placement!.replicas))).toEqual([
+      [1, 0, 2, 1],
+      [1, 0, 2, 1],
+      [1, 0, 2, 1],
+    ]);
   });
 
-  it('pushes weights as one message per agent, byte for byte encode(frame) with that session\'s seq', async () => {
+  it("pushes weights as one message per agent, byte for byte encode(frame) with that session's seq", async () => {
     const { hub, registry } = await orchestrator();
     registry.publishPlacement(0, [[1, 1]]);
     const received: Buffer[][] = [[], []];
@@ -273,13 +296,27 @@ describe('hub with real agent links', () => {
         ws.on('message', (data: Buffer) => received[eapId].push(data));
         await new Promise((resolve) => ws.once('open', resolve));
         // eAP 1 says it already holds placement 1, so its seq runs one behind eAP 0's
-        ws.send(codec.encode(makeFrame('hello', 0, { eapId, token: TOKEN, agentVersion: 'raw', weightVersion: null, placementVersion: eapId === 1 ? 1 : null })));
+        ws.send(
+          codec.encode(
+            makeFrame('hello', 0, {
+              eapId,
+              token: TOKEN,
+              agentVersion: 'raw',
+              weightVersion: null,
+              placementVersion: eapId === 1 ? 1 : null,
+            }),
+          ),
+        );
         return ws;
       }),
     );
     await waitFor(hub, 'session', () => hub.sessions().length === 2);
     const body = registry.publishWeights(tensors(1, 1000));
-    const weightsMessage = (msgs: Buffer[]) => msgs.find((b) => { const r = inboundCodec.decode(b); return r.ok && r.frame.type === 'weights'; });
+    const weightsMessage = (msgs: Buffer[]) =>
+      msgs.find((b) => {
+        const r = inboundCodec.decode(b);
+        return r.ok && r.frame.type === 'weights';
+      });
     const deadline = Date.now() + 5000;
     while (received.some((msgs) => !weightsMessage(msgs))) {
       if (Date.now() > deadline) throw new Error('weights push not received');
@@ -341,7 +378,10 @@ describe('hub with real agent links', () => {
       }
       const replies = client.frames.slice(before);
       const last = replies[replies.length - 1];
-      expect(last).toMatchObject({ type: 'error', body: { code: 'KAIS_ERR_MALFORMED', of: null, message: expect.stringMatching(/^text message/) } });
+      expect(last).toMatchObject({
+        type: 'error',
+        body: { code: 'KAIS_ERR_MALFORMED', of: null, message: expect.stringMatching(/^text message/) },
+      });
       if (replies.length === 2) {
         expect(replies[0].type).toBe('error');
         errors++;

@@ -63,7 +63,10 @@ describe('kais orchestrator refuses bad stores and configs at start', () => {
       // (the flag's own check, shared/config.ts, or the store's: either says it is not SQLite)
       [corrupt, /^kais: --db: .*corrupt\.db:? (is )?not a SQLite database/],
       [foreign, /^kais: --db: .*foreign\.db: a SQLite database of something else \(tables photos\), not a kais orchestrator store$/],
-      [truncated, /^kais: --db: .*truncated\.db: (corrupt or truncated SQLite database|not a usable SQLite database|cannot use as a store).*$/],
+      [
+        truncated,
+        /^kais: --db: .*truncated\.db: (corrupt or truncated SQLite database|not a usable SQLite database|cannot use as a store).*$/,
+      ],
       [path.join(dir, 'no-such-folder', 'o.db'), /^kais: --db: (.*o\.db: )?folder .*no-such-folder does not exist$/],
     ];
     const runs = await Promise.all(cases.map(([db]) => kais(['orchestrator', '--config', cfg, '--db', db])));
@@ -77,12 +80,20 @@ describe('kais orchestrator refuses bad stores and configs at start', () => {
 
   it('exits 2 with one line naming the field for out-of-range numbers and a checkpoint of another scenario', async () => {
     const cases: [unknown, RegExp][] = [
-      [{ scenario: 'tiny', heartbeatMs: 1e15 }, /field "heartbeatMs" must be an integer number of ms in 100\.\.3600000, got 1000000000000000$/],
+      [
+        { scenario: 'tiny', heartbeatMs: 1e15 },
+        /field "heartbeatMs" must be an integer number of ms in 100\.\.3600000, got 1000000000000000$/,
+      ],
       [{ scenario: 'tiny', speed: 1e300 }, /field "speed" must be at most 1000, got 1e\+300$/],
       [{ scenario: 'tiny', speed: 500 }, /field "speed" makes a frame of 50\.000 ms .*; at least 100 ms$/],
       [{ scenario: 'tiny', limits: { experienceMaxMB: -1 } }, /field "limits\.experienceMaxMB" must be a positive number/],
       [{ scenario: 'tiny', intake: { floodsPerS: 3 } }, /field "intake\.floodsPerS" is not a field of intake/],
-      [{ scenario: 'tiny', learner: 'none', detector: 'none', checkpoint: MODEL }, new RegExp(`^kais: checkpoint ${esc(MODEL)} holds an actor with \\d+ inputs and 41 actions; scenario tiny needs \\d+ inputs and 4 actions`)],
+      [
+        { scenario: 'tiny', learner: 'none', detector: 'none', checkpoint: MODEL },
+        new RegExp(
+          `^kais: checkpoint ${esc(MODEL)} holds an actor with \\d+ inputs and 41 actions; scenario tiny needs \\d+ inputs and 4 actions`,
+        ),
+      ],
     ];
     const runs = await Promise.all(
       cases.map(([cfg], i) => kais(['orchestrator', '--config', config(`bad-${i}.json`, cfg), '--db', path.join(dir, `fresh-${i}.db`)])),

@@ -38,7 +38,16 @@ describe('a flood of maximum-size valid learning input from one session', () => 
     const cfgFile = path.join(dir, 'c.json');
     fs.writeFileSync(
       cfgFile,
-      JSON.stringify({ scenario: 'kais', token: 'flood', learner: 'none', detector: 'none', heartbeatMs: 1000, pruneS: 0.2, limits, intake: { maxMBPerS: 2, maxTransitionsPerS: 2000, maxFramesPerS: 400 } }),
+      JSON.stringify({
+        scenario: 'kais',
+        token: 'flood',
+        learner: 'none',
+        detector: 'none',
+        heartbeatMs: 1000,
+        pruneS: 0.2,
+        limits,
+        intake: { maxMBPerS: 2, maxTransitionsPerS: 2000, maxFramesPerS: 400 },
+      }),
     );
     const db = path.join(dir, 'o.db');
     const logs: string[] = [];
@@ -50,16 +59,49 @@ describe('a flood of maximum-size valid learning input from one session', () => 
     ws.on('error', () => undefined);
     closers.push(() => ws.terminate());
     await new Promise<void>((resolve) => ws.once('open', () => resolve()));
-    ws.send(codec.encode(makeFrame('hello', 0, { eapId: 0, token: 'flood', agentVersion: 'flood', weightVersion: null, placementVersion: null, epoch: null, instance: 'flooder' })));
+    ws.send(
+      codec.encode(
+        makeFrame('hello', 0, {
+          eapId: 0,
+          token: 'flood',
+          agentVersion: 'flood',
+          weightVersion: null,
+          placementVersion: null,
+          epoch: null,
+          instance: 'flooder',
+        }),
+      ),
+    );
     await new Promise<void>((resolve) => ws.once('message', () => resolve())); // welcome
 
     // the largest valid frames: 1024 transitions of the kais observation (~2.5 MB), a sample per target
     const rng = new Rng(5);
     const transitions: Transition[] = Array.from({ length: 1024 }, (_, k) => ({
-      eap: 0, slot: k, service: k % topo.numServices, obs: Float32Array.from({ length: D }, () => rng.next()), mask: new Uint8Array(A).fill(1),
-      action: k % A, logProb: -1.5, reward: k % 2, latencyMs: 100, metDeadline: k % 2 === 1, done: false, weightVersion: null,
+      eap: 0,
+      slot: k,
+      service: k % topo.numServices,
+      obs: Float32Array.from({ length: D }, () => rng.next()),
+      mask: new Uint8Array(A).fill(1),
+      action: k % A,
+      logProb: -1.5,
+      reward: k % 2,
+      latencyMs: 100,
+      metDeadline: k % 2 === 1,
+      done: false,
+      weightVersion: null,
     }));
-    const samples: NodeSample[] = Array.from({ length: A }, (_, node) => ({ node, ts: Date.now(), cpu: 0.5, mem: 0.5, disk: 0.1, upBwMbps: 10, requests: 100, succeeded: 90, inDeadline: 80, latencyMsSum: 9000 }));
+    const samples: NodeSample[] = Array.from({ length: A }, (_, node) => ({
+      node,
+      ts: Date.now(),
+      cpu: 0.5,
+      mem: 0.5,
+      disk: 0.1,
+      upBwMbps: 10,
+      requests: 100,
+      succeeded: 90,
+      inDeadline: 80,
+      latencyMsSum: 9000,
+    }));
     const experienceBytes = codec.encode(makeFrame('experience', 1, { eap: 0, transitions }));
     const telemetryBytes = codec.encode(makeFrame('telemetry', 2, { eap: 0, samples }));
     const rss0 = process.memoryUsage().rss;

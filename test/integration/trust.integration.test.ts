@@ -61,7 +61,20 @@ function honest(eap: number, version: number, n: number, rng: Rng): Transition[]
     const obs = Float32Array.from({ length: D }, () => rng.next());
     const action = Math.floor(rng.next() * A);
     const met = rng.next() < 0.7;
-    return { eap, slot: k, service: k % topo.numServices, obs, mask: new Uint8Array(A).fill(1), action, logProb: Math.log(1 / A), reward: met ? 1 : 0, latencyMs: 50, metDeadline: met, done: false, weightVersion: version };
+    return {
+      eap,
+      slot: k,
+      service: k % topo.numServices,
+      obs,
+      mask: new Uint8Array(A).fill(1),
+      action,
+      logProb: Math.log(1 / A),
+      reward: met ? 1 : 0,
+      latencyMs: 50,
+      metDeadline: met,
+      done: false,
+      weightVersion: version,
+    };
   });
 }
 
@@ -77,12 +90,21 @@ function raw(url: string) {
     if (r.ok) frames.push(r.frame);
   });
   let seq = 0;
-  const send = (type: 'hello' | 'experience' | 'telemetry', body: unknown) => ws.send(codec.encode(makeFrame(type, seq++, body as never) as Frame));
+  const send = (type: 'hello' | 'experience' | 'telemetry', body: unknown) =>
+    ws.send(codec.encode(makeFrame(type, seq++, body as never) as Frame));
   cleanups.push(() => ws.terminate());
   return { ws, frames, opened, closed, send };
 }
 
-const hello = (eapId: number, token: string, instance: string): HelloBody => ({ eapId, token, agentVersion: 'attacker', weightVersion: null, placementVersion: null, epoch: null, instance });
+const hello = (eapId: number, token: string, instance: string): HelloBody => ({
+  eapId,
+  token,
+  agentVersion: 'attacker',
+  weightVersion: null,
+  placementVersion: null,
+  epoch: null,
+  instance,
+});
 
 describe('poisoning replay against a live orchestrator', () => {
   it('refuses and quarantines the attacker; learning goes on from the real agent only, which stays connected', async () => {
@@ -90,12 +112,27 @@ describe('poisoning replay against a live orchestrator', () => {
     const db = path.join(dir, 'o.db');
     const seedStore = Store.open(db);
     const shapes = actorShapes(D, A);
-    seedStore.putModel(packWeights(initActorWeights(D, A, 3).map((data, i) => ({ shape: shapes[i], data })), 1, 'relu1'));
+    seedStore.putModel(
+      packWeights(
+        initActorWeights(D, A, 3).map((data, i) => ({ shape: shapes[i], data })),
+        1,
+        'relu1',
+      ),
+    );
     seedStore.close();
     const cfgFile = path.join(dir, 'c.json');
     fs.writeFileSync(
       cfgFile,
-      JSON.stringify({ scenario: 'small', agentTokens: { 0: 'tok-0', 1: 'tok-1' }, learner: 'cmmac', learnBatch: 64, detector: 'none', actorHead: 'relu1', heartbeatMs: 1000, intake: { quarantineAfter: 5, quarantineS: 30 } }),
+      JSON.stringify({
+        scenario: 'small',
+        agentTokens: { 0: 'tok-0', 1: 'tok-1' },
+        learner: 'cmmac',
+        learnBatch: 64,
+        detector: 'none',
+        actorHead: 'relu1',
+        heartbeatMs: 1000,
+        intake: { quarantineAfter: 5, quarantineS: 30 },
+      }),
     );
     const logs: string[] = [];
     const o: RunningOrchestrator = await startOrchestrator(readConfig(cfgFile), { dbPath: db, log: (l) => logs.push(l) });
@@ -103,8 +140,18 @@ describe('poisoning replay against a live orchestrator', () => {
 
     // ---- the real agent of eAP 0 ----
     let runtime: AgentRuntime | null = null;
-    const link = new AgentLink({ url: o.hub.url, seed: 1, hello: () => runtime!.helloBody('tok-0', '0.1.0'), backoff: { initialMs: 50, maxMs: 500 }, heartbeatMs: 1000 });
-    runtime = new AgentRuntime((b) => link.send(b), (cb) => link.onFrame(cb), { eapId: 0, instance: 'real-agent-0' });
+    const link = new AgentLink({
+      url: o.hub.url,
+      seed: 1,
+      hello: () => runtime!.helloBody('tok-0', '0.1.0'),
+      backoff: { initialMs: 50, maxMs: 500 },
+      heartbeatMs: 1000,
+    });
+    runtime = new AgentRuntime(
+      (b) => link.send(b),
+      (cb) => link.onFrame(cb),
+      { eapId: 0, instance: 'real-agent-0' },
+    );
     const rt = runtime;
     let downs = 0;
     link.on('down', () => downs++);
@@ -127,7 +174,10 @@ describe('poisoning replay against a live orchestrator', () => {
     };
 
     // ---- 1. hello loop as eAP 0 with eAP 1's token, then with eAP 0's stolen token ----
-    for (const [token, code] of [['tok-1', 'KAIS_ERR_AUTH'], ['tok-0', 'KAIS_ERR_DUPLICATE']] as const) {
+    for (const [token, code] of [
+      ['tok-1', 'KAIS_ERR_AUTH'],
+      ['tok-0', 'KAIS_ERR_DUPLICATE'],
+    ] as const) {
       for (let i = 0; i < 10; i++) {
         const c = raw(o.hub.url);
         await c.opened;
@@ -146,7 +196,11 @@ describe('poisoning replay against a live orchestrator', () => {
     attacker.send('hello', hello(1, 'tok-1', 'attacker-session'));
     await until(() => attacker.frames.some((f) => f.type === 'welcome'), 'the attacker welcomed as eAP 1');
     const published = o.registry.weightVersion!;
-    const mislabelled = honest(0, published, 64, rng).map((t) => ({ ...t, reward: t.action === A - 1 ? 1 : 0, metDeadline: t.action === A - 1 }));
+    const mislabelled = honest(0, published, 64, rng).map((t) => ({
+      ...t,
+      reward: t.action === A - 1 ? 1 : 0,
+      metDeadline: t.action === A - 1,
+    }));
     attacker.send('experience', { eap: 0, transitions: mislabelled });
     const huge = honest(1, published, 64, rng).map((t, k) => (k === 0 ? { ...t, reward: 1e300 } : t));
     for (let i = 0; i < 6 && attacker.ws.readyState === WebSocket.OPEN; i++) attacker.send('experience', { eap: 1, transitions: huge });
@@ -162,10 +216,14 @@ describe('poisoning replay against a live orchestrator', () => {
     expect(again.frames.map((f) => f.type === 'error' && f.body.code)).toEqual(['KAIS_ERR_QUARANTINED']);
 
     // ---- 3. learning goes on from the real agent's experience ----
-    await until(() => {
-      if (o.learner!.stats.updates < 1 || o.registry.weightVersion === published) sendHonest();
-      return o.registry.weightVersion! > published && rt.weightVersion === o.registry.weightVersion;
-    }, 'a new weight version learned from the real agent and applied by it', 40_000);
+    await until(
+      () => {
+        if (o.learner!.stats.updates < 1 || o.registry.weightVersion === published) sendHonest();
+        return o.registry.weightVersion! > published && rt.weightVersion === o.registry.weightVersion;
+      },
+      'a new weight version learned from the real agent and applied by it',
+      40_000,
+    );
     expect(o.learner!.stats.failedUpdates).toBe(0);
 
     // nothing of the attacker's was stored: every stored batch is eAP 0's, every reward in [0, 1]

@@ -119,7 +119,10 @@ describe('kais up', () => {
     });
     expect(interrupted).toBe(true);
     expect(run.code).toBe(130);
-    const m = /^kais up: interrupted after ([\d.]+) s of 60 s \(tiny, p4, speed 1, policy jsq\)\nsent (\d+): in time (\d+), late \d+, refused \d+, unanswered \d+, still open \d+; throughput rate so far ([\d.]+)% \(kais eval predicts jsq\/static [\d.]+% for the whole run\)\n$/.exec(run.stdout);
+    const m =
+      /^kais up: interrupted after ([\d.]+) s of 60 s \(tiny, p4, speed 1, policy jsq\)\nsent (\d+): in time (\d+), late \d+, refused \d+, unanswered \d+, still open \d+; throughput rate so far ([\d.]+)% \(kais eval predicts jsq\/static [\d.]+% for the whole run\)\n$/.exec(
+        run.stdout,
+      );
     expect(m).not.toBeNull();
     const [elapsed, sent, inTime, rate] = m!.slice(1).map(Number);
     expect(elapsed).toBeGreaterThan(1);

@@ -23,7 +23,10 @@ function read(file: string): { metrics: Record<string, unknown>[]; meta: Record<
   const db = new Database(file, { readonly: true });
   const rows = db.prepare('SELECT json FROM metrics ORDER BY frame').all() as { json: string }[];
   const meta = Object.fromEntries(
-    (db.prepare("SELECT key, value FROM meta WHERE key != 'format'").all() as { key: string; value: string }[]).map((r) => [r.key, JSON.parse(r.value)]),
+    (db.prepare("SELECT key, value FROM meta WHERE key != 'format'").all() as { key: string; value: string }[]).map((r) => [
+      r.key,
+      JSON.parse(r.value),
+    ]),
   );
   db.close();
   // wall times are not reproducible
@@ -43,11 +46,30 @@ function writeLessons(dir: string): void {
   const common = { scenario: 'tiny', load: 1, promotion: { plateauEpisodes: 5, minImprovement: 0.01 } };
   fs.writeFileSync(
     path.join(dir, '01-clone.json'),
-    JSON.stringify({ ...common, name: '01-clone', workload: 'p1', episodeFrames: 1, orchestration: 'static', maxEpisodes: 2, teacher: 'deadline-load', checkpointOut: 'cloned' }),
+    JSON.stringify({
+      ...common,
+      name: '01-clone',
+      workload: 'p1',
+      episodeFrames: 1,
+      orchestration: 'static',
+      maxEpisodes: 2,
+      teacher: 'deadline-load',
+      checkpointOut: 'cloned',
+    }),
   );
   fs.writeFileSync(
     path.join(dir, '02-rl.json'),
-    JSON.stringify({ ...common, name: '02-rl', workload: 'p4', episodeFrames: 2, orchestration: 'hpa', maxEpisodes: 2, lr: 2e-4, checkpointIn: 'cloned', checkpointOut: 'tuned' }),
+    JSON.stringify({
+      ...common,
+      name: '02-rl',
+      workload: 'p4',
+      episodeFrames: 2,
+      orchestration: 'hpa',
+      maxEpisodes: 2,
+      lr: 2e-4,
+      checkpointIn: 'cloned',
+      checkpointOut: 'tuned',
+    }),
   );
 }
 
@@ -64,7 +86,9 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
     expect(r.code).toBe(0);
     expect(r.stderr).toMatch(/lesson 1\/2 "01-clone" starts at frame 0: p1 x1, 1-frame episodes, static, edf, cloning deadline-load/);
     expect(r.stderr).toMatch(/lesson 1\/2 "01-clone" ended after 2 episodes \(frame 2\): budget/);
-    expect(r.stderr).toMatch(/lesson 2\/2 "02-rl" starts at frame 2: p4 x1, 2-frame episodes, hpa, edf, RL, at most 2 episodes, from checkpoint "cloned"/);
+    expect(r.stderr).toMatch(
+      /lesson 2\/2 "02-rl" starts at frame 2: p4 x1, 2-frame episodes, hpa, edf, RL, at most 2 episodes, from checkpoint "cloned"/,
+    );
     expect(r.stderr).toMatch(/lesson 2\/2 "02-rl" ended after 2 episodes \(frame 6\): budget/);
     // the progress bar names the lesson
     expect(r.stderr).toMatch(/lesson 2\/2 02-rl ep 2\/2 \| frame 6\/6 \[rl\]/);
@@ -121,15 +145,35 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
 
   describe('bad lesson files: exit 2 with one line naming the file and the problem, nothing written', () => {
     const cases: [string, (dir: string) => void, RegExp][] = [
-      ['an unknown workload', (d) => edit(d, '02-rl.json', { workload: 'p9' }), /02-rl\.json: field "workload" must be one of p1, p2, p3, p4, mixed, got "p9"/],
+      [
+        'an unknown workload',
+        (d) => edit(d, '02-rl.json', { workload: 'p9' }),
+        /02-rl\.json: field "workload" must be one of p1, p2, p3, p4, mixed, got "p9"/,
+      ],
       ['a misspelt field', (d) => edit(d, '01-clone.json', { maxEpisode: 3 }), /01-clone\.json: field "maxEpisode" is not a lesson field/],
       ['a negative load', (d) => edit(d, '01-clone.json', { load: -1 }), /01-clone\.json: field "load" must be a number/],
-      ['a checkpointIn nobody writes', (d) => edit(d, '02-rl.json', { checkpointIn: 'nowhere' }), /02-rl\.json: field "checkpointIn" names "nowhere"/],
+      [
+        'a checkpointIn nobody writes',
+        (d) => edit(d, '02-rl.json', { checkpointIn: 'nowhere' }),
+        /02-rl\.json: field "checkpointIn" names "nowhere"/,
+      ],
       ['an unknown orchestration', (d) => edit(d, '02-rl.json', { orchestration: 'nope' }), /02-rl\.json: field "orchestration"/],
       ['an unknown teacher', (d) => edit(d, '01-clone.json', { teacher: 'nope' }), /01-clone\.json: field "teacher"/],
-      ['another scenario than the run', (d) => edit(d, '02-rl.json', { scenario: 'small' }), /02-rl\.json: field "scenario" is "small", but this run trains scenario "tiny"/],
-      ['a missing trace file', (d) => edit(d, '02-rl.json', { trace: 'no-such.csv' }), /02-rl\.json: field "trace": .*no-such\.csv does not exist/],
-      ['a trace window upside down', (d) => edit(d, '02-rl.json', { trace: '01-clone.json', traceWindowS: [5, 1] }), /02-rl\.json: field "traceWindowS" must be \[from, to\]/],
+      [
+        'another scenario than the run',
+        (d) => edit(d, '02-rl.json', { scenario: 'small' }),
+        /02-rl\.json: field "scenario" is "small", but this run trains scenario "tiny"/,
+      ],
+      [
+        'a missing trace file',
+        (d) => edit(d, '02-rl.json', { trace: 'no-such.csv' }),
+        /02-rl\.json: field "trace": .*no-such\.csv does not exist/,
+      ],
+      [
+        'a trace window upside down',
+        (d) => edit(d, '02-rl.json', { trace: '01-clone.json', traceWindowS: [5, 1] }),
+        /02-rl\.json: field "traceWindowS" must be \[from, to\]/,
+      ],
       ['broken JSON', (d) => fs.writeFileSync(path.join(d, '01-clone.json'), '{"name": '), /01-clone\.json: not a readable JSON lesson/],
     ];
     it.each(cases)('%s', (_what, spoil, message) => {
@@ -149,13 +193,25 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
     const dir = path.join(tmp, 'trace');
     fs.mkdirSync(dir);
     // synthetic batch_task rows (v2017 layout): 400 tasks of 40 jobs, one per trace second
-    const rows = Array.from({ length: 400 }, (_, i) => `${i},${i + 20 + (i % 7) * 10},j${i % 40},t${i},1,Terminated,${50 + (i % 3) * 50},0.01`);
+    const rows = Array.from(
+      { length: 400 },
+      (_, i) => `${i},${i + 20 + (i % 7) * 10},j${i % 40},t${i},1,Terminated,${50 + (i % 3) * 50},0.01`,
+    );
     fs.writeFileSync(path.join(dir, 'tasks.csv'), `${rows.join('\n')}\n`);
     fs.writeFileSync(
       path.join(dir, '01-trace.json'),
       JSON.stringify({
-        name: '01-trace', scenario: 'tiny', workload: 'p4', trace: 'tasks.csv', traceWindowS: [0, 299], load: 1, episodeFrames: 1,
-        orchestration: 'hpa', maxEpisodes: 2, promotion: { plateauEpisodes: 2, minImprovement: 0 }, checkpointOut: 'trace',
+        name: '01-trace',
+        scenario: 'tiny',
+        workload: 'p4',
+        trace: 'tasks.csv',
+        traceWindowS: [0, 299],
+        load: 1,
+        episodeFrames: 1,
+        orchestration: 'hpa',
+        maxEpisodes: 2,
+        promotion: { plateauEpisodes: 2, minImprovement: 0 },
+        checkpointOut: 'trace',
       }),
     );
     const out = path.join(dir, 'trace.db');
@@ -172,14 +228,33 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
   it('--eval-trace: a second validation set on a trace window, best chosen by the mean of the two; bad input exits 2 naming the flag', () => {
     const dir = path.join(tmp, 'evaltrace');
     fs.mkdirSync(dir);
-    const rows = Array.from({ length: 400 }, (_, i) => `${i},${i + 20 + (i % 7) * 10},j${i % 40},t${i},1,Terminated,${50 + (i % 3) * 50},0.01`);
+    const rows = Array.from(
+      { length: 400 },
+      (_, i) => `${i},${i + 20 + (i % 7) * 10},j${i % 40},t${i},1,Terminated,${50 + (i % 3) * 50},0.01`,
+    );
     const csv = path.join(dir, 'tasks.csv');
     fs.writeFileSync(csv, `${rows.join('\n')}\n`);
-    const base = ['train', '--scenario', 'tiny', '--episode-frames', '1', '--bc-frames', '1', '--frames', '2', '--seed', '3', '--eval-every', '1'];
+    const base = [
+      'train',
+      '--scenario',
+      'tiny',
+      '--episode-frames',
+      '1',
+      '--bc-frames',
+      '1',
+      '--frames',
+      '2',
+      '--seed',
+      '3',
+      '--eval-every',
+      '1',
+    ];
     const out = path.join(dir, 'on.db');
     const r = kais(...base, '--eval-trace', csv, '--eval-trace-window', '300,399', '--out', out);
     expect(r.code).toBe(0);
-    expect(r.stderr).toMatch(/eval after 1 frames: cmmac\/hpa throughput rate [\d.]+ \(held-out seed\), trace window \[300, 399\] s [\d.]+, selection score \(mean\) [\d.]+/);
+    expect(r.stderr).toMatch(
+      /eval after 1 frames: cmmac\/hpa throughput rate [\d.]+ \(held-out seed\), trace window \[300, 399\] s [\d.]+, selection score \(mean\) [\d.]+/,
+    );
     const a = read(out);
     expect(a.config).toMatchObject({ evalTrace: csv, evalTraceWindowS: [300, 399] });
     const evals = a.metrics.filter((m) => m['charts/evalScore'] !== undefined);
@@ -209,13 +284,19 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
     expect(kais('train', '--scenario', 'tiny', '--curriculum', cur, '--frames', '2', '--eval-every', '2', '--out', c1).code).toBe(0);
     expect(read(c1).config).toMatchObject({ evalTrace: csv, evalTraceWindowS: [0, 299] });
     const c2 = path.join(dir, 'cur-none.db');
-    expect(kais('train', '--scenario', 'tiny', '--curriculum', cur, '--frames', '2', '--eval-every', '2', '--eval-trace', 'none', '--out', c2).code).toBe(0);
+    expect(
+      kais('train', '--scenario', 'tiny', '--curriculum', cur, '--frames', '2', '--eval-every', '2', '--eval-trace', 'none', '--out', c2)
+        .code,
+    ).toBe(0);
     expect(read(c2).config.evalTrace).toBeNull();
     const bad: [string[], RegExp][] = [
       [['--eval-trace', csv, '--eval-trace-window', '5,1'], /^kais: --eval-trace-window: expected from,to/],
       [['--eval-trace-window', '0,299'], /^kais: --eval-trace-window: needs --eval-trace/],
       [['--eval-trace', path.join(dir, 'gone.csv')], /^kais: --eval-trace: .*gone\.csv does not exist/],
-      [['--eval-trace', csv, '--eval-trace-window', '1000,2000'], /^kais: --eval-trace: .*tasks\.csv has no rows in the window \[1000, 2000\]/],
+      [
+        ['--eval-trace', csv, '--eval-trace-window', '1000,2000'],
+        /^kais: --eval-trace: .*tasks\.csv has no rows in the window \[1000, 2000\]/,
+      ],
     ];
     for (const [flags, message] of bad) {
       const never = path.join(dir, 'never.db');
@@ -253,7 +334,21 @@ describe('kais train --filters', () => {
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   it('runs the device filters on simulated telemetry in training and reports their false exclusions', () => {
-    const base = ['train', '--scenario', 'tiny', '--episode-frames', '2', '--bc-frames', '1', '--frames', '2', '--seed', '3', '--eval-every', '2'];
+    const base = [
+      'train',
+      '--scenario',
+      'tiny',
+      '--episode-frames',
+      '2',
+      '--bc-frames',
+      '1',
+      '--frames',
+      '2',
+      '--seed',
+      '3',
+      '--eval-every',
+      '2',
+    ];
     const on = path.join(dir, 'on.db');
     const off = path.join(dir, 'off.db');
     const r = kais(...base, '--filters', '--out', on);

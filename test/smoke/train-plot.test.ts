@@ -12,7 +12,24 @@ describe('kais train --plot', () => {
     const plot = path.join(dir, 'curve.svg');
     const r = spawnSync(
       process.execPath,
-      [KAIS, 'train', '--scenario', 'tiny', '--frames', '2', '--bc-frames', '1', '--episode-frames', '1', '--eval-every', '2', '--out', path.join(dir, 't.db'), '--plot', plot],
+      [
+        KAIS,
+        'train',
+        '--scenario',
+        'tiny',
+        '--frames',
+        '2',
+        '--bc-frames',
+        '1',
+        '--episode-frames',
+        '1',
+        '--eval-every',
+        '2',
+        '--out',
+        path.join(dir, 't.db'),
+        '--plot',
+        plot,
+      ],
       { encoding: 'utf8', timeout: 120000 },
     );
     expect(r.status).toBe(0);
@@ -25,10 +42,14 @@ describe('kais train --plot', () => {
   });
 
   it('refuses a plot file that is neither .svg nor .png, before training', () => {
-    const r = spawnSync(process.execPath, [KAIS, 'train', '--scenario', 'tiny', '--frames', '1', '--out', path.join(dir, 'u.db'), '--plot', path.join(dir, 'x.pdf')], {
-      encoding: 'utf8',
-      timeout: 60000,
-    });
+    const r = spawnSync(
+      process.execPath,
+      [KAIS, 'train', '--scenario', 'tiny', '--frames', '1', '--out', path.join(dir, 'u.db'), '--plot', path.join(dir, 'x.pdf')],
+      {
+        encoding: 'utf8',
+        timeout: 60000,
+      },
+    );
     expect(r.status).toBe(2);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(fs.existsSync(path.join(dir, 'u.db'))).toBe(false);

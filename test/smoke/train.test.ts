@@ -43,7 +43,17 @@ describe('kais train (smoke, tiny scenario)', () => {
 
   it('trains two frames and writes config, weights and per-frame metrics to SQLite', () => {
     const out = path.join(tmp, 'a.db');
-    const r = kais(...base, '--frames', '2', '--out', out, '--export-actor', path.join(tmp, 'a.bin'), '--export-layers', path.join(tmp, 'a-tfjs'));
+    const r = kais(
+      ...base,
+      '--frames',
+      '2',
+      '--out',
+      out,
+      '--export-actor',
+      path.join(tmp, 'a.bin'),
+      '--export-layers',
+      path.join(tmp, 'a-tfjs'),
+    );
     expect(r.stderr).toMatch(/frame 2\/2 \[rl\]/);
     expect(r.code).toBe(0);
     const summary = JSON.parse(r.stdout);
@@ -168,7 +178,10 @@ describe('kais train (smoke, tiny scenario)', () => {
     const out = path.join(tmp, 'flip.db');
     fs.copyFileSync(path.join(tmp, 'a.db'), out);
     const db = new Database(out);
-    const row = db.prepare('SELECT episode, actor FROM checkpoints ORDER BY episode DESC LIMIT 1').get() as { episode: number; actor: Buffer };
+    const row = db.prepare('SELECT episode, actor FROM checkpoints ORDER BY episode DESC LIMIT 1').get() as {
+      episode: number;
+      actor: Buffer;
+    };
     row.actor[row.actor.length - 40] ^= 0xff;
     db.prepare('UPDATE checkpoints SET actor = ? WHERE episode = ?').run(row.actor, row.episode);
     db.close();
@@ -196,7 +209,21 @@ describe('kais train --init-from', () => {
     const first = path.join(dir, 'first.db');
     const second = path.join(dir, 'second.db');
     expect(kais(...base, '--frames', '1', '--out', first).code).toBe(0);
-    const r = kais('train', '--scenario', 'tiny', '--episode-frames', '1', '--bc-frames', '0', '--frames', '1', '--out', second, '--init-from', first);
+    const r = kais(
+      'train',
+      '--scenario',
+      'tiny',
+      '--episode-frames',
+      '1',
+      '--bc-frames',
+      '0',
+      '--frames',
+      '1',
+      '--out',
+      second,
+      '--init-from',
+      first,
+    );
     expect(r.code).toBe(0);
     expect(r.stderr).toMatch(/starting from/);
     expect(metricsOf(second)).toHaveLength(1);

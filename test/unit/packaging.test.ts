@@ -12,11 +12,27 @@ import * as path from 'path';
 const root = path.resolve(__dirname, '../..');
 
 describe('npm pack', () => {
-  const out = execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  const out = execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
+    cwd: root,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
   const files: string[] = (JSON.parse(out) as { files: { path: string }[] }[])[0].files.map((f) => f.path);
 
   it('holds what the CLI needs at run time', () => {
-    for (const f of ['dist/kais.js', 'dist/launcher/up.js', 'dist/shared/lifecycle.js', 'dist/shared/scenarios/kais.json', 'models/kais-cmmac.bin', 'models/kais-cmmac.bin.json', 'models/kais-cmmac-tfjs/model.json', 'models/kais-cmmac-tfjs/weights.bin', 'training/curriculum/lessons/01-clone-lec.json', 'LICENSE', 'README.md']) {
+    for (const f of [
+      'dist/kais.js',
+      'dist/launcher/up.js',
+      'dist/shared/lifecycle.js',
+      'dist/shared/scenarios/kais.json',
+      'models/kais-cmmac.bin',
+      'models/kais-cmmac.bin.json',
+      'models/kais-cmmac-tfjs/model.json',
+      'models/kais-cmmac-tfjs/weights.bin',
+      'training/curriculum/lessons/01-clone-lec.json',
+      'LICENSE',
+      'README.md',
+    ]) {
       expect(files).toContain(f);
     }
   });

@@ -181,7 +181,8 @@ export class QueueLookaheadDispatch implements DispatchPolicy, EtaRule {
   private work(id: number, t: number, w: number, view: ClusterView): number {
     const q = this.seen.get(id);
     if (!q) return view.meanServiceS(t, w) * view.serviceCpuCores(w);
-    if (this.o.queueWork === 'deadline') return Math.max(0.001, (q.deadlineS - q.arrivalS - this.o.deadlineBaseS) / this.o.deadlineSlack) * view.serviceCpuCores(w);
+    if (this.o.queueWork === 'deadline')
+      return Math.max(0.001, (q.deadlineS - q.arrivalS - this.o.deadlineBaseS) / this.o.deadlineSlack) * view.serviceCpuCores(w);
     return q.workCoreS;
   }
 

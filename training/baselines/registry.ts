@@ -20,7 +20,8 @@ export function makeDispatch(name: string, scenario: Scenario): DispatchPolicy {
 }
 
 export function makeOrchestration(name: string, scenario: Scenario): OrchestrationPolicy {
-  if (!isOrchestrationPolicy(name)) throw new UsageError(`--policies: unknown orchestration policy "${name}" (known: ${ORCHESTRATION_BASELINES.join(', ')}, gpg)`);
+  if (!isOrchestrationPolicy(name))
+    throw new UsageError(`--policies: unknown orchestration policy "${name}" (known: ${ORCHESTRATION_BASELINES.join(', ')}, gpg)`);
   return makeOrchestrationPolicy(name, scenario);
 }
 

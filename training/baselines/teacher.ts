@@ -61,7 +61,13 @@ export class DeadlineLoadDispatch implements DispatchPolicy, EtaRule {
   }
 }
 
-export const TRAIN_TEACHERS = ['deadline-load', 'deadline-load-eta', 'queue-lookahead', 'queue-lookahead-deadline', 'queue-lookahead-slack'] as const;
+export const TRAIN_TEACHERS = [
+  'deadline-load',
+  'deadline-load-eta',
+  'queue-lookahead',
+  'queue-lookahead-deadline',
+  'queue-lookahead-slack',
+] as const;
 
 /** A train-only teacher by name, or null (then the name is a `kais eval` baseline). */
 export function makeTrainTeacher(name: string): DispatchPolicy | null {
@@ -72,6 +78,7 @@ export function makeTrainTeacher(name: string): DispatchPolicy | null {
   if (name === 'queue-lookahead') return new QueueLookaheadDispatch({ name, margin: 1, busyFrac: 0.25 });
   if (name === 'queue-lookahead-deadline') return new QueueLookaheadDispatch({ name, margin: 1, busyFrac: 0.25, ownWork: 'deadline' });
   // own processing time from what the actor observes: (slack + 0.4 s - deadlineBaseS) / deadlineSlack
-  if (name === 'queue-lookahead-slack') return new QueueLookaheadDispatch({ name, margin: 1, busyFrac: 0.25, ownWork: 'slack', slackAgeS: 0.4 });
+  if (name === 'queue-lookahead-slack')
+    return new QueueLookaheadDispatch({ name, margin: 1, busyFrac: 0.25, ownWork: 'slack', slackAgeS: 0.4 });
   return null;
 }

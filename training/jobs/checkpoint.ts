@@ -16,7 +16,14 @@ import { CheckpointDb, checkpointError as bad, checkScenario, oneLine } from '..
 
 // the file formats moved to shared/nets/; these names are still imported from here by train.ts and
 // export.ts (being edited in parallel): they can import shared/nets/ directly next time they change
-export { CHECKPOINT_FORMAT, CheckpointDb, checkScenario, scenarioFingerprint, type CheckpointRow, type CheckpointState } from '../../shared/nets/checkpoint-db';
+export {
+  CHECKPOINT_FORMAT,
+  CheckpointDb,
+  checkScenario,
+  scenarioFingerprint,
+  type CheckpointRow,
+  type CheckpointState,
+} from '../../shared/nets/checkpoint-db';
 export { checkpointActor, checkpointHead, defaultModelPath, isActorFile, modelDirs, readActorFile } from '../../shared/nets/actor-file';
 
 /** Config fields loadCmmacFromDb needs (a subset of the train config). */
@@ -35,7 +42,11 @@ interface StoredConfig {
  * held-out evaluation when the run evaluated (`--eval-every`), else the newest. `which: 'latest'`
  * ignores the best evaluation.
  */
-export function loadCmmacFromDb(path: string, scenario: Scenario, options: { mode?: ActMode; maxFrame?: number; which?: 'best' | 'latest' } = {}): CmmacDispatch {
+export function loadCmmacFromDb(
+  path: string,
+  scenario: Scenario,
+  options: { mode?: ActMode; maxFrame?: number; which?: 'best' | 'latest' } = {},
+): CmmacDispatch {
   const db = CheckpointDb.open(path, 'read');
   try {
     const cfg = db.config<StoredConfig>();
@@ -43,7 +54,11 @@ export function loadCmmacFromDb(path: string, scenario: Scenario, options: { mod
     checkScenario(path, cfg, scenario);
     const best = options.maxFrame === undefined && options.which !== 'latest' ? db.meta<{ frame: number }>('best') : null;
     const ck = db.latest(options.maxFrame ?? best?.frame);
-    if (!ck) throw bad(path, options.maxFrame === undefined ? 'no checkpoint written yet' : `no checkpoint at or before frame ${options.maxFrame}`);
+    if (!ck)
+      throw bad(
+        path,
+        options.maxFrame === undefined ? 'no checkpoint written yet' : `no checkpoint at or before frame ${options.maxFrame}`,
+      );
     const needs = scenarioActor(scenario);
     const shape = needs.shape;
     if (!actorFit(ck.actorShapes, { ...needs, hidden: ACTOR_HIDDEN })) throw bad(path, `actor shapes do not fit scenario ${scenario.name}`);
@@ -78,7 +93,13 @@ export function loadActorFile(file: string, scenario: Scenario, options: { mode?
   const needs = scenarioActor(scenario);
   const shape = needs.shape;
   if (!actorFit(shapes, { ...needs, hidden: ACTOR_HIDDEN })) throw bad(file, `actor shapes do not fit scenario ${scenario.name}`);
-  return new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights: arrays, mode: options.mode ?? 'argmax', head: meta.head });
+  return new CmmacDispatch({
+    shape,
+    queueCapPerReplica: scenario.queueCapPerReplica,
+    weights: arrays,
+    mode: options.mode ?? 'argmax',
+    head: meta.head,
+  });
 }
 
 /**

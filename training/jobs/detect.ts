@@ -40,7 +40,13 @@ import { namingFlags, opt, Problem, resolveOptions, yargsOptions } from '../../s
 import { hashString } from '../../shared/rng';
 import { round } from '../../shared/round';
 import { loadBackend } from '../../shared/tf-backend';
-import { DETECT_DEVICE_FILTER_OPTIONS, DeviceFilter, baselineFromHistory, type DeviceFilterOptions, type Verdict } from '../../agent/filters/device-filter';
+import {
+  DETECT_DEVICE_FILTER_OPTIONS,
+  DeviceFilter,
+  baselineFromHistory,
+  type DeviceFilterOptions,
+  type Verdict,
+} from '../../agent/filters/device-filter';
 import { DETECT_ETA, VgruDetector, type VgruOptions } from '../../critic/detector/vgru';
 import { centreWindows } from '../../critic/detector/pools';
 import { BaselineDetector, type BaselineKind } from '../../critic/detector/baselines';
@@ -159,7 +165,8 @@ export function parseMatrix(file: string, text: string): { rows: number; cols: n
     for (let c = 0; c < cols; c++) {
       const s = cells[c].trim();
       const v = Number(s);
-      if (s === '' || !Number.isFinite(v)) throw new UsageError(`${file}:${r + 1}: value ${c + 1} is not a number: ${JSON.stringify(cells[c].slice(0, 20))}`);
+      if (s === '' || !Number.isFinite(v))
+        throw new UsageError(`${file}:${r + 1}: value ${c + 1} is not a number: ${JSON.stringify(cells[c].slice(0, 20))}`);
       data[r * cols + c] = v;
     }
   }
@@ -176,7 +183,8 @@ function findFile(dir: string, stem: string, exts: string[]): string | null {
 
 function readSmdStyle(input: string, only?: string[]): Entity[] {
   for (const sub of ['train', 'test', 'test_label']) {
-    if (!fs.existsSync(path.join(input, sub))) throw new UsageError(`${path.join(input, sub)}: missing folder (expected train/, test/, test_label/)`);
+    if (!fs.existsSync(path.join(input, sub)))
+      throw new UsageError(`${path.join(input, sub)}: missing folder (expected train/, test/, test_label/)`);
   }
   const stems = fs
     .readdirSync(path.join(input, 'test'))
@@ -184,7 +192,8 @@ function readSmdStyle(input: string, only?: string[]): Entity[] {
     .map((f) => f.replace(/\.csv(\.gz)?$/, ''))
     .filter((s) => !only || only.includes(s))
     .sort();
-  if (stems.length === 0) throw new UsageError(`${path.join(input, 'test')}: no .csv or .csv.gz files${only ? ` matching --entities` : ''}`);
+  if (stems.length === 0)
+    throw new UsageError(`${path.join(input, 'test')}: no .csv or .csv.gz files${only ? ` matching --entities` : ''}`);
   return stems.map((name) => {
     const testFile = findFile(path.join(input, 'test'), name, ['.csv', '.csv.gz'])!;
     const trainFile = findFile(path.join(input, 'train'), name, ['.csv', '.csv.gz']);
@@ -195,11 +204,13 @@ function readSmdStyle(input: string, only?: string[]): Entity[] {
     const test = parseMatrix(testFile, readText(testFile));
     if (train.cols !== test.cols) throw new UsageError(`${testFile}:1: ${test.cols} columns but ${trainFile} has ${train.cols}`);
     const ls = lines(readText(labelFile));
-    if (ls.length < test.rows) throw new UsageError(`${labelFile}:${ls.length + 1}: label file ends after ${ls.length} lines but ${testFile} has ${test.rows} rows`);
+    if (ls.length < test.rows)
+      throw new UsageError(`${labelFile}:${ls.length + 1}: label file ends after ${ls.length} lines but ${testFile} has ${test.rows} rows`);
     const labels = new Uint8Array(test.rows);
     for (let i = 0; i < test.rows; i++) {
       const v = Number(ls[i].trim());
-      if (!Number.isFinite(v) || ls[i].trim() === '') throw new UsageError(`${labelFile}:${i + 1}: label is not a number: ${JSON.stringify(ls[i].slice(0, 20))}`);
+      if (!Number.isFinite(v) || ls[i].trim() === '')
+        throw new UsageError(`${labelFile}:${i + 1}: label is not a number: ${JSON.stringify(ls[i].slice(0, 20))}`);
       labels[i] = v > 0 ? 1 : 0;
     }
     return { name, train: train.data, test: test.data, cols: test.cols, labels };
@@ -237,7 +248,8 @@ function readNab(input: string, only?: string[]): Entity[] {
       const t = parseTime(cells[0]);
       const v = Number(cells[1].trim());
       if (!Number.isFinite(t)) throw new UsageError(`${file}:${i + 2}: bad timestamp ${JSON.stringify(cells[0].slice(0, 30))}`);
-      if (cells[1].trim() === '' || !Number.isFinite(v)) throw new UsageError(`${file}:${i + 2}: value is not a number: ${JSON.stringify(cells[1].slice(0, 20))}`);
+      if (cells[1].trim() === '' || !Number.isFinite(v))
+        throw new UsageError(`${file}:${i + 2}: value is not a number: ${JSON.stringify(cells[1].slice(0, 20))}`);
       times[i] = t;
       values[i] = v;
     }
@@ -247,7 +259,8 @@ function readNab(input: string, only?: string[]): Entity[] {
     for (let i = cut; i < n; i++) labels[i - cut] = wins.some(([a, b]) => times[i] >= a && times[i] <= b) ? 1 : 0;
     out.push({ name, train: values.slice(0, cut), test: values.slice(cut), cols: 1, labels });
   }
-  if (out.length === 0) throw new UsageError(`${path.join(input, 'data')}: no series listed in ${labelsFile}${only ? ' matching --entities' : ''}`);
+  if (out.length === 0)
+    throw new UsageError(`${path.join(input, 'data')}: no series listed in ${labelsFile}${only ? ' matching --entities' : ''}`);
   return out;
 }
 
@@ -354,7 +367,7 @@ export function averagePrecision(labels: ArrayLike<number>, scores: ArrayLike<nu
   while (i < n) {
     const s = key(idx[i]);
     let gained = 0;
-    while (i < n && (key(idx[i]) === s)) {
+    while (i < n && key(idx[i]) === s) {
       if (labels[idx[i]]) gained++;
       seen++;
       i++;
@@ -510,7 +523,11 @@ export function runBaselines(e: Entity, T: number): Record<BaselineKind, Float32
 /** The combination in effect: o.combination over DETECT_STAGE_COMBINATION, eta from o.learned.eta when given. */
 export function combinationOf(o: DetectOptions): StageCombination {
   const eta = o.combination?.eta ?? o.learned.eta ?? DETECT_STAGE_COMBINATION.eta;
-  return { eta, etaHealthy: Math.max(eta, o.combination?.etaHealthy ?? DETECT_STAGE_COMBINATION.etaHealthy), second: o.combination?.second ?? DETECT_STAGE_COMBINATION.second };
+  return {
+    eta,
+    etaHealthy: Math.max(eta, o.combination?.etaHealthy ?? DETECT_STAGE_COMBINATION.etaHealthy),
+    second: o.combination?.second ?? DETECT_STAGE_COMBINATION.second,
+  };
 }
 
 /** Runs both stages and the baselines on one entity. */
@@ -525,7 +542,16 @@ export function runEntity(e: Entity, o: DetectOptions): EntityResult {
   const learned = Uint8Array.from(scores, (s) => (s > eta ? 1 : 0));
   const labels = windowLabels(e.labels, T, o.windowLabel);
   const base = runBaselines(e, T);
-  return { name: e.name, windows, labels, verdicts, learned, scores: { learned: scores, ...base }, rulesUs: rulesNs / 1e3 / windows, learnedUs: learnedNs / 1e3 / windows };
+  return {
+    name: e.name,
+    windows,
+    labels,
+    verdicts,
+    learned,
+    scores: { learned: scores, ...base },
+    rulesUs: rulesNs / 1e3 / windows,
+    learnedUs: learnedNs / 1e3 / windows,
+  };
 }
 
 export interface EntitySummary extends StageSet {
@@ -558,7 +584,10 @@ function flagsOf(stage: StageName, score: Float32Array, eta: number): Uint8Array
 }
 
 /** Pooled and per-entity metrics of every stage, with average precision, from entity results. */
-export function summarise(results: EntityResult[], c: StageCombination): { stages: StageSet; perEntity: EntitySummary[]; decided: number; windows: number } {
+export function summarise(
+  results: EntityResult[],
+  c: StageCombination,
+): { stages: StageSet; perEntity: EntitySummary[]; decided: number; windows: number } {
   const tot = Object.fromEntries(STAGES.map((k) => [k, zero()])) as Record<StageName, Counts>;
   const pooledScores = Object.fromEntries(STAGES.map((k) => [k, [] as Float32Array[]])) as Record<StageName, Float32Array[]>;
   const pooledLabels: Uint8Array[] = [];
@@ -579,7 +608,13 @@ export function summarise(results: EntityResult[], c: StageCombination): { stage
     decided += dec;
     windows += r.windows;
     const best = Math.max(m.rules.f1, m[c.second === 'l2' ? 'l2' : 'learned'].f1);
-    perEntity.push({ name: r.name, windows: r.windows, ...m, rulesDecidedShare: round(dec / r.windows), combinedVsBestStage: best === 0 ? 1 : round(m.twoStage.f1 / best) });
+    perEntity.push({
+      name: r.name,
+      windows: r.windows,
+      ...m,
+      rulesDecidedShare: round(dec / r.windows),
+      combinedVsBestStage: best === 0 ? 1 : round(m.twoStage.f1 / best),
+    });
   }
   const stages = pooledStages(tot, pooledLabels, pooledScores);
   return { stages, perEntity, decided, windows };
@@ -666,8 +701,21 @@ export interface GridCounts {
 }
 
 function addCounts(a: GridCounts, b: GridCounts): GridCounts {
-  const add = (x: Counts, y: Counts): Counts => ({ tp: x.tp + y.tp, fp: x.fp + y.fp, fn: x.fn + y.fn, tpPa: x.tpPa + y.tpPa, fpPa: x.fpPa + y.fpPa, fnPa: x.fnPa + y.fnPa });
-  return { rules: add(a.rules, b.rules), learned: add(a.learned, b.learned), two: add(a.two, b.two), decided: a.decided + b.decided, windows: a.windows + b.windows };
+  const add = (x: Counts, y: Counts): Counts => ({
+    tp: x.tp + y.tp,
+    fp: x.fp + y.fp,
+    fn: x.fn + y.fn,
+    tpPa: x.tpPa + y.tpPa,
+    fpPa: x.fpPa + y.fpPa,
+    fnPa: x.fnPa + y.fnPa,
+  });
+  return {
+    rules: add(a.rules, b.rules),
+    learned: add(a.learned, b.learned),
+    two: add(a.two, b.two),
+    decided: a.decided + b.decided,
+    windows: a.windows + b.windows,
+  };
 }
 
 /** Entities with fewer rule flags than this do not enter the worst-case precision of lomoObjective. */
@@ -706,7 +754,13 @@ export function lomoObjective(tuning: GridCounts[]): number {
     dec = Math.min(dec, c.windows === 0 ? 0 : c.decided / c.windows);
     ratio = Math.min(ratio, combinedVsBest(c));
   }
-  return two.f1 + 0.5 * two.f1PointAdjusted - 3 * Math.max(0, 0.9 - prec) - 3 * Math.max(0, 0.65 - dec) - 3 * Math.max(0, LOMO_MIN_COMBINED_VS_BEST - ratio);
+  return (
+    two.f1 +
+    0.5 * two.f1PointAdjusted -
+    3 * Math.max(0, 0.9 - prec) -
+    3 * Math.max(0, 0.65 - dec) -
+    3 * Math.max(0, LOMO_MIN_COMBINED_VS_BEST - ratio)
+  );
 }
 
 const VERDICT_CODE: Record<Verdict, number> = { healthy: 0, ambiguous: 1, faulty: 2, warming: 0 };
@@ -747,7 +801,15 @@ export async function runLomo(o: DetectOptions): Promise<{ folds: LomoFold[]; po
     const labels = windowLabels(e.labels, T, o.windowLabel);
     const learnedCounts = new Map<string, Counts>();
     const secondOf = (c: LomoConfig): Float32Array => (c.second === 'l2' ? base.l2 : scores);
-    for (const eta of etas) for (const sec of seconds) learnedCounts.set(`${sec}/${eta}`, countConfusion(labels, Uint8Array.from(sec === 'l2' ? base.l2 : scores, (s) => (s > eta ? 1 : 0))));
+    for (const eta of etas)
+      for (const sec of seconds)
+        learnedCounts.set(
+          `${sec}/${eta}`,
+          countConfusion(
+            labels,
+            Uint8Array.from(sec === 'l2' ? base.l2 : scores, (s) => (s > eta ? 1 : 0)),
+          ),
+        );
     const row: GridCounts[] = [];
     const verdictCache = new Map<string, Uint8Array>();
     const rulesCounts = new Map<string, { c: Counts; decided: number }>();
@@ -756,10 +818,24 @@ export async function runLomo(o: DetectOptions): Promise<{ folds: LomoFold[]; po
       const key = ruleKey(c);
       let codes = verdictCache.get(key);
       if (!codes) {
-        const v = runRules(e, dims, { ...DETECT_RULE_DEFAULTS, ...o.rules, thetaM: c.thetaM, thetaV: c.thetaV, beta: c.beta, faultyMargin: c.faultyMargin, thetaS: c.thetaS }).verdicts;
+        const v = runRules(e, dims, {
+          ...DETECT_RULE_DEFAULTS,
+          ...o.rules,
+          thetaM: c.thetaM,
+          thetaV: c.thetaV,
+          beta: c.beta,
+          faultyMargin: c.faultyMargin,
+          thetaS: c.thetaS,
+        }).verdicts;
         codes = Uint8Array.from(v, (x) => VERDICT_CODE[x]);
         verdictCache.set(key, codes);
-        rulesCounts.set(key, { c: countConfusion(labels, Uint8Array.from(codes, (x) => (x === 2 ? 1 : 0))), decided: codes.filter((x) => x !== 1).length });
+        rulesCounts.set(key, {
+          c: countConfusion(
+            labels,
+            Uint8Array.from(codes, (x) => (x === 2 ? 1 : 0)),
+          ),
+          decided: codes.filter((x) => x !== 1).length,
+        });
       }
       const rc = rulesCounts.get(key)!;
       const sc = secondOf(c);
@@ -767,7 +843,13 @@ export async function runLomo(o: DetectOptions): Promise<{ folds: LomoFold[]; po
         const x = codes[k];
         pred[k] = x === 2 ? 1 : x === 1 ? (sc[k] > c.eta ? 1 : 0) : sc[k] > c.etaHealthy ? 1 : 0;
       }
-      row.push({ rules: rc.c, learned: learnedCounts.get(`${c.second}/${c.eta}`)!, two: countConfusion(labels, pred), decided: rc.decided, windows: codes.length });
+      row.push({
+        rules: rc.c,
+        learned: learnedCounts.get(`${c.second}/${c.eta}`)!,
+        two: countConfusion(labels, pred),
+        decided: rc.decided,
+        windows: codes.length,
+      });
     }
     counts.push(row);
     kept.push({ labels, learned: scores, pca: base.pca, l2: base.l2, verdicts: verdictCache });
@@ -816,7 +898,15 @@ export async function runLomo(o: DetectOptions): Promise<{ folds: LomoFold[]; po
     decided += g.decided;
     windows += g.windows;
     flagged += g.rules.tp + g.rules.fp;
-    folds.push({ heldOut: e.name, chosen: cfg, windows: g.windows, stages, rulesDecidedShare: round(g.decided / g.windows), rulesFlagged: g.rules.tp + g.rules.fp, combinedVsBestStage: perEntity[0].combinedVsBestStage });
+    folds.push({
+      heldOut: e.name,
+      chosen: cfg,
+      windows: g.windows,
+      stages,
+      rulesDecidedShare: round(g.decided / g.windows),
+      rulesFlagged: g.rules.tp + g.rules.fp,
+      combinedVsBestStage: perEntity[0].combinedVsBestStage,
+    });
   });
   const stages = pooledStages(pooledCounts, pooledLabels, pooledScores);
   const pooledBest = Math.max(stages.rules.f1, stages.learned.f1, stages.l2.f1);
@@ -859,18 +949,24 @@ function table(report: DetectReport, perEntity: EntitySummary[]): string {
   const f = (x: number | undefined): string => (x === undefined ? '-' : x.toFixed(3)).padStart(7);
   const out: string[] = [];
   const c = report.combination;
-  out.push(`input ${report.input}: ${report.windows} windows, window label = ${report.windowLabel} row; twoStage = rules + ${c.second}, eta ${c.eta}, etaHealthy ${c.etaHealthy === Infinity ? 'off (hard gate)' : c.etaHealthy}`);
+  out.push(
+    `input ${report.input}: ${report.windows} windows, window label = ${report.windowLabel} row; twoStage = rules + ${c.second}, eta ${c.eta}, etaHealthy ${c.etaHealthy === Infinity ? 'off (hard gate)' : c.etaHealthy}`,
+  );
   out.push(`thresholds: ${report.thresholds}`);
   out.push(`${pad('entity', 30)} ${pad('stage', 9)} precision  recall      f1  f1(PA)  AUC-PR  decided  twoStage/best`);
   const rows = (name: string, s: StageSet, dec: number, ratio: number | undefined): void => {
     for (const k of STAGES) {
       const m = s[k];
-      out.push(`${pad(name, 30)} ${pad(k, 9)} ${f(m.precision)}   ${f(m.recall)} ${f(m.f1)} ${f(m.f1PointAdjusted)} ${f(m.auprc)}${k === 'rules' ? f(dec) : k === 'twoStage' && ratio !== undefined ? '        ' + f(ratio) : ''}`);
+      out.push(
+        `${pad(name, 30)} ${pad(k, 9)} ${f(m.precision)}   ${f(m.recall)} ${f(m.f1)} ${f(m.f1PointAdjusted)} ${f(m.auprc)}${k === 'rules' ? f(dec) : k === 'twoStage' && ratio !== undefined ? '        ' + f(ratio) : ''}`,
+      );
     }
   };
   for (const e of perEntity) rows(e.name.slice(0, 30), e, e.rulesDecidedShare, e.combinedVsBestStage);
   rows('ALL (pooled)', report.stages, report.rulesDecidedShare, undefined);
-  out.push(`time per window: rules ${report.usPerWindow.rules.toFixed(2)} µs, learned ${report.usPerWindow.learned.toFixed(2)} µs (batched)`);
+  out.push(
+    `time per window: rules ${report.usPerWindow.rules.toFixed(2)} µs, learned ${report.usPerWindow.learned.toFixed(2)} µs (batched)`,
+  );
   return out.join('\n');
 }
 
@@ -880,42 +976,82 @@ function table(report: DetectReport, perEntity: EntitySummary[]): string {
 function parseDims(text: string): number[] | Problem {
   const ds = text.split(',').map((x) => x.trim());
   const out = ds.map((x) => Number(x));
-  if (out.some((d, i) => ds[i] === '' || !Number.isSafeInteger(d) || d < 0)) return new Problem(`expected comma-separated 0-based column indices, got "${text}"`);
+  if (out.some((d, i) => ds[i] === '' || !Number.isSafeInteger(d) || d < 0))
+    return new Problem(`expected comma-separated 0-based column indices, got "${text}"`);
   return out;
 }
 
 /** The options of `kais detect`, declared once (shared/config.ts makes the flags, checks and docs). */
 export const DETECT_SPEC = {
   input: opt.dir<string>({ demand: true, describe: 'SMD-style folder (train/, test/, test_label/) or NAB folder (data/, labels/)' }),
-  dims: opt.custom<number[] | undefined>('columns', { defaultText: 'every column not constant in train', describe: 'comma-separated 0-based columns for the rules' }, parseDims),
+  dims: opt.custom<number[] | undefined>(
+    'columns',
+    { defaultText: 'every column not constant in train', describe: 'comma-separated 0-based columns for the rules' },
+    parseDims,
+  ),
   json: opt.boolean({ default: false, describe: 'print one JSON object (fields: docs/detect.md)' }),
-  windowLabel: opt.choice(['any', 'last'] as const, { default: 'any', describe: "window label from row labels: 'any' row or the 'last' row" }),
+  windowLabel: opt.choice(['any', 'last'] as const, {
+    default: 'any',
+    describe: "window label from row labels: 'any' row or the 'last' row",
+  }),
   seed: opt.integer({ default: 1, describe: 'seed of the learned detector' }),
   entities: opt.optString({ defaultText: 'all', describe: 'comma-separated entity names (file stems) to run' }),
-  thetaV: opt.number({ min: 0, max: 1e6, defaultText: String(DETECT_RULE_DEFAULTS.thetaV), describe: 'variance threshold on standardised values' }),
+  thetaV: opt.number({
+    min: 0,
+    max: 1e6,
+    defaultText: String(DETECT_RULE_DEFAULTS.thetaV),
+    describe: 'variance threshold on standardised values',
+  }),
   thetaR: opt.number({ min: 0, max: 1e6, defaultText: String(DETECT_RULE_DEFAULTS.thetaR), describe: 'correlation-rule threshold' }),
   beta: opt.number({ min: 0, max: 1, defaultText: String(DETECT_RULE_DEFAULTS.beta), describe: 'share of dimensions for rule 1' }),
-  thetaM: opt.number({ min: 0, max: 1e6, defaultText: String(DETECT_RULE_DEFAULTS.thetaM), describe: "level-shift threshold, in units of the history's own extreme" }),
-  faultyMargin: opt.number({ min: 0, minExclusive: true, max: 1e6, defaultText: String(DETECT_RULE_DEFAULTS.faultyMargin), describe: 'rule 1 must fire at this multiple of its thresholds for faulty' }),
+  thetaM: opt.number({
+    min: 0,
+    max: 1e6,
+    defaultText: String(DETECT_RULE_DEFAULTS.thetaM),
+    describe: "level-shift threshold, in units of the history's own extreme",
+  }),
+  faultyMargin: opt.number({
+    min: 0,
+    minExclusive: true,
+    max: 1e6,
+    defaultText: String(DETECT_RULE_DEFAULTS.faultyMargin),
+    describe: 'rule 1 must fire at this multiple of its thresholds for faulty',
+  }),
   thetaS: opt.number({
     min: 0,
     minExclusive: true,
     allowInfinity: true,
     defaultText: String(DETECT_RULE_DEFAULTS.thetaS),
-    describe: "single-metric routing: 'healthy' becomes 'ambiguous' when one metric's window variance is beyond this multiple of its own history extreme (Infinity = off)",
+    describe:
+      "single-metric routing: 'healthy' becomes 'ambiguous' when one metric's window variance is beyond this multiple of its own history extreme (Infinity = off)",
   }),
   eta: opt.number({ min: -1e6, max: 1e6, defaultText: String(DETECT_ETA), describe: 'learned threshold on the normalised score' }),
-  etaHealthy: opt.number({ min: -1e6, allowInfinity: true, defaultText: String(DETECT_STAGE_COMBINATION.etaHealthy), describe: 'learned threshold where the rules say healthy (Infinity = hard gate)' }),
-  second: opt.choice(['vgru', 'l2'] as const, { defaultText: String(DETECT_STAGE_COMBINATION.second), describe: "twoStage's second stage" }),
-  lomo: opt.boolean({ default: false, describe: 'leave-one-entity-out check: tune rules and eta on the others, measure on each (an explicit --eta fixes eta)' }),
-  centre: opt.boolean({ default: false, describe: "learned stage: centre each window on its own per-metric mean (the live detector's centreWindows)" }),
+  etaHealthy: opt.number({
+    min: -1e6,
+    allowInfinity: true,
+    defaultText: String(DETECT_STAGE_COMBINATION.etaHealthy),
+    describe: 'learned threshold where the rules say healthy (Infinity = hard gate)',
+  }),
+  second: opt.choice(['vgru', 'l2'] as const, {
+    defaultText: String(DETECT_STAGE_COMBINATION.second),
+    describe: "twoStage's second stage",
+  }),
+  lomo: opt.boolean({
+    default: false,
+    describe: 'leave-one-entity-out check: tune rules and eta on the others, measure on each (an explicit --eta fixes eta)',
+  }),
+  centre: opt.boolean({
+    default: false,
+    describe: "learned stage: centre each window on its own per-metric mean (the live detector's centreWindows)",
+  }),
   steps: opt.integer({ min: 1, max: 1_000_000, defaultText: '120', describe: 'learned detector training steps per entity' }),
 };
 
 export const detectCommand: CommandModule<object, object> = {
   command: 'detect',
   describe: 'measure the device anomaly filters (rules, learned, two-stage) on labelled metric series',
-  builder: (y: Argv<object>) => yargsOptions(y.example('$0 detect --input smd/ --json', 'precision, recall and F1 of each stage on an SMD-style folder'), DETECT_SPEC),
+  builder: (y: Argv<object>) =>
+    yargsOptions(y.example('$0 detect --input smd/ --json', 'precision, recall and F1 of each stage on an SMD-style folder'), DETECT_SPEC),
   handler: namingFlags(DETECT_SPEC, async (argv) => {
     const a = resolveOptions(DETECT_SPEC, argv);
     const rules: Partial<DeviceFilterOptions> = {};

@@ -57,7 +57,9 @@ export const EVAL_SPEC = {
   scenario: opt.string({ default: 'kais', describe: 'built-in scenario (tiny, small, kais, large) or a .json file' }),
   workload: opt.choice(WORKLOAD_NAMES, { default: DEFAULT_WORKLOAD, describe: 'synthetic arrival pattern (ignored with --trace)' }),
   trace: opt.file({ dir: true, describe: 'Alibaba batch_task CSV (v2017 or v2018), or a folder holding batch_task.csv' }),
-  policies: opt.optString({ describe: 'comma-separated dispatch/orchestration pairs (default: the heuristic pairs, and cmmac/hpa when a model ships)' }),
+  policies: opt.optString({
+    describe: 'comma-separated dispatch/orchestration pairs (default: the heuristic pairs, and cmmac/hpa when a model ships)',
+  }),
   checkpoint: opt.file({ sqlite: 'kais checkpoint', describe: 'SQLite checkpoint of kais train for cmmac' }),
   gpg: opt.file({ describe: 'GPG model (JSON, scripts/train-gpg.ts) for the gpg orchestration (x/gpg pairs)' }),
   frames: opt.integer({ default: 20, min: 1, max: MAX_FRAMES, describe: 'frames to simulate (100 slots of 0.25 s each)' }),
@@ -66,26 +68,43 @@ export const EVAL_SPEC = {
   /** 'agent': the live agent's view (rollout.ts EpisodeOptions.view); 'global': the whole cluster's true state. */
   view: opt.choice(['agent', 'global'] as const, {
     default: 'agent',
-    describe: "what each eAP's policy decides on: agent (what the live agent can know: its own requests, the targets' load reports, placement; a full node's 503 retried on the cloud) or global (the cluster's true state, which no live agent has)",
+    describe:
+      "what each eAP's policy decides on: agent (what the live agent can know: its own requests, the targets' load reports, placement; a full node's 503 retried on the cloud) or global (the cluster's true state, which no live agent has)",
   }),
   slot: opt.number({
     min: 0,
     minExclusive: true,
     max: 3600,
     defaultText: "the scenario's (0.25 on kais)",
-    describe: 'learning slot in seconds: how often rewards are computed and queues swept; requests are dispatched on arrival whatever the slot',
+    describe:
+      'learning slot in seconds: how often rewards are computed and queues swept; requests are dispatched on arrival whatever the slot',
   }),
   dequeue: opt.choice(DEQUEUE_NAMES, { default: 'edf', describe: "the nodes' queue order (requests are dispatched on arrival)" }),
   nodeDequeue: opt.choice(DEQUEUE_NAMES, { defaultText: '--dequeue', describe: 'node queue order' }),
   faultRate: opt.number({ default: 0, min: 0, max: 1e6, describe: 'node failures per node per hour of simulated time' }),
   faultEvents: opt.file({ describe: 'v2017_server_event.csv: fail nodes at the real softerror times' }),
-  faultDurationS: opt.number({ flag: 'fault-duration', default: 60, min: 0, minExclusive: true, max: 1e7, describe: 'seconds a failed node stays down' }),
+  faultDurationS: opt.number({
+    flag: 'fault-duration',
+    default: 60,
+    min: 0,
+    minExclusive: true,
+    max: 1e7,
+    describe: 'seconds a failed node stays down',
+  }),
   filters: opt.boolean({ default: false, describe: 'run the device filters on simulated node telemetry' }),
   /** With --filters: 'vgru' runs the learned stage on the ambiguous windows, as the orchestrator does live. */
-  detector: opt.choice(['none', 'vgru'] as const, { default: 'none', describe: "with --filters: 'vgru' lets the learned detector decide the ambiguous windows, as the orchestrator does live (loads tfjs; slower)" }),
+  detector: opt.choice(['none', 'vgru'] as const, {
+    default: 'none',
+    describe:
+      "with --filters: 'vgru' lets the learned detector decide the ambiguous windows, as the orchestrator does live (loads tfjs; slower)",
+  }),
   timing: opt.boolean({ default: false, describe: 'measure decision latency (decisionP99Us; not reproducible)' }),
   json: opt.boolean({ default: false, describe: 'print the JSON report on stdout' }),
-  plot: opt.outFile({ ext: /\.(svg|png)$/i, extText: 'a file ending in .svg or .png', describe: 'write the per-frame throughput per policy, and throughput against replica-seconds, to a .svg or .png file' }),
+  plot: opt.outFile({
+    ext: /\.(svg|png)$/i,
+    extText: 'a file ending in .svg or .png',
+    describe: 'write the per-frame throughput per policy, and throughput against replica-seconds, to a .svg or .png file',
+  }),
 };
 
 export type EvalArgs = OptionsOf<typeof EVAL_SPEC> & {
@@ -121,7 +140,12 @@ export interface EvalReport {
  * model the project ships for the scenario. Loaded lazily so that heuristic-only runs never load
  * the learned-policy code.
  */
-function makeAnyDispatch(name: string, scenario: Scenario, checkpoint: string | undefined, modelScenario: Scenario = scenario): DispatchPolicy {
+function makeAnyDispatch(
+  name: string,
+  scenario: Scenario,
+  checkpoint: string | undefined,
+  modelScenario: Scenario = scenario,
+): DispatchPolicy {
   if (name !== 'cmmac') return makeDispatch(name, scenario);
   // a model is checked against the scenario it was trained on (the slot length does not change its inputs)
   scenario = modelScenario;
@@ -145,7 +169,11 @@ function makeAnyDispatch(name: string, scenario: Scenario, checkpoint: string | 
  * `gpg` is the learned orchestration (critic/gpg/), greedy, from `--gpg <model.json>`; the other
  * names are the shared heuristics. A GPG policy holds tfjs variables: dispose() frees them.
  */
-function makeAnyOrchestration(name: string, scenario: Scenario, gpgFile: string | undefined): OrchestrationPolicy & { dispose?: () => void } {
+function makeAnyOrchestration(
+  name: string,
+  scenario: Scenario,
+  gpgFile: string | undefined,
+): OrchestrationPolicy & { dispose?: () => void } {
   if (name !== 'gpg') return makeOrchestration(name, scenario);
   if (!gpgFile) throw new UsageError('--policies: gpg needs --gpg <model.json> (scripts/train-gpg.ts makes one)');
   let text: string;
@@ -165,7 +193,11 @@ function makeAnyOrchestration(name: string, scenario: Scenario, gpgFile: string 
   } catch (e) {
     throw new UsageError(`--gpg: ${gpgFile}: ${(e as Error).message}`);
   }
-  const policy = new GpgOrchestration(net, { periodS: scenario.slotS * scenario.slotsPerFrame, nodesPerDecision: scenario.scaleNodesPerFrame, mode: 'greedy' });
+  const policy = new GpgOrchestration(net, {
+    periodS: scenario.slotS * scenario.slotsPerFrame,
+    nodesPerDecision: scenario.scaleNodesPerFrame,
+    mode: 'greedy',
+  });
   return Object.assign(policy, { dispose: () => net.dispose() });
 }
 
@@ -187,7 +219,8 @@ function positiveInt(flag: string, v: unknown): number {
 }
 
 function dequeueName(flag: string, v: string): DequeueName {
-  if (!(DEQUEUE_NAMES as string[]).includes(v)) throw new UsageError(`${flag}: unknown dequeue strategy "${v}" (valid: ${DEQUEUE_NAMES.join(', ')})`);
+  if (!(DEQUEUE_NAMES as string[]).includes(v))
+    throw new UsageError(`${flag}: unknown dequeue strategy "${v}" (valid: ${DEQUEUE_NAMES.join(', ')})`);
   return v as DequeueName;
 }
 
@@ -254,7 +287,10 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
       learnedDetector: learned,
     });
     results.push(r);
-    if (Date.now() - t0 > 2000) progress(`[${k + 1}/${pairs.length}] ${r.policy}: throughput rate ${r.throughputRate.toFixed(3)} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+    if (Date.now() - t0 > 2000)
+      progress(
+        `[${k + 1}/${pairs.length}] ${r.policy}: throughput rate ${r.throughputRate.toFixed(3)} (${((Date.now() - t0) / 1000).toFixed(1)} s)`,
+      );
   });
   const count = requests.count;
   const oracleMax = a.oracleMaxRequests ?? ORACLE_MAX_REQUESTS;
@@ -273,7 +309,9 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     filters: !!a.filters,
     ...(learned ? { detector: 'vgru' as const } : {}),
     results,
-    oracle: ob ? { throughputRate: round(ob.throughputRate, 4), completedInTime: ob.completedInTime, feasibleRate: round(ob.feasibleRate, 4) } : null,
+    oracle: ob
+      ? { throughputRate: round(ob.throughputRate, 4), completedInTime: ob.completedInTime, feasibleRate: round(ob.feasibleRate, 4) }
+      : null,
     ...(ob
       ? {}
       : {
@@ -286,7 +324,8 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
 export function learnedDetectorOf(a: Pick<EvalArgs, 'detector' | 'filters'>): boolean {
   const d = a.detector ?? 'none';
   if (d !== 'vgru' && d !== 'none') throw new UsageError(`--detector: must be vgru or none, got ${JSON.stringify(d)}`);
-  if (d === 'vgru' && !a.filters) throw new UsageError('--detector vgru: needs --filters (the learned stage decides the device filters\' ambiguous windows)');
+  if (d === 'vgru' && !a.filters)
+    throw new UsageError("--detector vgru: needs --filters (the learned stage decides the device filters' ambiguous windows)");
   return d === 'vgru';
 }
 
@@ -310,7 +349,20 @@ export function evalPlot(r: EvalReport): string {
 export function formatTable(r: EvalReport): string {
   const timed = r.results.some((x) => x.decisionP99Us !== null);
   const filtered = r.results.some((x) => x.falseExclusionRate !== null);
-  const head = ['policy', 'throughput', 'in time', 'late', 'dropped', 'queued', 'cost', 'replica-s', 'mean ms', 'p99 ms', 'cloud', 'imbalance'];
+  const head = [
+    'policy',
+    'throughput',
+    'in time',
+    'late',
+    'dropped',
+    'queued',
+    'cost',
+    'replica-s',
+    'mean ms',
+    'p99 ms',
+    'cloud',
+    'imbalance',
+  ];
   if (r.faults > 0) head.push('lost to failures');
   if (filtered) head.push('false excl');
   if (timed) head.push('decision p99 us');
@@ -350,7 +402,8 @@ export function formatTable(r: EvalReport): string {
 export const evalCommand: CommandModule<object, object> = {
   command: 'eval',
   describe: 'evaluate dispatch/orchestration policy pairs on the simulator',
-  builder: (y: Argv<object>) => yargsOptions(y.example('$0 eval --scenario kais --frames 2', 'every heuristic pair (and the shipped model) on 2 frames'), EVAL_SPEC),
+  builder: (y: Argv<object>) =>
+    yargsOptions(y.example('$0 eval --scenario kais --frames 2', 'every heuristic pair (and the shipped model) on 2 frames'), EVAL_SPEC),
   handler: namingFlags(EVAL_SPEC, async (argv) => {
     const args: EvalArgs = resolveOptions(EVAL_SPEC, argv);
     if (learnedDetectorOf(args) || (args.policies ?? '').split(',').some((p) => p.trim().endsWith('/gpg'))) await loadBackend(); // an entry point picks the backend

@@ -17,9 +17,15 @@ import { loadBackend } from '../../shared/tf-backend';
 import { CheckpointDb, checkpointActor, checkScenario, isActorFile } from './checkpoint';
 
 export const EXPORT_SPEC = {
-  checkpoint: opt.file({ demand: true, describe: 'the actor to export: an exported actor .bin (with its .json) or a kais train SQLite file' }),
+  checkpoint: opt.file({
+    demand: true,
+    describe: 'the actor to export: an exported actor .bin (with its .json) or a kais train SQLite file',
+  }),
   layers: opt.outDir({ demand: true, describe: 'folder to write the TensorFlow.js layers model into (model.json + weights.bin)' }),
-  scenario: opt.optString({ defaultText: 'the one the checkpoint was trained on', describe: 'built-in scenario or a scenario JSON file (a file scenario must be given)' }),
+  scenario: opt.optString({
+    defaultText: 'the one the checkpoint was trained on',
+    describe: 'built-in scenario or a scenario JSON file (a file scenario must be given)',
+  }),
 };
 
 export type ExportArgs = OptionsOf<typeof EXPORT_SPEC>;
@@ -65,17 +71,28 @@ export async function exportLayers(checkpoint: string, dir: string, scenarioName
   const obsDim = observationDim(shape);
   const actor = checkpointActor(checkpoint);
   if (actor.tensors[0]?.shape[0] !== obsDim || meta.numActions !== shape.numTargets) {
-    throw new UsageError(`${checkpoint}: not a usable kais checkpoint (actor shapes do not fit scenario ${scenario.name})`, 'KAIS_ERR_CHECKPOINT');
+    throw new UsageError(
+      `${checkpoint}: not a usable kais checkpoint (actor shapes do not fit scenario ${scenario.name})`,
+      'KAIS_ERR_CHECKPOINT',
+    );
   }
   const spec = { obsDim, numActions: shape.numTargets, head: actor.head, targetBlock: targetBlockOf(shape) };
-  return writeActorLayers(dir, actor.tensors.map((t) => t.data), spec, { ...meta, head: actor.head, obsDim, numActions: shape.numTargets, targetBlock: spec.targetBlock });
+  return writeActorLayers(
+    dir,
+    actor.tensors.map((t) => t.data),
+    spec,
+    { ...meta, head: actor.head, obsDim, numActions: shape.numTargets, targetBlock: spec.targetBlock },
+  );
 }
 
 export const exportCommand: CommandModule<object, object> = {
   command: 'export',
   describe: "write a checkpoint's actor as a TensorFlow.js layers model (model.json + weights.bin)",
   builder: (y: Argv<object>) =>
-    yargsOptions(y.example('$0 export --checkpoint models/kais-cmmac.bin --layers /tmp/kais-tfjs', 'the shipped model for tf.loadLayersModel'), EXPORT_SPEC),
+    yargsOptions(
+      y.example('$0 export --checkpoint models/kais-cmmac.bin --layers /tmp/kais-tfjs', 'the shipped model for tf.loadLayersModel'),
+      EXPORT_SPEC,
+    ),
   handler: namingFlags(EXPORT_SPEC, async (argv) => {
     const args: ExportArgs = resolveOptions(EXPORT_SPEC, argv);
     await loadBackend(); // an entry point picks the backend

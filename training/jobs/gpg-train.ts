@@ -70,7 +70,13 @@ export interface GpgTrainResult {
 }
 
 /** Rewards of a rollout's decisions from its frames (see the file comment). */
-export function gpgRewards(frames: readonly FrameStats[], decisions: number, frameS: number, opCost: number, replicaCost: number): number[] {
+export function gpgRewards(
+  frames: readonly FrameStats[],
+  decisions: number,
+  frameS: number,
+  opCost: number,
+  replicaCost: number,
+): number[] {
   const out: number[] = [];
   for (let t = 0; t < decisions; t++) {
     const f = frames[t + 1];
@@ -89,22 +95,64 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
   const curve: GpgTrainResult['curve'] = [];
   const evals: GpgEvalPoint[] = [];
   const policyFor = (mode: 'sample' | 'greedy', sink?: GpgDecision[], sampleSalt = 0) =>
-    new GpgOrchestration(net, { periodS: frameS, nodesPerDecision: s.scaleNodesPerFrame, mode, sampleSalt, onDecision: sink ? (d) => sink.push(d) : undefined });
-  const episode = (requests: ReturnType<typeof buildRequests>, seed: number, frames: number, orchestration: GpgOrchestration | ReturnType<typeof makeOrchestration>, onFrames?: (f: readonly FrameStats[]) => void): PolicyResult =>
-    runEpisode({ scenario: s, requests, frames, seed, dispatch: makeDispatch(o.dispatch, s), orchestration, nodeDequeue: o.nodeDequeue, view: o.view, onFrames });
+    new GpgOrchestration(net, {
+      periodS: frameS,
+      nodesPerDecision: s.scaleNodesPerFrame,
+      mode,
+      sampleSalt,
+      onDecision: sink ? (d) => sink.push(d) : undefined,
+    });
+  const episode = (
+    requests: ReturnType<typeof buildRequests>,
+    seed: number,
+    frames: number,
+    orchestration: GpgOrchestration | ReturnType<typeof makeOrchestration>,
+    onFrames?: (f: readonly FrameStats[]) => void,
+  ): PolicyResult =>
+    runEpisode({
+      scenario: s,
+      requests,
+      frames,
+      seed,
+      dispatch: makeDispatch(o.dispatch, s),
+      orchestration,
+      nodeDequeue: o.nodeDequeue,
+      view: o.view,
+      onFrames,
+    });
 
   const evaluate = (u: number): void => {
-    let gpg = 0, hpa = 0, gRs = 0, hRs = 0, gOps = 0, hOps = 0;
+    let gpg = 0,
+      hpa = 0,
+      gRs = 0,
+      hRs = 0,
+      gOps = 0,
+      hOps = 0;
     for (const es of o.evalSeeds) {
       const requests = buildRequests({ scenario: s, workload: o.workload, seed: es, load: o.load, durationS: o.evalFrames * frameS });
       const a = episode(requests, es, o.evalFrames, policyFor('greedy'));
       const b = episode(requests, es, o.evalFrames, makeOrchestration('hpa', s));
-      gpg += a.throughputRate; hpa += b.throughputRate; gRs += a.replicaSeconds; hRs += b.replicaSeconds; gOps += a.schedulingCost; hOps += b.schedulingCost;
+      gpg += a.throughputRate;
+      hpa += b.throughputRate;
+      gRs += a.replicaSeconds;
+      hRs += b.replicaSeconds;
+      gOps += a.schedulingCost;
+      hOps += b.schedulingCost;
     }
     const k = o.evalSeeds.length;
-    const p: GpgEvalPoint = { update: u, gpg: round(gpg / k, 4), hpa: round(hpa / k, 4), gpgReplicaS: round(gRs / k, 0), hpaReplicaS: round(hRs / k, 0), gpgOps: round(gOps / k, 1), hpaOps: round(hOps / k, 1) };
+    const p: GpgEvalPoint = {
+      update: u,
+      gpg: round(gpg / k, 4),
+      hpa: round(hpa / k, 4),
+      gpgReplicaS: round(gRs / k, 0),
+      hpaReplicaS: round(hRs / k, 0),
+      gpgOps: round(gOps / k, 1),
+      hpaOps: round(hOps / k, 1),
+    };
     evals.push(p);
-    progress(`eval u=${u}: gpg ${p.gpg} (replica-s ${p.gpgReplicaS}, ops ${p.gpgOps}) | ${o.dispatch}/hpa ${p.hpa} (replica-s ${p.hpaReplicaS}, ops ${p.hpaOps})`);
+    progress(
+      `eval u=${u}: gpg ${p.gpg} (replica-s ${p.gpgReplicaS}, ops ${p.gpgOps}) | ${o.dispatch}/hpa ${p.hpa} (replica-s ${p.hpaReplicaS}, ops ${p.hpaOps})`,
+    );
   };
 
   for (let u = 0; u < o.updates; u++) {
@@ -121,9 +169,17 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
       thr += res.throughputRate;
     }
     const st = learner.update(episodes);
-    const point = { update: u, meanReturn: round(st.meanReturn, 4), nodeEntropy: round(st.nodeEntropy, 3), scaleEntropy: round(st.scaleEntropy, 3), throughput: round(thr / o.rollouts, 4) };
+    const point = {
+      update: u,
+      meanReturn: round(st.meanReturn, 4),
+      nodeEntropy: round(st.nodeEntropy, 3),
+      scaleEntropy: round(st.scaleEntropy, 3),
+      throughput: round(thr / o.rollouts, 4),
+    };
     curve.push(point);
-    progress(`u=${u} throughput ${point.throughput} return ${point.meanReturn} H(node) ${point.nodeEntropy} H(scale) ${point.scaleEntropy} beta ${round(st.beta, 4)}`);
+    progress(
+      `u=${u} throughput ${point.throughput} return ${point.meanReturn} H(node) ${point.nodeEntropy} H(scale) ${point.scaleEntropy} beta ${round(st.beta, 4)}`,
+    );
   }
   if (o.evalEvery > 0) evaluate(o.updates);
   learner.dispose();

@@ -122,10 +122,17 @@ interface Items {
  * The bound for the requests: an array, or a source read once (either way the bound keeps about
  * ORACLE_BYTES_PER_REQUEST bytes per request).
  */
-export function oracleBound(scenario: Scenario, requests: readonly Request[] | RequestSource, horizonS: number, options: OracleOptions = {}): OracleBound {
-  if (typeof horizonS !== 'number' || Number.isNaN(horizonS)) throw new TypeError(`oracleBound: horizonS must be a number, got ${String(horizonS)}`);
+export function oracleBound(
+  scenario: Scenario,
+  requests: readonly Request[] | RequestSource,
+  horizonS: number,
+  options: OracleOptions = {},
+): OracleBound {
+  if (typeof horizonS !== 'number' || Number.isNaN(horizonS))
+    throw new TypeError(`oracleBound: horizonS must be a number, got ${String(horizonS)}`);
   const phases = options.phases ?? DEFAULT_PHASES;
-  if (phases.some((ph) => !(ph >= 0 && ph < INF))) throw new TypeError(`oracleBound: phases must be finite numbers >= 0, got ${phases.join(', ')}`);
+  if (phases.some((ph) => !(ph >= 0 && ph < INF)))
+    throw new TypeError(`oracleBound: phases must be finite numbers >= 0, got ${phases.join(', ')}`);
   const hosts = hostTables(scenario);
   const items = feasibleItems(requests, horizonS, hosts);
   const feasible = items.n;

@@ -22,8 +22,26 @@ export interface Series {
  * chart is drawn differently (seriesStyle).
  */
 const COLORS = [
-  '#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf', '#000000', '#aec7e8',
-  '#ffbb78', '#98df8a', '#ff9896', '#c5b0d5', '#c49c94', '#f7b6d2', '#dbdb8d', '#9edae5',
+  '#1f77b4',
+  '#d62728',
+  '#2ca02c',
+  '#ff7f0e',
+  '#9467bd',
+  '#8c564b',
+  '#e377c2',
+  '#7f7f7f',
+  '#bcbd22',
+  '#17becf',
+  '#000000',
+  '#aec7e8',
+  '#ffbb78',
+  '#98df8a',
+  '#ff9896',
+  '#c5b0d5',
+  '#c49c94',
+  '#f7b6d2',
+  '#dbdb8d',
+  '#9edae5',
 ];
 /** Dash patterns for each further round through the palette ('' = solid). */
 const DASHES = ['', '6 4', '2 3', '10 3 2 3'];
@@ -64,7 +82,9 @@ function chartFrame(left: number, yMax: number): ChartFrame {
 function drawFrame(f: ChartFrame, title: string, xLabel: string, yLabel: string, xTicks: [number, string][]): string[] {
   const { W, H, left, top, pw, ph, yMax, y } = f;
   const out: string[] = [];
-  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="DejaVu Sans, Arial, sans-serif" font-size="12">`);
+  out.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="DejaVu Sans, Arial, sans-serif" font-size="12">`,
+  );
   out.push(`<rect width="${W}" height="${H}" fill="white"/>`);
   out.push(`<text x="${left}" y="24" font-size="15">${esc(title)}</text>`);
   for (let k = 0; k <= 5; k++) {
@@ -136,7 +156,10 @@ export function renderScatter(title: string, points: Point[], xLabel: string, yL
     // past the palette: a ring (solid, then dashed) instead of a dot
     const { color, dash } = seriesStyle(k);
     const round = Math.floor(k / COLORS.length);
-    const paint = round === 0 ? `fill="${color}"` : `fill="white" stroke="${color}" stroke-width="2"${round >= 2 ? ` stroke-dasharray="${dash === '' ? '2 2' : dash}"` : ''}`;
+    const paint =
+      round === 0
+        ? `fill="${color}"`
+        : `fill="white" stroke="${color}" stroke-width="2"${round >= 2 ? ` stroke-dasharray="${dash === '' ? '2 2' : dash}"` : ''}`;
     out.push(`<circle cx="${x(p.x).toFixed(1)}" cy="${y(p.y).toFixed(1)}" r="5" ${paint}/>`);
     const ly = top + 8 + k * 18;
     out.push(`<circle cx="${left + pw + 28}" cy="${ly}" r="5" ${paint}/>`);

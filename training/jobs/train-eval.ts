@@ -33,7 +33,12 @@ export function viewOfRun(c: Pick<TrainOptions, 'view'>): 'agent' | 'global' {
  * EVAL_SEED_BASE + i) of the run's workload, and with config.evalTrace on as many episodes replaying
  * config.evalTraceWindowS (episode i starts i/seeds of the way into the window).
  */
-export function evaluateActor(scenario: Scenario, config: TrainOptions, actorWeights: Float32Array[], shape: ObservationShape): TrainEvaluation {
+export function evaluateActor(
+  scenario: Scenario,
+  config: TrainOptions,
+  actorWeights: Float32Array[],
+  shape: ObservationShape,
+): TrainEvaluation {
   const seeds = config.evalSeeds ?? 1;
   const durationS = config.evalFrames * scenario.slotsPerFrame * scenario.slotS;
   const heldOut = meanRate(scenario, config, actorWeights, shape, seeds, (seed) =>
@@ -41,7 +46,11 @@ export function evaluateActor(scenario: Scenario, config: TrainOptions, actorWei
   );
   if (!config.evalTrace) return { heldOut, trace: null, score: heldOut };
   const trace = meanRate(scenario, config, actorWeights, shape, seeds, (seed, i) =>
-    spreadWindowRequests({ scenario, trace: config.evalTrace!, window: config.evalTraceWindowS, seed, load: config.load, durationS, warn: () => {} }, i, seeds),
+    spreadWindowRequests(
+      { scenario, trace: config.evalTrace!, window: config.evalTraceWindowS, seed, load: config.load, durationS, warn: () => {} },
+      i,
+      seeds,
+    ),
   );
   return { heldOut, trace, score: round((heldOut + trace) / 2, 4) };
 }
@@ -58,7 +67,13 @@ function meanRate(
   for (let i = 0; i < seeds; i++) {
     const seed = EVAL_SEED_BASE + i;
     const requests = requestsOf(seed, i);
-    const dispatch = new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights: actorWeights, mode: 'argmax', head: config.head });
+    const dispatch = new CmmacDispatch({
+      shape,
+      queueCapPerReplica: scenario.queueCapPerReplica,
+      weights: actorWeights,
+      mode: 'argmax',
+      head: config.head,
+    });
     const r = runEpisode({
       scenario,
       requests,

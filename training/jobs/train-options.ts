@@ -27,7 +27,8 @@ import { ENV_VERSION } from '../sim/env';
 /** `from,to` in trace seconds, from < to. */
 export function parseWindow(text: string): [number, number] | Problem {
   const nums = text.split(',').map((x) => (x.trim() === '' ? NaN : Number(x)));
-  if (nums.length !== 2 || !nums.every(Number.isFinite) || !(nums[0] < nums[1])) return new Problem(`expected from,to with from < to (trace seconds), got "${text}"`);
+  if (nums.length !== 2 || !nums.every(Number.isFinite) || !(nums[0] < nums[1]))
+    return new Problem(`expected from,to with from < to (trace seconds), got "${text}"`);
   return [nums[0], nums[1]];
 }
 
@@ -41,7 +42,11 @@ export const MAX_LOAD = 100;
 export const TRAIN_SPEC = {
   scenario: opt.string({ default: 'kais', describe: 'built-in scenario (tiny, small, kais, large) or a scenario JSON file' }),
   workload: opt.choice(WORKLOAD_NAMES, { default: DEFAULT_WORKLOAD, describe: 'synthetic arrival pattern (ignored with --trace)' }),
-  trace: opt.file({ default: null, dir: true, describe: 'Alibaba batch_task CSV (or a folder holding batch_task.csv) to replay instead of a synthetic pattern' }),
+  trace: opt.file({
+    default: null,
+    dir: true,
+    describe: 'Alibaba batch_task CSV (or a folder holding batch_task.csv) to replay instead of a synthetic pattern',
+  }),
   load: opt.number({ default: 1, min: 0, minExclusive: true, max: MAX_LOAD, describe: 'arrival-rate multiplier' }),
   // edf: the order of kais eval's default and of the live nodes; at the edge-cloud-v2 default load it
   // is also the better one for lec (0.793 vs 0.775 discounted, kais seed 1)
@@ -53,49 +58,115 @@ export const TRAIN_SPEC = {
    */
   view: opt.choice(['agent', 'global'] as const, {
     default: 'agent',
-    describe: "what the actor and its teacher decide on: agent (what the live agent can know, as kais eval's default) or global (the whole cluster's true state)",
+    describe:
+      "what the actor and its teacher decide on: agent (what the live agent can know, as kais eval's default) or global (the whole cluster's true state)",
   }),
-  frames: opt.integer({ default: 45, min: 1, max: MAX_FRAMES, defaultText: '45; with --curriculum: until the last lesson ends', describe: 'total frames to train, behaviour-cloning frames included' }),
-  episodeFrames: opt.integer({ default: 3, min: 1, max: MAX_FRAMES, describe: 'frames per episode (fresh requests and a fresh simulator each episode; single lesson only)' }),
-  bcFrames: opt.integer({ default: 24, min: 0, max: MAX_FRAMES, describe: 'warm-start frames acting with --teacher and cloning it (0 = pure RL from random weights; single lesson only)' }),
+  frames: opt.integer({
+    default: 45,
+    min: 1,
+    max: MAX_FRAMES,
+    defaultText: '45; with --curriculum: until the last lesson ends',
+    describe: 'total frames to train, behaviour-cloning frames included',
+  }),
+  episodeFrames: opt.integer({
+    default: 3,
+    min: 1,
+    max: MAX_FRAMES,
+    describe: 'frames per episode (fresh requests and a fresh simulator each episode; single lesson only)',
+  }),
+  bcFrames: opt.integer({
+    default: 24,
+    min: 0,
+    max: MAX_FRAMES,
+    describe: 'warm-start frames acting with --teacher and cloning it (0 = pure RL from random weights; single lesson only)',
+  }),
   bcEpochs: opt.integer({ default: 4, min: 1, max: 1000, describe: 'passes over each behaviour-cloning frame' }),
-  head: opt.choice(HEAD_ACTIVATIONS, { default: 'softplus1', describe: "actor head: softplus(z)+1 (cannot die; shared/nets/actor.ts) or the paper's ReLU(z)+1" }),
-  targetScorer: opt.boolean({ default: true, describe: "actor: add the shared per-target scorer (--no-target-scorer: the plain MLP)" }),
-  teacher: opt.string({ default: 'lec', describe: 'heuristic cloned during the warm start (deadline-load, deadline-load-eta, or any kais eval dispatch baseline)' }),
+  head: opt.choice(HEAD_ACTIVATIONS, {
+    default: 'softplus1',
+    describe: "actor head: softplus(z)+1 (cannot die; shared/nets/actor.ts) or the paper's ReLU(z)+1",
+  }),
+  targetScorer: opt.boolean({ default: true, describe: 'actor: add the shared per-target scorer (--no-target-scorer: the plain MLP)' }),
+  teacher: opt.string({
+    default: 'lec',
+    describe: 'heuristic cloned during the warm start (deadline-load, deadline-load-eta, or any kais eval dispatch baseline)',
+  }),
   bcLr: opt.number({ default: 5e-4, min: 0, minExclusive: true, max: 1, describe: 'learning rate during the warm start' }),
-  dagger: opt.boolean({ default: false, describe: 'warm start: after the first episode the actor acts (argmax) and the teacher labels its states' }),
+  dagger: opt.boolean({
+    default: false,
+    describe: 'warm start: after the first episode the actor acts (argmax) and the teacher labels its states',
+  }),
   orchestration: opt.string({ default: 'hpa', describe: 'orchestration baseline held fixed while dispatch learns' }),
   seed: opt.integer({ default: 1, describe: 'seed of every random stream' }),
-  lr: opt.number({ default: 1e-4, min: 0, minExclusive: true, max: 1, describe: 'Adam learning rate (actor and critic) after the warm start' }),
+  lr: opt.number({
+    default: 1e-4,
+    min: 0,
+    minExclusive: true,
+    max: 1,
+    describe: 'Adam learning rate (actor and critic) after the warm start',
+  }),
   gamma: opt.number({ default: 0.9, min: 0, max: 1, maxExclusive: true, describe: 'discount per slot' }),
   entropyCoef: opt.number({ default: 0.003, min: 0, max: 100, describe: 'entropy bonus beta_H' }),
   minibatch: opt.integer({ default: 1024, min: 1, max: 1_000_000, describe: 'decisions per actor minibatch' }),
   normAdv: opt.boolean({ default: false, describe: 'standardise advantages per update' }),
   gaeLambda: opt.number({ default: 0, min: 0, max: 1, describe: "GAE lambda (0 = one-step TD advantage, the spec's)" }),
-  rewardEpsilon: opt.number({ default: 1, min: 0, max: 1e6, describe: 'epsilon of the reward u_b = exp(-lambda_b - epsilon nu_b) (the journal: 1)' }),
+  rewardEpsilon: opt.number({
+    default: 1,
+    min: 0,
+    max: 1e6,
+    describe: 'epsilon of the reward u_b = exp(-lambda_b - epsilon nu_b) (the journal: 1)',
+  }),
   /** 'request' scores each decision by its own request's outcome, PPO-clipped once per episode (critic/cmmac/learner.ts says why); 'team' is the spec's team TD advantage, one update per frame. */
   credit: opt.choice(['request', 'team'] as const, {
     default: 'request',
     describe: "credit assignment: each decision's own request outcome (PPO-clipped, per episode) or the spec's team TD advantage",
   }),
-  teamShare: opt.number({ default: 0, min: 0, max: 1e6, describe: 'credit request: share of the team TD advantage added to each decision\'s own' }),
+  teamShare: opt.number({
+    default: 0,
+    min: 0,
+    max: 1e6,
+    describe: "credit request: share of the team TD advantage added to each decision's own",
+  }),
   clip: opt.number({ default: 0.2, min: 0, minExclusive: true, max: 1e6, describe: 'credit request: PPO ratio clip' }),
-  ppoEpochs: opt.integer({ default: 4, min: 1, max: 1000, describe: 'credit request: passes over an episode\'s decisions per update' }),
-  targetKl: opt.number({ default: 0.02, min: 0, minExclusive: true, max: 1e6, describe: 'credit request: stop the passes above this approximate KL to the acting policy' }),
-  exportActor: opt.outFile({ default: null, describe: 'write the actor of the best evaluation (or the last one without --eval-every) here (weights .bin + .json)' }),
-  evalEvery: opt.integer({ default: 3, min: 0, max: MAX_FRAMES, describe: 'evaluate (argmax, held-out seeds) every N frames at episode ends (0 = never)' }),
+  ppoEpochs: opt.integer({ default: 4, min: 1, max: 1000, describe: "credit request: passes over an episode's decisions per update" }),
+  targetKl: opt.number({
+    default: 0.02,
+    min: 0,
+    minExclusive: true,
+    max: 1e6,
+    describe: 'credit request: stop the passes above this approximate KL to the acting policy',
+  }),
+  exportActor: opt.outFile({
+    default: null,
+    describe: 'write the actor of the best evaluation (or the last one without --eval-every) here (weights .bin + .json)',
+  }),
+  evalEvery: opt.integer({
+    default: 3,
+    min: 0,
+    max: MAX_FRAMES,
+    describe: 'evaluate (argmax, held-out seeds) every N frames at episode ends (0 = never)',
+  }),
   evalFrames: opt.integer({ default: 3, min: 1, max: MAX_FRAMES, describe: 'frames per evaluation episode' }),
   evalSeeds: opt.integer({ default: 2, min: 1, max: 1000, describe: 'held-out episodes per evaluation' }),
   evalTrace: opt.optString({
     default: null,
-    describe: "second validation set: Alibaba CSV whose --eval-trace-window the evaluations also replay; best = mean of the two (default: the curriculum folder's validation.json; 'none': off)",
+    describe:
+      "second validation set: Alibaba CSV whose --eval-trace-window the evaluations also replay; best = mean of the two (default: the curriculum folder's validation.json; 'none': off)",
   }),
-  evalTraceWindowS: opt.custom<[number, number]>('from,to', { flag: 'eval-trace-window', default: [25000, 30000], describe: 'trace seconds of --eval-trace to replay' }, parseWindow),
-  initFrom: opt.file({ default: null, sqlite: 'kais checkpoint', describe: "start from the actor and critic of another run's latest checkpoint (same scenario; fresh optimiser)" }),
+  evalTraceWindowS: opt.custom<[number, number]>(
+    'from,to',
+    { flag: 'eval-trace-window', default: [25000, 30000], describe: 'trace seconds of --eval-trace to replay' },
+    parseWindow,
+  ),
+  initFrom: opt.file({
+    default: null,
+    sqlite: 'kais checkpoint',
+    describe: "start from the actor and critic of another run's latest checkpoint (same scenario; fresh optimiser)",
+  }),
   curriculum: opt.optString({
     default: null,
     defaultText: "'default' on kais, 'none' elsewhere",
-    describe: "lessons to train through: 'default' (the shipped ones), a folder of lesson .json files or one file; 'none': one lesson from the flags",
+    describe:
+      "lessons to train through: 'default' (the shipped ones), a folder of lesson .json files or one file; 'none': one lesson from the flags",
   }),
   filters: opt.boolean({ default: false, describe: 'run the device filters on simulated node telemetry (training and its evaluations)' }),
   out: opt.outFile({ default: 'kais-train.db', sqlite: 'kais checkpoint', describe: 'SQLite checkpoint file' }),
@@ -116,8 +187,15 @@ export const TRAIN_DEFAULTS: Omit<TrainOptions, 'scenario'> = (() => {
 /** `kais train`: the run's options plus what only the command line does. */
 export const TRAIN_CLI_SPEC = {
   ...TRAIN_SPEC,
-  plot: opt.outFile({ ext: /\.(svg|png)$/i, extText: 'a file ending in .svg or .png', describe: 'learning curve: throughput rate per frame next to jsq/hpa and lec/hpa' }),
-  exportLayers: opt.outDir({ describe: 'write the actor of --out\'s best evaluation (the newest checkpoint without one) here as a TensorFlow.js layers model (model.json + weights.bin; docs/cmmac.md)' }),
+  plot: opt.outFile({
+    ext: /\.(svg|png)$/i,
+    extText: 'a file ending in .svg or .png',
+    describe: 'learning curve: throughput rate per frame next to jsq/hpa and lec/hpa',
+  }),
+  exportLayers: opt.outDir({
+    describe:
+      "write the actor of --out's best evaluation (the newest checkpoint without one) here as a TensorFlow.js layers model (model.json + weights.bin; docs/cmmac.md)",
+  }),
 };
 
 /** The paper's learner settings (ALGORITHMS.md section 2), for reference and `--credit team` runs. */
@@ -145,7 +223,8 @@ export function makeTeacher(name: string, scenario: Scenario): DispatchPolicy {
 export function checkLessons(lessons: Lesson[], scenario: Scenario): Lesson[] {
   for (const l of lessons) {
     const src = l.source ?? l.name;
-    const field = (f: string, e: unknown) => new UsageError(`${src}: field "${f}" ${(e instanceof Error ? e.message : String(e)).split('\n')[0]}`, 'KAIS_ERR_CURRICULUM');
+    const field = (f: string, e: unknown) =>
+      new UsageError(`${src}: field "${f}" ${(e instanceof Error ? e.message : String(e)).split('\n')[0]}`, 'KAIS_ERR_CURRICULUM');
     let ls: Scenario;
     try {
       ls = loadScenario(l.scenario);
@@ -153,7 +232,10 @@ export function checkLessons(lessons: Lesson[], scenario: Scenario): Lesson[] {
       throw field('scenario', e);
     }
     if (scenarioFingerprint(ls) !== scenarioFingerprint(scenario)) {
-      throw new UsageError(`${src}: field "scenario" is "${l.scenario}", but this run trains scenario "${scenario.name}" (pass --scenario ${l.scenario}, or --curriculum none)`, 'KAIS_ERR_CURRICULUM');
+      throw new UsageError(
+        `${src}: field "scenario" is "${l.scenario}", but this run trains scenario "${scenario.name}" (pass --scenario ${l.scenario}, or --curriculum none)`,
+        'KAIS_ERR_CURRICULUM',
+      );
     }
     try {
       makeOrchestration(l.orchestration, scenario);
@@ -196,7 +278,8 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
       `--episode-frames/--bc-frames: a curriculum sets these per lesson (episodeFrames, teacher); pass --curriculum none to train a single lesson from the flags`,
     );
   }
-  if (opts.resume && !fs.existsSync(opts.out)) throw new UsageError(`--resume: --out ${opts.out} does not exist, so there is no run to continue (leave out --resume to start one)`);
+  if (opts.resume && !fs.existsSync(opts.out))
+    throw new UsageError(`--resume: --out ${opts.out} does not exist, so there is no run to continue (leave out --resume to start one)`);
   // bad lesson files fail before anything is written (a resume reads the stored lessons instead)
   const fresh = !opts.resume || fs.statSync(opts.out).size === 0;
   const newLessons = fresh && opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario) : null;
@@ -238,13 +321,20 @@ export interface TrainConfig extends TrainOptions {
 }
 
 /** The config a run uses: a fresh run's checked options, or on a resume the stored config (only --frames may change it). */
-export function resolveConfig(checked: CheckedOptions, given: Partial<TrainOptions>, stored: TrainConfig | null, shape: ObservationShape): TrainConfig {
+export function resolveConfig(
+  checked: CheckedOptions,
+  given: Partial<TrainOptions>,
+  stored: TrainConfig | null,
+  shape: ObservationShape,
+): TrainConfig {
   const { scenario, newLessons } = checked;
   let opts = checked.opts;
   // the stored run config wins; only the total length may be extended
   if (stored) opts = { ...stored, frames: given.frames ?? stored.frames, out: opts.out, resume: true, json: opts.json };
   // the lessons are read once, when the run starts; a resume uses the stored ones
-  const lessons = stored ? (stored.lessons ?? null) : (newLessons ?? (opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario) : null));
+  const lessons = stored
+    ? (stored.lessons ?? null)
+    : (newLessons ?? (opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario) : null));
   // a curriculum runs until its last lesson ends unless --frames caps it: the budget is the default
   if (lessons && !stored && given.frames === undefined) opts.frames = lessons.reduce((n, l) => n + l.maxEpisodes * l.episodeFrames, 0);
   return {

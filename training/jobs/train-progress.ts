@@ -51,7 +51,7 @@ export const PROGRESS_LEGEND = [
   'columns: [bc] cloning the teacher / [rl] the actor acts and learns;',
   '  in time: share of the requests answered or dropped in the frame that were answered in time (at most 1);',
   '  U: team reward per decision slot (u_b summed over the eAPs); bc: cloning loss (cross-entropy);',
-  '  v: critic loss; pg: policy loss; H: policy entropy; ETA: the frames left at this run\'s frames/s',
+  "  v: critic loss; pg: policy loss; H: policy entropy; ETA: the frames left at this run's frames/s",
   '  (a curriculum can end before --frames). Ctrl-C stops at the next decision slot and keeps the last checkpoint.',
 ].join('\n');
 
@@ -95,7 +95,14 @@ export function frameRates(f: FrameStats | undefined): Pick<FrameMetrics, 'chart
 }
 
 /** `kais train`'s result line (--json): the last frame's rate and the last evaluation. */
-export function summaryOf(r: { config: { out: string }; framesDone: number; metrics: FrameMetrics[]; finalEval: number | null; wallS: number; framesPerS: number }) {
+export function summaryOf(r: {
+  config: { out: string };
+  framesDone: number;
+  metrics: FrameMetrics[];
+  finalEval: number | null;
+  wallS: number;
+  framesPerS: number;
+}) {
   const last = r.metrics[r.metrics.length - 1];
   return {
     out: r.config.out,
@@ -115,7 +122,9 @@ export function lessonPrefix(cur: CurriculumState, lessons: Lesson[]): string {
 
 export function lessonStartLine(cur: CurriculumState, lessons: Lesson[], plan: EpisodePlan, framesDone: number): string {
   const lesson = lessons[cur.lesson];
-  const what = lesson.trace ? `trace ${lesson.trace}${lesson.traceWindowS ? ` [${lesson.traceWindowS.join(', ')}] s` : ''}` : lesson.workload;
+  const what = lesson.trace
+    ? `trace ${lesson.trace}${lesson.traceWindowS ? ` [${lesson.traceWindowS.join(', ')}] s` : ''}`
+    : lesson.workload;
   return (
     `lesson ${cur.lesson + 1}/${lessons.length} "${lesson.name}" starts at frame ${framesDone}: ${what} x${lesson.load}, ` +
     `${lesson.episodeFrames}-frame episodes, ${lesson.orchestration}, ${plan.dequeue}, ${lesson.teacher ? `cloning ${lesson.teacher}` : 'RL'}, at most ${lesson.maxEpisodes} episodes` +
@@ -123,19 +132,32 @@ export function lessonStartLine(cur: CurriculumState, lessons: Lesson[], plan: E
   );
 }
 
-export function lessonEndLine(index: number, lessons: Lesson[], d: PromotionDecision & { lesson: Lesson; episodes: number }, framesDone: number): string {
+export function lessonEndLine(
+  index: number,
+  lessons: Lesson[],
+  d: PromotionDecision & { lesson: Lesson; episodes: number },
+  framesDone: number,
+): string {
   return `lesson ${index + 1}/${lessons.length} "${d.lesson.name}" ended after ${d.episodes} episodes (frame ${framesDone}): ${d.reason}, ${d.detail}; checkpoint "${d.lesson.checkpointOut}"`;
 }
 
 export function evalLine(ev: TrainEvaluation, framesDone: number, config: TrainOptions): string {
   let line = `eval after ${framesDone} frames: cmmac/${config.orchestration} throughput rate ${ev.heldOut.toFixed(4)} (held-out seed)`;
-  if (ev.trace !== null) line += `, trace window [${config.evalTraceWindowS.join(', ')}] s ${ev.trace.toFixed(4)}, selection score (mean) ${ev.score.toFixed(4)}`;
+  if (ev.trace !== null)
+    line += `, trace window [${config.evalTraceWindowS.join(', ')}] s ${ev.trace.toFixed(4)}, selection score (mean) ${ev.score.toFixed(4)}`;
   return line;
 }
 
-export function resumeLine(path: string, r: { episode: number; frame: number; curriculum: CurriculumState | null }, lessons: Lesson[] | null): string {
+export function resumeLine(
+  path: string,
+  r: { episode: number; frame: number; curriculum: CurriculumState | null },
+  lessons: Lesson[] | null,
+): string {
   const { episode, frame, curriculum: cur } = r;
-  const where = lessons && cur ? `, in lesson ${cur.lesson + 1}/${lessons.length} "${lessons[cur.lesson]?.name ?? '(all done)'}" after ${cur.episodes} of its episodes` : '';
+  const where =
+    lessons && cur
+      ? `, in lesson ${cur.lesson + 1}/${lessons.length} "${lessons[cur.lesson]?.name ?? '(all done)'}" after ${cur.episodes} of its episodes`
+      : '';
   return `resuming ${path} after episode ${episode} (${frame} frames done${where})`;
 }
 

@@ -227,9 +227,7 @@ export class Cluster extends ScenarioTargets implements ClusterView, SimulatorIn
   /** d[w][n] including starting replicas, excluding draining ones. */
   placement(): number[][] {
     const W = this.numServices;
-    return Array.from({ length: W }, (_, w) =>
-      Array.from({ length: this.numNodes }, (_, n) => this.replicas(n, w)),
-    );
+    return Array.from({ length: W }, (_, w) => Array.from({ length: this.numNodes }, (_, n) => this.replicas(n, w)));
   }
 
   setEapQueueLen(eap: number, len: number): void {

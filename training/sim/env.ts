@@ -152,7 +152,8 @@ export class EdgeCloudEnv {
   private slot = 0;
   private done = false;
   private readonly horizonS: number;
-  private readonly opts: Required<Omit<EnvOptions, 'orchestration' | 'faults' | 'seed'>> & Pick<EnvOptions, 'orchestration' | 'faults' | 'seed'>;
+  private readonly opts: Required<Omit<EnvOptions, 'orchestration' | 'faults' | 'seed'>> &
+    Pick<EnvOptions, 'orchestration' | 'faults' | 'seed'>;
 
   // accounting
   readonly outcome: Outcome = { arrived: 0, completedInTime: 0, late: 0, dropped: 0, queuedAtEnd: 0 };
@@ -352,7 +353,9 @@ export class EdgeCloudEnv {
       this.timeline.push(f.startS + f.durationS, EventType.NodeFault, f.node, 0);
     }
     this.telemetry?.dispose();
-    this.telemetry = this.opts.deviceFilters ? new TelemetryFilters(c, options.seed, this.opts.learnedDetector ? { learned: {}, scorer: this.opts.learnedDetector } : {}) : null;
+    this.telemetry = this.opts.deviceFilters
+      ? new TelemetryFilters(c, options.seed, this.opts.learnedDetector ? { learned: {}, scorer: this.opts.learnedDetector } : {})
+      : null;
     this.nextTelemetryS = 0;
     const orch = this.opts.orchestration;
     if (orch) {
@@ -536,7 +539,13 @@ export class EdgeCloudEnv {
     }
     this.slotClosed = false;
     this.rewardSum.fill(0);
-    return { observations, rewards: this.rewardsRec, terminations: this.terminationsRec, truncations: this.truncationsRec, infos: this.infosRec };
+    return {
+      observations,
+      rewards: this.rewardsRec,
+      terminations: this.terminationsRec,
+      truncations: this.truncationsRec,
+      infos: this.infosRec,
+    };
   }
 
   private readonly isDoneSlot = (s: number): boolean => this.req.status[s] === ST_DONE;

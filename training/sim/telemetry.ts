@@ -68,7 +68,15 @@ export interface TelemetryOptions {
 /** A job of the learned stage: score windows with the model of a key, or fit that model on windows. */
 export type WindowJob =
   | { kind: 'score'; key: string; windows: Float32Array; count: number }
-  | { kind: 'fit'; key: string; dims: number; steps: number; options: ReturnType<DetectorPools['vgruOptions']>; windows: Float32Array; count: number };
+  | {
+      kind: 'fit';
+      key: string;
+      dims: number;
+      steps: number;
+      options: ReturnType<DetectorPools['vgruOptions']>;
+      windows: Float32Array;
+      count: number;
+    };
 
 /** What the learned stage needs of its model: critic/detector/core.ts DetectorCore's handle and dispose. */
 export interface WindowScorer {
@@ -99,8 +107,19 @@ export class TelemetryFilters {
     seed: number,
     options: Partial<TelemetryOptions> = {},
   ) {
-    this.o = { periodS: 1, precursorS: 20, readmitS: 5, ambiguousRun: Infinity, historySamples: 36, rules: NODE_TELEMETRY_RULES, learned: null, scorer: null, ...options };
-    if (!Number.isInteger(this.o.historySamples) || this.o.historySamples < 12) throw new TypeError(`TelemetryFilters historySamples: expected an integer >= 12, got ${this.o.historySamples}`);
+    this.o = {
+      periodS: 1,
+      precursorS: 20,
+      readmitS: 5,
+      ambiguousRun: Infinity,
+      historySamples: 36,
+      rules: NODE_TELEMETRY_RULES,
+      learned: null,
+      scorer: null,
+      ...options,
+    };
+    if (!Number.isInteger(this.o.historySamples) || this.o.historySamples < 12)
+      throw new TypeError(`TelemetryFilters historySamples: expected an integer >= 12, got ${this.o.historySamples}`);
     const N = cluster.numNodes;
     this.model = new NodeTelemetryModel(N, this.o.periodS, Rng.derive(seed, 'telemetry'));
     this.cpuLevel = new Float64Array(N);
@@ -115,7 +134,8 @@ export class TelemetryFilters {
         windows: this.o.learned ? {} : null,
       },
     );
-    if (this.o.learned && !this.o.scorer) throw new TypeError('TelemetryFilters: the learned stage needs a scorer (critic/detector/core.ts DetectorCore)');
+    if (this.o.learned && !this.o.scorer)
+      throw new TypeError('TelemetryFilters: the learned stage needs a scorer (critic/detector/core.ts DetectorCore)');
     this.pools = this.o.learned ? new DetectorPools(this.o.learned) : null;
     this.core = this.o.learned ? this.o.scorer!() : null;
   }
@@ -175,7 +195,10 @@ export class TelemetryFilters {
     }
     for (const key of [...toScore.keys()].sort()) {
       const list = toScore.get(key)!;
-      const windows = pools.pack(pools.get(key)!, list.map((w) => w.values));
+      const windows = pools.pack(
+        pools.get(key)!,
+        list.map((w) => w.values),
+      );
       const r = core.handle({ kind: 'score', key, windows, count: list.length });
       list.forEach((w, i) => {
         const anomalous = r.scores![i] > r.eta!;

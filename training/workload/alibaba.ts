@@ -89,7 +89,10 @@ export function resolveTracePath(tracePath: string): string {
   if (fs.existsSync(direct)) return direct;
   let names: string[];
   try {
-    names = fs.readdirSync(tracePath).filter((n) => n.endsWith('batch_task.csv')).sort();
+    names = fs
+      .readdirSync(tracePath)
+      .filter((n) => n.endsWith('batch_task.csv'))
+      .sort();
   } catch (e) {
     throw new UsageError(`--trace: cannot read folder ${tracePath}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
   }
@@ -136,7 +139,8 @@ function sniffTrace(file: string): void {
   try {
     const st = fs.statSync(file);
     if (!st.isFile()) throw new UsageError(`--trace: ${file} is not a regular file`);
-    if (st.size > MAX_TRACE_BYTES) throw new UsageError(`--trace: ${file} holds ${st.size} bytes, more than ${MAX_TRACE_BYTES} (cut it to a time window)`);
+    if (st.size > MAX_TRACE_BYTES)
+      throw new UsageError(`--trace: ${file} holds ${st.size} bytes, more than ${MAX_TRACE_BYTES} (cut it to a time window)`);
     fd = fs.openSync(file, 'r');
     const buf = Buffer.alloc(Math.min(SNIFF_BYTES, st.size));
     const n = fs.readSync(fd, buf, 0, buf.length, 0);

@@ -186,7 +186,7 @@ interface ServiceClass {
 function splitByScore(scores: number[], weights: Float64Array): { heavy: ServiceClass; light: ServiceClass } {
   const med = median(scores);
   const make = (heavy: boolean): ServiceClass => {
-    const ids = Int32Array.from(scores.flatMap((sc, w) => ((sc > med) === heavy ? [w] : [])));
+    const ids = Int32Array.from(scores.flatMap((sc, w) => (sc > med === heavy ? [w] : [])));
     const cum = new Float64Array(ids.length);
     let acc = 0;
     for (let i = 0; i < ids.length; i++) cum[i] = acc += weights[ids[i]];
@@ -213,7 +213,13 @@ function pickIn(c: ServiceClass, rng: Rng): number {
  * with probability H(1 + b s) / (H(1 + b s) + L(1 - b s)), H and L the classes' weight sums), then
  * a service within the class by weight.
  */
-function* periodic(ctx: Ctx, t0: number, t1: number, periodS: number, classes: { heavy: ServiceClass; light: ServiceClass }): Generator<number, void, void> {
+function* periodic(
+  ctx: Ctx,
+  t0: number,
+  t1: number,
+  periodS: number,
+  classes: { heavy: ServiceClass; light: ServiceClass },
+): Generator<number, void, void> {
   const { rng, out } = ctx;
   const { heavy, light } = classes;
   const a = SYNTHETIC.rateAmplitude;
@@ -292,8 +298,14 @@ export function syntheticSource(opts: SyntheticOptions): RequestSource {
   const weights = Float64Array.from(services, (s) => s.weight);
   if (!weights.some((x) => x > 0)) weights.fill(1);
   const periodS = SYNTHETIC.periodFrames * scenario.slotS * scenario.slotsPerFrame;
-  const cpuHeavy = splitByScore(services.map((s) => s.cpuCores * s.workScale), weights);
-  const memHeavy = splitByScore(services.map((s) => s.memGB), weights);
+  const cpuHeavy = splitByScore(
+    services.map((s) => s.cpuCores * s.workScale),
+    weights,
+  );
+  const memHeavy = splitByScore(
+    services.map((s) => s.memGB),
+    weights,
+  );
   const sizes = new TaskSizes(cal);
   return shapedRequests(function* (out: TaskSink): Generator<number, void, void> {
     const ctx: Ctx = {

@@ -48,7 +48,14 @@ export function windowRequests(o: WindowOptions): Request[] {
     windowRows.push(r.arrivalS >= o.start ? r : { ...r, arrivalS: r.arrivalS + span, endS: r.endS === null ? null : r.endS + span });
   }
   if (windowRows.length === 0) throw new UsageError(`trace ${o.trace}: no rows in the window [${from}, ${to}]`);
-  return toRequests(windowRows, { scenario: o.scenario, seed: o.seed, load: o.load, durationS: o.durationS, warn: o.warn, source: o.trace });
+  return toRequests(windowRows, {
+    scenario: o.scenario,
+    seed: o.seed,
+    load: o.load,
+    durationS: o.durationS,
+    warn: o.warn,
+    source: o.trace,
+  });
 }
 
 /** A training episode's window: the start drawn uniformly in the window from `rng` (one draw). */
@@ -65,7 +72,16 @@ export function spreadWindowRequests(o: Omit<WindowOptions, 'start'>, i: number,
 
 /** A training episode's requests: the synthetic workload (or whole trace), or a stretch of the trace window drawn by `windowRng`. */
 export function episodeRequests(
-  o: { scenario: Scenario; workload: WorkloadName; trace: string | null; traceWindowS: [number, number] | null; seed: number; load: number; durationS: number; warn: (line: string) => void },
+  o: {
+    scenario: Scenario;
+    workload: WorkloadName;
+    trace: string | null;
+    traceWindowS: [number, number] | null;
+    seed: number;
+    load: number;
+    durationS: number;
+    warn: (line: string) => void;
+  },
   windowRng: Rng,
 ): Request[] {
   const { scenario, workload, trace, seed, load, durationS, warn } = o;

@@ -42,7 +42,9 @@ describe('cmmac dispatch policy', () => {
   it('records obs, mask, action and the log-probability of every decision when a recorder is attached', () => {
     const { scenario, policy, shape } = setup('small', 'sample', new Rng(9));
     const got: { obs: Float32Array; mask: Uint8Array; action: number; logProb: number }[] = [];
-    const rec: DecisionRecorder = { record: (obs, mask, action, logProb) => got.push({ obs: obs.slice(), mask: mask.slice(), action, logProb }) };
+    const rec: DecisionRecorder = {
+      record: (obs, mask, action, logProb) => got.push({ obs: obs.slice(), mask: mask.slice(), action, logProb }),
+    };
     policy.recorder = rec;
     const requests = buildRequests({ scenario, workload: 'p4', seed: 5, load: 1, durationS: 10 });
     const env = new EdgeCloudEnv(scenario, { requests, frames: 1 });
@@ -87,7 +89,10 @@ describe('cmmac dispatch policy', () => {
   it('swaps in new weights with a version', () => {
     const { policy, shape, weights } = setup('tiny', 'argmax');
     expect(policy.version).toBe(0);
-    policy.setWeights(7, weights.map((w) => w.map(() => 0)));
+    policy.setWeights(
+      7,
+      weights.map((w) => w.map(() => 0)),
+    );
     expect(policy.version).toBe(7);
     expect(() => policy.setWeights(8, weights.slice(1))).toThrow(TypeError);
     void shape;

@@ -15,18 +15,28 @@ const KAIS = path.join(ROOT, 'dist', 'kais.js');
 describe('kais agent flags', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-agent-cli-'));
   const targets = path.join(dir, 'targets.json');
-  fs.writeFileSync(targets, JSON.stringify({ nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' }));
+  fs.writeFileSync(
+    targets,
+    JSON.stringify({ nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' }),
+  );
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   it.each([
     [['--experience', 'most'], /^kais: --experience: expected one of explored, all, none, got "most"$/],
     [['--explore', '2'], /^kais: --explore: expected a number >= 0 and <= 1, got "2"$/],
-    [['--policy', 'fastest'], /^kais: --policy: unknown policy "fastest" \(known: cmmac, random, round-robin, jsq, p2c, greedy, onsocmax, prob, lec\)$/],
+    [
+      ['--policy', 'fastest'],
+      /^kais: --policy: unknown policy "fastest" \(known: cmmac, random, round-robin, jsq, p2c, greedy, onsocmax, prob, lec\)$/,
+    ],
   ])('%j exits 2 with one line naming the flag', (extra, pattern) => {
-    const r = spawnSync(process.execPath, [KAIS, 'agent', '--orchestrator', 'ws://127.0.0.1:1', '--eap', '0', '--scenario', 'tiny', '--targets', targets, ...extra], {
-      encoding: 'utf8',
-      timeout: 60000,
-    });
+    const r = spawnSync(
+      process.execPath,
+      [KAIS, 'agent', '--orchestrator', 'ws://127.0.0.1:1', '--eap', '0', '--scenario', 'tiny', '--targets', targets, ...extra],
+      {
+        encoding: 'utf8',
+        timeout: 60000,
+      },
+    );
     expect(r.status).toBe(2);
     const lines = r.stderr.trim().split('\n');
     expect(lines).toHaveLength(1);
@@ -37,7 +47,10 @@ describe('kais agent flags', () => {
 describe('kais agent token', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-agent-token-'));
   const targets = path.join(dir, 'targets.json');
-  fs.writeFileSync(targets, JSON.stringify({ nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' }));
+  fs.writeFileSync(
+    targets,
+    JSON.stringify({ nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' }),
+  );
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   /** The token of the first hello an agent started with `args` and `env` sends, and its command line. */
@@ -48,7 +61,21 @@ describe('kais agent token', () => {
     const cache = path.join(dir, `cache-${port}`);
     const child = spawn(
       process.execPath,
-      [KAIS, 'agent', '--orchestrator', `ws://127.0.0.1:${port}`, '--eap', '0', '--scenario', 'tiny', '--targets', targets, '--cache', cache, ...args],
+      [
+        KAIS,
+        'agent',
+        '--orchestrator',
+        `ws://127.0.0.1:${port}`,
+        '--eap',
+        '0',
+        '--scenario',
+        'tiny',
+        '--targets',
+        targets,
+        '--cache',
+        cache,
+        ...args,
+      ],
       { env: { ...process.env, KAIS_AGENT_TOKEN: '', ...env }, stdio: 'ignore' },
     );
     try {

@@ -35,7 +35,14 @@ async function stub(status: number, delayMs = 0): Promise<{ url: string; seen: s
 function setup(nodes: string[], cloud: string, maxInFlight = 256) {
   const view = new LocalClusterView(tiny, 0);
   // service 0 only on node 0
-  view.applyPlacement(placementBody(1, 0, [[1, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]]));
+  view.applyPlacement(
+    placementBody(1, 0, [
+      [1, 0, 0],
+      [0, 0, 0],
+      [0, 0, 0],
+      [0, 0, 0],
+    ]),
+  );
   const d = new Dispatcher({ scenario: tiny, view, targets: { nodes, cloud }, maxInFlight });
   return { view, d };
 }
@@ -102,7 +109,13 @@ describe('Dispatcher', () => {
     const cloud = await stub(200);
     closers.push(node.close, cloud.close);
     const view = new LocalClusterView(tiny, 0);
-    const d = new Dispatcher({ scenario: tiny, view, targets: { nodes: [node.url, node.url, node.url], cloud: cloud.url }, experienceCapacity: 3, experience: 'all' });
+    const d = new Dispatcher({
+      scenario: tiny,
+      view,
+      targets: { nodes: [node.url, node.url, node.url], cloud: cloud.url },
+      experienceCapacity: 3,
+      experience: 'all',
+    });
     await Promise.all(Array.from({ length: 5 }, () => d.submit({ service: 1, deadlineMs: 2000, payloadBytes: 0 })));
     d.close();
     const t = d.takeExperience();
@@ -118,10 +131,26 @@ describe('Dispatcher', () => {
     const cloud = await stub(200);
     closers.push(node.close, cloud.close);
     const view = new LocalClusterView(tiny, 0);
-    view.applyPlacement(placementBody(1, 0, [[1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]]));
-    const d = new Dispatcher({ scenario: tiny, view, targets: { nodes: [node.url, node.url, node.url], cloud: cloud.url }, explore, experience: 'all' });
+    view.applyPlacement(
+      placementBody(1, 0, [
+        [1, 1, 1],
+        [1, 1, 1],
+        [1, 1, 1],
+        [1, 1, 1],
+      ]),
+    );
+    const d = new Dispatcher({
+      scenario: tiny,
+      view,
+      targets: { nodes: [node.url, node.url, node.url], cloud: cloud.url },
+      explore,
+      experience: 'all',
+    });
     const topo = topologyOf(tiny);
-    const shapes = actorShapes(observationDim({ numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps }), topo.numNodes + 1);
+    const shapes = actorShapes(
+      observationDim({ numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps }),
+      topo.numNodes + 1,
+    );
     const tensors = initActorWeights(shapes[0][0], topo.numNodes + 1, 3);
     d.setWeights({ version: 7, checksum: 0, shapes, tensors });
     await Promise.all(Array.from({ length: 20 }, () => d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 })));
@@ -149,13 +178,23 @@ describe('Dispatcher', () => {
     const cloud = await stub(200);
     closers.push(node.close, cloud.close);
     const view = new LocalClusterView(tiny, 0);
-    view.applyPlacement(placementBody(1, 0, [[1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]]));
+    view.applyPlacement(
+      placementBody(1, 0, [
+        [1, 1, 1],
+        [1, 1, 1],
+        [1, 1, 1],
+        [1, 1, 1],
+      ]),
+    );
     const targets = { nodes: [node.url, node.url, node.url], cloud: cloud.url };
     const d = new Dispatcher({ scenario: tiny, view, targets, explore, ...(experience === 'explored' ? {} : { experience }) });
     // before weights: lec fallback decisions, deterministic, never kept in these modes
     await d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 });
     const topo = topologyOf(tiny);
-    const shapes = actorShapes(observationDim({ numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps }), topo.numNodes + 1);
+    const shapes = actorShapes(
+      observationDim({ numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps }),
+      topo.numNodes + 1,
+    );
     d.setWeights({ version: 2, checksum: 0, shapes, tensors: initActorWeights(shapes[0][0], topo.numNodes + 1, 3) });
     await Promise.all(Array.from({ length: 40 }, () => d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 })));
     d.close();
@@ -191,7 +230,10 @@ describe('Dispatcher', () => {
               res.end(JSON.stringify(b));
             });
             server.listen(0, '127.0.0.1', () =>
-              resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => (server.closeAllConnections(), server.close()) }),
+              resolve({
+                url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+                close: () => (server.closeAllConnections(), server.close()),
+              }),
             );
           }),
       ),
@@ -202,7 +244,14 @@ describe('Dispatcher', () => {
     const totals = [];
     for (const server of servers) {
       const view = new LocalClusterView(tiny, 0);
-      view.applyPlacement(placementBody(1, 0, [[1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]]));
+      view.applyPlacement(
+        placementBody(1, 0, [
+          [1, 1, 1],
+          [1, 1, 1],
+          [1, 1, 1],
+          [1, 1, 1],
+        ]),
+      );
       const d = new Dispatcher({ scenario: tiny, view, targets: { nodes: [server.url, server.url, server.url], cloud: cloud.url } });
       for (let k = 0; k < 6; k++) expect((await d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 })).status).toBe(200); // retried on the cloud
       d.close();
@@ -219,14 +268,22 @@ describe('Dispatcher', () => {
 
   it('refuses an unknown experience mode', () => {
     const view = new LocalClusterView(tiny, 0);
-    expect(() => new Dispatcher({ scenario: tiny, view, targets: { nodes: ['http://x', 'http://x', 'http://x'], cloud: 'http://x' }, experience: 'some' as never })).toThrow(/experience must be one of/);
+    expect(
+      () =>
+        new Dispatcher({
+          scenario: tiny,
+          view,
+          targets: { nodes: ['http://x', 'http://x', 'http://x'], cloud: 'http://x' },
+          experience: 'some' as never,
+        }),
+    ).toThrow(/experience must be one of/);
   });
 
   it('refuses weights that do not fit the scenario actor', () => {
     const { d } = setup(['http://x', 'http://x', 'http://x'], 'http://x');
-    expect(() => d.setWeights({ version: 1, checksum: 0, shapes: [[3, 2], [2]], tensors: [new Float32Array(6), new Float32Array(2)] })).toThrow(
-      /actor weights do not fit/,
-    );
+    expect(() =>
+      d.setWeights({ version: 1, checksum: 0, shapes: [[3, 2], [2]], tensors: [new Float32Array(6), new Float32Array(2)] }),
+    ).toThrow(/actor weights do not fit/);
     expect(d.weightVersion).toBeNull();
   });
 });

@@ -84,7 +84,8 @@ describe('AgentLink', () => {
 
   it('send returns false before a welcome', () => {
     const link = new AgentLink({
-      url: 'ws://127.0.0.1:1', seed: 1,
+      url: 'ws://127.0.0.1:1',
+      seed: 1,
       hello: () => ({ eapId: 0, token: '', agentVersion: 't', weightVersion: null, placementVersion: null }),
     });
     expect(link.send(new Uint8Array([1]))).toBe(false);

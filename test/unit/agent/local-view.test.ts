@@ -23,7 +23,14 @@ describe('LocalClusterView', () => {
 
   it('counts its own outstanding requests as busy replicas first, then as waiting ones', () => {
     const v = new LocalClusterView(tiny, 0);
-    v.applyPlacement(placementBody(1, 0, [[2, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]]));
+    v.applyPlacement(
+      placementBody(1, 0, [
+        [2, 0, 0],
+        [0, 0, 0],
+        [0, 0, 0],
+        [0, 0, 0],
+      ]),
+    );
     for (let i = 0; i < 3; i++) v.onSent(0, 0);
     expect(v.busyReplicas(0, 0)).toBe(2);
     expect(v.serviceQueueLen(0, 0)).toBe(1);
@@ -33,7 +40,14 @@ describe('LocalClusterView', () => {
 
   it('raises its estimates to the load the target reported while the report is fresh', () => {
     const v = new LocalClusterView(tiny, 0, 1, 2, 0.05);
-    v.applyPlacement(placementBody(1, 0, [[1, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]]));
+    v.applyPlacement(
+      placementBody(1, 0, [
+        [1, 0, 0],
+        [0, 0, 0],
+        [0, 0, 0],
+        [0, 0, 0],
+      ]),
+    );
     v.onSent(0, 0);
     v.onDone(0, 0, 0.1, load([5, 0, 0, 0], [1, 0, 0, 0], 0.9));
     expect(v.serviceQueueLen(0, 0)).toBe(5);

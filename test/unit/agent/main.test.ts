@@ -2,7 +2,11 @@ import { parseIngress } from '../../../agent/main';
 
 describe('parseIngress', () => {
   it('reads {service, deadlineMs, payloadBytes} and the optional workCoreS', () => {
-    expect(parseIngress('{"service":2,"deadlineMs":500,"payloadBytes":1000}', 4)).toEqual({ service: 2, deadlineMs: 500, payloadBytes: 1000 });
+    expect(parseIngress('{"service":2,"deadlineMs":500,"payloadBytes":1000}', 4)).toEqual({
+      service: 2,
+      deadlineMs: 500,
+      payloadBytes: 1000,
+    });
     expect(parseIngress('{"service":0,"deadlineMs":1,"payloadBytes":0,"workCoreS":0.2}', 4)).toMatchObject({ workCoreS: 0.2 });
   });
 

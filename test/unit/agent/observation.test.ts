@@ -69,7 +69,12 @@ describe('observation builder', () => {
     const ob = new ObservationBuilder({ numServices: 2, numTargets: 3, numEaps: 1 }, 8);
     const { observations } = env.reset({ seed: 1 });
     const b = env.agents[0] ?? 0;
-    const item = observations[b] ?? { request: { id: 0, service: 0, eap: 0, arrivalS: 0, deadlineS: 1, workCoreS: 0.1, inputMB: 0.5 }, eap: 0, mask: new Uint8Array(3), action: -1 };
+    const item = observations[b] ?? {
+      request: { id: 0, service: 0, eap: 0, arrivalS: 0, deadlineS: 1, workCoreS: 0.1, inputMB: 0.5 },
+      eap: 0,
+      mask: new Uint8Array(3),
+      action: -1,
+    };
     expect(() => ob.build(item, env.view, new Float32Array(ob.dim))).toThrow(/built for 2 services/);
   });
 });

@@ -38,12 +38,26 @@ function loadedView(): LocalClusterView {
 
 function agentDispatcher(view: LocalClusterView, policy: (typeof DISPATCH_HEURISTICS)[number] | 'cmmac', policySeed = 0): Dispatcher {
   const url = 'http://127.0.0.1:1'; // never contacted: choose() does not send
-  return new Dispatcher({ scenario: small, view, targets: { nodes: new Array<string>(view.numNodes).fill(url), cloud: url }, policy, policySeed });
+  return new Dispatcher({
+    scenario: small,
+    view,
+    targets: { nodes: new Array<string>(view.numNodes).fill(url), cloud: url },
+    policy,
+    policySeed,
+  });
 }
 
 function request(i: number, view: LocalClusterView): Request {
   const w = (i * 5) % W;
-  return { id: i, service: w, eap: EAP, arrivalS: view.nowS(), deadlineS: view.nowS() + [0.05, 0.4, 2, 8][i % 4], workCoreS: 0.1, inputMB: [0.01, 0.5, 2][i % 3] };
+  return {
+    id: i,
+    service: w,
+    eap: EAP,
+    arrivalS: view.nowS(),
+    deadlineS: view.nowS() + [0.05, 0.4, 2, 8][i % 4],
+    workCoreS: 0.1,
+    inputMB: [0.01, 0.5, 2][i % 3],
+  };
 }
 
 /**
@@ -71,10 +85,12 @@ function sideBySide(view: LocalClusterView, d: Dispatcher, sim: DispatchPolicy, 
 describe('kais agent --policy', () => {
   it('offers every dispatch heuristic of kais eval', () => {
     expect([...DISPATCH_HEURISTICS].sort()).toEqual([...DISPATCH_BASELINES].sort());
-    expect(DISPATCH_HEURISTICS).toEqual(expect.arrayContaining(['lec', 'jsq', 'p2c', 'round-robin', 'greedy', 'random', 'prob', 'onsocmax']));
+    expect(DISPATCH_HEURISTICS).toEqual(
+      expect.arrayContaining(['lec', 'jsq', 'p2c', 'round-robin', 'greedy', 'random', 'prob', 'onsocmax']),
+    );
   });
 
-  it('with jsq, the dispatcher picks what the simulator\'s jsq picks on the same view', () => {
+  it("with jsq, the dispatcher picks what the simulator's jsq picks on the same view", () => {
     const view = loadedView();
     const d = agentDispatcher(view, 'jsq');
     const sim = makeDispatch('jsq', small);
@@ -101,30 +117,38 @@ describe('kais agent --policy', () => {
     expect(r.agent).toEqual(r.sim);
   });
 
-  it.each(['random', 'p2c', 'prob'] as const)('with %s, the agent of eAP 1 draws the stream the simulator draws after reset(agentPolicySeed(seed, 1))', (policy) => {
-    const view = loadedView();
-    const seed = agentPolicySeed(7, EAP);
-    const d = agentDispatcher(view, policy, seed);
-    const sim = makeDispatch(policy, small);
-    sim.reset?.(seed, view);
-    const r = sideBySide(view, d, sim, 40);
-    expect(r.agent).toEqual(r.sim);
-    expect(new Set(r.agent).size).toBeGreaterThan(1);
-    // kais up's prediction holds one instance per eAP, seeded the same way
-    const view2 = loadedView();
-    const perEap = new PerEapDispatch(() => makeHeuristicDispatch(policy, small));
-    perEap.reset(7, view2);
-    const d2 = agentDispatcher(view2, policy, seed);
-    expect(sideBySide(view2, d2, perEap, 40)).toEqual(r);
-    // another eAP's seed gives another stream
-    const view3 = loadedView();
-    expect(sideBySide(view3, agentDispatcher(view3, policy, agentPolicySeed(7, 0)), sim, 40).agent).not.toEqual(r.agent);
-  });
+  it.each(['random', 'p2c', 'prob'] as const)(
+    'with %s, the agent of eAP 1 draws the stream the simulator draws after reset(agentPolicySeed(seed, 1))',
+    (policy) => {
+      const view = loadedView();
+      const seed = agentPolicySeed(7, EAP);
+      const d = agentDispatcher(view, policy, seed);
+      const sim = makeDispatch(policy, small);
+      sim.reset?.(seed, view);
+      const r = sideBySide(view, d, sim, 40);
+      expect(r.agent).toEqual(r.sim);
+      expect(new Set(r.agent).size).toBeGreaterThan(1);
+      // kais up's prediction holds one instance per eAP, seeded the same way
+      const view2 = loadedView();
+      const perEap = new PerEapDispatch(() => makeHeuristicDispatch(policy, small));
+      perEap.reset(7, view2);
+      const d2 = agentDispatcher(view2, policy, seed);
+      expect(sideBySide(view2, d2, perEap, 40)).toEqual(r);
+      // another eAP's seed gives another stream
+      const view3 = loadedView();
+      expect(sideBySide(view3, agentDispatcher(view3, policy, agentPolicySeed(7, 0)), sim, 40).agent).not.toEqual(r.agent);
+    },
+  );
 
   it('with a heuristic, actor weights are ignored; with cmmac they replace the lec fallback', () => {
     const view = loadedView();
     const shape = { numServices: W, numTargets: view.numTargets, numEaps: view.numEaps };
-    const weights = { version: 3, checksum: 0, shapes: actorShapes(observationDim(shape), view.numTargets), tensors: initActorWeights(observationDim(shape), view.numTargets, 1) };
+    const weights = {
+      version: 3,
+      checksum: 0,
+      shapes: actorShapes(observationDim(shape), view.numTargets),
+      tensors: initActorWeights(observationDim(shape), view.numTargets, 1),
+    };
     const jsq = agentDispatcher(view, 'jsq');
     expect(jsq.setWeights(weights)).toBe(false);
     expect(jsq.weightVersion).toBeNull();
@@ -142,7 +166,7 @@ describe('kais agent --policy', () => {
   });
 });
 
-describe('lec (cmmac\'s fallback)', () => {
+describe("lec (cmmac's fallback)", () => {
   it('prefers a node of its own eAP hosting the service over the cloud when both meet the deadline', () => {
     const v = new LocalClusterView(small, 0);
     const d = small.services.map(() => new Array<number>(v.numNodes).fill(0));
@@ -150,7 +174,12 @@ describe('lec (cmmac\'s fallback)', () => {
     v.applyPlacement(placementBody(1, 0, d));
     const mask = new Uint8Array(v.numTargets);
     buildMask(v, 0, small.queueCapPerReplica, mask);
-    const item: DispatchItem = { request: { id: 0, service: 0, eap: 0, arrivalS: 0, deadlineS: v.nowS() + 10, workCoreS: 0.1, inputMB: 0.5 }, eap: 0, mask, action: -1 };
+    const item: DispatchItem = {
+      request: { id: 0, service: 0, eap: 0, arrivalS: 0, deadlineS: v.nowS() + 10, workCoreS: 0.1, inputMB: 0.5 },
+      eap: 0,
+      mask,
+      action: -1,
+    };
     expect(new LecDispatch().decide(item, v)).toBe(1);
   });
 });

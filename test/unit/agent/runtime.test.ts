@@ -10,7 +10,11 @@ const weights = (version: number) => packWeights([{ shape: [2], data: new Float3
 
 function setup(hooks: Partial<ConstructorParameters<typeof AgentRuntime>[2]> = {}) {
   const [orch, agent] = createMemoryLinkPair();
-  const runtime = new AgentRuntime((b) => agent.send(b), (cb) => agent.onFrame(cb), { eapId: 1, ...hooks });
+  const runtime = new AgentRuntime(
+    (b) => agent.send(b),
+    (cb) => agent.onFrame(cb),
+    { eapId: 1, ...hooks },
+  );
   const received: Frame[] = [];
   const waiters: (() => void)[] = [];
   orch.onFrame((bytes) => {
@@ -54,7 +58,12 @@ describe('AgentRuntime', () => {
     await t.receivedAtLeast(1);
     expect(Array.from(t.runtime.placement!.replicas)).toEqual([1, 2]);
     expect(t.runtime.helloBody('tok', '0.1.0')).toEqual({
-      eapId: 1, token: 'tok', agentVersion: '0.1.0', weightVersion: 4, placementVersion: 9, epoch: null,
+      eapId: 1,
+      token: 'tok',
+      agentVersion: '0.1.0',
+      weightVersion: 4,
+      placementVersion: 9,
+      epoch: null,
     });
     t.orch.close();
   });
@@ -125,13 +134,24 @@ describe('AgentRuntime', () => {
     const frames = await t.receivedAtLeast(2);
     t.runtime.sendFrame('telemetry', { eap: 1, samples: [] });
     await t.receivedAtLeast(3);
-    expect(frames.map((f) => [f.type, f.seq])).toEqual([['telemetry', 1], ['error', 2], ['telemetry', 3]]);
+    expect(frames.map((f) => [f.type, f.seq])).toEqual([
+      ['telemetry', 1],
+      ['error', 2],
+      ['telemetry', 3],
+    ]);
     expect(frames[1].body).toMatchObject({ code: 'KAIS_ERR_STATE', of: 5 });
     expect(t.runtime.stats.refused).toBe(1);
     t.orch.close();
   });
 
   it('names the option in a bad eapId', () => {
-    expect(() => new AgentRuntime(() => true, () => () => undefined, { eapId: -1 })).toThrow(/eapId.*-1/);
+    expect(
+      () =>
+        new AgentRuntime(
+          () => true,
+          () => () => undefined,
+          { eapId: -1 },
+        ),
+    ).toThrow(/eapId.*-1/);
   });
 });

@@ -8,7 +8,9 @@ import type { AddressInfo } from 'node:net';
 import { NodeHealth } from '../../../agent/filters/node-health';
 import { TelemetryPoller } from '../../../agent/telemetry-poller';
 
-function server(handler: (req: http.IncomingMessage, res: http.ServerResponse) => void): Promise<{ url: string; hits: () => number; close: () => void }> {
+function server(
+  handler: (req: http.IncomingMessage, res: http.ServerResponse) => void,
+): Promise<{ url: string; hits: () => number; close: () => void }> {
   let hits = 0;
   const s = http.createServer((req, res) => {
     hits++;
@@ -17,7 +19,11 @@ function server(handler: (req: http.IncomingMessage, res: http.ServerResponse) =
   });
   return new Promise((resolve) =>
     s.listen(0, '127.0.0.1', () =>
-      resolve({ url: `http://127.0.0.1:${(s.address() as AddressInfo).port}`, hits: () => hits, close: () => (s.closeAllConnections(), s.close()) }),
+      resolve({
+        url: `http://127.0.0.1:${(s.address() as AddressInfo).port}`,
+        hits: () => hits,
+        close: () => (s.closeAllConnections(), s.close()),
+      }),
     ),
   );
 }
@@ -34,7 +40,11 @@ describe('TelemetryPoller', () => {
   it('stops polling a node without /telemetry, counts garbage as failures, and skips a repeated seq', async () => {
     const missing = await server((_q, res) => res.writeHead(404).end());
     const garbage = await server((_q, res) => res.writeHead(200).end('{"cpu": "high"}'));
-    const same = await server((_q, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ seq: 7, cpu: 0.5, mem: 0.4, disk: 0.1, upload: 0.3 })));
+    const same = await server((_q, res) =>
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ seq: 7, cpu: 0.5, mem: 0.4, disk: 0.1, upload: 0.3 })),
+    );
     const health = new NodeHealth(['a', 'a', 'a'], [0, 0, 0]);
     const silent: number[] = [];
     const orig = health.silent.bind(health);

@@ -35,7 +35,9 @@ describe('agent cache: a private directory that remembers epochs', () => {
     const open = path.join(dir, 'open');
     fs.mkdirSync(open);
     fs.chmodSync(open, 0o777);
-    expect(() => new StateCache(open)).toThrow(/^--cache: .*open is writable by everyone \(mode 777\); use a private directory \(chmod 700\)$/);
+    expect(() => new StateCache(open)).toThrow(
+      /^--cache: .*open is writable by everyone \(mode 777\); use a private directory \(chmod 700\)$/,
+    );
     fs.chmodSync(open, 0o770);
     expect(() => new StateCache(open)).toThrow(/is writable by its group/);
     const link = path.join(dir, 'link');
@@ -88,7 +90,8 @@ describe('AgentRuntime epochs', () => {
     const events: { from: string | null; to: string; reason: string }[] = [];
     rt.on('epoch', (e) => events.push(e));
     let seq = 0;
-    const orch = (type: 'welcome' | 'weights' | 'placement', body: unknown) => deliver(codec.encode(makeFrame(type, seq++, body as never) as Frame));
+    const orch = (type: 'welcome' | 'weights' | 'placement', body: unknown) =>
+      deliver(codec.encode(makeFrame(type, seq++, body as never) as Frame));
     return { rt, sent, events, orch };
   }
 

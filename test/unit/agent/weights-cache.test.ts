@@ -12,8 +12,17 @@ describe('StateCache', () => {
 
   it('returns the weights and placement it saved', () => {
     const c = new StateCache(dir);
-    const w = packWeights([{ shape: [2, 2], data: Float32Array.from([1, 2, 3, 4]) }, { shape: [2], data: Float32Array.from([5, 6]) }], 3);
-    const p = placementBody(4, 9, [[1, 0], [2, 3]]);
+    const w = packWeights(
+      [
+        { shape: [2, 2], data: Float32Array.from([1, 2, 3, 4]) },
+        { shape: [2], data: Float32Array.from([5, 6]) },
+      ],
+      3,
+    );
+    const p = placementBody(4, 9, [
+      [1, 0],
+      [2, 3],
+    ]);
     c.saveWeights(w);
     c.savePlacement(p);
     const again = new StateCache(dir);

@@ -33,7 +33,10 @@ fs.writeFileSync(f('bad-speed-config.json'), JSON.stringify({ scenario: 'tiny', 
 fs.writeFileSync(f('bad-heartbeat-config.json'), JSON.stringify({ scenario: 'tiny', heartbeatMs: 1e15 }));
 fs.writeFileSync(f('targets-shape.json'), JSON.stringify({ nodes: 'http://x' }));
 fs.writeFileSync(f('targets-count.json'), JSON.stringify({ nodes: ['http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' }));
-fs.writeFileSync(f('targets-ok.json'), JSON.stringify({ nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' }));
+fs.writeFileSync(
+  f('targets-ok.json'),
+  JSON.stringify({ nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' }),
+);
 fs.writeFileSync(f('lesson-bad.json'), JSON.stringify({ name: 'l', scenario: 'tiny', frames: 'many' }));
 fs.writeFileSync(f('trace-cols.csv'), 'a,b,c\nd,e,f\n');
 fs.writeFileSync(f('trace-garbage.csv'), Array.from({ length: 50 }, () => 'x,y,z,w,v,u,t,s').join('\n'));
@@ -50,7 +53,7 @@ fs.writeFileSync(f('smd-garbage/test/m.txt'), '1,2\n3\n');
 fs.writeFileSync(f('smd-garbage/test_label/m.txt'), 'x\n');
 {
   const db = new Database(f('foreign.db'));
-  db.exec('CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users (name) VALUES (\'ann\')');
+  db.exec("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users (name) VALUES ('ann')");
   db.close();
 }
 {
@@ -74,7 +77,17 @@ const TINY = ['--scenario', 'tiny'];
 const TRAIN = (...a: string[]) => ['train', ...TINY, '--curriculum', 'none', '--frames', '1', '--out', f('train-out.db'), ...a];
 const EVAL = (...a: string[]) => ['eval', ...TINY, '--frames', '1', ...a];
 const UP = (...a: string[]) => ['up', ...TINY, '--duration', '1', ...a];
-const AGENT = (...a: string[]) => ['agent', ...TINY, '--orchestrator', 'ws://127.0.0.1:1', '--eap', '0', '--targets', f('targets-ok.json'), ...a];
+const AGENT = (...a: string[]) => [
+  'agent',
+  ...TINY,
+  '--orchestrator',
+  'ws://127.0.0.1:1',
+  '--eap',
+  '0',
+  '--targets',
+  f('targets-ok.json'),
+  ...a,
+];
 const ORCH = (...a: string[]) => ['orchestrator', '--config', f('orchestrator.json'), ...a];
 const NODE = (...a: string[]) => ['node', ...TINY, ...a];
 const DETECT = (...a: string[]) => ['detect', '--input', f('smd-garbage'), ...a];
@@ -309,10 +322,15 @@ interface Outcome {
 
 function spawnKais(args: string[]): Promise<Outcome> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [KAIS, ...args], { cwd: dir, timeout: 30_000, encoding: 'utf8', env: { ...process.env, KAIS_AGENT_TOKEN: '', KAIS_NODE_ADMIN_TOKEN: '' } }, (err, _stdout, stderr) => {
-      const e = err as (Error & { code?: number | string; signal?: string }) | null;
-      resolve({ code: e ? (typeof e.code === 'number' ? e.code : null) : 0, signal: e?.signal ?? null, stderr });
-    });
+    execFile(
+      process.execPath,
+      [KAIS, ...args],
+      { cwd: dir, timeout: 30_000, encoding: 'utf8', env: { ...process.env, KAIS_AGENT_TOKEN: '', KAIS_NODE_ADMIN_TOKEN: '' } },
+      (err, _stdout, stderr) => {
+        const e = err as (Error & { code?: number | string; signal?: string }) | null;
+        resolve({ code: e ? (typeof e.code === 'number' ? e.code : null) : 0, signal: e?.signal ?? null, stderr });
+      },
+    );
   });
 }
 

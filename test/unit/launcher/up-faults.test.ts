@@ -32,7 +32,10 @@ describe('kais up --faults', () => {
   it.each([
     [['up', '--faults', '2', '--duration', '20'], /^kais: --faults: needs --duration x --speed of at least 80 s/],
     [['up', '--faults', '-1'], /^kais: --faults: expected an integer >= 0, got "-1"$/],
-    [['node', '--scenario', 'tiny', '--faults', '[{"node":7,"startS":1,"durationS":1,"precursorS":0}]'], /^kais: --faults: fault .*needs a node in 0\.\.2/],
+    [
+      ['node', '--scenario', 'tiny', '--faults', '[{"node":7,"startS":1,"durationS":1,"precursorS":0}]'],
+      /^kais: --faults: fault .*needs a node in 0\.\.2/,
+    ],
     [['node', '--scenario', 'tiny', '--faults', '{'], /^kais: --faults: not JSON/],
   ])('%j exits 2 with one line naming --faults', (args, pattern) => {
     const r = kais(...args);

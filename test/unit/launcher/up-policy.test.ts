@@ -23,7 +23,15 @@ describe('kais up --policy', () => {
     for (const name of ['jsq', 'round-robin'] as const) {
       const p = predictRate(small, requests, { seed: 1, orchestration: 'hpa' }, name, undefined);
       expect(p.policy).toBe(`${name}/hpa`);
-      const evalRun = runEpisode({ scenario: small, requests, frames, seed: 1, dispatch: makeDispatch(name, small), orchestration: makeOrchestration('hpa', small), nodeDequeue: 'edf' });
+      const evalRun = runEpisode({
+        scenario: small,
+        requests,
+        frames,
+        seed: 1,
+        dispatch: makeDispatch(name, small),
+        orchestration: makeOrchestration('hpa', small),
+        nodeDequeue: 'edf',
+      });
       expect(p.rate).toBe(evalRun.throughputRate);
     }
   });
@@ -35,7 +43,10 @@ describe('kais up --policy', () => {
   });
 
   it.each([
-    [['up', '--policy', 'fastest'], /^kais: --policy: unknown policy "fastest" \(known: cmmac, random, round-robin, jsq, p2c, greedy, onsocmax, prob, lec\)$/],
+    [
+      ['up', '--policy', 'fastest'],
+      /^kais: --policy: unknown policy "fastest" \(known: cmmac, random, round-robin, jsq, p2c, greedy, onsocmax, prob, lec\)$/,
+    ],
   ])('%j exits 2 with one line naming --policy and the known names', (args, pattern) => {
     const r = spawnSync(process.execPath, [KAIS, ...args], { encoding: 'utf8', timeout: 60000 });
     expect(r.status).toBe(2);

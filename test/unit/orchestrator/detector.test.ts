@@ -26,7 +26,11 @@ function windows(count: number, abnormal: boolean, seed: number, kind: DeviceWin
   return out;
 }
 
-const small = { minWindows: 48, thread: 'in-process' as const, vgru: { hidden: 8, latent: 3, components: 2, feature: 8, steps: 30, batchSize: 32, learningRate: 0.01 } };
+const small = {
+  minWindows: 48,
+  thread: 'in-process' as const,
+  vgru: { hidden: 8, latent: 3, components: 2, feature: 8, steps: 30, batchSize: 32, learningRate: 0.01 },
+};
 
 describe('LearnedDetector (orchestrator)', () => {
   beforeAll(async () => {
@@ -103,7 +107,15 @@ describe('LearnedDetector (orchestrator)', () => {
 });
 
 describe('DetectorPools', () => {
-  const w = (node: number, kind: DeviceWindow['kind'], v: number): DeviceWindow => ({ node, id: 1, kind, shape: 's', steps: 2, dims: 2, values: new Float32Array([v, 10 * v, v + 1, 10 * v]) });
+  const w = (node: number, kind: DeviceWindow['kind'], v: number): DeviceWindow => ({
+    node,
+    id: 1,
+    kind,
+    shape: 's',
+    steps: 2,
+    dims: 2,
+    values: new Float32Array([v, 10 * v, v + 1, 10 * v]),
+  });
   it("takes each window's own mean off, and scores an ambiguous window only once its shape is fitted", () => {
     const pools = new DetectorPools({ minWindows: 2 });
     expect(Array.from(pools.pack({ steps: 2, dims: 2 }, [w(0, 'ambiguous', 1).values]))).toEqual([-0.5, 0, 0.5, 0]);

@@ -35,7 +35,11 @@ async function hello(h: Hub, body: Partial<HelloBody>): Promise<{ ws: WebSocket;
     if (r.ok) frames.push(r.frame);
   });
   await new Promise<void>((resolve) => ws.once('open', () => resolve()));
-  ws.send(codec.encode(makeFrame('hello', 0, { eapId: 0, token: '', agentVersion: 't', weightVersion: null, placementVersion: null, ...body } as HelloBody)));
+  ws.send(
+    codec.encode(
+      makeFrame('hello', 0, { eapId: 0, token: '', agentVersion: 't', weightVersion: null, placementVersion: null, ...body } as HelloBody),
+    ),
+  );
   await first;
   return { ws, frames, code };
 }
@@ -58,7 +62,11 @@ describe('hub identity', () => {
       expect(await c.code).toBe(4001);
     }
     expect(h.stats.authFailures).toBe(3);
-    expect(denials.map((d) => [d.kind, d.eapId])).toEqual([['auth', 0], ['auth', 2], ['unknown-eap', 7]]);
+    expect(denials.map((d) => [d.kind, d.eapId])).toEqual([
+      ['auth', 0],
+      ['auth', 2],
+      ['unknown-eap', 7],
+    ]);
   });
 
   it('keeps a live session against another instance (refused, counted) and lets the same instance take over', async () => {
@@ -88,7 +96,9 @@ describe('hub identity', () => {
     const pushed = async (body: Partial<HelloBody>) => {
       const c = await hello(h, { ...body, instance: `i${n++}` });
       // a second hello is answered with an error, after whatever the first one made the hub push
-      c.ws.send(codec.encode(makeFrame('hello', 1, { eapId: 0, token: '', agentVersion: 't', weightVersion: null, placementVersion: null })));
+      c.ws.send(
+        codec.encode(makeFrame('hello', 1, { eapId: 0, token: '', agentVersion: 't', weightVersion: null, placementVersion: null })),
+      );
       await new Promise<void>((resolve) => {
         const check = () => (c.frames.some((f) => f.type === 'error') ? resolve() : c.ws.once('message', () => setImmediate(check)));
         check();

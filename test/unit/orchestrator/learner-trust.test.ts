@@ -25,8 +25,18 @@ function batch(n: number, version: number, rng: Rng, obsValue?: number): Transit
   return Array.from({ length: n }, (_, k) => {
     const action = Math.floor(rng.next() * A);
     return {
-      eap: 0, slot: k, service: 0, obs: Float32Array.from({ length: D }, () => obsValue ?? rng.next()), mask: new Uint8Array(A).fill(1),
-      action, logProb: Math.log(1 / A), reward: action === 0 ? 1 : 0, latencyMs: 10, metDeadline: action === 0, done: false, weightVersion: version,
+      eap: 0,
+      slot: k,
+      service: 0,
+      obs: Float32Array.from({ length: D }, () => obsValue ?? rng.next()),
+      mask: new Uint8Array(A).fill(1),
+      action,
+      logProb: Math.log(1 / A),
+      reward: action === 0 ? 1 : 0,
+      latencyMs: 10,
+      metDeadline: action === 0,
+      done: false,
+      weightVersion: version,
     };
   });
 }
@@ -42,7 +52,10 @@ describe('OnlineLearner under hostile batches', () => {
     hub = await startHub(store, { port: 0 });
     registry = new ModelRegistry(store, hub);
     const shapes = actorShapes(D, A);
-    registry.publishWeights(initActorWeights(D, A, 5).map((data, i) => ({ shape: shapes[i], data })), 'relu1');
+    registry.publishWeights(
+      initActorWeights(D, A, 5).map((data, i) => ({ shape: shapes[i], data })),
+      'relu1',
+    );
   });
   afterEach(async () => {
     registry.dispose();
@@ -53,7 +66,17 @@ describe('OnlineLearner under hostile batches', () => {
 
   it('skips rewards out of bounds, discards a diverging update and learns from the next batch', async () => {
     const events: string[] = [];
-    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 64, criticWarmup: 0, onEvent: (e) => events.push(e.kind) });
+    const learner = new OnlineLearner({
+      scenario,
+      store,
+      registry,
+      head: 'relu1',
+      thread: 'in-process',
+      maxDuty: 1,
+      batch: 64,
+      criticWarmup: 0,
+      onEvent: (e) => events.push(e.kind),
+    });
     const rng = new Rng(3);
     // reward 1e300 (Infinity in float32) never reaches a Float32Array
     store.appendExperience({ eap: 0, transitions: batch(64, 1, rng).map((t) => ({ ...t, reward: 1e300 })) });
@@ -75,13 +98,28 @@ describe('OnlineLearner under hostile batches', () => {
 
   it('does not publish an update whose approximate KL is past maxKl, and keeps learning from the stored version', async () => {
     const events: { kind: string; message: string }[] = [];
-    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 64, criticWarmup: 0, lr: 1e-2, maxKl: 1e-9, onEvent: (e) => events.push(e) });
+    const learner = new OnlineLearner({
+      scenario,
+      store,
+      registry,
+      head: 'relu1',
+      thread: 'in-process',
+      maxDuty: 1,
+      batch: 64,
+      criticWarmup: 0,
+      lr: 1e-2,
+      maxKl: 1e-9,
+      onEvent: (e) => events.push(e),
+    });
     const rng = new Rng(4);
     store.appendExperience({ eap: 0, transitions: batch(64, 1, rng) });
     expect(await learner.poll()).toBe(true);
     expect(learner.stats.refusedUpdates).toBe(1);
     expect(store.latestModelVersion()).toBe(1);
-    expect(events[0]).toMatchObject({ kind: 'kl-refused', message: expect.stringMatching(/approximate KL [\d.]+ is past 1e-9 .*actor back to weights v1/) });
+    expect(events[0]).toMatchObject({
+      kind: 'kl-refused',
+      message: expect.stringMatching(/approximate KL [\d.]+ is past 1e-9 .*actor back to weights v1/),
+    });
     expect(learner.weightVersion).toBe(1);
     learner.dispose();
   });

@@ -38,7 +38,20 @@ function experience(weights: Float32Array[], version: number, n: number, rng: Rn
     let u = rng.next();
     let a = 0;
     while (a < A - 1 && u >= pi[a]) u -= pi[a++];
-    out.push({ eap: 0, slot: k, service: 0, obs, mask, action: a, logProb: Math.log(pi[a]), reward: a === 0 ? 1 : 0, latencyMs: 10, metDeadline: a === 0, done: false, weightVersion: version });
+    out.push({
+      eap: 0,
+      slot: k,
+      service: 0,
+      obs,
+      mask,
+      action: a,
+      logProb: Math.log(pi[a]),
+      reward: a === 0 ? 1 : 0,
+      latencyMs: 10,
+      metDeadline: a === 0,
+      done: false,
+      weightVersion: version,
+    });
   }
   return out;
 }
@@ -80,7 +93,18 @@ describe('OnlineLearner', () => {
   it('turns experience into new weight versions that follow the rewards, without leaking tensors', async () => {
     const shapes = actorShapes(D, A);
     registry.publishWeights(initActorWeights(D, A, 5).map((data, i) => ({ shape: shapes[i], data })));
-    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 128, criticWarmup: 1, lr: 2e-3, targetKl: 0.05 });
+    const learner = new OnlineLearner({
+      scenario,
+      store,
+      registry,
+      head: 'relu1',
+      thread: 'in-process',
+      maxDuty: 1,
+      batch: 128,
+      criticWarmup: 1,
+      lr: 2e-3,
+      targetKl: 0.05,
+    });
     const rng = new Rng(11);
     const before = probOfTarget0(latest(), new Rng(3));
     // nothing pending: no update
@@ -124,7 +148,16 @@ describe('OnlineLearner', () => {
     learner.dispose();
     // agents that never explore: one line says why nothing is learned
     const lines: string[] = [];
-    const idle = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 16, log: (l) => lines.push(l) });
+    const idle = new OnlineLearner({
+      scenario,
+      store,
+      registry,
+      head: 'relu1',
+      thread: 'in-process',
+      maxDuty: 1,
+      batch: 16,
+      log: (l) => lines.push(l),
+    });
     await idle.start();
     idle.stop();
     store.appendExperience({ eap: 0, transitions: experience(w, 4, 40, rng).map((t) => ({ ...t, logProb: 0 })) });
@@ -188,7 +221,18 @@ describe('OnlineLearner', () => {
   it('reloading the actor (a discarded update, a new stored version) leaves no tensor behind', () => {
     const w = initActorWeights(D, A, 5);
     const core = new LearnerCore(
-      { obsDim: D, numActions: A, head: 'relu1', targetBlock: null, lr: 1e-3, entropyCoef: 0.01, targetKl: 0.02, warmupCriticSteps: 2, epochs: 1, seed: 1 },
+      {
+        obsDim: D,
+        numActions: A,
+        head: 'relu1',
+        targetBlock: null,
+        lr: 1e-3,
+        entropyCoef: 0.01,
+        targetKl: 0.02,
+        warmupCriticSteps: 2,
+        epochs: 1,
+        seed: 1,
+      },
       w,
       null,
     );
@@ -201,7 +245,16 @@ describe('OnlineLearner', () => {
   it('logs once and does not learn when the stored weights are not an actor of the scenario', async () => {
     registry.publishWeights([{ shape: [3, 2], data: new Float32Array(6) }]);
     const lines: string[] = [];
-    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 8, log: (l) => lines.push(l) });
+    const learner = new OnlineLearner({
+      scenario,
+      store,
+      registry,
+      head: 'relu1',
+      thread: 'in-process',
+      maxDuty: 1,
+      batch: 8,
+      log: (l) => lines.push(l),
+    });
     await learner.start();
     learner.stop();
     expect(learner.weightVersion).toBeNull();

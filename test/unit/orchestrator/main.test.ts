@@ -21,7 +21,18 @@ describe('readConfig', () => {
 
   it('fills the defaults: kais, static, one frame = slotS x slotsPerFrame', () => {
     const c = readConfig(write({}));
-    expect(c).toMatchObject({ orchestration: 'static', token: '', frameS: 25, speed: 1, executor: null, checkpoint: null, learner: 'cmmac', learnBatch: 2048, actorHead: 'softplus1', detector: 'vgru' });
+    expect(c).toMatchObject({
+      orchestration: 'static',
+      token: '',
+      frameS: 25,
+      speed: 1,
+      executor: null,
+      checkpoint: null,
+      learner: 'cmmac',
+      learnBatch: 2048,
+      actorHead: 'softplus1',
+      detector: 'vgru',
+    });
     expect(c.scenario.name).toBe('kais');
   });
 
@@ -97,14 +108,18 @@ describe('the learned device detector over a real WebSocket', () => {
       const got: VerdictsBody[] = [];
       let runtime: AgentRuntime | null = null;
       const link = new AgentLink({ url, seed: 1, hello: () => runtime!.helloBody('', '0.1.0'), backoff: { initialMs: 20, maxMs: 200 } });
-      runtime = new AgentRuntime((b) => link.send(b), (cb) => link.onFrame(cb), { eapId: 0, onVerdicts: (b) => got.push(b) });
+      runtime = new AgentRuntime(
+        (b) => link.send(b),
+        (cb) => link.onFrame(cb),
+        { eapId: 0, onVerdicts: (b) => got.push(b) },
+      );
       const ready = new Promise((resolve) => link.once('ready', resolve));
       link.start();
       await ready;
       return { rt: runtime, got, close: async () => (await link.close(), runtime!.dispose()) };
     };
     const until = async (pred: () => boolean, ms: number) => {
-      for (const t0 = Date.now(); !pred(); ) {
+      for (const t0 = Date.now(); !pred();) {
         if (Date.now() - t0 > ms) throw new Error(`timed out after ${ms} ms`);
         await new Promise((r) => setTimeout(r, 50));
       }

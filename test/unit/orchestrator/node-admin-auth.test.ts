@@ -15,7 +15,11 @@ const tiny = loadScenario('tiny');
 const KAIS = path.resolve(__dirname, '../../..', 'dist', 'kais.js');
 
 async function put(url: string, body: unknown, token?: string): Promise<number> {
-  const r = await fetch(url, { method: 'PUT', body: JSON.stringify(body), headers: token === undefined ? {} : { authorization: `Bearer ${token}` } });
+  const r = await fetch(url, {
+    method: 'PUT',
+    body: JSON.stringify(body),
+    headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+  });
   await r.text();
   return r.status;
 }
@@ -57,8 +61,14 @@ describe('kais node admin token (built CLI)', () => {
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   /** Starts kais node, returns its ready line and a stop function. */
-  async function startNode(args: string[], env: Record<string, string> = {}): Promise<{ ready: Record<string, unknown>; stop: () => Promise<void> }> {
-    const child = spawn(process.execPath, [KAIS, 'node', '--scenario', 'tiny', ...args], { env: { ...process.env, KAIS_NODE_ADMIN_TOKEN: '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  async function startNode(
+    args: string[],
+    env: Record<string, string> = {},
+  ): Promise<{ ready: Record<string, unknown>; stop: () => Promise<void> }> {
+    const child = spawn(process.execPath, [KAIS, 'node', '--scenario', 'tiny', ...args], {
+      env: { ...process.env, KAIS_NODE_ADMIN_TOKEN: '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const line = await new Promise<string>((resolve, reject) => {
       let out = '';
       child.stdout.on('data', (d: Buffer) => {

@@ -42,7 +42,16 @@ describe('PlacementLoop', () => {
 
   it('publishes the start placement at once on a fresh store, then one placement per frame', async () => {
     const f = fakes();
-    const loop = new PlacementLoop({ scenario: tiny, registry: f.registry, executor: f.executor, policy: 'static', start: initialPlacement(tiny), startFrame: 0, publishStart: true, frameMs: 60_000 });
+    const loop = new PlacementLoop({
+      scenario: tiny,
+      registry: f.registry,
+      executor: f.executor,
+      policy: 'static',
+      start: initialPlacement(tiny),
+      startFrame: 0,
+      publishStart: true,
+      frameMs: 60_000,
+    });
     await loop.start();
     expect(f.published.map((p) => p.frame)).toEqual([0]);
     await loop.step();
@@ -54,7 +63,16 @@ describe('PlacementLoop', () => {
 
   it('resumes from a stored frame without republishing it', async () => {
     const f = fakes();
-    const loop = new PlacementLoop({ scenario: tiny, registry: f.registry, executor: f.executor, policy: 'static', start: initialPlacement(tiny), startFrame: 7, publishStart: false, frameMs: 60_000 });
+    const loop = new PlacementLoop({
+      scenario: tiny,
+      registry: f.registry,
+      executor: f.executor,
+      policy: 'static',
+      start: initialPlacement(tiny),
+      startFrame: 7,
+      publishStart: false,
+      frameMs: 60_000,
+    });
     await loop.start();
     await loop.step();
     await loop.stop();
@@ -64,7 +82,16 @@ describe('PlacementLoop', () => {
 
   it('with hpa, has the executor carry out the orders before publishing what the cluster holds', async () => {
     const f = fakes();
-    const loop = new PlacementLoop({ scenario: tiny, registry: f.registry, executor: f.executor, policy: 'hpa', start: initialPlacement(tiny), startFrame: 0, publishStart: true, frameMs: 60_000 });
+    const loop = new PlacementLoop({
+      scenario: tiny,
+      registry: f.registry,
+      executor: f.executor,
+      policy: 'hpa',
+      start: initialPlacement(tiny),
+      startFrame: 0,
+      publishStart: true,
+      frameMs: 60_000,
+    });
     await loop.start();
     await loop.step();
     await loop.stop();
@@ -77,7 +104,18 @@ describe('PlacementLoop', () => {
 
   it('steps at the policy period of the simulator (hpa: 15 scenario seconds), static once per frame', () => {
     const f = fakes();
-    const make = (policy: 'hpa' | 'static' | 'gsp-ss') => new PlacementLoop({ scenario: tiny, registry: f.registry, executor: f.executor, policy, start: initialPlacement(tiny), startFrame: 0, publishStart: true, frameMs: 2500, speed: 10 });
+    const make = (policy: 'hpa' | 'static' | 'gsp-ss') =>
+      new PlacementLoop({
+        scenario: tiny,
+        registry: f.registry,
+        executor: f.executor,
+        policy,
+        start: initialPlacement(tiny),
+        startFrame: 0,
+        publishStart: true,
+        frameMs: 2500,
+        speed: 10,
+      });
     expect(make('hpa').stepMs).toBe(1500);
     expect(make('gsp-ss').stepMs).toBe(2500);
     expect(make('static').stepMs).toBe(2500);
@@ -116,7 +154,17 @@ describe('PlacementLoop', () => {
         waiter?.(d);
       },
     } as unknown as ModelRegistry;
-    const loop = new PlacementLoop({ scenario: tiny, registry, executor: new EmulatedExecutor(cluster.adminUrl, tiny), policy: 'hpa', start: initialPlacement(tiny), startFrame: 0, publishStart: true, frameMs: 250, speed });
+    const loop = new PlacementLoop({
+      scenario: tiny,
+      registry,
+      executor: new EmulatedExecutor(cluster.adminUrl, tiny),
+      policy: 'hpa',
+      start: initialPlacement(tiny),
+      startFrame: 0,
+      publishStart: true,
+      frameMs: 250,
+      speed,
+    });
     try {
       await loop.start();
       const node = initialPlacement(tiny)[0].findIndex((k) => k > 0);

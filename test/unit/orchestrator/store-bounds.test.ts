@@ -12,7 +12,20 @@ import { isStoreWriteError, Store, StoreError } from '../../../orchestrator/stor
 import type { Transition } from '../../../shared/protocol/envelope';
 
 const transitions = (n: number, obsDim = 256): Transition[] =>
-  Array.from({ length: n }, (_, k) => ({ eap: 0, slot: k, service: 0, obs: new Float32Array(obsDim).fill(0.5), mask: Uint8Array.from([1, 1]), action: 1, logProb: -0.7, reward: 1, latencyMs: 5, metDeadline: true, done: false, weightVersion: null }));
+  Array.from({ length: n }, (_, k) => ({
+    eap: 0,
+    slot: k,
+    service: 0,
+    obs: new Float32Array(obsDim).fill(0.5),
+    mask: Uint8Array.from([1, 1]),
+    action: 1,
+    logProb: -0.7,
+    reward: 1,
+    latencyMs: 5,
+    metDeadline: true,
+    done: false,
+    weightVersion: null,
+  }));
 
 describe('Store bounds and epochs', () => {
   let dir: string;
@@ -40,7 +53,16 @@ describe('Store bounds and epochs', () => {
   });
 
   it('prunes experience by bytes and age, metrics and events by rows and age, oldest first', () => {
-    const s = Store.open(path.join(dir, 'o.db'), { limits: { experienceMaxBytes: 40_000, experienceMaxAgeMs: 10_000, metricsMaxRows: 5, metricsMaxAgeMs: 10_000, eventsMaxRows: 3, eventsMaxAgeMs: 10_000 } });
+    const s = Store.open(path.join(dir, 'o.db'), {
+      limits: {
+        experienceMaxBytes: 40_000,
+        experienceMaxAgeMs: 10_000,
+        metricsMaxRows: 5,
+        metricsMaxAgeMs: 10_000,
+        eventsMaxRows: 3,
+        eventsMaxAgeMs: 10_000,
+      },
+    });
     for (let i = 0; i < 10; i++) s.appendExperience({ eap: 0, transitions: transitions(10) }, 100_000 + i); // ~10.5 KB each
     const held = s.experienceBytes;
     expect(held).toBeGreaterThan(100_000);
@@ -71,12 +93,18 @@ describe('Store bounds and epochs', () => {
     const s = Store.open(path.join(dir, 'o.db'), { limits: { fileMaxBytes: 512 * 1024, experienceMaxBytes: 64 * 1024 } });
     let clock = 1_000_000;
     const lines: string[] = [];
-    const guard = new StoreGuard((l) => lines.push(l), () => clock);
+    const guard = new StoreGuard(
+      (l) => lines.push(l),
+      () => clock,
+    );
     let written = 0;
-    for (let i = 0; i < 200 && guard.failures === 0; i++) if (guard.run('experience', () => s.appendExperience({ eap: 0, transitions: transitions(20) }))) written++;
+    for (let i = 0; i < 200 && guard.failures === 0; i++)
+      if (guard.run('experience', () => s.appendExperience({ eap: 0, transitions: transitions(20) }))) written++;
     expect(guard.failures).toBe(1);
     expect(written).toBeGreaterThan(10);
-    expect(lines).toEqual([expect.stringMatching(/^store write failed \(SQLITE_FULL: database or disk is full\) writing experience; writes paused for 1 s$/)]);
+    expect(lines).toEqual([
+      expect.stringMatching(/^store write failed \(SQLITE_FULL: database or disk is full\) writing experience; writes paused for 1 s$/),
+    ]);
     // during the backoff writes are dropped without touching the store
     expect(guard.run('experience', () => s.appendExperience({ eap: 0, transitions: transitions(1) }))).toBe(false);
     expect(guard.dropped).toBe(1);
@@ -89,9 +117,11 @@ describe('Store bounds and epochs', () => {
     clock += 2000;
     expect(guard.run('experience', () => s.appendExperience({ eap: 0, transitions: transitions(20) }))).toBe(true);
     // other errors are bugs, not the disk: thrown
-    expect(() => guard.run('x', () => {
-      throw new TypeError('a bug');
-    })).toThrow('a bug');
+    expect(() =>
+      guard.run('x', () => {
+        throw new TypeError('a bug');
+      }),
+    ).toThrow('a bug');
     expect(isStoreWriteError(new TypeError('x'))).toBe(false);
     s.close();
   });
@@ -105,7 +135,9 @@ describe('Store bounds and epochs', () => {
     db.exec('CREATE TABLE checkpoints (episode INTEGER); CREATE TABLE meta (key TEXT, value TEXT)');
     db.close();
     const size = fs.statSync(foreign).size;
-    expect(() => Store.open(foreign)).toThrow(/b\.db: a SQLite database of something else \(tables (checkpoints, meta|meta, checkpoints)\), not a kais orchestrator store/);
+    expect(() => Store.open(foreign)).toThrow(
+      /b\.db: a SQLite database of something else \(tables (checkpoints, meta|meta, checkpoints)\), not a kais orchestrator store/,
+    );
     expect(fs.statSync(foreign).size).toBe(size);
     expect(() => Store.open(path.join(dir, 'nope', 'o.db'))).toThrow(/folder .*nope does not exist/);
     expect(() => Store.open(path.join(dir, 'missing.db'), { readonly: true })).toThrow(/missing\.db: no such file/);

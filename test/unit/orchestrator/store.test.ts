@@ -21,8 +21,18 @@ function batch(eap: number, slot: number): ExperienceBody {
     eap,
     transitions: [
       {
-        eap, slot, service: 1, obs: new Float32Array([0.1, 0.2]), mask: new Uint8Array([1, 0, 1]), action: 2,
-        logProb: -0.5, reward: 1, latencyMs: 40, metDeadline: true, done: false, weightVersion: null,
+        eap,
+        slot,
+        service: 1,
+        obs: new Float32Array([0.1, 0.2]),
+        mask: new Uint8Array([1, 0, 1]),
+        action: 2,
+        logProb: -0.5,
+        reward: 1,
+        latencyMs: 40,
+        metDeadline: true,
+        done: false,
+        weightVersion: null,
       },
     ],
   };
@@ -60,7 +70,12 @@ describe('Store', () => {
     expect(a.latestPlacement()).toBeNull();
     a.putModel(weights(1));
     a.putModel(weights(2));
-    a.putPlacement(placementBody(5, 30, [[1, 0, 2], [0, 3, 0]]));
+    a.putPlacement(
+      placementBody(5, 30, [
+        [1, 0, 2],
+        [0, 3, 0],
+      ]),
+    );
     a.close();
 
     const b = openStore();

@@ -101,7 +101,9 @@ describe('option specs', () => {
     expect(givenOptions(tspec, { 'token-file': tokenFile })).toEqual({ tokenFile: 's3cret' });
     fs.writeFileSync(path.join(tmp, 'big'), 'x'.repeat(10000));
     expect(() => givenOptions(tspec, { 'token-file': path.join(tmp, 'big') })).toThrow(/^--token-file: .*more than a token/);
-    expect(() => resolveSecret({ inline: 'a', inlineFlag: 'token', fromFile: 'b', fileFlag: 'token-file', env: 'KAIS_TEST_TOKEN' })).toThrow(/^--token: give the token once/);
+    expect(() =>
+      resolveSecret({ inline: 'a', inlineFlag: 'token', fromFile: 'b', fileFlag: 'token-file', env: 'KAIS_TEST_TOKEN' }),
+    ).toThrow(/^--token: give the token once/);
     process.env.KAIS_TEST_TOKEN = 'from-env';
     expect(resolveSecret({ inlineFlag: 'token', fileFlag: 'token-file', env: 'KAIS_TEST_TOKEN' })).toBe('from-env');
     delete process.env.KAIS_TEST_TOKEN;
@@ -114,7 +116,9 @@ describe('nameTheFlag', () => {
     const named = nameTheFlag(spec, values, new UsageError('a.db: trained on scenario "tiny", not "kais"')) as Error;
     expect(named).toBeInstanceOf(UsageError);
     expect(named.message).toBe('--out a.db: trained on scenario "tiny", not "kais"');
-    expect((nameTheFlag(spec, values, new UsageError('runs/t.csv/batch_task.csv: empty')) as Error).message).toBe('--trace runs/t.csv/batch_task.csv: empty');
+    expect((nameTheFlag(spec, values, new UsageError('runs/t.csv/batch_task.csv: empty')) as Error).message).toBe(
+      '--trace runs/t.csv/batch_task.csv: empty',
+    );
     const already = new UsageError('--load: expected a number');
     expect(nameTheFlag(spec, values, already)).toBe(already);
     const bug = new TypeError('a.db: oops');

@@ -18,7 +18,16 @@ import { loadScenario, validateScenario, type Scenario } from '../../../shared/s
 
 /** The policy object the simulator runs (kais eval's factory) and the one the orchestrator runs (its placement loop's). */
 function bothPolicies(name: 'static' | 'hpa' | 'gsp-ss', s: Scenario): { sim: OrchestrationPolicy; live: OrchestrationPolicy } {
-  const loop = new PlacementLoop({ scenario: s, registry: { publishPlacement: () => undefined as never }, executor: new NullExecutor(), policy: name, start: initialPlacement(s), startFrame: 0, publishStart: false, frameMs: 1000 });
+  const loop = new PlacementLoop({
+    scenario: s,
+    registry: { publishPlacement: () => undefined as never },
+    executor: new NullExecutor(),
+    policy: name,
+    start: initialPlacement(s),
+    startFrame: 0,
+    publishStart: false,
+    frameMs: 1000,
+  });
   return { sim: makeOrchestration(name, s), live: loop.policy };
 }
 
@@ -43,11 +52,22 @@ function simView(c: Cluster, win: ServiceWindowStats): OrchestrationView {
 function liveView(s: Scenario, e: EmulatedCluster, win: ServiceWindowStats, nowS: number, healthy?: (t: number) => boolean): ReportView {
   const r: ClusterReport = e.report();
   r.nowS = nowS;
-  r.window = { windowS: win.windowS, arrivals: [...win.arrivals], busyReplicaS: [...win.busyReplicaS], readyReplicaS: [...win.readyReplicaS], completedInTime: [...win.completedInTime], failed: [...win.failed], workCoreS: [...win.workCoreS] };
+  r.window = {
+    windowS: win.windowS,
+    arrivals: [...win.arrivals],
+    busyReplicaS: [...win.busyReplicaS],
+    readyReplicaS: [...win.readyReplicaS],
+    completedInTime: [...win.completedInTime],
+    failed: [...win.failed],
+    workCoreS: [...win.workCoreS],
+  };
   return new ReportView(s, r, healthy);
 }
 
-function decideTwice(p: { sim: OrchestrationPolicy; live: OrchestrationPolicy }, view: OrchestrationView): { sim: ScaleOp[]; live: ScaleOp[] } {
+function decideTwice(
+  p: { sim: OrchestrationPolicy; live: OrchestrationPolicy },
+  view: OrchestrationView,
+): { sim: ScaleOp[]; live: ScaleOp[] } {
   p.sim.reset?.(1, view);
   p.live.reset?.(1, view);
   return { sim: p.sim.decide(view), live: p.live.decide(view) };
@@ -86,7 +106,15 @@ describe('one orchestration path', () => {
   const divergence: Scenario = validateScenario(
     {
       ...JSON.parse(fs.readFileSync(require.resolve('../../../shared/scenarios/tiny.json'), 'utf8')),
-      eaps: [{ nodes: [{ cpuCores: 8, memGB: 4 }, { cpuCores: 4, memGB: 16 }, { cpuCores: 16, memGB: 32 }] }],
+      eaps: [
+        {
+          nodes: [
+            { cpuCores: 8, memGB: 4 },
+            { cpuCores: 4, memGB: 16 },
+            { cpuCores: 16, memGB: 32 },
+          ],
+        },
+      ],
       initialReplicasPerEap: 0,
     },
     'divergence',
@@ -132,7 +160,10 @@ describe('one orchestration path', () => {
     c.healthyFlag[2] = 0;
     const win = windowOf(W, [1, 0.7, 0.7, 0.7], 10, 15);
     const sim = decideTwice(bothPolicies('hpa', s), simView(c, win));
-    const live = decideTwice(bothPolicies('hpa', s), liveView(s, e, win, 0, (t) => t !== 2));
+    const live = decideTwice(
+      bothPolicies('hpa', s),
+      liveView(s, e, win, 0, (t) => t !== 2),
+    );
     const expected: ScaleOp[] = [{ service: 0, node: 1, delta: 1 }];
     expect(sim.sim).toEqual(expected);
     expect(sim.live).toEqual(expected);
@@ -142,7 +173,13 @@ describe('one orchestration path', () => {
     // unhealthy n2, and without it to n0
     expect(oldCpuShareChoice(s, held, 0)).toBe(2);
     const noN2 = validateScenario({ ...s, eaps: [{ nodes: s.eaps[0].nodes.slice(0, 2) }] }, 'two nodes');
-    expect(oldCpuShareChoice(noN2, held.map((r) => r.slice(0, 2)), 0)).toBe(0);
+    expect(
+      oldCpuShareChoice(
+        noN2,
+        held.map((r) => r.slice(0, 2)),
+        0,
+      ),
+    ).toBe(0);
     // with n2 healthy both worlds pick it
     const healthy = decideTwice(bothPolicies('hpa', s), liveView(s, e, win, 0));
     expect(healthy.live).toEqual([{ service: 0, node: 2, delta: 1 }]);
@@ -212,10 +249,23 @@ describe('one orchestration path', () => {
 });
 
 describe('one fault model', () => {
-  const faults = validateFaults([{ node: 1, startS: 100, durationS: 30 }, { node: 2, startS: 50, durationS: 10, precursorS: 5 }], 3);
+  const faults = validateFaults(
+    [
+      { node: 1, startS: 100, durationS: 30 },
+      { node: 2, startS: 50, durationS: 10, precursorS: 5 },
+    ],
+    3,
+  );
 
   it('abnormal for the precursor, failed for the duration, then ok', () => {
-    expect([79, 80, 99, 100, 129, 130].map((t) => faultState(faults, 1, t))).toEqual(['ok', 'abnormal', 'abnormal', 'failed', 'failed', 'ok']);
+    expect([79, 80, 99, 100, 129, 130].map((t) => faultState(faults, 1, t))).toEqual([
+      'ok',
+      'abnormal',
+      'abnormal',
+      'failed',
+      'failed',
+      'ok',
+    ]);
     expect([44, 45, 50, 60].map((t) => faultState(faults, 2, t))).toEqual(['ok', 'abnormal', 'failed', 'ok']);
   });
 

@@ -153,7 +153,7 @@ describe('NodeHealth', () => {
       expect(rebuilt.last.healthy).toBeGreaterThan(250); // of the last 300 verdicts
     });
 
-    it('does not learn from a node it holds out: the shape\'s baseline stays that of its healthy nodes', () => {
+    it("does not learn from a node it holds out: the shape's baseline stays that of its healthy nodes", () => {
       // node 2's baseline (the shape's, rebuilt every 60 s) after 900 s with node 0 abnormal and held out,
       // against the same run with node 0 healthy throughout
       const scaleOf = (bad: boolean) => {
@@ -183,7 +183,12 @@ describe('NodeHealth', () => {
     /** Node 0 turns abnormal at step 80; the correlation rule is off, so its bad windows are 'ambiguous', never 'faulty'. */
     function run(steps: number) {
       const events: HealthEvent[] = [];
-      const h = new NodeHealth(['4/8', '4/8', '2/4'], [0, 0, 1], { rules: { ...DETECT_DEVICE_FILTER_OPTIONS, thetaR: 1e9 }, windows: { sampleHealthy: (n) => n !== 2 } }, (e) => events.push(e));
+      const h = new NodeHealth(
+        ['4/8', '4/8', '2/4'],
+        [0, 0, 1],
+        { rules: { ...DETECT_DEVICE_FILTER_OPTIONS, thetaR: 1e9 }, windows: { sampleHealthy: (n) => n !== 2 } },
+        (e) => events.push(e),
+      );
       const model = new NodeTelemetryModel(3, 1, new Rng(11));
       const fed: number[][][] = [[], [], []];
       const said: string[][] = [[], [], []];

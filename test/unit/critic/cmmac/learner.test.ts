@@ -129,7 +129,13 @@ describe('cMMAC learner', () => {
       // V = 0 everywhere: then delta_t = U_t and the advantages are plain (discounted) reward sums
       const w = critic.getWeights().arrays.map((a) => new Float32Array(a.length));
       critic.setWeights(w);
-      const learner = new CmmacLearner(actor, critic, new Rng(22), { lr: 5e-4, entropyCoef: 0.01, gamma: 0.5, gaeLambda: lam, criticSteps: 0 });
+      const learner = new CmmacLearner(actor, critic, new Rng(22), {
+        lr: 5e-4,
+        entropyCoef: 0.01,
+        gamma: 0.5,
+        gaeLambda: lam,
+        criticSteps: 0,
+      });
       const buf = new RolloutBuffer(OBS, A, S);
       const state = new Float32Array(S);
       for (const u of [0, 0, 4]) {

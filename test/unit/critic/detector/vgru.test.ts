@@ -55,7 +55,8 @@ describe('VgruDetector', () => {
       for (let k = 0; k < count; k++) {
         const phase = rng.uniform(0, 2 * Math.PI);
         for (let t = 0; t < T; t++)
-          for (let d = 0; d < D8; d++) out[(k * T + t) * D8 + d] = Math.sin(phase + t * 0.5 + d) + 0.05 * rng.normal() + (bad && d === 0 && t >= T - 4 ? 4 : 0);
+          for (let d = 0; d < D8; d++)
+            out[(k * T + t) * D8 + d] = Math.sin(phase + t * 0.5 + d) + 0.05 * rng.normal() + (bad && d === 0 && t >= T - 4 ? 4 : 0);
       }
       return out;
     };

@@ -89,6 +89,8 @@ describe('actorFit', () => {
     const a = readActorFile(file);
     expect(actorFit(a.shapes, { ...scenarioActor(kais), hidden: ACTOR_HIDDEN })).not.toBeNull();
     expect(deployableActor(file, kais).tensors.length).toBe(a.tensors.length);
-    expect(() => deployableActor(file, loadScenario('tiny'))).toThrow(/holds an actor with \d+ inputs and 41 actions; scenario tiny needs \d+ inputs and 4 actions/);
+    expect(() => deployableActor(file, loadScenario('tiny'))).toThrow(
+      /holds an actor with \d+ inputs and 41 actions; scenario tiny needs \d+ inputs and 4 actions/,
+    );
   });
 });

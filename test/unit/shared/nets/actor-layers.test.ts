@@ -126,7 +126,13 @@ describe('the actor as a TensorFlow.js layers model', () => {
     const spec = { obsDim: dim, numActions: 5, head: 'relu1' as const, targetBlock: null };
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-layers-'));
     try {
-      await writeActorLayers(dir, weights, spec, { scenario: 'test', scenarioFingerprint: 'test:0', head: 'relu1', obsDim: dim, numActions: 5 });
+      await writeActorLayers(dir, weights, spec, {
+        scenario: 'test',
+        scenarioFingerprint: 'test:0',
+        head: 'relu1',
+        obsDim: dim,
+        numActions: 5,
+      });
       const loaded = await tf.loadLayersModel(actorLayersFiles(dir));
       const x = new Float32Array(4 * dim).map((_, i) => Math.sin(i));
       const q = tf.tidy(() => (loaded.predict(tf.tensor2d(x, [4, dim])) as tf.Tensor).dataSync() as Float32Array);

@@ -20,7 +20,13 @@ describe('actor and critic networks', () => {
     expect(actor.getWeights().shapes).toEqual(actorShapes(20, 7));
     expect(actorShapes(20, 7)).toEqual([[20, 256], [256], [256, 128], [128], [128, 32], [32], [32, 7], [7]]);
     expect(critic.getWeights().shapes).toEqual(criticShapes(15));
-    expect(criticShapes(15).filter((_, i) => i % 2 === 0)).toEqual([[15, 256], [256, 128], [128, 64], [64, 32], [32, 1]]);
+    expect(criticShapes(15).filter((_, i) => i % 2 === 0)).toEqual([
+      [15, 256],
+      [256, 128],
+      [128, 64],
+      [64, 32],
+      [32, 1],
+    ]);
     actor.dispose();
     critic.dispose();
   });

@@ -57,7 +57,11 @@ function errorOf(r: DecodeResult): ProtocolError {
 describe('codec', () => {
   describe('round trip', () => {
     it('covers every message type', () => {
-      expect(sampleFrames().map((f) => f.type).sort()).toEqual([...MESSAGE_TYPES].sort());
+      expect(
+        sampleFrames()
+          .map((f) => f.type)
+          .sort(),
+      ).toEqual([...MESSAGE_TYPES].sort());
     });
 
     it.each(sampleFrames().map((f) => [f.type, f] as const))('round-trips a %s frame', (_type, frame) => {
@@ -90,7 +94,10 @@ describe('codec', () => {
       expect(e.frame.body.transitions[0].mask.constructor).toBe(Uint8Array);
       expect(p.frame.body.replicas.constructor).toBe(Int32Array);
       expect(Array.from(w.frame.body.tensors[0])).toEqual(Array.from(new Float32Array([0.1, -0.2, 0.3, 1e-3, 5, -7.25])));
-      expect(placementMatrix(p.frame.body)).toEqual([[1, 0, 2], [0, 3, 0]]);
+      expect(placementMatrix(p.frame.body)).toEqual([
+        [1, 0, 2],
+        [0, 3, 0],
+      ]);
     });
 
     it('writes typed arrays as plain msgpack bin holding their little-endian bytes', () => {
@@ -110,7 +117,10 @@ describe('codec', () => {
       const bytes = Buffer.concat([asBin.subarray(0, at), ext, asBin.subarray(at + 26)]);
       const r = decodeFrame(bytes);
       if (!r.ok || r.frame.type !== 'placement') throw new Error(r.ok ? r.frame.type : r.error.message);
-      expect(placementMatrix(r.frame.body)).toEqual([[1, 0, 2], [0, 3, 0]]);
+      expect(placementMatrix(r.frame.body)).toEqual([
+        [1, 0, 2],
+        [0, 3, 0],
+      ]);
     });
 
     it('round-trips a weights frame of the shipped model size (200k floats) and still checks every byte', () => {
@@ -185,10 +195,7 @@ describe('codec', () => {
 
     it('does not let a __proto__ key reach an object prototype', () => {
       // {"v":1,"type":"ack","seq":1,"ts":0,"body":{"__proto__":{"of":9}}}, written byte by byte
-      const bytes = Buffer.from(
-        '85a17601a474797065a361636ba373657101a2747300a4626f647981a95f5f70726f746f5f5f81a26f6609',
-        'hex',
-      );
+      const bytes = Buffer.from('85a17601a474797065a361636ba373657101a2747300a4626f647981a95f5f70726f746f5f5f81a26f6609', 'hex');
       const e = errorOf(decodeFrame(bytes));
       expect(e.code).toBe('KAIS_ERR_BAD_FIELD');
       expect(e.field).toBe('body.of');
@@ -326,8 +333,18 @@ describe('codec', () => {
       ['replicas as a list of numbers', 'placement', (b) => (b.replicas = [1, 0, 2, 0, 3, 0]), 'body.replicas'],
       ['an action outside the mask', 'experience', (b) => (b.transitions[0].action = 4), 'body.transitions[0].action'],
       ['an action the mask excludes', 'experience', (b) => (b.transitions[0].action = 1), 'body.transitions[0].action'],
-      ['a mask value other than 0 or 1', 'experience', (b) => (b.transitions[1].mask = new Uint8Array([0, 2, 0, 1])), 'body.transitions[1].mask'],
-      ['an observation holding Infinity', 'experience', (b) => (b.transitions[0].obs = new Float32Array([1, Infinity, 0])), 'body.transitions[0].obs'],
+      [
+        'a mask value other than 0 or 1',
+        'experience',
+        (b) => (b.transitions[1].mask = new Uint8Array([0, 2, 0, 1])),
+        'body.transitions[1].mask',
+      ],
+      [
+        'an observation holding Infinity',
+        'experience',
+        (b) => (b.transitions[0].obs = new Float32Array([1, Infinity, 0])),
+        'body.transitions[0].obs',
+      ],
       ['a positive log-probability', 'experience', (b) => (b.transitions[0].logProb = 0.5), 'body.transitions[0].logProb'],
       ['a transition from another eAP', 'experience', (b) => (b.transitions[1].eap = 0), 'body.transitions[1].eap'],
       ['a done flag that is not a boolean', 'experience', (b) => (b.transitions[0].done = 1), 'body.transitions[0].done'],
@@ -337,8 +354,18 @@ describe('codec', () => {
       ['samples that are not an array', 'telemetry', (b) => (b.samples = {}), 'body.samples'],
       ['a window of an unknown kind', 'telemetry', (b) => (b.windows[0].kind = 'odd'), 'body.windows[0].kind'],
       ['window values not matching steps x dims', 'telemetry', (b) => (b.windows[0].dims = 2), 'body.windows[0].values'],
-      ['a window value that is NaN', 'telemetry', (b) => (b.windows[0].values = new Float32Array([0, 0, 0, NaN, 0, 0])), 'body.windows[0].values'],
-      ['a one-step window', 'telemetry', (b) => ((b.windows[0].steps = 1), (b.windows[0].values = new Float32Array(3))), 'body.windows[0].steps'],
+      [
+        'a window value that is NaN',
+        'telemetry',
+        (b) => (b.windows[0].values = new Float32Array([0, 0, 0, NaN, 0, 0])),
+        'body.windows[0].values',
+      ],
+      [
+        'a one-step window',
+        'telemetry',
+        (b) => ((b.windows[0].steps = 1), (b.windows[0].values = new Float32Array(3))),
+        'body.windows[0].steps',
+      ],
       ['an empty shape key', 'telemetry', (b) => (b.windows[0].shape = ''), 'body.windows[0].shape'],
       ['too many windows', 'telemetry', (b) => (b.windows = Array.from({ length: 513 }, () => b.windows[0])), 'body.windows'],
       ['a verdict that is not a boolean', 'verdicts', (b) => (b.verdicts[0].anomalous = 1), 'body.verdicts[0].anomalous'],
@@ -396,7 +423,12 @@ describe('codec', () => {
       (_type, frame) => {
         const codec = new Codec();
         const body = codec.encodeBody(frame.type, frame.body as never);
-        for (const [seq, ts] of [[frame.seq, frame.ts], [0, 0], [2 ** 40, Date.now()], [Number.MAX_SAFE_INTEGER, 1.5]]) {
+        for (const [seq, ts] of [
+          [frame.seq, frame.ts],
+          [0, 0],
+          [2 ** 40, Date.now()],
+          [Number.MAX_SAFE_INTEGER, 1.5],
+        ]) {
           const head = codec.encodeHead(frame.type, seq, ts);
           expect(head.length).toBeLessThanOrEqual(ENVELOPE_HEAD_MAX_BYTES);
           const whole = Buffer.concat([head, body]);

@@ -39,10 +39,12 @@ describe.each(['immediate', 'microtask'] as const)('memory link (%s delivery)', 
     const got = collect(hub);
     for (const f of sampleFrames()) agent.send(encodeFrame(f));
     await tick();
-    expect(got.map((b) => {
-      const r = decodeFrame(b);
-      return r.ok ? r.frame : r.error.message;
-    })).toEqual(sampleFrames());
+    expect(
+      got.map((b) => {
+        const r = decodeFrame(b);
+        return r.ok ? r.frame : r.error.message;
+      }),
+    ).toEqual(sampleFrames());
   });
 
   it('delivers messages sent before close, then reports close once on both ends', async () => {

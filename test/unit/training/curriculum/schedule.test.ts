@@ -1,7 +1,14 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { BUILT_IN_CURRICULUM, decidePromotion, loadCurriculum, loadValidation, validateLesson, type Lesson } from '../../../../training/curriculum/schedule';
+import {
+  BUILT_IN_CURRICULUM,
+  decidePromotion,
+  loadCurriculum,
+  loadValidation,
+  validateLesson,
+  type Lesson,
+} from '../../../../training/curriculum/schedule';
 import { parseWindowFlag } from '../../../../training/jobs/train-options';
 
 const lesson: Lesson = {
@@ -51,24 +58,32 @@ describe('loadCurriculum', () => {
     for (let i = 1; i < ls.length; i++) expect(ls[i].checkpointIn).toBe(ls[i - 1].checkpointOut);
   });
   const traceDir = path.join(BUILT_IN_CURRICULUM, '..', 'trace-finetune');
-  const hasTrace = fs.existsSync(path.join(BUILT_IN_CURRICULUM, '..', '..', '..', '..', 'shared', 'data', 'alibaba', 'v2017_batch_task.csv'));
-  (hasTrace ? it : it.skip)('loads the trace fine-tuning lessons: the shipped ones, then RL on the early trace window (skipped without ../shared/data/alibaba)', () => {
-    const ls = loadCurriculum(traceDir);
-    expect(ls.map((l) => l.name)).toEqual(['01-clone-deadline-load', '02-rl-p4', '03-rl-trace-early']);
-    expect(ls[2].traceWindowS).toEqual([-1100, 25000]);
-  });
-  (hasTrace ? it : it.skip)('loads trace-validated and trace-clone with their validation window 25000-30000 s (skipped without ../shared/data/alibaba)', () => {
-    const dir = (n: string) => path.join(BUILT_IN_CURRICULUM, '..', n);
-    expect(loadCurriculum(dir('trace-validated')).map((l) => l.teacher ?? 'rl')).toEqual(['deadline-load-eta', 'rl', 'rl']);
-    expect(loadCurriculum(dir('trace-clone')).map((l) => [l.teacher ?? 'rl', l.traceWindowS ?? null])).toEqual([
-      ['deadline-load', null],
-      ['deadline-load', [-1100, 25000]],
-      ['rl', null],
-      ['rl', [-1100, 25000]],
-    ]);
-    for (const n of ['trace-validated', 'trace-clone']) expect(loadValidation(dir(n))?.traceWindowS).toEqual([25000, 30000]);
-    expect(loadValidation('default')).toBeNull();
-  });
+  const hasTrace = fs.existsSync(
+    path.join(BUILT_IN_CURRICULUM, '..', '..', '..', '..', 'shared', 'data', 'alibaba', 'v2017_batch_task.csv'),
+  );
+  (hasTrace ? it : it.skip)(
+    'loads the trace fine-tuning lessons: the shipped ones, then RL on the early trace window (skipped without ../shared/data/alibaba)',
+    () => {
+      const ls = loadCurriculum(traceDir);
+      expect(ls.map((l) => l.name)).toEqual(['01-clone-deadline-load', '02-rl-p4', '03-rl-trace-early']);
+      expect(ls[2].traceWindowS).toEqual([-1100, 25000]);
+    },
+  );
+  (hasTrace ? it : it.skip)(
+    'loads trace-validated and trace-clone with their validation window 25000-30000 s (skipped without ../shared/data/alibaba)',
+    () => {
+      const dir = (n: string) => path.join(BUILT_IN_CURRICULUM, '..', n);
+      expect(loadCurriculum(dir('trace-validated')).map((l) => l.teacher ?? 'rl')).toEqual(['deadline-load-eta', 'rl', 'rl']);
+      expect(loadCurriculum(dir('trace-clone')).map((l) => [l.teacher ?? 'rl', l.traceWindowS ?? null])).toEqual([
+        ['deadline-load', null],
+        ['deadline-load', [-1100, 25000]],
+        ['rl', null],
+        ['rl', [-1100, 25000]],
+      ]);
+      for (const n of ['trace-validated', 'trace-clone']) expect(loadValidation(dir(n))?.traceWindowS).toEqual([25000, 30000]);
+      expect(loadValidation('default')).toBeNull();
+    },
+  );
   it('names the file and the field of a bad lesson', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-cur-'));
     const f = path.join(dir, '01.json');
@@ -82,10 +97,23 @@ describe('loadCurriculum', () => {
     expect(() => validateLesson({ ...lesson, maxEpisode: 3 }, 'x.json')).toThrow(/x\.json: field "maxEpisode" is not a lesson field/);
   });
   it('reads the optional fields: teacher, trace window, dequeue and learner settings', () => {
-    const l = validateLesson({ ...lesson, teacher: 'lec', trace: 't.csv', traceWindowS: [-5, 100], dequeue: 'edf', lr: 2e-4, entropyCoef: 0.01, teamShare: 0.2 }, 'x.json');
-    expect(l).toMatchObject({ teacher: 'lec', trace: 't.csv', traceWindowS: [-5, 100], dequeue: 'edf', lr: 2e-4, entropyCoef: 0.01, teamShare: 0.2 });
+    const l = validateLesson(
+      { ...lesson, teacher: 'lec', trace: 't.csv', traceWindowS: [-5, 100], dequeue: 'edf', lr: 2e-4, entropyCoef: 0.01, teamShare: 0.2 },
+      'x.json',
+    );
+    expect(l).toMatchObject({
+      teacher: 'lec',
+      trace: 't.csv',
+      traceWindowS: [-5, 100],
+      dequeue: 'edf',
+      lr: 2e-4,
+      entropyCoef: 0.01,
+      teamShare: 0.2,
+    });
     expect(() => validateLesson({ ...lesson, dequeue: 'lifo' }, 'x.json')).toThrow(/field "dequeue" must be one of fifo, edf, discounted/);
-    expect(() => validateLesson({ ...lesson, trace: 't.csv', traceWindowS: [3, 3] }, 'x.json')).toThrow(/field "traceWindowS" must be \[from, to\]/);
+    expect(() => validateLesson({ ...lesson, trace: 't.csv', traceWindowS: [3, 3] }, 'x.json')).toThrow(
+      /field "traceWindowS" must be \[from, to\]/,
+    );
     expect(() => validateLesson({ ...lesson, traceWindowS: [0, 3] }, 'x.json')).toThrow(/field "traceWindowS" needs a "trace"/);
     expect(() => validateLesson({ ...lesson, lr: 0 }, 'x.json')).toThrow(/field "lr" must be a number/);
   });
@@ -110,7 +138,10 @@ describe('loadValidation (validation.json of a curriculum folder, --eval-trace)'
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-val-'));
     fs.writeFileSync(path.join(dir, '01.json'), JSON.stringify(lesson));
     fs.writeFileSync(path.join(dir, 'rows.csv'), '1,2,j,t,1,Terminated,50,0.01\n');
-    fs.writeFileSync(path.join(dir, 'validation.json'), JSON.stringify({ description: 'd', trace: 'rows.csv', traceWindowS: [25000, 30000] }));
+    fs.writeFileSync(
+      path.join(dir, 'validation.json'),
+      JSON.stringify({ description: 'd', trace: 'rows.csv', traceWindowS: [25000, 30000] }),
+    );
     expect(loadValidation(dir)).toEqual({ trace: path.join(dir, 'rows.csv'), traceWindowS: [25000, 30000] });
     expect(loadCurriculum(dir).map((l) => l.name)).toEqual(['t']);
   });

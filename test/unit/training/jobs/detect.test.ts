@@ -3,7 +3,20 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import * as zlib from 'zlib';
-import { LOMO_GRID, averagePrecision, countConfusion, lomoObjective, metricsOf, readInput, runDetect, runLearned, runLomo, windowLabels, type DetectOptions, type GridCounts } from '../../../../training/jobs/detect';
+import {
+  LOMO_GRID,
+  averagePrecision,
+  countConfusion,
+  lomoObjective,
+  metricsOf,
+  readInput,
+  runDetect,
+  runLearned,
+  runLomo,
+  windowLabels,
+  type DetectOptions,
+  type GridCounts,
+} from '../../../../training/jobs/detect';
 import { UsageError } from '../../../../shared/errors';
 import { Rng } from '../../../../shared/rng';
 import { loadBackend } from '../../../../shared/tf-backend';
@@ -68,7 +81,13 @@ describe('leave-one-out selection objective', () => {
 
   it('penalises a tuning entity where the combination loses what one stage had (issue 20)', () => {
     const c = (tp: number, fp: number, fn: number) => ({ tp, fp, fn, tpPa: tp, fpPa: fp, fnPa: fn });
-    const entity = (twoTp: number): GridCounts => ({ rules: c(5, 0, 95), learned: c(60, 20, 40), two: c(twoTp, 10, 100 - twoTp), decided: 90, windows: 1000 });
+    const entity = (twoTp: number): GridCounts => ({
+      rules: c(5, 0, 95),
+      learned: c(60, 20, 40),
+      two: c(twoTp, 10, 100 - twoTp),
+      decided: 90,
+      windows: 1000,
+    });
     // the learned stage alone has F1 0.6 on both; the combination keeps it on one, halves it on the other
     expect(lomoObjective([entity(60), entity(25)])).toBeLessThan(lomoObjective([entity(60), entity(55)]) - 0.5);
   });
@@ -139,7 +158,17 @@ describe('runDetect', () => {
 
   it('reports every stage in the DESIGN.md shape and finds the injected incident', async () => {
     const { report } = await runDetect(options(makeSmdFolder()));
-    expect(Object.keys(report)).toEqual(['input', 'windows', 'windowLabel', 'stages', 'rulesDecidedShare', 'usPerWindow', 'thresholds', 'combination', 'perEntity']);
+    expect(Object.keys(report)).toEqual([
+      'input',
+      'windows',
+      'windowLabel',
+      'stages',
+      'rulesDecidedShare',
+      'usPerWindow',
+      'thresholds',
+      'combination',
+      'perEntity',
+    ]);
     expect(Object.keys(report.stages)).toEqual(['rules', 'learned', 'pca', 'l2', 'twoStage']);
     for (const s of Object.values(report.stages)) expect(Object.keys(s)).toEqual(['precision', 'recall', 'f1', 'f1PointAdjusted', 'auprc']);
     // the report says how every threshold was chosen, and none from test labels

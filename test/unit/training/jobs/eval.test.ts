@@ -41,7 +41,18 @@ describe('kais eval', () => {
   });
 
   it('stresses the kais cluster at the default load: best pair between 0.70 and 0.90 (calibrated to 0.80 on seeds 1-3), random/static clearly below it, the oracle above all', () => {
-    const r = kais('eval', '--scenario', 'kais', '--seed', '1', '--frames', '20', '--json', '--policies', 'random/static,jsq/hpa,jsq/static,lec/hpa,p2c/hpa');
+    const r = kais(
+      'eval',
+      '--scenario',
+      'kais',
+      '--seed',
+      '1',
+      '--frames',
+      '20',
+      '--json',
+      '--policies',
+      'random/static,jsq/hpa,jsq/static,lec/hpa,p2c/hpa',
+    );
     expect(r.code).toBe(0);
     const report = JSON.parse(r.stdout);
     const res: { policy: string; throughputRate: number }[] = report.results;
@@ -70,7 +81,8 @@ describe('kais eval', () => {
 
   it('with --json and --plot: JSON alone on stdout, one "wrote" line on stderr, every policy of 13 in its own colour', () => {
     const plot = path.join(tmp, 'p13.svg');
-    const policies = 'lec/hpa,cmmac/hpa,p2c/hpa,lec/static,lec/gsp-ss,jsq/static,prob/hpa,round-robin/hpa,greedy/gsp-ss,greedy/hpa,jsq/hpa,random/static,onsocmax/hpa';
+    const policies =
+      'lec/hpa,cmmac/hpa,p2c/hpa,lec/static,lec/gsp-ss,jsq/static,prob/hpa,round-robin/hpa,greedy/gsp-ss,greedy/hpa,jsq/hpa,random/static,onsocmax/hpa';
     const r = kais('eval', '--scenario', 'kais', '--frames', '1', '--json', '--policies', policies, '--plot', plot);
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout).results).toHaveLength(13);
@@ -87,7 +99,9 @@ describe('kais eval', () => {
   it('reports the edge replica-seconds each pair held beside its scheduling cost', () => {
     const r = kais('eval', '--scenario', 'tiny', '--frames', '4', '--json', '--policies', 'jsq/static,lec/hpa,lec/gsp-ss');
     expect(r.code).toBe(0);
-    const by = Object.fromEntries((JSON.parse(r.stdout).results as { policy: string; replicaSeconds: number; schedulingCost: number }[]).map((x) => [x.policy, x]));
+    const by = Object.fromEntries(
+      (JSON.parse(r.stdout).results as { policy: string; replicaSeconds: number; schedulingCost: number }[]).map((x) => [x.policy, x]),
+    );
     // static holds the initial placement (tiny: 4 replicas) for the whole run, 4 frames of 25 s
     expect(by['jsq/static'].replicaSeconds).toBe(4 * 4 * 25);
     expect(Object.keys(by['jsq/static'])).toEqual(expect.arrayContaining(['schedulingCost', 'replicaSeconds']));
@@ -98,7 +112,10 @@ describe('kais eval', () => {
   });
 
   it('refuses an unknown policy with exit code 2 and one line', () => {
-    expectUsageError(kais('eval', '--scenario', 'tiny', '--policies', 'jsq/static,fastest/hpa'), /--policies: unknown dispatch policy "fastest"/);
+    expectUsageError(
+      kais('eval', '--scenario', 'tiny', '--policies', 'jsq/static,fastest/hpa'),
+      /--policies: unknown dispatch policy "fastest"/,
+    );
     expectUsageError(kais('eval', '--scenario', 'tiny', '--policies', 'jsq'), /--policies: "jsq" is not dispatch\/orchestration/);
   });
 
@@ -106,7 +123,10 @@ describe('kais eval', () => {
     const run = (extra: string[]) => {
       const r = kais('eval', '--scenario', 'kais', '--frames', '1', '--policies', 'cmmac/static,lec/static', '--json', ...extra);
       expect(r.code).toBe(0);
-      return JSON.parse(r.stdout) as { slotS: number; results: { policy: string; arrived: number; throughputRate: number; meanLatencyMs: number }[] };
+      return JSON.parse(r.stdout) as {
+        slotS: number;
+        results: { policy: string; arrived: number; throughputRate: number; meanLatencyMs: number }[];
+      };
     };
     const coarse = run([]);
     const fine = run(['--slot', '0.05']);
@@ -119,16 +139,21 @@ describe('kais eval', () => {
       // apart for one of the two on this one frame
       expect(Math.abs(fine.results[i].throughputRate - coarse.results[i].throughputRate)).toBeLessThan(0.02);
     }
-    expectUsageError(kais('eval', '--scenario', 'tiny', '--slot', '0.3'), /--slot: must divide the \S+ s frame of scenario tiny into whole slots, got 0.3/);
+    expectUsageError(
+      kais('eval', '--scenario', 'tiny', '--slot', '0.3'),
+      /--slot: must divide the \S+ s frame of scenario tiny into whole slots, got 0.3/,
+    );
     expectUsageError(kais('eval', '--scenario', 'tiny', '--slot', '0'), /--slot: expected a number > 0/);
   });
 
-  it('--view agent runs the policies on the live agent\'s view and says so in the JSON; a bad --view exits 2', () => {
+  it("--view agent runs the policies on the live agent's view and says so in the JSON; a bad --view exits 2", () => {
     const r = kais('eval', '--scenario', 'tiny', '--frames', '1', '--policies', 'lec/hpa', '--view', 'agent', '--json');
     expect(r.code).toBe(0);
     const report = JSON.parse(r.stdout);
     expect(report.view).toBe('agent');
-    expect(report.results[0].arrived).toBe(report.results[0].completedInTime + report.results[0].late + report.results[0].dropped + report.results[0].queuedAtEnd);
+    expect(report.results[0].arrived).toBe(
+      report.results[0].completedInTime + report.results[0].late + report.results[0].dropped + report.results[0].queuedAtEnd,
+    );
     expectUsageError(kais('eval', '--scenario', 'tiny', '--view', 'local'), /--view: expected one of agent, global, got "local"/);
   });
 
@@ -176,7 +201,10 @@ describe('kais eval', () => {
   });
 
   it('refuses cmmac without a usable checkpoint, in one line', () => {
-    expectUsageError(kais('eval', '--scenario', 'tiny', '--policies', 'cmmac/hpa', '--checkpoint', path.join(tmp, 'none.db')), /--checkpoint: .*none\.db does not exist/);
+    expectUsageError(
+      kais('eval', '--scenario', 'tiny', '--policies', 'cmmac/hpa', '--checkpoint', path.join(tmp, 'none.db')),
+      /--checkpoint: .*none\.db does not exist/,
+    );
     const bad = path.join(tmp, 'corrupt.db');
     fs.writeFileSync(bad, 'this is not a database');
     expectUsageError(kais('eval', '--scenario', 'tiny', '--policies', 'cmmac/hpa', '--checkpoint', bad), /corrupt\.db/);
@@ -198,7 +226,18 @@ describe('kais eval', () => {
   it('injects node failures at the real event times of the server event file', () => {
     const d = fs.existsSync(DATA);
     if (!d) return console.warn(`skipped: ${DATA} is absent`);
-    const r = kais('eval', '--scenario', 'small', '--frames', '4', '--policies', 'lec/hpa', '--fault-events', path.join(DATA, 'v2017_server_event.csv'), '--json');
+    const r = kais(
+      'eval',
+      '--scenario',
+      'small',
+      '--frames',
+      '4',
+      '--policies',
+      'lec/hpa',
+      '--fault-events',
+      path.join(DATA, 'v2017_server_event.csv'),
+      '--json',
+    );
     expect(r.code).toBe(0);
     const rep = JSON.parse(r.stdout);
     expect(rep.faults).toBeGreaterThan(0);

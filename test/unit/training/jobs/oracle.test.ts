@@ -185,7 +185,14 @@ describe('oracleBound: never below what the policies achieve on the simulator', 
           expect(bound.arrived).toBeGreaterThan(0);
           for (const pair of pairs) {
             const [d, o] = pair.split('/');
-            const r = runEpisode({ scenario, requests, frames, seed, dispatch: makeDispatch(d, scenario), orchestration: makeOrchestration(o, scenario) });
+            const r = runEpisode({
+              scenario,
+              requests,
+              frames,
+              seed,
+              dispatch: makeDispatch(d, scenario),
+              orchestration: makeOrchestration(o, scenario),
+            });
             expect(r.arrived).toBe(bound.arrived);
             expect(bound.completedInTime).toBeGreaterThanOrEqual(r.completedInTime);
             // runEpisode rounds its rate to 4 digits

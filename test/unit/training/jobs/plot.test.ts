@@ -2,7 +2,9 @@ import { renderScatter, renderSvg, seriesStyle } from '../../../../training/jobs
 
 /** The stroke colour and dash pattern of each polyline, in order. */
 function lineStyles(svg: string): string[] {
-  return [...svg.matchAll(/<polyline fill="none" stroke="([^"]+)" stroke-width="2"(?: stroke-dasharray="([^"]+)")?/g)].map((m) => `${m[1]} ${m[2] ?? ''}`);
+  return [...svg.matchAll(/<polyline fill="none" stroke="([^"]+)" stroke-width="2"(?: stroke-dasharray="([^"]+)")?/g)].map(
+    (m) => `${m[1]} ${m[2] ?? ''}`,
+  );
 }
 
 describe('plot styles', () => {
@@ -24,11 +26,23 @@ describe('plot styles', () => {
   });
 
   it('keeps a dashed series dashed (learning-curve baselines)', () => {
-    expect(lineStyles(renderSvg('t', [{ name: 'a', values: [1] }, { name: 'b', values: [1], dashed: true }]))).toEqual(['#1f77b4 ', '#d62728 6 4']);
+    expect(
+      lineStyles(
+        renderSvg('t', [
+          { name: 'a', values: [1] },
+          { name: 'b', values: [1], dashed: true },
+        ]),
+      ),
+    ).toEqual(['#1f77b4 ', '#d62728 6 4']);
   });
 
   it('draws 25 scatter points in 25 different markers', () => {
-    const svg = renderScatter('t', Array.from({ length: 25 }, (_, k) => ({ name: `p${k}`, x: k, y: 0.5 })), 'x', 'y');
+    const svg = renderScatter(
+      't',
+      Array.from({ length: 25 }, (_, k) => ({ name: `p${k}`, x: k, y: 0.5 })),
+      'x',
+      'y',
+    );
     const markers = [...svg.matchAll(/<circle cx="[\d.]+" cy="[\d.]+" r="5" ([^/]+)\/>/g)].map((m) => m[1]);
     expect(markers).toHaveLength(50); // point and legend marker
     expect(new Set(markers).size).toBe(25);

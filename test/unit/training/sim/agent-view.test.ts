@@ -76,9 +76,21 @@ describe('EdgeCloudEnv with agentViews', () => {
   it('keeps the parallel-env contract and the accounting on tiny with hpa and a node failure, and is deterministic', () => {
     const scenario = loadScenario('tiny');
     const frames = 3;
-    const requests = buildRequests({ scenario, workload: 'p4', seed: 4, load: 1.2, durationS: frames * scenario.slotsPerFrame * scenario.slotS });
+    const requests = buildRequests({
+      scenario,
+      workload: 'p4',
+      seed: 4,
+      load: 1.2,
+      durationS: frames * scenario.slotsPerFrame * scenario.slotS,
+    });
     const make = () =>
-      new EdgeCloudEnv(scenario, { requests, frames, orchestration: makeOrchestration('hpa', scenario), agentViews: true, faults: [{ node: 1, startS: 20, durationS: 15 }] });
+      new EdgeCloudEnv(scenario, {
+        requests,
+        frames,
+        orchestration: makeOrchestration('hpa', scenario),
+        agentViews: true,
+        faults: [{ node: 1, startS: 20, durationS: 15 }],
+      });
     // the last valid target (the cloud is always valid): a fixed rule that reads only the mask,
     // which the agent view builds
     const lastValid = () => (it: DispatchItem) => it.mask.lastIndexOf(1);
@@ -89,9 +101,23 @@ describe('EdgeCloudEnv with agentViews', () => {
   it('runEpisode --view agent: every request accounted for, the same arrivals as the global view, the policy reads the agent view', () => {
     const scenario = loadScenario('tiny');
     const frames = 4;
-    const requests = buildRequests({ scenario, workload: 'p4', seed: 2, load: 1, durationS: frames * scenario.slotsPerFrame * scenario.slotS });
+    const requests = buildRequests({
+      scenario,
+      workload: 'p4',
+      seed: 2,
+      load: 1,
+      durationS: frames * scenario.slotsPerFrame * scenario.slotS,
+    });
     const run = (view: 'global' | 'agent') =>
-      runEpisode({ scenario, requests, frames, seed: 2, dispatch: makeDispatch('jsq', scenario), orchestration: makeOrchestration('hpa', scenario), view });
+      runEpisode({
+        scenario,
+        requests,
+        frames,
+        seed: 2,
+        dispatch: makeDispatch('jsq', scenario),
+        orchestration: makeOrchestration('hpa', scenario),
+        view,
+      });
     const g = run('global');
     const a = run('agent');
     expect(a.arrived).toBe(g.arrived);

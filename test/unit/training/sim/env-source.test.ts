@@ -34,7 +34,15 @@ describe('EdgeCloudEnv on a request source', () => {
     for (const p of pairs) {
       const [d, o] = p.split('/');
       const run = (requests: typeof array | typeof source) =>
-        runEpisode({ scenario, requests, frames, seed: 3, dispatch: makeDispatch(d, scenario), orchestration: makeOrchestration(o, scenario), faults });
+        runEpisode({
+          scenario,
+          requests,
+          frames,
+          seed: 3,
+          dispatch: makeDispatch(d, scenario),
+          orchestration: makeOrchestration(o, scenario),
+          faults,
+        });
       const a = run(array);
       const b = run(source);
       expect(b).toEqual(a);
@@ -51,7 +59,16 @@ describe('EdgeCloudEnv on a request source', () => {
     const source = openWorkload(wo);
     for (const nodeDequeue of ['fifo', 'discounted'] as const) {
       const run = (requests: typeof array | typeof source) =>
-        runEpisode({ scenario: tiny, requests, frames, seed: 5, nodeDequeue, dispatch: makeDispatch('jsq', tiny), orchestration: makeOrchestration('hpa', tiny), deviceFilters: nodeDequeue === 'fifo' });
+        runEpisode({
+          scenario: tiny,
+          requests,
+          frames,
+          seed: 5,
+          nodeDequeue,
+          dispatch: makeDispatch('jsq', tiny),
+          orchestration: makeOrchestration('hpa', tiny),
+          deviceFilters: nodeDequeue === 'fifo',
+        });
       expect(run(source)).toEqual(run(array));
     }
   });
@@ -115,7 +132,10 @@ describe('EdgeCloudEnv on a request source', () => {
         for (const b of env.agents) acts[b] = policy.decide(observations[b], env.view);
         observations = env.step(acts).observations;
       }
-      return { env, figures: { ...env.outcome, sum: env.latencySumS, p99: env.answeredP99S(), frames: env.frames, lost: env.lostToFailedNodes } };
+      return {
+        env,
+        figures: { ...env.outcome, sum: env.latencySumS, p99: env.answeredP99S(), frames: env.frames, lost: env.lostToFailedNodes },
+      };
     };
     const a = run(buildRequests(wo));
     const b = run(openWorkload(wo));

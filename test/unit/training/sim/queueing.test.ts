@@ -158,7 +158,14 @@ function md1(rho: number, n: number): Case {
 
 function mmc(c: number, rho: number, n: number): Case {
   const lambda = rho * c * MU;
-  return { name: `M/M/${c} rho ${rho}`, servers: c, rho, n, deterministic: false, theoryS: erlangC(c, lambda / MU) / (c * MU - lambda) + 1 / MU };
+  return {
+    name: `M/M/${c} rho ${rho}`,
+    servers: c,
+    rho,
+    n,
+    deterministic: false,
+    theoryS: erlangC(c, lambda / MU) / (c * MU - lambda) + 1 / MU,
+  };
 }
 
 const CASES: Case[] = [mm1(0.5, 200_000), mm1(0.8, 1_000_000), mm1(0.9, 2_000_000), md1(0.8, 300_000), mmc(4, 0.8, 600_000)];

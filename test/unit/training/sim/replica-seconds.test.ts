@@ -10,7 +10,8 @@ import { buildRequests } from '../../../../training/workload';
 function held(env: EdgeCloudEnv): number {
   const c = env.cluster;
   let h = 0;
-  for (let n = 0; n < c.numNodes; n++) for (let w = 0; w < c.numServices; w++) h += c.ready[n * c.numServices + w] + c.starting[n * c.numServices + w];
+  for (let n = 0; n < c.numNodes; n++)
+    for (let w = 0; w < c.numServices; w++) h += c.ready[n * c.numServices + w] + c.starting[n * c.numServices + w];
   return h;
 }
 
@@ -18,7 +19,12 @@ function held(env: EdgeCloudEnv): number {
 function run(s: Scenario, pair: string, frames: number): { env: EdgeCloudEnv; sampled: number } {
   const [d, o] = pair.split('/');
   const frameS = s.slotS * s.slotsPerFrame;
-  const env = new EdgeCloudEnv(s, { requests: buildRequests({ scenario: s, workload: 'p4', seed: 2, load: 1.5, durationS: frames * frameS }), frames, orchestration: makeOrchestration(o, s), seed: 2 });
+  const env = new EdgeCloudEnv(s, {
+    requests: buildRequests({ scenario: s, workload: 'p4', seed: 2, load: 1.5, durationS: frames * frameS }),
+    frames,
+    orchestration: makeOrchestration(o, s),
+    seed: 2,
+  });
   const policy = makeDispatch(d, s);
   let { observations } = env.reset({ seed: 2 });
   policy.reset?.(2, env.view);

@@ -43,7 +43,7 @@ describe('device filters in the simulator', () => {
     expect(() => new TelemetryFilters(cluster, 1, { learned: {} })).toThrow(/needs a scorer/);
   });
 
-  it('hold out at most half of an eAP\'s nodes at once, as the agent does', () => {
+  it("hold out at most half of an eAP's nodes at once, as the agent does", () => {
     const cluster = new Cluster(scenario);
     const tf = new TelemetryFilters(cluster, 3);
     const eap0 = Array.from({ length: cluster.numNodes }, (_, n) => n).filter((n) => cluster.eapOfNode[n] === 0);
@@ -110,10 +110,19 @@ describe('device filters in the simulator', () => {
     /** eAP 0's nodes turn abnormal at t = 85 s; returns the filters' counters and the nodes held out at the end. */
     function run() {
       const cluster = new Cluster(small);
-      const tf = new TelemetryFilters(cluster, 5, { learned: { minWindows: 4, refitWindows: 100_000, vgru: tiny }, scorer: () => new DetectorCore() });
+      const tf = new TelemetryFilters(cluster, 5, {
+        learned: { minWindows: 4, refitWindows: 100_000, vgru: tiny },
+        scorer: () => new DetectorCore(),
+      });
       try {
         for (let t = 0; t < 100; t++) tf.tick(t, (n) => t >= 85 && cluster.eapOfNode[n] === 0);
-        return { stats: { ...tf.learnedStats }, out: Array.from(cluster.healthyFlag).map((f, n) => (f === 0 ? n : -1)).filter((n) => n >= 0), exclusions: tf.exclusions };
+        return {
+          stats: { ...tf.learnedStats },
+          out: Array.from(cluster.healthyFlag)
+            .map((f, n) => (f === 0 ? n : -1))
+            .filter((n) => n >= 0),
+          exclusions: tf.exclusions,
+        };
       } finally {
         tf.dispose();
       }

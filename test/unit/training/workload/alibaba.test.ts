@@ -12,11 +12,7 @@ const V2017 = [
   '110,150,9,90,12,Failed,75,0.005', // rows are not sorted
 ].join('\n');
 
-const V2018 = [
-  'M1,3,j_1,1,Terminated,500,560,100,0.39',
-  'R2_1,1,j_1,1,Terminated,570,600,50,',
-  'M1,10,j_2,12,Running,520,0,,',
-].join('\n');
+const V2018 = ['M1,3,j_1,1,Terminated,500,560,100,0.39', 'R2_1,1,j_1,1,Terminated,570,600,50,', 'M1,10,j_2,12,Running,520,0,,'].join('\n');
 
 function tmpFile(name: string, text: string): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-wl-'));

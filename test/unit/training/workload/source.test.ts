@@ -160,6 +160,10 @@ describe('request sources', () => {
     expect(fp(drain(openWorkload(opts)))).toBe(fp(arr));
     expect(drain(arraySource(arr))).toEqual(arr);
     expect(openWorkload({ ...opts, durationS: 0 }).count).toBe(0);
-    expect(openWorkload({ ...opts, durationS: 0 }).open().next()).toBeNull();
+    expect(
+      openWorkload({ ...opts, durationS: 0 })
+        .open()
+        .next(),
+    ).toBeNull();
   });
 });

@@ -16,12 +16,19 @@ function problems(reqs: Request[], s: Scenario, durationS: number): string | nul
     const ok =
       r.id === i &&
       (i === 0 || r.arrivalS >= reqs[i - 1].arrivalS) &&
-      r.arrivalS >= 0 && r.arrivalS < durationS &&
+      r.arrivalS >= 0 &&
+      r.arrivalS < durationS &&
       r.deadlineS > r.arrivalS &&
-      r.workCoreS > 0 && Number.isFinite(r.workCoreS) &&
-      r.inputMB >= 0.05 && r.inputMB <= 5 &&
-      Number.isInteger(r.service) && r.service >= 0 && r.service < s.services.length &&
-      Number.isInteger(r.eap) && r.eap >= 0 && r.eap < s.eaps.length;
+      r.workCoreS > 0 &&
+      Number.isFinite(r.workCoreS) &&
+      r.inputMB >= 0.05 &&
+      r.inputMB <= 5 &&
+      Number.isInteger(r.service) &&
+      r.service >= 0 &&
+      r.service < s.services.length &&
+      Number.isInteger(r.eap) &&
+      r.eap >= 0 &&
+      r.eap < s.eaps.length;
     if (!ok) return `request ${i} is invalid: ${JSON.stringify(r)}`;
   }
   return null;
@@ -44,7 +51,11 @@ function heavySet(scores: number[]): Set<number> {
 }
 
 /** Share of requests of `heavy` services among those whose phase sin(2 pi t / T) is positive / negative. */
-function shareByPhase(reqs: Request[], T: number, heavy: Set<number>): { peak: number; trough: number; peakCount: number; troughCount: number } {
+function shareByPhase(
+  reqs: Request[],
+  T: number,
+  heavy: Set<number>,
+): { peak: number; trough: number; peakCount: number; troughCount: number } {
   let pc = 0;
   let ph = 0;
   let tc = 0;
@@ -83,7 +94,10 @@ describe('generateSynthetic', () => {
   });
 
   it.each(PATTERNS)('%s: the mean rate is within 10%% of ratePerS x load', (pattern) => {
-    for (const [s, load, durationS] of [[tiny, 1, 2000], [kais, 2, 200]] as const) {
+    for (const [s, load, durationS] of [
+      [tiny, 1, 2000],
+      [kais, 2, 200],
+    ] as const) {
       const reqs = generateSynthetic({ scenario: s, pattern, seed: 2, load, durationS });
       expect(Math.abs(reqs.length / durationS / (s.workload.ratePerS * load) - 1)).toBeLessThan(0.1);
     }

@@ -127,7 +127,14 @@ describe('toRequests', () => {
 
   it('imputes a missing end time and plan_cpu from the medians of the window', () => {
     const r = (endS: number | null, planCpu: number | null): TraceRow => ({
-      arrivalS: 0, endS, jobId: '1', taskId: 't', instances: 1, status: 'Running', planCpu, planMem: null,
+      arrivalS: 0,
+      endS,
+      jobId: '1',
+      taskId: 't',
+      instances: 1,
+      status: 'Running',
+      planCpu,
+      planMem: null,
     });
     const core = traceTaskCoreS([r(10, 50), r(30, 100), r(20, 50), r(null, null)]);
     expect(Array.from(core)).toEqual([5, 30, 10, 10]); // median duration 20 s, median plan_cpu 50
