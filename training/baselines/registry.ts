@@ -21,7 +21,9 @@ export function makeDispatch(name: string, scenario: Scenario): DispatchPolicy {
 
 export function makeOrchestration(name: string, scenario: Scenario): OrchestrationPolicy {
   if (!isOrchestrationPolicy(name))
-    throw new UsageError(`--policies: unknown orchestration policy "${name}" (known: ${ORCHESTRATION_BASELINES.join(', ')}, gpg)`);
+    throw new UsageError(
+      `--policies: unknown orchestration policy "${name}" (known: ${ORCHESTRATION_BASELINES.join(', ')}, gpg, hindsight)`,
+    );
   return makeOrchestrationPolicy(name, scenario);
 }
 

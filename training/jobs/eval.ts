@@ -18,6 +18,7 @@ import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
 import { loadScenario, scenarioWithSlot } from '../../shared/scenario';
 import type { Scenario } from '../../shared/scenario';
 import { makeDispatch, makeOrchestration, parsePolicyPair } from '../baselines/registry';
+import { frameDemand, HINDSIGHT_TARGETS, HindsightOrchestration, type FrameDemand } from '../baselines/hindsight';
 import type { Fault } from '../sim/faults';
 import { faultsFromRate, faultsFromServerEvents } from '../sim/faults';
 import { DEFAULT_WORKLOAD, WORKLOAD_NAMES, openWorkload } from '../workload';
@@ -58,7 +59,8 @@ export const EVAL_SPEC = {
   workload: opt.choice(WORKLOAD_NAMES, { default: DEFAULT_WORKLOAD, describe: 'synthetic arrival pattern (ignored with --trace)' }),
   trace: opt.file({ dir: true, describe: 'Alibaba batch_task CSV (v2017 or v2018), or a folder holding batch_task.csv' }),
   policies: opt.optString({
-    describe: 'comma-separated dispatch/orchestration pairs (default: the heuristic pairs, and cmmac/hpa when a model ships)',
+    describe:
+      'comma-separated dispatch/orchestration pairs (default: the heuristic pairs, and cmmac/hpa when a model ships); orchestration x/gpg runs the --gpg model, x/hindsight the best of placement rules that know each next frame (docs/simulator.md)',
   }),
   checkpoint: opt.file({ sqlite: 'kais checkpoint', describe: 'SQLite checkpoint of kais train for cmmac' }),
   gpg: opt.file({ describe: 'GPG model (JSON, scripts/train-gpg.ts) for the gpg orchestration (x/gpg pairs)' }),
@@ -240,7 +242,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
   for (const p of pairs) {
     const { dispatch, orchestration } = parsePolicyPair(p);
     makeAnyDispatch(dispatch, scenario, a.checkpoint, base);
-    makeAnyOrchestration(orchestration, scenario, a.gpg)?.dispose?.();
+    if (orchestration !== 'hindsight') makeAnyOrchestration(orchestration, scenario, a.gpg)?.dispose?.();
   }
   const view = a.view ?? 'agent';
   if (view !== 'global' && view !== 'agent') throw new UsageError(`--view: global or agent, got "${view}"`);
@@ -270,22 +272,39 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
   // RUN: every pair on the same requests and seed
   const results: PolicyResult[] = [];
   const t0 = Date.now();
+  const frameS = scenario.slotsPerFrame * scenario.slotS;
+  let demand: FrameDemand | null = null;
   pairs.forEach((p, k) => {
     const { dispatch, orchestration } = parsePolicyPair(p);
-    const r = runEpisode({
-      scenario,
-      requests,
-      frames,
-      seed: a.seed,
-      dispatch: makeAnyDispatch(dispatch, scenario, a.checkpoint, base),
-      orchestration: makeAnyOrchestration(orchestration, scenario, a.gpg),
-      nodeDequeue,
-      view,
-      faults,
-      timing: a.timing,
-      deviceFilters: a.filters,
-      learnedDetector: learned,
-    });
+    const episode = (orch: OrchestrationPolicy) =>
+      runEpisode({
+        scenario,
+        requests,
+        frames,
+        seed: a.seed,
+        dispatch: makeAnyDispatch(dispatch, scenario, a.checkpoint, base),
+        orchestration: orch,
+        nodeDequeue,
+        view,
+        faults,
+        timing: a.timing,
+        deviceFilters: a.filters,
+        learnedDetector: learned,
+      });
+    let r: PolicyResult;
+    if (orchestration === 'hindsight') {
+      // the best of the future-knowing placement rules (training/baselines/hindsight.ts)
+      demand ??= frameDemand(requests, scenario.services.length, frameS, frames);
+      const d = demand;
+      const runs = HINDSIGHT_TARGETS.map((u) => episode(new HindsightOrchestration(d, frameS, u)));
+      r = runs.reduce((b, x) =>
+        x.throughputRate > b.throughputRate || (x.throughputRate === b.throughputRate && x.replicaSeconds < b.replicaSeconds) ? x : b,
+      );
+    } else {
+      const orch = makeAnyOrchestration(orchestration, scenario, a.gpg);
+      r = episode(orch);
+      orch.dispose?.();
+    }
     results.push(r);
     if (Date.now() - t0 > 2000)
       progress(
