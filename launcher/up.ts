@@ -83,7 +83,11 @@ export const UP_SPEC = {
   trace: opt.file({ dir: true, describe: 'Alibaba batch_task CSV to replay instead' }),
   seed: opt.integer({ default: 1, describe: 'workload seed' }),
   load: opt.number({ default: 1, min: 0, minExclusive: true, max: MAX_LOAD, describe: 'multiplier on the arrival rate' }),
-  orchestration: opt.choice(ORCHESTRATION_POLICIES, { default: 'static', describe: 'placement policy' }),
+  orchestration: opt.choice([...ORCHESTRATION_POLICIES, 'gpg'] as const, {
+    default: 'static',
+    describe: 'placement policy (gpg: the learned one, from --gpg)',
+  }),
+  gpg: opt.file({ describe: 'GPG model (JSON, scripts/train-gpg.ts) for --orchestration gpg' }),
   policy: opt.string({
     default: 'cmmac',
     describe: `dispatch policy of every agent and of the prediction: cmmac (the model, learning online) or a heuristic of kais eval (${DISPATCH_HEURISTICS.join(', ')}), then without model or learning`,
@@ -320,8 +324,11 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   if (!(a.speed > 0) || !Number.isFinite(a.speed)) throw new UsageError(`--speed: must be a positive number, got ${a.speed}`);
   if (!isWorkloadName(a.workload))
     throw new UsageError(`--workload: unknown workload "${a.workload}" (valid: ${WORKLOAD_NAMES.join(', ')})`);
-  if (!isOrchestrationPolicy(a.orchestration))
-    throw new UsageError(`--orchestration: one of ${ORCHESTRATION_POLICIES.join(', ')}, got ${a.orchestration}`);
+  if (!isOrchestrationPolicy(a.orchestration) && a.orchestration !== 'gpg')
+    throw new UsageError(`--orchestration: one of ${ORCHESTRATION_POLICIES.join(', ')}, gpg, got ${a.orchestration}`);
+  if (a.orchestration === 'gpg' && !a.gpg)
+    throw new UsageError('--orchestration gpg: needs --gpg <model.json> (scripts/train-gpg.ts makes one)');
+  if (a.gpg) checkGpgModel(a.gpg, scenario);
   if (!(a.explore > 0 && a.explore <= 1)) throw new UsageError(`--explore: must be a share in (0, 1], got ${a.explore}`);
   if (!Number.isInteger(a.learnBatch) || a.learnBatch < 1)
     throw new UsageError(`--learn-batch: must be a positive integer, got ${a.learnBatch}`);
@@ -424,6 +431,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         agentTokens,
         scenario: a.scenario,
         orchestration: a.orchestration,
+        gpgModel: a.gpg ? path.resolve(a.gpg) : null,
         speed: a.speed,
         executor: nodeReady.admin,
         executorToken: nodeReady.adminToken ?? null,
@@ -752,6 +760,29 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   }
 }
 
+/** The GPG model of --gpg for this scenario (tfjs loads only here); its problems name the flag. */
+function loadGpgNet(file: string, scenario: Scenario): import('../critic/gpg/gnn').GpgNet {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { gpgModelFromJson } = require('../critic/gpg/model') as typeof import('../critic/gpg/model');
+  try {
+    return gpgModelFromJson(fs.readFileSync(file, 'utf8'), scenario.services.length).net;
+  } catch (e) {
+    throw new UsageError(`--gpg: ${file}: ${(e as Error).message}`);
+  }
+}
+
+function checkGpgModel(file: string, scenario: Scenario): void {
+  loadGpgNet(file, scenario).dispose();
+}
+
+/** The orchestrator's GPG (greedy, one decision per frame), for the prediction. */
+function gpgPolicy(file: string, scenario: Scenario): import('../shared/policy').OrchestrationPolicy {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { GpgOrchestration } = require('../critic/gpg/policy') as typeof import('../critic/gpg/policy');
+  const periodS = scenario.slotS * scenario.slotsPerFrame;
+  return new GpgOrchestration(loadGpgNet(file, scenario), { periodS, nodesPerDecision: scenario.scaleNodesPerFrame, mode: 'greedy' });
+}
+
 /**
  * The simulator's throughput rate for the run's requests (what `kais eval` reports for them): the
  * agents' policy (a `--policy` heuristic, one instance per eAP with the agents' seeds; for cmmac
@@ -761,7 +792,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
 export function predictRate(
   base: Scenario,
   requests: Request[],
-  a: Pick<UpArgs, 'seed' | 'orchestration'>,
+  a: Pick<UpArgs, 'seed' | 'orchestration' | 'gpg'>,
   policy: LivePolicyName,
   checkpoint: string | undefined,
   view: 'global' | 'agent' = 'agent',
@@ -788,7 +819,7 @@ export function predictRate(
     frames: Math.max(1, Math.ceil((lastS + 1) / frameS)),
     seed: a.seed,
     dispatch,
-    orchestration: makeOrchestration(a.orchestration, scenario),
+    orchestration: a.orchestration === 'gpg' ? gpgPolicy(a.gpg!, scenario) : makeOrchestration(a.orchestration, scenario),
     nodeDequeue: 'edf',
     view,
   });

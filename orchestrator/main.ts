@@ -13,7 +13,7 @@
  * a learning orchestrator should explore (`kais agent --explore 0.25`). `"learner": "none"` only stores experience.
  *
  * Config file (JSON), every field optional except none:
- * `{"scenario": "kais", "orchestration": "static"|"hpa"|"gsp-ss", "token": "", "agentTokens": {"0": "..."},
+ * `{"scenario": "kais", "orchestration": "static"|"hpa"|"gsp-ss"|"gpg", "gpgModel": null | "<GPG model .json>", "token": "", "agentTokens": {"0": "..."},
  *   "frameS": <scenario seconds per frame, default slotS x slotsPerFrame>, "speed": 1,
  *   "executor": null | "http://<kais node admin>", "executorToken": null | "<its adminToken>", "checkpoint": null | "<kais train db or actor .bin>",
  *   "actorHead": "softplus1", "heartbeatMs": 5000, "learner": "cmmac"|"none", "learnBatch": 2048,
@@ -39,6 +39,7 @@ import { deployableActor } from '../shared/nets/actor-file';
 import { topologyOf } from '../shared/scenario';
 import { Intake, type IntakeEvent } from './intake';
 import { UsageError } from '../shared/errors';
+import { loadBackend } from '../shared/tf-backend';
 import { placementMatrix } from '../shared/protocol/envelope';
 import { loadScenario, type Scenario } from '../shared/scenario';
 import { initialPlacement } from '../shared/orchestration/placement';
@@ -53,6 +54,8 @@ import { DEFAULT_STORE_LIMITS, isStoreWriteError, Store, StoreError, type Metric
 export interface OrchestratorConfig {
   scenario: Scenario;
   orchestration: OrchestrationName;
+  /** The GPG model (JSON) of `orchestration: "gpg"`. */
+  gpgModel: string | null;
   token: string;
   agentTokens: Record<number, string>;
   frameS: number;
@@ -91,6 +94,7 @@ export function readConfig(file: string): OrchestratorConfig {
   const known = [
     'scenario',
     'orchestration',
+    'gpgModel',
     'token',
     'agentTokens',
     'frameS',
@@ -118,8 +122,12 @@ export function readConfig(file: string): OrchestratorConfig {
   };
   const scenario = loadScenario(str('scenario', 'kais'));
   const orchestration = str('orchestration', 'static');
-  if (!(ORCHESTRATION_NAMES as string[]).includes(orchestration))
-    fail('orchestration', `must be one of ${ORCHESTRATION_NAMES.join(', ')} (gpg is not wired in yet)`);
+  if (!(ORCHESTRATION_NAMES as string[]).includes(orchestration)) fail('orchestration', `must be one of ${ORCHESTRATION_NAMES.join(', ')}`);
+  const gpgModel = strOrNull('gpgModel');
+  if (orchestration === 'gpg' && gpgModel === null)
+    fail('gpgModel', 'must name a GPG model file (scripts/train-gpg.ts) when orchestration is "gpg"');
+  if (gpgModel !== null && !(fs.existsSync(gpgModel) && fs.statSync(gpgModel).isFile())) fail('gpgModel', `${gpgModel} is not a file`);
+  if (gpgModel !== null && fs.statSync(gpgModel).size > 64 * 1048576) fail('gpgModel', `${gpgModel} is over 64 MiB`);
   const agentTokens: Record<number, string> = {};
   if (o.agentTokens !== undefined) {
     if (typeof o.agentTokens !== 'object' || o.agentTokens === null) fail('agentTokens', 'must be an object {eapId: token}');
@@ -197,6 +205,7 @@ export function readConfig(file: string): OrchestratorConfig {
   return {
     scenario,
     orchestration: orchestration as OrchestrationName,
+    gpgModel,
     token: str('token', ''),
     agentTokens,
     frameS,
@@ -221,6 +230,26 @@ export function readConfig(file: string): OrchestratorConfig {
     pruneS,
     intake: { ...intake, quarantineAfter: Math.max(1, Math.round(intake.quarantineAfter)) },
   };
+}
+
+/**
+ * The learned orchestration (GPG, greedy) of `orchestration: "gpg"`, from its model file. tfjs
+ * loads here, only for gpg; a model that does not fit the scenario is the config's error (exit 2).
+ */
+async function learnedOrchestration(cfg: OrchestratorConfig): Promise<import('../shared/policy').OrchestrationPolicy> {
+  await loadBackend();
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { gpgModelFromJson } = require('../critic/gpg/model') as typeof import('../critic/gpg/model');
+  const { GpgOrchestration } = require('../critic/gpg/policy') as typeof import('../critic/gpg/policy');
+  /* eslint-enable @typescript-eslint/no-require-imports */
+  let net: import('../critic/gpg/gnn').GpgNet;
+  try {
+    net = gpgModelFromJson(fs.readFileSync(cfg.gpgModel!, 'utf8'), cfg.scenario.services.length).net;
+  } catch (e) {
+    throw new UsageError(`field "gpgModel": ${cfg.gpgModel}: ${(e as Error).message}`);
+  }
+  const s = cfg.scenario;
+  return new GpgOrchestration(net, { periodS: cfg.frameS, nodesPerDecision: s.scaleNodesPerFrame, mode: 'greedy' });
 }
 
 /**
@@ -415,7 +444,7 @@ export async function startOrchestrator(
     scenario: cfg.scenario,
     registry,
     executor: cfg.executor ? new EmulatedExecutor(cfg.executor, cfg.scenario, undefined, undefined, cfg.executorToken) : new NullExecutor(),
-    policy: cfg.orchestration,
+    policy: cfg.orchestration === 'gpg' ? await learnedOrchestration(cfg) : cfg.orchestration,
     start,
     startFrame: resumed ? stored!.frame : 0,
     publishStart: !resumed,

@@ -26,14 +26,16 @@ import type { OrchestrationPolicy, OrchestrationView } from '../shared/policy';
 import type { LiveExecutor } from './executors';
 import type { ModelRegistry } from './registry';
 
-export type OrchestrationName = OrchestrationPolicyName;
-export const ORCHESTRATION_NAMES: readonly OrchestrationName[] = ORCHESTRATION_POLICIES;
+/** The heuristics by name, and `gpg`, the learned one (critic/gpg/, from a model file: main.ts builds it). */
+export type OrchestrationName = OrchestrationPolicyName | 'gpg';
+export const ORCHESTRATION_NAMES: readonly OrchestrationName[] = [...ORCHESTRATION_POLICIES, 'gpg'];
 
 export interface PlacementLoopOptions {
   scenario: Scenario;
   registry: Pick<ModelRegistry, 'publishPlacement'>;
   executor: LiveExecutor;
-  policy: OrchestrationName;
+  /** A heuristic's name, or the policy object itself (gpg: built from its model by the caller). */
+  policy: OrchestrationPolicyName | OrchestrationPolicy;
   /** Placement to start from (the stored one after a restart, else the initial one). */
   start: Placement;
   /** Step index of `start` (the stored frame after a restart, else 0). */
@@ -69,7 +71,7 @@ export class PlacementLoop {
   constructor(private readonly o: PlacementLoopOptions) {
     this.d = o.start.map((r) => r.slice());
     this.frame = o.startFrame;
-    this.policy = makeOrchestrationPolicy(o.policy, o.scenario);
+    this.policy = typeof o.policy === 'string' ? makeOrchestrationPolicy(o.policy, o.scenario) : o.policy;
   }
 
   get placement(): Placement {

@@ -3,6 +3,8 @@
  * loopback ports (emulated cluster, orchestrator, one agent per eAP) and the load generator.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -107,6 +109,42 @@ describe('kais up', () => {
     expect(run.stderr).toMatch(/--policy jsq: every agent dispatches with jsq/);
     expect(pidsIn(run.stderr).filter(alive)).toEqual([]);
   }, 60_000);
+
+  it("runs the learned orchestration live (--orchestration gpg): every frame's placement reaches every agent", async () => {
+    // an untrained (seeded) model: what is checked is the wiring, not the quality
+    const { GpgNet } = await import('../../critic/gpg/gnn');
+    const { gpgModelToJson } = await import('../../critic/gpg/model');
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'kais-gpg-')), 'tiny-gpg.json');
+    const net = new GpgNet(4, 3, { hidden: [8], headHidden: [16], embed: 4 });
+    fs.writeFileSync(file, gpgModelToJson(net, { scenario: 'tiny' }));
+    net.dispose();
+    // tiny's frame is 25 scenario s: at speed 10 a decision every 2.5 s
+    const run = await kaisUp([
+      '--scenario',
+      'tiny',
+      '--orchestration',
+      'gpg',
+      '--gpg',
+      file,
+      '--speed',
+      '10',
+      '--duration',
+      '8',
+      '--policy',
+      'lec',
+      '--json',
+    ]);
+    expect(run.code).toBe(0);
+    const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    expect(s.evalPolicy).toBe('lec/gpg');
+    expect(s.unanswered).toBe(0);
+    expect(s.placementVersionsApplied as number).toBeGreaterThanOrEqual(3);
+    expect(pidsIn(run.stderr).filter(alive)).toEqual([]);
+    const missing = await kaisUp(['--scenario', 'tiny', '--orchestration', 'gpg', '--duration', '5']);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr.trim().split('\n')).toHaveLength(1);
+    expect(missing.stderr).toMatch(/--orchestration gpg: needs --gpg/);
+  }, 90_000);
 
   it('prints a partial summary of what ran so far on Ctrl-C, exits 130 and leaves no process behind', async () => {
     let interrupted = false;

@@ -37,7 +37,9 @@ describe('readConfig', () => {
   });
 
   it.each([
-    [{ orchestration: 'gpg' }, /field "orchestration" must be one of static, hpa/],
+    [{ orchestration: 'gpo' }, /field "orchestration" must be one of static, hpa, gsp-ss, gpg/],
+    [{ orchestration: 'gpg' }, /field "gpgModel" must name a GPG model file/],
+    [{ orchestration: 'gpg', gpgModel: '/nonexistent.json' }, /field "gpgModel" \/nonexistent.json is not a file/],
     [{ frameS: -1 }, /field "frameS" must be a positive number/],
     [{ executor: 'ftp://x' }, /field "executor" must be an http:\/\/ URL/],
     [{ learner: 'ppo' }, /field "learner" must be "cmmac" or "none"/],
