@@ -10,6 +10,7 @@
  *                                     (<= 1 means the cost per request grows at most linearly with cluster size)
  *   actor.decisionUs.p50|p99, lec.decisionUs.p99   scripts/bench-actor.ts
  *   detect.rulesUsPerWindow, detect.learnedUsPerWindow   scripts/bench-detect.ts
+ *   gpg.decisionMs.<kais|large>.p50|max   scripts/bench-gpg.ts
  * Optional modules (e.g. a hub fan-out bench) are added when their file exists.
  */
 import { performance } from 'perf_hooks';
@@ -81,6 +82,7 @@ async function main(): Promise<void> {
   for (const [mod, fn] of [
     ['./bench-detect', 'benchDetect'],
     ['./bench-actor', 'benchActor'],
+    ['./bench-gpg', 'benchGpg'],
     ['./bench-hub', 'benchHub'],
   ] as const) {
     const f = optional(mod, fn);
