@@ -673,7 +673,8 @@ export class Dispatcher {
     let outcome: ProxyOutcome = { kind: 'timeout' };
     try {
       await sleep((view.transferS(view.eap, target, p.req.inputMB) * 1000) / speed);
-      const work = p.workCoreS === null ? null : p.workCoreS / speed;
+      // the request's own work in scenario core-seconds: the node scales its processing time by --speed (once)
+      const work = p.workCoreS;
       // the target may start it until the result could still get back in time
       const ttlMs = p.deadlineMs - (performance.now() - p.t0) - (view.returnS(view.eap, target) * 1000) / speed;
       outcome = await this.proxy.forward(url, w, work, Math.max(1, timeoutMs), ttlMs);

@@ -216,6 +216,34 @@ describe('kais agent (process wiring)', () => {
   });
 });
 
+describe('kais agent at a replay speed', () => {
+  it("sends the request's own work (scenario core-seconds): the node scales time by the speed once, not twice", async () => {
+    const speed = 4;
+    const l = await setUp('kais-agent-speed-', { speed });
+    const running: RunningAgent[] = [];
+    try {
+      const a = await startAgent({
+        scenario,
+        eap: 0,
+        orchestratorUrl: l.hub.url,
+        targets: { nodes: l.cluster.nodeUrls, cloud: l.cluster.cloudUrl },
+        cacheDir: path.join(l.dir, 'cache'),
+        batchMs: 100,
+        speed,
+      });
+      running.push(a);
+      await until(() => a.runtime.placementVersion === 1);
+      const r = await post(a.port, { ...request, workCoreS: 0.8, deadlineMs: 60_000 });
+      expect(r.status).toBe(200);
+      // the cluster's statistics window (what hpa and gsp-ss read) holds the work in scenario units
+      const win = l.cluster.report().window!;
+      expect(win.workCoreS[0]).toBeCloseTo(0.8, 9);
+    } finally {
+      await tearDown(l, running);
+    }
+  });
+});
+
 describe('kais agent device filters and QoS isolation on a real emulated cluster', () => {
   // speed 20: one telemetry sample per 50 ms real, so the 36-sample history takes ~2 s
   const speed = 20;
