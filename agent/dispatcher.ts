@@ -205,6 +205,8 @@ export class Dispatcher {
   /** Latency histogram (real ms) of answered requests, Prometheus-style cumulative at export. */
   readonly latencyBucketsMs = [10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000];
   readonly latencyCounts: number[];
+  /** Told each answer's latency (ms): the /metrics histogram. */
+  onAnswer: ((latencyMs: number) => void) | null = null;
   latencyMsSum = 0;
   private readonly view: LocalClusterView;
   private readonly scenario: Scenario;
@@ -730,6 +732,7 @@ export class Dispatcher {
     let i = 0;
     while (i < this.latencyBucketsMs.length && ms > this.latencyBucketsMs[i]) i++;
     this.latencyCounts[i]++;
+    this.onAnswer?.(ms);
     p.resolve(r);
   }
 

@@ -7,7 +7,8 @@
  * - `POST /request` `{service, deadlineMs, payloadBytes, workCoreS?}` -> 200 `{target, latencyMs,
  *   procMs}` served; 503 `{reason}` refused (target full, draining); 504 `{reason}` not answered
  *   in time by the target or expired in the queue; 400 `{reason}` for a malformed request.
- * - `GET /metrics` Prometheus text; `GET /healthz` JSON (200, 503 while draining).
+ * - `GET /metrics` Prometheus text (agent/metrics.ts); `GET /healthz` JSON (200, 503 while draining);
+ *   `GET /readyz` 200 once a placement is held and not draining, else 503 with the reason.
  *
  * `drain()` (SIGTERM in the CLI): new requests get 503 `draining`, queued and in-flight ones are
  * finished and answered, the last experience is sent, the link closes.
@@ -19,7 +20,8 @@ import type { Scenario } from '../shared/scenario';
 import { AgentLink } from './link';
 import { AgentRuntime } from './runtime';
 import { Dispatcher, type ExperienceMode, type IngressRequest, type Targets } from './dispatcher';
-import { healthJson, metricsText, type HealthState } from './health';
+import { healthJson, type HealthState } from './health';
+import { AgentMetrics } from './metrics';
 import { LocalClusterView } from './local-view';
 import { StateCache } from './weights-cache';
 import { NodeHealth } from './filters/node-health';
@@ -310,15 +312,27 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   }, batchMs);
 
   // ---- HTTP ----
+  const metrics = new AgentMetrics(dispatcher, () => state);
   const server = http.createServer((req, res) => {
     const url = req.url ?? '/';
     if (req.method === 'GET' && url === '/healthz') {
       send(res, state.draining ? 503 : 200, healthJson(dispatcher, state));
       return;
     }
+    if (req.method === 'GET' && url === '/readyz') {
+      // ready to dispatch: not draining and a placement held (from the orchestrator or the cache)
+      const why = state.draining ? 'draining' : state.placementVersion === null ? 'no placement yet' : null;
+      send(res, why ? 503 : 200, why ? { ready: false, reason: why } : { ready: true });
+      return;
+    }
     if (req.method === 'GET' && url === '/metrics') {
-      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
-      res.end(metricsText(dispatcher, state));
+      metrics.text().then(
+        (text) => {
+          res.writeHead(200, { 'content-type': metrics.contentType() });
+          res.end(text);
+        },
+        (e: Error) => send(res, 500, { reason: `metrics: ${e.message}` }),
+      );
       return;
     }
     if (req.method === 'POST' && url === '/request') {

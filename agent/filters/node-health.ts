@@ -411,8 +411,12 @@ export class NodeHealth {
   /** Exclusions and isolations so far, by rule (`device:faulty`, `device:learned`, `qos:success-rate`, ...). */
   readonly exclusionsByRule: Record<string, number> = {};
 
+  /** Every event since the start by `kind|rule` (only grows: /metrics' counter; `events` keeps the last 1000). */
+  readonly eventTotals: Record<string, number> = {};
+
   private emit(e: HealthEvent): void {
     this.counts[e.kind]++;
+    this.eventTotals[`${e.kind}|${e.rule}`] = (this.eventTotals[`${e.kind}|${e.rule}`] ?? 0) + 1;
     if (e.kind === 'exclude' || e.kind === 'isolate') this.exclusionsByRule[e.rule] = (this.exclusionsByRule[e.rule] ?? 0) + 1;
     this.events.push(e);
     if (this.events.length > 1000) this.events.splice(0, this.events.length - 1000);

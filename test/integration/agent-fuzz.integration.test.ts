@@ -13,6 +13,7 @@
  * placement versions it had before, and requests through its ingress are served by an emulated
  * node. Every frame the agent sends carries the next seq of its connection.
  */
+import { parseMetrics, sample } from '../support/prometheus';
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
@@ -460,8 +461,9 @@ describe('kais agent under 10,000 bad frames from its orchestrator', () => {
         })
         .on('error', reject);
     });
-    expect(metrics).toMatch(/kais_agent_weight_version\{eap="0"\} 1\n/);
-    expect(metrics).toMatch(/kais_agent_reconnects_total\{eap="0"\} 4\n/);
+    const families = parseMetrics(metrics);
+    expect(sample(families, 'kais_agent_weight_version', { eap: '0' })).toBe(1);
+    expect(sample(families, 'kais_agent_reconnects_total', { eap: '0' })).toBe(4);
 
     // every frame the agent sent carried the next seq of its connection (hello is 0)
     for (const c of orchestrator.connections) {

@@ -4,6 +4,7 @@
  */
 import * as fs from 'node:fs';
 import * as http from 'node:http';
+import { counters, parseMetrics, sample } from '../support/prometheus';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { startAgent, type AgentOptions, type RunningAgent } from '../../agent/main';
@@ -205,11 +206,22 @@ describe('kais agent (process wiring)', () => {
     expect(bad.status).toBe(400);
     expect(bad.body.reason).toMatch(/service must be an integer in 0\.\.3/);
     expect((await post(a.port, 'not json')).status).toBe(400);
+    const before = parseMetrics((await get(a.port, '/metrics')).text);
     await post(a.port, request);
     const m = await get(a.port, '/metrics');
     expect(m.status).toBe(200);
-    expect(m.text).toMatch(/kais_agent_requests_total\{eap="0",outcome="in_time"\} 1/);
-    expect(m.text).toMatch(/kais_agent_latency_ms_count\{eap="0"\} 1/);
+    const after = parseMetrics(m.text);
+    expect(sample(after, 'kais_agent_requests_total', { eap: '0', outcome: 'in_time' })).toBe(1);
+    expect(sample(after, 'kais_agent_latency_seconds', { eap: '0' })).toBe(1); // the histogram's count
+    expect(sample(after, 'kais_agent_process_resident_memory_bytes', { eap: '0' })).toBeGreaterThan(1e6);
+    expect(sample(after, 'kais_agent_nodejs_eventloop_lag_seconds', { eap: '0' })).toBeGreaterThanOrEqual(0);
+    // every counter only grows between two scrapes
+    const c0 = counters(before);
+    const c1 = counters(after);
+    expect(c1.size).toBeGreaterThan(5);
+    for (const [k, v] of c0) expect(c1.get(k) ?? -1).toBeGreaterThanOrEqual(v);
+    const ready = await get(a.port, '/readyz');
+    expect(ready.status).toBe(200);
     const h = await get(a.port, '/healthz');
     expect(h.status).toBe(200);
     expect(JSON.parse(h.text)).toMatchObject({ ok: true, eap: 0 });

@@ -1,0 +1,143 @@
+/**
+ * The agent's `/metrics` through prom-client (issue 18): the process and Node.js default metrics,
+ * and the agent's own, in base units (`_seconds`), every counter read from a count that only
+ * grows (the dispatcher's counters, the node-health totals), so no counter ever goes down.
+ * One Registry per agent (not prom-client's global one): several agents can live in one process
+ * (tests) without mixing their figures.
+ *
+ * Names (label `eap` on every agent metric):
+ *   kais_agent_requests_total{outcome}            in_time | late | refused | expired | timeout
+ *   kais_agent_requests_received_total
+ *   kais_agent_cloud_retries_total
+ *   kais_agent_decisions_total{policy}            cmmac | fallback | <the --policy heuristic>
+ *   kais_agent_experience_dropped_total, kais_agent_experience_frames_total, kais_agent_telemetry_frames_total
+ *   kais_agent_reconnects_total
+ *   kais_agent_queue_length, kais_agent_outstanding, kais_agent_connected,
+ *   kais_agent_weight_version, kais_agent_placement_version      gauges (-1: none)
+ *   kais_agent_nodes_excluded                                      gauge (device filters on)
+ *   kais_agent_detector_windows_total{kind}, kais_agent_detector_verdicts_total{verdict}
+ *   kais_agent_node_health_events_total{kind, rule}                every event since the start
+ *   kais_agent_latency_seconds                                     histogram, ingress to answer
+ * plus prom-client's defaults (process_cpu_seconds_total, process_resident_memory_bytes,
+ * nodejs_eventloop_lag_seconds, ...) with the prefix `kais_agent_`.
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Dispatcher } from './dispatcher';
+import type { HealthState } from './health';
+
+/** Latency buckets in seconds (the dispatcher's own ms buckets / 1000). */
+const LATENCY_BUCKETS_S = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export class AgentMetrics {
+  readonly registry = new Registry();
+  private readonly latency: Histogram;
+
+  constructor(d: Dispatcher, state: () => HealthState) {
+    const r = this.registry;
+    const eap = String(state().eap);
+    r.setDefaultLabels({ eap });
+    collectDefaultMetrics({ register: r, prefix: 'kais_agent_' });
+    /** A counter whose value is read from a monotonic source at scrape time. */
+    const counter = <L extends string>(name: string, help: string, labelNames: L[], read: () => [Partial<Record<L, string>>, number][]) =>
+      new Counter<L>({
+        name,
+        help,
+        labelNames,
+        registers: [r],
+        collect() {
+          this.reset();
+          for (const [labels, v] of read()) this.inc(labels as Record<L, string>, v);
+        },
+      });
+    const gauge = (name: string, help: string, read: () => number) =>
+      new Gauge({
+        name,
+        help,
+        registers: [r],
+        collect() {
+          this.set(read());
+        },
+      });
+    const c = d.counters;
+    counter('kais_agent_requests_total', 'Requests answered, by outcome.', ['outcome'], () => [
+      [{ outcome: 'in_time' }, c.inTime],
+      [{ outcome: 'late' }, c.late],
+      [{ outcome: 'refused' }, c.refused],
+      [{ outcome: 'expired' }, c.expired],
+      [{ outcome: 'timeout' }, c.timedOut],
+    ]);
+    counter('kais_agent_requests_received_total', 'Requests received at the ingress.', [], () => [[{}, c.received]]);
+    counter('kais_agent_cloud_retries_total', 'Requests an edge node refused that were retried on the cloud.', [], () => [
+      [{}, c.retriedOnCloud],
+    ]);
+    counter('kais_agent_decisions_total', 'Dispatch decisions, by policy.', ['policy'], () => [
+      [{ policy: 'cmmac' }, c.decisionsLearned],
+      // cmmac's lec fallback, or the --policy heuristic by name
+      [{ policy: d.policyOption === 'cmmac' ? 'fallback' : d.policyOption }, c.decisionsFallback],
+    ]);
+    counter('kais_agent_experience_dropped_total', 'Transitions dropped from the full experience buffer.', [], () => [
+      [{}, c.experienceDropped],
+    ]);
+    counter('kais_agent_experience_frames_total', 'Experience frames sent.', [], () => [[{}, state().experienceSent]]);
+    counter('kais_agent_telemetry_frames_total', 'Telemetry frames sent.', [], () => [[{}, state().telemetrySent]]);
+    counter('kais_agent_reconnects_total', 'Connections to the orchestrator after the first.', [], () => [[{}, state().reconnects]]);
+    gauge('kais_agent_queue_length', 'Requests waiting in the eAP queue.', () => d.queued);
+    gauge('kais_agent_outstanding', 'Requests queued or in flight.', () => d.outstanding);
+    gauge('kais_agent_connected', '1 while the orchestrator link is up.', () => (state().connected ? 1 : 0));
+    gauge('kais_agent_weight_version', 'Actor weight version in use (-1: heuristic fallback).', () => state().weightVersion ?? -1);
+    gauge('kais_agent_placement_version', 'Placement version held (-1: none).', () => state().placementVersion ?? -1);
+    if (state().nodeHealth) {
+      const h = () => state().nodeHealth!;
+      gauge(
+        'kais_agent_nodes_excluded',
+        'Edge nodes left out of the mask by the device filters or QoS isolation.',
+        () => h().excludedNow().length,
+      );
+      counter(
+        'kais_agent_detector_windows_total',
+        "Device-filter windows queued for the orchestrator's learned detector, by kind (dropped: queue full).",
+        ['kind'],
+        () => [
+          [{ kind: 'ambiguous' }, h().learned.ambiguousSent],
+          [{ kind: 'train' }, h().learned.trainSent],
+          [{ kind: 'dropped' }, h().learned.dropped],
+        ],
+      );
+      counter(
+        'kais_agent_detector_verdicts_total',
+        'Learned-detector verdicts received (stale: the node looked healthy again).',
+        ['verdict'],
+        () => [
+          [{ verdict: 'anomalous' }, h().learned.anomalous],
+          [{ verdict: 'normal' }, h().learned.normal],
+          [{ verdict: 'stale' }, h().learned.stale],
+        ],
+      );
+      counter(
+        'kais_agent_node_health_events_total',
+        'Exclusions, re-admissions and isolations of edge nodes since the start, by rule.',
+        ['kind', 'rule'],
+        () =>
+          Object.entries(h().eventTotals).map(([k, v]) => {
+            const [kind, rule] = k.split('|');
+            return [{ kind, rule }, v] as [Partial<Record<'kind' | 'rule', string>>, number];
+          }),
+      );
+    }
+    this.latency = new Histogram({
+      name: 'kais_agent_latency_seconds',
+      help: 'End-to-end latency at the eAP, ingress to answer, seconds.',
+      buckets: LATENCY_BUCKETS_S,
+      registers: [r],
+    });
+    d.onAnswer = (ms) => this.latency.observe(ms / 1000);
+  }
+
+  contentType(): string {
+    return this.registry.contentType;
+  }
+
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+}
