@@ -487,7 +487,10 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     children.push(orch);
     const orchReady = await orch.ready;
     orchestratorPort = orchReady.port as number;
-    log(`orchestrator pid=${orch.pid} url=${String(orchReady.url)}`);
+    log(
+      `orchestrator pid=${orch.pid} url=${String(orchReady.url)}` +
+        (orchReady.httpPort ? ` metrics http://127.0.0.1:${String(orchReady.httpPort)}/metrics` : ''),
+    );
 
     // 3. agents
     const agents = Array.from({ length: topo.numEaps }, (_, b) => {
@@ -526,7 +529,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     });
     const agentPorts = (await Promise.all(agents.map((c) => c.ready))).map((r) => r.port as number);
     log(
-      `${agents.length} agents up (pids ${agents.map((c) => c.pid).join(' ')}); replaying ${requests.length} requests over ${a.duration} s`,
+      `${agents.length} agents up (pids ${agents.map((c) => c.pid).join(' ')}; HTTP ports ${agentPorts.join(' ')}: POST /request, GET /metrics /healthz /readyz); replaying ${requests.length} requests over ${a.duration} s`,
     );
 
     // 4. load generator

@@ -1,6 +1,6 @@
 /**
  * `kais orchestrator --config <file> [--port N] [--db <file>]`: the central service (see main.ts).
- * Prints one JSON line on stdout once listening (`{"ready":true,"port":..,"url":"ws://..",
+ * Prints one JSON line on stdout once listening (`{"ready":true,"port":..,"url":"ws://..","httpPort":..,
  * "weightVersion":..,"placementVersion":..,"resumed":..}`), logs to stderr, exits 0 on
  * SIGTERM/SIGINT after closing every session and the store.
  */
@@ -14,6 +14,11 @@ import { readConfig, startOrchestrator } from './main';
 export const ORCHESTRATOR_SPEC = {
   config: opt.file<string>({ demand: true, describe: 'JSON config file (docs/runtime.md)' }),
   port: opt.port({ default: 0, describe: 'WebSocket port (0: a free one)' }),
+  httpPort: opt.port({
+    default: 0,
+    describe: 'plain-HTTP port of /metrics, /healthz and /readyz (0: a free one, printed in the ready line)',
+  }),
+  httpHost: opt.string({ default: '127.0.0.1', describe: 'address the HTTP port listens on (0.0.0.0: every interface)' }),
   db: opt.outFile({
     default: 'kais-orchestrator.db',
     sqlite: 'kais orchestrator store',
@@ -38,18 +43,24 @@ export const orchestratorCommand: CommandModule<object, object> = {
     const a = resolveOptions(ORCHESTRATOR_SPEC, argv);
     const cfg = readConfig(a.config);
     await checkPortFree('port', a.port);
+    await checkPortFree('http-port', a.httpPort);
     const log = (line: string) => process.stderr.write(`kais orchestrator: ${line}\n`);
-    const o = await startOrchestrator(cfg, { port: a.port, dbPath: a.db, log }).catch((e: NodeJS.ErrnoException) => {
-      const busy = listenProblem(e, 'port', a.port);
-      if (busy) throw busy;
-      if (isStoreError(e)) throw new UsageError(`--db ${a.db}: cannot use it as the orchestrator's store (${e.message.split('\n')[0]})`);
-      throw e;
-    });
+    const o = await startOrchestrator(cfg, { port: a.port, dbPath: a.db, log, httpPort: a.httpPort, httpHost: a.httpHost }).catch(
+      (e: NodeJS.ErrnoException) => {
+        // a listen error carries the port it failed on
+        const onHttp = (e as NodeJS.ErrnoException & { port?: number }).port === a.httpPort && a.httpPort !== a.port;
+        const busy = onHttp ? listenProblem(e, 'http-port', a.httpPort) : listenProblem(e, 'port', a.port);
+        if (busy) throw busy;
+        if (isStoreError(e)) throw new UsageError(`--db ${a.db}: cannot use it as the orchestrator's store (${e.message.split('\n')[0]})`);
+        throw e;
+      },
+    );
     process.stdout.write(
       `${JSON.stringify({
         ready: true,
         port: o.port,
         url: o.hub.url,
+        httpPort: o.httpPort,
         weightVersion: o.registry.weightVersion,
         placementVersion: o.registry.placementVersion,
         resumed: o.resumed,

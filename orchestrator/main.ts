@@ -47,6 +47,7 @@ import type { Hub } from './hub';
 import { EmulatedExecutor, NullExecutor } from './executors';
 import { ORCHESTRATION_NAMES, PlacementLoop, type OrchestrationName } from './placement-loop';
 import { LearnedDetector } from './detector';
+import { OrchestratorHttp } from './http';
 import type { OnlineLearner } from './learner';
 import { ModelRegistry, startHub } from './registry';
 import { DEFAULT_STORE_LIMITS, isStoreWriteError, Store, StoreError, type MetricPoint, type StoreLimits } from './store';
@@ -302,6 +303,8 @@ export interface RunningOrchestrator {
   /** null with `"detector": "none"`. */
   readonly detector: LearnedDetector | null;
   readonly port: number;
+  /** The plain-HTTP port of /metrics, /healthz and /readyz (null: not opened). */
+  readonly httpPort: number | null;
   /** The learning-input door: validation, rate limits, quarantines. */
   readonly intake: Intake;
   /** Store writes that failed or were skipped in a backoff. */
@@ -313,7 +316,7 @@ export interface RunningOrchestrator {
 
 export async function startOrchestrator(
   cfg: OrchestratorConfig,
-  opts: { port?: number; dbPath: string; log?: (line: string) => void },
+  opts: { port?: number; dbPath: string; log?: (line: string) => void; httpPort?: number | null; httpHost?: string },
 ): Promise<RunningOrchestrator> {
   const log = opts.log ?? (() => undefined);
   // the checkpoint's actor, read once and checked against the scenario before anything starts
@@ -327,7 +330,9 @@ export async function startOrchestrator(
   }
   const guard = new StoreGuard(log);
   /** Stored (when the store takes it) and logged. */
+  const eventTotals: Record<string, number> = {};
   const event = (kind: string, message: string, eap: number | null = null, session: string | null = null) => {
+    eventTotals[kind] = (eventTotals[kind] ?? 0) + 1;
     log(`event ${kind}${eap !== null ? ` eAP ${eap}` : ''}${session !== null ? ` session ${session}` : ''}: ${message}`);
     guard.run('an event', () => store.recordEvent({ kind, eap, session, message }));
   };
@@ -481,9 +486,35 @@ export async function startOrchestrator(
     );
   }
 
+  // the operator's plain-HTTP port: /metrics, /healthz, /readyz (orchestrator/http.ts)
+  let httpPort: number | null = null;
+  const web = new OrchestratorHttp({
+    agentsConnected: () => hub.sessions().length,
+    weightVersion: () => registry.weightVersion,
+    placementVersion: () => registry.placementVersion,
+    eventTotals: () => eventTotals,
+    intake: () => intake.stats,
+    learner: () => learner?.stats ?? null,
+    placementOrders: () => ({ executed: loop.executed, refused: loop.refused }),
+    storeWriteFailures: () => guard.failures,
+    notReady: () =>
+      store.fileProblem() ? `store: ${store.fileProblem()}` : registry.placementVersion === null ? 'no placement published yet' : null,
+    health: () => ({
+      epoch: store.epoch,
+      agents: hub.sessions().length,
+      weightVersion: registry.weightVersion,
+      placementVersion: registry.placementVersion,
+      orchestration: cfg.orchestration,
+      learner: learner ? { ...learner.stats } : null,
+      storeWriteFailures: guard.failures,
+    }),
+  });
+  if (opts.httpPort !== undefined && opts.httpPort !== null) httpPort = await web.listen(opts.httpPort, opts.httpHost);
+
   let closing: Promise<void> | null = null;
   return {
     hub,
+    httpPort,
     store,
     registry,
     loop,
@@ -496,6 +527,7 @@ export async function startOrchestrator(
     close: () => {
       closing ??= (async () => {
         clearInterval(pruneTimer);
+        await web.close();
         await loop.stop();
         learner?.dispose();
         detector?.dispose();

@@ -1,0 +1,149 @@
+/**
+ * The orchestrator's plain-HTTP port (issue 18 item 4; the admin API will join it): `/metrics`
+ * (Prometheus text through prom-client), `/healthz` (alive: 200 with a JSON summary) and `/readyz`
+ * (200 once the hub listens, the store is writable and a placement is published; 503 with the
+ * reason otherwise). Its own port (`kais orchestrator --http-port`), separate from the agents'
+ * WebSocket, so an operator can scrape and probe it without an agent token.
+ *
+ * Metrics (base units; counters read from counts that only grow):
+ *   kais_orchestrator_agents_connected                      gauge, welcomed sessions
+ *   kais_orchestrator_weight_version, _placement_version    gauges (-1: none)
+ *   kais_orchestrator_events_total{kind}                    every event of the store's events table since the start
+ *   kais_orchestrator_intake_total{verdict}                 accepted | invalid | rate_limited | quarantined
+ *   kais_orchestrator_learner_updates_total{result}         run | published | failed | refused
+ *   kais_orchestrator_placement_orders_total{result}        executed | refused
+ *   kais_orchestrator_store_write_failures_total
+ * plus prom-client's process and Node.js metrics prefixed `kais_orchestrator_`.
+ */
+import * as http from 'node:http';
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+
+/** What the endpoint reads, at scrape time. */
+export interface OrchestratorFigures {
+  agentsConnected(): number;
+  weightVersion(): number | null;
+  placementVersion(): number | null;
+  /** Events since the start, by kind. */
+  eventTotals(): Record<string, number>;
+  intake(): { accepted: number; invalid: number; rateLimited: number; quarantined: number };
+  learner(): { updates: number; published: number; failedUpdates: number; refusedUpdates: number } | null;
+  placementOrders(): { executed: number; refused: number };
+  storeWriteFailures(): number;
+  /** null when ready, else why not. */
+  notReady(): string | null;
+  /** The /healthz body. */
+  health(): Record<string, unknown>;
+}
+
+export class OrchestratorHttp {
+  readonly registry = new Registry();
+  private server: http.Server | null = null;
+
+  constructor(private readonly f: OrchestratorFigures) {
+    const r = this.registry;
+    collectDefaultMetrics({ register: r, prefix: 'kais_orchestrator_' });
+    const counter = <L extends string>(name: string, help: string, labelNames: L[], read: () => [Partial<Record<L, string>>, number][]) =>
+      new Counter<L>({
+        name,
+        help,
+        labelNames,
+        registers: [r],
+        collect() {
+          this.reset();
+          for (const [labels, v] of read()) this.inc(labels as Record<L, string>, v);
+        },
+      });
+    const gauge = (name: string, help: string, read: () => number) =>
+      new Gauge({
+        name,
+        help,
+        registers: [r],
+        collect() {
+          this.set(read());
+        },
+      });
+    gauge('kais_orchestrator_agents_connected', 'Agent sessions welcomed and open.', () => f.agentsConnected());
+    gauge('kais_orchestrator_weight_version', 'Latest published actor weight version (-1: none).', () => f.weightVersion() ?? -1);
+    gauge('kais_orchestrator_placement_version', 'Latest published placement version (-1: none).', () => f.placementVersion() ?? -1);
+    counter('kais_orchestrator_events_total', 'Events recorded since the start, by kind.', ['kind'], () =>
+      Object.entries(f.eventTotals()).map(([kind, v]) => [{ kind }, v] as [Partial<Record<'kind', string>>, number]),
+    );
+    counter('kais_orchestrator_intake_total', 'Learning input (experience, telemetry) at the door, by verdict.', ['verdict'], () => {
+      const i = f.intake();
+      return [
+        [{ verdict: 'accepted' }, i.accepted],
+        [{ verdict: 'invalid' }, i.invalid],
+        [{ verdict: 'rate_limited' }, i.rateLimited],
+        [{ verdict: 'quarantined' }, i.quarantined],
+      ];
+    });
+    counter('kais_orchestrator_learner_updates_total', 'Online learner updates, by result.', ['result'], () => {
+      const l = f.learner();
+      if (!l) return [];
+      return [
+        [{ result: 'run' }, l.updates],
+        [{ result: 'published' }, l.published],
+        [{ result: 'failed' }, l.failedUpdates],
+        [{ result: 'refused' }, l.refusedUpdates],
+      ];
+    });
+    counter('kais_orchestrator_placement_orders_total', 'Scale orders of the placement loop, by result.', ['result'], () => {
+      const p = f.placementOrders();
+      return [
+        [{ result: 'executed' }, p.executed],
+        [{ result: 'refused' }, p.refused],
+      ];
+    });
+    counter('kais_orchestrator_store_write_failures_total', 'Store writes that failed (disk full, read-only, file cap).', [], () => [
+      [{}, f.storeWriteFailures()],
+    ]);
+  }
+
+  /** Listens on 127.0.0.1:port (0: a free one); resolves with the port. */
+  listen(port: number, host = '127.0.0.1'): Promise<number> {
+    const server = http.createServer((req, res) => this.handle(req, res));
+    this.server = server;
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve((server.address() as { port: number }).port);
+      });
+    });
+  }
+
+  async close(): Promise<void> {
+    const s = this.server;
+    this.server = null;
+    if (!s) return;
+    s.closeAllConnections();
+    await new Promise<void>((resolve) => s.close(() => resolve()));
+  }
+
+  private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const url = (req.url ?? '/').split('?')[0];
+    if (req.method !== 'GET') return json(res, 405, { reason: 'only GET here' });
+    if (url === '/healthz') return json(res, 200, { ok: true, ...this.f.health() });
+    if (url === '/readyz') {
+      const why = this.f.notReady();
+      return json(res, why ? 503 : 200, why ? { ready: false, reason: why } : { ready: true });
+    }
+    if (url === '/metrics') {
+      this.registry.metrics().then(
+        (text) => {
+          res.writeHead(200, { 'content-type': this.registry.contentType });
+          res.end(text);
+        },
+        (e: Error) => json(res, 500, { reason: `metrics: ${e.message}` }),
+      );
+      return;
+    }
+    json(res, 404, { reason: `no ${url} here (known: /metrics, /healthz, /readyz)` });
+  }
+}
+
+function json(res: http.ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
