@@ -22,6 +22,9 @@ const COMMANDS: Record<string, () => CommandModule<any, any>> = {
   node: () => require('./orchestrator/node-cli').nodeCommand,
   orchestrator: () => require('./orchestrator/cli').orchestratorCommand,
   up: () => require('./launcher/up').upCommand,
+  status: () => require('./orchestrator/admin-cli').statusCommand,
+  scale: () => require('./orchestrator/admin-cli').scaleCommand,
+  nodes: () => require('./orchestrator/admin-cli').nodesCommand,
 };
 
 /** One line: the user sees one line per mistake, whatever wrote the message (yargs writes several). */

@@ -425,10 +425,15 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       Array.from({ length: topo.numEaps }, (_, b) => [b, crypto.randomBytes(24).toString('base64url')]),
     );
     const configFile = path.join(dir, 'orchestrator.json');
+    // the admin API's token (kais status / scale / nodes), in a file only this user reads
+    const adminToken = crypto.randomBytes(24).toString('base64url');
+    const adminTokenFile = path.join(dir, 'admin-token');
+    fs.writeFileSync(adminTokenFile, `${adminToken}\n`, { mode: 0o600 });
     fs.writeFileSync(
       configFile,
       JSON.stringify({
         agentTokens,
+        adminToken,
         scenario: a.scenario,
         orchestration: a.orchestration,
         gpgModel: a.gpg ? path.resolve(a.gpg) : null,
@@ -491,6 +496,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       `orchestrator pid=${orch.pid} url=${String(orchReady.url)}` +
         (orchReady.httpPort ? ` metrics http://127.0.0.1:${String(orchReady.httpPort)}/metrics` : ''),
     );
+    if (orchReady.httpPort)
+      log(`admin: kais status --orchestrator http://127.0.0.1:${String(orchReady.httpPort)} --admin-token-file ${adminTokenFile}`);
 
     // 3. agents
     const agents = Array.from({ length: topo.numEaps }, (_, b) => {

@@ -38,7 +38,7 @@
  * A created replica reserves its memory at once and serves after the scenario's replicaStartupS
  * (/ speed), as in the simulator; until then requests for it are refused (503 `no replica`).
  */
-import { timingSafeEqual } from 'node:crypto';
+import { bearerMatches } from '../shared/auth';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Placement } from '../shared/domain';
@@ -655,14 +655,6 @@ export class EmulatedCluster {
       json(res, 404, { reason: 'no such route' });
     });
   }
-}
-
-/** Whether an Authorization header carries the token (constant time); no token: anything goes. */
-function bearerMatches(header: string | undefined, token: string | null): boolean {
-  if (token === null) return true;
-  const given = Buffer.from(/^Bearer (.+)$/.exec(header ?? '')?.[1] ?? '', 'utf8');
-  const want = Buffer.from(token, 'utf8');
-  return given.length === want.length && timingSafeEqual(given, want);
 }
 
 function listen(server: http.Server, port: number, host: string): Promise<void> {

@@ -16,6 +16,8 @@
  * plus prom-client's process and Node.js metrics prefixed `kais_orchestrator_`.
  */
 import * as http from 'node:http';
+import type { AdminApi } from './admin-api';
+import { bearerMatches } from '../shared/auth';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 
 /** What the endpoint reads, at scrape time. */
@@ -39,7 +41,11 @@ export class OrchestratorHttp {
   readonly registry = new Registry();
   private server: http.Server | null = null;
 
-  constructor(private readonly f: OrchestratorFigures) {
+  constructor(
+    private readonly f: OrchestratorFigures,
+    /** The admin API under /v1/ and its token (null: no token configured, every /v1/ call is refused). */
+    private readonly admin: { api: AdminApi; token: string | null } | null = null,
+  ) {
     const r = this.registry;
     collectDefaultMetrics({ register: r, prefix: 'kais_orchestrator_' });
     const counter = <L extends string>(name: string, help: string, labelNames: L[], read: () => [Partial<Record<L, string>>, number][]) =>
@@ -122,6 +128,7 @@ export class OrchestratorHttp {
 
   private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
     const url = (req.url ?? '/').split('?')[0];
+    if (url.startsWith('/v1/')) return this.handleAdmin(req, res, url);
     if (req.method !== 'GET') return json(res, 405, { reason: 'only GET here' });
     if (url === '/healthz') return json(res, 200, { ok: true, ...this.f.health() });
     if (url === '/readyz') {
@@ -138,9 +145,43 @@ export class OrchestratorHttp {
       );
       return;
     }
-    json(res, 404, { reason: `no ${url} here (known: /metrics, /healthz, /readyz)` });
+    json(res, 404, { reason: `no ${url} here (known: /metrics, /healthz, /readyz, /v1/...)` });
+  }
+
+  private handleAdmin(req: http.IncomingMessage, res: http.ServerResponse, url: string): void {
+    const admin = this.admin;
+    if (!admin || admin.token === null)
+      return json(res, 403, { reason: 'the admin API is off: no "adminToken" in the orchestrator config' });
+    if (!bearerMatches(req.headers.authorization, admin.token)) return json(res, 401, { reason: 'admin token missing or wrong' });
+    const query = new URL(req.url ?? '/', 'http://x').searchParams;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_ADMIN_BODY) {
+        json(res, 413, { reason: `body over ${MAX_ADMIN_BODY} bytes` });
+        req.destroy();
+      } else chunks.push(c);
+    });
+    req.on('end', () => {
+      if (res.headersSent) return;
+      let body: unknown = null;
+      if (size > 0) {
+        try {
+          body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        } catch {
+          return json(res, 400, { reason: 'body: not JSON' });
+        }
+      }
+      admin.api.handle(req.method ?? 'GET', url, query, body).then(
+        (r) => json(res, r.status, r.body),
+        (e: Error) => json(res, 500, { reason: e.message }),
+      );
+    });
   }
 }
+
+const MAX_ADMIN_BODY = 64 * 1024;
 
 function json(res: http.ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);

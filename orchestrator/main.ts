@@ -48,6 +48,8 @@ import { EmulatedExecutor, NullExecutor } from './executors';
 import { ORCHESTRATION_NAMES, PlacementLoop, type OrchestrationName } from './placement-loop';
 import { LearnedDetector } from './detector';
 import { OrchestratorHttp } from './http';
+import { AdminState, type AdminSnapshot } from './admin';
+import { AdminApi } from './admin-api';
 import type { OnlineLearner } from './learner';
 import { ModelRegistry, startHub } from './registry';
 import { DEFAULT_STORE_LIMITS, isStoreWriteError, Store, StoreError, type MetricPoint, type StoreLimits } from './store';
@@ -55,6 +57,8 @@ import { DEFAULT_STORE_LIMITS, isStoreWriteError, Store, StoreError, type Metric
 export interface OrchestratorConfig {
   scenario: Scenario;
   orchestration: OrchestrationName;
+  /** Token of the admin API on the HTTP port (null: the admin API is off). Never an agent's. */
+  adminToken: string | null;
   /** The GPG model (JSON) of `orchestration: "gpg"`. */
   gpgModel: string | null;
   token: string;
@@ -96,6 +100,7 @@ export function readConfig(file: string): OrchestratorConfig {
     'scenario',
     'orchestration',
     'gpgModel',
+    'adminToken',
     'token',
     'agentTokens',
     'frameS',
@@ -124,6 +129,8 @@ export function readConfig(file: string): OrchestratorConfig {
   const scenario = loadScenario(str('scenario', 'kais'));
   const orchestration = str('orchestration', 'static');
   if (!(ORCHESTRATION_NAMES as string[]).includes(orchestration)) fail('orchestration', `must be one of ${ORCHESTRATION_NAMES.join(', ')}`);
+  const adminToken = strOrNull('adminToken');
+  if (adminToken !== null && adminToken.length < 16) fail('adminToken', 'must be at least 16 characters (or null: the admin API off)');
   const gpgModel = strOrNull('gpgModel');
   if (orchestration === 'gpg' && gpgModel === null)
     fail('gpgModel', 'must name a GPG model file (scripts/train-gpg.ts) when orchestration is "gpg"');
@@ -207,6 +214,7 @@ export function readConfig(file: string): OrchestratorConfig {
     scenario,
     orchestration: orchestration as OrchestrationName,
     gpgModel,
+    adminToken,
     token: str('token', ''),
     agentTokens,
     frameS,
@@ -251,6 +259,19 @@ async function learnedOrchestration(cfg: OrchestratorConfig): Promise<import('..
   }
   const s = cfg.scenario;
   return new GpgOrchestration(net, { periodS: cfg.frameS, nodesPerDecision: s.scaleNodesPerFrame, mode: 'greedy' });
+}
+
+/** The stored admin state (JSON text), or none when absent or unreadable (logged: the admin sets it again). */
+function readAdminState(text: string | null, log: (line: string) => void): AdminSnapshot | null {
+  if (text === null) return null;
+  try {
+    const s = JSON.parse(text) as AdminSnapshot;
+    if (Array.isArray(s.overrides) && Array.isArray(s.holds)) return s;
+  } catch {
+    // falls through
+  }
+  log('the stored admin state is unreadable: starting without overrides or holds');
+  return null;
 }
 
 /**
@@ -445,6 +466,9 @@ export async function startOrchestrator(
   }, cfg.pruneS * 1000);
   pruneTimer.unref();
 
+  // the admin's overrides and holds, as the store kept them (orchestrator/admin.ts)
+  const adminState = new AdminState(readAdminState(store.adminState(), log));
+  const saveAdmin = () => guard.run('the admin state', () => store.putAdminState(JSON.stringify(adminState.snapshot())));
   const loop = new PlacementLoop({
     scenario: cfg.scenario,
     registry,
@@ -456,8 +480,16 @@ export async function startOrchestrator(
     frameMs: (cfg.frameS * 1000) / cfg.speed,
     speed: cfg.speed,
     log,
+    admin: {
+      state: adminState,
+      onExpired: (o) => {
+        saveAdmin();
+        event('admin-expired', `service ${o.service}'s override (${o.replicas} replica(s), set by ${o.by}: ${o.reason}) ended`);
+      },
+    },
   });
   await loop.start();
+  if (!adminState.empty) await loop.stepNow(); // overrides and holds kept over a restart apply at once
 
   let learner: OnlineLearner | null = null;
   if (cfg.learner === 'cmmac') {
@@ -488,27 +520,54 @@ export async function startOrchestrator(
 
   // the operator's plain-HTTP port: /metrics, /healthz, /readyz (orchestrator/http.ts)
   let httpPort: number | null = null;
-  const web = new OrchestratorHttp({
-    agentsConnected: () => hub.sessions().length,
-    weightVersion: () => registry.weightVersion,
-    placementVersion: () => registry.placementVersion,
-    eventTotals: () => eventTotals,
-    intake: () => intake.stats,
-    learner: () => learner?.stats ?? null,
-    placementOrders: () => ({ executed: loop.executed, refused: loop.refused }),
-    storeWriteFailures: () => guard.failures,
-    notReady: () =>
-      store.fileProblem() ? `store: ${store.fileProblem()}` : registry.placementVersion === null ? 'no placement published yet' : null,
-    health: () => ({
-      epoch: store.epoch,
-      agents: hub.sessions().length,
-      weightVersion: registry.weightVersion,
-      placementVersion: registry.placementVersion,
-      orchestration: cfg.orchestration,
-      learner: learner ? { ...learner.stats } : null,
-      storeWriteFailures: guard.failures,
-    }),
+  const adminStatus = () => ({
+    epoch: store.epoch,
+    orchestration: cfg.orchestration,
+    agents: hub
+      .sessions()
+      .map((s) => ({ eap: s.eapId, session: s.sessionId, weightVersion: s.weightVersion, placementVersion: s.placementVersion })),
+    weightVersion: registry.weightVersion,
+    placementVersion: registry.placementVersion,
+    frame: loop.currentFrame,
+    placement: loop.placement,
+    overrides: adminState.snapshot().overrides,
+    holds: adminState.snapshot().holds,
+    learner: learner ? { ...learner.stats } : null,
   });
+  const adminApi = new AdminApi({
+    scenario: cfg.scenario,
+    state: adminState,
+    save: () => saveAdmin(),
+    event: (kind, message) => event(kind, message),
+    stepNow: () => loop.stepNow(),
+    status: adminStatus,
+    events: (q) => store.events(q),
+    forecast: () => (loop.forecast ? Array.from(loop.forecast, (x) => Math.round(x * 1000) / 1000) : null),
+  });
+  const web = new OrchestratorHttp(
+    {
+      agentsConnected: () => hub.sessions().length,
+      weightVersion: () => registry.weightVersion,
+      placementVersion: () => registry.placementVersion,
+      eventTotals: () => eventTotals,
+      intake: () => intake.stats,
+      learner: () => learner?.stats ?? null,
+      placementOrders: () => ({ executed: loop.executed, refused: loop.refused }),
+      storeWriteFailures: () => guard.failures,
+      notReady: () =>
+        store.fileProblem() ? `store: ${store.fileProblem()}` : registry.placementVersion === null ? 'no placement published yet' : null,
+      health: () => ({
+        epoch: store.epoch,
+        agents: hub.sessions().length,
+        weightVersion: registry.weightVersion,
+        placementVersion: registry.placementVersion,
+        orchestration: cfg.orchestration,
+        learner: learner ? { ...learner.stats } : null,
+        storeWriteFailures: guard.failures,
+      }),
+    },
+    { api: adminApi, token: cfg.adminToken },
+  );
   if (opts.httpPort !== undefined && opts.httpPort !== null) httpPort = await web.listen(opts.httpPort, opts.httpHost);
 
   let closing: Promise<void> | null = null;

@@ -25,6 +25,7 @@ import { opsBetween, withOps } from '../shared/orchestration/placement';
 import type { OrchestrationPolicy, OrchestrationView } from '../shared/policy';
 import type { LiveExecutor } from './executors';
 import type { ModelRegistry } from './registry';
+import type { AdminState, ScaleOverride } from './admin';
 
 /** The heuristics by name, and `gpg`, the learned one (critic/gpg/, from a model file: main.ts builds it). */
 export type OrchestrationName = OrchestrationPolicyName | 'gpg';
@@ -49,6 +50,8 @@ export interface PlacementLoopOptions {
   /** Seed handed to the policy's reset. @defaultValue 1 */
   seed?: number;
   log?: (line: string) => void;
+  /** The admin's overrides and holds, applied on top of the policy's orders (orchestrator/admin.ts). */
+  admin?: { state: AdminState; onExpired?: (o: ScaleOverride) => void };
 }
 
 /** d[w][n] of a view: replicas including starting ones, excluding those being deleted. */
@@ -113,8 +116,13 @@ export class PlacementLoop {
     const view = await this.observe();
     if (view) {
       this.d = placementOf(view);
-      if (this.policy.periodS > 0) {
-        const rep = await this.o.executor.apply(this.policy.decide(view));
+      const admin = this.o.admin;
+      if (admin) for (const o of admin.state.expire(Date.now())) admin.onExpired?.(o);
+      const seen = admin ? admin.state.viewFor(view) : view;
+      let ops = this.policy.periodS > 0 ? this.policy.decide(seen) : [];
+      if (admin && !admin.state.empty) ops = admin.state.adjust(seen, ops);
+      if (this.policy.periodS > 0 || ops.length > 0) {
+        const rep = await this.o.executor.apply(ops);
         this.executed += rep.executed.length;
         this.refused += rep.refused;
         this.d = withOps(this.d, rep.executed);
@@ -124,14 +132,33 @@ export class PlacementLoop {
     this.o.registry.publishPlacement(this.frame, this.d);
   }
 
+  /** One step now (an admin change), after any step in progress; resolves when it is published. */
+  stepNow(): Promise<void> {
+    this.running = this.running
+      .then(() => this.step())
+      .catch((e) => (this.o.log ?? (() => undefined))(`placement step failed: ${(e as Error).message}`));
+    return this.running;
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     await this.running;
   }
 
+  /**
+   * Arrivals per scenario second of each service, an exponential average over the windows the
+   * loop has observed (alpha 0.5): the admin API's forecast for the next frame. null before the
+   * first window.
+   */
+  forecast: Float64Array | null = null;
+
   private async observe(): Promise<OrchestrationView | null> {
     const view = await this.o.executor.observe();
+    if (view && view.window.windowS > 0) {
+      const rate = Float64Array.from(view.window.arrivals, (a) => a / view.window.windowS);
+      this.forecast = this.forecast ? this.forecast.map((f, w) => 0.5 * f + 0.5 * rate[w]) : rate;
+    }
     if (view && !this.policyReady) {
       this.policy.reset?.(this.o.seed ?? 1, view);
       this.policyReady = true;

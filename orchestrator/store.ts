@@ -552,6 +552,15 @@ export class Store {
     return n;
   }
 
+  /** The admin's overrides and holds (orchestrator/admin.ts), as JSON text; null when none were ever set. */
+  adminState(): string | null {
+    return this.meta('admin');
+  }
+
+  putAdminState(json: string): void {
+    this.db.prepare(`INSERT INTO meta (key, value) VALUES ('admin', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`).run(json);
+  }
+
   private meta(key: string): string | null {
     const row = this.db.prepare('SELECT value FROM meta WHERE key = ?').get(key) as { value: string } | undefined;
     return row?.value ?? null;

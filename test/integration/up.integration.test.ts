@@ -146,6 +146,47 @@ describe('kais up', () => {
     expect(missing.stderr).toMatch(/--orchestration gpg: needs --gpg/);
   }, 90_000);
 
+  it('kais scale during kais up: the placement that follows has the replicas and every agent applies it', async () => {
+    const cli = (args: string[]) =>
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        const c = spawn(process.execPath, [KAIS, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+        let stdout = '';
+        let stderr = '';
+        c.stdout!.on('data', (b: Buffer) => (stdout += b.toString()));
+        c.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
+        c.on('exit', (code) => resolve({ code, stdout, stderr }));
+      });
+    let checked: Promise<void> | null = null;
+    const run = await kaisUp(['--scenario', 'tiny', '--duration', '20', '--policy', 'lec', '--json'], (line, child) => {
+      const m = /admin: kais status --orchestrator (\S+) --admin-token-file (\S+)/.exec(line);
+      if (!m || checked) return;
+      const admin = ['--orchestrator', m[1], '--admin-token-file', m[2], '--json'];
+      checked = (async () => {
+        const r = await cli(['scale', ...admin, '--service', '1', '--replicas', '3', '--reason', 'test', '--by', 'jest']);
+        expect(r.code).toBe(0);
+        const v = JSON.parse(r.stdout).placementVersion as number;
+        // wait for the event: every agent acknowledges a placement version at least v
+        for (;;) {
+          const st = JSON.parse((await cli(['status', ...admin])).stdout) as {
+            placement: number[][];
+            agents: { placementVersion: number | null }[];
+          };
+          expect(st.placement[1].reduce((a, b) => a + b, 0)).toBe(3);
+          if (st.agents.length === 1 && st.agents.every((a) => (a.placementVersion ?? 0) >= v)) break;
+          await new Promise((res) => setTimeout(res, 200));
+        }
+        const bad = await cli(['scale', ...admin, '--service', '99', '--replicas', '1', '--reason', 'x']);
+        expect(bad.code).toBe(2);
+        expect(bad.stderr.trim().split('\n')).toHaveLength(1);
+        expect(bad.stderr).toMatch(/service: must be an integer in 0\.\.3/);
+        child.kill('SIGINT'); // done: a partial summary is enough
+      })();
+    });
+    expect(checked).not.toBeNull();
+    await checked;
+    expect(run.code).toBe(130);
+  }, 90_000);
+
   it('prints a partial summary of what ran so far on Ctrl-C, exits 130 and leaves no process behind', async () => {
     let interrupted = false;
     const run = await kaisUp(['--scenario', 'tiny', '--duration', '60', '--policy', 'jsq'], (line, child) => {

@@ -1,5 +1,5 @@
 /**
- * A bad-input corpus over all seven commands: flags, config files, stores and traces. Every case
+ * A bad-input corpus over every command: flags, config files, stores and traces. Every case
  * must exit 2 with exactly one line on stderr ("kais: ..."), never "internal error", a stack trace
  * or exit 1, and must not start work (the cases run in a scratch folder). The corpus runs the real
  * yargs pipeline and command handlers in-process (kais.ts runCli; a spawn per case costs ~0.3 s of
@@ -299,6 +299,20 @@ const CASES: string[][] = [
   NODE('--admin-token-file', f('missing')),
   NODE('--admin-token-file', '/dev/zero'),
   NODE('--admin-token-file', f('token-empty')),
+  // status, scale, nodes (the admin's commands; the orchestrator address is checked before any call)
+  ['status'],
+  ['status', '--orchestrator', 'ws://127.0.0.1:1'],
+  ['status', '--orchestrator', 'http://127.0.0.1:1', '--admin-token-file', f('missing')],
+  ['scale', '--orchestrator', 'http://127.0.0.1:1', '--service', '1', '--replicas', '2'],
+  ['scale', '--orchestrator', 'http://127.0.0.1:1', '--service', '-1', '--replicas', '2', '--reason', 'x'],
+  ['scale', '--orchestrator', 'http://127.0.0.1:1', '--service', '1', '--replicas', 'many', '--reason', 'x'],
+  ['scale', '--orchestrator', 'http://127.0.0.1:1', '--service', '1', '--reason', 'x'],
+  ['scale', '--orchestrator', 'http://127.0.0.1:1', '--service', '1', '--replicas', '2', '--release', '--reason', 'x'],
+  ['scale', '--orchestrator', 'http://127.0.0.1:1', '--service', '1', '--replicas', '2', '--ttl', '0', '--reason', 'x'],
+  ['scale', '--orchestrator', 'http://127.0.0.1:1', '--service', '1', '--replicas', '2', '--reason', 'x'],
+  ['nodes', '--orchestrator', 'http://127.0.0.1:1', '--hold', '1', '--readmit', '2', '--reason', 'x'],
+  ['nodes', '--orchestrator', 'http://127.0.0.1:1', '--hold', '1'],
+  ['nodes', '--orchestrator', 'http://127.0.0.1:1', '--hold', 'x', '--reason', 'x'],
 ];
 
 /** A sample run through the real built CLI as a process (the corpus itself runs in-process: fast). */
@@ -312,6 +326,7 @@ const SPAWNED: string[][] = [
   AGENT('--orchestrator', 'ws://[zz'),
   ORCH('--db', f('text.txt')),
   NODE('--scenario', 'kais', '--scenario', 'x'),
+  ['scale', '--orchestrator', 'http://127.0.0.1:1', '--service', '1', '--replicas', '2', '--reason', 'x'],
 ];
 
 interface Outcome {
@@ -325,7 +340,12 @@ function spawnKais(args: string[]): Promise<Outcome> {
     execFile(
       process.execPath,
       [KAIS, ...args],
-      { cwd: dir, timeout: 30_000, encoding: 'utf8', env: { ...process.env, KAIS_AGENT_TOKEN: '', KAIS_NODE_ADMIN_TOKEN: '' } },
+      {
+        cwd: dir,
+        timeout: 30_000,
+        encoding: 'utf8',
+        env: { ...process.env, KAIS_AGENT_TOKEN: '', KAIS_NODE_ADMIN_TOKEN: '', KAIS_ADMIN_TOKEN: '' },
+      },
       (err, _stdout, stderr) => {
         const e = err as (Error & { code?: number | string; signal?: string }) | null;
         resolve({ code: e ? (typeof e.code === 'number' ? e.code : null) : 0, signal: e?.signal ?? null, stderr });
@@ -379,16 +399,18 @@ function expectOneLineExit2(r: Outcome): void {
 
 const name = (c: string[]) => c.join(' ').replaceAll(dir, '<tmp>');
 const cwd = process.cwd();
-const env = { agent: process.env.KAIS_AGENT_TOKEN, node: process.env.KAIS_NODE_ADMIN_TOKEN };
+const env = { agent: process.env.KAIS_AGENT_TOKEN, node: process.env.KAIS_NODE_ADMIN_TOKEN, admin: process.env.KAIS_ADMIN_TOKEN };
 beforeAll(() => {
   process.chdir(dir);
   delete process.env.KAIS_AGENT_TOKEN;
   delete process.env.KAIS_NODE_ADMIN_TOKEN;
+  delete process.env.KAIS_ADMIN_TOKEN;
 });
 afterAll(() => {
   process.chdir(cwd);
   if (env.agent !== undefined) process.env.KAIS_AGENT_TOKEN = env.agent;
   if (env.node !== undefined) process.env.KAIS_NODE_ADMIN_TOKEN = env.node;
+  if (env.admin !== undefined) process.env.KAIS_ADMIN_TOKEN = env.admin;
 });
 
 describe('bad input, every command, in-process: exit 2 and one line', () => {

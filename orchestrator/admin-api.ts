@@ -1,0 +1,116 @@
+/**
+ * The admin API (issue 18 items 1-2) on the orchestrator's HTTP port (orchestrator/http.ts),
+ * behind its own token (config `adminToken`, never an agent's; compared in constant time, never
+ * logged). JSON in and out; a bad request is 400 with one `reason` line naming the field.
+ *
+ *   GET  /v1/status            agents, versions, placement, overrides, holds, learner, forecast
+ *   POST /v1/scale             {service, replicas, node?, ttlS?, reason, by?}   an override
+ *   POST /v1/scale/release     {service, reason, by?}
+ *   POST /v1/nodes/hold        {node, reason, by?}
+ *   POST /v1/nodes/readmit     {node, reason, by?}
+ *   GET  /v1/events?since=<ms>&kind=<k>&limit=<n>   oldest first, at most 1000 a page
+ *   GET  /v1/forecast          arrivals per second per service expected next frame
+ *
+ * Every change is an event (`admin-scale`, `admin-release`, `admin-hold`, `admin-readmit`,
+ * `admin-expired`) naming who (`by`, default "admin") and why, is saved in the store (overrides
+ * and holds survive a restart), and is applied at once: the placement loop takes a step and
+ * publishes the placement that follows.
+ */
+import type { Scenario } from '../shared/scenario';
+import { topologyOf } from '../shared/scenario';
+import type { AdminSnapshot, AdminState } from './admin';
+
+export interface AdminDeps {
+  scenario: Scenario;
+  state: AdminState;
+  save(s: AdminSnapshot): void;
+  event(kind: string, message: string): void;
+  /** Apply now: one placement step, resolved once its placement is published. */
+  stepNow(): Promise<void>;
+  status(): Record<string, unknown>;
+  events(q: { sinceMs: number; kind?: string; limit: number }): unknown[];
+  forecast(): number[] | null;
+}
+
+export interface AdminReply {
+  status: number;
+  body: unknown;
+}
+
+const bad = (reason: string): AdminReply => ({ status: 400, body: { reason } });
+
+export class AdminApi {
+  private readonly numNodes: number;
+
+  constructor(private readonly d: AdminDeps) {
+    this.numNodes = topologyOf(d.scenario).numNodes;
+  }
+
+  async handle(method: string, path: string, query: URLSearchParams, body: unknown): Promise<AdminReply> {
+    if (method === 'GET' && path === '/v1/status') return { status: 200, body: this.d.status() };
+    if (method === 'GET' && path === '/v1/forecast') return { status: 200, body: { arrivalsPerS: this.d.forecast() } };
+    if (method === 'GET' && path === '/v1/events') {
+      const since = Number(query.get('since') ?? 0);
+      const limit = Number(query.get('limit') ?? 1000);
+      if (!Number.isFinite(since) || since < 0) return bad('since: must be a time in ms >= 0');
+      if (!Number.isInteger(limit) || limit < 1 || limit > 1000) return bad('limit: must be an integer in 1..1000');
+      return { status: 200, body: { events: this.d.events({ sinceMs: since, kind: query.get('kind') ?? undefined, limit }) } };
+    }
+    if (method !== 'POST') return { status: 404, body: { reason: `no ${method} ${path} here` } };
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) return bad('body: must be a JSON object');
+    const b = body as Record<string, unknown>;
+    const reason = b.reason;
+    if (typeof reason !== 'string' || reason.trim() === '' || reason.length > 500) return bad('reason: say why, in 1..500 characters');
+    const by = b.by === undefined ? 'admin' : b.by;
+    if (typeof by !== 'string' || by.trim() === '' || by.length > 100) return bad('by: who, in 1..100 characters');
+    const int = (k: string, lo: number, hi: number): number | string =>
+      Number.isInteger(b[k]) && (b[k] as number) >= lo && (b[k] as number) <= hi
+        ? (b[k] as number)
+        : `${k}: must be an integer in ${lo}..${hi}`;
+    const W = this.d.scenario.services.length;
+    const s = this.d.state;
+    if (path === '/v1/scale') {
+      const service = int('service', 0, W - 1);
+      if (typeof service === 'string') return bad(service);
+      const node = b.node === undefined || b.node === null ? null : int('node', 0, this.numNodes - 1);
+      if (typeof node === 'string') return bad(node);
+      const max = node === null ? this.d.scenario.maxReplicasPerService : 1000;
+      const replicas = int('replicas', node === null ? 1 : 0, max);
+      if (typeof replicas === 'string') return bad(replicas);
+      let untilMs: number | null = null;
+      if (b.ttlS !== undefined && b.ttlS !== null) {
+        if (typeof b.ttlS !== 'number' || !(b.ttlS > 0 && b.ttlS <= 30 * 86400)) return bad('ttlS: must be seconds in (0, 2592000]');
+        untilMs = Date.now() + b.ttlS * 1000;
+      }
+      s.setOverride({ service, replicas, node, untilMs, reason, by, setMs: Date.now() });
+      return this.changed(
+        'admin-scale',
+        `${by}: service ${service} to ${replicas} replica(s)${node === null ? ' in total' : ` on node ${node}`}${untilMs ? ` until ${new Date(untilMs).toISOString()}` : ''}: ${reason}`,
+      );
+    }
+    if (path === '/v1/scale/release') {
+      const service = int('service', 0, W - 1);
+      if (typeof service === 'string') return bad(service);
+      if (!s.release(service)) return { status: 404, body: { reason: `service ${service} has no override` } };
+      return this.changed('admin-release', `${by}: service ${service} back to the policy: ${reason}`);
+    }
+    if (path === '/v1/nodes/hold' || path === '/v1/nodes/readmit') {
+      const node = int('node', 0, this.numNodes - 1);
+      if (typeof node === 'string') return bad(node);
+      if (path === '/v1/nodes/hold') {
+        s.hold({ node, reason, by, setMs: Date.now() });
+        return this.changed('admin-hold', `${by}: node ${node} held out: ${reason}`);
+      }
+      if (!s.readmit(node)) return { status: 404, body: { reason: `node ${node} is not held` } };
+      return this.changed('admin-readmit', `${by}: node ${node} re-admitted: ${reason}`);
+    }
+    return { status: 404, body: { reason: `no POST ${path} here` } };
+  }
+
+  private async changed(kind: string, message: string): Promise<AdminReply> {
+    this.d.save(this.d.state.snapshot());
+    this.d.event(kind, message);
+    await this.d.stepNow();
+    return { status: 200, body: { ok: true, event: kind, message, ...this.d.status() } };
+  }
+}

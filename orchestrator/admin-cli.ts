@@ -1,0 +1,203 @@
+/**
+ * `kais status`, `kais scale` and `kais nodes`: the admin's commands against a running
+ * orchestrator's admin API (orchestrator/admin-api.ts), following the other commands'
+ * conventions: one option spec each, `--json` for the API's answer as is, exit 2 with one line
+ * naming the flag for bad input, an unreachable orchestrator or a refused token.
+ *
+ * The orchestrator's HTTP URL is its ready line's `httpPort` (`kais up` prints it); the token is
+ * the config's `adminToken`, from `--admin-token-file` or $KAIS_ADMIN_TOKEN.
+ */
+import * as http from 'node:http';
+import type { Argv, CommandModule } from 'yargs';
+import { namingFlags, opt, resolveOptions, yargsOptions } from '../shared/config';
+import { UsageError } from '../shared/errors';
+import { resolveSecret } from '../shared/lifecycle';
+
+export const ADMIN_TOKEN_ENV = 'KAIS_ADMIN_TOKEN';
+
+const COMMON = {
+  orchestrator: opt.url(['http:'], {
+    demand: true,
+    describe: "the orchestrator's HTTP port, e.g. http://127.0.0.1:7001 (its ready line's httpPort)",
+  }),
+  adminTokenFile: opt.secretFile({ describe: `file whose first line is the orchestrator's adminToken (default: $${ADMIN_TOKEN_ENV})` }),
+  json: opt.boolean({ default: false, describe: "print the API's JSON answer" }),
+};
+
+interface Common {
+  orchestrator: string;
+  adminTokenFile?: string;
+  json: boolean;
+}
+
+/** One call of the admin API; its refusals are the user's (exit 2, one line). */
+async function call(a: Common, method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
+  const token = resolveSecret({
+    fromFile: a.adminTokenFile,
+    fileFlag: 'admin-token-file',
+    inlineFlag: 'admin-token-file',
+    env: ADMIN_TOKEN_ENV,
+  });
+  if (token === '') throw new UsageError(`--admin-token-file: no admin token (give the file, or set $${ADMIN_TOKEN_ENV})`);
+  const url = new URL(path, a.orchestrator);
+  const text = body === undefined ? '' : JSON.stringify(body);
+  const reply = await new Promise<{ status: number; body: Record<string, unknown> }>((resolve, reject) => {
+    const req = http.request(
+      url,
+      {
+        method,
+        agent: false,
+        timeout: 30_000,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
+      },
+      (res) => {
+        let t = '';
+        res.on('data', (c: Buffer) => (t += c.toString()));
+        res.on('end', () => {
+          try {
+            resolve({ status: res.statusCode ?? 0, body: t ? (JSON.parse(t) as Record<string, unknown>) : {} });
+          } catch {
+            reject(
+              new UsageError(
+                `--orchestrator ${a.orchestrator}: answered something that is not JSON (not a kais orchestrator's HTTP port?)`,
+              ),
+            );
+          }
+        });
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('no answer in 30 s')));
+    req.on('error', (e) =>
+      reject(e instanceof UsageError ? e : new UsageError(`--orchestrator ${a.orchestrator}: cannot reach it (${e.message})`)),
+    );
+    req.end(text);
+  });
+  if (reply.status === 401) throw new UsageError('--admin-token-file: the orchestrator refused the admin token');
+  if (reply.status === 403) throw new UsageError(`--orchestrator: ${String(reply.body.reason)}`);
+  if (reply.status >= 400) throw new UsageError(`${String(reply.body.reason ?? `HTTP ${reply.status}`)}`);
+  return reply.body;
+}
+
+function table(rows: (string | number)[][]): string {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
+  return rows.map((r) => r.map((c, i) => String(c).padEnd(widths[i])).join('  ')).join('\n');
+}
+
+function statusText(s: Record<string, unknown>): string {
+  const placement = s.placement as number[][];
+  const lines = [
+    `orchestration ${String(s.orchestration)}, epoch ${String(s.epoch)}, frame ${String(s.frame)}, weights v${String(s.weightVersion ?? '-')}, placement v${String(s.placementVersion ?? '-')}`,
+    `agents: ${(s.agents as { eap: number; weightVersion: number | null }[]).map((a) => `eAP ${a.eap} (weights v${a.weightVersion ?? '-'})`).join(', ') || 'none'}`,
+    '',
+    table([
+      ['service', 'replicas', 'on nodes'],
+      ...placement.map((row, w) => [
+        w,
+        row.reduce((x, y) => x + y, 0),
+        row
+          .map((r, n) => (r > 0 ? `${n}x${r}` : ''))
+          .filter(Boolean)
+          .join(' '),
+      ]),
+    ]),
+  ];
+  for (const o of s.overrides as Record<string, unknown>[])
+    lines.push(
+      `override: service ${String(o.service)} -> ${String(o.replicas)}${o.node === null ? ' in total' : ` on node ${String(o.node)}`} by ${String(o.by)}: ${String(o.reason)}${o.untilMs ? ` (until ${new Date(o.untilMs as number).toISOString()})` : ''}`,
+    );
+  for (const h of s.holds as Record<string, unknown>[]) lines.push(`held: node ${String(h.node)} by ${String(h.by)}: ${String(h.reason)}`);
+  return lines.join('\n');
+}
+
+const STATUS_SPEC = { ...COMMON };
+export const statusCommand: CommandModule<object, object> = {
+  command: 'status',
+  describe: 'show a running orchestrator: agents, versions, placement per service, overrides and held nodes',
+  builder: (y: Argv<object>) =>
+    yargsOptions(y.example(`${ADMIN_TOKEN_ENV}=... $0 status --orchestrator http://127.0.0.1:7001`, 'the table'), STATUS_SPEC),
+  handler: namingFlags(STATUS_SPEC, async (argv) => {
+    const a = resolveOptions(STATUS_SPEC, argv);
+    const s = await call(a, 'GET', '/v1/status');
+    process.stdout.write(a.json ? `${JSON.stringify(s)}\n` : `${statusText(s)}\n`);
+  }),
+};
+
+const SCALE_SPEC = {
+  ...COMMON,
+  service: opt.integer({ demand: true, min: 0, describe: 'service id' }),
+  replicas: opt.integer({ min: 0, describe: 'replicas in total (or on --node) while the override holds' }),
+  node: opt.integer({ min: 0, describe: 'hold the count on this edge node only' }),
+  ttl: opt.number({
+    min: 0,
+    minExclusive: true,
+    max: 2_592_000,
+    describe: 'seconds until the override ends by itself (default: until --release)',
+  }),
+  release: opt.boolean({ default: false, describe: 'end the override: the service goes back to the policy' }),
+  reason: opt.string({ demand: true, describe: 'why (recorded in the event)' }),
+  by: opt.string({ default: process.env.USER ?? 'admin', describe: 'who (recorded in the event)' }),
+};
+export const scaleCommand: CommandModule<object, object> = {
+  command: 'scale',
+  describe: "override a service's replica count (the placement policy keeps to it until it expires or is released)",
+  builder: (y: Argv<object>) =>
+    yargsOptions(
+      y.example(
+        `${ADMIN_TOKEN_ENV}=... $0 scale --orchestrator http://127.0.0.1:7001 --service 3 --replicas 6 --reason "launch"`,
+        '6 replicas of service 3',
+      ),
+      SCALE_SPEC,
+    ),
+  handler: namingFlags(SCALE_SPEC, async (argv) => {
+    const a = resolveOptions(SCALE_SPEC, argv);
+    if (a.release && a.replicas !== undefined) throw new UsageError('--release: give --replicas or --release, not both');
+    if (!a.release && a.replicas === undefined) throw new UsageError('--replicas: how many (or --release to end the override)');
+    const r = a.release
+      ? await call(a, 'POST', '/v1/scale/release', { service: a.service, reason: a.reason, by: a.by })
+      : await call(a, 'POST', '/v1/scale', {
+          service: a.service,
+          replicas: a.replicas,
+          node: a.node ?? null,
+          ttlS: a.ttl ?? null,
+          reason: a.reason,
+          by: a.by,
+        });
+    process.stdout.write(a.json ? `${JSON.stringify(r)}\n` : `${String(r.message)} (placement v${String(r.placementVersion)})\n`);
+  }),
+};
+
+const NODES_SPEC = {
+  ...COMMON,
+  hold: opt.integer({ min: 0, describe: 'hold this edge node out (its replicas leave, none comes)' }),
+  readmit: opt.integer({ min: 0, describe: 'give a held node back to the policy' }),
+  reason: opt.optString({ describe: 'why (needed with --hold and --readmit)' }),
+  by: opt.string({ default: process.env.USER ?? 'admin', describe: 'who (recorded in the event)' }),
+};
+export const nodesCommand: CommandModule<object, object> = {
+  command: 'nodes',
+  describe: 'list edge nodes with their replicas and holds, or hold one out / re-admit it',
+  builder: (y: Argv<object>) =>
+    yargsOptions(
+      y.example(`${ADMIN_TOKEN_ENV}=... $0 nodes --orchestrator http://127.0.0.1:7001 --hold 4 --reason "disk"`, 'hold node 4 out'),
+      NODES_SPEC,
+    ),
+  handler: namingFlags(NODES_SPEC, async (argv) => {
+    const a = resolveOptions(NODES_SPEC, argv);
+    if (a.hold !== undefined && a.readmit !== undefined) throw new UsageError('--hold: give --hold or --readmit, not both');
+    const change = a.hold !== undefined ? 'hold' : a.readmit !== undefined ? 'readmit' : null;
+    if (change && !a.reason) throw new UsageError(`--reason: say why you ${change === 'hold' ? 'hold the node out' : 're-admit the node'}`);
+    const s = change
+      ? await call(a, 'POST', `/v1/nodes/${change}`, { node: change === 'hold' ? a.hold : a.readmit, reason: a.reason, by: a.by })
+      : await call(a, 'GET', '/v1/status');
+    if (a.json) return void process.stdout.write(`${JSON.stringify(s)}\n`);
+    const placement = s.placement as number[][];
+    const held = new Map((s.holds as { node: number; by: string; reason: string }[]).map((h) => [h.node, h]));
+    const N = placement[0]?.length ?? 0;
+    const rows: (string | number)[][] = [['node', 'replicas', 'held']];
+    for (let n = 0; n < N; n++) {
+      const h = held.get(n);
+      rows.push([n, placement.reduce((x, row) => x + row[n], 0), h ? `by ${h.by}: ${h.reason}` : '']);
+    }
+    process.stdout.write(`${change ? `${String(s.message)}\n` : ''}${table(rows)}\n`);
+  }),
+};

@@ -1,0 +1,15 @@
+/**
+ * Bearer tokens on the plain-HTTP admin ports (the emulated cluster's, the orchestrator's): the
+ * token of `Authorization: Bearer <token>` compared in constant time, through fixed-length hashes
+ * so that not even the length leaks.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+
+const sha256 = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
+
+/** Whether an Authorization header carries the token; no token (null): anything goes. */
+export function bearerMatches(header: string | undefined, token: string | null): boolean {
+  if (token === null) return true;
+  const given = /^Bearer (.+)$/.exec(header ?? '')?.[1];
+  return given !== undefined && timingSafeEqual(sha256(given), sha256(token));
+}

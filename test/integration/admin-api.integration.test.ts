@@ -1,0 +1,156 @@
+/**
+ * The admin API (issue 18 items 1-2) on a real orchestrator driving a real emulated cluster over
+ * HTTP: a scale override reaches the placement that follows (and the cluster), survives a restart
+ * of the orchestrator, ends when released; a held node is emptied and re-admitted; every change is
+ * an event naming who and why; a wrong or missing token and bad input are refused.
+ */
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { EmulatedCluster } from '../../orchestrator/emulated-cluster';
+import { readConfig, startOrchestrator, type RunningOrchestrator } from '../../orchestrator/main';
+import { loadScenario } from '../../shared/scenario';
+
+const TOKEN = 'admin-token-of-the-test-0123456789';
+
+function call(
+  port: number,
+  method: string,
+  p: string,
+  body?: unknown,
+  token: string | null = TOKEN,
+): Promise<{ status: number; body: any }> {
+  const text = body === undefined ? '' : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string | number> = { 'content-length': Buffer.byteLength(text) };
+    if (token !== null) headers.authorization = `Bearer ${token}`;
+    const req = http.request({ host: '127.0.0.1', port, path: p, method, agent: false, headers }, (res) => {
+      let t = '';
+      res.on('data', (c: Buffer) => (t += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: t ? JSON.parse(t) : null }));
+    });
+    req.on('error', reject);
+    req.end(text);
+  });
+}
+
+const total = (placement: number[][], w: number) => placement[w].reduce((a, b) => a + b, 0);
+
+describe('admin API', () => {
+  const scenario = loadScenario('small');
+  let dir: string;
+  let cluster: EmulatedCluster;
+  let cfgFile: string;
+  const started: RunningOrchestrator[] = [];
+
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-admin-'));
+    cluster = new EmulatedCluster({ scenario, adminToken: 'node-token' });
+    await cluster.listen();
+    cfgFile = path.join(dir, 'c.json');
+    // hpa: the policy has its own opinion, which the override must win over
+    fs.writeFileSync(
+      cfgFile,
+      JSON.stringify({
+        scenario: 'small',
+        orchestration: 'hpa',
+        learner: 'none',
+        detector: 'none',
+        executor: cluster.adminUrl,
+        executorToken: 'node-token',
+        adminToken: TOKEN,
+      }),
+    );
+  });
+  afterEach(async () => {
+    for (const o of started.splice(0)) await o.close();
+    await cluster.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const start = async () => {
+    const o = await startOrchestrator(readConfig(cfgFile), { dbPath: path.join(dir, 'o.db'), httpPort: 0 });
+    started.push(o);
+    return o;
+  };
+
+  it('scales a service by hand: the next placement has it, the cluster runs it, a restart keeps it, release ends it', async () => {
+    const o = await start();
+    const port = o.httpPort!;
+    const v0 = o.registry.placementVersion!;
+    const r = await call(port, 'POST', '/v1/scale', { service: 3, replicas: 4, reason: 'launch day', by: 'alice' });
+    expect(r.status).toBe(200);
+    expect(o.registry.placementVersion).toBeGreaterThan(v0);
+    expect(total(o.loop.placement, 3)).toBe(4);
+    // the cluster holds them (ready or starting, on edge nodes: t < N)
+    const rep = cluster.report();
+    const W = scenario.services.length;
+    const N = rep.ready.length / W - 1;
+    let held = 0;
+    for (let n = 0; n < N; n++) held += rep.ready[n * W + 3] + rep.starting[n * W + 3] - rep.draining[n * W + 3];
+    expect(held).toBe(4);
+    const ev = o.store.events({ kind: 'admin-scale' });
+    expect(ev).toHaveLength(1);
+    expect(ev[0].message).toMatch(/alice: service 3 to 4 replica\(s\) in total: launch day/);
+    await o.close();
+    started.length = 0;
+
+    const o2 = await start(); // the override is in the store
+    expect(total(o2.loop.placement, 3)).toBe(4);
+    const st = await call(o2.httpPort!, 'GET', '/v1/status');
+    expect(st.body.overrides).toMatchObject([{ service: 3, replicas: 4, node: null, by: 'alice', reason: 'launch day' }]);
+    const rel = await call(o2.httpPort!, 'POST', '/v1/scale/release', { service: 3, reason: 'over' });
+    expect(rel.status).toBe(200);
+    expect((await call(o2.httpPort!, 'GET', '/v1/status')).body.overrides).toEqual([]);
+    expect(o2.store.events({ kind: 'admin-release' })[0].message).toMatch(/admin: service 3 back to the policy: over/);
+  });
+
+  it('an override with a ttl ends by itself, with an event', async () => {
+    const o = await start();
+    await call(o.httpPort!, 'POST', '/v1/scale', { service: 1, replicas: 4, ttlS: 0.2, reason: 'short' });
+    expect(total(o.loop.placement, 1)).toBe(4);
+    await new Promise((r) => setTimeout(r, 250));
+    await o.loop.stepNow();
+    expect(o.store.events({ kind: 'admin-expired' })).toHaveLength(1);
+    expect((await call(o.httpPort!, 'GET', '/v1/status')).body.overrides).toEqual([]);
+  });
+
+  it('holds a node out (emptied, no new replica) and re-admits it', async () => {
+    const o = await start();
+    const port = o.httpPort!;
+    const node = o.loop.placement.findIndex(() => true) >= 0 ? o.loop.placement[0].findIndex((x) => x > 0) : 0;
+    expect(node).toBeGreaterThanOrEqual(0);
+    const h = await call(port, 'POST', '/v1/nodes/hold', { node, reason: 'disk replacement', by: 'bob' });
+    expect(h.status).toBe(200);
+    for (let w = 0; w < scenario.services.length; w++) expect(o.loop.placement[w][node]).toBe(0);
+    await call(port, 'POST', '/v1/scale', { service: 0, replicas: 5, reason: 'more' });
+    for (let w = 0; w < scenario.services.length; w++) expect(o.loop.placement[w][node]).toBe(0); // none goes there while held
+    expect((await call(port, 'GET', '/v1/status')).body.holds).toMatchObject([{ node, by: 'bob', reason: 'disk replacement' }]);
+    expect((await call(port, 'POST', '/v1/nodes/readmit', { node, reason: 'fixed' })).status).toBe(200);
+    expect((await call(port, 'POST', '/v1/nodes/readmit', { node, reason: 'again' })).status).toBe(404);
+    const kinds = (await call(port, 'GET', '/v1/events?kind=admin-hold')).body.events.map((e: { kind: string }) => e.kind);
+    expect(kinds).toEqual(['admin-hold']);
+  });
+
+  it('refuses a missing or wrong token, and bad input with one reason naming the field', async () => {
+    const o = await start();
+    const port = o.httpPort!;
+    expect((await call(port, 'GET', '/v1/status', undefined, null)).status).toBe(401);
+    expect((await call(port, 'GET', '/v1/status', undefined, 'wrong-token-wrong-token')).status).toBe(401);
+    const cases: [unknown, RegExp][] = [
+      [{ service: 99, replicas: 2, reason: 'x' }, /^service: must be an integer in 0\.\.7$/],
+      [{ service: 1, replicas: 1e6, reason: 'x' }, /^replicas: must be an integer in 1\.\./],
+      [{ service: 1, replicas: 2 }, /^reason: say why/],
+      [{ service: 1, replicas: 2, reason: 'x', ttlS: -1 }, /^ttlS: must be seconds/],
+      [{ service: 1, replicas: 2, reason: 'x', node: 1000 }, /^node: must be an integer in 0\.\./],
+      ['not an object', /^body: must be a JSON object$/],
+    ];
+    for (const [body, msg] of cases) {
+      const r = await call(port, 'POST', '/v1/scale', body);
+      expect(r.status).toBe(400);
+      expect(r.body.reason).toMatch(msg);
+    }
+    expect(o.store.events({ kind: 'admin-scale' })).toHaveLength(0);
+  });
+});
