@@ -5,7 +5,7 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { loadBackend } from '../shared/tf-backend';
-import { LearnerCore, type CoreConfig, type CoreResult, type PackedBatch } from './learner-core';
+import { LearnerCore, type CoreConfig, type CoreResult, type PackedBatch } from '../critic/cmmac/online-core';
 
 export type WorkerRequest =
   | { kind: 'init'; config: CoreConfig; actor: Float32Array[]; critic: Float32Array[] | null }

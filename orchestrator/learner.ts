@@ -59,7 +59,7 @@ import { actorFit } from '../shared/nets/actor-fit';
 import { criticShapes } from '../shared/nets/value';
 import { topologyOf, type Scenario } from '../shared/scenario';
 import { observationDim, targetBlockOf } from '../shared/spaces';
-import { LearnerCore, type CoreConfig, type CoreResult, type PackedBatch } from './learner-core';
+import { LearnerCore, type CoreConfig, type CoreResult, type PackedBatch } from '../critic/cmmac/online-core';
 import type { WorkerReply, WorkerRequest } from './learner-worker';
 import { SerialWorker } from './serial-worker';
 import type { ModelRegistry } from './registry';

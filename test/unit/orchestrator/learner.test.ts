@@ -15,7 +15,7 @@ import { Rng } from '../../../shared/rng';
 import { loadScenario, topologyOf } from '../../../shared/scenario';
 import { observationDim } from '../../../shared/spaces';
 import { OnlineLearner } from '../../../orchestrator/learner';
-import { LearnerCore } from '../../../orchestrator/learner-core';
+import { LearnerCore } from '../../../critic/cmmac/online-core';
 import { ModelRegistry, startHub } from '../../../orchestrator/registry';
 import { Store } from '../../../orchestrator/store';
 import type { Hub } from '../../../orchestrator/hub';

@@ -5,11 +5,11 @@
  * orchestrator uses: an update never blocks the hub's event loop) and in-process (tests).
  */
 import * as tf from '@tensorflow/tfjs';
-import { ActorNet, type HeadActivation, type TargetBlock } from '../shared/nets/actor';
-import { ValueNet } from '../shared/nets/value';
-import { Rng } from '../shared/rng';
-import { CmmacLearner } from '../critic/cmmac/learner';
-import { RolloutBuffer } from '../critic/cmmac/buffer';
+import { ActorNet, type HeadActivation, type TargetBlock } from '../../shared/nets/actor';
+import { ValueNet } from '../../shared/nets/value';
+import { Rng } from '../../shared/rng';
+import { CmmacLearner } from './learner';
+import { RolloutBuffer } from './buffer';
 
 export interface CoreConfig {
   obsDim: number;
