@@ -10,7 +10,8 @@ import * as path from 'path';
 import Database from 'better-sqlite3';
 import { loadScenario } from '../../shared/scenario';
 import * as tf from '@tensorflow/tfjs';
-import { loadActorFile, loadCmmacFromDb, loadDefaultCmmac, readActorFile } from '../../training/jobs/checkpoint';
+import { loadActorFile, loadCmmacFromDb, loadDefaultCmmac } from '../../training/jobs/checkpoint';
+import { readActorFile } from '../../shared/nets/actor-file';
 import { actorLayersFiles } from '../../shared/nets/actor-layers';
 import { ActorF32 } from '../../shared/nets/actor';
 

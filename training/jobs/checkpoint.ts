@@ -14,18 +14,6 @@ import { actorFit, scenarioActor } from '../../shared/nets/actor-fit';
 import { defaultModelPath, type ExportedActorMeta } from '../../shared/nets/actor-file';
 import { CheckpointDb, checkpointError as bad, checkScenario, oneLine } from '../../shared/nets/checkpoint-db';
 
-// the file formats moved to shared/nets/; these names are still imported from here by train.ts and
-// export.ts (being edited in parallel): they can import shared/nets/ directly next time they change
-export {
-  CHECKPOINT_FORMAT,
-  CheckpointDb,
-  checkScenario,
-  scenarioFingerprint,
-  type CheckpointRow,
-  type CheckpointState,
-} from '../../shared/nets/checkpoint-db';
-export { checkpointActor, checkpointHead, defaultModelPath, isActorFile, modelDirs, readActorFile } from '../../shared/nets/actor-file';
-
 /** Config fields loadCmmacFromDb needs (a subset of the train config). */
 interface StoredConfig {
   scenarioFingerprint: string;

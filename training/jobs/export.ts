@@ -14,7 +14,8 @@ import { writeActorLayers, type ActorLayersMeta } from '../../shared/nets/actor-
 import { loadScenario, topologyOf } from '../../shared/scenario';
 import { observationDim, targetBlockOf } from '../../shared/spaces';
 import { loadBackend } from '../../shared/tf-backend';
-import { CheckpointDb, checkpointActor, checkScenario, isActorFile } from './checkpoint';
+import { CheckpointDb, checkScenario } from '../../shared/nets/checkpoint-db';
+import { checkpointActor, isActorFile } from '../../shared/nets/actor-file';
 
 export const EXPORT_SPEC = {
   checkpoint: opt.file({

@@ -14,7 +14,7 @@ import { targetBlockOf, type ObservationShape } from '../../agent/observation';
 import { packWeights, weightsToBytes } from '../../shared/protocol/weights';
 import { CmmacLearner } from '../../critic/cmmac/learner';
 import type { CurriculumState } from '../curriculum/tracker';
-import { CheckpointDb, checkScenario, type CheckpointRow, type CheckpointState } from './checkpoint';
+import { CheckpointDb, checkScenario, type CheckpointRow, type CheckpointState } from '../../shared/nets/checkpoint-db';
 import type { TrainConfig } from './train-options';
 
 /** What a checkpoint saves and restores. */

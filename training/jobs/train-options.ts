@@ -19,7 +19,7 @@ import { makeDispatch, makeOrchestration } from '../baselines/registry';
 import { checkTraceWindow, loadCurriculum, loadValidation, type Lesson } from '../curriculum/schedule';
 import { DEFAULT_WORKLOAD, WORKLOAD_NAMES } from '../workload';
 import { traceHasRowsIn } from '../workload/window';
-import { scenarioFingerprint } from './checkpoint';
+import { scenarioFingerprint } from '../../shared/nets/checkpoint-db';
 import { observationDim, type ObservationShape } from '../../agent/observation';
 import { stateDim } from '../../critic/cmmac/state';
 import { ENV_VERSION } from '../sim/env';

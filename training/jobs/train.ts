@@ -50,7 +50,7 @@ import { EdgeCloudEnv } from '../sim/env';
 import { episodeRequests } from '../workload/window';
 import { makeOrchestration } from '../baselines/registry';
 import { CurriculumTracker, lessonPlan, singlePlan, type CheckpointLabel, type LessonRecord } from '../curriculum/tracker';
-import { CheckpointDb, checkScenario } from './checkpoint';
+import { CheckpointDb, checkScenario } from '../../shared/nets/checkpoint-db';
 import { exportBestActor, initFrom, newRunNets, restoreNets, resumeFrom, saveCheckpoint, type BestEval } from './train-checkpoint';
 import {
   checkTrainOptions,

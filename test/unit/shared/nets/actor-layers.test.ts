@@ -16,7 +16,8 @@ import { observationDim, targetBlockOf } from '../../../../shared/spaces';
 import { buildRequests } from '../../../../training/workload';
 import { makeOrchestration } from '../../../../training/baselines/registry';
 import { EdgeCloudEnv } from '../../../../training/sim/env';
-import { loadDefaultCmmac, readActorFile } from '../../../../training/jobs/checkpoint';
+import { loadDefaultCmmac } from '../../../../training/jobs/checkpoint';
+import { readActorFile } from '../../../../shared/nets/actor-file';
 import { exportLayers } from '../../../../training/jobs/export';
 
 const ROOT = path.resolve(__dirname, '../../../..');
