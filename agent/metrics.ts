@@ -21,7 +21,8 @@
  * plus prom-client's defaults (process_cpu_seconds_total, process_resident_memory_bytes,
  * nodejs_eventloop_lag_seconds, ...) with the prefix `kais_agent_`.
  */
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import { scrapedCounter, scrapedGauge } from '../shared/prom';
 import type { Dispatcher } from './dispatcher';
 import type { HealthState } from './health';
 
@@ -39,25 +40,8 @@ export class AgentMetrics {
     collectDefaultMetrics({ register: r, prefix: 'kais_agent_' });
     /** A counter whose value is read from a monotonic source at scrape time. */
     const counter = <L extends string>(name: string, help: string, labelNames: L[], read: () => [Partial<Record<L, string>>, number][]) =>
-      new Counter<L>({
-        name,
-        help,
-        labelNames,
-        registers: [r],
-        collect() {
-          this.reset();
-          for (const [labels, v] of read()) this.inc(labels as Record<L, string>, v);
-        },
-      });
-    const gauge = (name: string, help: string, read: () => number) =>
-      new Gauge({
-        name,
-        help,
-        registers: [r],
-        collect() {
-          this.set(read());
-        },
-      });
+      scrapedCounter(r, name, help, labelNames, read);
+    const gauge = (name: string, help: string, read: () => number) => scrapedGauge(r, name, help, read);
     const c = d.counters;
     counter('kais_agent_requests_total', 'Requests answered, by outcome.', ['outcome'], () => [
       [{ outcome: 'in_time' }, c.inTime],

@@ -18,7 +18,8 @@
 import * as http from 'node:http';
 import type { AdminApi } from './admin-api';
 import { bearerMatches } from '../shared/auth';
-import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import { collectDefaultMetrics, Registry } from 'prom-client';
+import { scrapedCounter, scrapedGauge } from '../shared/prom';
 
 /** What the endpoint reads, at scrape time. */
 export interface OrchestratorFigures {
@@ -49,25 +50,8 @@ export class OrchestratorHttp {
     const r = this.registry;
     collectDefaultMetrics({ register: r, prefix: 'kais_orchestrator_' });
     const counter = <L extends string>(name: string, help: string, labelNames: L[], read: () => [Partial<Record<L, string>>, number][]) =>
-      new Counter<L>({
-        name,
-        help,
-        labelNames,
-        registers: [r],
-        collect() {
-          this.reset();
-          for (const [labels, v] of read()) this.inc(labels as Record<L, string>, v);
-        },
-      });
-    const gauge = (name: string, help: string, read: () => number) =>
-      new Gauge({
-        name,
-        help,
-        registers: [r],
-        collect() {
-          this.set(read());
-        },
-      });
+      scrapedCounter(r, name, help, labelNames, read);
+    const gauge = (name: string, help: string, read: () => number) => scrapedGauge(r, name, help, read);
     gauge('kais_orchestrator_agents_connected', 'Agent sessions welcomed and open.', () => f.agentsConnected());
     gauge('kais_orchestrator_weight_version', 'Latest published actor weight version (-1: none).', () => f.weightVersion() ?? -1);
     gauge('kais_orchestrator_placement_version', 'Latest published placement version (-1: none).', () => f.placementVersion() ?? -1);
