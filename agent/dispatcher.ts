@@ -172,6 +172,8 @@ export interface DispatchCounters {
   admissionRefused: number;
   /** In flight and answered 504 by the late-answer timer (counted in timedOut too). */
   answeredAtDeadline: number;
+  /** Decisions that chose the cloud (first choice, before any retry): with decisionsLearned + decisionsFallback, the cloud share the simulator reports. */
+  decidedToCloud: number;
   /** Decisions of the learned actor. */
   decisionsLearned: number;
   /** Decisions of the heuristic: cmmac's lec fallback (no weights yet), or the `policy` heuristic. */
@@ -198,6 +200,7 @@ export class Dispatcher {
     retriedOnCloud: 0,
     admissionRefused: 0,
     answeredAtDeadline: 0,
+    decidedToCloud: 0,
     decisionsLearned: 0,
     decisionsFallback: 0,
     experienceDropped: 0,
@@ -607,6 +610,7 @@ export class Dispatcher {
     const view = this.view;
     const w = p.req.service;
     const d = this.choose(p.req); // one instant per decision (and one performance.now() instead of thousands)
+    if (d.target === this.view.cloudTarget) this.counters.decidedToCloud++;
     const timeoutMs = Math.min(p.deadlineMs * 3 + 1000, p.deadlineMs + 10_000);
     let target = d.target;
     let outcome = await this.send(p, target, timeoutMs);

@@ -135,6 +135,8 @@ export interface EapSummary {
   decisionsLearned: number;
   /** Decisions of the heuristic: cmmac's lec fallback, or the `--policy` heuristic. */
   decisionsFallback: number;
+  /** Decisions that chose the cloud first (before any retry). */
+  decidedToCloud: number;
 }
 
 export interface UpSummary {
@@ -171,6 +173,12 @@ export interface UpSummary {
   /** The same prediction with `kais eval --view global` (every policy reads the whole cluster's true state), and live / it. */
   evalGlobalViewThroughputRate: number;
   vsEvalGlobalView: number;
+  /** Share of the agents' decisions that chose the cloud first, and the simulator's for the same requests. */
+  cloudShare: number;
+  evalCloudShare: number;
+  /** Share of requests refused live (503/504), and the simulator's dropped share for the same requests. */
+  refusedShare: number;
+  evalDroppedShare: number;
   /** 1-minute load average and CPU count at the end: a live rate far below the prediction on a busy machine is CPU starvation. */
   loadAverage1m: number;
   cpus: number;
@@ -719,8 +727,10 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         placementsApplied: (h.placementsApplied as number) ?? 0,
         decisionsLearned: counters.decisionsLearned ?? 0,
         decisionsFallback: counters.decisionsFallback ?? 0,
+        decidedToCloud: counters.decidedToCloud ?? 0,
       };
     });
+    const decisions = perEap.reduce((s, e) => s + e.decisionsLearned + e.decisionsFallback, 0);
     const throughputRate = total.sent > 0 ? total.completedInTime / total.sent : 0;
     return {
       durationS: a.duration,
@@ -740,6 +750,11 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       evalThroughputRate: predicted.rate,
       vsEval: predicted.rate > 0 ? throughputRate / predicted.rate : 0,
       evalGlobalViewThroughputRate: predictedGlobalView.rate,
+      // where live and predicted differ (issue 13): the share of decisions sent to the cloud, and of requests dropped / refused
+      cloudShare: decisions > 0 ? +(perEap.reduce((s, e) => s + e.decidedToCloud, 0) / decisions).toFixed(4) : 0,
+      evalCloudShare: predicted.cloudShare,
+      refusedShare: total.sent > 0 ? +(total.refused / total.sent).toFixed(4) : 0,
+      evalDroppedShare: predicted.droppedShare,
       vsEvalGlobalView: predictedGlobalView.rate > 0 ? throughputRate / predictedGlobalView.rate : 0,
       loadAverage1m: +os.loadavg()[0].toFixed(2),
       cpus: os.cpus().length,
@@ -806,7 +821,7 @@ export function predictRate(
   policy: LivePolicyName,
   checkpoint: string | undefined,
   view: 'global' | 'agent' = 'agent',
-): { policy: string; rate: number; slotS: number } {
+): { policy: string; rate: number; slotS: number; cloudShare: number; droppedShare: number } {
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { runEpisode } = require('../training/jobs/rollout') as typeof import('../training/jobs/rollout');
   const { makeDispatch, makeOrchestration } = require('../training/baselines/registry') as typeof import('../training/baselines/registry');
@@ -834,7 +849,13 @@ export function predictRate(
     view,
   });
   const name = isDispatchHeuristic(policy) ? policy : checkpoint ? 'cmmac' : 'lec';
-  return { policy: `${name}/${a.orchestration}`, rate: res.throughputRate, slotS: scenario.slotS };
+  return {
+    policy: `${name}/${a.orchestration}`,
+    rate: res.throughputRate,
+    slotS: scenario.slotS,
+    cloudShare: res.cloudShare,
+    droppedShare: res.droppedShare,
+  };
 }
 
 /**
@@ -877,6 +898,7 @@ function formatSummary(s: UpSummary): string {
     `kais up: ${s.scenario}, ${s.workload}, ${s.durationS} s at speed ${s.speed}, policy ${s.policy}`,
     `sent ${s.sent}: in time ${s.completedInTime}, late ${s.late}, refused ${s.refused}, unanswered ${s.unanswered}; throughput rate ${pct(s.throughputRate)}`,
     `kais eval predicts ${s.evalPolicy} ${pct(s.evalThroughputRate)} for the same requests: live / predicted = ${s.vsEval.toFixed(3)}${s.learning ? ' (learning online)' : ''}; with --view global ${pct(s.evalGlobalViewThroughputRate)}: live / predicted = ${s.vsEvalGlobalView.toFixed(3)}`,
+    `  to the cloud: live ${pct(s.cloudShare)} of decisions, predicted ${pct(s.evalCloudShare)}; refused live ${pct(s.refusedShare)}, dropped predicted ${pct(s.evalDroppedShare)}`,
     ...(s.vsEval < 0.9 && s.loadAverage1m > s.cpus
       ? [
           `note: load average ${s.loadAverage1m} on ${s.cpus} CPUs: the processes competed for CPU, so requests went late that the simulator serves in time`,

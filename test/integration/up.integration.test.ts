@@ -82,6 +82,13 @@ describe('kais up', () => {
     expect(s.placementVersionsApplied as number).toBeGreaterThanOrEqual(1);
     expect(s.nodeExclusions).toBe(0); // no failures played: QoS isolation must not fire on a healthy cluster
     expect(s.faults).toBeNull();
+    // the diagnostics beside live / predicted: shares in [0, 1], the decisions' cloud share counted from every agent
+    for (const k of ['cloudShare', 'evalCloudShare', 'refusedShare', 'evalDroppedShare']) {
+      expect(s[k] as number).toBeGreaterThanOrEqual(0);
+      expect(s[k] as number).toBeLessThanOrEqual(1);
+    }
+    expect(s.cloudShare as number).toBeGreaterThan(0); // kais at load 1 sends a share to the cloud
+    expect((s.perEap as { decidedToCloud: number }[]).every((e) => Number.isInteger(e.decidedToCloud))).toBe(true);
     const pids = pidsIn(run.stderr);
     expect(pids.length).toBeGreaterThanOrEqual(7); // cluster, orchestrator, 5 agents
     expect(pids.filter(alive)).toEqual([]);
