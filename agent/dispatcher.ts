@@ -205,12 +205,8 @@ export class Dispatcher {
     decisionsFallback: 0,
     experienceDropped: 0,
   };
-  /** Latency histogram (real ms) of answered requests, Prometheus-style cumulative at export. */
-  readonly latencyBucketsMs = [10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000];
-  readonly latencyCounts: number[];
-  /** Told each answer's latency (ms): the /metrics histogram. */
+  /** Told each answer's latency (real ms): the /metrics histogram (agent/metrics.ts) keeps the buckets. */
   onAnswer: ((latencyMs: number) => void) | null = null;
-  latencyMsSum = 0;
   private readonly view: LocalClusterView;
   private readonly scenario: Scenario;
   private readonly targets: Targets;
@@ -308,7 +304,6 @@ export class Dispatcher {
       { numServices: o.view.numServices, numTargets: o.view.numTargets, numEaps: o.view.numEaps },
       o.scenario.queueCapPerReplica,
     );
-    this.latencyCounts = new Array(this.latencyBucketsMs.length + 1).fill(0);
   }
 
   /** Weight version of the learned policy in use, null while the fallback decides. */
@@ -731,12 +726,7 @@ export class Dispatcher {
     p.answered = true;
     if (p.timer) clearTimeout(p.timer);
     p.timer = null;
-    const ms = r.latencyMs;
-    this.latencyMsSum += ms;
-    let i = 0;
-    while (i < this.latencyBucketsMs.length && ms > this.latencyBucketsMs[i]) i++;
-    this.latencyCounts[i]++;
-    this.onAnswer?.(ms);
+    this.onAnswer?.(r.latencyMs);
     p.resolve(r);
   }
 

@@ -114,9 +114,8 @@ export class AdminState {
       for (let w = 0; w < view.numServices; w++) for (let k = view.replicas(n, w); k > 0; k--) plan.add(w, n, -1);
     }
     for (const op of policyOps) {
-      if (this.overrides.has(op.service)) continue;
-      if (op.delta === 1 && this.holds.has(op.node)) continue;
-      if (op.delta === -1 && this.holds.has(op.node)) continue; // already emptied above
+      // an overridden service is the override's; a held node takes nothing and was emptied above
+      if (this.overrides.has(op.service) || this.holds.has(op.node)) continue;
       plan.add(op.service, op.node, op.delta);
     }
     for (const o of this.overrides.values()) {

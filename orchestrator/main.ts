@@ -39,6 +39,7 @@ import { deployableActor } from '../shared/nets/actor-file';
 import { topologyOf } from '../shared/scenario';
 import { Intake, type IntakeEvent } from './intake';
 import { UsageError } from '../shared/errors';
+import { round } from '../shared/round';
 import { loadBackend } from '../shared/tf-backend';
 import { placementMatrix } from '../shared/protocol/envelope';
 import { loadScenario, type Scenario } from '../shared/scenario';
@@ -530,8 +531,7 @@ export async function startOrchestrator(
     placementVersion: registry.placementVersion,
     frame: loop.currentFrame,
     placement: loop.placement,
-    overrides: adminState.snapshot().overrides,
-    holds: adminState.snapshot().holds,
+    ...adminState.snapshot(), // overrides, holds
     learner: learner ? { ...learner.stats } : null,
   });
   const adminApi = new AdminApi({
@@ -542,7 +542,7 @@ export async function startOrchestrator(
     stepNow: () => loop.stepNow(),
     status: adminStatus,
     events: (q) => store.events(q),
-    forecast: () => (loop.forecast ? Array.from(loop.forecast, (x) => Math.round(x * 1000) / 1000) : null),
+    forecast: () => (loop.forecast ? Array.from(loop.forecast, (x) => round(x, 3)) : null),
   });
   const web = new OrchestratorHttp(
     {
@@ -554,8 +554,10 @@ export async function startOrchestrator(
       learner: () => learner?.stats ?? null,
       placementOrders: () => ({ executed: loop.executed, refused: loop.refused }),
       storeWriteFailures: () => guard.failures,
-      notReady: () =>
-        store.fileProblem() ? `store: ${store.fileProblem()}` : registry.placementVersion === null ? 'no placement published yet' : null,
+      notReady: () => {
+        const problem = store.fileProblem();
+        return problem ? `store: ${problem}` : registry.placementVersion === null ? 'no placement published yet' : null;
+      },
       health: () => ({
         epoch: store.epoch,
         agents: hub.sessions().length,

@@ -119,7 +119,7 @@ describe('admin API', () => {
   it('holds a node out (emptied, no new replica) and re-admits it', async () => {
     const o = await start();
     const port = o.httpPort!;
-    const node = o.loop.placement.findIndex(() => true) >= 0 ? o.loop.placement[0].findIndex((x) => x > 0) : 0;
+    const node = o.loop.placement[0].findIndex((x) => x > 0); // a node that holds a replica of service 0
     expect(node).toBeGreaterThanOrEqual(0);
     const h = await call(port, 'POST', '/v1/nodes/hold', { node, reason: 'disk replacement', by: 'bob' });
     expect(h.status).toBe(200);
