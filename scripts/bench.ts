@@ -9,7 +9,7 @@
  *   sim.costGrowth.large/small        usPerRequest(large) / usPerRequest(small) over nodes(large) / nodes(small)
  *                                     (<= 1 means the cost per request grows at most linearly with cluster size)
  *   actor.decisionUs.p50|p99, lec.decisionUs.p99   scripts/bench-actor.ts
- *   detect.rulesUsPerWindow, detect.learnedUsPerWindow   scripts/bench-detect.ts
+ *   detect.rulesUsPerWindow[N38], detect.rulesCpuUsPerWindow[N38], detect.learnedUsPerWindow   scripts/bench-detect.ts
  *   gpg.decisionMs.<kais|large>.p50|max   scripts/bench-gpg.ts
  * Optional modules (e.g. a hub fan-out bench) are added when their file exists.
  */

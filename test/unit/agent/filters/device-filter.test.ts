@@ -161,6 +161,38 @@ describe('DeviceFilter', () => {
     }
   });
 
+  it('computes the correlation rule like a plain Pearson reference, in the T = 12 fast path and the general one', () => {
+    const W = 9; // several dims, one of them flat, on a ring read from every start
+    const rng = new Rng(5);
+    for (const TT of [12, 10]) {
+      const hist = Float64Array.from({ length: 600 * W }, (_, i) => (i % W === 3 ? 7 : rng.normal() * (1 + (i % W))));
+      const b = baselineFromHistory(hist, W, { windowSize: TT });
+      const f = new DeviceFilter(b, { windowSize: TT, refreshRate: 0 });
+      const data = Float64Array.from({ length: 40 * W }, (_, i) => (i % W === 3 ? 7 : rng.normal() + (i % 5)));
+      for (let r = 0; r < 40; r++) {
+        f.push(data.subarray(r * W, (r + 1) * W));
+        if (r < TT - 1) continue;
+        // reference: the RMS change of the off-diagonal Pearson correlations, flat dims correlating 0
+        const rows = (d: number): number[] => Array.from({ length: TT }, (_, t) => data[(r - TT + 1 + t) * W + d]);
+        let sum2 = 0;
+        for (let i = 0; i < W; i++)
+          for (let j = i + 1; j < W; j++) {
+            const x = rows(i);
+            const y = rows(j);
+            const mx = x.reduce((a, v) => a + v, 0) / TT;
+            const my = y.reduce((a, v) => a + v, 0) / TT;
+            const sxy = x.reduce((a, v, t) => a + (v - mx) * (y[t] - my), 0);
+            const sxx = x.reduce((a, v) => a + (v - mx) ** 2, 0);
+            const syy = y.reduce((a, v) => a + (v - my) ** 2, 0);
+            const flat = (s: number, d: number): boolean => Math.sqrt(s / TT) / b.scale[d] < 0.05;
+            const rr = flat(sxx, i) || flat(syy, j) ? 0 : sxy / Math.sqrt(sxx * syy);
+            sum2 += (rr - b.corr[i * W + j]) ** 2;
+          }
+        expect(f.corrDistance).toBeCloseTo(Math.sqrt((2 * sum2) / (W * (W - 1))), 10);
+      }
+    }
+  });
+
   it('is ambiguous when exactly one rule fires, and both thresholds are configurable', () => {
     const w = healthyRows(T, 13);
     const s = scoreWindow(w, baseline, { thetaV: 1e9, thetaR: 0 });
