@@ -58,6 +58,8 @@ import { checkpointHead, defaultModelPath, isActorFile } from '../shared/nets/ac
 import type { Fault } from '../shared/faults';
 import { isOrchestrationPolicy, ORCHESTRATION_POLICIES } from '../shared/orchestration';
 import { Rng } from '../shared/rng';
+import { humanLine } from '../shared/log';
+import { TALLY_KEYS, type TargetTally } from '../shared/tally';
 import {
   checkLivePolicy,
   DISPATCH_HEURISTICS,
@@ -179,6 +181,12 @@ export interface UpSummary {
   /** Share of requests refused live (503/504), and the simulator's dropped share for the same requests. */
   refusedShare: number;
   evalDroppedShare: number;
+  /**
+   * Target by target (edge nodes, then the cloud): what happened live (the emulated cluster's counts,
+   * `GET /tally`) beside the simulator's for the same requests (agent view); null when the cluster
+   * did not answer. Counts as in shared/tally.ts.
+   */
+  perTarget: { target: string; live: TargetCounts; predicted: TargetCounts }[] | null;
   /** 1-minute load average and CPU count at the end: a live rate far below the prediction on a busy machine is CPU starvation. */
   loadAverage1m: number;
   cpus: number;
@@ -228,7 +236,8 @@ class Child {
       env: { ...process.env, KAIS_EXIT_WITH_PARENT: '1', ...extraEnv },
     });
     const errLines = readline.createInterface({ input: this.proc.stderr! });
-    errLines.on('line', (line) => {
+    errLines.on('line', (json) => {
+      const line = humanLine(json); // the children log JSON (shared/log.ts); this live view is text
       this.tail.push(line);
       if (this.tail.length > 20) this.tail.shift();
       if (verbose) process.stderr.write(`[${name}] ${line}\n`);
@@ -504,8 +513,10 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       `orchestrator pid=${orch.pid} url=${String(orchReady.url)}` +
         (orchReady.httpPort ? ` metrics http://127.0.0.1:${String(orchReady.httpPort)}/metrics` : ''),
     );
-    if (orchReady.httpPort)
+    if (orchReady.httpPort) {
       log(`admin: kais status --orchestrator http://127.0.0.1:${String(orchReady.httpPort)} --admin-token-file ${adminTokenFile}`);
+      log(`dashboard: http://127.0.0.1:${String(orchReady.httpPort)}/dashboard (admin token: the first line of ${adminTokenFile})`);
+    }
 
     // 3. agents
     const agents = Array.from({ length: topo.numEaps }, (_, b) => {
@@ -692,6 +703,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     }
     const hs = await health();
     httpAgents.forEach((h) => h.destroy());
+    const liveTally = (await getJson(`${String(nodeReady.admin)}/tally`)) as TargetTally | null;
     const losses =
       faultPlan.length > 0
         ? ((await getJson(`${String(nodeReady.admin)}/faults`)) as { refused: number; lostOnFailure: number } | null)
@@ -755,6 +767,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       evalCloudShare: predicted.cloudShare,
       refusedShare: total.sent > 0 ? +(total.refused / total.sent).toFixed(4) : 0,
       evalDroppedShare: predicted.droppedShare,
+      perTarget: liveTally ? compareTallies(liveTally, predicted.perTarget, predicted.perTarget.sent.length - 1) : null,
       vsEvalGlobalView: predictedGlobalView.rate > 0 ? throughputRate / predictedGlobalView.rate : 0,
       loadAverage1m: +os.loadavg()[0].toFixed(2),
       cpus: os.cpus().length,
@@ -783,6 +796,18 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     await Promise.all(children.map((c) => c.stop()));
     fs.rmSync(dir, { recursive: true, force: true });
   }
+}
+
+type TargetCounts = Record<(typeof TALLY_KEYS)[number], number>;
+
+/** Live and predicted counts side by side, one row per target (`node <n>`, then `cloud`). */
+export function compareTallies(
+  live: TargetTally,
+  predicted: TargetTally,
+  numNodes: number,
+): { target: string; live: TargetCounts; predicted: TargetCounts }[] {
+  const row = (t: TargetTally, i: number) => Object.fromEntries(TALLY_KEYS.map((k) => [k, t[k]?.[i] ?? 0])) as TargetCounts;
+  return predicted.sent.map((_, i) => ({ target: i < numNodes ? `node ${i}` : 'cloud', live: row(live, i), predicted: row(predicted, i) }));
 }
 
 /** The GPG model of --gpg for this scenario (tfjs loads only here); its problems name the flag. */
@@ -821,7 +846,7 @@ export function predictRate(
   policy: LivePolicyName,
   checkpoint: string | undefined,
   view: 'global' | 'agent' = 'agent',
-): { policy: string; rate: number; slotS: number; cloudShare: number; droppedShare: number } {
+): { policy: string; rate: number; slotS: number; cloudShare: number; droppedShare: number; perTarget: TargetTally } {
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { runEpisode } = require('../training/jobs/rollout') as typeof import('../training/jobs/rollout');
   const { makeDispatch, makeOrchestration } = require('../training/baselines/registry') as typeof import('../training/baselines/registry');
@@ -847,6 +872,7 @@ export function predictRate(
     orchestration: a.orchestration === 'gpg' ? gpgPolicy(a.gpg!, scenario) : makeOrchestration(a.orchestration, scenario),
     nodeDequeue: 'edf',
     view,
+    tally: true,
   });
   const name = isDispatchHeuristic(policy) ? policy : checkpoint ? 'cmmac' : 'lec';
   return {
@@ -855,6 +881,7 @@ export function predictRate(
     slotS: scenario.slotS,
     cloudShare: res.cloudShare,
     droppedShare: res.droppedShare,
+    perTarget: res.perTarget!,
   };
 }
 
@@ -899,6 +926,16 @@ function formatSummary(s: UpSummary): string {
     `sent ${s.sent}: in time ${s.completedInTime}, late ${s.late}, refused ${s.refused}, unanswered ${s.unanswered}; throughput rate ${pct(s.throughputRate)}`,
     `kais eval predicts ${s.evalPolicy} ${pct(s.evalThroughputRate)} for the same requests: live / predicted = ${s.vsEval.toFixed(3)}${s.learning ? ' (learning online)' : ''}; with --view global ${pct(s.evalGlobalViewThroughputRate)}: live / predicted = ${s.vsEvalGlobalView.toFixed(3)}`,
     `  to the cloud: live ${pct(s.cloudShare)} of decisions, predicted ${pct(s.evalCloudShare)}; refused live ${pct(s.refusedShare)}, dropped predicted ${pct(s.evalDroppedShare)}`,
+    ...(s.perTarget
+      ? [
+          `  per target, live / predicted: ${s.perTarget
+            .map(
+              (r) =>
+                `${r.target} sent ${r.live.sent}/${r.predicted.sent} refused ${r.live.refused}/${r.predicted.refused} expired ${r.live.expired}/${r.predicted.expired} completed ${r.live.completed}/${r.predicted.completed}${r.live.lost + r.predicted.lost > 0 ? ` lost ${r.live.lost}/${r.predicted.lost}` : ''}`,
+            )
+            .join('; ')}`,
+        ]
+      : []),
     ...(s.vsEval < 0.9 && s.loadAverage1m > s.cpus
       ? [
           `note: load average ${s.loadAverage1m} on ${s.cpus} CPUs: the processes competed for CPU, so requests went late that the simulator serves in time`,

@@ -24,7 +24,9 @@
  * Faults: `faults` plays the fault model of the simulator (shared/faults.ts: abnormal telemetry
  * for the precursor, then failed for `durationS`: what the node holds is answered 503 `node
  * failed`, new requests too), and the admin server's `PUT /fault {node, state: ok|abnormal|failed}`
- * sets a state now; `GET /faults` returns the requests refused by and lost on failed nodes.
+ * sets a state now; `GET /faults` returns the requests refused by and lost on failed nodes;
+ * `GET /tally` what happened at each target since the start, counted as the simulator counts it
+ * (shared/tally.ts: reached, refused, expired unstarted, completed, lost).
  *
  * Admin server (the orchestrator's executor, orchestrator/executors.ts, talks to it):
  * - `POST /scale` `{ops: [{service, node, delta: 1|-1}]}` carries out scale orders by the rules
@@ -56,6 +58,7 @@ import {
 import type { ScaleOp } from '../shared/domain';
 import type { ClusterReport, ScaleReport, WindowReport } from '../shared/orchestration/executor';
 import { fitsReplica, initialPlacement } from '../shared/orchestration/placement';
+import { emptyTally, TALLY_KEYS, type TargetTally } from '../shared/tally';
 
 export type NodeFault = NodeFaultState;
 export { initialPlacement };
@@ -95,6 +98,8 @@ export class EmulatedTarget {
   failedRefusals = 0;
   /** Requests the node held (queued or running) when it failed. */
   lostOnFailure = 0;
+  /** Since the start, as the simulator counts them per target (shared/tally.ts): reached, refused, expired unstarted, completed, lost. */
+  readonly tally = { sent: 0, refused: 0, expired: 0, completed: 0, lost: 0 };
 
   constructor(
     readonly id: number,
@@ -162,6 +167,7 @@ export class EmulatedTarget {
     this.replicas[w] = k;
     if (k === 0) {
       // no replica left to serve the waiting ones: refuse them now
+      this.tally.lost += this.waiting[w].length;
       for (const q of this.waiting[w].splice(0)) q.done({ status: 503, body: { reason: 'replica removed' } });
     }
     this.tryStart();
@@ -174,6 +180,7 @@ export class EmulatedTarget {
   fail(): void {
     this.fault = 'failed';
     this.lostOnFailure += this.running.length + this.waiting.reduce((a, q) => a + q.length, 0);
+    this.tally.lost += this.running.length + this.waiting.reduce((a, q) => a + q.length, 0);
     this.waiting.forEach((q, w) => (this.failures[w] += q.length));
     for (let w = 0; w < this.busy.length; w++) this.failures[w] += this.busy[w];
     for (const t of this.timers) clearTimeout(t);
@@ -187,17 +194,21 @@ export class EmulatedTarget {
   serve(w: number, workCoreS: number | null, ttlMs: number | null = null): Promise<ServeResult> {
     const svc = this.scenario.services[w];
     this.integrate();
+    this.tally.sent++;
     if (this.fault === 'failed') {
+      this.tally.refused++;
       this.failedRefusals++;
       this.refusals[w]++;
       return Promise.resolve({ status: 503, body: { reason: 'node failed' } });
     }
     if (this.replicas[w] === 0) {
+      this.tally.refused++;
       this.refusals[w]++;
       return Promise.resolve({ status: 503, body: { reason: `no replica of service ${w}` } });
     }
     const cap = this.scenario.queueCapPerReplica * this.replicas[w];
     if (this.waiting[w].length >= cap) {
+      this.tally.refused++;
       this.refusals[w]++;
       return Promise.resolve({ status: 503, body: { reason: 'full', ...this.snapshot() } });
     }
@@ -294,6 +305,7 @@ export class EmulatedTarget {
         if (q[i].expiresMs < now) {
           const [r] = q.splice(i, 1);
           this.failures[w]++;
+          this.tally.expired++;
           r.done({ status: 504, body: { reason: 'expired at node', ...this.snapshot() } });
         }
       }
@@ -327,6 +339,7 @@ export class EmulatedTarget {
       this.busy[w]--;
       this.cpuUsed = Math.max(0, this.cpuUsed - need);
       this.completed[w]++;
+      this.tally.completed++;
       r.done({
         status: 200,
         body: { node: this.id, service: w, procMs: r.procMs, queuedMs, ...this.snapshot() },
@@ -413,6 +426,15 @@ export class EmulatedCluster {
   }
 
   /** Requests refused by failed nodes, and requests failed nodes held when they failed. */
+  /** Per target (edge nodes, then the cloud), since the start: the counts the simulator keeps as `EdgeCloudEnv.tally`. */
+  tally(): TargetTally {
+    const out = emptyTally(this.targets.length);
+    this.targets.forEach((t, i) => {
+      for (const k of TALLY_KEYS) out[k][i] = t.tally[k];
+    });
+    return out;
+  }
+
   failureLosses(): { refused: number; lostOnFailure: number } {
     let refused = 0;
     let lostOnFailure = 0;
@@ -641,6 +663,7 @@ export class EmulatedCluster {
           return json(res, 400, { reason: (e as Error).message });
         }
       }
+      if (req.method === 'GET' && path === '/tally') return json(res, 200, this.tally());
       if (req.method === 'GET' && path === '/faults')
         return json(res, 200, { ...this.failureLosses(), states: this.targets.filter((t) => !t.isCloud).map((t) => t.fault) });
       if (req.method === 'PUT' && path === '/placement') {

@@ -2,6 +2,7 @@
  * One episode of one policy pair on the simulator, and the metrics `kais eval` reports for it.
  * Shared by `kais eval`, `kais train` (baseline curves) and the benchmarks.
  */
+import type { TargetTally } from '../../shared/tally';
 import { performance } from 'perf_hooks';
 import type { Request } from '../../shared/domain';
 import type { DequeueName } from '../../shared/dequeue';
@@ -38,6 +39,8 @@ export interface EpisodeOptions {
   view?: 'global' | 'agent';
   /** Measure every decision's wall time (adds ~0.1 µs per decision; makes output non-reproducible). */
   timing?: boolean;
+  /** Return what happened at each target (`perTarget`; `kais up` compares it with the live cluster's). */
+  tally?: boolean;
   /** Called at the end with each frame's figures (a learner's rewards: training/jobs/gpg-train.ts). */
   onFrames?: (frames: readonly FrameStats[]) => void;
 }
@@ -74,6 +77,8 @@ export interface PolicyResult {
   throughputPerFrame: number[];
   /** with the learned stage only: its fits, windows scored and anomalous verdicts by ground truth (TelemetryFilters.learnedStats) */
   learnedDetector?: { fits: number; scored: number; anomalousAbnormal: number; anomalousNormal: number; unscored: number };
+  /** with `tally`: per target (edge nodes, then the cloud) the requests that reached it, refused, expired, completed, lost */
+  perTarget?: TargetTally;
 }
 
 /** The learned device detector's scorer for the simulator (critic/detector/core.ts: tfjs loads only when it is used). */
@@ -148,6 +153,7 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
     falseExclusionRate: env.telemetry ? round(env.telemetry.falseExclusionRate, 4) : null,
     throughputPerFrame: env.frames.map((f) => round(f.arrived > 0 ? f.completedInTime / f.arrived : 0, 4)),
     ...(learned ? { learnedDetector: learned } : {}),
+    ...(o.tally ? { perTarget: structuredClone(env.tally) } : {}),
   };
 }
 

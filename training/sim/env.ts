@@ -56,6 +56,7 @@ import { TelemetryFilters, type WindowScorer } from './telemetry';
 import { TopValues } from './top-values';
 import type { RequestReader, RequestSource } from '../workload/source';
 import { arraySource, isRequestSource } from '../workload/source';
+import { emptyTally, resetTally, type TargetTally } from '../../shared/tally';
 
 export const ENV_VERSION = 'edge-cloud-v2';
 
@@ -165,6 +166,8 @@ export class EdgeCloudEnv {
   scaleOps = 0;
   /** agentViews: requests an edge node refused (503) and the agent sent on to the cloud */
   retriedOnCloud = 0;
+  /** per target: requests that reached it, refused, expired unstarted, completed, lost (shared/tally.ts; `kais up` compares it with the emulated cluster's) */
+  readonly tally: TargetTally;
   /** with a `requests` array (empty with a source): latency (s, arrival at the device to result back) of each completed request (in time or late), in completion order */
   readonly latencyS: Float64Array;
   latencyCount = 0;
@@ -241,6 +244,7 @@ export class EdgeCloudEnv {
     this.droppedWaitS = new Float64Array(list ? list.length : 0);
     this.answered = new TopValues(0.99, count);
     this.pendingIndex = new Int32Array(c.numEaps).fill(-1);
+    this.tally = emptyTally(c.numTargets);
     this.items = this.possibleAgents.map((b) => ({
       request: list?.[0] ?? emptyRequest(),
       eap: b,
@@ -326,6 +330,7 @@ export class EdgeCloudEnv {
     this.dispatchedToCloud = 0;
     this.illegalActions = 0;
     this.retriedOnCloud = 0;
+    resetTally(this.tally);
     this.scaleOps = 0;
     this.latencyCount = 0;
     this.latencySumS = 0;
@@ -670,11 +675,13 @@ export class EdgeCloudEnv {
     const w = r.service[s];
     const k = t * c.numServices + w;
     c.inFlightCount[t]--;
+    this.tally.sent[t]++;
     if (this.views && t !== c.cloudTarget) {
       // the live node's admission: 503 when failed, without a replica or full; the agent retries on the cloud
       const ready = c.ready[k] - c.draining[k];
       if (c.failed[t] || ready <= 0 || c.queues[k].size >= this.scenario.queueCapPerReplica * ready) {
         c.pendingByService[k]--;
+        this.tally.refused[t]++;
         this.answer(s, t, null, !c.failed[t], time);
         const b = r.eap[s];
         const back = time + c.net.returnS(b, t) - c.net.deviceLatencyS;
@@ -713,6 +720,7 @@ export class EdgeCloudEnv {
     const i = c.queues[k].pop();
     c.waiting[t]--;
     c.pendingByService[k]--;
+    this.tally.expired[t]++;
     this.answer(this.req.slotOf(i), t, null, true, c.now);
     this.fail(i, false);
   }
@@ -786,6 +794,7 @@ export class EdgeCloudEnv {
     const w = r.service[s];
     const k = t * c.numServices + w;
     this.releaseRunning(i, t, w, time);
+    this.tally.completed[t]++;
     c.meanProcS[k] = discounted(c.meanProcS[k], time - r.startS[s]);
     this.answer(s, t, time - r.startS[s], true, time);
     const doneAt = time + c.net.returnS(r.eap[s], t);
@@ -865,6 +874,7 @@ export class EdgeCloudEnv {
         if (r.status[s] === ST_RUNNING && r.target[s] === n) {
           this.releaseRunning(i, n, r.service[s], time);
           this.answer(s, n, null, false, time);
+          this.tally.lost[n]++;
           this.fail(i, true);
         }
       }
@@ -913,6 +923,7 @@ export class EdgeCloudEnv {
       const removed = q.filter((i) => {
         if (!this.tooLate(i, t, now)) return true;
         this.answer(i & mask, t, null, !failedNode, now);
+        (failedNode ? this.tally.lost : this.tally.expired)[t]++;
         this.fail(i, failedNode);
         return false;
       });
