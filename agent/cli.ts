@@ -18,6 +18,7 @@ import { topologyOf } from '../shared/scenario';
 import { checkLivePolicy, LIVE_POLICIES } from '../shared/dispatch';
 import { EXPERIENCE_MODES, type Targets } from './dispatcher';
 import { startAgent } from './main';
+import { lineLogger, processLogger } from '../shared/log';
 import { defaultCacheDir } from './weights-cache';
 
 /** Environment variable holding the hello token when neither --token-file nor --token is given. */
@@ -113,7 +114,7 @@ export const agentCommand: CommandModule<object, object> = {
     const policy = checkLivePolicy(a.policy);
     const targets = readTargets(a.targets, topo.numNodes);
     await checkPortFree('port', a.port);
-    const log = (line: string) => process.stderr.write(`kais agent ${a.eap}: ${line}\n`);
+    const log = lineLogger(processLogger('agent', { eap: a.eap })); // JSON lines on stderr (shared/log.ts)
     const agent = await startAgent({
       scenario,
       eap: a.eap,

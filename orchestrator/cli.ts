@@ -9,6 +9,7 @@ import { namingFlags, opt, resolveOptions, yargsOptions } from '../shared/config
 import { checkPortFree, exitWithParent, listenProblem } from '../shared/lifecycle';
 import { UsageError } from '../shared/errors';
 import { readConfig, startOrchestrator } from './main';
+import { lineLogger, processLogger } from '../shared/log';
 
 /** The options of `kais orchestrator`, declared once (shared/config.ts makes the flags, checks and docs). */
 export const ORCHESTRATOR_SPEC = {
@@ -44,7 +45,7 @@ export const orchestratorCommand: CommandModule<object, object> = {
     const cfg = readConfig(a.config);
     await checkPortFree('port', a.port);
     await checkPortFree('http-port', a.httpPort);
-    const log = (line: string) => process.stderr.write(`kais orchestrator: ${line}\n`);
+    const log = lineLogger(processLogger('orchestrator')); // JSON lines on stderr (shared/log.ts)
     const o = await startOrchestrator(cfg, { port: a.port, dbPath: a.db, log, httpPort: a.httpPort, httpHost: a.httpHost }).catch(
       (e: NodeJS.ErrnoException) => {
         // a listen error carries the port it failed on

@@ -1,5 +1,6 @@
 /**
- * The orchestrator's plain-HTTP port (issue 18 item 4; the admin API will join it): `/metrics`
+ * The orchestrator's plain-HTTP port (issue 18 items 1, 3, 4): the admin API under `/v1/`, the dashboard under
+ * `/dashboard` (orchestrator/dashboard.ts), `/metrics`
  * (Prometheus text through prom-client), `/healthz` (alive: 200 with a JSON summary) and `/readyz`
  * (200 once the hub listens, the store is writable and a placement is published; 503 with the
  * reason otherwise). Its own port (`kais orchestrator --http-port`), separate from the agents'
@@ -17,6 +18,7 @@
  */
 import * as http from 'node:http';
 import type { AdminApi } from './admin-api';
+import type { DashboardFeed } from './dashboard';
 import { bearerMatches } from '../shared/auth';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { scrapedCounter, scrapedGauge } from '../shared/prom';
@@ -46,6 +48,8 @@ export class OrchestratorHttp {
     private readonly f: OrchestratorFigures,
     /** The admin API under /v1/ and its token (null: no token configured, every /v1/ call is refused). */
     private readonly admin: { api: AdminApi; token: string | null } | null = null,
+    /** The dashboard under /dashboard (orchestrator/dashboard.ts); its stream takes the admin token. */
+    private readonly dashboard: DashboardFeed | null = null,
   ) {
     const r = this.registry;
     collectDefaultMetrics({ register: r, prefix: 'kais_orchestrator_' });
@@ -106,6 +110,7 @@ export class OrchestratorHttp {
     const s = this.server;
     this.server = null;
     if (!s) return;
+    this.dashboard?.close();
     s.closeAllConnections();
     await new Promise<void>((resolve) => s.close(() => resolve()));
   }
@@ -113,7 +118,11 @@ export class OrchestratorHttp {
   private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
     const url = (req.url ?? '/').split('?')[0];
     if (url.startsWith('/v1/')) return this.handleAdmin(req, res, url);
-    if (req.method !== 'GET') return json(res, 405, { reason: 'only GET here' });
+    if (req.method !== 'GET' && req.method !== 'HEAD') return json(res, 405, { reason: 'only GET here' });
+    if (this.dashboard && (url === '/dashboard' || url.startsWith('/dashboard/'))) {
+      const token = this.admin?.token ?? null;
+      if (this.dashboard.handle(req, res, url, () => token !== null && bearerMatches(req.headers.authorization, token))) return;
+    }
     if (url === '/healthz') return json(res, 200, { ok: true, ...this.f.health() });
     if (url === '/readyz') {
       const why = this.f.notReady();
@@ -129,7 +138,7 @@ export class OrchestratorHttp {
       );
       return;
     }
-    json(res, 404, { reason: `no ${url} here (known: /metrics, /healthz, /readyz, /v1/...)` });
+    json(res, 404, { reason: `no ${url} here (known: /metrics, /healthz, /readyz, /v1/..., /dashboard)` });
   }
 
   private handleAdmin(req: http.IncomingMessage, res: http.ServerResponse, url: string): void {

@@ -49,6 +49,7 @@ import { EmulatedExecutor, NullExecutor } from './executors';
 import { ORCHESTRATION_NAMES, PlacementLoop, type OrchestrationName } from './placement-loop';
 import { LearnedDetector } from './detector';
 import { OrchestratorHttp } from './http';
+import { DashboardFeed } from './dashboard';
 import { AdminState, type AdminSnapshot } from './admin';
 import { AdminApi } from './admin-api';
 import type { OnlineLearner } from './learner';
@@ -353,8 +354,10 @@ export async function startOrchestrator(
   const guard = new StoreGuard(log);
   /** Stored (when the store takes it) and logged. */
   const eventTotals: Record<string, number> = {};
+  let dashboard: DashboardFeed | null = null;
   const event = (kind: string, message: string, eap: number | null = null, session: string | null = null) => {
     eventTotals[kind] = (eventTotals[kind] ?? 0) + 1;
+    dashboard?.event({ tsMs: Date.now(), kind, eap, message });
     log(`event ${kind}${eap !== null ? ` eAP ${eap}` : ''}${session !== null ? ` session ${session}` : ''}: ${message}`);
     guard.run('an event', () => store.recordEvent({ kind, eap, session, message }));
   };
@@ -429,8 +432,10 @@ export async function startOrchestrator(
 
   hub.on('frame', (session, frame) => {
     if (frame.type === 'experience') {
+      if (dashboard?.viewers) dashboard.experience(frame.body);
       guard.run('experience', () => store.appendExperience(frame.body));
     } else if (frame.type === 'telemetry') {
+      dashboard?.telemetry(frame.body);
       if (detector && frame.body.windows) detector.add(session.eapId, frame.body.windows);
       let requests = 0;
       let inDeadline = 0;
@@ -544,6 +549,25 @@ export async function startOrchestrator(
     events: (q) => store.events(q),
     forecast: () => (loop.forecast ? Array.from(loop.forecast, (x) => round(x, 3)) : null),
   });
+  // the dashboard under /dashboard (orchestrator/dashboard.ts): the last hour's events, then the live ones
+  dashboard = new DashboardFeed({
+    scenario: cfg.scenario,
+    speed: cfg.speed,
+    orchestration: cfg.orchestration,
+    sessions: () =>
+      hub
+        .sessions()
+        .map((s) => ({ eap: s.eapId, session: s.sessionId, weightVersion: s.weightVersion, placementVersion: s.placementVersion })),
+    placementVersion: () => registry.placementVersion,
+    weightVersion: () => registry.weightVersion,
+    placement: () => loop.placement,
+    frame: () => loop.currentFrame,
+    holds: () => adminState.snapshot().holds,
+    overrides: () => adminState.snapshot().overrides,
+    forecast: () => (loop.forecast ? Array.from(loop.forecast) : null),
+    learner: () => learner?.stats ?? null,
+  });
+  for (const e of store.events({ sinceMs: Date.now() - 3600_000, limit: 10_000 }).slice(-100)) dashboard.event(e);
   const web = new OrchestratorHttp(
     {
       agentsConnected: () => hub.sessions().length,
@@ -569,6 +593,7 @@ export async function startOrchestrator(
       }),
     },
     { api: adminApi, token: cfg.adminToken },
+    dashboard,
   );
   if (opts.httpPort !== undefined && opts.httpPort !== null) httpPort = await web.listen(opts.httpPort, opts.httpHost);
 

@@ -17,6 +17,7 @@ import { UsageError } from '../shared/errors';
 import { loadScenario, topologyOf } from '../shared/scenario';
 import { validateFaults, type Fault } from '../shared/faults';
 import { EmulatedCluster } from './emulated-cluster';
+import { processLogger } from '../shared/log';
 
 /** Environment variable holding the admin token when --admin-token-file is not given. */
 export const NODE_ADMIN_TOKEN_ENV = 'KAIS_NODE_ADMIN_TOKEN';
@@ -72,6 +73,11 @@ export const nodeCommand: CommandModule<object, object> = {
     await cluster.listen().catch((e: unknown) => {
       throw listenProblem(e, 'admin-port', a.adminPort) ?? e;
     });
+    const logger = processLogger('node'); // JSON lines on stderr (shared/log.ts)
+    logger.info(
+      { scenario: scenario.name, nodes: cluster.nodeUrls.length, admin: cluster.adminUrl, faults: faults.length },
+      `emulated cluster of ${scenario.name} up: ${cluster.nodeUrls.length} edge nodes and the cloud, admin ${cluster.adminUrl}`,
+    );
     process.stdout.write(
       `${JSON.stringify({ ready: true, nodes: cluster.nodeUrls, cloud: cluster.cloudUrl, admin: cluster.adminUrl, ...(given ? {} : { adminToken }) })}\n`,
     );
@@ -80,6 +86,7 @@ export const nodeCommand: CommandModule<object, object> = {
       process.once('SIGINT', () => resolve());
       exitWithParent(resolve);
     });
+    logger.info('stopping: closing every node server');
     await cluster.close();
     process.exit(0);
   }),

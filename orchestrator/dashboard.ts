@@ -1,0 +1,350 @@
+/**
+ * The operator's dashboard (issue 18 item 3), served by the orchestrator's HTTP port
+ * (orchestrator/http.ts):
+ *
+ *   GET /dashboard                 the page (no data in it; open to anyone who reaches the port)
+ *   GET /dashboard/<asset>         app.js, app.css, and uPlot (from the `uplot` package, no CDN)
+ *   GET /dashboard/stream          Server-Sent Events: one `snapshot` event now, then one a second;
+ *                                  behind the admin token (Authorization: Bearer, as the admin API)
+ *
+ * The browser holds the admin token: the page reads it from the URL fragment (`#token=...`, which
+ * the browser never sends to a server) or asks for it once, keeps it in the tab's sessionStorage,
+ * and sends it as a header on the stream request (fetch, not EventSource, which cannot send one).
+ *
+ * One snapshot is built per tick, whatever the number of viewers, and only while someone watches:
+ * what the feed keeps between ticks is a few bounded rings filled from frames the hub already
+ * decodes (telemetry, experience) and from the orchestrator's events. What a snapshot holds:
+ *
+ * - topology: every edge node (its eAP, replicas by service, load from the agents' telemetry over
+ *   the last 10 s: CPU, requests/s dispatched to it, share answered in time; health: `held` by the
+ *   admin, `failing` when under a quarter of its (at least 10) requests of the last 10 s succeeded,
+ *   `silent` with no telemetry for 10 s, else `ok`) and every agent session (eAP, weight and
+ *   placement versions);
+ * - throughput: requests/s the agents dispatched and answered in time (telemetry, 2 s buckets)
+ *   against the orchestrator's forecast (placement-loop.ts: arrivals/s expected next frame, an
+ *   average of the windows it observed, in wall-clock seconds). The simulator's prediction of a
+ *   run (`kais eval`) is computed by `kais up`, not the orchestrator, so it is not here;
+ * - placements over time: replicas per service at each published placement version;
+ * - the dispatch trail: the last decisions agents sent as experience (eAP, service, target, outcome,
+ *   latency, weight version; with `--explore`, the explored ones) and the last per-(eAP, node)
+ *   telemetry intervals (requests, succeeded, in time), which every agent sends;
+ * - alerts: the last events with their messages (the reasons), admin actions included;
+ * - learning curve: the online learner's mean reward and KL per update.
+ */
+import * as fs from 'node:fs';
+import type * as http from 'node:http';
+import * as path from 'node:path';
+import type { Placement } from '../shared/domain';
+import type { ExperienceBody, TelemetryBody } from '../shared/protocol/envelope';
+import type { Scenario } from '../shared/scenario';
+import { topologyOf } from '../shared/scenario';
+import { round } from '../shared/round';
+
+/** What the feed reads at each tick. */
+export interface DashboardSources {
+  scenario: Scenario;
+  /** Scenario seconds per wall-clock second (the forecast is per scenario second). */
+  speed: number;
+  orchestration: string;
+  sessions(): { eap: number; session: string; weightVersion: number | null; placementVersion: number | null }[];
+  placementVersion(): number | null;
+  weightVersion(): number | null;
+  placement(): Placement;
+  frame(): number;
+  holds(): { node: number; reason: string; by: string }[];
+  overrides(): { service: number; replicas: number; node: number | null; untilMs: number | null; reason: string; by: string }[];
+  forecast(): number[] | null;
+  learner(): { updates: number; published: number; lastMeanReward: number; lastApproxKl: number } | null;
+}
+
+export interface DashboardEvent {
+  tsMs: number;
+  kind: string;
+  eap: number | null;
+  message: string;
+}
+
+const TICK_MS = 1000;
+const BUCKET_MS = 2000;
+const SERIES = 150; // 5 minutes of 2 s buckets
+const TRAIL = 40;
+const FLOWS = 40;
+const EVENTS = 60;
+const PLACEMENTS = 120;
+const CURVE = 300;
+const SILENT_MS = 10_000;
+/** Load and health read the last 10 s: longer than a request's answer takes, so answers catch up with sends. */
+const WINDOW_MS = 10_000;
+
+interface NodeLoad {
+  tsMs: number;
+  cpu: number;
+  mem: number;
+  /** The telemetry intervals of the last WINDOW_MS, every eAP's, oldest first. */
+  recent: { tsMs: number; requests: number; succeeded: number; inDeadline: number }[];
+}
+
+const ASSETS: Record<string, { file: () => string; type: string }> = {
+  '/dashboard': { file: () => path.join(assetDir(), 'index.html'), type: 'text/html; charset=utf-8' },
+  '/dashboard/app.js': { file: () => path.join(assetDir(), 'app.js'), type: 'text/javascript; charset=utf-8' },
+  '/dashboard/app.css': { file: () => path.join(assetDir(), 'app.css'), type: 'text/css; charset=utf-8' },
+  '/dashboard/uplot.js': { file: () => require.resolve('uplot/dist/uPlot.iife.min.js'), type: 'text/javascript; charset=utf-8' },
+  '/dashboard/uplot.css': { file: () => require.resolve('uplot/dist/uPlot.min.css'), type: 'text/css; charset=utf-8' },
+};
+
+/** orchestrator/dashboard/ (the page's files), from the sources or from dist/orchestrator/. */
+function assetDir(): string {
+  for (const d of [path.join(__dirname, 'dashboard'), path.join(__dirname, '..', '..', 'orchestrator', 'dashboard')])
+    if (fs.existsSync(path.join(d, 'index.html'))) return d;
+  throw new Error('dashboard: orchestrator/dashboard/index.html not found beside the program');
+}
+
+export class DashboardFeed {
+  private readonly clients = new Set<http.ServerResponse>();
+  private readonly assets = new Map<string, Buffer>();
+  private timer: NodeJS.Timeout | null = null;
+  private readonly numNodes: number;
+  private readonly nodeEap: number[];
+  private readonly nodes: NodeLoad[];
+  private readonly events: DashboardEvent[] = [];
+  private readonly trail: unknown[] = [];
+  private readonly flows: unknown[] = [];
+  /** [bucket start ms, dispatched, in time, forecast] (req/s). */
+  private readonly throughput: [number, number, number, number | null][] = [];
+  private bucket = { start: 0, requests: 0, inDeadline: 0 };
+  private readonly placements: { tsMs: number; version: number; frame: number; replicas: number[] }[] = [];
+  private readonly curve: { tsMs: number; update: number; meanReward: number; approxKl: number }[] = [];
+  /** Snapshots sent since the start (the bench and tests read it). */
+  sent = 0;
+
+  constructor(private readonly s: DashboardSources) {
+    const topo = topologyOf(s.scenario);
+    this.numNodes = topo.numNodes;
+    this.nodeEap = topo.nodeEap;
+    this.nodes = Array.from({ length: topo.numNodes }, () => ({ tsMs: 0, cpu: 0, mem: 0, recent: [] }));
+  }
+
+  /** Viewers connected to the stream now. */
+  get viewers(): number {
+    return this.clients.size;
+  }
+
+  event(e: DashboardEvent): void {
+    this.events.push(e);
+    if (this.events.length > EVENTS) this.events.shift();
+  }
+
+  telemetry(body: TelemetryBody, nowMs = Date.now()): void {
+    this.rollBucket(nowMs);
+    for (const x of body.samples) {
+      if (!(x.node >= 0 && x.node < this.numNodes)) continue;
+      const n = this.nodes[x.node];
+      n.tsMs = nowMs;
+      n.cpu = x.cpu;
+      n.mem = x.mem;
+      n.recent.push({ tsMs: nowMs, requests: x.requests, succeeded: x.succeeded, inDeadline: x.inDeadline });
+      while (n.recent.length > 0 && nowMs - n.recent[0].tsMs > WINDOW_MS) n.recent.shift();
+      this.bucket.requests += x.requests;
+      this.bucket.inDeadline += x.inDeadline;
+      if (x.requests > 0) {
+        this.flows.push({
+          tsMs: nowMs,
+          eap: body.eap,
+          node: x.node,
+          requests: x.requests,
+          succeeded: x.succeeded,
+          inDeadline: x.inDeadline,
+          meanLatencyMs: x.succeeded > 0 ? round(x.latencyMsSum / x.succeeded, 1) : null,
+        });
+        if (this.flows.length > FLOWS) this.flows.shift();
+      }
+    }
+  }
+
+  experience(body: ExperienceBody, nowMs = Date.now()): void {
+    const cloud = this.numNodes;
+    const from = Math.max(0, body.transitions.length - TRAIL);
+    for (let i = from; i < body.transitions.length; i++) {
+      const t = body.transitions[i];
+      this.trail.push({
+        tsMs: nowMs,
+        eap: t.eap,
+        service: t.service,
+        target: t.action === cloud ? 'cloud' : t.action,
+        outcome: t.metDeadline ? 'in time' : t.latencyMs === null ? 'dropped' : 'late',
+        latencyMs: t.latencyMs === null ? null : round(t.latencyMs, 1),
+        weightVersion: t.weightVersion,
+      });
+    }
+    while (this.trail.length > TRAIL) this.trail.shift();
+  }
+
+  /** The requests under /dashboard; false when the path is not the dashboard's. */
+  handle(req: http.IncomingMessage, res: http.ServerResponse, url: string, authorized: () => boolean): boolean {
+    if (url === '/dashboard/') url = '/dashboard';
+    if (url === '/dashboard/stream') {
+      if (!authorized()) {
+        res.writeHead(401, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ reason: 'admin token missing or wrong' }));
+        return true;
+      }
+      this.subscribe(res);
+      return true;
+    }
+    const asset = ASSETS[url];
+    if (!asset) return false;
+    let body = this.assets.get(url);
+    if (!body) {
+      body = fs.readFileSync(asset.file());
+      this.assets.set(url, body);
+    }
+    res.writeHead(200, {
+      'content-type': asset.type,
+      'content-length': body.length,
+      'cache-control': 'no-cache',
+      'x-content-type-options': 'nosniff',
+      'content-security-policy': "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:",
+    });
+    res.end(req.method === 'HEAD' ? undefined : body);
+    return true;
+  }
+
+  private subscribe(res: http.ServerResponse): void {
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    this.clients.add(res);
+    res.on('close', () => {
+      this.clients.delete(res);
+      if (this.clients.size === 0) this.stopTicking();
+    });
+    this.write([res], this.snapshotText());
+    if (!this.timer) {
+      this.timer = setInterval(() => this.tick(), TICK_MS);
+      this.timer.unref();
+    }
+  }
+
+  private tick(): void {
+    if (this.clients.size === 0) return this.stopTicking();
+    this.write([...this.clients], this.snapshotText());
+  }
+
+  private write(to: http.ServerResponse[], text: string): void {
+    const chunk = `event: snapshot\ndata: ${text}\n\n`;
+    for (const r of to) r.write(chunk);
+    this.sent += to.length;
+  }
+
+  private stopTicking(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** Ends every stream (the server is closing). */
+  close(): void {
+    this.stopTicking();
+    for (const r of this.clients) r.end();
+    this.clients.clear();
+  }
+
+  private rollBucket(nowMs: number): void {
+    const start = nowMs - (nowMs % BUCKET_MS);
+    if (this.bucket.start === start) return;
+    if (this.bucket.start > 0) {
+      const f = this.s.forecast();
+      const forecast = f ? round(f.reduce((a, b) => a + b, 0) * this.s.speed, 2) : null;
+      // empty buckets between two telemetry frames are zeros, not gaps
+      for (let t = this.bucket.start; t < start && t >= start - SERIES * BUCKET_MS; t += BUCKET_MS) {
+        const own = t === this.bucket.start;
+        this.throughput.push([
+          t,
+          own ? round(this.bucket.requests / (BUCKET_MS / 1000), 2) : 0,
+          own ? round(this.bucket.inDeadline / (BUCKET_MS / 1000), 2) : 0,
+          forecast,
+        ]);
+      }
+      while (this.throughput.length > SERIES) this.throughput.shift();
+    }
+    this.bucket = { start, requests: 0, inDeadline: 0 };
+  }
+
+  /** The snapshot as the stream sends it (JSON). */
+  snapshotText(nowMs = Date.now()): string {
+    return JSON.stringify(this.snapshot(nowMs));
+  }
+
+  snapshot(nowMs = Date.now()): Record<string, unknown> {
+    const s = this.s;
+    this.rollBucket(nowMs);
+    const placement = s.placement();
+    const version = s.placementVersion();
+    const last = this.placements[this.placements.length - 1];
+    if (version !== null && (!last || last.version !== version)) {
+      this.placements.push({ tsMs: nowMs, version, frame: s.frame(), replicas: placement.map((row) => row.reduce((a, b) => a + b, 0)) });
+      if (this.placements.length > PLACEMENTS) this.placements.shift();
+    }
+    const learner = s.learner();
+    if (learner && learner.updates > 0 && this.curve[this.curve.length - 1]?.update !== learner.updates) {
+      this.curve.push({
+        tsMs: nowMs,
+        update: learner.updates,
+        meanReward: round(learner.lastMeanReward, 4),
+        approxKl: round(learner.lastApproxKl, 5),
+      });
+      if (this.curve.length > CURVE) this.curve.shift();
+    }
+    const held = new Map(s.holds().map((h) => [h.node, h]));
+    const nodes = this.nodes.map((n, id) => {
+      let requests = 0;
+      let succeeded = 0;
+      let inDeadline = 0;
+      for (const c of n.recent) {
+        if (nowMs - c.tsMs > WINDOW_MS) continue;
+        requests += c.requests;
+        succeeded += c.succeeded;
+        inDeadline += c.inDeadline;
+      }
+      const h = held.get(id);
+      const health = h
+        ? 'held'
+        : n.tsMs === 0 || nowMs - n.tsMs > SILENT_MS
+          ? 'silent'
+          : requests >= 10 && succeeded < requests / 4
+            ? 'failing'
+            : 'ok';
+      return {
+        id,
+        eap: this.nodeEap[id],
+        health,
+        heldReason: h ? `${h.by}: ${h.reason}` : null,
+        cpu: round(n.cpu, 3),
+        mem: round(n.mem, 3),
+        requestsPerS: round(requests / (WINDOW_MS / 1000), 2),
+        inTimeShare: requests > 0 ? round(inDeadline / requests, 3) : null,
+        replicas: placement.map((row) => row[id] ?? 0),
+      };
+    });
+    const f = s.forecast();
+    const sessions = s.sessions();
+    return {
+      tsMs: nowMs,
+      scenario: s.scenario.name,
+      orchestration: s.orchestration,
+      services: s.scenario.services.length,
+      // every eAP of the scenario, and any other an agent session speaks for (a hub without the scenario's bound)
+      numEaps: Math.max(s.scenario.eaps.length, ...sessions.map((a) => a.eap + 1)),
+      weightVersion: s.weightVersion(),
+      placementVersion: version,
+      frame: s.frame(),
+      agents: sessions,
+      nodes,
+      overrides: s.overrides(),
+      forecast: f ? f.map((x) => round(x * s.speed, 3)) : null,
+      throughput: this.throughput,
+      placements: this.placements,
+      trail: this.trail,
+      flows: this.flows,
+      events: this.events,
+      learner: learner ? { ...learner, curve: this.curve } : null,
+    };
+  }
+}

@@ -1,0 +1,138 @@
+/**
+ * The dashboard in real Chromium (Debian's /usr/bin/chromium, `.ci/run` installs it; driven by
+ * playwright-core) against a running `kais up` on the kais scenario (40 edge nodes, 5 agents,
+ * every agent on lec so no model loads): the page loads with no console error, shows every node
+ * and every agent, and after `kais scale` and `kais nodes --hold` the change and its event appear
+ * without a reload. Screenshots go to a temporary folder, printed on stderr. The orchestrator's
+ * log lines are JSON (pino) and hold no token.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { chromium, type Browser } from 'playwright-core';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const KAIS = path.join(ROOT, 'dist', 'kais.js');
+const CHROMIUM = '/usr/bin/chromium';
+const haveChromium = fs.existsSync(CHROMIUM);
+if (!haveChromium) process.stderr.write(`dashboard browser test skipped: ${CHROMIUM} is missing (apt-get install chromium)\n`);
+
+function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const c = spawn(process.execPath, [KAIS, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    c.stdout!.on('data', (b: Buffer) => (stdout += b.toString()));
+    c.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
+    c.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+let up: ChildProcess | null = null;
+let browser: Browser | null = null;
+
+afterEach(async () => {
+  await browser?.close();
+  up?.kill('SIGKILL');
+});
+
+(haveChromium ? it : it.skip)(
+  'kais up: the dashboard shows every node and agent, and a scale and a hold with their events, live',
+  async () => {
+    const shots = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-dashboard-'));
+    const child = spawn(process.execPath, [KAIS, 'up', '--scenario', 'kais', '--policy', 'lec', '--duration', '60', '--verbose'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    up = child;
+    const lines: string[] = [];
+    let partial = '';
+    const waiters: { re: RegExp; resolve: (m: RegExpExecArray) => void }[] = [];
+    child.stderr!.on('data', (c: Buffer) => {
+      partial += c.toString();
+      const got = partial.split('\n');
+      partial = got.pop()!;
+      for (const line of got) {
+        lines.push(line);
+        for (const w of waiters.slice()) {
+          const m = w.re.exec(line);
+          if (m) {
+            waiters.splice(waiters.indexOf(w), 1);
+            w.resolve(m);
+          }
+        }
+      }
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const line = (re: RegExp) =>
+      new Promise<RegExpExecArray>((resolve, reject) => {
+        const seen = lines.map((l) => re.exec(l)).find((m) => m);
+        if (seen) return resolve(seen);
+        waiters.push({ re, resolve });
+        void exited.then((code) => reject(new Error(`kais up exited (${code}) before ${re}: ${lines.slice(-5).join(' | ')}`)));
+      });
+
+    const [, url, tokenFile] = await line(/dashboard: (http:\S+) \(admin token: the first line of (\S+)\)/);
+    await line(/5 agents up/);
+    const token = fs.readFileSync(tokenFile, 'utf8').trim();
+    const admin = ['--orchestrator', url.replace(/\/dashboard$/, ''), '--admin-token-file', tokenFile, '--json'];
+
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-background-networking'] });
+    const page = await browser.newPage({ viewport: { width: 1500, height: 1300 } });
+    const problems: string[] = [];
+    page.on('console', (m) => {
+      if (m.type() === 'error' || m.type() === 'warning') problems.push(`${m.type()}: ${m.text()}`);
+    });
+    page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
+    page.on('requestfailed', (r) => problems.push(`request failed: ${r.url()}`));
+    await page.goto(`${url}#token=${encodeURIComponent(token)}`);
+
+    // every node and every agent, from the stream
+    await page.waitForFunction(() => document.querySelectorAll('[data-node]').length === 40, undefined, { timeout: 15_000 });
+    await page.waitForFunction(() => document.querySelectorAll('.agent[data-connected="true"]').length === 5, undefined, {
+      timeout: 15_000,
+    });
+    expect(await page.locator('.agent').count()).toBe(5);
+    expect(page.url()).not.toContain(token); // the fragment is dropped from the address bar
+    const before = await page.evaluate(() => (window as unknown as { kaisDashboard: { snapshots: number } }).kaisDashboard.snapshots);
+    await page.screenshot({ path: path.join(shots, '1-loaded.png'), fullPage: true });
+
+    // kais scale: the services row and the event, without a reload
+    const replicas = page.locator('#services tr[data-service="3"] td.replicas');
+    const scaled = await cli(['scale', ...admin, '--service', '3', '--replicas', '6', '--reason', 'browser test', '--by', 'jest']);
+    expect(scaled.code).toBe(0);
+    await page.waitForFunction(() => document.querySelector('#services tr[data-service="3"] td.replicas')?.textContent === '6', undefined, {
+      timeout: 10_000,
+    });
+    expect(await replicas.textContent()).toBe('6');
+    await page.locator('#events li[data-kind="admin-scale"]', { hasText: 'browser test' }).waitFor({ timeout: 10_000 });
+    expect(await page.locator('#services tr[data-service="3"] td.override').textContent()).toMatch(/6 in total by jest: browser test/);
+
+    // kais nodes --hold: the node turns held, and the event shows
+    const held = await cli(['nodes', ...admin, '--hold', '7', '--reason', 'disk check', '--by', 'jest']);
+    expect(held.code).toBe(0);
+    await page.locator('[data-node="7"][data-health="held"]').waitFor({ timeout: 10_000 });
+    await page.locator('#events li[data-kind="admin-hold"]', { hasText: 'disk check' }).waitFor({ timeout: 10_000 });
+    expect(await page.locator('[data-health="held"]').count()).toBe(1);
+    const after = await page.evaluate(() => (window as unknown as { kaisDashboard: { snapshots: number } }).kaisDashboard.snapshots);
+    expect(after).toBeGreaterThan(before); // the same page, updated by the stream
+    const dom = await page.evaluate(() => document.getElementsByTagName('*').length);
+    await page.screenshot({ path: path.join(shots, '2-scaled-and-held.png'), fullPage: true });
+    process.stderr.write(`dashboard screenshots: ${shots} (${dom} DOM elements)\n`);
+
+    expect(problems).toEqual([]);
+    // a wrong token is refused by the stream
+    const refused = await page.evaluate(
+      async () => (await fetch('/dashboard/stream', { headers: { authorization: 'Bearer nope' } })).status,
+    );
+    expect(refused).toBe(401);
+
+    child.kill('SIGINT');
+    expect(await exited).toBe(130);
+    // the orchestrator's forwarded lines: JSON logs never carry a token
+    const orchestratorLines = lines.filter((l) => l.startsWith('[orchestrator] '));
+    expect(orchestratorLines.length).toBeGreaterThan(0);
+    expect(lines.some((l) => l.includes(token))).toBe(false);
+  },
+  60_000,
+);
