@@ -1,7 +1,8 @@
 /**
  * `kais agent --orchestrator <ws-url> --eap <id> --targets <file> [--token-file F | --token T] [--port N]
  * [--scenario kais] [--cache <dir>] [--speed x] [--policy cmmac|lec|jsq|...] [--seed S] [--explore s]
- * [--experience explored|all|none] [--no-device-filters]`: one eAP's dispatcher as a process.
+ * [--experience explored|all|none] [--no-device-filters]
+ * [--guard [--guard-fallback F] [--guard-enter x] [--guard-exit y]]`: one eAP's dispatcher as a process.
  *
  * Prints one JSON line on stdout once listening (`{"ready":true,"eap":..,"port":..}`), logs to
  * stderr, and on SIGTERM/SIGINT drains (answers every request it holds) and exits 0.
@@ -16,6 +17,7 @@ import { UsageError } from '../shared/errors';
 import { loadScenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';
 import { checkLivePolicy, LIVE_POLICIES } from '../shared/dispatch';
+import { DEFAULT_GUARD, GUARD_FALLBACKS } from '../shared/dispatch/guard';
 import { EXPERIENCE_MODES, type Targets } from './dispatcher';
 import { startAgent } from './main';
 import { lineLogger, processLogger } from '../shared/log';
@@ -63,6 +65,28 @@ export const AGENT_SPEC = {
     default: true,
     describe:
       "device filters on every node's GET /telemetry and QoS isolation on this agent's outcomes; excluded nodes leave the mask (--no-device-filters: off)",
+  }),
+  guard: opt.boolean({
+    default: false,
+    describe:
+      "regime guard over cmmac: while this eAP's share of requests no target can serve in time (lec's estimate) says overload, --guard-fallback decides instead (docs/safe-learning.md)",
+  }),
+  guardFallback: opt.choice(GUARD_FALLBACKS, {
+    default: DEFAULT_GUARD.fallback,
+    describe: 'with --guard: the heuristic that decides in overload',
+  }),
+  guardEnter: opt.number({
+    default: DEFAULT_GUARD.enter,
+    min: 0,
+    minExclusive: true,
+    max: 1,
+    describe: 'with --guard: late share at or above which the fallback takes over',
+  }),
+  guardExit: opt.number({
+    default: DEFAULT_GUARD.exit,
+    min: 0,
+    max: 1,
+    describe: 'with --guard: late share at or below which cmmac takes back over (below --guard-enter)',
   }),
   experience: opt.choice(EXPERIENCE_MODES, {
     default: 'explored',
@@ -112,6 +136,9 @@ export const agentCommand: CommandModule<object, object> = {
     if (a.eap >= topo.numEaps)
       throw new UsageError(`--eap: expected an integer in 0..${topo.numEaps - 1} (scenario ${scenario.name}), got ${a.eap}`);
     const policy = checkLivePolicy(a.policy);
+    if (a.guardExit >= a.guardEnter)
+      throw new UsageError(`--guard-exit: must be below --guard-enter (${a.guardEnter}), got ${a.guardExit}`);
+    const guard = a.guard ? { ...DEFAULT_GUARD, fallback: a.guardFallback, enter: a.guardEnter, exit: a.guardExit } : null;
     const targets = readTargets(a.targets, topo.numNodes);
     await checkPortFree('port', a.port);
     const log = lineLogger(processLogger('agent', { eap: a.eap })); // JSON lines on stderr (shared/log.ts)
@@ -129,6 +156,7 @@ export const agentCommand: CommandModule<object, object> = {
       policySeed: a.seed,
       explore: a.explore,
       experience: a.experience,
+      guard,
       deviceFilters: a.deviceFilters,
       log,
     }).catch((e: NodeJS.ErrnoException) => {

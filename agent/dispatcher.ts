@@ -40,6 +40,7 @@ import { ObservationBuilder } from './observation';
 import { actorFit } from '../shared/nets/actor-fit';
 import { targetBlockOf } from '../shared/spaces';
 import { isDispatchHeuristic, LecDispatch, LIVE_POLICIES, makeHeuristicDispatch, type LivePolicyName } from '../shared/dispatch';
+import { noTargetMeetsDeadline, RegimeGuard, type GuardSwitch, type RegimeGuardOptions } from '../shared/dispatch/guard';
 import type { LocalClusterView } from './local-view';
 import { Proxy, type ProxyOutcome } from './proxy';
 
@@ -136,6 +137,12 @@ export interface DispatcherOptions {
    * (docs/runtime.md). @defaultValue 'explored'
    */
   experience?: ExperienceMode;
+  /**
+   * The regime guard (shared/dispatch/guard.ts) over the learned actor: while this eAP's late
+   * share says overload, its fallback heuristic decides instead of the actor. null: no guard.
+   * Ignored with a heuristic `policy`. @defaultValue null
+   */
+  guard?: RegimeGuardOptions | null;
 }
 
 /** One decision: the target, the mask it was chosen from, and what experience needs. */
@@ -178,6 +185,10 @@ export interface DispatchCounters {
   decisionsLearned: number;
   /** Decisions of the heuristic: cmmac's lec fallback (no weights yet), or the `policy` heuristic. */
   decisionsFallback: number;
+  /** Decisions the regime guard's fallback took while the actor held weights (counted in decisionsFallback too). */
+  decisionsGuarded: number;
+  /** Switches of the regime guard, to its fallback and back. */
+  guardSwitches: number;
   experienceDropped: number;
 }
 
@@ -203,8 +214,15 @@ export class Dispatcher {
     decidedToCloud: 0,
     decisionsLearned: 0,
     decisionsFallback: 0,
+    decisionsGuarded: 0,
+    guardSwitches: 0,
     experienceDropped: 0,
   };
+  /** Told every switch of the regime guard (the runtime logs it and reports it to the orchestrator). */
+  onGuardSwitch: ((s: GuardSwitch) => void) | null = null;
+  private readonly guard: RegimeGuard | null;
+  private readonly guardFallback: DispatchPolicy | null;
+  private guardFallbackReset = false;
   /** Told each answer's latency (real ms): the /metrics histogram (agent/metrics.ts) keeps the buckets. */
   onAnswer: ((latencyMs: number) => void) | null = null;
   private readonly view: LocalClusterView;
@@ -274,6 +292,10 @@ export class Dispatcher {
     this.heuristicOnly = isDispatchHeuristic(policy);
     this.fallback = isDispatchHeuristic(policy) ? makeHeuristicDispatch(policy, o.scenario) : new LecDispatch();
     this.policySeed = o.policySeed ?? 0;
+    const guard = this.heuristicOnly ? null : (o.guard ?? null);
+    // RegimeGuard throws a RangeError on options out of range (the CLI checks them first)
+    this.guard = guard ? new RegimeGuard(guard, o.view.eap) : null;
+    this.guardFallback = guard ? makeHeuristicDispatch(guard.fallback, o.scenario) : null;
     this.maxInFlight = o.maxInFlight ?? 256;
     const queued = o.maxQueued ?? 4 * this.maxInFlight;
     this.limits = {
@@ -311,9 +333,15 @@ export class Dispatcher {
     return this.learned?.version ?? null;
   }
 
-  /** The rule deciding now: `cmmac`, or the heuristic (`lec` while cmmac has no weights). */
+  /** The rule deciding now: `cmmac`, the guard's fallback, or the heuristic (`lec` while cmmac has no weights). */
   get policyName(): string {
+    if (this.learned && this.guard?.fallback) return this.guardFallback!.name;
     return this.learned ? 'cmmac' : this.fallback.name;
+  }
+
+  /** The regime guard's state (null without --guard): whether its fallback decides, and the late share. */
+  get guardState(): { fallback: boolean; lateShare: number } | null {
+    return this.guard ? { fallback: this.guard.fallback, lateShare: this.guard.lateShare } : null;
   }
 
   /** The `policy` option: `cmmac` or the heuristic that always decides. */
@@ -564,6 +592,21 @@ export class Dispatcher {
     const mask = new Uint8Array(view.numTargets);
     buildMask(view, req.service, this.scenario.queueCapPerReplica, mask);
     const item: DispatchItem = { request: req, eap: view.eap, mask, action: view.cloudTarget };
+    if (this.learned && this.guard && this.guardFallback) {
+      const sw = this.guard.observe(noTargetMeetsDeadline(item, view));
+      if (sw) {
+        this.counters.guardSwitches++;
+        this.onGuardSwitch?.(sw);
+      }
+      if (this.guard.fallback) {
+        if (!this.guardFallbackReset) {
+          this.guardFallbackReset = true;
+          this.guardFallback.reset?.(this.policySeed, view);
+        }
+        this.counters.decisionsGuarded++;
+        return this.heuristicDecision(item, this.guardFallback);
+      }
+    }
     if (this.learned) {
       this.lastObs = null;
       this.lastLogProb = 0;
@@ -583,13 +626,20 @@ export class Dispatcher {
         return { target, mask, obs: this.lastObs, logProb, version: this.learned.version };
       }
     }
-    this.counters.decisionsFallback++;
     if (!this.fallbackReset) {
       // as the simulator does once per episode, before the policy's first decision (the placement is usually known by then)
       this.fallbackReset = true;
       this.fallback.reset?.(this.policySeed, view);
     }
-    let target = this.fallback.decide(item, view);
+    return this.heuristicDecision(item, this.fallback);
+  }
+
+  /** `policy`'s decision for `item`, recorded as a heuristic one (no weight version). */
+  private heuristicDecision(item: DispatchItem, policy: DispatchPolicy): Decision {
+    const view = this.view;
+    const mask = item.mask;
+    this.counters.decisionsFallback++;
+    let target = policy.decide(item, view);
     if (!(target >= 0 && target < view.numTargets && mask[target])) target = view.cloudTarget; // never an invalid target (the cloud is always valid)
     let obs: Float32Array | null = null;
     if (this.experienceMode === 'all') {

@@ -28,6 +28,7 @@ import { NodeHealth } from './filters/node-health';
 import { TelemetryPoller } from './telemetry-poller';
 import { MAX_DEVICE_WINDOWS } from '../shared/protocol/envelope';
 import { agentPolicySeed, type LivePolicyName } from '../shared/dispatch';
+import type { RegimeGuardOptions } from '../shared/dispatch/guard';
 import { topologyOf } from '../shared/scenario';
 
 export const AGENT_VERSION = '0.1.0';
@@ -60,6 +61,8 @@ export interface AgentOptions {
   explore?: number;
   /** Which decisions are sent as experience, see Dispatcher. @defaultValue 'explored' */
   experience?: ExperienceMode;
+  /** The regime guard over cmmac (shared/dispatch/guard.ts); null: none. @defaultValue null */
+  guard?: RegimeGuardOptions | null;
   /**
    * Device filters on the nodes' `/telemetry` and QoS isolation on this agent's outcomes
    * (agent/filters/node-health.ts): excluded nodes leave the context filter's mask. @defaultValue true
@@ -101,7 +104,15 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     actSeed: o.seed ?? o.eap,
     policy,
     policySeed: agentPolicySeed(o.policySeed ?? 1, o.eap),
+    guard: o.guard ?? null,
   });
+  if (o.guard && !heuristic) {
+    log(`regime guard: ${o.guard.fallback} decides while the late share is >= ${o.guard.enter}, until it is <= ${o.guard.exit}`);
+    dispatcher.onGuardSwitch = (s) =>
+      log(
+        `regime guard: ${s.fallback ? `to ${o.guard!.fallback}` : 'back to cmmac'} at decision ${s.decision} (late share ${s.lateShare.toFixed(3)})`,
+      );
+  }
   if (heuristic) {
     log(
       `policy ${policy}: every decision is ${policy}'s, actor weights are ignored; ` +

@@ -59,6 +59,13 @@ export class AgentMetrics {
       // cmmac's lec fallback, or the --policy heuristic by name
       [{ policy: d.policyOption === 'cmmac' ? 'fallback' : d.policyOption }, c.decisionsFallback],
     ]);
+    counter('kais_agent_guard_switches_total', 'Switches of the regime guard (to its fallback and back).', [], () => [
+      [{}, c.guardSwitches],
+    ]);
+    counter('kais_agent_guard_decisions_total', "Decisions the regime guard's fallback took over from cmmac.", [], () => [
+      [{}, c.decisionsGuarded],
+    ]);
+    gauge('kais_agent_guard_fallback', "1 while the regime guard's fallback decides.", () => (d.guardState?.fallback ? 1 : 0));
     counter('kais_agent_experience_dropped_total', 'Transitions dropped from the full experience buffer.', [], () => [
       [{}, c.experienceDropped],
     ]);

@@ -10,17 +10,22 @@ import { QueueLookaheadDispatch } from '../training/baselines/queue-teacher';
 import { makeDispatch, makeOrchestration } from '../training/baselines/registry';
 import { buildRequests } from '../training/workload';
 import { runEpisode } from '../training/jobs/rollout';
+import { DEFAULT_GUARD, GuardedDispatch } from '../shared/dispatch/guard';
 import { loadActorFile, loadCmmacFromDb, loadDefaultCmmac } from '../training/jobs/checkpoint';
 
 /**
  * `db:<kais train output>[@<frame>]` (its newest checkpoint at or before the frame, argmax; without
  * @, its best), `bin:<exported actor>`, `cmmac` (the shipped model), `{...}` (QueueLookaheadOptions
- * as JSON), a train-only teacher (training/baselines/teacher.ts) or a `kais eval` dispatch baseline.
+ * as JSON), `<any of these>+guard` (behind the regime guard, shared/dispatch/guard.ts), a train-only teacher (training/baselines/teacher.ts) or a `kais eval` dispatch baseline.
  */
 export function policyByName(n: string, scenario: Scenario): DispatchPolicy {
   const db = /^db:(.+?)(?:@(\d+))?$/.exec(n);
   if (db) return loadCmmacFromDb(db[1], scenario, db[2] ? { maxFrame: Number(db[2]) } : {});
   if (n.startsWith('bin:')) return loadActorFile(n.slice(4), scenario);
+  if (n.endsWith('+guard')) {
+    const learned = policyByName(n.slice(0, -'+guard'.length), scenario);
+    return new GuardedDispatch(learned, makeDispatch(DEFAULT_GUARD.fallback, scenario), DEFAULT_GUARD);
+  }
   if (n === 'cmmac') {
     const p = loadDefaultCmmac(scenario);
     if (!p) throw new Error(`no shipped ${scenario.name} model`);

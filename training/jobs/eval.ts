@@ -18,6 +18,7 @@ import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
 import { loadScenario, scenarioWithSlot } from '../../shared/scenario';
 import type { Scenario } from '../../shared/scenario';
 import { makeDispatch, makeOrchestration, parsePolicyPair } from '../baselines/registry';
+import { DEFAULT_GUARD, GuardedDispatch } from '../../shared/dispatch/guard';
 import { frameDemand, HINDSIGHT_TARGETS, HindsightOrchestration, type FrameDemand } from '../baselines/hindsight';
 import type { Fault } from '../sim/faults';
 import { faultsFromRate, faultsFromServerEvents } from '../sim/faults';
@@ -60,7 +61,7 @@ export const EVAL_SPEC = {
   trace: opt.file({ dir: true, describe: 'Alibaba batch_task CSV (v2017 or v2018), or a folder holding batch_task.csv' }),
   policies: opt.optString({
     describe:
-      'comma-separated dispatch/orchestration pairs (default: the heuristic pairs, and cmmac/hpa when a model ships); orchestration x/gpg runs the --gpg model, x/hindsight the best of placement rules that know each next frame (docs/simulator.md)',
+      'comma-separated dispatch/orchestration pairs (default: the heuristic pairs, and cmmac/hpa when a model ships); dispatch cmmac+guard runs cmmac behind the regime guard (docs/safe-learning.md); orchestration x/gpg runs the --gpg model, x/hindsight the best of placement rules that know each next frame (docs/simulator.md)',
   }),
   checkpoint: opt.file({ sqlite: 'kais checkpoint', describe: 'SQLite checkpoint of kais train for cmmac' }),
   gpg: opt.file({ describe: 'GPG model (JSON, scripts/train-gpg.ts) for the gpg orchestration (x/gpg pairs)' }),
@@ -148,6 +149,11 @@ function makeAnyDispatch(
   checkpoint: string | undefined,
   modelScenario: Scenario = scenario,
 ): DispatchPolicy {
+  if (name === 'cmmac+guard') {
+    // the learned dispatcher behind the regime guard (shared/dispatch/guard.ts), as the agent runs it with --guard
+    const learned = makeAnyDispatch('cmmac', scenario, checkpoint, modelScenario);
+    return new GuardedDispatch(learned, makeDispatch(DEFAULT_GUARD.fallback, scenario), DEFAULT_GUARD);
+  }
   if (name !== 'cmmac') return makeDispatch(name, scenario);
   // a model is checked against the scenario it was trained on (the slot length does not change its inputs)
   scenario = modelScenario;

@@ -1,0 +1,186 @@
+/**
+ * The regime guard (issue 17 item 3): the learned dispatcher decides while the eAP's own signals
+ * say it is in a regime where it is known to do well, and a heuristic decides while they say
+ * overload (docs/safe-learning.md: at 1.5-2x the default load cmmac loses to round-robin).
+ *
+ * The signal is one an agent has alone, from its own view: for each request it decides, whether
+ * ANY valid target's expected completion time (shared/eta.ts, lec's estimate) meets the request's
+ * slack. The guard keeps an exponentially weighted share of requests for which none does (the
+ * "late share", half-life `halfLife` decisions) and switches with hysteresis: to the fallback when
+ * it reaches `enter`, back to the learned policy when it falls to `exit` (< enter), and never
+ * twice within `minDwell` decisions. One state per eAP, so the simulator (one policy instance for
+ * every eAP) and the live agent (one eAP) run the same rule on the same numbers.
+ */
+import type { ClusterView, DispatchItem, DispatchPolicy } from '../policy';
+import { expectedCompletionS } from '../eta';
+
+export const GUARD_FALLBACKS = ['round-robin', 'lec', 'p2c', 'jsq'] as const;
+export type GuardFallbackName = (typeof GUARD_FALLBACKS)[number];
+
+export interface RegimeGuardOptions {
+  /** The heuristic that decides in overload. */
+  fallback: GuardFallbackName;
+  /** Late share at or above which the fallback takes over (0..1). */
+  enter: number;
+  /** Late share at or below which the learned policy takes back over (0..enter). */
+  exit: number;
+  /** Half-life of the late share, in the eAP's decisions (> 0). */
+  halfLife: number;
+  /** Decisions after a switch before the next one may happen (>= 0). */
+  minDwell: number;
+}
+
+/**
+ * Tuned on training-side seeds only (scripts/guard-tune.ts, seeds 1-6, loads 0.5-2; the result
+ * and the command in docs/safe-learning.md); the held-out measurement used these values.
+ */
+export const DEFAULT_GUARD: RegimeGuardOptions = { fallback: 'round-robin', enter: 0.3, exit: 0.15, halfLife: 200, minDwell: 200 };
+
+/** The problem with `o` in one phrase, or null when it is valid. */
+export function guardOptionsProblem(o: RegimeGuardOptions): string | null {
+  if (!(GUARD_FALLBACKS as readonly string[]).includes(o.fallback))
+    return `fallback must be one of ${GUARD_FALLBACKS.join(', ')}, got ${String(o.fallback)}`;
+  if (!Number.isFinite(o.enter) || o.enter <= 0 || o.enter > 1) return `enter must be in (0, 1], got ${o.enter}`;
+  if (!Number.isFinite(o.exit) || o.exit < 0 || o.exit >= o.enter) return `exit must be in [0, enter=${o.enter}), got ${o.exit}`;
+  if (!Number.isFinite(o.halfLife) || o.halfLife <= 0) return `halfLife must be a positive number of decisions, got ${o.halfLife}`;
+  if (!Number.isInteger(o.minDwell) || o.minDwell < 0) return `minDwell must be an integer >= 0, got ${o.minDwell}`;
+  return null;
+}
+
+/** Whether no valid target of `item` is expected to meet its deadline (lec's estimate). */
+export function noTargetMeetsDeadline(item: DispatchItem, view: ClusterView): boolean {
+  const slack = item.request.deadlineS - view.nowS();
+  const w = item.request.service;
+  for (let t = 0; t < view.numTargets; t++) {
+    if (!item.mask[t]) continue;
+    if (expectedCompletionS(view, item.eap, t, w, item.request.inputMB) <= slack) return false;
+  }
+  return true;
+}
+
+/** A switch of one eAP's guard: to the fallback (`fallback` true) or back to the learned policy. */
+export interface GuardSwitch {
+  eap: number;
+  fallback: boolean;
+  /** The late share when it switched. */
+  lateShare: number;
+  /** The eAP's decisions so far (the guard's clock). */
+  decision: number;
+}
+
+/** One eAP's guard state. */
+export class RegimeGuard {
+  private share = 0;
+  private decisions = 0;
+  private lastSwitch = -Infinity;
+  private inFallback = false;
+  private readonly decay: number;
+  constructor(
+    private readonly o: RegimeGuardOptions,
+    readonly eap: number,
+  ) {
+    const problem = guardOptionsProblem(o);
+    if (problem) throw new RangeError(`regime guard: ${problem}`);
+    this.decay = Math.pow(0.5, 1 / o.halfLife);
+  }
+
+  get fallback(): boolean {
+    return this.inFallback;
+  }
+
+  get lateShare(): number {
+    return this.share;
+  }
+
+  /**
+   * Takes one decision's signal (`late`: no target meets its deadline); returns the switch it
+   * caused, or null. `fallback` then says who decides this request.
+   */
+  observe(late: boolean): GuardSwitch | null {
+    this.share = this.decay * this.share + (1 - this.decay) * (late ? 1 : 0);
+    this.decisions++;
+    if (this.decisions - this.lastSwitch < this.o.minDwell) return null;
+    const flip = this.inFallback ? this.share <= this.o.exit : this.share >= this.o.enter;
+    if (!flip) return null;
+    this.inFallback = !this.inFallback;
+    this.lastSwitch = this.decisions;
+    return { eap: this.eap, fallback: this.inFallback, lateShare: this.share, decision: this.decisions };
+  }
+}
+
+/**
+ * `learned` with the regime guard: per eAP, the fallback heuristic decides while the guard says
+ * overload. Named `<learned>+guard` (`kais eval --policies cmmac+guard/hpa`).
+ */
+export class GuardedDispatch implements DispatchPolicy {
+  readonly name: string;
+  private guards: RegimeGuard[] = [];
+  /** Decisions taken by the fallback, for which no target met the deadline, and in all, and switches, since reset(). */
+  fallbackDecisions = 0;
+  lateDecisions = 0;
+  decisions = 0;
+  switches = 0;
+  private readonly learnedItems: DispatchItem[] = [];
+
+  constructor(
+    private readonly learned: DispatchPolicy,
+    private readonly fallbackPolicy: DispatchPolicy,
+    private readonly o: RegimeGuardOptions,
+    private readonly onSwitch: (s: GuardSwitch) => void = () => {},
+  ) {
+    this.name = `${learned.name}+guard`;
+    const problem = guardOptionsProblem(o);
+    if (problem) throw new RangeError(`regime guard: ${problem}`);
+  }
+
+  reset(seed: number, view: ClusterView): void {
+    this.learned.reset?.(seed, view);
+    this.fallbackPolicy.reset?.(seed, view);
+    this.guards = Array.from({ length: view.numEaps }, (_, b) => new RegimeGuard(this.o, b));
+    this.fallbackDecisions = 0;
+    this.lateDecisions = 0;
+    this.decisions = 0;
+    this.switches = 0;
+  }
+
+  /** Whether eAP `eap`'s guard has the fallback deciding now. */
+  inFallback(eap: number): boolean {
+    return this.guards[eap]?.fallback ?? false;
+  }
+
+  private useFallback(item: DispatchItem, view: ClusterView): boolean {
+    const g = (this.guards[item.eap] ??= new RegimeGuard(this.o, item.eap));
+    const late = noTargetMeetsDeadline(item, view);
+    if (late) this.lateDecisions++;
+    const s = g.observe(late);
+    if (s) {
+      this.switches++;
+      this.onSwitch(s);
+    }
+    this.decisions++;
+    if (g.fallback) this.fallbackDecisions++;
+    return g.fallback;
+  }
+
+  decide(item: DispatchItem, view: ClusterView): number {
+    if (this.useFallback(item, view)) return this.fallbackPolicy.decide(item, view);
+    return this.learned.decide(item, view);
+  }
+
+  decideBatch(items: DispatchItem[], view: ClusterView): void {
+    const learnedItems = this.learnedItems;
+    learnedItems.length = 0;
+    for (const item of items) {
+      if (this.useFallback(item, view)) item.action = this.fallbackPolicy.decide(item, view);
+      else learnedItems.push(item);
+    }
+    if (learnedItems.length === 0) return;
+    if (this.learned.decideBatch) this.learned.decideBatch(learnedItems, view);
+    else for (const item of learnedItems) item.action = this.learned.decide(item, view);
+  }
+
+  onFrame(view: ClusterView): void {
+    this.learned.onFrame?.(view);
+    this.fallbackPolicy.onFrame?.(view);
+  }
+}

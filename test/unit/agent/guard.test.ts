@@ -1,0 +1,115 @@
+/**
+ * The regime guard in the live agent (agent/dispatcher.ts with `guard`): the actor decides while
+ * requests can be served in time, the fallback heuristic (no weight version) while none can, and
+ * back; counted, reported to onGuardSwitch and on /metrics' counters. And `kais agent`'s guard
+ * flags: exit 2 with one line.
+ */
+import { spawnSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { Dispatcher } from '../../../agent/dispatcher';
+import { LocalClusterView } from '../../../agent/local-view';
+import { placementBody } from '../../../shared/protocol/envelope';
+import { loadScenario, topologyOf } from '../../../shared/scenario';
+import { actorShapes, initActorWeights } from '../../../shared/nets/actor';
+import { observationDim } from '../../../shared/spaces';
+import type { GuardSwitch } from '../../../shared/dispatch/guard';
+import type { Request } from '../../../shared/domain';
+
+const tiny = loadScenario('tiny');
+const ROOT = path.resolve(__dirname, '../../..');
+const KAIS = path.join(ROOT, 'dist', 'kais.js');
+
+describe('Dispatcher with the regime guard', () => {
+  it('hands decisions to the fallback while no target meets the deadlines, and back to the actor after', () => {
+    const view = new LocalClusterView(tiny, 0);
+    view.applyPlacement(
+      placementBody(1, 0, [
+        [1, 1, 1],
+        [1, 1, 1],
+        [1, 1, 1],
+        [1, 1, 1],
+      ]),
+    );
+    const d = new Dispatcher({
+      scenario: tiny,
+      view,
+      targets: { nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' },
+      guard: { fallback: 'round-robin', enter: 0.5, exit: 0.2, halfLife: 3, minDwell: 4 },
+    });
+    const seen: GuardSwitch[] = [];
+    d.onGuardSwitch = (s) => seen.push(s);
+    const topo = topologyOf(tiny);
+    const shapes = actorShapes(
+      observationDim({ numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps }),
+      topo.numNodes + 1,
+    );
+    d.setWeights({ version: 7, checksum: 0, shapes, tensors: initActorWeights(shapes[0][0], topo.numNodes + 1, 3) });
+    let id = 0;
+    const req = (deadlineInS: number): Request => {
+      const now = view.nowS();
+      return { id: id++, service: 0, eap: 0, arrivalS: now, deadlineS: now + deadlineInS, workCoreS: 0.01, inputMB: 0 };
+    };
+    // all in time: the actor decides
+    for (let i = 0; i < 10; i++) expect(d.choose(req(100)).version).toBe(7);
+    expect(d.counters.decisionsGuarded).toBe(0);
+    // deadlines already past: no target can meet them, the guard takes over
+    const late = Array.from({ length: 20 }, () => d.choose(req(-1)));
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ eap: 0, fallback: true });
+    expect(late.filter((x) => x.version === null).length).toBe(d.counters.decisionsGuarded);
+    expect(d.counters.decisionsGuarded).toBeGreaterThan(10);
+    expect(d.guardState?.fallback).toBe(true);
+    expect(d.policyName).toBe('round-robin');
+    for (const x of late) expect(x.mask[x.target]).toBe(1);
+    // in time again: back to the actor
+    const after = Array.from({ length: 30 }, () => d.choose(req(100)));
+    expect(seen).toHaveLength(2);
+    expect(seen[1].fallback).toBe(false);
+    expect(after[after.length - 1].version).toBe(7);
+    expect(d.counters.guardSwitches).toBe(2);
+    expect(d.policyName).toBe('cmmac');
+  });
+
+  it('without weights the guard does not count: lec decides as before', () => {
+    const view = new LocalClusterView(tiny, 0);
+    const d = new Dispatcher({
+      scenario: tiny,
+      view,
+      targets: { nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' },
+      guard: { fallback: 'round-robin', enter: 0.5, exit: 0.2, halfLife: 3, minDwell: 4 },
+    });
+    const now = view.nowS();
+    for (let i = 0; i < 20; i++) d.choose({ id: i, service: 0, eap: 0, arrivalS: now, deadlineS: now - 1, workCoreS: 0.01, inputMB: 0 });
+    expect(d.counters.decisionsGuarded).toBe(0);
+    expect(d.counters.decisionsFallback).toBe(20);
+    expect(d.policyName).toBe('lec');
+  });
+});
+
+describe('kais agent guard flags', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-agent-guard-'));
+  const targets = path.join(dir, 'targets.json');
+  fs.writeFileSync(
+    targets,
+    JSON.stringify({ nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' }),
+  );
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it.each([
+    [['--guard', '--guard-enter', '0.3', '--guard-exit', '0.4'], /^kais: --guard-exit: must be below --guard-enter \(0.3\), got 0.4$/],
+    [['--guard-enter', '0'], /^kais: --guard-enter: expected a number > 0 and <= 1, got "0"$/],
+    [['--guard-fallback', 'cmmac'], /^kais: --guard-fallback: expected one of round-robin, lec, p2c, jsq, got "cmmac"$/],
+  ])('%j exits 2 with one line naming the flag', (extra, pattern) => {
+    const r = spawnSync(
+      process.execPath,
+      [KAIS, 'agent', '--orchestrator', 'ws://127.0.0.1:1', '--eap', '0', '--scenario', 'tiny', '--targets', targets, ...extra],
+      { encoding: 'utf8', timeout: 60000 },
+    );
+    expect(r.status).toBe(2);
+    const lines = r.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(pattern);
+  });
+});

@@ -1,0 +1,128 @@
+/**
+ * The regime guard (shared/dispatch/guard.ts): hysteresis of one eAP's state, option checks, and
+ * the guarded policy in the simulator (tiny scenario, real episodes): idle at light load, where it
+ * must decide exactly as the learned policy does, and taking over in overload.
+ */
+import {
+  DEFAULT_GUARD,
+  GuardedDispatch,
+  guardOptionsProblem,
+  RegimeGuard,
+  type GuardSwitch,
+  type RegimeGuardOptions,
+} from '../../../shared/dispatch/guard';
+import { loadScenario } from '../../../shared/scenario';
+import { makeDispatch, makeOrchestration } from '../../../training/baselines/registry';
+import { runEpisode } from '../../../training/jobs/rollout';
+import { buildRequests } from '../../../training/workload';
+
+const OPTS: RegimeGuardOptions = { fallback: 'round-robin', enter: 0.5, exit: 0.2, halfLife: 4, minDwell: 3 };
+
+describe('RegimeGuard', () => {
+  it('switches to the fallback once the late share reaches enter, stays between exit and enter, and comes back at exit', () => {
+    const g = new RegimeGuard(OPTS, 2);
+    const switches: GuardSwitch[] = [];
+    const feed = (late: boolean) => {
+      const s = g.observe(late);
+      if (s) switches.push(s);
+      return s;
+    };
+    for (let i = 0; i < 20; i++) {
+      const before = g.lateShare;
+      feed(true);
+      expect(g.lateShare).toBeGreaterThan(before);
+      if (g.fallback) break;
+    }
+    expect(g.fallback).toBe(true);
+    expect(switches).toHaveLength(1);
+    expect(switches[0]).toMatchObject({ eap: 2, fallback: true });
+    expect(switches[0].lateShare).toBeGreaterThanOrEqual(OPTS.enter);
+    // on time again: the share falls, and the guard holds the fallback until it reaches exit
+    while (g.lateShare > OPTS.exit) {
+      expect(g.fallback).toBe(true);
+      feed(false);
+    }
+    expect(g.fallback).toBe(false);
+    expect(switches).toHaveLength(2);
+    expect(switches[1].lateShare).toBeLessThanOrEqual(OPTS.exit);
+  });
+
+  it('never switches twice within minDwell decisions, however the signal moves', () => {
+    const g = new RegimeGuard({ ...OPTS, halfLife: 0.1, minDwell: 5 }, 0);
+    const at: number[] = [];
+    for (let i = 0; i < 60; i++) {
+      const s = g.observe(i % 2 === 0);
+      if (s) at.push(s.decision);
+    }
+    expect(at.length).toBeGreaterThan(2);
+    for (let k = 1; k < at.length; k++) expect(at[k] - at[k - 1]).toBeGreaterThanOrEqual(5);
+  });
+
+  it.each([
+    [{ enter: 0 }, /^enter must be in \(0, 1\]/],
+    [{ enter: 1.5 }, /^enter must be in \(0, 1\]/],
+    [{ exit: 0.5 }, /^exit must be in \[0, enter=0.5\)/],
+    [{ exit: -0.1 }, /^exit must be/],
+    [{ halfLife: 0 }, /^halfLife must be a positive/],
+    [{ minDwell: 1.5 }, /^minDwell must be an integer/],
+    [{ fallback: 'cmmac' }, /^fallback must be one of round-robin, lec, p2c, jsq/],
+  ])('refuses %j', (bad, problem) => {
+    const o = { ...OPTS, ...bad } as RegimeGuardOptions;
+    expect(guardOptionsProblem(o)).toMatch(problem);
+    expect(() => new RegimeGuard(o, 0)).toThrow(RangeError);
+  });
+
+  it('accepts the shipped defaults', () => {
+    expect(guardOptionsProblem(DEFAULT_GUARD)).toBeNull();
+  });
+});
+
+describe('GuardedDispatch in the simulator', () => {
+  const tiny = loadScenario('tiny');
+  const frames = 2;
+  const run = (load: number, dispatch: ReturnType<typeof makeDispatch>) => {
+    const durationS = frames * tiny.slotsPerFrame * tiny.slotS;
+    const requests = buildRequests({ scenario: tiny, workload: 'p4', tracePath: null, seed: 3, load, durationS });
+    return runEpisode({
+      scenario: tiny,
+      requests,
+      frames,
+      seed: 3,
+      dispatch,
+      orchestration: makeOrchestration('hpa', tiny),
+      nodeDequeue: 'edf',
+    });
+  };
+  // lec stands in for the learned policy (no model ships for tiny); greedy as the fallback
+  const guarded = (o: Partial<RegimeGuardOptions>, seen: GuardSwitch[]) =>
+    new GuardedDispatch(makeDispatch('lec', tiny), makeDispatch('greedy', tiny), { ...DEFAULT_GUARD, ...o }, (s) => seen.push(s));
+
+  it('with a threshold the late share never reaches, decides exactly as the learned policy does', () => {
+    const seen: GuardSwitch[] = [];
+    const g = guarded({ enter: 1, exit: 0.9 }, seen);
+    const a = run(3, g);
+    const b = run(3, makeDispatch('lec', tiny));
+    expect(g.decisions).toBeGreaterThan(100);
+    expect(g.fallbackDecisions).toBe(0);
+    expect(seen).toHaveLength(0);
+    expect(a.throughputRate).toBe(b.throughputRate);
+    expect(g.name).toBe('lec+guard');
+  });
+
+  it('in overload hands decisions to the fallback and reports every switch', () => {
+    const seen: GuardSwitch[] = [];
+    const g = guarded({ enter: 0.05, exit: 0.01, halfLife: 5, minDwell: 5 }, seen);
+    const a = run(3, g);
+    const b = run(3, makeDispatch('lec', tiny));
+    expect(g.lateDecisions).toBeGreaterThan(0);
+    expect(g.fallbackDecisions).toBeGreaterThan(0);
+    expect(seen.length).toBe(g.switches);
+    expect(seen[0].fallback).toBe(true);
+    // a switch per eAP alternates direction
+    for (let e = 0; e < 4; e++) {
+      const mine = seen.filter((s) => s.eap === e);
+      mine.forEach((s, k) => expect(s.fallback).toBe(k % 2 === 0));
+    }
+    expect(a.throughputRate).not.toBe(b.throughputRate);
+  });
+});
