@@ -17,6 +17,12 @@
  *   so a flood costs refusals, not decodes), frames per second and transitions per second (burst =
  *   2 s of the rate); a frame over its budget is refused with KAIS_ERR_RATE and not stored.
  *
+ * A frame of a welcomed session that the codec or the hub refused before the intake saw it (a NaN
+ * or infinite reward or feature is not a finite number: the codec's KAIS_ERR_BAD_FIELD; another
+ * eAP's experience: the hub's KAIS_ERR_STATE) reaches the intake through `refusedUpstream` and is
+ * counted and reported the same way (kind `invalid-frame`), so a poisoned agent is named
+ * whichever layer caught it (issue 17 item 5).
+ *
  * A refused frame gets an `error` reply (the hub sends it) and becomes an event naming the session
  * and the eAP (at most one per kind and session every `eventIntervalMs`, with the count of the
  * ones folded into it). A session with `quarantineAfter` invalid frames within `violationWindowMs`
@@ -66,7 +72,7 @@ export interface IntakeOptions {
 }
 
 export interface IntakeEvent {
-  kind: 'invalid-experience' | 'invalid-telemetry' | 'rate-limit';
+  kind: 'invalid-experience' | 'invalid-telemetry' | 'invalid-frame' | 'rate-limit';
   eap: number;
   session: string;
   message: string;
@@ -195,6 +201,20 @@ export class Intake {
       quarantine,
     };
   };
+
+  /**
+   * The hub's `refused` event: a welcomed session's frame refused by the codec or the hub itself
+   * (the intake's own refusals, and the hello-time ones the hub reports as `denied`, are skipped).
+   */
+  refusedUpstream(session: SessionInfo | null, error: { code: string; message: string }): void {
+    if (session === null) return;
+    if ((Object.values(INTAKE_ERROR_CODES) as string[]).includes(error.code)) return;
+    if (['KAIS_ERR_AUTH', 'KAIS_ERR_DUPLICATE', 'KAIS_ERR_QUARANTINED'].includes(error.code)) return;
+    const now = this.o.now();
+    const st = this.state(session.sessionId, now);
+    this.stats.invalid++;
+    this.event(session, st, now, 'invalid-frame', `frame refused (${error.code}): ${error.message}`);
+  }
 
   /** Forgets a closed session's budget. */
   sessionClosed(sessionId: string): void {

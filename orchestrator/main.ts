@@ -399,6 +399,8 @@ export async function startOrchestrator(
   registryRef = registry;
   hub.on('denied', (d) => event(d.kind, d.message, d.eapId, d.sessionId));
   hub.on('sessionClosed', (s) => intake.sessionClosed(s.sessionId));
+  // frames the codec or the hub refused before the intake saw them (NaN rewards): counted and named too
+  hub.on('refused', (info, body) => intake.refusedUpstream(info, body));
 
   const head = ck?.head ?? cfg.actorHead;
   if (store.latestModelVersion() === null && ck) {

@@ -1,0 +1,180 @@
+/**
+ * Issue 17 item 5, the poisoned-experience drill against a live orchestrator (startOrchestrator:
+ * real hub on loopback, real SQLite file, the online learner in-process, /metrics over HTTP): one
+ * agent (eAP 1, its own token) sends experience with NaN and infinite rewards and features, and
+ * absurd finite ones. Every frame is refused (by the codec for the non-finite values, by the
+ * intake for the out-of-range ones), nothing of it is stored or learned from, the published
+ * weight version does not move, every refusal is counted, and the events name eAP 1.
+ *
+ * No sleeps: every wait is on a reply or a condition polled against a deadline.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import * as http from 'node:http';
+import WebSocket from 'ws';
+import { parseMetrics, sample } from '../support/prometheus';
+import { readConfig, startOrchestrator, type RunningOrchestrator } from '../../orchestrator/main';
+import { Store } from '../../orchestrator/store';
+import { actorShapes, initActorWeights } from '../../shared/nets/actor';
+import { Codec } from '../../shared/protocol/codec';
+import { makeFrame, type Frame, type Transition } from '../../shared/protocol/envelope';
+import { packWeights } from '../../shared/protocol/weights';
+import { Rng } from '../../shared/rng';
+import { loadScenario, topologyOf } from '../../shared/scenario';
+import { observationDim } from '../../shared/spaces';
+
+const scenario = loadScenario('small');
+const topo = topologyOf(scenario);
+const A = topo.numNodes + 1;
+const D = observationDim({ numServices: topo.numServices, numTargets: A, numEaps: topo.numEaps });
+/** Sends what a broken agent would: no outgoing validation. */
+const codec = new Codec({ validateOutgoing: false });
+
+let dir: string;
+const cleanups: (() => unknown)[] = [];
+beforeEach(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-poison-'))));
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+async function until(cond: () => boolean, what: string, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+function batch(eap: number, version: number, n: number, rng: Rng): Transition[] {
+  return Array.from({ length: n }, (_, k) => {
+    const action = Math.floor(rng.next() * A);
+    return {
+      eap,
+      slot: k,
+      service: k % topo.numServices,
+      obs: Float32Array.from({ length: D }, () => rng.next()),
+      mask: new Uint8Array(A).fill(1),
+      action,
+      logProb: Math.log(1 / A),
+      reward: 1,
+      latencyMs: 50,
+      metDeadline: true,
+      done: false,
+      weightVersion: version,
+    };
+  });
+}
+
+function getText(url: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    http
+      .get(url, (res) => {
+        let s = '';
+        res.on('data', (c: Buffer) => (s += c.toString()));
+        res.on('end', () => resolve(s));
+      })
+      .on('error', reject);
+  });
+}
+
+describe('poisoned experience from one agent', () => {
+  it('is refused frame by frame, changes no published weight, is counted on /metrics and named in events', async () => {
+    const db = path.join(dir, 'o.db');
+    const seedStore = Store.open(db);
+    const shapes = actorShapes(D, A);
+    seedStore.putModel(
+      packWeights(
+        initActorWeights(D, A, 3).map((data, i) => ({ shape: shapes[i], data })),
+        1,
+        'relu1',
+      ),
+    );
+    seedStore.close();
+    const cfgFile = path.join(dir, 'c.json');
+    fs.writeFileSync(
+      cfgFile,
+      JSON.stringify({
+        scenario: 'small',
+        agentTokens: { 0: 'tok-0', 1: 'tok-1' },
+        learner: 'cmmac',
+        learnBatch: 64,
+        detector: 'none',
+        actorHead: 'relu1',
+        heartbeatMs: 1000,
+        intake: { quarantineAfter: 100, quarantineS: 30 },
+      }),
+    );
+    const o: RunningOrchestrator = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
+    cleanups.push(() => o.close());
+    const before = o.registry.weightVersion;
+    expect(before).toBe(1);
+
+    const ws = new WebSocket(o.hub.url, { perMessageDeflate: false });
+    ws.on('error', () => undefined);
+    cleanups.push(() => ws.terminate());
+    const frames: Frame[] = [];
+    ws.on('message', (data: Buffer) => {
+      const r = codec.decode(data);
+      if (r.ok) frames.push(r.frame);
+    });
+    await new Promise<void>((resolve) => ws.once('open', () => resolve()));
+    let seq = 0;
+    const send = (type: 'hello' | 'experience', body: unknown) => ws.send(codec.encode(makeFrame(type, seq++, body as never) as Frame));
+    send('hello', {
+      eapId: 1,
+      token: 'tok-1',
+      agentVersion: 'poisoned',
+      weightVersion: null,
+      placementVersion: null,
+      epoch: null,
+      instance: 'poisoned-1',
+    });
+    await until(() => frames.some((f) => f.type === 'welcome'), 'eAP 1 welcomed');
+
+    const rng = new Rng(5);
+    const poison: [string, (t: Transition, k: number) => Transition][] = [
+      ['NaN reward', (t, k) => (k === 3 ? { ...t, reward: NaN } : t)],
+      ['infinite reward', (t, k) => (k === 0 ? { ...t, reward: Infinity } : t)],
+      ['NaN feature', (t, k) => (k === 7 ? { ...t, obs: Float32Array.from(t.obs, (x, i) => (i === 2 ? NaN : x)) } : t)],
+      ['absurd reward', (t, k) => (k === 10 ? { ...t, reward: 1e6 } : t)],
+      ['negative reward', (t, k) => (k === 1 ? { ...t, reward: -50 } : t)],
+      ['absurd feature', (t, k) => (k === 0 ? { ...t, obs: Float32Array.from(t.obs, (x, i) => (i === 0 ? 1e30 : x)) } : t)],
+    ];
+    for (const [, f] of poison) send('experience', { eap: 1, transitions: batch(1, before!, 64, rng).map(f) });
+    await until(() => frames.filter((f) => f.type === 'error').length === poison.length, 'an error reply per poisoned frame');
+    const codes = frames.flatMap((f) => (f.type === 'error' ? [f.body.code] : []));
+    // the codec catches the non-finite values, the intake the finite ones out of range
+    expect(codes).toEqual([
+      'KAIS_ERR_BAD_FIELD',
+      'KAIS_ERR_BAD_FIELD',
+      'KAIS_ERR_BAD_FIELD',
+      'KAIS_ERR_INVALID',
+      'KAIS_ERR_INVALID',
+      'KAIS_ERR_INVALID',
+    ]);
+
+    // nothing stored, nothing learned, the published version unchanged
+    expect(o.store.readExperience(0).filter((r) => r.body.eap === 1)).toHaveLength(0);
+    expect(o.learner!.stats.updates).toBe(0);
+    expect(o.registry.weightVersion).toBe(before);
+    expect(o.intake.stats.invalid).toBe(poison.length);
+
+    // events name eAP 1 (one per kind within eventIntervalMs; the rest folded into the next)
+    const events = o.store.events();
+    const frameEvents = events.filter((e) => e.kind === 'invalid-frame');
+    const expEvents = events.filter((e) => e.kind === 'invalid-experience');
+    expect(frameEvents.length).toBeGreaterThanOrEqual(1);
+    expect(expEvents.length).toBeGreaterThanOrEqual(1);
+    for (const e of [...frameEvents, ...expEvents]) expect(e.eap).toBe(1);
+    expect(frameEvents[0].message).toMatch(/reward/);
+    expect(expEvents[0].message).toMatch(/reward 1000000 is outside \[0, 1\]/);
+
+    // /metrics: the refusals by verdict, the events by kind
+    const families = parseMetrics(await getText(`http://127.0.0.1:${o.httpPort}/metrics`));
+    expect(sample(families, 'kais_orchestrator_intake_total', { verdict: 'invalid' })).toBe(poison.length);
+    expect(sample(families, 'kais_orchestrator_events_total', { kind: 'invalid-frame' })).toBe(frameEvents.length);
+    expect(sample(families, 'kais_orchestrator_events_total', { kind: 'invalid-experience' })).toBe(expEvents.length);
+  });
+});
