@@ -91,7 +91,6 @@ export class EmulatedTarget {
   busyReplicaMs: Float64Array;
   readyReplicaMs: Float64Array;
   private lastIntegrateMs = performance.now();
-  private rr = 0;
   private readonly timers = new Set<NodeJS.Timeout>();
   private readonly running: Waiting[] = [];
   /** Requests refused because the node had failed. */
@@ -296,13 +295,25 @@ export class EmulatedTarget {
     }
   }
 
-  private tryStart(): void {
+  /**
+   * Starts what can start. `freedAtMs` is when the resource just released was free on the node's own
+   * clock: a completion's timer fires a little after the request's processing time (setTimeout's
+   * millisecond rounding and event-loop delays, 1-7 ms a request on a busy machine), and a real
+   * replica would have taken its next request at the exact end. The next request's processing is
+   * counted from then (its timer is that much shorter), so the emulated node serves exactly
+   * work / cpuCores a request on average, as the simulator's, and timer lag is not lost capacity
+   * (it was 3-6% at the cloud with the machine busy, enough to double the cloud's expired requests).
+   * Timers that fire early (up to 1 ms) do not add capacity either: the next request starts at the end.
+   * Waiting requests are dropped when their deadline had passed at `freedAtMs`. Order: the service
+   * just released first (`first`), then the earliest deadline at the head of any queue, as the
+   * simulator's tryStart / tryStartAny with EDF queues.
+   */
+  private tryStart(freedAtMs = performance.now(), first = -1): void {
     const W = this.replicas.length;
-    const now = performance.now();
     for (let w = 0; w < W; w++) {
       const q = this.waiting[w];
       for (let i = q.length - 1; i >= 0; i--) {
-        if (q[i].expiresMs < now) {
+        if (q[i].expiresMs < freedAtMs) {
           const [r] = q.splice(i, 1);
           this.failures[w]++;
           this.tally.expired++;
@@ -310,42 +321,48 @@ export class EmulatedTarget {
         }
       }
     }
-    let started = true;
-    while (started) {
-      started = false;
-      for (let j = 0; j < W; j++) {
-        const w = (this.rr + j) % W;
-        const q = this.waiting[w];
-        const need = this.scenario.services[w].cpuCores;
-        if (q.length > 0 && this.busy[w] < this.replicas[w] && this.cpuUsed + need <= this.cpuCores + 1e-9) {
-          this.rr = (w + 1) % W;
-          this.start(w, q.shift()!, need);
-          started = true;
-        }
-      }
+    const canStart = (w: number) =>
+      this.waiting[w].length > 0 &&
+      this.busy[w] < this.replicas[w] &&
+      this.cpuUsed + this.scenario.services[w].cpuCores <= this.cpuCores + 1e-9;
+    if (first >= 0) while (canStart(first)) this.start(first, this.waiting[first].shift()!, freedAtMs);
+    for (;;) {
+      let best = -1;
+      for (let w = 0; w < W; w++) if (canStart(w) && (best < 0 || this.waiting[w][0].expiresMs < this.waiting[best][0].expiresMs)) best = w;
+      if (best < 0) return;
+      this.start(best, this.waiting[best].shift()!, freedAtMs);
     }
   }
 
-  private start(w: number, r: Waiting, need: number): void {
+  /** Starts r at max(its arrival, atMs) on the node's clock (see tryStart); its result is sent when its processing ends. */
+  private start(w: number, r: Waiting, atMs: number): void {
+    const need = this.scenario.services[w].cpuCores;
     this.integrate();
     this.busy[w]++;
     this.cpuUsed += need;
-    const queuedMs = performance.now() - r.enqueuedMs;
+    // atMs may be a little ahead of now: a timer can also fire up to 1 ms early (libuv's clock is in
+    // whole ms); the replica was busy until then on the node clock
+    const startMs = Math.max(r.enqueuedMs, atMs);
+    const queuedMs = startMs - r.enqueuedMs;
+    const endMs = startMs + r.procMs;
     this.running.push(r);
-    const t = setTimeout(() => {
-      this.timers.delete(t);
-      this.running.splice(this.running.indexOf(r), 1);
-      this.integrate();
-      this.busy[w]--;
-      this.cpuUsed = Math.max(0, this.cpuUsed - need);
-      this.completed[w]++;
-      this.tally.completed++;
-      r.done({
-        status: 200,
-        body: { node: this.id, service: w, procMs: r.procMs, queuedMs, ...this.snapshot() },
-      });
-      this.tryStart();
-    }, r.procMs);
+    const t = setTimeout(
+      () => {
+        this.timers.delete(t);
+        this.running.splice(this.running.indexOf(r), 1);
+        this.integrate();
+        this.busy[w]--;
+        this.cpuUsed = Math.max(0, this.cpuUsed - need);
+        this.completed[w]++;
+        this.tally.completed++;
+        r.done({
+          status: 200,
+          body: { node: this.id, service: w, procMs: r.procMs, queuedMs, ...this.snapshot() },
+        });
+        this.tryStart(endMs, w);
+      },
+      Math.max(0, endMs - performance.now()),
+    );
     this.timers.add(t);
   }
 }

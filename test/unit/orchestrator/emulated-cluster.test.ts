@@ -77,6 +77,26 @@ describe('EmulatedTarget', () => {
     expect((await running).status).toBe(200); // a removed replica finishes its request
   });
 
+  it('loses no capacity to timer lag: back-to-back requests start at the exact end of the previous one on the node clock', async () => {
+    const t = node();
+    t.setReplicas(0, 1);
+    // 10 ms each (0.005 core-s on 0.5 cores): setTimeout fires each completion 0.5-7 ms late, so
+    // without the node clock the last would have waited (n - 1) x (10 + lag) ms; n: one running, a full queue
+    const n = tiny.queueCapPerReplica + 1;
+    expect((await t.serve(0, 0.005)).status).toBe(200); // warm the path up: the first call's own time is not the node's
+    const t0 = performance.now();
+    const pending = Array.from({ length: n }, () => t.serve(0, 0.005));
+    const enqueueMs = performance.now() - t0; // every request queued within this
+    const answers = await Promise.all(pending);
+    expect(answers.every((a) => a.status === 200)).toBe(true);
+    // on the node clock each starts at the exact end of the one before: start(n-1) - start(0) = (n - 1) x 10 ms, so
+    // queuedMs(n-1) - queuedMs(0) = (n - 1) x 10 - (its arrival - the first's arrival), the latter in [0, enqueueMs]
+    const q = answers.map((a) => a.body.queuedMs as number);
+    expect(q[n - 1] - q[0]).toBeLessThanOrEqual(10 * (n - 1) + 1e-6);
+    expect(q[n - 1] - q[0]).toBeGreaterThanOrEqual(10 * (n - 1) - enqueueMs - 1e-6);
+    t.close();
+  });
+
   it('reports busy and ready replica-seconds per service over the window', async () => {
     const t = node();
     t.setReplicas(0, 2);
