@@ -371,6 +371,9 @@ export class EdgeCloudEnv {
     }
     if (this.opts.agentViews) {
       this.views = this.possibleAgents.map((b) => new LocalClusterView(this.scenario, b, 1, undefined, undefined, () => this.cluster.now));
+      // the device filters' exclusions reach each agent's mask, as agent/main.ts wires NodeHealth into its view
+      // (every agent reads every node's telemetry, so all agents hold the same verdicts: the simulator's one NodeHealth)
+      for (const v of this.views) v.excluded = (n) => this.cluster.healthyFlag[n] === 0;
       if (!this.answers) this.answers = new AnswerPool(c.numServices);
       this.answers.clear();
       this.loadScratch = { cpu: 0, waiting: new Array<number>(c.numServices).fill(0), busy: new Array<number>(c.numServices).fill(0) };
