@@ -15,7 +15,8 @@
  * Config file (JSON), every field optional except none:
  * `{"scenario": "kais", "orchestration": "static"|"hpa"|"gsp-ss"|"gpg", "gpgModel": null | "<GPG model .json>", "token": "", "agentTokens": {"0": "..."},
  *   "frameS": <scenario seconds per frame, default slotS x slotsPerFrame>, "speed": 1,
- *   "executor": null | "http://<kais node admin>", "executorToken": null | "<its adminToken>", "checkpoint": null | "<kais train db or actor .bin>",
+ *   "executor": null | "http://<kais node admin>" | "kubernetes", "executorToken": null | "<its adminToken>", "checkpoint": null | "<kais train db or actor .bin>",
+ *   "kubernetes": {"kubeconfig": null (in-cluster) | "<file>", "namespace": "kais", "image": "<replica image>", "nodeLabel": "kais.io/node-index"},
  *   "actorHead": "softplus1", "heartbeatMs": 5000, "learner": "cmmac"|"none", "learnBatch": 2048,
  *   "detector": "vgru"|"none"}`
  *
@@ -45,7 +46,8 @@ import { placementMatrix } from '../shared/protocol/envelope';
 import { loadScenario, type Scenario } from '../shared/scenario';
 import { initialPlacement } from '../shared/orchestration/placement';
 import type { Hub } from './hub';
-import { EmulatedExecutor, NullExecutor } from './executors';
+import { EmulatedExecutor, NullExecutor, type LiveExecutor } from './executors';
+import { DEFAULT_NODE_LABEL, KubernetesExecutor } from './kubernetes-executor';
 import { ORCHESTRATION_NAMES, PlacementLoop, type OrchestrationName } from './placement-loop';
 import { LearnedDetector } from './detector';
 import { OrchestratorHttp } from './http';
@@ -67,7 +69,10 @@ export interface OrchestratorConfig {
   agentTokens: Record<number, string>;
   frameS: number;
   speed: number;
+  /** null, the http:// URL of a kais node admin server (the emulated cluster), or "kubernetes". */
   executor: string | null;
+  /** The Kubernetes executor's settings (orchestrator/kubernetes-executor.ts) when executor is "kubernetes". */
+  kubernetes: { kubeconfig: string | null; namespace: string; image: string; nodeLabel: string } | null;
   /** Token of the kais node admin server at `executor` (its ready line's adminToken). */
   executorToken: string | null;
   checkpoint: string | null;
@@ -83,6 +88,46 @@ export interface OrchestratorConfig {
   pruneS: number;
   /** Per-session budget of learning input (orchestrator/intake.ts). */
   intake: { maxTransitionsPerS: number; maxFramesPerS: number; maxMBPerS: number; quarantineAfter: number; quarantineS: number };
+}
+
+/** The config's `kubernetes` section (only with executor "kubernetes"; every field optional). */
+function readKubernetesSection(v: unknown, on: boolean, fail: (field: string, why: string) => never): OrchestratorConfig['kubernetes'] {
+  if (v === undefined || v === null)
+    return on ? { kubeconfig: null, namespace: 'kais', image: 'kais:latest', nodeLabel: DEFAULT_NODE_LABEL } : null;
+  if (!on) return fail('kubernetes', 'is read only with executor "kubernetes"');
+  if (typeof v !== 'object' || Array.isArray(v)) return fail('kubernetes', 'must be an object');
+  const o = v as Record<string, unknown>;
+  const known = ['kubeconfig', 'namespace', 'image', 'nodeLabel'];
+  for (const k of Object.keys(o))
+    if (!known.includes(k)) fail(`kubernetes.${k}`, `is not a field of kubernetes (known: ${known.join(', ')})`);
+  const str = (k: string, d: string): string =>
+    o[k] === undefined
+      ? d
+      : typeof o[k] === 'string' && o[k] !== ''
+        ? (o[k] as string)
+        : fail(`kubernetes.${k}`, 'must be a non-empty string');
+  const kubeconfig = o.kubeconfig === undefined || o.kubeconfig === null ? null : str('kubeconfig', '');
+  if (kubeconfig !== null && !fs.existsSync(kubeconfig)) fail('kubernetes.kubeconfig', `${kubeconfig} does not exist (null: in-cluster)`);
+  const namespace = str('namespace', 'kais');
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(namespace))
+    fail('kubernetes.namespace', `must be a DNS-1123 label, got ${JSON.stringify(namespace)}`);
+  const nodeLabel = str('nodeLabel', DEFAULT_NODE_LABEL);
+  if (!/^([a-z0-9.-]+\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(nodeLabel))
+    fail('kubernetes.nodeLabel', `is not a label key: ${JSON.stringify(nodeLabel)}`);
+  return { kubeconfig, namespace, image: str('image', 'kais:latest'), nodeLabel };
+}
+
+/** The executor the config names (started: a Kubernetes one has listed its Deployments). */
+async function makeExecutor(cfg: OrchestratorConfig, log: (line: string) => void): Promise<LiveExecutor & { close?: () => Promise<void> }> {
+  if (cfg.executor === 'kubernetes') {
+    const k = cfg.kubernetes!;
+    const ex = new KubernetesExecutor({ scenario: cfg.scenario, ...k, speed: cfg.speed, log });
+    await ex.start();
+    log(`executor: kubernetes, namespace ${k.namespace}, ${k.kubeconfig ? `kubeconfig ${k.kubeconfig}` : 'in-cluster'}`);
+    return ex;
+  }
+  if (cfg.executor) return new EmulatedExecutor(cfg.executor, cfg.scenario, undefined, undefined, cfg.executorToken);
+  return new NullExecutor();
 }
 
 /** Reads and validates the config file; UsageError naming the file and field for anything wrong. */
@@ -109,6 +154,7 @@ export function readConfig(file: string): OrchestratorConfig {
     'speed',
     'executor',
     'executorToken',
+    'kubernetes',
     'checkpoint',
     'heartbeatMs',
     'actorHead',
@@ -150,7 +196,9 @@ export function readConfig(file: string): OrchestratorConfig {
   if (!Number.isInteger(heartbeatMs) || heartbeatMs < 100 || heartbeatMs > 3_600_000)
     fail('heartbeatMs', `must be an integer number of ms in 100..3600000, got ${heartbeatMs}`);
   const executor = strOrNull('executor');
-  if (executor !== null && !/^https?:\/\//.test(executor)) fail('executor', 'must be an http:// URL of a kais node admin server');
+  if (executor !== null && executor !== 'kubernetes' && !/^https?:\/\//.test(executor))
+    fail('executor', 'must be an http:// URL of a kais node admin server, "kubernetes" or null');
+  const kubernetes = readKubernetesSection(o.kubernetes, executor === 'kubernetes', fail);
   const executorToken = strOrNull('executorToken');
   const checkpoint = strOrNull('checkpoint');
   if (checkpoint !== null && !fs.existsSync(checkpoint)) fail('checkpoint', `${checkpoint} does not exist`);
@@ -222,6 +270,7 @@ export function readConfig(file: string): OrchestratorConfig {
     frameS,
     speed,
     executor,
+    kubernetes,
     executorToken,
     checkpoint,
     heartbeatMs,
@@ -477,10 +526,11 @@ export async function startOrchestrator(
   // the admin's overrides and holds, as the store kept them (orchestrator/admin.ts)
   const adminState = new AdminState(readAdminState(store.adminState(), log));
   const saveAdmin = () => guard.run('the admin state', () => store.putAdminState(JSON.stringify(adminState.snapshot())));
+  const executor = await makeExecutor(cfg, log);
   const loop = new PlacementLoop({
     scenario: cfg.scenario,
     registry,
-    executor: cfg.executor ? new EmulatedExecutor(cfg.executor, cfg.scenario, undefined, undefined, cfg.executorToken) : new NullExecutor(),
+    executor,
     policy: cfg.orchestration === 'gpg' ? await learnedOrchestration(cfg) : cfg.orchestration,
     start,
     startFrame: resumed ? stored!.frame : 0,
@@ -617,6 +667,7 @@ export async function startOrchestrator(
         clearInterval(pruneTimer);
         await web.close();
         await loop.stop();
+        await executor.close?.();
         learner?.dispose();
         detector?.dispose();
         registry.dispose();
