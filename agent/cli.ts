@@ -37,6 +37,7 @@ export const AGENT_SPEC = {
     describe: `token for the orchestrator hello, visible in ps: prefer --token-file or $${AGENT_TOKEN_ENV}`,
   }),
   port: opt.port({ default: 0, describe: 'HTTP port (0: a free one)' }),
+  host: opt.string({ default: '127.0.0.1', describe: 'address the HTTP port listens on (0.0.0.0: every interface, as in a pod)' }),
   scenario: opt.string({ default: 'kais', describe: 'built-in scenario or a .json file' }),
   cache: opt.outDir({
     defaultText: '$XDG_CACHE_HOME/kais/agent-<eap> (else ~/.cache/kais/agent-<eap>)',
@@ -149,6 +150,7 @@ export const agentCommand: CommandModule<object, object> = {
       targets,
       token,
       port: a.port,
+      host: a.host,
       cacheDir: a.cache ?? defaultCacheDir(a.eap),
       speed: a.speed,
       actorHead: a.actorHead,

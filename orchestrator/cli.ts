@@ -15,6 +15,7 @@ import { lineLogger, processLogger } from '../shared/log';
 export const ORCHESTRATOR_SPEC = {
   config: opt.file<string>({ demand: true, describe: 'JSON config file (docs/runtime.md)' }),
   port: opt.port({ default: 0, describe: 'WebSocket port (0: a free one)' }),
+  host: opt.string({ default: '127.0.0.1', describe: 'address the WebSocket port listens on (0.0.0.0: every interface, as in a pod)' }),
   httpPort: opt.port({
     default: 0,
     describe: 'plain-HTTP port of /metrics, /healthz and /readyz (0: a free one, printed in the ready line)',
@@ -46,16 +47,21 @@ export const orchestratorCommand: CommandModule<object, object> = {
     await checkPortFree('port', a.port);
     await checkPortFree('http-port', a.httpPort);
     const log = lineLogger(processLogger('orchestrator')); // JSON lines on stderr (shared/log.ts)
-    const o = await startOrchestrator(cfg, { port: a.port, dbPath: a.db, log, httpPort: a.httpPort, httpHost: a.httpHost }).catch(
-      (e: NodeJS.ErrnoException) => {
-        // a listen error carries the port it failed on
-        const onHttp = (e as NodeJS.ErrnoException & { port?: number }).port === a.httpPort && a.httpPort !== a.port;
-        const busy = onHttp ? listenProblem(e, 'http-port', a.httpPort) : listenProblem(e, 'port', a.port);
-        if (busy) throw busy;
-        if (isStoreError(e)) throw new UsageError(`--db ${a.db}: cannot use it as the orchestrator's store (${e.message.split('\n')[0]})`);
-        throw e;
-      },
-    );
+    const o = await startOrchestrator(cfg, {
+      port: a.port,
+      host: a.host,
+      dbPath: a.db,
+      log,
+      httpPort: a.httpPort,
+      httpHost: a.httpHost,
+    }).catch((e: NodeJS.ErrnoException) => {
+      // a listen error carries the port it failed on
+      const onHttp = (e as NodeJS.ErrnoException & { port?: number }).port === a.httpPort && a.httpPort !== a.port;
+      const busy = onHttp ? listenProblem(e, 'http-port', a.httpPort) : listenProblem(e, 'port', a.port);
+      if (busy) throw busy;
+      if (isStoreError(e)) throw new UsageError(`--db ${a.db}: cannot use it as the orchestrator's store (${e.message.split('\n')[0]})`);
+      throw e;
+    });
     process.stdout.write(
       `${JSON.stringify({
         ready: true,

@@ -388,7 +388,7 @@ export interface RunningOrchestrator {
 
 export async function startOrchestrator(
   cfg: OrchestratorConfig,
-  opts: { port?: number; dbPath: string; log?: (line: string) => void; httpPort?: number | null; httpHost?: string },
+  opts: { port?: number; host?: string; dbPath: string; log?: (line: string) => void; httpPort?: number | null; httpHost?: string },
 ): Promise<RunningOrchestrator> {
   const log = opts.log ?? (() => undefined);
   // the checkpoint's actor, read once and checked against the scenario before anything starts
@@ -433,6 +433,7 @@ export async function startOrchestrator(
   });
   const hub = await startHub(store, {
     port: opts.port ?? 0,
+    host: opts.host,
     token: cfg.token,
     agentTokens: cfg.agentTokens,
     heartbeatMs: cfg.heartbeatMs,
