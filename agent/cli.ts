@@ -2,7 +2,8 @@
  * `kais agent --orchestrator <ws-url> --eap <id> --targets <file> [--token-file F | --token T] [--port N]
  * [--scenario kais] [--cache <dir>] [--speed x] [--policy cmmac|lec|jsq|...] [--seed S] [--explore s]
  * [--experience explored|all|none] [--no-device-filters]
- * [--guard [--guard-fallback F] [--guard-enter x] [--guard-exit y]]`: one eAP's dispatcher as a process.
+ * [--guard [--guard-fallback F] [--guard-enter x] [--guard-exit y]] [--tls-cert F --tls-key F] [--tls-ca F]`:
+ * one eAP's dispatcher as a process (https ingress with a certificate; --tls-ca: the CA a wss:// orchestrator is checked against).
  *
  * Prints one JSON line on stdout once listening (`{"ready":true,"eap":..,"port":..}`), logs to
  * stderr, and on SIGTERM/SIGINT drains (answers every request it holds) and exits 0.
@@ -22,13 +23,20 @@ import { EXPERIENCE_MODES, type Targets } from './dispatcher';
 import { startAgent } from './main';
 import { lineLogger, processLogger } from '../shared/log';
 import { defaultCacheDir } from './weights-cache';
+import { loadCa, loadTlsPair } from '../shared/tls';
 
 /** Environment variable holding the hello token when neither --token-file nor --token is given. */
 export const AGENT_TOKEN_ENV = 'KAIS_AGENT_TOKEN';
 
 /** The options of `kais agent`, declared once (shared/config.ts makes the flags, checks and docs). */
 export const AGENT_SPEC = {
-  orchestrator: opt.url(['ws:', 'wss:'], { demand: true, describe: 'orchestrator URL, ws://host:port' }),
+  orchestrator: opt.url(['ws:', 'wss:'], { demand: true, describe: 'orchestrator URL, ws://host:port (wss:// when it has a certificate)' }),
+  tlsCa: opt.file({
+    describe:
+      "CA certificate (PEM) the wss:// orchestrator's certificate must chain to (its own certificate when self-signed; default: Node's CA store)",
+  }),
+  tlsCert: opt.file({ describe: 'certificate (PEM) of the ingress: https instead of http (with --tls-key)' }),
+  tlsKey: opt.file({ describe: "private key (PEM) of --tls-cert's certificate" }),
   eap: opt.integer({ demand: true, min: 0, describe: 'eAP id of this agent (0 .. eAPs of the scenario - 1)' }),
   targets: opt.file<string>({ demand: true, describe: 'JSON file {nodes: [url], cloud: url} (kais node prints it)' }),
   tokenFile: opt.secretFile({ describe: `file whose first line is the token for the orchestrator hello (default: $${AGENT_TOKEN_ENV})` }),
@@ -141,6 +149,14 @@ export const agentCommand: CommandModule<object, object> = {
       throw new UsageError(`--guard-exit: must be below --guard-enter (${a.guardEnter}), got ${a.guardExit}`);
     const guard = a.guard ? { ...DEFAULT_GUARD, fallback: a.guardFallback, enter: a.guardEnter, exit: a.guardExit } : null;
     const targets = readTargets(a.targets, topo.numNodes);
+    if ((a.tlsCert === undefined) !== (a.tlsKey === undefined))
+      throw new UsageError(
+        `--${a.tlsCert === undefined ? 'tls-cert' : 'tls-key'}: needed with --${a.tlsCert === undefined ? 'tls-key' : 'tls-cert'}`,
+      );
+    const tls = a.tlsCert !== undefined ? loadTlsPair({ cert: a.tlsCert, key: a.tlsKey! }, '--tls-cert/--tls-key') : null;
+    const orchestratorCa = a.tlsCa !== undefined ? loadCa(a.tlsCa, '--tls-ca') : undefined;
+    if (orchestratorCa !== undefined && !a.orchestrator.startsWith('wss:'))
+      throw new UsageError(`--tls-ca: the orchestrator URL ${a.orchestrator} is not wss://`);
     await checkPortFree('port', a.port);
     const log = lineLogger(processLogger('agent', { eap: a.eap })); // JSON lines on stderr (shared/log.ts)
     const agent = await startAgent({
@@ -160,11 +176,13 @@ export const agentCommand: CommandModule<object, object> = {
       experience: a.experience,
       guard,
       deviceFilters: a.deviceFilters,
+      tls,
+      ...(orchestratorCa !== undefined ? { orchestratorCa } : {}),
       log,
     }).catch((e: NodeJS.ErrnoException) => {
       throw listenProblem(e, 'port', a.port) ?? e;
     });
-    process.stdout.write(`${JSON.stringify({ ready: true, eap: a.eap, port: agent.port })}\n`);
+    process.stdout.write(`${JSON.stringify({ ready: true, eap: a.eap, port: agent.port, ...(tls ? { tls: true } : {}) })}\n`);
     await new Promise<void>((resolve) => {
       const stop = () => {
         log('draining');

@@ -21,6 +21,10 @@ export interface HealthState {
   epoch?: string | null;
   /** Times the agent followed a new epoch (or distrusted a held version). */
   epochChanges?: number;
+  /** wss:// handshakes that failed on the orchestrator's certificate. */
+  tlsFailures?: number;
+  /** Whether the ingress is https (the agent's --tls-cert). */
+  tls?: boolean;
 }
 
 export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknown> {
@@ -38,6 +42,8 @@ export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknow
     placementVersion: s.placementVersion,
     epoch: s.epoch ?? null,
     epochChanges: s.epochChanges ?? 0,
+    tls: s.tls ?? false,
+    tlsFailures: s.tlsFailures ?? 0,
     weightsApplied: s.weightsApplied,
     placementsApplied: s.placementsApplied,
     queued: d.queued,

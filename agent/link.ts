@@ -49,6 +49,8 @@ export interface AgentLinkOptions {
   maxFrameBytes?: number;
   /** Keep reconnecting after a KAIS_ERR_AUTH refusal. @defaultValue false */
   reconnectOnAuthError?: boolean;
+  /** CA certificates (PEM) a wss:// orchestrator's certificate must chain to (a self-signed one: itself). @defaultValue Node's CA store */
+  ca?: string;
 }
 
 export interface AgentLinkEvents {
@@ -60,6 +62,8 @@ export interface AgentLinkEvents {
   retry: (delayMs: number, attempt: number) => void;
   /** The orchestrator refused the `hello` (wrong token). */
   refused: (error: ErrorBody) => void;
+  /** A wss:// handshake failed on the orchestrator's certificate (untrusted, expired, wrong host); the link keeps retrying. */
+  tlsError: (reason: string) => void;
 }
 
 export class AgentLink extends TypedEmitter<AgentLinkEvents> implements FrameEndpoint {
@@ -185,6 +189,7 @@ export class AgentLink extends TypedEmitter<AgentLinkEvents> implements FrameEnd
       maxPayload: this.codec.maxFrameBytes,
       perMessageDeflate: false,
       handshakeTimeout: this.options.handshakeTimeoutMs ?? 10_000,
+      ...(this.options.ca !== undefined ? { ca: this.options.ca } : {}),
     });
     this.ws = ws;
     this.handshakeTimer = setTimeout(() => ws.terminate(), this.options.handshakeTimeoutMs ?? 10_000);
@@ -195,8 +200,11 @@ export class AgentLink extends TypedEmitter<AgentLinkEvents> implements FrameEnd
     ws.on('message', (data, isBinary) => this.receive(ws, data, isBinary));
     ws.on('ping', () => (this.alive = true));
     ws.on('pong', () => (this.alive = true));
-    // 'error' (refused connection, bad handshake) is always followed by 'close'.
-    ws.on('error', () => undefined);
+    // 'error' (refused connection, bad handshake) is always followed by 'close'; a certificate the
+    // link does not trust is said apart (a configuration problem, not a network one)
+    ws.on('error', (e: NodeJS.ErrnoException) => {
+      if (isTlsVerifyError(e)) this.emit('tlsError', `${e.code}: ${e.message}`);
+    });
     ws.on('close', (code, reason) => this.onSocketClose(ws, code, reason.toString()));
   }
 
@@ -275,4 +283,14 @@ export class AgentLink extends TypedEmitter<AgentLinkEvents> implements FrameEnd
     this.closeListeners.clear();
     this.frameListeners.clear();
   }
+}
+
+/** Node's certificate verification failures (the peer's certificate is not trusted or does not fit). */
+export function isTlsVerifyError(e: NodeJS.ErrnoException): boolean {
+  return (
+    typeof e.code === 'string' &&
+    /^(DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|CERT_|ERR_TLS_CERT_ALTNAME_INVALID|ERR_SSL_)/.test(
+      e.code,
+    )
+  );
 }

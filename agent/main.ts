@@ -14,6 +14,8 @@
  * finished and answered, the last experience is sent, the link closes.
  */
 import * as http from 'node:http';
+import * as https from 'node:https';
+import type { TlsPair } from '../shared/tls';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import type { Scenario } from '../shared/scenario';
@@ -43,6 +45,10 @@ export interface AgentOptions {
   port?: number;
   /** @defaultValue '127.0.0.1' */
   host?: string;
+  /** Certificate and key of the ingress: https instead of http (shared/tls.ts). @defaultValue plain http */
+  tls?: TlsPair | null;
+  /** CA (PEM) the wss:// orchestrator's certificate must chain to. @defaultValue Node's CA store */
+  orchestratorCa?: string;
   /** Directory of the weights/placement cache; null: no cache. */
   cacheDir: string | null;
   /** Time scale of the replayed workload (see local-view.ts). @defaultValue 1 */
@@ -164,6 +170,8 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     weightsApplied: 0,
     placementsApplied: 0,
     reconnects: 0,
+    tls: !!o.tls,
+    tlsFailures: 0,
     experienceSent: 0,
     telemetrySent: 0,
     nodeHealth,
@@ -197,6 +205,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     seed: o.seed ?? o.eap,
     hello: () => runtime!.helloBody(o.token ?? '', AGENT_VERSION),
     backoff: { initialMs: 200, maxMs: 5000 },
+    ...(o.orchestratorCa !== undefined ? { ca: o.orchestratorCa } : {}),
   });
   const rt = new AgentRuntime(link.send.bind(link), link.onFrame.bind(link), {
     eapId: o.eap,
@@ -255,6 +264,10 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     log(`orchestrator link down (${code}); dispatching on`);
   });
   link.on('refused', (e) => log(`orchestrator refused hello: ${e.message}`));
+  link.on('tlsError', (reason) => {
+    state.tlsFailures = (state.tlsFailures ?? 0) + 1;
+    log(`orchestrator certificate refused (${o.orchestratorUrl}): ${reason}; check --tls-ca; retrying`);
+  });
   sync();
   link.start();
 
@@ -324,7 +337,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
 
   // ---- HTTP ----
   const metrics = new AgentMetrics(dispatcher, () => state);
-  const server = http.createServer((req, res) => {
+  const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
     const url = req.url ?? '/';
     if (req.method === 'GET' && url === '/healthz') {
       send(res, state.draining ? 503 : 200, healthJson(dispatcher, state));
@@ -360,7 +373,10 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       return;
     }
     send(res, 404, { reason: `no route ${req.method} ${url}` });
-  });
+  };
+  const server: http.Server = o.tls
+    ? https.createServer({ cert: o.tls.cert, key: o.tls.key, minVersion: 'TLSv1.2' }, handler)
+    : http.createServer(handler);
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -12,6 +12,7 @@
  *   kais_agent_decisions_total{policy}            cmmac | fallback | <the --policy heuristic>
  *   kais_agent_experience_dropped_total, kais_agent_experience_frames_total, kais_agent_telemetry_frames_total
  *   kais_agent_reconnects_total
+ *   kais_agent_orchestrator_tls_failures_total    wss:// handshakes refused on the orchestrator's certificate
  *   kais_agent_queue_length, kais_agent_outstanding, kais_agent_connected,
  *   kais_agent_weight_version, kais_agent_placement_version      gauges (-1: none)
  *   kais_agent_nodes_excluded                                      gauge (device filters on)
@@ -72,6 +73,9 @@ export class AgentMetrics {
     counter('kais_agent_experience_frames_total', 'Experience frames sent.', [], () => [[{}, state().experienceSent]]);
     counter('kais_agent_telemetry_frames_total', 'Telemetry frames sent.', [], () => [[{}, state().telemetrySent]]);
     counter('kais_agent_reconnects_total', 'Connections to the orchestrator after the first.', [], () => [[{}, state().reconnects]]);
+    counter('kais_agent_orchestrator_tls_failures_total', "wss:// handshakes that failed on the orchestrator's certificate.", [], () => [
+      [{}, state().tlsFailures ?? 0],
+    ]);
     gauge('kais_agent_queue_length', 'Requests waiting in the eAP queue.', () => d.queued);
     gauge('kais_agent_outstanding', 'Requests queued or in flight.', () => d.outstanding);
     gauge('kais_agent_connected', '1 while the orchestrator link is up.', () => (state().connected ? 1 : 0));

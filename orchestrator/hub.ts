@@ -43,6 +43,8 @@ import type { IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { timingSafeEqual } from 'node:crypto';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
+import * as https from 'node:https';
+import type { TlsPair } from '../shared/tls';
 import type { EapId } from '../shared/domain';
 import { Codec, DEFAULT_MAX_FRAME_BYTES } from '../shared/protocol/codec';
 import {
@@ -91,6 +93,8 @@ export interface HubOptions {
   port?: number;
   /** Interface to bind. @defaultValue '127.0.0.1' */
   host?: string;
+  /** Certificate and key (PEM): agents connect with wss://; handshakes that fail are counted (stats.tlsFailures) and reported ('tlsError'). @defaultValue plain ws:// */
+  tls?: TlsPair | null;
   /** Shared token every `hello` must carry; '' turns auth off. @defaultValue '' */
   token?: string;
   /** Per-eAP tokens, checked instead of `token` for the eAPs listed. @defaultValue {} */
@@ -170,6 +174,8 @@ export interface HubStats {
   /** Sessions closed by a quarantine verdict, and hellos refused during a quarantine. */
   quarantines: number;
   quarantinedHellos: number;
+  /** TLS handshakes that failed (a client that does not trust the certificate, plain ws:// on a wss:// port). */
+  tlsFailures: number;
 }
 
 export interface HubEvents {
@@ -190,6 +196,8 @@ export interface HubEvents {
    * ws send callback): the orchestrator's side of a fan-out is over for that agent.
    */
   flushed: (session: SessionInfo, kind: 'weights' | 'placement', version: number) => void;
+  /** A TLS handshake on the wss:// port failed (the client does not trust the certificate, or spoke plain ws://). */
+  tlsError: (failure: { remote: string | null; reason: string }) => void;
 }
 
 type PushKind = 'weights' | 'placement';
@@ -223,6 +231,7 @@ export class Hub extends TypedEmitter<HubEvents> {
     coalesced: 0,
     deadPeers: 0,
     authFailures: 0,
+    tlsFailures: 0,
     duplicateHellos: 0,
     quarantines: 0,
     quarantinedHellos: 0,
@@ -255,6 +264,8 @@ export class Hub extends TypedEmitter<HubEvents> {
     private readonly wss: WebSocketServer,
     options: HubOptions,
     codec: Codec,
+    /** The https server under wss:// (null: ws:// on the WebSocketServer's own server). */
+    private readonly tlsServer: https.Server | null = null,
   ) {
     super();
     this.host = options.host ?? '127.0.0.1';
@@ -295,34 +306,54 @@ export class Hub extends TypedEmitter<HubEvents> {
       const problem = verifyWeights(options.weights);
       if (problem) throw new TypeError(`Hub: options.weights: ${problem.message}`);
     }
-    const wss = new WebSocketServer({
-      port,
-      host: options.host ?? '127.0.0.1',
+    const common = {
       // Frames over the limit never reach the codec: ws closes the socket with 1009.
       maxPayload: codec.maxFrameBytes,
       perMessageDeflate: false,
       clientTracking: false,
-    });
-    await new Promise<void>((resolve, reject) => {
-      const onError = (e: Error) => reject(e);
-      wss.once('error', onError);
-      wss.once('listening', () => {
-        wss.off('error', onError);
-        resolve();
+    };
+    const host = options.host ?? '127.0.0.1';
+    let wss: WebSocketServer;
+    let server: https.Server | null = null;
+    if (options.tls) {
+      server = https.createServer({ cert: options.tls.cert, key: options.tls.key, minVersion: 'TLSv1.2' });
+      wss = new WebSocketServer({ ...common, server });
+      await new Promise<void>((resolve, reject) => {
+        server!.once('error', reject);
+        server!.listen(port, host, () => {
+          server!.off('error', reject);
+          resolve();
+        });
       });
-    });
+      server.on('error', () => undefined);
+    } else {
+      wss = new WebSocketServer({ ...common, port, host });
+      await new Promise<void>((resolve, reject) => {
+        const onError = (e: Error) => reject(e);
+        wss.once('error', onError);
+        wss.once('listening', () => {
+          wss.off('error', onError);
+          resolve();
+        });
+      });
+    }
     // After listening, a server error must not crash the process; it is reported, not thrown.
     wss.on('error', () => undefined);
-    return new Hub(wss, options, codec);
+    const hub = new Hub(wss, options, codec, server);
+    server?.on('tlsClientError', (e: Error & { code?: string }, socket) => {
+      hub.stats.tlsFailures++;
+      hub.emitSafe('tlsError', { remote: socket.remoteAddress ?? null, reason: e.code ?? e.message });
+    });
+    return hub;
   }
 
   /** The port the hub listens on (the real one when started with port 0). */
   get port(): number {
-    return (this.wss.address() as AddressInfo).port;
+    return ((this.tlsServer ?? this.wss).address() as AddressInfo).port;
   }
 
   get url(): string {
-    return `ws://${this.host}:${this.port}`;
+    return `${this.tlsServer ? 'wss' : 'ws'}://${this.host}:${this.port}`;
   }
 
   get weightVersion(): number | null {
@@ -401,6 +432,10 @@ export class Hub extends TypedEmitter<HubEvents> {
     );
     await Promise.all(waits);
     await new Promise<void>((resolve) => this.wss.close(() => resolve()));
+    if (this.tlsServer) {
+      const server = this.tlsServer;
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   }
 
   // ------------------------------------------------------------------------------------------
