@@ -64,7 +64,7 @@ const AGENT_NODE_ARGS = (process.env.KAIS_BENCH_AGENT_NODE_ARGS ?? '').split(' '
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-function quantile(xs: number[], q: number): number {
+export function quantile(xs: number[], q: number): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)];
 }
@@ -77,7 +77,7 @@ function shippedModelPath(): string {
   throw new Error('bench-hub: models/kais-cmmac.bin not found');
 }
 
-function shippedWeights(): WeightTensor[] {
+export function shippedWeights(): WeightTensor[] {
   const body = weightsFromBytes(fs.readFileSync(shippedModelPath()));
   return body.tensors.map((data, i) => ({ shape: body.shapes[i], data }));
 }
@@ -89,7 +89,7 @@ function gcFunction(): () => void {
 }
 
 /** A child process that prints JSON lines; `request` writes one JSON line and waits for the next reply. */
-class JsonChild {
+export class JsonChild {
   readonly proc: ChildProcess;
   private readonly waiting: ((msg: Record<string, unknown>) => void)[] = [];
   private readonly errTail: string[] = [];

@@ -11,6 +11,7 @@
  *   actor.decisionUs.p50|p99, lec.decisionUs.p99   scripts/bench-actor.ts
  *   detect.rulesUsPerWindow[N38], detect.rulesCpuUsPerWindow[N38], detect.learnedUsPerWindow   scripts/bench-detect.ts
  *   gpg.decisionMs.<kais|large>.p50|max   scripts/bench-gpg.ts
+ *   dashboard.*                       scripts/bench-dashboard.ts (fan-out p99 with and without a dashboard viewer)
  * Optional modules (e.g. a hub fan-out bench) are added when their file exists.
  */
 import { performance } from 'perf_hooks';
@@ -84,6 +85,7 @@ async function main(): Promise<void> {
     ['./bench-actor', 'benchActor'],
     ['./bench-gpg', 'benchGpg'],
     ['./bench-hub', 'benchHub'],
+    ['./bench-dashboard', 'benchDashboard'],
   ] as const) {
     const f = optional(mod, fn);
     if (f) results.push(...(await f()));
