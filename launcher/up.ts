@@ -42,6 +42,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as crypto from 'node:crypto';
 import * as http from 'node:http';
+import * as https from 'node:https';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
@@ -60,6 +61,7 @@ import { isOrchestrationPolicy, ORCHESTRATION_POLICIES } from '../shared/orchest
 import { Rng } from '../shared/rng';
 import { humanLine } from '../shared/log';
 import { TALLY_KEYS, type TargetTally } from '../shared/tally';
+import { writeSelfSignedPair } from '../shared/tls';
 import {
   checkLivePolicy,
   DISPATCH_HEURISTICS,
@@ -115,6 +117,11 @@ export const UP_SPEC = {
       'node failures to play (seeded nodes and times after the first 70 s of scenario time; 20 s of abnormal telemetry, then 30 s down; at most the nodes of the scenario)',
   }),
   deviceFilters: opt.boolean({ default: true, describe: 'agents run the device filters and QoS isolation (--no-device-filters: off)' }),
+  tls: opt.boolean({
+    default: false,
+    describe:
+      "TLS everywhere the operator's traffic goes: a self-signed pair made for the run, the orchestrator on wss:// and https://, the agents' ingress on https:// (the emulated cluster stays plain)",
+  }),
   verbose: opt.boolean({ default: false, describe: "forward the processes' logs to stderr" }),
 };
 
@@ -160,6 +167,8 @@ export interface UpSummary {
   orchestratorRestarts: number;
   /** Whether the orchestrator learned online (agents then explore `--explore` of their decisions). */
   learning: boolean;
+  /** --tls: the orchestrator on wss:// and https://, the agents' ingress on https:// (a self-signed pair of the run). */
+  tls: boolean;
   /**
    * What the simulator predicts for the same requests: the policy the run started with (with
    * `--policy cmmac` the model's actor, argmax, or the agents' lec fallback without a model; else
@@ -284,9 +293,10 @@ class Child {
   }
 }
 
-function getJson(url: string, timeoutMs = 2000): Promise<Record<string, unknown> | null> {
+function getJson(url: string, timeoutMs = 2000, ca?: string): Promise<Record<string, unknown> | null> {
   return new Promise((resolve) => {
-    const req = http.get(url, { timeout: timeoutMs }, (res) => {
+    const get = url.startsWith('https:') ? https.get : http.get;
+    const req = get(url, { timeout: timeoutMs, ...(ca !== undefined ? { ca } : {}) }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
@@ -442,6 +452,10 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       Array.from({ length: topo.numEaps }, (_, b) => [b, crypto.randomBytes(24).toString('base64url')]),
     );
     const configFile = path.join(dir, 'orchestrator.json');
+    // --tls: one self-signed pair for the run (its own CA), for the orchestrator and the agents' ingress
+    const tls = a.tls ? (await writeSelfSignedPair(path.join(dir, 'tls'))).files : null;
+    const ca = tls ? fs.readFileSync(tls.cert, 'utf8') : undefined;
+    const web = tls ? 'https' : 'http';
     // the admin API's token (kais status / scale / nodes), in a file only this user reads
     const adminToken = crypto.randomBytes(24).toString('base64url');
     const adminTokenFile = path.join(dir, 'admin-token');
@@ -461,6 +475,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         actorHead,
         learner: learning ? 'cmmac' : 'none',
         learnBatch: a.learnBatch,
+        ...(tls ? { tls } : {}),
       }),
       { mode: 0o600 },
     );
@@ -511,11 +526,15 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     orchestratorPort = orchReady.port as number;
     log(
       `orchestrator pid=${orch.pid} url=${String(orchReady.url)}` +
-        (orchReady.httpPort ? ` metrics http://127.0.0.1:${String(orchReady.httpPort)}/metrics` : ''),
+        (orchReady.httpPort ? ` metrics ${web}://127.0.0.1:${String(orchReady.httpPort)}/metrics` : ''),
     );
     if (orchReady.httpPort) {
-      log(`admin: kais status --orchestrator http://127.0.0.1:${String(orchReady.httpPort)} --admin-token-file ${adminTokenFile}`);
-      log(`dashboard: http://127.0.0.1:${String(orchReady.httpPort)}/dashboard (admin token: the first line of ${adminTokenFile})`);
+      log(
+        `admin: kais status --orchestrator ${web}://127.0.0.1:${String(orchReady.httpPort)} --admin-token-file ${adminTokenFile}${tls ? ` --tls-ca ${tls.cert}` : ''}`,
+      );
+      log(
+        `dashboard: ${web}://127.0.0.1:${String(orchReady.httpPort)}/dashboard (admin token: the first line of ${adminTokenFile}${tls ? `; the certificate is self-signed: ${tls.cert}` : ''})`,
+      );
     }
 
     // 3. agents
@@ -545,6 +564,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
           '--seed',
           String(a.seed),
           ...(a.deviceFilters ? [] : ['--no-device-filters']),
+          ...(tls ? ['--tls-ca', tls.cert, '--tls-cert', tls.cert, '--tls-key', tls.key] : []),
         ],
         a.verbose,
         () => undefined,
@@ -563,7 +583,10 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     const per: Counts[] = agentPorts.map(() => ({ sent: 0, completedInTime: 0, late: 0, refused: 0, unanswered: 0 }));
     const reasons: Record<string, number> = {};
     const latencies: number[] = [];
-    const httpAgents = agentPorts.map(() => new http.Agent({ keepAlive: true, maxSockets: 1024 }));
+    const httpAgents = agentPorts.map(() =>
+      tls ? new https.Agent({ keepAlive: true, maxSockets: 1024, ca }) : new http.Agent({ keepAlive: true, maxSockets: 1024 }),
+    );
+    const request = tls ? https.request : http.request;
     const open = new Set<http.ClientRequest>();
     let outstanding = 0;
     let allAnswered: (() => void) | null = null;
@@ -602,7 +625,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         outstanding--;
         if (outstanding === 0 && allAnswered) allAnswered();
       };
-      const req = http.request(
+      const req = request(
         {
           host: '127.0.0.1',
           port: agentPorts[b],
@@ -653,7 +676,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       evalPolicy: predicted.policy,
       evalThroughputRate: predicted.rate,
     });
-    const health = async () => Promise.all(agentPorts.map((p) => getJson(`http://127.0.0.1:${p}/healthz`)));
+    const health = async () => Promise.all(agentPorts.map((p) => getJson(`${web}://127.0.0.1:${p}/healthz`, 2000, ca)));
     const live = setInterval(() => {
       void health().then((hs) => {
         const t = ((performance.now() - t0) / 1000).toFixed(0);
@@ -757,6 +780,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       placementVersionsApplied: Math.max(0, ...perEap.map((e) => e.placementsApplied)),
       orchestratorRestarts,
       learning,
+      tls: a.tls,
       evalPolicy: predicted.policy,
       evalSlotS: predicted.slotS,
       evalThroughputRate: predicted.rate,

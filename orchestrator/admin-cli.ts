@@ -8,6 +8,8 @@
  * the config's `adminToken`, from `--admin-token-file` or $KAIS_ADMIN_TOKEN.
  */
 import * as http from 'node:http';
+import * as https from 'node:https';
+import { loadCa } from '../shared/tls';
 import type { Argv, CommandModule } from 'yargs';
 import { namingFlags, opt, resolveOptions, yargsOptions } from '../shared/config';
 import { UsageError } from '../shared/errors';
@@ -16,16 +18,18 @@ import { resolveSecret } from '../shared/lifecycle';
 export const ADMIN_TOKEN_ENV = 'KAIS_ADMIN_TOKEN';
 
 const COMMON = {
-  orchestrator: opt.url(['http:'], {
+  orchestrator: opt.url(['http:', 'https:'], {
     demand: true,
-    describe: "the orchestrator's HTTP port, e.g. http://127.0.0.1:7001 (its ready line's httpPort)",
+    describe: "the orchestrator's HTTP port, e.g. http://127.0.0.1:7001 (its ready line's httpPort; https:// when it has a certificate)",
   }),
+  tlsCa: opt.file({ describe: "CA certificate (PEM) an https:// orchestrator's certificate must chain to (default: Node's CA store)" }),
   adminTokenFile: opt.secretFile({ describe: `file whose first line is the orchestrator's adminToken (default: $${ADMIN_TOKEN_ENV})` }),
   json: opt.boolean({ default: false, describe: "print the API's JSON answer" }),
 };
 
 interface Common {
   orchestrator: string;
+  tlsCa?: string;
   adminTokenFile?: string;
   json: boolean;
 }
@@ -40,13 +44,18 @@ async function call(a: Common, method: string, path: string, body?: unknown): Pr
   });
   if (token === '') throw new UsageError(`--admin-token-file: no admin token (give the file, or set $${ADMIN_TOKEN_ENV})`);
   const url = new URL(path, a.orchestrator);
+  const ca = a.tlsCa !== undefined ? loadCa(a.tlsCa, '--tls-ca') : undefined;
+  if (ca !== undefined && url.protocol !== 'https:')
+    throw new UsageError(`--tls-ca: the orchestrator URL ${a.orchestrator} is not https://`);
+  const request = url.protocol === 'https:' ? https.request : http.request;
   const text = body === undefined ? '' : JSON.stringify(body);
   const reply = await new Promise<{ status: number; body: Record<string, unknown> }>((resolve, reject) => {
-    const req = http.request(
+    const req = request(
       url,
       {
         method,
         agent: false,
+        ...(ca !== undefined ? { ca } : {}),
         timeout: 30_000,
         headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
       },

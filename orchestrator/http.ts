@@ -17,6 +17,8 @@
  * plus prom-client's process and Node.js metrics prefixed `kais_orchestrator_`.
  */
 import * as http from 'node:http';
+import * as https from 'node:https';
+import type { TlsPair } from '../shared/tls';
 import type { AdminApi } from './admin-api';
 import type { DashboardFeed } from './dashboard';
 import { bearerMatches } from '../shared/auth';
@@ -93,9 +95,12 @@ export class OrchestratorHttp {
     ]);
   }
 
-  /** Listens on 127.0.0.1:port (0: a free one); resolves with the port. */
-  listen(port: number, host = '127.0.0.1'): Promise<number> {
-    const server = http.createServer((req, res) => this.handle(req, res));
+  /** Listens on 127.0.0.1:port (0: a free one), https with a certificate; resolves with the port. */
+  listen(port: number, host = '127.0.0.1', tls: TlsPair | null = null): Promise<number> {
+    const handler = (req: http.IncomingMessage, res: http.ServerResponse) => this.handle(req, res);
+    const server: http.Server = tls
+      ? https.createServer({ cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' }, handler)
+      : http.createServer(handler);
     this.server = server;
     return new Promise((resolve, reject) => {
       server.once('error', reject);

@@ -18,7 +18,7 @@
  *   "executor": null | "http://<kais node admin>" | "kubernetes", "executorToken": null | "<its adminToken>", "checkpoint": null | "<kais train db or actor .bin>",
  *   "kubernetes": {"kubeconfig": null (in-cluster) | "<file>", "namespace": "kais", "image": "<replica image>", "nodeLabel": "kais.io/node-index"},
  *   "actorHead": "softplus1", "heartbeatMs": 5000, "learner": "cmmac"|"none", "learnBatch": 2048,
- *   "detector": "vgru"|"none"}`
+ *   "detector": "vgru"|"none", "tls": null | {"cert": "<PEM file>", "key": "<PEM file>"} (relative to this file; wss:// and https://)}`
  *
  * Bounds and trust (issue 14): `"limits"` caps the store's growing tables (experience MB and age,
  * metrics and events rows and age; pruned every `pruneS` in the background), `"intake"` the
@@ -35,6 +35,8 @@
  * with `verdicts` frames. It loads tfjs (in a worker) only once windows arrive.
  */
 import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { loadTlsPair, type TlsPair } from '../shared/tls';
 import type { Placement } from '../shared/domain';
 import { deployableActor } from '../shared/nets/actor-file';
 import { topologyOf } from '../shared/scenario';
@@ -88,6 +90,8 @@ export interface OrchestratorConfig {
   pruneS: number;
   /** Per-session budget of learning input (orchestrator/intake.ts). */
   intake: { maxTransitionsPerS: number; maxFramesPerS: number; maxMBPerS: number; quarantineAfter: number; quarantineS: number };
+  /** Certificate and key (PEM, read and checked at start): wss:// for agents, https:// on the HTTP port; null: plain. */
+  tls: TlsPair | null;
 }
 
 /** The config's `kubernetes` section (only with executor "kubernetes"; every field optional). */
@@ -164,6 +168,7 @@ export function readConfig(file: string): OrchestratorConfig {
     'limits',
     'pruneS',
     'intake',
+    'tls',
   ];
   for (const k of Object.keys(o)) if (!known.includes(k)) fail(k, `is not a config field (known: ${known.join(', ')})`);
   const str = (k: string, d: string): string =>
@@ -289,7 +294,19 @@ export function readConfig(file: string): OrchestratorConfig {
     },
     pruneS,
     intake: { ...intake, quarantineAfter: Math.max(1, Math.round(intake.quarantineAfter)) },
+    tls: readTlsSection(o.tls, file, fail),
   };
+}
+
+/** The config's `tls` section: {cert, key} file paths (relative to the config file's folder), or null/absent: plain. */
+function readTlsSection(v: unknown, file: string, fail: (field: string, why: string) => never): TlsPair | null {
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'object' || Array.isArray(v)) return fail('tls', 'must be null or {"cert": "<PEM file>", "key": "<PEM file>"}');
+  const o = v as Record<string, unknown>;
+  for (const k of Object.keys(o)) if (k !== 'cert' && k !== 'key') fail(`tls.${k}`, 'is not a field of tls (known: cert, key)');
+  for (const k of ['cert', 'key']) if (typeof o[k] !== 'string' || o[k] === '') fail(`tls.${k}`, 'must be a file path');
+  const at = (p: string) => path.resolve(path.dirname(file), p);
+  return loadTlsPair({ cert: at(o.cert as string), key: at(o.key as string) }, `${file}: field "tls"`);
 }
 
 /**
@@ -441,6 +458,7 @@ export async function startOrchestrator(
     inspect: intake.inspect,
     admitBytes: intake.admitBytes,
     quarantineMs: Math.round(cfg.intake.quarantineS * 1000),
+    tls: cfg.tls,
   }).catch((e: unknown) => {
     store.close();
     throw e;
@@ -448,6 +466,14 @@ export async function startOrchestrator(
   const registry = new ModelRegistry(store, hub);
   registryRef = registry;
   hub.on('denied', (d) => event(d.kind, d.message, d.eapId, d.sessionId));
+  // a client that does not trust the certificate (or speaks ws:// to wss://): an event, at most one a minute per address
+  const tlsSeen = new Map<string, number>();
+  hub.on('tlsError', (f) => {
+    const key = f.remote ?? '?';
+    if (Date.now() - (tlsSeen.get(key) ?? -Infinity) < 60_000) return;
+    tlsSeen.set(key, Date.now());
+    event('tls-refused', `TLS handshake from ${key} failed: ${f.reason} (further ones from it within a minute are counted, not logged)`);
+  });
   hub.on('sessionClosed', (s) => intake.sessionClosed(s.sessionId));
   // frames the codec or the hub refused before the intake saw them (NaN rewards): counted and named too
   hub.on('refused', (info, body) => intake.refusedUpstream(info, body));
@@ -648,7 +674,7 @@ export async function startOrchestrator(
     { api: adminApi, token: cfg.adminToken },
     dashboard,
   );
-  if (opts.httpPort !== undefined && opts.httpPort !== null) httpPort = await web.listen(opts.httpPort, opts.httpHost);
+  if (opts.httpPort !== undefined && opts.httpPort !== null) httpPort = await web.listen(opts.httpPort, opts.httpHost, cfg.tls);
 
   let closing: Promise<void> | null = null;
   return {

@@ -194,6 +194,43 @@ describe('kais up', () => {
     expect(run.code).toBe(130);
   }, 90_000);
 
+  it('runs end to end over wss:// and https:// with --tls; the admin CLI needs the certificate to talk to it', async () => {
+    const cli = (args: string[]) =>
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        const c = spawn(process.execPath, [KAIS, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+        let stdout = '';
+        let stderr = '';
+        c.stdout!.on('data', (b: Buffer) => (stdout += b.toString()));
+        c.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
+        c.on('exit', (code) => resolve({ code, stdout, stderr }));
+      });
+    let checked: Promise<void> | null = null;
+    let orchestratorUrl = '';
+    const run = await kaisUp(['--scenario', 'small', '--duration', '6', '--policy', 'lec', '--tls', '--json'], (line) => {
+      orchestratorUrl ||= /orchestrator pid=\d+ url=(\S+)/.exec(line)?.[1] ?? '';
+      const m = /admin: kais status --orchestrator (https:\S+) --admin-token-file (\S+) --tls-ca (\S+)/.exec(line);
+      if (!m || checked) return;
+      checked = (async () => {
+        const ok = await cli(['status', '--orchestrator', m[1], '--admin-token-file', m[2], '--tls-ca', m[3], '--json']);
+        expect(ok.code).toBe(0);
+        expect(JSON.parse(ok.stdout)).toHaveProperty('placement');
+        // without the run's certificate: not trusted, one line, exit 2
+        const untrusted = await cli(['status', '--orchestrator', m[1], '--admin-token-file', m[2]]);
+        expect(untrusted.code).toBe(2);
+        expect(untrusted.stderr.trim().split('\n')).toHaveLength(1);
+        expect(untrusted.stderr).toMatch(/cannot reach it \(self-signed certificate/);
+      })();
+    });
+    expect(checked).not.toBeNull();
+    await checked;
+    expect(orchestratorUrl).toMatch(/^wss:\/\//);
+    expect(run.code).toBe(0);
+    const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    expect(s).toMatchObject({ tls: true, unanswered: 0 });
+    expect(s.completedInTime as number).toBeGreaterThan(0);
+    expect((s.perEap as { placementVersion: number | null }[]).every((e) => e.placementVersion !== null)).toBe(true);
+  }, 90_000);
+
   it('prints a partial summary of what ran so far on Ctrl-C, exits 130 and leaves no process behind', async () => {
     let interrupted = false;
     const run = await kaisUp(['--scenario', 'tiny', '--duration', '60', '--policy', 'jsq'], (line, child) => {

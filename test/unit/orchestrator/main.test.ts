@@ -49,10 +49,25 @@ describe('readConfig', () => {
     [{ actorHead: 'tanh' }, /field "actorHead" must be relu1 or softplus1/],
     [{ colour: 'red' }, /field "colour" is not a config field/],
     [{ checkpoint: '/nonexistent.db' }, /field "checkpoint" \/nonexistent.db does not exist/],
+    [{ tls: 'yes' }, /field "tls" must be null or \{"cert"/],
+    [{ tls: { cert: 'c.pem' } }, /field "tls.key" must be a file path/],
+    [{ tls: { cert: 'c.pem', key: 'k.pem', ca: 'x' } }, /field "tls.ca" is not a field of tls/],
+    [{ tls: { cert: 'nope.pem', key: 'k.pem' } }, /field "tls": cannot read the certificate .*nope\.pem: ENOENT/],
   ])('refuses %j naming the file and the field', (cfg, msg) => {
     const f = write(cfg);
     expect(() => readConfig(f)).toThrow(msg);
     expect(() => readConfig(f)).toThrow(f);
+  });
+
+  it("reads tls files relative to the config file and checks that the key is the certificate's", async () => {
+    const { writeSelfSignedPair } = await import('../../../shared/tls');
+    await writeSelfSignedPair(path.join(dir, 'a'));
+    await writeSelfSignedPair(path.join(dir, 'b'));
+    const c = readConfig(write({ tls: { cert: 'a/cert.pem', key: 'a/key.pem' } }));
+    expect(c.tls?.cert).toMatch(/BEGIN CERTIFICATE/);
+    expect(() => readConfig(write({ tls: { cert: 'a/cert.pem', key: 'b/key.pem' } }))).toThrow(
+      /c\.json: field "tls": the key .*b\/key\.pem is not the key of the certificate .*a\/cert\.pem/,
+    );
   });
 
   it('refuses a file that is not JSON with one line naming it', () => {
