@@ -46,6 +46,18 @@ function kaisUp(args: string[], onStderrLine: (line: string, child: ChildProcess
   });
 }
 
+/** One kais command (status, scale, ...) to its end. */
+function cli(args: string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    const c = spawn(process.execPath, [KAIS, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    c.stdout!.on('data', (b: Buffer) => (stdout += b.toString()));
+    c.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
+    c.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
 function pidsIn(stderr: string): number[] {
   return [...stderr.matchAll(/pids? ?=?([\d ]+)/g)].flatMap((m) => m[1].trim().split(/\s+/).map(Number)).filter((p) => p > 0);
 }
@@ -154,15 +166,6 @@ describe('kais up', () => {
   }, 90_000);
 
   it('kais scale during kais up: the placement that follows has the replicas and every agent applies it', async () => {
-    const cli = (args: string[]) =>
-      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-        const c = spawn(process.execPath, [KAIS, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-        let stdout = '';
-        let stderr = '';
-        c.stdout!.on('data', (b: Buffer) => (stdout += b.toString()));
-        c.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
-        c.on('exit', (code) => resolve({ code, stdout, stderr }));
-      });
     let checked: Promise<void> | null = null;
     const run = await kaisUp(['--scenario', 'tiny', '--duration', '20', '--policy', 'lec', '--json'], (line, child) => {
       const m = /admin: kais status --orchestrator (\S+) --admin-token-file (\S+)/.exec(line);
@@ -195,15 +198,6 @@ describe('kais up', () => {
   }, 90_000);
 
   it('runs end to end over wss:// and https:// with --tls; the admin CLI needs the certificate to talk to it', async () => {
-    const cli = (args: string[]) =>
-      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-        const c = spawn(process.execPath, [KAIS, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-        let stdout = '';
-        let stderr = '';
-        c.stdout!.on('data', (b: Buffer) => (stdout += b.toString()));
-        c.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
-        c.on('exit', (code) => resolve({ code, stdout, stderr }));
-      });
     let checked: Promise<void> | null = null;
     let orchestratorUrl = '';
     const run = await kaisUp(['--scenario', 'small', '--duration', '6', '--policy', 'lec', '--tls', '--json'], (line) => {
