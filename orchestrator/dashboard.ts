@@ -17,8 +17,9 @@
  *
  * - topology: every edge node (its eAP, replicas by service, load from the agents' telemetry over
  *   the last 10 s: CPU, requests/s dispatched to it, share answered in time; health: `held` by the
- *   admin, `failing` when under a quarter of its (at least 10) requests of the last 10 s succeeded,
- *   `silent` with no telemetry for 10 s, else `ok`) and every agent session (eAP, weight and
+ *   admin, `failing` when under a quarter of its (at least 10) requests of the last 10 s succeeded
+ *   (once 5 s of telemetry about it came), `quiet` with no telemetry about it for 10 s (no agent
+ *   sent to it), else `ok`) and every agent session (eAP, weight and
  *   placement versions);
  * - throughput: requests/s the agents dispatched and answered in time (telemetry, 2 s buckets)
  *   against the orchestrator's forecast (placement-loop.ts: arrivals/s expected next frame, an
@@ -78,6 +79,8 @@ const WINDOW_MS = 10_000;
 
 interface NodeLoad {
   tsMs: number;
+  /** When telemetry about it first came (0: never). */
+  firstMs: number;
   cpu: number;
   mem: number;
   /** The telemetry intervals of the last WINDOW_MS, every eAP's, oldest first. */
@@ -121,7 +124,7 @@ export class DashboardFeed {
     const topo = topologyOf(s.scenario);
     this.numNodes = topo.numNodes;
     this.nodeEap = topo.nodeEap;
-    this.nodes = Array.from({ length: topo.numNodes }, () => ({ tsMs: 0, cpu: 0, mem: 0, recent: [] }));
+    this.nodes = Array.from({ length: topo.numNodes }, () => ({ tsMs: 0, firstMs: 0, cpu: 0, mem: 0, recent: [] }));
   }
 
   /** Viewers connected to the stream now. */
@@ -140,6 +143,7 @@ export class DashboardFeed {
       if (!(x.node >= 0 && x.node < this.numNodes)) continue;
       const n = this.nodes[x.node];
       n.tsMs = nowMs;
+      if (n.firstMs === 0) n.firstMs = nowMs;
       n.cpu = x.cpu;
       n.mem = x.mem;
       n.recent.push({ tsMs: nowMs, requests: x.requests, succeeded: x.succeeded, inDeadline: x.inDeadline });
@@ -307,8 +311,8 @@ export class DashboardFeed {
       const health = h
         ? 'held'
         : n.tsMs === 0 || nowMs - n.tsMs > SILENT_MS
-          ? 'silent'
-          : requests >= 10 && succeeded < requests / 4
+          ? 'quiet'
+          : nowMs - n.firstMs >= WINDOW_MS / 2 && requests >= 10 && succeeded < requests / 4
             ? 'failing'
             : 'ok';
       return {

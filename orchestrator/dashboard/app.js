@@ -44,6 +44,14 @@ function chart(id, series, yLabel, legend = true) {
   return new uPlot(opts, [[], ...series.map(() => [])], target);
 }
 
+/** Chart data with at least two x values: one point or none would stretch the time axis over years. */
+function atLeastTwo(xs, ys, nowS) {
+  if (xs.length >= 2) return [xs, ...ys];
+  const end = xs.length === 1 ? xs[0] : nowS;
+  const pad = xs.length === 0 ? [end] : [];
+  return [[end - 60, ...xs, ...pad], ...ys.map((y) => [null, ...y, ...pad.map(() => null)])];
+}
+
 function buildCharts(snap) {
   for (const c of Object.values(state.charts)) c.destroy();
   state.charts.throughput = chart(
@@ -169,14 +177,30 @@ function render(snap) {
   document.querySelector('#services tbody').replaceChildren(...rows);
 
   const t = snap.throughput;
-  state.charts.throughput.setData([t.map((r) => r[0] / 1000), t.map((r) => r[1]), t.map((r) => r[2]), t.map((r) => r[3])]);
+  const nowS = snap.tsMs / 1000;
+  state.charts.throughput.setData(
+    atLeastTwo(
+      t.map((r) => r[0] / 1000),
+      [t.map((r) => r[1]), t.map((r) => r[2]), t.map((r) => r[3])],
+      nowS,
+    ),
+  );
   const p = snap.placements;
-  state.charts.placements.setData([
-    p.map((r) => r.tsMs / 1000),
-    ...Array.from({ length: snap.services }, (_, w) => p.map((r) => r.replicas[w])),
-  ]);
+  state.charts.placements.setData(
+    atLeastTwo(
+      p.map((r) => r.tsMs / 1000),
+      Array.from({ length: snap.services }, (_, w) => p.map((r) => r.replicas[w])),
+      nowS,
+    ),
+  );
   const curve = snap.learner ? snap.learner.curve : [];
-  state.charts.learning.setData([curve.map((c) => c.tsMs / 1000), curve.map((c) => c.meanReward), curve.map((c) => c.approxKl)]);
+  state.charts.learning.setData(
+    atLeastTwo(
+      curve.map((c) => c.tsMs / 1000),
+      [curve.map((c) => c.meanReward), curve.map((c) => c.approxKl)],
+      nowS,
+    ),
+  );
   $('learner-state').textContent = snap.learner
     ? `${snap.learner.updates} updates, ${snap.learner.published} published; last mean reward ${snap.learner.lastMeanReward.toFixed(4)}, KL ${snap.learner.lastApproxKl.toFixed(5)}`
     : 'the online learner is off';
