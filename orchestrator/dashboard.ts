@@ -16,7 +16,7 @@
  * decodes (telemetry, experience) and from the orchestrator's events. What a snapshot holds:
  *
  * - topology: every edge node (its eAP, replicas by service, load from the agents' telemetry over
- *   the last 10 s: CPU, requests/s dispatched to it, share answered in time; health: `held` by the
+ *   the last 10 s: CPU, requests/s dispatched to it, share of its answers in time; health: `held` by the
  *   admin, `failing` when under a quarter of its (at least 10) requests of the last 10 s succeeded
  *   (once 5 s of telemetry about it came), `quiet` with no telemetry about it for 10 s (no agent
  *   sent to it), else `ok`) and every agent session (eAP, weight and
@@ -125,6 +125,11 @@ export class DashboardFeed {
     this.numNodes = topo.numNodes;
     this.nodeEap = topo.nodeEap;
     this.nodes = Array.from({ length: topo.numNodes }, () => ({ tsMs: 0, firstMs: 0, cpu: 0, mem: 0, recent: [] }));
+  }
+
+  /** Whether the one-a-second snapshot timer runs (only while someone watches). */
+  get ticking(): boolean {
+    return this.timer !== null;
   }
 
   /** Viewers connected to the stream now. */
@@ -323,7 +328,8 @@ export class DashboardFeed {
         cpu: round(n.cpu, 3),
         mem: round(n.mem, 3),
         requestsPerS: round(requests / (WINDOW_MS / 1000), 2),
-        inTimeShare: requests > 0 ? round(inDeadline / requests, 3) : null,
+        // of the answers in the window, those in time (answers of requests sent before the window count too)
+        inTimeShare: succeeded > 0 ? round(inDeadline / succeeded, 3) : null,
         replicas: placement.map((row) => row[id] ?? 0),
       };
     });

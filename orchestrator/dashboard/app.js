@@ -132,7 +132,7 @@ function render(snap) {
     v.card.title = n.heldReason ? `held: ${n.heldReason}` : `node ${n.id} (eAP ${n.eap}): ${n.health}`;
     v.health.textContent = n.health;
     v.fill.style.width = `${Math.min(100, Math.round(n.cpu * 100))}%`;
-    v.load.textContent = `cpu ${pct(n.cpu)} · ${n.requestsPerS} req/s · ${pct(n.inTimeShare)} in time`;
+    v.load.textContent = `cpu ${pct(n.cpu)} · ${n.requestsPerS} req/s · ${pct(n.inTimeShare)} of answers in time`;
     const total = n.replicas.reduce((a, b) => a + b, 0);
     const running = n.replicas.map((r, w) => [w, r]).filter(([, r]) => r > 0);
     v.reps.textContent = `${total} replicas of ${running.length} services`;

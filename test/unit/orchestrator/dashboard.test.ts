@@ -1,0 +1,232 @@
+/**
+ * orchestrator/dashboard.ts without a browser: what a snapshot says from telemetry, experience,
+ * holds and events, and the stream and assets on a real HTTP server (the token, the assets from
+ * the package, one snapshot a second only while someone watches).
+ */
+import * as http from 'node:http';
+import { DashboardFeed, type DashboardSources } from '../../../orchestrator/dashboard';
+import { OrchestratorHttp } from '../../../orchestrator/http';
+import { AdminApi } from '../../../orchestrator/admin-api';
+import { AdminState } from '../../../orchestrator/admin';
+import { loadScenario, topologyOf } from '../../../shared/scenario';
+import { initialPlacement } from '../../../shared/orchestration/placement';
+
+const scenario = loadScenario('small');
+const topo = topologyOf(scenario);
+const TOKEN = 'dashboard-test-admin-token';
+
+function sources(admin: AdminState, over: Partial<DashboardSources> = {}): DashboardSources {
+  const placement = initialPlacement(scenario);
+  return {
+    scenario,
+    speed: 2,
+    orchestration: 'static',
+    sessions: () => [{ eap: 1, session: 's1', weightVersion: 3, placementVersion: 1 }],
+    placementVersion: () => 1,
+    weightVersion: () => 3,
+    placement: () => placement,
+    frame: () => 4,
+    holds: () => admin.snapshot().holds,
+    overrides: () => admin.snapshot().overrides,
+    forecast: () => scenario.services.map(() => 1.5),
+    learner: () => null,
+    ...over,
+  };
+}
+
+type Snap = {
+  nodes: { id: number; eap: number; health: string; requestsPerS: number; inTimeShare: number | null; replicas: number[] }[];
+  agents: unknown[];
+  numEaps: number;
+  trail: { target: number | 'cloud'; outcome: string }[];
+  events: { kind: string }[];
+  forecast: number[];
+  throughput: [number, number, number, number | null][];
+};
+
+const sample = (node: number, requests: number, succeeded: number, inDeadline: number) => ({
+  node,
+  ts: 0,
+  cpu: 0.5,
+  mem: 0.2,
+  disk: 0.1,
+  upBwMbps: 1,
+  requests,
+  succeeded,
+  inDeadline,
+  latencyMsSum: succeeded * 100,
+});
+
+describe('DashboardFeed', () => {
+  it('reads node load and health from telemetry, holds, the trail from experience, and bounds its rings', () => {
+    const admin = new AdminState();
+    admin.hold({ node: 2, reason: 'disk', by: 'ops', setMs: 0 });
+    const feed = new DashboardFeed(sources(admin));
+    const t0 = 1_000_000;
+    // node 0: 20 requests, 18 answered, 9 in time; node 1: 20 requests, 2 answered (failing once 5 s of telemetry came)
+    feed.telemetry({ eap: 0, samples: [sample(0, 10, 9, 5), sample(1, 10, 1, 1)] }, t0);
+    feed.telemetry({ eap: 1, samples: [sample(0, 10, 9, 4), sample(1, 10, 1, 0)] }, t0 + 6000);
+    const cloud = topo.numNodes;
+    feed.experience(
+      {
+        eap: 1,
+        transitions: [
+          { action: 3, metDeadline: true, latencyMs: 120 },
+          { action: cloud, metDeadline: false, latencyMs: null },
+          { action: 1, metDeadline: false, latencyMs: 900 },
+        ].map((t, i) => ({
+          ...t,
+          eap: 1,
+          slot: i,
+          service: 0,
+          obs: new Float32Array(1),
+          mask: new Uint8Array(cloud + 1),
+          logProb: 0,
+          reward: 0,
+          done: false,
+          weightVersion: 3,
+        })),
+      },
+      t0 + 6000,
+    );
+    for (let i = 0; i < 100; i++) feed.event({ tsMs: t0 + i, kind: i === 99 ? 'admin-hold' : 'epoch', eap: null, message: `m${i}` });
+    const s = feed.snapshot(t0 + 6500) as unknown as Snap;
+    expect(s.nodes).toHaveLength(topo.numNodes);
+    expect(s.nodes.map((n) => n.eap)).toEqual(topo.nodeEap);
+    expect(s.nodes[0]).toMatchObject({ health: 'ok', requestsPerS: 2, inTimeShare: 0.5 });
+    expect(s.nodes[1].health).toBe('failing');
+    expect(s.nodes[2].health).toBe('held');
+    expect(s.nodes[3].health).toBe('quiet');
+    expect(s.nodes[0].replicas).toEqual(initialPlacement(scenario).map((row) => row[0]));
+    expect(s.trail.map((d) => [d.target, d.outcome])).toEqual([
+      [3, 'in time'],
+      ['cloud', 'dropped'],
+      [1, 'late'],
+    ]);
+    expect(s.events).toHaveLength(60);
+    expect(s.events[59].kind).toBe('admin-hold');
+    expect(s.forecast).toEqual(scenario.services.map(() => 3)); // per wall second at speed 2
+    // 10 s later the telemetry is old: quiet, no load
+    const later = feed.snapshot(t0 + 17_000) as unknown as Snap;
+    expect(later.nodes[0]).toMatchObject({ health: 'quiet', requestsPerS: 0 });
+    // the throughput bucket of t0 holds its 20 requests over 2 s, the one of t0 + 6 s the other 20, the forecast beside them
+    const bucket = (t: number) => later.throughput.find((r) => r[0] === t - (t % 2000))!;
+    expect(bucket(t0)[1]).toBe(10);
+    expect(bucket(t0 + 6000)[1]).toBe(10);
+    expect(bucket(t0 + 2000)[1]).toBe(0);
+    const bucket0 = bucket(t0);
+    expect(bucket0[3]).toBe(scenario.services.length * 1.5 * 2);
+  });
+
+  it('shows every eAP a session speaks for, beyond the scenario', () => {
+    const admin = new AdminState();
+    const feed = new DashboardFeed(
+      sources(admin, {
+        sessions: () => Array.from({ length: 200 }, (_, b) => ({ eap: b, session: `s${b}`, weightVersion: null, placementVersion: null })),
+      }),
+    );
+    const s = feed.snapshot() as unknown as Snap;
+    expect(s.numEaps).toBe(200);
+    expect(s.agents).toHaveLength(200);
+  });
+});
+
+describe('the dashboard on the HTTP port', () => {
+  let web: OrchestratorHttp;
+  let port: number;
+  let feed: DashboardFeed;
+
+  beforeAll(async () => {
+    const admin = new AdminState();
+    feed = new DashboardFeed(sources(admin));
+    const api = new AdminApi({
+      scenario,
+      state: admin,
+      save: () => undefined,
+      event: () => undefined,
+      stepNow: async () => undefined,
+      status: () => ({}),
+      events: () => [],
+      forecast: () => null,
+    });
+    web = new OrchestratorHttp(
+      {
+        agentsConnected: () => 1,
+        weightVersion: () => 3,
+        placementVersion: () => 1,
+        eventTotals: () => ({}),
+        intake: () => ({ accepted: 0, invalid: 0, rateLimited: 0, quarantined: 0 }),
+        learner: () => null,
+        placementOrders: () => ({ executed: 0, refused: 0 }),
+        storeWriteFailures: () => 0,
+        notReady: () => null,
+        health: () => ({}),
+      },
+      { api, token: TOKEN },
+      feed,
+    );
+    port = await web.listen(0);
+  });
+  afterAll(() => web.close());
+
+  const get = (path: string, headers: Record<string, string> = {}) =>
+    new Promise<{ status: number; type: string; body: string }>((resolve, reject) => {
+      http
+        .get({ host: '127.0.0.1', port, path, headers }, (res) => {
+          let body = '';
+          res.on('data', (c: Buffer) => (body += c.toString()));
+          res.on('end', () => resolve({ status: res.statusCode!, type: String(res.headers['content-type']), body }));
+        })
+        .on('error', reject);
+    });
+
+  it('serves the page and its assets from the package, with no outside source', async () => {
+    const page = await get('/dashboard');
+    expect(page.status).toBe(200);
+    expect(page.type).toMatch(/text\/html/);
+    const refs = [...page.body.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]).filter((r) => !r.startsWith('data:'));
+    expect(refs.sort()).toEqual(['/dashboard/app.css', '/dashboard/app.js', '/dashboard/uplot.css', '/dashboard/uplot.js']);
+    for (const r of refs) expect({ r, status: (await get(r)).status }).toEqual({ r, status: 200 });
+    // the page and its script name no other origin
+    expect(page.body).not.toMatch(/https?:\/\//);
+    expect((await get('/dashboard/app.js')).body).not.toMatch(/https?:\/\//);
+    expect((await get('/dashboard/uplot.js')).body).toMatch(/uPlot/);
+    expect((await get('/dashboard/nope.js')).status).toBe(404);
+  });
+
+  it('streams snapshots with the admin token only, and stops building them when nobody watches', async () => {
+    expect((await get('/dashboard/stream')).status).toBe(401);
+    expect((await get('/dashboard/stream', { authorization: 'Bearer wrong' })).status).toBe(401);
+    const sentBefore = feed.sent;
+    const got: Snap[] = [];
+    await new Promise<void>((resolve, reject) => {
+      const req = http.get({ host: '127.0.0.1', port, path: '/dashboard/stream', headers: { authorization: `Bearer ${TOKEN}` } }, (res) => {
+        expect(res.headers['content-type']).toBe('text/event-stream');
+        let buf = '';
+        res.on('data', (c: Buffer) => {
+          buf += c.toString();
+          let cut: number;
+          while ((cut = buf.indexOf('\n\n')) >= 0) {
+            const msg = buf.slice(0, cut);
+            buf = buf.slice(cut + 2);
+            expect(msg.startsWith('event: snapshot\ndata: ')).toBe(true);
+            got.push(JSON.parse(msg.slice('event: snapshot\ndata: '.length)) as Snap);
+            if (got.length === 2) {
+              req.destroy();
+              resolve();
+            }
+          }
+        });
+      });
+      req.on('error', reject);
+    });
+    expect(got[0].nodes).toHaveLength(topo.numNodes);
+    expect(feed.sent - sentBefore).toBe(2);
+    expect(feed.ticking).toBe(true);
+    await new Promise<void>((resolve) => {
+      const check = () => (feed.viewers === 0 ? resolve() : setImmediate(check));
+      check();
+    });
+    expect(feed.ticking).toBe(false); // no snapshot is built for nobody
+  });
+});
