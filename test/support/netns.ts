@@ -4,7 +4,7 @@
  * and helpers to cut and restore one link. Needs root (as CI runs); `NetnsLab.unavailable()`
  * says why not, so that a test can skip with that message.
  *
- * Addresses: link k gets 10.213.k.0/30 (side a .1, side b .2); the "root" host is this process's
+ * Addresses: link k of lab l gets 10.213.(8 l + k).0/30 (side a .1, side b .2); the "root" host is this process's
  * own namespace (where the test itself runs). Only these namespaces' addresses are used. Every
  * namespace is named `kais<pid>-<host>` and deleted by `destroy()` (its veths go with it).
  */
@@ -34,8 +34,12 @@ function ip(args: string[]): void {
   execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
 }
 
+let labs = 0;
+
 export class NetnsLab {
-  private readonly prefix = `kais${process.pid}`;
+  /** Labs of one process differ in names and addresses (a deleted namespace's veths may linger a moment). */
+  private readonly lab = labs++;
+  private readonly prefix = `kais${process.pid}x${this.lab}`;
   private readonly hosts = new Set<string>();
   private readonly procs: ChildProcess[] = [];
   private links = 0;
@@ -80,10 +84,12 @@ export class NetnsLab {
   /** A veth pair between two hosts ("root": this namespace), addresses on a /30, shaped on both sides. */
   link(a: string, b: string, shape: LinkShape = {}): Link {
     const k = this.links++;
-    const ifA = `k${process.pid % 100000}l${k}a`;
-    const ifB = `k${process.pid % 100000}l${k}b`;
-    const aAddr = `10.213.${k}.1`;
-    const bAddr = `10.213.${k}.2`;
+    const ifA = `k${process.pid % 10000}x${this.lab}l${k}a`;
+    const ifB = `k${process.pid % 10000}x${this.lab}l${k}b`;
+    const third = (this.lab % 32) * 8 + k;
+    if (k >= 8) throw new Error('NetnsLab: at most 8 links per lab');
+    const aAddr = `10.213.${third}.1`;
+    const bAddr = `10.213.${third}.2`;
     const dev = (host: string) => (host === 'root' ? [] : ['-n', this.ns(host)]);
     ip(['link', 'add', ifA, 'type', 'veth', 'peer', 'name', ifB]);
     if (a !== 'root') ip(['link', 'set', ifA, 'netns', this.ns(a)]);
