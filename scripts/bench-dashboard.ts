@@ -7,6 +7,8 @@
  *                                        (/dashboard/stream, a 200-agent snapshot a second) and
  *                                        GET /v1/status every second
  *   dashboard.fanoutP99Ratio.200         with / without (the bar: at most 1.05)
+ *   dashboard.flushedMs.p99.200.without|with   the orchestrator's side of it: publish -> the last socket
+ *                                        took the frame (the hub's `flushed` event), without the clients' decode
  *   dashboard.orchestratorCpuMsPerS.200.without|with   the orchestrator process's CPU ms per wall second
  *                                        over those phases (less noisy than a p99 on a shared machine)
  *   dashboard.snapshotMs.p99.200         building one snapshot (JSON) with 200 agents and 40 nodes
@@ -124,12 +126,28 @@ async function orchestratorChild(dbFile: string): Promise<void> {
   };
   process.once('SIGTERM', () => void stop());
   process.stdin.once('end', () => void stop());
+  // the orchestrator's side of each fan-out: publish -> the last session's socket took the frame
+  const flushes = new Map<number, { t0: number; want: number; got: number; ms: number | null; waiter: (() => void) | null }>();
+  hub.on('flushed', (_s, kind, version) => {
+    const f = flushes.get(version);
+    if (kind !== 'weights' || !f) return;
+    if (++f.got === f.want) {
+      f.ms = performance.timeOrigin + performance.now() - f.t0;
+      f.waiter?.();
+    }
+  });
   readline.createInterface({ input: process.stdin }).on('line', (line) => {
-    const cmd = JSON.parse(line) as { cmd: string };
+    const cmd = JSON.parse(line) as { cmd: string; version?: number };
     if (cmd.cmd === 'publish') {
       const t0 = performance.timeOrigin + performance.now();
+      flushes.set((store.latestModelVersion() ?? 0) + 1, { t0, want: hub.sessions().length, got: 0, ms: null, waiter: null });
       const body = registry.publishWeights(weights);
       out({ version: body.version, t0 });
+    } else if (cmd.cmd === 'flushed') {
+      const f = flushes.get(cmd.version!);
+      const reply = () => out({ flushedMs: f?.ms ?? null });
+      if (!f || f.ms !== null) reply();
+      else f.waiter = reply;
     } else if (cmd.cmd === 'cpu') {
       const u = process.cpuUsage();
       out({ cpuMs: (u.user + u.system) / 1000, wallMs: performance.now() });
@@ -275,11 +293,16 @@ export async function benchDashboard(): Promise<BenchResult[]> {
     );
     viewer = new JsonChild([__filename, '--viewer-child', String(httpPort)], 'bench viewer');
     await viewer.ready;
+    const flushed = { without: [] as number[], with: [] as number[] };
+    let flushedInto = flushed.without;
     const fanout = async (): Promise<number[]> => {
       const ms: number[] = [];
       for (let k = 0; k < PUBLISHES + 1; k++) {
         const { version, t0 } = (await orch.request({ cmd: 'publish' })) as { version: number; t0: number };
         const reports = (await Promise.all(cs.map((c) => c.request({ cmd: 'expect', version })))) as { last: number }[];
+        const { flushedMs } = (await orch.request({ cmd: 'flushed', version })) as { flushedMs: number | null };
+        if (flushedMs === null) throw new Error(`bench-dashboard: weights v${version} were not flushed to every session`);
+        if (k > 0) flushedInto.push(flushedMs);
         if (k > 0) ms.push(Math.max(...reports.map((r) => r.last)) - t0);
         await new Promise((r) => setTimeout(r, 50));
       }
@@ -300,9 +323,11 @@ export async function benchDashboard(): Promise<BenchResult[]> {
     let snapshots = 0;
     let statusCalls = 0;
     for (let r = 0; r < ROUNDS; r++) {
+      flushedInto = flushed.without;
       without.push(...(await phase(cpu.without, fanout)));
       const c = (await viewer.request({ cmd: 'connect' })) as { agents: number };
       if (c.agents !== AGENTS) throw new Error(`bench-dashboard: the viewer saw ${c.agents} agents, expected ${AGENTS}`);
+      flushedInto = flushed.with;
       withViewer.push(...(await phase(cpu.with, fanout)));
       const d = (await viewer.request({ cmd: 'disconnect' })) as { snapshots: number; statusCalls: number };
       snapshots = d.snapshots;
@@ -323,6 +348,16 @@ export async function benchDashboard(): Promise<BenchResult[]> {
         unit: `ms (the same with a viewer: stream + /v1/status each second, ${snapshots} snapshots and ${statusCalls} status calls read; median ${round(quantile(withViewer, 0.5), 1)})`,
       },
       { name: `dashboard.fanoutP99Ratio.${AGENTS}`, value: round(p99With / p99Without, 3), unit: 'with / without (bar: <= 1.05)' },
+      {
+        name: `dashboard.flushedMs.p99.${AGENTS}.without`,
+        value: round(quantile(flushed.without, 0.99), 1),
+        unit: `ms (the orchestrator's side: publish -> the last of ${AGENTS} sockets took the frame, no viewer; median ${round(quantile(flushed.without, 0.5), 1)})`,
+      },
+      {
+        name: `dashboard.flushedMs.p99.${AGENTS}.with`,
+        value: round(quantile(flushed.with, 0.99), 1),
+        unit: `ms (the same with a viewer; median ${round(quantile(flushed.with, 0.5), 1)})`,
+      },
       {
         name: `dashboard.orchestratorCpuMsPerS.${AGENTS}.without`,
         value: round((cpu.without.cpuMs / cpu.without.wallMs) * 1000, 1),
