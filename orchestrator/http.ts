@@ -13,6 +13,8 @@
  *   kais_orchestrator_intake_total{verdict}                 accepted | invalid | rate_limited | quarantined
  *   kais_orchestrator_learner_updates_total{result}         run | published | failed | refused
  *   kais_orchestrator_placement_orders_total{result}        executed | refused
+ *   kais_orchestrator_gate_verdicts_total{verdict}          pass | reject | failed (with a weight gate)
+ *   kais_orchestrator_gate_last_seconds                     wall time of the last shadow evaluation
  *   kais_orchestrator_store_write_failures_total
  * plus prom-client's process and Node.js metrics prefixed `kais_orchestrator_`.
  */
@@ -34,6 +36,8 @@ export interface OrchestratorFigures {
   eventTotals(): Record<string, number>;
   intake(): { accepted: number; invalid: number; rateLimited: number; quarantined: number };
   learner(): { updates: number; published: number; failedUpdates: number; refusedUpdates: number } | null;
+  /** The weight gate's verdicts (null: no gate). */
+  gate?(): { passed: number; rejected: number; failed: number; lastMs: number } | null;
   placementOrders(): { executed: number; refused: number };
   storeWriteFailures(): number;
   /** null when ready, else why not. */
@@ -83,6 +87,25 @@ export class OrchestratorHttp {
         [{ result: 'refused' }, l.refusedUpdates],
       ];
     });
+    counter(
+      'kais_orchestrator_gate_verdicts_total',
+      'Weight gate verdicts on learned versions (failed: counted in reject too).',
+      ['verdict'],
+      () => {
+        const g = f.gate?.();
+        if (!g) return [];
+        return [
+          [{ verdict: 'pass' }, g.passed],
+          [{ verdict: 'reject' }, g.rejected],
+          [{ verdict: 'failed' }, g.failed],
+        ];
+      },
+    );
+    gauge(
+      'kais_orchestrator_gate_last_seconds',
+      'Wall time of the last shadow evaluation of the weight gate (0: none).',
+      () => (f.gate?.()?.lastMs ?? 0) / 1000,
+    );
     counter('kais_orchestrator_placement_orders_total', 'Scale orders of the placement loop, by result.', ['result'], () => {
       const p = f.placementOrders();
       return [

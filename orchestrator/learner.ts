@@ -64,6 +64,7 @@ import type { WorkerReply, WorkerRequest } from './learner-worker';
 import { SerialWorker } from './serial-worker';
 import type { ModelRegistry } from './registry';
 import type { Store } from './store';
+import type { WeightGate } from './gate';
 
 export interface OnlineLearnerOptions {
   scenario: Scenario;
@@ -87,6 +88,12 @@ export interface OnlineLearnerOptions {
   targetKl?: number;
   /** An actor update with an approximate KL above this is not published. @defaultValue 10 x targetKl */
   maxKl?: number;
+  /**
+   * The weight gate (orchestrator/gate.ts): when given, an actor update is published only if its
+   * shadow evaluation passes; otherwise the actor goes back to the stored version (as after a
+   * KL refusal) and learning goes on.
+   */
+  gate?: Pick<WeightGate, 'check'> | null;
   /** Failed and refused updates, for the orchestrator's events. */
   onEvent?: (e: { kind: 'update-failed' | 'kl-refused'; message: string }) => void;
   /** Seed of the critic's initial weights and the minibatch order. @defaultValue 1 */
@@ -116,6 +123,8 @@ export interface OnlineLearnerStats {
   refusedUpdates: number;
   /** Transitions skipped for a reward or log-probability out of bounds. */
   transitionsOutOfBounds: number;
+  /** Actor updates the weight gate rejected (not published). */
+  gateRejected: number;
 }
 
 /** Runs LearnerCore somewhere: a worker thread or this thread. */
@@ -190,8 +199,10 @@ export class OnlineLearner {
     failedUpdates: 0,
     refusedUpdates: 0,
     transitionsOutOfBounds: 0,
+    gateRejected: 0,
   };
-  private readonly o: Required<Omit<OnlineLearnerOptions, 'log' | 'onEvent' | 'maxKl'>> & {
+  private readonly o: Required<Omit<OnlineLearnerOptions, 'log' | 'onEvent' | 'maxKl' | 'gate'>> & {
+    gate: OnlineLearnerOptions['gate'];
     log: (line: string) => void;
     onEvent: OnlineLearnerOptions['onEvent'];
     maxKl: number;
@@ -485,6 +496,29 @@ export class OnlineLearner {
   }
 
   private async publish(arrays: Float32Array[]): Promise<void> {
+    if (this.o.gate) {
+      const stored = this.o.store.latestModel();
+      const current = stored
+        ? {
+            version: stored.version,
+            head: (stored.head ?? this.o.head) as HeadActivation,
+            arrays: unpackWeights(stored).map((t) => t.data),
+          }
+        : null;
+      const verdict = await this.o.gate.check(
+        { version: (stored?.version ?? 0) + 1, head: this.o.head, arrays: arrays.map((a) => a.slice()) },
+        current,
+      );
+      if (this.disposed) return;
+      if (!verdict.pass) {
+        this.stats.gateRejected++;
+        this.o.log(
+          `learner: update ${this.stats.updates} not published: gate rejected it (${verdict.reason}); actor back to weights v${this.version}`,
+        );
+        await this.loadActor();
+        return;
+      }
+    }
     const tensors: WeightTensor[] = arrays.map((data, i) => ({ shape: this.shapes[i], data }));
     const body = this.o.registry.publishWeights(tensors, this.o.head);
     this.version = body.version;

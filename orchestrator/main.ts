@@ -18,7 +18,8 @@
  *   "executor": null | "http://<kais node admin>" | "kubernetes", "executorToken": null | "<its adminToken>", "checkpoint": null | "<kais train db or actor .bin>",
  *   "kubernetes": {"kubeconfig": null (in-cluster) | "<file>", "namespace": "kais", "image": "<replica image>", "nodeLabel": "kais.io/node-index"},
  *   "actorHead": "softplus1", "heartbeatMs": 5000, "learner": "cmmac"|"none", "learnBatch": 2048,
- *   "detector": "vgru"|"none", "tls": null | {"cert": "<PEM file>", "key": "<PEM file>"} (relative to this file; wss:// and https://)}`
+ *   "detector": "vgru"|"none", "gate": null | true | {"margin": 0.01, "minRequests": 500, "arrivals": 20000, "seconds": 10, "heuristics": ["lec", "round-robin"]},
+ *   "tls": null | {"cert": "<PEM file>", "key": "<PEM file>"} (relative to this file; wss:// and https://)}`
  *
  * Bounds and trust (issue 14): `"limits"` caps the store's growing tables (experience MB and age,
  * metrics and events rows and age; pruned every `pruneS` in the background), `"intake"` the
@@ -53,6 +54,7 @@ import { DEFAULT_NODE_LABEL, KubernetesExecutor } from './kubernetes-executor';
 import { ORCHESTRATION_NAMES, PlacementLoop, type OrchestrationName } from './placement-loop';
 import { LearnedDetector } from './detector';
 import { OrchestratorHttp } from './http';
+import { DEFAULT_GATE, gateConfigProblem, WeightGate, type GateConfig } from './gate';
 import { DashboardFeed } from './dashboard';
 import { AdminState, type AdminSnapshot } from './admin';
 import { AdminApi } from './admin-api';
@@ -90,8 +92,24 @@ export interface OrchestratorConfig {
   pruneS: number;
   /** Per-session budget of learning input (orchestrator/intake.ts). */
   intake: { maxTransitionsPerS: number; maxFramesPerS: number; maxMBPerS: number; quarantineAfter: number; quarantineS: number };
+  /** The weight gate before every learned version is published (orchestrator/gate.ts); null: off. */
+  gate: GateConfig | null;
   /** Certificate and key (PEM, read and checked at start): wss:// for agents, https:// on the HTTP port; null: plain. */
   tls: TlsPair | null;
+}
+
+/** The config's `gate` section: null/false/absent = off, true = the defaults, an object = the defaults overridden. */
+function readGateSection(v: unknown, fail: (field: string, why: string) => never): GateConfig | null {
+  if (v === undefined || v === null || v === false) return null;
+  if (v === true) return { ...DEFAULT_GATE };
+  if (typeof v !== 'object' || Array.isArray(v)) return fail('gate', 'must be true, false, null or an object');
+  const o = v as Record<string, unknown>;
+  const known = Object.keys(DEFAULT_GATE);
+  for (const k of Object.keys(o)) if (!known.includes(k)) fail(`gate.${k}`, `is not a field of gate (known: ${known.join(', ')})`);
+  const c = { ...DEFAULT_GATE, ...o } as GateConfig;
+  const problem = gateConfigProblem(c);
+  if (problem) fail(`gate.${problem.field}`, problem.why);
+  return c;
 }
 
 /** The config's `kubernetes` section (only with executor "kubernetes"; every field optional). */
@@ -168,6 +186,7 @@ export function readConfig(file: string): OrchestratorConfig {
     'limits',
     'pruneS',
     'intake',
+    'gate',
     'tls',
   ];
   for (const k of Object.keys(o)) if (!known.includes(k)) fail(k, `is not a config field (known: ${known.join(', ')})`);
@@ -294,6 +313,7 @@ export function readConfig(file: string): OrchestratorConfig {
     },
     pruneS,
     intake: { ...intake, quarantineAfter: Math.max(1, Math.round(intake.quarantineAfter)) },
+    gate: readGateSection(o.gate, fail),
     tls: readTlsSection(o.tls, file, fail),
   };
 }
@@ -389,6 +409,8 @@ export interface RunningOrchestrator {
   readonly loop: PlacementLoop;
   /** null with `"learner": "none"`. */
   readonly learner: OnlineLearner | null;
+  /** The weight gate; null unless `"gate"` is set (and the learner is on). */
+  readonly gate: WeightGate | null;
   /** null with `"detector": "none"`. */
   readonly detector: LearnedDetector | null;
   readonly port: number;
@@ -508,8 +530,11 @@ export async function startOrchestrator(
     );
   }
 
+  /** The weight gate (set below when the learner is on and the config has `gate`): sees every arrival. */
+  let gate: WeightGate | null = null;
   hub.on('frame', (session, frame) => {
     if (frame.type === 'experience') {
+      gate?.observe(frame.body);
       if (dashboard?.viewers) dashboard.experience(frame.body);
       guard.run('experience', () => store.appendExperience(frame.body));
     } else if (frame.type === 'telemetry') {
@@ -577,6 +602,15 @@ export async function startOrchestrator(
   if (!adminState.empty) await loop.stepNow(); // overrides and holds kept over a restart apply at once
 
   let learner: OnlineLearner | null = null;
+  if (cfg.learner === 'cmmac' && cfg.gate) {
+    // the shadow evaluation runs in its own worker (the simulator never loads on the hub's thread)
+    gate = new WeightGate({
+      config: cfg.gate,
+      scenario: cfg.scenario,
+      onVerdict: (v) =>
+        event(v.pass ? 'gate-pass' : 'gate-reject', `weights v${v.candidate} (current v${v.current ?? 'none'}): ${v.reason}`),
+    });
+  }
   if (cfg.learner === 'cmmac') {
     // tfjs and the learner load only when learning is on
     // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -588,6 +622,7 @@ export async function startOrchestrator(
       head,
       batch: cfg.learnBatch,
       log,
+      gate,
       onEvent: (e) => event(e.kind, e.message),
     });
     // not awaited: agents are served while the learner's worker loads tfjs (a second or more)
@@ -605,6 +640,17 @@ export async function startOrchestrator(
 
   // the operator's plain-HTTP port: /metrics, /healthz, /readyz (orchestrator/http.ts)
   let httpPort: number | null = null;
+  const gateStatus = () =>
+    gate
+      ? {
+          ...gate.stats,
+          config: cfg.gate,
+          recent: gate.recent
+            .slice(0, 5)
+            .map((v) => ({ candidate: v.candidate, current: v.current, pass: v.pass, reason: v.reason, atMs: v.atMs })),
+          rejected: gate.rejected.map((r) => ({ candidate: r.verdict.candidate, reason: r.verdict.reason })),
+        }
+      : null;
   const adminStatus = () => ({
     epoch: store.epoch,
     orchestration: cfg.orchestration,
@@ -617,6 +663,7 @@ export async function startOrchestrator(
     placement: loop.placement,
     ...adminState.snapshot(), // overrides, holds
     learner: learner ? { ...learner.stats } : null,
+    gate: gateStatus(),
   });
   const adminApi = new AdminApi({
     scenario: cfg.scenario,
@@ -655,6 +702,7 @@ export async function startOrchestrator(
       eventTotals: () => eventTotals,
       intake: () => intake.stats,
       learner: () => learner?.stats ?? null,
+      gate: () => gate?.stats ?? null,
       placementOrders: () => ({ executed: loop.executed, refused: loop.refused }),
       storeWriteFailures: () => guard.failures,
       notReady: () => {
@@ -684,6 +732,7 @@ export async function startOrchestrator(
     registry,
     loop,
     learner,
+    gate,
     detector,
     port: hub.port,
     intake,
@@ -696,6 +745,7 @@ export async function startOrchestrator(
         await loop.stop();
         await executor.close?.();
         learner?.dispose();
+        gate?.dispose();
         detector?.dispose();
         registry.dispose();
         await hub.close();
