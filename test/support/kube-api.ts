@@ -197,8 +197,8 @@ export class FakeKubeApi {
   }
 
   /** Another writer creates `obj` just before the next POST is handled (so that POST gets 409 AlreadyExists). */
-  raceNextPost(obj: Obj): void {
-    this.racePost = clone(obj);
+  raceNextPost(obj: object): void {
+    this.racePost = clone(obj) as Obj;
   }
 
   conflictNextPuts(count: number): void {
@@ -406,13 +406,14 @@ export class FakeKubeApi {
       res.end();
       return;
     }
-    if (since === null)
+    if (since === null) {
       for (const d of this.listDeployments(ns))
         if (matches(d.metadata.labels, selector)) res.write(JSON.stringify({ type: 'ADDED', object: d }) + '\n');
-        else
-          for (const ev of this.history)
-            if (ev.rv > since && ev.ns === ns && matches(ev.object.metadata.labels, selector))
-              res.write(JSON.stringify({ type: ev.type, object: ev.object }) + '\n');
+    } else {
+      for (const ev of this.history)
+        if (ev.rv > since && ev.ns === ns && matches(ev.object.metadata.labels, selector))
+          res.write(JSON.stringify({ type: ev.type, object: ev.object }) + '\n');
+    }
     const w = { ns, selector, res };
     this.watchers.add(w);
     res.on('close', () => this.watchers.delete(w));
