@@ -72,7 +72,10 @@ export interface ShadowNumbers {
   durationS: number;
   candidate: number;
   current: number | null;
+  /** The best heuristic run ('' and NaN when the evaluation stopped before any). */
   heuristic: { name: string; rate: number };
+  /** Stopped early: the candidate was already below a rate by more than the margin. */
+  stopped: boolean;
   ms: number;
 }
 
@@ -187,6 +190,8 @@ export class WeightGate {
           heuristics: c.heuristics,
           seed: ++this.seed,
           seconds: c.seconds,
+          // a candidate already beaten beyond the margin is rejected without the remaining episodes
+          stopBelowMargin: c.margin,
         },
       });
       numbers = (r as { ok: true; result: ShadowNumbers }).result;
@@ -194,7 +199,7 @@ export class WeightGate {
       const bar = (x: number) => (1 - c.margin) * x;
       const cur = numbers.current;
       const h = numbers.heuristic;
-      const shown = `candidate ${numbers.candidate.toFixed(4)}, current ${cur === null ? 'none' : cur.toFixed(4)}, best heuristic ${h.name} ${h.rate.toFixed(4)} on ${numbers.requests} replayed arrivals (${numbers.durationS.toFixed(1)} s, ${numbers.ms.toFixed(0)} ms)`;
+      const shown = `candidate ${numbers.candidate.toFixed(4)}, current ${cur === null ? 'none' : cur.toFixed(4)}, ${h.name ? `best heuristic ${h.name} ${h.rate.toFixed(4)}` : 'no heuristic run'}${numbers.stopped ? ' (stopped early)' : ''} on ${numbers.requests} replayed arrivals (${numbers.durationS.toFixed(1)} s, ${numbers.ms.toFixed(0)} ms)`;
       if (numbers.requests < c.minRequests) reason = `too few live arrivals to judge: ${numbers.requests} < minRequests ${c.minRequests}`;
       else if (cur !== null && numbers.candidate < bar(cur)) reason = `worse than the current version beyond margin ${c.margin}: ${shown}`;
       else if (numbers.candidate < bar(h.rate)) reason = `worse than ${h.name} beyond margin ${c.margin}: ${shown}`;

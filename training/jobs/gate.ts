@@ -48,6 +48,12 @@ export interface ShadowInput {
   seed: number;
   /** Longest replay, simulated seconds (the newest arrivals are kept). */
   seconds: number;
+  /**
+   * Stop as soon as the candidate is below (1 - margin) x a rate measured so far (the current
+   * version first, then each heuristic): the verdict is a rejection whatever the rest would say,
+   * and a bad version costs fewer episodes. null: run everything.
+   */
+  stopBelowMargin?: number | null;
 }
 
 export interface ShadowResult {
@@ -57,7 +63,10 @@ export interface ShadowResult {
   durationS: number;
   candidate: number;
   current: number | null;
+  /** The best heuristic run (all of them unless stopped early; name '' and rate NaN when none ran). */
   heuristic: { name: string; rate: number };
+  /** Whether the evaluation stopped early (stopBelowMargin). */
+  stopped: boolean;
   /** Wall time of the evaluation (ms). */
   ms: number;
 }
@@ -137,12 +146,17 @@ export function shadowEvaluate(input: ShadowInput): ShadowResult {
           nodeDequeue: 'edf',
           view: 'agent',
         }).throughputRate;
+  const m = input.stopBelowMargin ?? null;
+  const below = (x: number) => m !== null && candidate < (1 - m) * x;
   const candidate = rate(actorPolicy(scenario, input.candidate));
   const current = input.current ? rate(actorPolicy(scenario, input.current)) : null;
-  let heuristic = { name: '', rate: -Infinity };
+  let heuristic = { name: '', rate: NaN };
+  let stopped = current !== null && below(current);
   for (const name of input.heuristics) {
+    if (stopped) break;
     const r = rate(makeDispatch(name, scenario));
-    if (r > heuristic.rate) heuristic = { name, rate: r };
+    if (!(r <= heuristic.rate)) heuristic = { name, rate: r };
+    stopped = below(r);
   }
-  return { requests: requests.length, durationS, candidate, current, heuristic, ms: performance.now() - t0 };
+  return { requests: requests.length, durationS, candidate, current, heuristic, stopped, ms: performance.now() - t0 };
 }
