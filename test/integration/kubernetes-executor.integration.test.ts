@@ -12,6 +12,7 @@
  * objects it did not create left byte for byte as they were; the orchestrator config
  * `executor: "kubernetes"` with a kubeconfig file.
  */
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -355,6 +356,46 @@ describe('kais orchestrator with executor "kubernetes"', () => {
       expect(api.requests.filter((r) => r.method === 'POST' || r.method === 'PUT').length).toBe(writes);
     } finally {
       await o.close();
+    }
+  });
+
+  test('the kais orchestrator process (Node loads the ES-module client with import()) creates the Deployments', async () => {
+    const bin = path.join(__dirname, '..', '..', 'dist', 'kais.js');
+    if (!fs.existsSync(bin)) {
+      console.warn('dist/kais.js is missing (npm run build): the process case is skipped');
+      return;
+    }
+    const cfgFile = path.join(dir, 'cfg.json');
+    fs.writeFileSync(
+      cfgFile,
+      JSON.stringify({
+        scenario: 'tiny',
+        executor: 'kubernetes',
+        kubernetes: { kubeconfig: path.join(dir, 'kubeconfig'), namespace: NS, image: 'img:1' },
+        learner: 'none',
+        detector: 'none',
+      }),
+    );
+    const p = spawn(process.execPath, [bin, 'orchestrator', '--config', cfgFile, '--db', path.join(dir, 'p.db')], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    try {
+      let err = '';
+      p.stderr.on('data', (c: Buffer) => (err += c.toString()));
+      await new Promise<void>((resolve, reject) => {
+        let out = '';
+        p.stdout.on('data', (c: Buffer) => {
+          out += c.toString();
+          if (out.includes('"ready":true')) resolve();
+        });
+        p.once('exit', (code) => reject(new Error(`kais orchestrator exited with ${code}: ${err.slice(-1500)}`)));
+      });
+      const want = initialPlacement(scenario);
+      expect(await ex.placement()).toEqual(want);
+      expect(err).toMatch(/executor: kubernetes, namespace kais/);
+    } finally {
+      p.kill('SIGTERM');
+      await new Promise((r) => p.once('exit', r));
     }
   });
 });
