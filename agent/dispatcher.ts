@@ -221,8 +221,9 @@ export class Dispatcher {
   /** Told every switch of the regime guard (the runtime logs it and reports it to the orchestrator). */
   onGuardSwitch: ((s: GuardSwitch) => void) | null = null;
   private readonly guard: RegimeGuard | null;
-  private readonly guardFallback: DispatchPolicy | null;
-  private guardFallbackReset = false;
+  /** The guard's heuristics by level: [1] the middle one (guard.mid), [2] the top one; each reset before its first decision. */
+  private readonly guardPolicies: (DispatchPolicy | null)[] = [null, null, null];
+  private readonly guardReset = [false, false, false];
   /** Told each answer's latency (real ms): the /metrics histogram (agent/metrics.ts) keeps the buckets. */
   onAnswer: ((latencyMs: number) => void) | null = null;
   private readonly view: LocalClusterView;
@@ -295,7 +296,10 @@ export class Dispatcher {
     const guard = this.heuristicOnly ? null : (o.guard ?? null);
     // RegimeGuard throws a RangeError on options out of range (the CLI checks them first)
     this.guard = guard ? new RegimeGuard(guard, o.view.eap) : null;
-    this.guardFallback = guard ? makeHeuristicDispatch(guard.fallback, o.scenario) : null;
+    if (guard) {
+      this.guardPolicies[2] = makeHeuristicDispatch(guard.fallback, o.scenario);
+      if (guard.mid) this.guardPolicies[1] = makeHeuristicDispatch(guard.mid.fallback, o.scenario);
+    }
     this.maxInFlight = o.maxInFlight ?? 256;
     const queued = o.maxQueued ?? 4 * this.maxInFlight;
     this.limits = {
@@ -335,13 +339,13 @@ export class Dispatcher {
 
   /** The rule deciding now: `cmmac`, the guard's fallback, or the heuristic (`lec` while cmmac has no weights). */
   get policyName(): string {
-    if (this.learned && this.guard?.fallback) return this.guardFallback!.name;
+    if (this.learned && this.guard?.fallback) return this.guardPolicies[this.guard.level]!.name;
     return this.learned ? 'cmmac' : this.fallback.name;
   }
 
   /** The regime guard's state (null without --guard): whether its fallback decides, and the late share. */
-  get guardState(): { fallback: boolean; lateShare: number } | null {
-    return this.guard ? { fallback: this.guard.fallback, lateShare: this.guard.lateShare } : null;
+  get guardState(): { fallback: boolean; level: 0 | 1 | 2; lateShare: number } | null {
+    return this.guard ? { fallback: this.guard.fallback, level: this.guard.level, lateShare: this.guard.lateShare } : null;
   }
 
   /** The `policy` option: `cmmac` or the heuristic that always decides. */
@@ -592,19 +596,21 @@ export class Dispatcher {
     const mask = new Uint8Array(view.numTargets);
     buildMask(view, req.service, this.scenario.queueCapPerReplica, mask);
     const item: DispatchItem = { request: req, eap: view.eap, mask, action: view.cloudTarget };
-    if (this.learned && this.guard && this.guardFallback) {
+    if (this.learned && this.guard) {
       const sw = this.guard.observe(noTargetMeetsDeadline(item, view));
       if (sw) {
         this.counters.guardSwitches++;
         this.onGuardSwitch?.(sw);
       }
-      if (this.guard.fallback) {
-        if (!this.guardFallbackReset) {
-          this.guardFallbackReset = true;
-          this.guardFallback.reset?.(this.policySeed, view);
+      const level = this.guard.level;
+      const p = this.guardPolicies[level];
+      if (level > 0 && p) {
+        if (!this.guardReset[level]) {
+          this.guardReset[level] = true;
+          p.reset?.(this.policySeed, view);
         }
         this.counters.decisionsGuarded++;
-        return this.heuristicDecision(item, this.guardFallback);
+        return this.heuristicDecision(item, p);
       }
     }
     if (this.learned) {

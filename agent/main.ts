@@ -113,11 +113,14 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     guard: o.guard ?? null,
   });
   if (o.guard && !heuristic) {
-    log(`regime guard: ${o.guard.fallback} decides while the late share is >= ${o.guard.enter}, until it is <= ${o.guard.exit}`);
+    const m = o.guard.mid;
+    log(
+      `regime guard: ${o.guard.fallback} decides while the late share is >= ${o.guard.enter}, until it is <= ${o.guard.exit}` +
+        (m ? `; ${m.fallback} from ${m.enter} until ${m.exit}` : ''),
+    );
+    const names = ['cmmac', m?.fallback ?? '', o.guard.fallback];
     dispatcher.onGuardSwitch = (s) =>
-      log(
-        `regime guard: ${s.fallback ? `to ${o.guard!.fallback}` : 'back to cmmac'} at decision ${s.decision} (late share ${s.lateShare.toFixed(3)})`,
-      );
+      log(`regime guard: to ${names[s.level]} at decision ${s.decision} (late share ${s.lateShare.toFixed(3)})`);
   }
   if (heuristic) {
     log(

@@ -84,7 +84,13 @@ function main(): void {
       let all = 0;
       let late = 0;
       const r = seeds.map((s) => {
-        const p = new GuardedDispatch(cmmac, makeDispatch(g.fallback, scenario), g);
+        const p = new GuardedDispatch(
+          cmmac,
+          makeDispatch(g.fallback, scenario),
+          g,
+          undefined,
+          g.mid ? makeDispatch(g.mid.fallback, scenario) : null,
+        );
         const x = rate(scenario, p, s, load, frames);
         fb += p.fallbackDecisions;
         late += p.lateDecisions;

@@ -24,7 +24,13 @@ export function policyByName(n: string, scenario: Scenario): DispatchPolicy {
   if (n.startsWith('bin:')) return loadActorFile(n.slice(4), scenario);
   if (n.endsWith('+guard')) {
     const learned = policyByName(n.slice(0, -'+guard'.length), scenario);
-    return new GuardedDispatch(learned, makeDispatch(DEFAULT_GUARD.fallback, scenario), DEFAULT_GUARD);
+    return new GuardedDispatch(
+      learned,
+      makeDispatch(DEFAULT_GUARD.fallback, scenario),
+      DEFAULT_GUARD,
+      undefined,
+      DEFAULT_GUARD.mid ? makeDispatch(DEFAULT_GUARD.mid.fallback, scenario) : null,
+    );
   }
   if (n === 'cmmac') {
     const p = loadDefaultCmmac(scenario);

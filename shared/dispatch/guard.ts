@@ -28,6 +28,11 @@ export interface RegimeGuardOptions {
   halfLife: number;
   /** Decisions after a switch before the next one may happen (>= 0). */
   minDwell: number;
+  /**
+   * An optional middle level: its heuristic decides while the late share is between mid.enter
+   * and `enter` (with hysteresis at mid.exit), the `fallback` above `enter`. null: two levels.
+   */
+  mid?: { fallback: GuardFallbackName; enter: number; exit: number } | null;
 }
 
 /**
@@ -46,6 +51,14 @@ export function guardOptionsProblem(o: RegimeGuardOptions): string | null {
   if (!Number.isFinite(o.exit) || o.exit < 0 || o.exit >= o.enter) return `exit must be in [0, enter=${o.enter}), got ${o.exit}`;
   if (!Number.isFinite(o.halfLife) || o.halfLife <= 0) return `halfLife must be a positive number of decisions, got ${o.halfLife}`;
   if (!Number.isInteger(o.minDwell) || o.minDwell < 0) return `minDwell must be an integer >= 0, got ${o.minDwell}`;
+  const m = o.mid;
+  if (m) {
+    if (!(GUARD_FALLBACKS as readonly string[]).includes(m.fallback))
+      return `mid.fallback must be one of ${GUARD_FALLBACKS.join(', ')}, got ${String(m.fallback)}`;
+    if (!Number.isFinite(m.enter) || m.enter <= 0 || m.enter >= o.enter)
+      return `mid.enter must be in (0, enter=${o.enter}), got ${m.enter}`;
+    if (!Number.isFinite(m.exit) || m.exit < 0 || m.exit >= m.enter) return `mid.exit must be in [0, mid.enter=${m.enter}), got ${m.exit}`;
+  }
   return null;
 }
 
@@ -60,10 +73,11 @@ export function noTargetMeetsDeadline(item: DispatchItem, view: ClusterView): bo
   return true;
 }
 
-/** A switch of one eAP's guard: to the fallback (`fallback` true) or back to the learned policy. */
+/** A switch of one eAP's guard: to a fallback (`fallback` true; `level` 1 the middle one, 2 the top one) or back to the learned policy. */
 export interface GuardSwitch {
   eap: number;
   fallback: boolean;
+  level: 0 | 1 | 2;
   /** The late share when it switched. */
   lateShare: number;
   /** The eAP's decisions so far (the guard's clock). */
@@ -75,7 +89,7 @@ export class RegimeGuard {
   private share = 0;
   private decisions = 0;
   private lastSwitch = -Infinity;
-  private inFallback = false;
+  private lvl: 0 | 1 | 2 = 0;
   private readonly decay: number;
   constructor(
     private readonly o: RegimeGuardOptions,
@@ -87,7 +101,12 @@ export class RegimeGuard {
   }
 
   get fallback(): boolean {
-    return this.inFallback;
+    return this.lvl > 0;
+  }
+
+  /** 0: the learned policy decides; 1: the middle fallback (`mid`); 2: the top one (`fallback`). */
+  get level(): 0 | 1 | 2 {
+    return this.lvl;
   }
 
   get lateShare(): number {
@@ -102,11 +121,16 @@ export class RegimeGuard {
     this.share = this.decay * this.share + (1 - this.decay) * (late ? 1 : 0);
     this.decisions++;
     if (this.decisions - this.lastSwitch < this.o.minDwell) return null;
-    const flip = this.inFallback ? this.share <= this.o.exit : this.share >= this.o.enter;
-    if (!flip) return null;
-    this.inFallback = !this.inFallback;
+    const x = this.share;
+    const m = this.o.mid ?? null;
+    let to: 0 | 1 | 2 = this.lvl;
+    if (this.lvl === 0) to = x >= this.o.enter ? 2 : m && x >= m.enter ? 1 : 0;
+    else if (this.lvl === 1) to = x >= this.o.enter ? 2 : x <= m!.exit ? 0 : 1;
+    else if (x <= this.o.exit) to = m && x > m.exit ? 1 : 0;
+    if (to === this.lvl) return null;
+    this.lvl = to;
     this.lastSwitch = this.decisions;
-    return { eap: this.eap, fallback: this.inFallback, lateShare: this.share, decision: this.decisions };
+    return { eap: this.eap, fallback: to > 0, level: to, lateShare: x, decision: this.decisions };
   }
 }
 
@@ -129,8 +153,11 @@ export class GuardedDispatch implements DispatchPolicy {
     private readonly fallbackPolicy: DispatchPolicy,
     private readonly o: RegimeGuardOptions,
     private readonly onSwitch: (s: GuardSwitch) => void = () => {},
+    /** The heuristic of the middle level (o.mid); required when o.mid is set. */
+    private readonly midPolicy: DispatchPolicy | null = null,
   ) {
     this.name = `${learned.name}+guard`;
+    if (o.mid && !midPolicy) throw new TypeError('GuardedDispatch: o.mid needs its policy');
     const problem = guardOptionsProblem(o);
     if (problem) throw new RangeError(`regime guard: ${problem}`);
   }
@@ -138,6 +165,7 @@ export class GuardedDispatch implements DispatchPolicy {
   reset(seed: number, view: ClusterView): void {
     this.learned.reset?.(seed, view);
     this.fallbackPolicy.reset?.(seed, view);
+    this.midPolicy?.reset?.(seed, view);
     this.guards = Array.from({ length: view.numEaps }, (_, b) => new RegimeGuard(this.o, b));
     this.fallbackDecisions = 0;
     this.lateDecisions = 0;
@@ -150,7 +178,8 @@ export class GuardedDispatch implements DispatchPolicy {
     return this.guards[eap]?.fallback ?? false;
   }
 
-  private useFallback(item: DispatchItem, view: ClusterView): boolean {
+  /** The policy deciding `item` (observing its signal first): the learned one, or a fallback. */
+  private pick(item: DispatchItem, view: ClusterView): DispatchPolicy | null {
     const g = (this.guards[item.eap] ??= new RegimeGuard(this.o, item.eap));
     const late = noTargetMeetsDeadline(item, view);
     if (late) this.lateDecisions++;
@@ -161,19 +190,20 @@ export class GuardedDispatch implements DispatchPolicy {
     }
     this.decisions++;
     if (g.fallback) this.fallbackDecisions++;
-    return g.fallback;
+    return g.level === 0 ? null : g.level === 1 ? this.midPolicy : this.fallbackPolicy;
   }
 
   decide(item: DispatchItem, view: ClusterView): number {
-    if (this.useFallback(item, view)) return this.fallbackPolicy.decide(item, view);
-    return this.learned.decide(item, view);
+    const p = this.pick(item, view);
+    return (p ?? this.learned).decide(item, view);
   }
 
   decideBatch(items: DispatchItem[], view: ClusterView): void {
     const learnedItems = this.learnedItems;
     learnedItems.length = 0;
     for (const item of items) {
-      if (this.useFallback(item, view)) item.action = this.fallbackPolicy.decide(item, view);
+      const p = this.pick(item, view);
+      if (p) item.action = p.decide(item, view);
       else learnedItems.push(item);
     }
     if (learnedItems.length === 0) return;
@@ -184,5 +214,6 @@ export class GuardedDispatch implements DispatchPolicy {
   onFrame(view: ClusterView): void {
     this.learned.onFrame?.(view);
     this.fallbackPolicy.onFrame?.(view);
+    this.midPolicy?.onFrame?.(view);
   }
 }

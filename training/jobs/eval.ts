@@ -152,7 +152,13 @@ function makeAnyDispatch(
   if (name === 'cmmac+guard') {
     // the learned dispatcher behind the regime guard (shared/dispatch/guard.ts), as the agent runs it with --guard
     const learned = makeAnyDispatch('cmmac', scenario, checkpoint, modelScenario);
-    return new GuardedDispatch(learned, makeDispatch(DEFAULT_GUARD.fallback, scenario), DEFAULT_GUARD);
+    return new GuardedDispatch(
+      learned,
+      makeDispatch(DEFAULT_GUARD.fallback, scenario),
+      DEFAULT_GUARD,
+      undefined,
+      DEFAULT_GUARD.mid ? makeDispatch(DEFAULT_GUARD.mid.fallback, scenario) : null,
+    );
   }
   if (name !== 'cmmac') return makeDispatch(name, scenario);
   // a model is checked against the scenario it was trained on (the slot length does not change its inputs)

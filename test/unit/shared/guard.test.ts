@@ -58,7 +58,28 @@ describe('RegimeGuard', () => {
     for (let k = 1; k < at.length; k++) expect(at[k] - at[k - 1]).toBeGreaterThanOrEqual(5);
   });
 
+  it('with a middle level: learned -> mid at mid.enter -> top at enter, and down again through mid.exit and exit', () => {
+    const g = new RegimeGuard({ ...OPTS, enter: 0.6, exit: 0.4, mid: { fallback: 'lec', enter: 0.2, exit: 0.1 } }, 1);
+    const levels: number[] = [];
+    const feed = (late: boolean, until: (x: number) => boolean) => {
+      for (let i = 0; i < 200 && !until(g.lateShare); i++) {
+        const s = g.observe(late);
+        if (s) {
+          levels.push(s.level);
+          expect(s.fallback).toBe(s.level > 0);
+        }
+      }
+    };
+    feed(true, () => g.level === 2);
+    expect(levels).toEqual([1, 2]);
+    feed(false, () => g.level === 0);
+    expect(levels).toEqual([1, 2, 1, 0]);
+    expect(g.lateShare).toBeLessThanOrEqual(0.1);
+  });
+
   it.each([
+    [{ mid: { fallback: 'lec', enter: 0.6, exit: 0.1 } }, /^mid.enter must be in \(0, enter=0.5\)/],
+    [{ mid: { fallback: 'lec', enter: 0.3, exit: 0.3 } }, /^mid.exit must be in \[0, mid.enter=0.3\)/],
     [{ enter: 0 }, /^enter must be in \(0, 1\]/],
     [{ enter: 1.5 }, /^enter must be in \(0, 1\]/],
     [{ exit: 0.5 }, /^exit must be in \[0, enter=0.5\)/],
