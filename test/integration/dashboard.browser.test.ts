@@ -134,5 +134,5 @@ afterEach(async () => {
     expect(orchestratorLines.length).toBeGreaterThan(0);
     expect(lines.some((l) => l.includes(token))).toBe(false);
   },
-  60_000,
+  90_000,
 );
