@@ -33,7 +33,7 @@ const maybe = why ? describe.skip : describe;
 
 const SPEED = 5; // tiny: hpa decides every 15 / 5 = 3 s, a new placement version each time
 const CUT_S = Number(process.env.KAIS_NETNS_CUT_S ?? 6);
-const RATE = 20; // requests per second, Poisson
+const RATE = Number(process.env.KAIS_NETNS_RATE ?? 20); // requests per second per eAP, Poisson
 const DEADLINE_MS = 1500;
 
 interface Health {
@@ -94,17 +94,31 @@ maybe('edge autonomy in network namespaces', () => {
    * KAIS_NETNS_CONTROL=1: the same run with no link cut (the measurement's control).
    */
   async function run(cutS: number, cut: number[], restart: boolean) {
-    const control = process.env.KAIS_NETNS_CONTROL === '1';
+    // KAIS_NETNS_LOOPBACK=1: the same run with every process on loopback in this namespace (no WAN, no cut): the baseline
+    const loopback = process.env.KAIS_NETNS_LOOPBACK === '1';
+    const control = loopback || process.env.KAIS_NETNS_CONTROL === '1';
     lab = new NetnsLab();
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-netns-'));
     fs.chmodSync(dir, 0o700);
     const scenario = loadScenario('small');
     const E = scenario.eaps.length;
-    lab.addHost('C');
-    for (let e = 0; e < E; e++) lab.addHost(`E${e}`);
-    const wan: Link[] = Array.from({ length: E }, (_, e) => lab.link('C', `E${e}`, { delayMs: 50, lossPct: 0.5 }));
-    const lan: Link[] = Array.from({ length: E }, (_, e) => lab.link('root', `E${e}`));
-    const ctl = lab.link('root', 'C');
+    const local = (): Link => ({
+      a: 'root',
+      b: 'root',
+      aAddr: '127.0.0.1',
+      bAddr: '127.0.0.1',
+      shaped: true,
+      cut: () => undefined,
+      restore: () => undefined,
+    });
+    const host = (h: string) => (loopback ? 'root' : h);
+    if (!loopback) {
+      lab.addHost('C');
+      for (let e = 0; e < E; e++) lab.addHost(`E${e}`);
+    }
+    const wan: Link[] = Array.from({ length: E }, (_, e) => (loopback ? local() : lab.link('C', `E${e}`, { delayMs: 50, lossPct: 0.5 })));
+    const lan: Link[] = Array.from({ length: E }, (_, e) => (loopback ? local() : lab.link('root', `E${e}`)));
+    const ctl = loopback ? local() : lab.link('root', 'C');
     cluster = new EmulatedCluster({ scenario, host: '0.0.0.0', speed: SPEED, adminToken: 'node-admin-token-0123456789' });
     await cluster.listen();
     const tokens = Array.from({ length: E }, (_, e) => `agent-token-of-eap-${e}-0123456789`);
@@ -131,7 +145,7 @@ maybe('edge autonomy in network namespaces', () => {
       }),
     );
     const startOrch = (port: number) =>
-      lab.spawn('C', process.execPath, [
+      lab.spawn(host('C'), process.execPath, [
         bin,
         'orchestrator',
         '--config',
@@ -152,14 +166,14 @@ maybe('edge autonomy in network namespaces', () => {
       // the WAN: netem on the veth, or (no netem in this kernel) a user-space relay in E<e> over the same veth
       let wsUrl = `ws://${wan[e].aAddr}:${o.port}`;
       if (!wan[e].shaped) {
-        const relay = lab.spawn(`E${e}`, process.execPath, [
+        const relay = lab.spawn(host(`E${e}`), process.execPath, [
           '-e',
           WAN_RELAY_JS,
           JSON.stringify({ port: 0, host: wan[e].aAddr, targetPort: o.port, delayMs: 50, holdShare: 0.01, holdMs: 200, seed: 7 + e }),
         ]);
         wsUrl = `ws://127.0.0.1:${(await readyLine<{ port: number }>(relay, 'WAN relay')).port}`;
       }
-      const agentProc = lab.spawn(`E${e}`, process.execPath, [
+      const agentProc = lab.spawn(host(`E${e}`), process.execPath, [
         bin,
         'agent',
         '--orchestrator',
@@ -274,7 +288,12 @@ maybe('edge autonomy in network namespaces', () => {
       resyncMs: resyncMs[e],
     }));
     const report = {
-      wan: wan[0].shaped ? 'netem 50 ms + 0.5% each side' : 'user-space relay 50 ms each way, 1% of chunks +200 ms',
+      wan: loopback
+        ? 'none: loopback'
+        : wan[0].shaped
+          ? 'netem 50 ms + 0.5% each side'
+          : 'user-space relay 50 ms each way, 1% of chunks +200 ms',
+      rate: RATE,
       control,
       cutS,
       restart,
