@@ -202,7 +202,7 @@ maybe('edge autonomy in network namespaces', () => {
     const until = async (what: string, ok: () => Promise<boolean>, ms: number) => {
       const end = Date.now() + ms;
       while (!(await ok().catch(() => false))) {
-        if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+        if (Date.now() > end) throw new Error(`timed out waiting for ${what}; the processes' stderr:\n${lab.tails()}`);
         await new Promise((r) => setTimeout(r, 100));
       }
     };

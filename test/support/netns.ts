@@ -42,6 +42,7 @@ export class NetnsLab {
   private readonly prefix = `kais${process.pid}x${this.lab}`;
   private readonly hosts = new Set<string>();
   private readonly procs: ChildProcess[] = [];
+  private readonly stderrTails = new Map<ChildProcess, { what: string; text: string }>();
   private links = 0;
 
   /** null when namespaces can be made here, else the reason (for a skip message). */
@@ -122,7 +123,15 @@ export class NetnsLab {
         ? spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] })
         : spawn('ip', ['netns', 'exec', this.ns(host), command, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     this.procs.push(p);
+    const tail = { what: `${host}: ${[command, ...args.filter((a) => a.length < 200)].join(' ')}`, text: '' };
+    this.stderrTails.set(p, tail);
+    p.stderr?.on('data', (c: Buffer) => (tail.text = (tail.text + c.toString()).slice(-3000)));
     return p;
+  }
+
+  /** The last lines each process wrote on stderr (for a failure message). */
+  tails(): string {
+    return [...this.stderrTails.values()].map((t) => `--- ${t.what}\n${t.text.slice(-1500)}`).join('\n');
   }
 
   /** Stops what it started (SIGTERM, then SIGKILL after 5 s) and deletes its namespaces. */
