@@ -65,6 +65,12 @@ export interface KubernetesExecutorOptions {
   backoffMs?: number;
   /** @defaultValue 10000 */
   maxBackoffMs?: number;
+  /**
+   * observe() lists again when neither the watch nor a list brought anything for this long (a
+   * watch that went silent without ending); the server also ends each watch after 5 minutes
+   * (timeoutSeconds), as client-go asks. @defaultValue 60000
+   */
+  resyncMs?: number;
   log?: (line: string) => void;
 }
 
@@ -139,6 +145,8 @@ export class KubernetesExecutor implements LiveExecutor {
   /** Our Deployments by name, as the last list and the watch since left them. */
   private readonly deployments = new Map<string, K8s.V1Deployment>();
   private listedRv: string | undefined;
+  /** When the cache last heard from the server (a list or a watch event), performance.now() ms. */
+  private heardMs = -Infinity;
   private watchAbort: AbortController | null = null;
   private closed = false;
   private readonly t0Ms = performance.now();
@@ -192,7 +200,8 @@ export class KubernetesExecutor implements LiveExecutor {
   }
 
   async observe(): Promise<OrchestrationView | null> {
-    if (!this.watchAbort) await this.relist(); // no live watch: read the state now
+    // no live watch, or a silent one: read the state now
+    if (!this.watchAbort || performance.now() - this.heardMs > (this.o.resyncMs ?? 60_000)) await this.relist();
     const nodes = await this.nodes();
     const W = this.W;
     const T = this.N + 1;
@@ -408,6 +417,7 @@ export class KubernetesExecutor implements LiveExecutor {
       if (!names.has(name) && !newer(d.metadata?.resourceVersion, listRv)) this.deployments.delete(name);
     for (const d of list.items) this.remember(d);
     if (!newer(this.listedRv, listRv)) this.listedRv = listRv;
+    this.heardMs = performance.now();
   }
 
   /** Keeps the readiness watch running until close(): re-lists and re-watches when it ends. */
@@ -421,13 +431,14 @@ export class KubernetesExecutor implements LiveExecutor {
         watcher
           .watch(
             `/apis/apps/v1/namespaces/${this.o.namespace}/deployments`,
-            { labelSelector: `${MANAGED_BY}=${MANAGER}`, resourceVersion: this.listedRv, allowWatchBookmarks: true },
+            { labelSelector: `${MANAGED_BY}=${MANAGER}`, resourceVersion: this.listedRv, allowWatchBookmarks: true, timeoutSeconds: 300 },
             (type: string, obj: K8s.V1Deployment & { code?: number }) => {
               if (type === 'ERROR') {
                 this.watchAbort?.abort(); // 410 Gone and the like: list again
                 return;
               }
               if (obj.metadata?.resourceVersion) this.listedRv = obj.metadata.resourceVersion;
+              this.heardMs = performance.now();
               if (type === 'BOOKMARK') return;
               if (type === 'DELETED') this.deployments.delete(obj.metadata?.name ?? '');
               else this.remember(obj);

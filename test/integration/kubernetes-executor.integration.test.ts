@@ -296,6 +296,30 @@ describe('Kubernetes executor', () => {
   });
 });
 
+describe('Kubernetes executor with a silent watch', () => {
+  test('observe() lists again after resyncMs without news, so readiness does not go stale', async () => {
+    const quick = new KubernetesExecutor({ scenario, kubeconfig: path.join(dir, 'kubeconfig'), namespace: NS, image: 'x', resyncMs: 300 });
+    await quick.start();
+    try {
+      await quick.apply([up(0, 2)]);
+      await api.settled();
+      api.silenceWatches(); // the watch stays open and says nothing from now on
+      api.readyDelayMs = 20;
+      await quick.apply([up(0, 2)]);
+      await api.settled(); // the stand-in controller made the second replica ready
+      expect(api.deployment(NS, deploymentName(0, 2))!.status!.readyReplicas).toBe(2);
+      const listsBefore = api.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/deployments')).length;
+      // apply() listed last: within resyncMs the cache is trusted
+      await new Promise((r) => setTimeout(r, 400));
+      const view = (await quick.observe())!;
+      expect(view.readyReplicas(2, 0)).toBe(2);
+      expect(api.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/deployments')).length).toBe(listsBefore + 1);
+    } finally {
+      await quick.close();
+    }
+  });
+});
+
 describe('orchestrator config', () => {
   test('executor "kubernetes" reads its section; a missing kubeconfig or bad namespace exits 2 naming the field', () => {
     const cfgFile = path.join(dir, 'cfg.json');

@@ -16,6 +16,7 @@
  * - a controller + kubelet stand-in: `status.replicas`, `status.readyReplicas` and
  *   `status.observedGeneration` follow `spec.replicas` after `readyDelayMs` when the pinned node
  *   (`spec.template.spec.nodeName`) exists and is Ready, and drop to 0 when it goes away;
+ * - `silenceWatches()`: open watches get no more events but stay open (a silently dropped connection);
  * - faults: `failNext(k, 500 | 429 | 503, retryAfterS)` answers the next k non-watch requests
  *   with that status and a Status body (429 with `Retry-After`); `conflictNextPuts(k)` makes
  *   another writer update each of the next k PUT targets just before the PUT is handled (so the
@@ -104,6 +105,7 @@ export class FakeKubeApi {
   private settledWaiters: (() => void)[] = [];
   private conflictPuts = 0;
   private racePost: Obj | null = null;
+  private silenced = false;
   private readonly timers = new Set<NodeJS.Timeout>();
   private server: http.Server | null = null;
   url = '';
@@ -209,6 +211,11 @@ export class FakeKubeApi {
   compact(): void {
     this.oldestRv = this.rv;
     this.history = [];
+  }
+
+  /** Open watches stay open but get no more events (a connection a middlebox has silently dropped). */
+  silenceWatches(): void {
+    this.silenced = true;
   }
 
   /** Ends every open watch (as an API server restart or a load balancer timeout does). */
@@ -390,6 +397,7 @@ export class FakeKubeApi {
   private emit(ns: string, type: WatchEvent['type'], obj: Obj): void {
     const ev: WatchEvent = { rv: Number(obj.metadata.resourceVersion), ns, type, object: clone(obj) };
     this.history.push(ev);
+    if (this.silenced) return;
     for (const w of this.watchers)
       if (w.ns === ns && matches(obj.metadata.labels, w.selector)) w.res.write(JSON.stringify({ type, object: ev.object }) + '\n');
   }
