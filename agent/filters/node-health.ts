@@ -43,6 +43,8 @@ import { TELEMETRY_DIMS, TELEMETRY_METRICS } from '../../shared/node-telemetry';
 import type { DeviceWindow } from '../../shared/protocol/envelope';
 import { DETECT_DEVICE_FILTER_OPTIONS, DeviceFilter, baselineFromHistory, type DeviceFilterOptions, type Verdict } from './device-filter';
 import { QosIsolation, type QosIsolationOptions, type QosObservation } from './qos-isolation';
+import { L2Model, L2Stream, type L2StageOptions } from './l2-stage';
+import { LIVE_STAGE_COMBINATION, combinedAnomalous, type StageCombination } from './stage-combination';
 
 /**
  * Floor of the rules' per-metric scale on node telemetry (utilisation ratios in [0, 1]): 2 percentage
@@ -94,6 +96,24 @@ export interface NodeHealthOptions {
   qos: Partial<QosIsolationOptions>;
   /** Queue windows for the learned detector (null: off, as in the simulator). @defaultValue null */
   windows: Partial<LearnedWindowOptions> | null;
+  /**
+   * The second stage of the shipped combination, the L2-norm baseline (l2-stage.ts), on every
+   * window of every node (null: off, the rules alone). Fitted per shape at each baseline (re)build
+   * on the same pooled samples (`fitSecond`); its metric scale is floored at TELEMETRY_MIN_SCALE
+   * unless `minStd` is given. @defaultValue null (off: in the simulator it caught no failure the
+   * rules missed and doubled the healthy node-time held out on Poisson failures, docs/detect.md "Live")
+   */
+  second: Partial<L2StageOptions> | null;
+  /** How the rules' verdict and the second stage's score combine (stage-combination.ts). @defaultValue LIVE_STAGE_COMBINATION */
+  combination: StageCombination;
+  /**
+   * Consecutive windows that the combination calls anomalous and the rules do not call 'faulty'
+   * that exclude a node (rule `device:l2`; same cap and re-admission as `device:faulty`).
+   * @defaultValue 5 (as learnedRun)
+   */
+  secondRun: number;
+  /** Fewest calibration windows a shape's second stage is fitted on (fewer: the shape keeps its previous fit, or none). @defaultValue 100 */
+  secondMinWindows: number;
 }
 
 export interface LearnedWindowOptions {
@@ -162,8 +182,13 @@ export class NodeHealth {
       rules: NODE_TELEMETRY_RULES,
       qos: {},
       windows: null,
+      second: null,
+      combination: LIVE_STAGE_COMBINATION,
+      secondRun: 5,
+      secondMinWindows: 500,
       ...options,
     };
+    if (this.o.second) this.o.second = { minStd: TELEMETRY_MIN_SCALE, ...this.o.second };
     this.win = this.o.windows ? { healthyEvery: 3, sampleHealthy: () => true, maxPending: 256, ...this.o.windows } : null;
     if (this.win && !(Number.isInteger(this.win.healthyEvery) && this.win.healthyEvery >= 1))
       throw new TypeError(`NodeHealth windows.healthyEvery: expected an integer >= 1, got ${this.win.healthyEvery}`);
@@ -196,6 +221,8 @@ export class NodeHealth {
     this.lastBadS = new Float64Array(N);
     this.recent = Array.from({ length: N }, () => new Float64Array(this.o.recentSamples * TELEMETRY_DIMS));
     this.recentCount = new Float64Array(N);
+    this.l2 = this.o.second ? Array.from({ length: N }, () => new L2Stream(TELEMETRY_DIMS, this.o.rules.windowSize ?? 12)) : null;
+    this.secondRunOf = new Int32Array(N);
     if (!(this.o.maxExcludedShare > 0 && this.o.maxExcludedShare <= 1))
       throw new TypeError(`NodeHealth maxExcludedShare: expected a share in (0, 1], got ${this.o.maxExcludedShare}`);
   }
@@ -215,6 +242,17 @@ export class NodeHealth {
   /** Per node, a ring of its latest non-faulty samples while not held out (recentSamples x TELEMETRY_DIMS) and how many it ever got. */
   private readonly recent: Float64Array[];
   private readonly recentCount: Float64Array;
+  /** The second stage: each node's stream, each shape's fitted model, consecutive anomalous windows per node. */
+  private readonly l2: L2Stream[] | null;
+  private readonly l2Models = new Map<string, L2Model>();
+  private readonly secondRunOf: Int32Array;
+  /** What the second stage did: fits, windows scored, windows the combination called anomalous that the rules did not call faulty. */
+  readonly second = { fits: 0, scored: 0, anomalous: 0 };
+  /** Latest normalised second-stage score per node (NaN: none yet). */
+  secondScore(n: number): number {
+    return this.lastSecond[n] ?? NaN;
+  }
+  private readonly lastSecond: number[] = [];
   /** Samples of built filters since the last (re)build, over all nodes. */
   private sinceBuild = 0;
   /** Baseline rebuilds after the first build. */
@@ -279,6 +317,14 @@ export class NodeHealth {
     }
     const v = f.push(x);
     this.lastVerdict[n] = v;
+    const s2 = this.l2 ? this.l2[n].push(x, this.l2Models.get(this.shapes[n]) ?? null) : NaN;
+    this.lastSecond[n] = s2;
+    let secondAnomalous = false;
+    if (!Number.isNaN(s2)) {
+      this.second.scored++;
+      secondAnomalous = v !== 'faulty' && combinedAnomalous(v, s2, this.o.combination);
+      if (secondAnomalous) this.second.anomalous++;
+    }
     if (v !== 'faulty' && this.deviceOut[n] === 0) {
       const k = this.recentCount[n]++ % this.o.recentSamples;
       for (let d = 0; d < TELEMETRY_DIMS; d++) this.recent[n][k * TELEMETRY_DIMS + d] = x[d];
@@ -289,9 +335,25 @@ export class NodeHealth {
       `${Math.round(100 * f.varianceShare)}% of metrics (${TELEMETRY_METRICS.join(', ')}) differ in variance or level (level ${f.levelMax.toFixed(1)} x the history's extreme), correlation change ${f.corrDistance.toFixed(2)}`;
     if (this.win && (v === 'ambiguous' || v === 'healthy')) this.queueWindow(n, f, v);
     if (v === 'faulty') this.lastBadS[n] = nowS;
+    if (secondAnomalous) {
+      this.healthyRun[n] = 0;
+      if (++this.secondRunOf[n] >= this.o.secondRun) {
+        // only when it goes out: held out, a node idles at a level its history never showed, so its
+        // L2 score then reflects the exclusion, not the node (the quiet re-admission decides)
+        if (this.deviceOut[n] === 0) this.lastBadS[n] = nowS;
+        this.exclude(
+          n,
+          'device:l2',
+          () => `${why()}; the L2 stage scored ${s2.toFixed(2)} (above ${this.o.combination.eta}) ${this.secondRunOf[n]} windows in a row`,
+          nowS,
+        );
+      }
+    } else this.secondRunOf[n] = 0;
     if (v === 'faulty' || (v === 'ambiguous' && ++this.ambiguousRun[n] >= this.o.ambiguousRun)) {
       this.healthyRun[n] = 0;
       this.exclude(n, `device:${v}`, why, nowS);
+    } else if (v === 'healthy' && secondAnomalous) {
+      this.ambiguousRun[n] = 0;
     } else if (v === 'healthy') {
       this.ambiguousRun[n] = 0;
       this.learnedRun[n] = 0;
@@ -446,20 +508,49 @@ export class NodeHealth {
       if (!this.filters[n] || done.has(shape)) continue;
       done.add(shape);
       const pooled: number[] = [];
+      const blocks: number[][] = [];
       for (let m = 0; m < this.numNodes; m++) {
         if (this.shapes[m] !== shape || !this.filters[m] || this.deviceOut[m] === 1) continue;
         const c = this.recentCount[m];
         const rows = Math.min(c, R);
+        const block: number[] = [];
         for (let i = 0; i < rows; i++) {
           const k = (c - rows + i) % R;
-          for (let d = 0; d < TELEMETRY_DIMS; d++) pooled.push(this.recent[m][k * TELEMETRY_DIMS + d]);
+          for (let d = 0; d < TELEMETRY_DIMS; d++) block.push(this.recent[m][k * TELEMETRY_DIMS + d]);
         }
+        for (const x of block) pooled.push(x);
+        blocks.push(block);
       }
       if (pooled.length < this.o.historySamples * TELEMETRY_DIMS) continue;
+      this.fitSecond(shape, blocks);
       const base = baselineFromHistory(pooled, TELEMETRY_DIMS, this.o.rules);
       for (let m = 0; m < this.numNodes; m++) if (this.shapes[m] === shape && this.filters[m]) this.filters[m]!.setBaseline(base);
     }
     this.rebaselines++;
+  }
+
+  /**
+   * Fits shape's second stage on per-node sample blocks (each [rows][TELEMETRY_DIMS], oldest first):
+   * every sample standardises, and every window wholly inside a block calibrates. Unlike `kais
+   * detect` (the first 80% of a machine's train half standardises, the windows of the last 20%
+   * calibrate), nothing is held out: with the newest 20% held out, a healthy node whose level
+   * drifts slowly (memory 0.4 -> 0.6 over 15 minutes, node-health.test.ts) scored beyond its
+   * calibration and the L2 stage excluded it. Fewer than secondMinWindows calibration windows:
+   * the shape keeps its previous fit (or none).
+   */
+  private fitSecond(shape: string, blocks: ArrayLike<number>[]): void {
+    if (!this.o.second) return;
+    const D = TELEMETRY_DIMS;
+    const T = this.o.rules.windowSize ?? 12;
+    const fit: number[] = [];
+    let windows = 0;
+    for (const b of blocks) {
+      for (let i = 0; i < b.length; i++) fit.push(b[i]);
+      windows += Math.max(0, Math.floor(b.length / D) - T + 1);
+    }
+    if (windows < this.o.secondMinWindows) return;
+    this.l2Models.set(shape, new L2Model(fit, blocks, D, { ...this.o.second, windowSize: T }));
+    this.second.fits++;
   }
 
   private maybeBuild(): void {
@@ -479,6 +570,11 @@ export class NodeHealth {
         if (this.reporting[m] === 1 && this.shapes[m] === this.shapes[n]) pooled.push(...this.history[m]);
       this.filters[n] = new DeviceFilter(baselineFromHistory(pooled, TELEMETRY_DIMS, this.o.rules), this.o.rules);
     }
+    for (const shape of new Set(this.shapes))
+      this.fitSecond(
+        shape,
+        this.history.filter((h, m) => this.reporting[m] === 1 && this.shapes[m] === shape),
+      );
     for (let n = 0; n < this.numNodes; n++) this.history[n] = [];
     this.countReporting();
     this.built = true;

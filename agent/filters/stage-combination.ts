@@ -1,8 +1,8 @@
 /**
  * How the two device-filter stages combine into one verdict per window (DESIGN.md §6; issue 20;
- * docs/detect.md "Combination"). Used by `kais detect` (training/jobs/detect.ts), the
- * orchestrator's learned stage (orchestrator/detector.ts) and the simulator's (training/sim/telemetry.ts),
- * so the combination measured on labelled data is the one that runs.
+ * docs/detect.md "Combination"). Used by `kais detect` (training/jobs/detect.ts) and the agent's
+ * NodeHealth (node-health.ts; the simulator runs the same class), so the combination measured on
+ * labelled data is the one that runs.
  *
  * The rules run first and cheaply on every window. Their verdicts and the learned stage's
  * normalised score s (VgruDetector.score: 0 = the machine's own held-out healthy q99) combine as
@@ -20,8 +20,10 @@
  * cannot lower the learned stage's F1 while their precision is above half its F1 (each added
  * flag is then more likely a hit than the F1 it dilutes).
  *
- * Live (not done): a finite etaHealthy needs the second stage to score the windows the rules call
- * healthy too, which the agent does not send today (it sends the ambiguous ones).
+ * Live: the agent's NodeHealth runs the rules and the L2 stage (l2-stage.ts) on every window and
+ * decides with `combinedAnomalous` and LIVE_STAGE_COMBINATION. The orchestrator's VGRU (optional,
+ * `detector` in its config) still decides only the ambiguous windows the agents send (s > eta
+ * there, this module's rule for an ambiguous window with the VGRU as second stage).
  */
 import type { Verdict } from './device-filter';
 
@@ -43,10 +45,22 @@ export interface StageCombination {
  * what the `kais detect --lomo` objective picks with all 5 dev SMD machines as tuning machines and
  * the rules at DETECT_DEVICE_FILTER_OPTIONS (objective 1.001 vs 1.000 for eta 0.3: a near tie), and
  * every leave-one-machine-out fold chose l2 as the second stage (docs/detect.md "Combination").
- * Not live yet: the agent and the orchestrator still run the hard gate with the VGRU on ambiguous
- * windows (docs/detect.md "Live").
+ * Live (LIVE_STAGE_COMBINATION): the same union with the same L2 arithmetic in the agent's
+ * NodeHealth (l2-stage.ts), at eta 1.
  */
 export const DETECT_STAGE_COMBINATION: Readonly<StageCombination> = Object.freeze({ eta: 0, etaHealthy: 0, second: 'l2' as const });
+
+/**
+ * The combination the agent runs (agent/filters/node-health.ts, and so the simulator's `kais eval
+ * --filters`): DETECT_STAGE_COMBINATION's union of the rules' 'faulty' and the L2 stage's alarms,
+ * at eta 1 instead of 0 (the history's q99 plus once more its distance from the median, as the
+ * live VGRU's LIVE_DETECTOR_ETA), and it takes NodeHealth's `secondRun` (5) anomalous windows in
+ * a row to exclude a node. Why not eta 0: in the simulator (kais, v2017 failure times, seeds 1-2,
+ * agent view) eta 0 held out 3-14% of healthy node-time, eta 1 0.3-0.8%, and neither lost fewer
+ * requests than the rules alone (docs/detect.md "Live"). Chosen on the simulator after the SMD
+ * figures; `kais detect --eta 1 --eta-healthy 1` measures it on labelled data.
+ */
+export const LIVE_STAGE_COMBINATION: Readonly<StageCombination> = Object.freeze({ eta: 1, etaHealthy: 1, second: 'l2' as const });
 
 /** Fused score of one window: anomalous exactly when > c.eta (module comment). */
 export function fusedScore(v: Verdict, learned: number, c: StageCombination): number {

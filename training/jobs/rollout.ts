@@ -27,6 +27,8 @@ export interface EpisodeOptions {
   nodeDequeue?: DequeueName;
   faults?: Fault[];
   /** Run the device filters on simulated node telemetry. */
+  /** With deviceFilters: NodeHealth's L2 second stage (agent/filters/l2-stage.ts). */
+  secondStage?: boolean;
   deviceFilters?: boolean;
   /** With deviceFilters: the learned stage on the ambiguous windows (the caller loads the tfjs backend). */
   learnedDetector?: boolean;
@@ -98,6 +100,7 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
     deviceFilters: o.deviceFilters,
     agentViews: (o.view ?? 'agent') === 'agent',
     learnedDetector: o.learnedDetector ? newDetectorCore : null,
+    secondStage: o.secondStage,
     seed: o.seed,
   });
   const policy = o.dispatch;

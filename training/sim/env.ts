@@ -82,6 +82,8 @@ export interface EnvOptions {
    * the simulator never loads tfjs). @defaultValue off
    */
   learnedDetector?: (() => WindowScorer) | null;
+  /** With deviceFilters: NodeHealth's L2 second stage on every window (telemetry.ts `second`). @defaultValue false */
+  secondStage?: boolean;
   seed?: number;
   /**
    * Each eAP's policy (and its context filter) decides on the live agent's information model: a
@@ -219,6 +221,7 @@ export class EdgeCloudEnv {
       rewardEpsilon: 1,
       deviceFilters: false,
       learnedDetector: null,
+      secondStage: false,
       agentViews: true,
       // an option passed as undefined keeps its default (a plain spread would overwrite it)
       ...(Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as EnvOptions),
@@ -359,7 +362,10 @@ export class EdgeCloudEnv {
     }
     this.telemetry?.dispose();
     this.telemetry = this.opts.deviceFilters
-      ? new TelemetryFilters(c, options.seed, this.opts.learnedDetector ? { learned: {}, scorer: this.opts.learnedDetector } : {})
+      ? new TelemetryFilters(c, options.seed, {
+          ...(this.opts.learnedDetector ? { learned: {}, scorer: this.opts.learnedDetector } : {}),
+          second: this.opts.secondStage ? {} : null,
+        })
       : null;
     this.nextTelemetryS = 0;
     const orch = this.opts.orchestration;

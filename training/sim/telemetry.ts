@@ -21,7 +21,9 @@
  * the v2017 failure times: 300 / 382 / 441 requests lost with 24 / 36 / 48 samples, 1476 without
  * filters). The CPU level is the utilisation smoothed over ~10 s, as monitoring reports it.
  * 'faulty' excludes the node at once; `ambiguousRun` 'ambiguous' verdicts in a row too (default:
- * never); with `learned` (`kais eval --filters --detector vgru`), the learned stage decides the
+ * never); with `second`, NodeHealth's second stage (the L2 stage of the shipped combination,
+ * agent/filters/l2-stage.ts, LIVE_STAGE_COMBINATION) runs on every window and excludes after 5
+ * anomalous windows in a row (rule device:l2); with `learned` (`kais eval --filters --detector vgru`), the learned stage decides the
  * ambiguous windows as the orchestrator does live: the same windows (every ambiguous one, one
  * in 3 healthy ones), the same per-shape pools, fits and threshold (critic/detector/pools.ts,
  * core.ts, whose DetectorCore the caller hands in as `scorer`: the simulator loads no tfjs), but
@@ -33,6 +35,7 @@
  * QoS isolation, NodeHealth's other half, gets no observations here.
  */
 import type { DeviceFilterOptions } from '../../agent/filters/device-filter';
+import type { L2StageOptions } from '../../agent/filters/l2-stage';
 import { NODE_TELEMETRY_RULES, NodeHealth } from '../../agent/filters/node-health';
 import { DetectorPools, type DetectorPoolOptions } from '../../critic/detector/pools';
 import type { DeviceWindow } from '../../shared/protocol/envelope';
@@ -56,6 +59,8 @@ export interface TelemetryOptions {
   /** Rule settings of every node's DeviceFilter (baseline and verdicts). @defaultValue
    *  NODE_TELEMETRY_RULES, the settings `kais detect` measures on labelled server data with the telemetry scale floor */
   rules: Partial<DeviceFilterOptions>;
+  /** NodeHealth's second stage (agent/filters/l2-stage.ts) on every window (null: off). @defaultValue null */
+  second: Partial<L2StageOptions> | null;
   /** The learned stage on the ambiguous windows (null: off); needs `scorer`. @defaultValue null */
   learned: Partial<DetectorPoolOptions> | null;
   /**
@@ -116,6 +121,7 @@ export class TelemetryFilters {
       rules: NODE_TELEMETRY_RULES,
       learned: null,
       scorer: null,
+      second: null,
       ...options,
     };
     if (!Number.isInteger(this.o.historySamples) || this.o.historySamples < 12)
@@ -132,6 +138,7 @@ export class TelemetryFilters {
         ambiguousRun: this.o.ambiguousRun,
         rules: this.o.rules,
         windows: this.o.learned ? {} : null,
+        second: this.o.second,
       },
     );
     if (this.o.learned && !this.o.scorer)
