@@ -110,6 +110,20 @@ export const UP_SPEC = {
     describe: 'share of decisions the agents draw from the policy while the orchestrator learns',
   }),
   restartOrchestrator: opt.boolean({ default: true, describe: 'restart the orchestrator if it dies' }),
+  guard: opt.boolean({
+    default: false,
+    describe: "agents run cmmac behind the regime guard (kais agent --guard's defaults; docs/safe-learning.md)",
+  }),
+  gate: opt.boolean({
+    default: false,
+    describe:
+      'the orchestrator replays every learned version in the simulator before publishing it (the weight gate, default settings; docs/safe-learning.md)',
+  }),
+  inject: opt.choice(['none', 'bad-weights'] as const, {
+    default: 'none',
+    describe:
+      'fault drill: bad-weights hands random weights to the publish path as if learned a third of the way into the run (judged by the gate with --gate)',
+  }),
   faults: opt.integer({
     default: 0,
     min: 0,
@@ -475,6 +489,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         actorHead,
         learner: learning ? 'cmmac' : 'none',
         learnBatch: a.learnBatch,
+        ...(a.gate ? { gate: true } : {}),
+        ...(a.inject === 'bad-weights' ? { injectBadWeightsAfterS: a.duration / 3 } : {}),
         ...(tls ? { tls } : {}),
       }),
       { mode: 0o600 },
@@ -564,6 +580,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
           '--seed',
           String(a.seed),
           ...(a.deviceFilters ? [] : ['--no-device-filters']),
+          ...(a.guard ? ['--guard'] : []),
           ...(tls ? ['--tls-ca', tls.cert, '--tls-cert', tls.cert, '--tls-key', tls.key] : []),
         ],
         a.verbose,

@@ -55,6 +55,8 @@ import { ORCHESTRATION_NAMES, PlacementLoop, type OrchestrationName } from './pl
 import { LearnedDetector } from './detector';
 import { OrchestratorHttp } from './http';
 import { DEFAULT_GATE, gateConfigProblem, WeightGate, type GateConfig } from './gate';
+import { unpackWeights } from '../shared/protocol/weights';
+import { Rng } from '../shared/rng';
 import { DashboardFeed } from './dashboard';
 import { AdminState, type AdminSnapshot } from './admin';
 import { AdminApi } from './admin-api';
@@ -94,6 +96,12 @@ export interface OrchestratorConfig {
   intake: { maxTransitionsPerS: number; maxFramesPerS: number; maxMBPerS: number; quarantineAfter: number; quarantineS: number };
   /** The weight gate before every learned version is published (orchestrator/gate.ts); null: off. */
   gate: GateConfig | null;
+  /**
+   * Fault drill (`kais up --inject bad-weights`): this many seconds after the start, a version of
+   * random weights (the stored model's shapes) is handed to the publish path as if learned: the
+   * gate judges it when on, else it is published. null: no drill.
+   */
+  injectBadWeightsAfterS: number | null;
   /** Certificate and key (PEM, read and checked at start): wss:// for agents, https:// on the HTTP port; null: plain. */
   tls: TlsPair | null;
 }
@@ -187,6 +195,7 @@ export function readConfig(file: string): OrchestratorConfig {
     'pruneS',
     'intake',
     'gate',
+    'injectBadWeightsAfterS',
     'tls',
   ];
   for (const k of Object.keys(o)) if (!known.includes(k)) fail(k, `is not a config field (known: ${known.join(', ')})`);
@@ -314,6 +323,15 @@ export function readConfig(file: string): OrchestratorConfig {
     pruneS,
     intake: { ...intake, quarantineAfter: Math.max(1, Math.round(intake.quarantineAfter)) },
     gate: readGateSection(o.gate, fail),
+    injectBadWeightsAfterS:
+      o.injectBadWeightsAfterS === undefined || o.injectBadWeightsAfterS === null
+        ? null
+        : typeof o.injectBadWeightsAfterS === 'number' && o.injectBadWeightsAfterS >= 0 && o.injectBadWeightsAfterS <= 86_400
+          ? o.injectBadWeightsAfterS
+          : fail(
+              'injectBadWeightsAfterS',
+              `must be null or a number of seconds in [0, 86400], got ${JSON.stringify(o.injectBadWeightsAfterS)}`,
+            ),
     tls: readTlsSection(o.tls, file, fail),
   };
 }
@@ -602,6 +620,29 @@ export async function startOrchestrator(
   if (!adminState.empty) await loop.stepNow(); // overrides and holds kept over a restart apply at once
 
   let learner: OnlineLearner | null = null;
+  let injectTimer: NodeJS.Timeout | null = null;
+  /** The bad-weights drill: random weights of the stored model's shapes, through the gate when on. */
+  const injectBadWeights = async (): Promise<void> => {
+    const stored = store.latestModel();
+    if (!stored) return event('inject', 'bad-weights drill skipped: no stored model to take the shapes of');
+    const rng = new Rng(stored.version * 7919 + 17);
+    const current = unpackWeights(stored);
+    const bad = current.map((t) => ({ shape: t.shape, data: Float32Array.from(t.data, () => 2 * rng.next() - 1) }));
+    const head = (stored.head ?? cfg.actorHead) as 'relu1' | 'softplus1';
+    const version = stored.version + 1;
+    event(
+      'inject',
+      `bad-weights drill: random weights handed to the publish path as weights v${version}${gate ? ' (through the gate)' : ' (no gate: published)'}`,
+    );
+    if (gate) {
+      const v = await gate.check(
+        { version, head, arrays: bad.map((t) => t.data) },
+        { version: stored.version, head, arrays: current.map((t) => t.data) },
+      );
+      if (!v.pass) return;
+    }
+    registry.publishWeights(bad, head);
+  };
   if (cfg.learner === 'cmmac' && cfg.gate) {
     // the shadow evaluation runs in its own worker (the simulator never loads on the hub's thread)
     gate = new WeightGate({
@@ -627,6 +668,11 @@ export async function startOrchestrator(
     });
     // not awaited: agents are served while the learner's worker loads tfjs (a second or more)
     const started = learner;
+    if (cfg.injectBadWeightsAfterS !== null) {
+      const timer = setTimeout(() => void injectBadWeights(), cfg.injectBadWeightsAfterS * 1000);
+      timer.unref();
+      injectTimer = timer;
+    }
     started.start().then(
       () =>
         log(
@@ -741,6 +787,7 @@ export async function startOrchestrator(
     close: () => {
       closing ??= (async () => {
         clearInterval(pruneTimer);
+        if (injectTimer) clearTimeout(injectTimer);
         await web.close();
         await loop.stop();
         await executor.close?.();

@@ -298,6 +298,14 @@ describe('gate config', () => {
     expect((err as Error).message.split('\n')).toHaveLength(1);
   });
 
+  it('the bad-weights drill takes null or seconds, anything else is a one-line error', () => {
+    const f = path.join(dir, 'inj.json');
+    fs.writeFileSync(f, JSON.stringify({ scenario: 'tiny', injectBadWeightsAfterS: -1 }));
+    expect(() => readConfig(f)).toThrow(/field "injectBadWeightsAfterS" must be null or a number of seconds in \[0, 86400\], got -1$/);
+    fs.writeFileSync(f, JSON.stringify({ scenario: 'tiny', injectBadWeightsAfterS: 12 }));
+    expect(readConfig(f).injectBadWeightsAfterS).toBe(12);
+  });
+
   it('true means the defaults; absent means off', () => {
     const f = path.join(dir, 'ok.json');
     fs.writeFileSync(f, JSON.stringify({ scenario: 'tiny', gate: true }));
