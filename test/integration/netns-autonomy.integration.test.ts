@@ -81,8 +81,12 @@ maybe('edge autonomy in network namespaces', () => {
   let lab: NetnsLab;
   let cluster: EmulatedCluster;
   let dir: string;
+  /** Ends a run's load loops: a run that failed half-way must not leave them sending (jest would never exit). */
+  let stopLoads: (() => void) | null = null;
 
   afterEach(async () => {
+    stopLoads?.();
+    stopLoads = null;
     await lab?.destroy();
     await cluster?.close();
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
@@ -215,6 +219,7 @@ maybe('edge autonomy in network namespaces', () => {
     const pending: Promise<void>[] = [];
     let phase: 'before' | 'cut' | 'after' = 'before';
     let stop = false;
+    stopLoads = () => (stop = true);
     const loads = Array.from({ length: E }, async (_, e) => {
       let seed = 12345 + e;
       const rand = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) + 0.5) / 2147483648;
