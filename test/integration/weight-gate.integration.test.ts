@@ -148,7 +148,7 @@ describe('WeightGate on kais (the compiled worker, a real store)', () => {
       expect(verdicts).toHaveLength(2);
       // the hub's loop never waited for the evaluation (it runs in a worker): its largest pause is a small
       // part of one evaluation's wall time. The 10 s bar of issue 17 is a speed target, measured by
-      // scripts/bench-gate.ts in npm run bench, not asserted here (a shared machine's wall time is noise)
+      // scripts/bench-gate.ts (node dist/scripts/bench-gate.js), not asserted here (a shared machine's wall time is noise)
       expect(maxGap).toBeLessThan(Math.min(goodWall, badWall) / 4);
     }, 60_000);
 
