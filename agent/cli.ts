@@ -75,6 +75,11 @@ export const AGENT_SPEC = {
     describe:
       "device filters on every node's GET /telemetry and QoS isolation on this agent's outcomes; excluded nodes leave the mask (--no-device-filters: off)",
   }),
+  secondStage: opt.choice(['none', 'l2'] as const, {
+    default: 'none',
+    describe:
+      "with the device filters: 'l2' adds the L2 second stage on every window (excludes a node after 5 anomalous windows in a row, rule device:l2; off by default: docs/detect.md)",
+  }),
   guard: opt.boolean({
     default: false,
     describe:
@@ -149,6 +154,8 @@ export const agentCommand: CommandModule<object, object> = {
       throw new UsageError(`--guard-exit: must be below --guard-enter (${a.guardEnter}), got ${a.guardExit}`);
     const guard = a.guard ? { ...DEFAULT_GUARD, fallback: a.guardFallback, enter: a.guardEnter, exit: a.guardExit } : null;
     const targets = readTargets(a.targets, topo.numNodes);
+    if (a.secondStage === 'l2' && !a.deviceFilters)
+      throw new UsageError('--second-stage l2: needs the device filters (drop --no-device-filters)');
     if ((a.tlsCert === undefined) !== (a.tlsKey === undefined))
       throw new UsageError(
         `--${a.tlsCert === undefined ? 'tls-cert' : 'tls-key'}: needed with --${a.tlsCert === undefined ? 'tls-key' : 'tls-cert'}`,
@@ -176,6 +183,7 @@ export const agentCommand: CommandModule<object, object> = {
       experience: a.experience,
       guard,
       deviceFilters: a.deviceFilters,
+      secondStage: a.secondStage === 'l2',
       tls,
       ...(orchestratorCa !== undefined ? { orchestratorCa } : {}),
       log,

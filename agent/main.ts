@@ -74,6 +74,8 @@ export interface AgentOptions {
    * (agent/filters/node-health.ts): excluded nodes leave the context filter's mask. @defaultValue true
    */
   deviceFilters?: boolean;
+  /** With the device filters: NodeHealth's L2 second stage on every window (agent/filters/l2-stage.ts, rule `device:l2`). @defaultValue false */
+  secondStage?: boolean;
   /** Telemetry sample period of the nodes, seconds of scenario time. @defaultValue 1 */
   telemetryPeriodS?: number;
   /** Experience and telemetry batch interval, ms. @defaultValue 1000 */
@@ -147,7 +149,11 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       // load, which the context filter handles; isolating busy nodes would shed capacity under load
       // the learned stage: ambiguous windows (and some healthy ones of this eAP's nodes, to learn
       // from) go to the orchestrator's detector, whose verdicts come back (onVerdicts below)
-      { qos: { maxLatencyMs: Number.MAX_VALUE }, windows: { sampleHealthy: (n) => nodeEap[n] === o.eap } },
+      {
+        qos: { maxLatencyMs: Number.MAX_VALUE },
+        windows: { sampleHealthy: (n) => nodeEap[n] === o.eap },
+        second: o.secondStage ? {} : null,
+      },
       (e) =>
         log(
           `node ${e.node} ${e.kind === 'readmit' ? 're-admitted' : e.kind === 'exclude' || e.kind === 'isolate' ? 'excluded' : 'kept in service'} (${e.rule}): ${e.reason}`,

@@ -96,10 +96,10 @@ export const EVAL_SPEC = {
   }),
   filters: opt.boolean({ default: false, describe: 'run the device filters on simulated node telemetry' }),
   /** With --filters: 'vgru' runs the learned stage on the ambiguous windows, as the orchestrator does live. */
-  detector: opt.choice(['none', 'vgru'] as const, {
+  detector: opt.choice(['none', 'vgru', 'l2'] as const, {
     default: 'none',
     describe:
-      "with --filters: 'vgru' lets the learned detector decide the ambiguous windows, as the orchestrator does live (loads tfjs; slower)",
+      "with --filters: 'vgru' lets the learned detector decide the ambiguous windows, as the orchestrator does live (loads tfjs; slower); 'l2' adds the agent's L2 second stage on every window (kais agent --second-stage l2; docs/detect.md)",
   }),
   timing: opt.boolean({ default: false, describe: 'measure decision latency (decisionP99Us; not reproducible)' }),
   json: opt.boolean({ default: false, describe: 'print the JSON report on stdout' }),
@@ -129,8 +129,8 @@ export interface EvalReport {
   view: 'global' | 'agent';
   faults: number;
   filters: boolean;
-  /** Present with `--detector vgru` only. */
-  detector?: 'vgru';
+  /** Present with `--detector vgru` or `l2` only. */
+  detector?: 'vgru' | 'l2';
   results: PolicyResult[];
   /** An upper bound on the throughput rate no policy can pass on these requests (training/jobs/oracle.ts, ORACLE_RULE); null above ORACLE_MAX_REQUESTS requests. */
   oracle: { throughputRate: number; completedInTime: number; feasibleRate: number } | null;
@@ -302,6 +302,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
         timing: a.timing,
         deviceFilters: a.filters,
         learnedDetector: learned,
+        secondStage: a.detector === 'l2',
       });
     let r: PolicyResult;
     if (orchestration === 'hindsight') {
@@ -338,7 +339,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     view,
     faults: faults.length,
     filters: !!a.filters,
-    ...(learned ? { detector: 'vgru' as const } : {}),
+    ...(learned ? { detector: 'vgru' as const } : a.detector === 'l2' ? { detector: 'l2' as const } : {}),
     results,
     oracle: ob
       ? { throughputRate: round(ob.throughputRate, 4), completedInTime: ob.completedInTime, feasibleRate: round(ob.feasibleRate, 4) }
@@ -354,9 +355,10 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
 /** `--detector`: whether the learned stage runs (UsageError for a bad value or without --filters). */
 export function learnedDetectorOf(a: Pick<EvalArgs, 'detector' | 'filters'>): boolean {
   const d = a.detector ?? 'none';
-  if (d !== 'vgru' && d !== 'none') throw new UsageError(`--detector: must be vgru or none, got ${JSON.stringify(d)}`);
+  if (d !== 'vgru' && d !== 'none' && d !== 'l2') throw new UsageError(`--detector: must be vgru, l2 or none, got ${JSON.stringify(d)}`);
   if (d === 'vgru' && !a.filters)
     throw new UsageError("--detector vgru: needs --filters (the learned stage decides the device filters' ambiguous windows)");
+  if (d === 'l2' && !a.filters) throw new UsageError('--detector l2: needs --filters (the second stage runs beside the device filters)');
   return d === 'vgru';
 }
 

@@ -32,3 +32,24 @@ describe('runEval and the oracle', () => {
     expect(formatTable(full)).toMatch(/oracle \(upper bound\) {2}\d\.\d{3}/);
   });
 });
+
+describe('runEval --filters --detector l2', () => {
+  it("runs the agent's L2 second stage beside the rules, says so, and changes what the filters hold out", () => {
+    const a: EvalArgs = { ...base, policies: 'lec/static', frames: 60, faultRate: 2, faultDurationS: 30, filters: true };
+    const rules = runEval(a);
+    const both = runEval({ ...a, detector: 'l2' });
+    expect(rules).not.toHaveProperty('detector');
+    expect(both.detector).toBe('l2');
+    expect(both.filters).toBe(true);
+    const [r, b] = [rules.results[0], both.results[0]];
+    expect(r.arrived).toBe(b.arrived);
+    // the second stage only adds exclusions (rule device:l2): it never holds out less healthy node-time
+    expect(b.falseExclusionRate!).toBeGreaterThanOrEqual(r.falseExclusionRate!);
+    expect([b.falseExclusionRate, b.lostToFailedNodes, b.throughputRate]).not.toEqual([
+      r.falseExclusionRate,
+      r.lostToFailedNodes,
+      r.throughputRate,
+    ]);
+    expect(runEval({ ...a, detector: 'l2' })).toEqual(both); // same seed, same numbers
+  });
+});
