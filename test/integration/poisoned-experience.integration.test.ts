@@ -12,13 +12,13 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as http from 'node:http';
-import WebSocket from 'ws';
 import { parseMetrics, sample } from '../support/prometheus';
 import { readConfig, startOrchestrator, type RunningOrchestrator } from '../../orchestrator/main';
 import { Store } from '../../orchestrator/store';
 import { actorShapes, initActorWeights } from '../../shared/nets/actor';
 import { Codec } from '../../shared/protocol/codec';
-import { makeFrame, type Frame, type Transition } from '../../shared/protocol/envelope';
+import type { Transition } from '../../shared/protocol/envelope';
+import { rawAgent } from '../support/raw-agent';
 import { packWeights } from '../../shared/protocol/weights';
 import { Rng } from '../../shared/rng';
 import { loadScenario, topologyOf } from '../../shared/scenario';
@@ -111,27 +111,20 @@ describe('poisoned experience from one agent', () => {
     const before = o.registry.weightVersion;
     expect(before).toBe(1);
 
-    const ws = new WebSocket(o.hub.url, { perMessageDeflate: false });
-    ws.on('error', () => undefined);
-    cleanups.push(() => ws.terminate());
-    const frames: Frame[] = [];
-    ws.on('message', (data: Buffer) => {
-      const r = codec.decode(data);
-      if (r.ok) frames.push(r.frame);
-    });
-    await new Promise<void>((resolve) => ws.once('open', () => resolve()));
-    let seq = 0;
-    const send = (type: 'hello' | 'experience', body: unknown) => ws.send(codec.encode(makeFrame(type, seq++, body as never) as Frame));
-    send('hello', {
-      eapId: 1,
-      token: 'tok-1',
-      agentVersion: 'poisoned',
-      weightVersion: null,
-      placementVersion: null,
-      epoch: null,
-      instance: 'poisoned-1',
-    });
-    await until(() => frames.some((f) => f.type === 'welcome'), 'eAP 1 welcomed');
+    const { frames, send } = await rawAgent(
+      o.hub.url,
+      {
+        eapId: 1,
+        token: 'tok-1',
+        agentVersion: 'poisoned',
+        weightVersion: null,
+        placementVersion: null,
+        epoch: null,
+        instance: 'poisoned-1',
+      },
+      codec,
+      cleanups,
+    );
 
     const rng = new Rng(5);
     const poison: [string, (t: Transition, k: number) => Transition][] = [

@@ -124,7 +124,7 @@ describe('TLS and tokens between agents and orchestrator', () => {
     expect(JSON.parse(r.text)).toHaveProperty('target');
     const health = JSON.parse((await httpsRequest(a.port, 'GET', '/healthz', pair.cert)).text) as Record<string, unknown>;
     expect(health).toMatchObject({ connected: true, tls: true, tlsFailures: 0 });
-    // plain http on the https ingress gets no answer it could read as one
+    // a client without the run's CA refuses the ingress's self-signed certificate
     await expect(
       new Promise((resolve, reject) => {
         const req = https.request({ host: '127.0.0.1', port: a.port, path: '/healthz' }, resolve);

@@ -16,14 +16,14 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import WebSocket from 'ws';
 import { WeightGate, type GateConfig } from '../../orchestrator/gate';
 import { readConfig, startOrchestrator } from '../../orchestrator/main';
 import { Store } from '../../orchestrator/store';
 import { actorShapes, initActorWeights } from '../../shared/nets/actor';
 import { defaultModelPath, readActorFile } from '../../shared/nets/actor-file';
 import { Codec } from '../../shared/protocol/codec';
-import { makeFrame, type Frame, type Transition } from '../../shared/protocol/envelope';
+import type { Transition } from '../../shared/protocol/envelope';
+import { rawAgent } from '../support/raw-agent';
 import { packWeights } from '../../shared/protocol/weights';
 import { Rng } from '../../shared/rng';
 import { loadScenario, topologyOf, type Scenario } from '../../shared/scenario';
@@ -103,6 +103,8 @@ describe('WeightGate on kais (the compiled worker, a real store)', () => {
   const kais = loadScenario('kais');
   const shipped = defaultModelPath(kais);
   const skip = !fs.existsSync(WORKER) || shipped === null;
+  // Never skipped by `npm test` (it builds dist/ first, and the shipped model is in models/): a bare
+  // `npx jest` before any build says what is missing instead of failing on a file that is not there.
   if (skip) it.skip(`needs ${WORKER} (npm run build) and the shipped kais model`, () => undefined);
   else
     it('passes the shipped model, rejects random weights and keeps them, without stalling the event loop', async () => {
@@ -174,6 +176,7 @@ describe('the gate in a live orchestrator', () => {
   const small = loadScenario('small');
   const { A, D } = dims(small);
   const skip = !fs.existsSync(WORKER);
+  // As above: `npm test` builds dist/ first, so this skips only in a bare `npx jest` without a build.
   if (skip) it.skip(`needs ${WORKER} (npm run build)`, () => undefined);
   else
     it('does not publish a learned version the gate rejects; the verdict is an event, on /metrics and in the admin status', async () => {
@@ -210,27 +213,12 @@ describe('the gate in a live orchestrator', () => {
       expect(o.gate).not.toBeNull();
 
       const codec = new Codec();
-      const ws = new WebSocket(o.hub.url, { perMessageDeflate: false });
-      ws.on('error', () => undefined);
-      cleanups.push(() => ws.terminate());
-      const frames: Frame[] = [];
-      ws.on('message', (d: Buffer) => {
-        const r = codec.decode(d);
-        if (r.ok) frames.push(r.frame);
-      });
-      await new Promise<void>((r) => ws.once('open', () => r()));
-      let seq = 0;
-      const send = (type: 'hello' | 'experience', body: unknown) => ws.send(codec.encode(makeFrame(type, seq++, body as never) as Frame));
-      send('hello', {
-        eapId: 0,
-        token: 'tok-0',
-        agentVersion: 't',
-        weightVersion: null,
-        placementVersion: null,
-        epoch: null,
-        instance: 'g0',
-      });
-      await until(() => frames.some((f) => f.type === 'welcome'), 'welcome');
+      const { send } = await rawAgent(
+        o.hub.url,
+        { eapId: 0, token: 'tok-0', agentVersion: 't', weightVersion: null, placementVersion: null, epoch: null, instance: 'g0' },
+        codec,
+        cleanups,
+      );
       const rng = new Rng(9);
       let lastSent = 0;
       // explored decisions of v1 until the learner has run an actor update and the gate judged it
