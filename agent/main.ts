@@ -28,6 +28,7 @@ import { LocalClusterView } from './local-view';
 import { StateCache } from './weights-cache';
 import { NodeHealth } from './filters/node-health';
 import { TelemetryPoller } from './telemetry-poller';
+import { LoadSampler } from './load-report';
 import { MAX_DEVICE_WINDOWS } from '../shared/protocol/envelope';
 import { agentPolicySeed, type LivePolicyName } from '../shared/dispatch';
 import type { RegimeGuardOptions } from '../shared/dispatch/guard';
@@ -282,6 +283,11 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
 
   // ---- batched experience and telemetry ----
   const batchMs = o.batchMs ?? 1000;
+  // the load this eAP sees, sampled through each interval: the orchestrator's view of load when its
+  // executor cannot see it (Kubernetes; agent/load-report.ts)
+  const loadSampler = new LoadSampler(o.scenario, view);
+  const sampleTimer = setInterval(() => loadSampler.sample(), Math.max(50, Math.min(250, batchMs / 4)));
+  sampleTimer.unref();
   let lastBatch = performance.now();
   // Experience goes out in frames of EXPERIENCE_CHUNK transitions, one frame per macrotask: encoding
   // a second's worth at once (1000 transitions x 612 floats at 1000 req/s, ~2.4 MB) held the event
@@ -314,6 +320,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     const intervalS = (t - lastBatch) / 1000;
     lastBatch = t;
     const samples = dispatcher.takeTelemetry(intervalS);
+    const load = loadSampler.take();
     if (nodeHealth) {
       const nowS = view.nowS();
       for (const x of dispatcher.takeNodeOutcomes()) {
@@ -324,7 +331,8 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     }
     if (!link.ready) return; // telemetry of a disconnected interval is not worth queueing
     const windows = nodeHealth?.takeWindows(MAX_DEVICE_WINDOWS) ?? [];
-    if (rt.sendFrame('telemetry', windows.length > 0 ? { eap: o.eap, samples, windows } : { eap: o.eap, samples })) state.telemetrySent++;
+    if (rt.sendFrame('telemetry', windows.length > 0 ? { eap: o.eap, samples, windows, load } : { eap: o.eap, samples, load }))
+      state.telemetrySent++;
     if (now) {
       for (let budget = EXPERIENCE_PER_FLUSH; budget > 0;) {
         const n = sendExperienceChunk();
@@ -374,6 +382,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
         if (state.draining) return send(res, 503, { reason: 'draining' });
         const parsed = parseIngress(body!, o.scenario.services.length);
         if (typeof parsed === 'string') return send(res, 400, { reason: parsed });
+        loadSampler.arrival(parsed.service, parsed.workCoreS);
         void dispatcher.submit(parsed).then((r) => {
           const { status, ...rest } = r;
           send(res, status, rest);
@@ -405,6 +414,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       const deadline = new Promise<void>((resolve) => setTimeout(resolve, o.drainTimeoutMs ?? 30_000).unref());
       await Promise.race([dispatcher.idle(), deadline]);
       clearInterval(batchTimer);
+      clearInterval(sampleTimer);
       try {
         flush(true);
       } catch {

@@ -259,6 +259,16 @@ export class Intake {
       }
       if (s.requests > 1e9 || s.succeeded > 1e9) return `samples[${k}] counts ${s.requests} requests, out of range`;
     }
+    const l = b.load;
+    if (l) {
+      const W = this.o.scenario.services.length;
+      if (l.numServices !== W) return `load.numServices ${l.numServices}, the scenario has ${W} services`;
+      const last = l.targets.length > 0 ? l.targets[l.targets.length - 1] : -1;
+      if (last >= this.numTargets) return `load.targets holds ${last}, not a target of the scenario`;
+      for (const key of ['arrivals', 'workCoreS', 'outstanding', 'busy', 'waiting'] as const) {
+        for (let i = 0; i < l[key].length; i++) if (l[key][i] > 1e9) return `load.${key}[${i}] = ${l[key][i]} is out of range`;
+      }
+    }
     for (let k = 0; k < (b.windows?.length ?? 0); k++) {
       const w = b.windows![k];
       if (w.node >= this.numTargets - 1) return `windows[${k}].node ${w.node} is not an edge node of the scenario`;

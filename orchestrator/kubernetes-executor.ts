@@ -21,9 +21,10 @@
  *   watch ends or the server answers 410 Gone); `observe()` reports ready = readyReplicas and
  *   starting = the rest of `spec.replicas`, so the placement loop sees what is really serving.
  *
- * What Kubernetes cannot tell (busy replicas, queues, per-service arrivals) comes from `window`,
- * a source the caller gives (zeros without one: hpa and gsp-ss then see no load, and the policy
- * that suits this executor today is `static` or an admin's overrides; docs/kubernetes.md).
+ * What Kubernetes cannot tell (busy replicas, queues, per-service arrivals and work) comes from
+ * `load`, a source the caller gives: the orchestrator's load board, which combines what the agents
+ * report in their telemetry (orchestrator/load-board.ts). Without one those are zeros and hpa and
+ * gsp-ss see no load (docs/kubernetes.md).
  *
  * `@kubernetes/client-node` 1.x is an ES module: it is loaded with a real `import()` (Node 20
  * cannot `require` it), once, when the first executor starts.
@@ -32,11 +33,12 @@ import * as fs from 'node:fs';
 import type * as K8s from '@kubernetes/client-node';
 import type { Placement, ScaleOp } from '../shared/domain';
 import type { ClusterReport, ScaleReport, WindowReport } from '../shared/orchestration/executor';
-import { ReportView } from '../shared/orchestration/executor';
+import { ReportView, windowSince } from '../shared/orchestration/executor';
 import { fitsReplica } from '../shared/orchestration/placement';
 import type { OrchestrationView } from '../shared/policy';
 import { capacityArrays, type Scenario } from '../shared/scenario';
 import type { LiveExecutor } from './executors';
+import type { LoadSource } from './load-board';
 
 export const MANAGED_BY = 'app.kubernetes.io/managed-by';
 export const MANAGER = 'kais';
@@ -57,8 +59,11 @@ export interface KubernetesExecutorOptions {
   speed?: number;
   /** The device-filter verdict the orchestrator holds per target. @defaultValue every target healthy */
   healthy?: (target: number) => boolean;
-  /** Per-service statistics since the start, from outside the cluster (agents' telemetry); zeros without. */
-  window?: () => WindowReport | null;
+  /**
+   * Busy replicas, waiting requests and the per-service statistics since the start, from outside
+   * the cluster (the load board: the agents' telemetry); zeros without.
+   */
+  load?: LoadSource;
   /** Attempts per Deployment write before its orders are refused. @defaultValue 8 */
   attempts?: number;
   /** First backoff (ms), doubling up to maxBackoffMs. @defaultValue 200 */
@@ -151,6 +156,8 @@ export class KubernetesExecutor implements LiveExecutor {
   private closed = false;
   private readonly t0Ms = performance.now();
   private readonly listeners = new Set<() => void>();
+  /** The load source's statistics at the previous observe() (the next window starts there). */
+  private lastWindow: WindowReport | null = null;
 
   constructor(private readonly o: KubernetesExecutorOptions) {
     this.W = o.scenario.services.length;
@@ -207,25 +214,32 @@ export class KubernetesExecutor implements LiveExecutor {
     const T = this.N + 1;
     const nowS = ((performance.now() - this.t0Ms) / 1000) * (this.o.speed ?? 1);
     const zeros = (k: number) => new Array<number>(k).fill(0);
+    const load = this.o.load?.read() ?? null;
+    let window: WindowReport = {
+      windowS: nowS,
+      arrivals: zeros(W),
+      busyReplicaS: zeros(W),
+      readyReplicaS: zeros(W),
+      completedInTime: zeros(W),
+      failed: zeros(W),
+      workCoreS: zeros(W),
+    };
+    if (load) {
+      // the source counts since its start: this window is the difference since the previous observe()
+      window = windowSince(this.lastWindow, load.window);
+      this.lastWindow = load.window;
+    }
     const r: ClusterReport = {
       nowS,
       ready: zeros(T * W),
       starting: zeros(T * W),
       draining: zeros(T * W),
-      busy: zeros(T * W),
-      waiting: zeros(T * W),
+      busy: load ? load.busy.slice() : zeros(T * W),
+      waiting: load ? load.waiting.slice() : zeros(T * W),
       usedMemGB: zeros(T),
       freeCpuCores: Array.from(this.cap.cpu),
       failed: Array.from({ length: this.N }, (_, n) => (nodes.has(n) ? 0 : 1)),
-      window: this.o.window?.() ?? {
-        windowS: nowS,
-        arrivals: zeros(W),
-        busyReplicaS: zeros(W),
-        readyReplicaS: zeros(W),
-        completedInTime: zeros(W),
-        failed: zeros(W),
-        workCoreS: zeros(W),
-      },
+      window,
     };
     for (const dep of this.deployments.values()) {
       const key = this.keyOf(dep);
@@ -240,6 +254,15 @@ export class KubernetesExecutor implements LiveExecutor {
     }
     // the cloud hosts every service, as in the emulated cluster
     for (let w = 0; w < W; w++) r.ready[this.N * W + w] = Math.max(1, Math.floor(this.cap.cpu[this.N] / this.cap.svcCpu[w]));
+    for (let t = 0; t < T; t++) {
+      for (let w = 0; w < W; w++) {
+        const k = t * W + w;
+        // busy replicas are ready ones: a source ahead of the watch (or behind it) is clamped
+        r.busy[k] = Math.min(r.busy[k], r.ready[k]);
+        r.freeCpuCores[t] -= r.busy[k] * this.cap.svcCpu[w];
+      }
+      r.freeCpuCores[t] = Math.max(0, r.freeCpuCores[t]);
+    }
     return new ReportView(this.o.scenario, r, this.o.healthy);
   }
 

@@ -51,6 +51,7 @@ import { initialPlacement } from '../shared/orchestration/placement';
 import type { Hub } from './hub';
 import { EmulatedExecutor, NullExecutor, type LiveExecutor } from './executors';
 import { DEFAULT_NODE_LABEL, KubernetesExecutor } from './kubernetes-executor';
+import { LoadBoard } from './load-board';
 import { ORCHESTRATION_NAMES, PlacementLoop, type OrchestrationName } from './placement-loop';
 import { LearnedDetector } from './detector';
 import { OrchestratorHttp } from './http';
@@ -148,10 +149,15 @@ function readKubernetesSection(v: unknown, on: boolean, fail: (field: string, wh
 }
 
 /** The executor the config names (started: a Kubernetes one has listed its Deployments). */
-async function makeExecutor(cfg: OrchestratorConfig, log: (line: string) => void): Promise<LiveExecutor & { close?: () => Promise<void> }> {
+async function makeExecutor(
+  cfg: OrchestratorConfig,
+  log: (line: string) => void,
+  load: LoadBoard | null,
+): Promise<LiveExecutor & { close?: () => Promise<void> }> {
   if (cfg.executor === 'kubernetes') {
     const k = cfg.kubernetes!;
-    const ex = new KubernetesExecutor({ scenario: cfg.scenario, ...k, speed: cfg.speed, log });
+    const ex = new KubernetesExecutor({ scenario: cfg.scenario, ...k, speed: cfg.speed, log, ...(load ? { load } : {}) });
+    if (load) load.ready = () => ex.readyPlacement();
     await ex.start();
     log(`executor: kubernetes, namespace ${k.namespace}, ${k.kubeconfig ? `kubeconfig ${k.kubeconfig}` : 'in-cluster'}`);
     return ex;
@@ -550,6 +556,8 @@ export async function startOrchestrator(
 
   /** The weight gate (set below when the learner is on and the config has `gate`): sees every arrival. */
   let gate: WeightGate | null = null;
+  // an executor that cannot see load on its cluster (Kubernetes) takes it from the agents' telemetry
+  const loadBoard = cfg.executor === 'kubernetes' ? new LoadBoard({ scenario: cfg.scenario, speed: cfg.speed }) : null;
   hub.on('frame', (session, frame) => {
     if (frame.type === 'experience') {
       gate?.observe(frame.body);
@@ -558,6 +566,7 @@ export async function startOrchestrator(
     } else if (frame.type === 'telemetry') {
       dashboard?.telemetry(frame.body);
       if (detector && frame.body.windows) detector.add(session.eapId, frame.body.windows);
+      if (loadBoard && frame.body.load) loadBoard.add(session.eapId, frame.body.load, frame.ts);
       let requests = 0;
       let inDeadline = 0;
       for (const s of frame.body.samples) {
@@ -596,7 +605,7 @@ export async function startOrchestrator(
   // the admin's overrides and holds, as the store kept them (orchestrator/admin.ts)
   const adminState = new AdminState(readAdminState(store.adminState(), log));
   const saveAdmin = () => guard.run('the admin state', () => store.putAdminState(JSON.stringify(adminState.snapshot())));
-  const executor = await makeExecutor(cfg, log);
+  const executor = await makeExecutor(cfg, log, loadBoard);
   const loop = new PlacementLoop({
     scenario: cfg.scenario,
     registry,

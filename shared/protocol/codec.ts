@@ -29,6 +29,7 @@ import {
   type Frame,
   type HelloBody,
   type MessageType,
+  type LoadBody,
   type NodeSample,
   type PlacementBody,
   type ProtocolErrorCode,
@@ -205,8 +206,28 @@ function toWire(frame: Frame): unknown {
         ...frame.body,
         transitions: frame.body.transitions.map((t) => ({ ...t, obs: bin(t.obs), mask: bin(t.mask) })),
       };
-    case 'telemetry':
-      return frame.body.windows ? { ...frame.body, windows: frame.body.windows.map((w) => ({ ...w, values: bin(w.values) })) } : frame.body;
+    case 'telemetry': {
+      const b = frame.body;
+      if (!b.windows && !b.load) return b;
+      const l = b.load;
+      return {
+        ...b,
+        ...(b.windows ? { windows: b.windows.map((w) => ({ ...w, values: bin(w.values) })) } : {}),
+        ...(l
+          ? {
+              load: {
+                ...l,
+                arrivals: bin(l.arrivals),
+                workCoreS: bin(l.workCoreS),
+                targets: bin(l.targets),
+                outstanding: bin(l.outstanding),
+                busy: bin(l.busy),
+                waiting: bin(l.waiting),
+              },
+            }
+          : {}),
+      };
+    }
     default:
       return frame.body;
   }
@@ -660,6 +681,47 @@ function readWindow(x: unknown, p: string): DeviceWindow {
   return { node: uint(o, 'node', p), id: uint(o, 'id', p), kind, shape: str(o, 'shape', p, 1, 64), steps, dims, values };
 }
 
+/** Most targets and services a load report may describe (a cluster larger than `large` many times over). */
+const MAX_LOAD_TARGETS = 4096;
+const MAX_LOAD_SERVICES = 4096;
+
+function readLoad(x: unknown, p: string): LoadBody {
+  const o = obj(x, p);
+  const numServices = uint(o, 'numServices', p, MAX_LOAD_SERVICES);
+  const perService = (key: string): Float32Array => {
+    const a = allFinite(typed(Float32Array, field(o, key, p), `${p}.${key}`), `${p}.${key}`);
+    if (a.length !== numServices) throw new BadField(`${p}.${key}`, `has ${a.length} values, numServices is ${numServices}`);
+    for (let i = 0; i < a.length; i++) if (a[i] < 0) throw new BadField(`${p}.${key}`, `has a negative value at index ${i}`);
+    return a;
+  };
+  const targets = typed(Int32Array, field(o, 'targets', p), `${p}.targets`);
+  if (targets.length > MAX_LOAD_TARGETS) throw new BadField(`${p}.targets`, `has ${targets.length} targets, at most ${MAX_LOAD_TARGETS}`);
+  for (let k = 0; k < targets.length; k++) {
+    if (targets[k] < 0 || (k > 0 && targets[k] <= targets[k - 1]))
+      throw new BadField(`${p}.targets`, `must be ascending non-negative ids, each once (index ${k})`);
+  }
+  const perTarget = (key: string): Float32Array => {
+    const a = allFinite(typed(Float32Array, field(o, key, p), `${p}.${key}`), `${p}.${key}`);
+    if (a.length !== targets.length * numServices)
+      throw new BadField(`${p}.${key}`, `has ${a.length} values, targets x numServices = ${targets.length * numServices}`);
+    for (let i = 0; i < a.length; i++) if (a[i] < 0) throw new BadField(`${p}.${key}`, `has a negative value at index ${i}`);
+    return a;
+  };
+  const intervalMs = num(o, 'intervalMs', p, 0);
+  if (intervalMs <= 0) throw new BadField(`${p}.intervalMs`, `must be > 0, got ${intervalMs}`);
+  return {
+    endTs: num(o, 'endTs', p, 0),
+    intervalMs,
+    numServices,
+    arrivals: perService('arrivals'),
+    workCoreS: perService('workCoreS'),
+    targets,
+    outstanding: perTarget('outstanding'),
+    busy: perTarget('busy'),
+    waiting: perTarget('waiting'),
+  };
+}
+
 function readTelemetry(x: unknown, p: string): TelemetryBody {
   const o = obj(x, p);
   const body: TelemetryBody = {
@@ -671,6 +733,7 @@ function readTelemetry(x: unknown, p: string): TelemetryBody {
     if (ws.length > MAX_DEVICE_WINDOWS) throw new BadField(`${p}.windows`, `has ${ws.length} windows, at most ${MAX_DEVICE_WINDOWS}`);
     body.windows = ws.map((w, i) => readWindow(w, `${p}.windows[${i}]`));
   }
+  if (o.load !== undefined) body.load = readLoad(o.load, `${p}.load`);
   return body;
 }
 

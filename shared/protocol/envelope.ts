@@ -16,7 +16,8 @@
  * `PROTOCOL_VERSION`.
  *
  * Version history: 1 (initial). Optional fields added since, within version 1 (older peers strip
- * them): `epoch` on `welcome`, `weights` and `placement`; `epoch` and `instance` on `hello`.
+ * them): `epoch` on `welcome`, `weights` and `placement`; `epoch` and `instance` on `hello`; `load`
+ * on `telemetry`.
  */
 import { KaisError } from '../errors';
 import type { EapId, NodeId, Placement, ServiceId } from '../domain';
@@ -217,6 +218,33 @@ export interface DeviceWindow {
 /** Most windows in one telemetry frame. */
 export const MAX_DEVICE_WINDOWS = 512;
 
+/**
+ * What one agent saw of the load over one telemetry interval (agent/load-report.ts), for an
+ * executor that cannot see it on its cluster (Kubernetes: orchestrator/load-board.ts combines the
+ * agents' reports). Per-(target, service) figures are means over samples taken through the
+ * interval, for the listed targets only (a target not listed: nothing seen there).
+ */
+export interface LoadBody {
+  /** The agent's wall clock at the end of the interval (ms since epoch); the envelope's `ts` minus this is the record's age when sent (a record buffered while the link was down is old). */
+  endTs: number;
+  /** Length of the interval, ms (> 0). */
+  intervalMs: number;
+  /** W, number of services. */
+  numServices: number;
+  /** [w] requests of w that arrived at this eAP's ingress during the interval. */
+  arrivals: Float32Array;
+  /** [w] their CPU work, core-seconds (the request's `workCoreS`, else the service's nominal work). */
+  workCoreS: Float32Array;
+  /** Targets reported, ascending, each once: edge node ids, numNodes = the cloud. */
+  targets: Int32Array;
+  /** [k * W + w] for targets[k]: requests of w this eAP sent there and had no answer to yet (mean over the interval). */
+  outstanding: Float32Array;
+  /** [k * W + w]: busy replicas of w there as this agent estimated them (its own requests, raised to the node's last load report while fresh), mean. */
+  busy: Float32Array;
+  /** [k * W + w]: requests of w waiting there, estimated the same way, mean. */
+  waiting: Float32Array;
+}
+
 /** agent (or an emulated node) -> orchestrator. */
 export interface TelemetryBody {
   /** eAP reporting. */
@@ -224,6 +252,8 @@ export interface TelemetryBody {
   samples: NodeSample[];
   /** Device-filter windows for the learned detector (optional; absent = none). */
   windows?: DeviceWindow[];
+  /** The load this agent saw over the interval (optional; absent = not reported). */
+  load?: LoadBody;
 }
 
 /** The learned detector's verdict on one 'ambiguous' DeviceWindow. */

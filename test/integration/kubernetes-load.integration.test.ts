@@ -1,0 +1,177 @@
+/**
+ * The load view of the Kubernetes executor (issue 19): the orchestrator with `"executor":
+ * "kubernetes"` and `hpa` against the local API server (test/support/kube-api.ts), fed only by
+ * what agents report in their telemetry's `load` section (orchestrator/load-board.ts). A
+ * hand-driven agent session (test/support/raw-agent.ts) reports service 0 as busy on every node
+ * that holds it: hpa scales it up through the Deployments; then it reports nothing busy and hpa
+ * scales it back down after its stabilisation window. At speed 100: hpa decides every 0.15 s,
+ * stabilises over 3 s.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { deploymentName } from '../../orchestrator/kubernetes-executor';
+import { readConfig, startOrchestrator, type RunningOrchestrator } from '../../orchestrator/main';
+import type { PlacementLoopOptions } from '../../orchestrator/placement-loop';
+import { Codec } from '../../shared/protocol/codec';
+import type { LoadBody } from '../../shared/protocol/envelope';
+import { loadScenario } from '../../shared/scenario';
+import { FakeKubeApi } from '../support/kube-api';
+import { rawAgent } from '../support/raw-agent';
+
+const NS = 'kais';
+const scenario = loadScenario('tiny'); // 1 eAP, 3 edge nodes, 4 services, 4 replicas per service at most
+const W = scenario.services.length;
+const N = 3;
+
+let api: FakeKubeApi;
+let dir: string;
+const cleanups: (() => unknown)[] = [];
+
+beforeEach(async () => {
+  api = new FakeKubeApi();
+  await api.listen();
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-k8s-load-'));
+  fs.writeFileSync(path.join(dir, 'kubeconfig'), api.kubeconfig());
+  for (let n = 0; n < N; n++) api.addNode(`edge-${n}`, { 'kais.io/node-index': String(n) });
+});
+
+afterEach(async () => {
+  for (const f of cleanups.splice(0).reverse()) await f();
+  await api.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+const replicasOf = (w: number) => {
+  let s = 0;
+  for (let n = 0; n < N; n++) s += (api.deployment(NS, deploymentName(w, n))?.spec as { replicas?: number } | undefined)?.replicas ?? 0;
+  return s;
+};
+
+async function until(what: string, ok: () => boolean, ms = 15_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** One interval's load report: service w busy (`busy` replicas, `waiting` queued) on each of `nodes`. */
+function loadBody(busyOn: Map<number, { busy: number; waiting: number }>, arrivals: number[], intervalMs: number): LoadBody {
+  const targets = [...busyOn.keys()].sort((a, b) => a - b);
+  const zeros = () => new Float32Array(targets.length * W);
+  const busy = zeros();
+  const waiting = zeros();
+  const outstanding = zeros();
+  targets.forEach((n, r) => {
+    const x = busyOn.get(n)!;
+    busy[r * W + 0] = x.busy;
+    waiting[r * W + 0] = x.waiting;
+    outstanding[r * W + 0] = x.busy + x.waiting;
+  });
+  return {
+    endTs: Date.now(),
+    intervalMs,
+    numServices: W,
+    arrivals: Float32Array.from(arrivals),
+    workCoreS: Float32Array.from(arrivals, (a) => a * 0.12),
+    targets: Int32Array.from(targets),
+    outstanding,
+    busy,
+    waiting,
+  };
+}
+
+describe('hpa on the Kubernetes executor, from the agents’ load reports', () => {
+  test('scales up a service its agents report busy and back down when they report it idle', async () => {
+    const cfgFile = path.join(dir, 'cfg.json');
+    fs.writeFileSync(
+      cfgFile,
+      JSON.stringify({
+        scenario: 'tiny',
+        orchestration: 'hpa',
+        speed: 100,
+        executor: 'kubernetes',
+        kubernetes: { kubeconfig: path.join(dir, 'kubeconfig'), namespace: NS, image: 'img:1' },
+        learner: 'none',
+        detector: 'none',
+      }),
+    );
+    const lines: string[] = [];
+    const o: RunningOrchestrator = await startOrchestrator(readConfig(cfgFile), {
+      dbPath: path.join(dir, 'o.db'),
+      log: (l) => lines.push(l),
+    });
+    cleanups.push(() => o.close());
+    const start = replicasOf(0);
+    const others = [1, 2, 3].map(replicasOf);
+    expect(start).toBeGreaterThanOrEqual(1);
+    expect(start).toBeLessThan(scenario.maxReplicasPerService);
+
+    const agent = await rawAgent(
+      o.hub.url,
+      { eapId: 0, token: '', agentVersion: 'test', weightVersion: null, placementVersion: null, epoch: null, instance: 'load-test' },
+      new Codec(),
+      cleanups,
+    );
+    // every 100 ms: service 0 busy on every node that holds it (more than it has: the board clamps
+    // to the cluster's ready replicas), 20 arrivals; the other services idle
+    let busy = true;
+    const timer = setInterval(() => {
+      const on = new Map<number, { busy: number; waiting: number }>();
+      if (busy) for (let n = 0; n < N; n++) on.set(n, { busy: 8, waiting: 5 });
+      const arrivals = busy ? [20, 0, 0, 0] : [0, 0, 0, 0];
+      agent.send('telemetry', { eap: 0, samples: [], load: loadBody(on, arrivals, 100) });
+    }, 100);
+    cleanups.push(() => clearInterval(timer));
+
+    await until('service 0 scaled up to its maximum', () => replicasOf(0) === scenario.maxReplicasPerService);
+    // the load view reached the policy: the loop saw the busy replicas and the queue
+    const view = await (o.loop as unknown as { o: PlacementLoopOptions }).o.executor.observe();
+    const busyView = view!;
+    let busyNow = 0;
+    let queued = 0;
+    for (let n = 0; n < N; n++) {
+      busyNow += busyView.busyReplicas(n, 0);
+      queued += busyView.serviceQueueLen(n, 0);
+    }
+    expect(busyNow).toBeGreaterThan(0);
+    expect(queued).toBeGreaterThan(0);
+    // the idle services were not scaled up
+    expect([1, 2, 3].map(replicasOf).every((r, i) => r <= others[i])).toBe(true);
+
+    busy = false;
+    await until('service 0 scaled back down to 1 after the stabilisation window', () => replicasOf(0) === 1);
+    expect(lines.join('\n')).toMatch(/executor: kubernetes/);
+  }, 40_000);
+
+  test('a telemetry load section of the wrong shape is refused by the intake (KAIS_ERR_INVALID) and moves nothing', async () => {
+    const cfgFile = path.join(dir, 'cfg.json');
+    fs.writeFileSync(
+      cfgFile,
+      JSON.stringify({
+        scenario: 'tiny',
+        orchestration: 'hpa',
+        speed: 100,
+        executor: 'kubernetes',
+        kubernetes: { kubeconfig: path.join(dir, 'kubeconfig'), namespace: NS, image: 'img:1' },
+        learner: 'none',
+        detector: 'none',
+      }),
+    );
+    const o = await startOrchestrator(readConfig(cfgFile), { dbPath: path.join(dir, 'o.db') });
+    cleanups.push(() => o.close());
+    const agent = await rawAgent(
+      o.hub.url,
+      { eapId: 0, token: '', agentVersion: 'test', weightVersion: null, placementVersion: null, epoch: null, instance: 'bad-load' },
+      new Codec(),
+      cleanups,
+    );
+    const body = loadBody(new Map([[7, { busy: 1, waiting: 0 }]]), [1, 0, 0, 0], 100); // node 7: not in tiny
+    agent.send('telemetry', { eap: 0, samples: [], load: body });
+    await until('the refusal', () => agent.frames.some((f) => f.type === 'error'));
+    const err = agent.frames.find((f) => f.type === 'error')!;
+    expect(err.body).toMatchObject({ code: 'KAIS_ERR_INVALID' });
+    expect((err.body as { message: string }).message).toMatch(/load\.targets/);
+  });
+});
