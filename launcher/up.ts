@@ -60,6 +60,7 @@ import type { Fault } from '../shared/faults';
 import { isOrchestrationPolicy, ORCHESTRATION_POLICIES } from '../shared/orchestration';
 import { Rng } from '../shared/rng';
 import { humanLine } from '../shared/log';
+import { writePrediction, type Prediction } from '../orchestrator/prediction';
 import { TALLY_KEYS, type TargetTally } from '../shared/tally';
 import { writeSelfSignedPair } from '../shared/tls';
 import {
@@ -474,6 +475,18 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     const adminToken = crypto.randomBytes(24).toString('base64url');
     const adminTokenFile = path.join(dir, 'admin-token');
     fs.writeFileSync(adminTokenFile, `${adminToken}\n`, { mode: 0o600 });
+    // the simulator's prediction for the dashboard (orchestrator/prediction.ts): written again with
+    // the start time once the load begins, so the orchestrator can lay its frames on the wall clock
+    const predictionFile = path.join(dir, 'prediction.json');
+    const prediction: Prediction = {
+      policy: predicted.policy,
+      throughputRate: predicted.rate,
+      frameS: predicted.frameS,
+      arrivedPerFrame: predicted.arrivedPerFrame,
+      completedInTimePerFrame: predicted.completedInTimePerFrame,
+      startMs: null,
+    };
+    writePrediction(predictionFile, prediction);
     fs.writeFileSync(
       configFile,
       JSON.stringify({
@@ -492,6 +505,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         ...(a.gate ? { gate: true } : {}),
         ...(a.inject === 'bad-weights' ? { injectBadWeightsAfterS: a.duration / 3 } : {}),
         ...(tls ? { tls } : {}),
+        prediction: predictionFile,
       }),
       { mode: 0o600 },
     );
@@ -679,6 +693,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     };
 
     const t0 = performance.now();
+    writePrediction(predictionFile, { ...prediction, startMs: Date.now() }); // scenario time 0 is now
     soFar = () => ({
       interrupted: true,
       elapsedS: +((performance.now() - t0) / 1000).toFixed(1),
@@ -887,7 +902,18 @@ export function predictRate(
   policy: LivePolicyName,
   checkpoint: string | undefined,
   view: 'global' | 'agent' = 'agent',
-): { policy: string; rate: number; slotS: number; cloudShare: number; droppedShare: number; perTarget: TargetTally } {
+): {
+  policy: string;
+  rate: number;
+  slotS: number;
+  cloudShare: number;
+  droppedShare: number;
+  perTarget: TargetTally;
+  /** Scenario seconds per frame, and each frame's arrivals and in-time completions (for the dashboard). */
+  frameS: number;
+  arrivedPerFrame: number[];
+  completedInTimePerFrame: number[];
+} {
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { runEpisode } = require('../training/jobs/rollout') as typeof import('../training/jobs/rollout');
   const { makeDispatch, makeOrchestration } = require('../training/baselines/registry') as typeof import('../training/baselines/registry');
@@ -904,6 +930,8 @@ export function predictRate(
       : makeDispatch('lec', scenario);
   const frameS = scenario.slotS * scenario.slotsPerFrame;
   const lastS = requests.length > 0 ? requests[requests.length - 1].deadlineS : 0;
+  let arrivedPerFrame: number[] = [];
+  let completedInTimePerFrame: number[] = [];
   const res = runEpisode({
     scenario,
     requests,
@@ -914,6 +942,10 @@ export function predictRate(
     nodeDequeue: 'edf',
     view,
     tally: true,
+    onFrames: (frames) => {
+      arrivedPerFrame = frames.map((f) => f.arrived);
+      completedInTimePerFrame = frames.map((f) => f.completedInTime);
+    },
   });
   const name = isDispatchHeuristic(policy) ? policy : checkpoint ? 'cmmac' : 'lec';
   return {
@@ -923,6 +955,9 @@ export function predictRate(
     cloudShare: res.cloudShare,
     droppedShare: res.droppedShare,
     perTarget: res.perTarget!,
+    frameS,
+    arrivedPerFrame,
+    completedInTimePerFrame,
   };
 }
 

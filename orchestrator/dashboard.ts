@@ -21,10 +21,15 @@
  *   (once 5 s of telemetry about it came), `quiet` with no telemetry about it for 10 s (no agent
  *   sent to it), else `ok`) and every agent session (eAP, weight and
  *   placement versions);
- * - throughput: requests/s the agents dispatched and answered in time (telemetry, 2 s buckets)
- *   against the orchestrator's forecast (placement-loop.ts: arrivals/s expected next frame, an
- *   average of the windows it observed, in wall-clock seconds). The simulator's prediction of a
- *   run (`kais eval`) is computed by `kais up`, not the orchestrator, so it is not here;
+ * - throughput: requests/s the agents dispatched and answered in time (telemetry, edge nodes and
+ *   the cloud, 2 s buckets) against the simulator's prediction for the same run (the config's
+ *   `prediction`, orchestrator/prediction.ts: the requests `kais up` replays, run in the simulator
+ *   before the processes start; its in-time completions per wall second over each bucket, the
+ *   frames aligned to wall-clock by the run's start and `speed`), and the orchestrator's forecast
+ *   (placement-loop.ts: arrivals/s expected next frame, an average of the windows it observed, in
+ *   wall-clock seconds). `prediction` in the snapshot: the simulator's policy and rate, the frame
+ *   now, and the in-time answers since the start (or since this orchestrator started) live and
+ *   predicted; null without a prediction;
  * - placements over time: replicas per service at each published placement version;
  * - the dispatch trail: the last decisions agents sent as experience (eAP, service, target, outcome,
  *   latency, weight version; with `--explore`, the explored ones) and the last per-(eAP, node)
@@ -40,6 +45,7 @@ import type { ExperienceBody, TelemetryBody } from '../shared/protocol/envelope'
 import type { Scenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';
 import { round } from '../shared/round';
+import { predictedFrame, predictedInTime, type Prediction } from './prediction';
 
 /** What the feed reads at each tick. */
 export interface DashboardSources {
@@ -55,6 +61,8 @@ export interface DashboardSources {
   holds(): { node: number; reason: string; by: string }[];
   overrides(): { service: number; replicas: number; node: number | null; untilMs: number | null; reason: string; by: string }[];
   forecast(): number[] | null;
+  /** The simulator's prediction of the run (config `prediction`); absent or null: none. */
+  prediction?(): Prediction | null;
   learner(): { updates: number; published: number; lastMeanReward: number; lastApproxKl: number } | null;
 }
 
@@ -112,15 +120,21 @@ export class DashboardFeed {
   private readonly events: DashboardEvent[] = [];
   private readonly trail: unknown[] = [];
   private readonly flows: unknown[] = [];
-  /** [bucket start ms, dispatched, in time, forecast] (req/s). */
-  private readonly throughput: [number, number, number, number | null][] = [];
+  /** [bucket start ms, dispatched, in time, forecast arrivals, predicted in time] (req/s). */
+  private readonly throughput: [number, number, number, number | null, number | null][] = [];
+  /** In-time answers the agents reported since the prediction's start (or since this feed began, if later). */
+  private readonly live = { fromMs: 0, inTime: 0 };
   private bucket = { start: 0, requests: 0, inDeadline: 0 };
   private readonly placements: { tsMs: number; version: number; frame: number; replicas: number[] }[] = [];
   private readonly curve: { tsMs: number; update: number; meanReward: number; approxKl: number }[] = [];
   /** Snapshots sent since the start (the bench and tests read it). */
   sent = 0;
 
-  constructor(private readonly s: DashboardSources) {
+  constructor(
+    private readonly s: DashboardSources,
+    /** When this feed began (a restarted orchestrator counts live answers from here). */
+    private readonly createdMs = Date.now(),
+  ) {
     const topo = topologyOf(s.scenario);
     this.numNodes = topo.numNodes;
     this.nodeEap = topo.nodeEap;
@@ -144,7 +158,16 @@ export class DashboardFeed {
 
   telemetry(body: TelemetryBody, nowMs = Date.now()): void {
     this.rollBucket(nowMs);
+    const p = this.s.prediction?.() ?? null;
+    const counting = p !== null && p.startMs !== null && nowMs >= p.startMs;
+    if (counting && this.live.fromMs === 0) this.live.fromMs = Math.max(p.startMs!, this.createdMs);
     for (const x of body.samples) {
+      // throughput counts every target, the cloud (index numNodes) too, as the simulator does
+      if (x.node >= 0 && x.node <= this.numNodes) {
+        this.bucket.requests += x.requests;
+        this.bucket.inDeadline += x.inDeadline;
+        if (counting) this.live.inTime += x.inDeadline;
+      }
       if (!(x.node >= 0 && x.node < this.numNodes)) continue;
       const n = this.nodes[x.node];
       n.tsMs = nowMs;
@@ -153,8 +176,6 @@ export class DashboardFeed {
       n.mem = x.mem;
       n.recent.push({ tsMs: nowMs, requests: x.requests, succeeded: x.succeeded, inDeadline: x.inDeadline });
       while (n.recent.length > 0 && nowMs - n.recent[0].tsMs > WINDOW_MS) n.recent.shift();
-      this.bucket.requests += x.requests;
-      this.bucket.inDeadline += x.inDeadline;
       if (x.requests > 0) {
         this.flows.push({
           tsMs: nowMs,
@@ -261,19 +282,56 @@ export class DashboardFeed {
     if (this.bucket.start > 0) {
       const f = this.s.forecast();
       const forecast = f ? round(f.reduce((a, b) => a + b, 0) * this.s.speed, 2) : null;
+      const p = this.s.prediction?.() ?? null;
       // empty buckets between two telemetry frames are zeros, not gaps
       for (let t = this.bucket.start; t < start && t >= start - SERIES * BUCKET_MS; t += BUCKET_MS) {
         const own = t === this.bucket.start;
+        const predicted = p ? predictedInTime(p, this.s.speed, t, t + BUCKET_MS) : null;
         this.throughput.push([
           t,
           own ? round(this.bucket.requests / (BUCKET_MS / 1000), 2) : 0,
           own ? round(this.bucket.inDeadline / (BUCKET_MS / 1000), 2) : 0,
           forecast,
+          predicted === null ? null : round(predicted / (BUCKET_MS / 1000), 2),
         ]);
       }
       while (this.throughput.length > SERIES) this.throughput.shift();
     }
     this.bucket = { start, requests: 0, inDeadline: 0 };
+  }
+
+  /**
+   * The simulator's prediction as the page shows it: its policy and rate over the run, the frame
+   * now with the in-time answers per wall second predicted for it, and since the start (or since
+   * this feed began) the in-time answers the agents reported against those predicted.
+   */
+  private predictionSnapshot(nowMs: number): Record<string, unknown> | null {
+    const p = this.s.prediction?.() ?? null;
+    if (!p) return null;
+    const speed = this.s.speed;
+    const at = predictedFrame(p, speed, nowMs);
+    const frames = p.completedInTimePerFrame.length;
+    const fromMs = this.live.fromMs;
+    const predicted = fromMs > 0 ? (predictedInTime(p, speed, fromMs, nowMs) ?? 0) : null;
+    return {
+      policy: p.policy,
+      throughputRate: p.throughputRate,
+      frameS: p.frameS,
+      startMs: p.startMs,
+      frames,
+      frame: at ? at.frame : null,
+      inTimePerS: at && !at.over ? round((p.completedInTimePerFrame[at.frame] / p.frameS) * speed, 2) : null,
+      arrivalsPerS: at && !at.over ? round((p.arrivedPerFrame[at.frame] / p.frameS) * speed, 2) : null,
+      since:
+        predicted === null
+          ? null
+          : {
+              fromMs,
+              liveInTime: this.live.inTime,
+              predictedInTime: round(predicted, 1),
+              livePerPredicted: predicted > 0 ? round(this.live.inTime / predicted, 3) : null,
+            },
+    };
   }
 
   /** The snapshot as the stream sends it (JSON). */
@@ -349,6 +407,7 @@ export class DashboardFeed {
       nodes,
       overrides: s.overrides(),
       forecast: f ? f.map((x) => round(x * s.speed, 3)) : null,
+      prediction: this.predictionSnapshot(nowMs),
       throughput: this.throughput,
       placements: this.placements,
       trail: this.trail,

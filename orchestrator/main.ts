@@ -19,7 +19,8 @@
  *   "kubernetes": {"kubeconfig": null (in-cluster) | "<file>", "namespace": "kais", "image": "<replica image>", "nodeLabel": "kais.io/node-index"},
  *   "actorHead": "softplus1", "heartbeatMs": 5000, "learner": "cmmac"|"none", "learnBatch": 2048,
  *   "detector": "vgru"|"none", "gate": null | true | {"margin": 0.01, "minRequests": 500, "arrivals": 20000, "seconds": 10, "heuristics": ["lec", "round-robin"]},
- *   "tls": null | {"cert": "<PEM file>", "key": "<PEM file>"} (relative to this file; wss:// and https://)}`
+ *   "tls": null | {"cert": "<PEM file>", "key": "<PEM file>"} (relative to this file; wss:// and https://),
+ *   "prediction": null | "<file>" (the simulator's prediction of the run, relative to this file; orchestrator/prediction.ts)}`
  *
  * Bounds and trust (issue 14): `"limits"` caps the store's growing tables (experience MB and age,
  * metrics and events rows and age; pruned every `pruneS` in the background), `"intake"` the
@@ -59,6 +60,7 @@ import { DEFAULT_GATE, gateConfigProblem, WeightGate, type GateConfig } from './
 import { unpackWeights } from '../shared/protocol/weights';
 import { Rng } from '../shared/rng';
 import { DashboardFeed } from './dashboard';
+import { PredictionFile, readPrediction, type Prediction } from './prediction';
 import { AdminState, type AdminSnapshot } from './admin';
 import { AdminApi } from './admin-api';
 import type { OnlineLearner } from './learner';
@@ -105,6 +107,12 @@ export interface OrchestratorConfig {
   injectBadWeightsAfterS: number | null;
   /** Certificate and key (PEM, read and checked at start): wss:// for agents, https:// on the HTTP port; null: plain. */
   tls: TlsPair | null;
+  /**
+   * The simulator's prediction of the run (`kais up` writes it; orchestrator/prediction.ts), read
+   * and checked at start, read again when the file changes; the dashboard plots live throughput
+   * against it. null: none.
+   */
+  prediction: { file: string; initial: Prediction } | null;
 }
 
 /** The config's `gate` section: null/false/absent = off, true = the defaults, an object = the defaults overridden. */
@@ -203,6 +211,7 @@ export function readConfig(file: string): OrchestratorConfig {
     'gate',
     'injectBadWeightsAfterS',
     'tls',
+    'prediction',
   ];
   for (const k of Object.keys(o)) if (!known.includes(k)) fail(k, `is not a config field (known: ${known.join(', ')})`);
   const str = (k: string, d: string): string =>
@@ -339,7 +348,18 @@ export function readConfig(file: string): OrchestratorConfig {
               `must be null or a number of seconds in [0, 86400], got ${JSON.stringify(o.injectBadWeightsAfterS)}`,
             ),
     tls: readTlsSection(o.tls, file, fail),
+    prediction: readPredictionField(o.prediction, file, fail),
   };
+}
+
+/** The config's `prediction`: a file (relative to the config file's folder) checked now, or null/absent: none. */
+function readPredictionField(v: unknown, file: string, fail: (field: string, why: string) => never): OrchestratorConfig['prediction'] {
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'string' || v === '') return fail('prediction', 'must be null or the path of a prediction file (JSON)');
+  const at = path.resolve(path.dirname(file), v);
+  if (!fs.existsSync(at) || !fs.statSync(at).isFile()) return fail('prediction', `${at} is not a file`);
+  if (fs.statSync(at).size > 64 * 1048576) return fail('prediction', `${at} is over 64 MiB`);
+  return { file: at, initial: readPrediction(at, `${file}: field "prediction": ${at}`) };
 }
 
 /** The config's `tls` section: {cert, key} file paths (relative to the config file's folder), or null/absent: plain. */
@@ -730,7 +750,13 @@ export async function startOrchestrator(
     events: (q) => store.events(q),
     forecast: () => (loop.forecast ? Array.from(loop.forecast, (x) => round(x, 3)) : null),
   });
-  // the dashboard under /dashboard (orchestrator/dashboard.ts): the last hour's events, then the live ones
+  // the dashboard under /dashboard (orchestrator/dashboard.ts): the last hour's events, then the live ones;
+  // live throughput against the simulator's prediction when the config names one
+  const prediction = cfg.prediction ? new PredictionFile(cfg.prediction.file, cfg.prediction.initial, log) : null;
+  if (cfg.prediction)
+    log(
+      `prediction: ${cfg.prediction.initial.policy}, throughput rate ${cfg.prediction.initial.throughputRate} over ${cfg.prediction.initial.completedInTimePerFrame.length} frames (${cfg.prediction.file})`,
+    );
   dashboard = new DashboardFeed({
     scenario: cfg.scenario,
     speed: cfg.speed,
@@ -746,6 +772,7 @@ export async function startOrchestrator(
     holds: () => adminState.snapshot().holds,
     overrides: () => adminState.snapshot().overrides,
     forecast: () => (loop.forecast ? Array.from(loop.forecast) : null),
+    prediction: prediction ? () => prediction.current() : undefined,
     learner: () => learner?.stats ?? null,
   });
   for (const e of store.events({ sinceMs: Date.now() - 3600_000, limit: 10_000 }).slice(-100)) dashboard.event(e);

@@ -56,7 +56,12 @@ function buildCharts(snap) {
   for (const c of Object.values(state.charts)) c.destroy();
   state.charts.throughput = chart(
     'chart-throughput',
-    [{ label: 'dispatched' }, { label: 'in time' }, { label: 'forecast', dash: [6, 4], color: '#d29922' }],
+    [
+      { label: 'dispatched' },
+      { label: 'in time' },
+      { label: 'in time, simulator', color: '#f0f6fc', width: 2 },
+      { label: 'forecast arrivals', dash: [6, 4], color: '#d29922' },
+    ],
     'req/s',
   );
   state.charts.placements = chart(
@@ -181,10 +186,11 @@ function render(snap) {
   state.charts.throughput.setData(
     atLeastTwo(
       t.map((r) => r[0] / 1000),
-      [t.map((r) => r[1]), t.map((r) => r[2]), t.map((r) => r[3])],
+      [t.map((r) => r[1]), t.map((r) => r[2]), t.map((r) => r[4]), t.map((r) => r[3])],
       nowS,
     ),
   );
+  $('prediction-state').textContent = predictionText(snap.prediction);
   const p = snap.placements;
   state.charts.placements.setData(
     atLeastTwo(
@@ -267,7 +273,34 @@ function render(snap) {
   // for tests and the bench: snapshots rendered, the last one's time, and the slowest render (ms)
   const k = window.kaisDashboard || { snapshots: 0, maxRenderMs: 0 };
   const ms = performance.now() - t0;
-  window.kaisDashboard = { snapshots: k.snapshots + 1, last: snap.tsMs, renderMs: ms, maxRenderMs: Math.max(k.maxRenderMs, ms) };
+  window.kaisDashboard = {
+    snapshots: k.snapshots + 1,
+    last: snap.tsMs,
+    renderMs: ms,
+    maxRenderMs: Math.max(k.maxRenderMs, ms),
+    charts: state.charts,
+    prediction: snap.prediction,
+  };
+}
+
+/** What the simulator predicted for this run against what the agents report (or that there is no prediction). */
+function predictionText(p) {
+  if (!p)
+    return 'no simulator prediction: this orchestrator was started without one (kais up gives it the simulator\'s for the same requests; config "prediction")';
+  const head = `simulator prediction (${p.policy}, the same requests): throughput rate ${pct(p.throughputRate)} over the run`;
+  if (p.startMs === null) return `${head}; waiting for the run to start`;
+  const now =
+    p.frame !== null && p.frame < p.frames
+      ? `frame ${p.frame + 1} of ${p.frames}: ${p.inTimePerS} in time/s of ${p.arrivalsPerS} arrivals/s predicted`
+      : p.frame === null
+        ? 'the run starts soon'
+        : `past the ${p.frames} predicted frames`;
+  const s = p.since;
+  const since = s
+    ? `; in time since ${hhmmss(s.fromMs)}: live ${s.liveInTime}, predicted ${Math.round(s.predictedInTime)}` +
+      (s.livePerPredicted !== null ? ` (live / predicted ${s.livePerPredicted.toFixed(2)})` : '')
+    : '';
+  return `${head}; ${now}${since}`;
 }
 
 function setConn(on, text) {

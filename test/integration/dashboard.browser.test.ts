@@ -3,14 +3,17 @@
  * playwright-core) against a running `kais up` on the kais scenario (40 edge nodes, 5 agents,
  * every agent on lec so no model loads): the page loads with no console error, shows every node
  * and every agent, and after `kais scale` and `kais nodes --hold` the change and its event appear
- * without a reload. Screenshots go to a temporary folder, printed on stderr. The orchestrator's
- * log lines are JSON (pino) and hold no token.
+ * without a reload; the throughput chart draws the simulator's prediction for the same requests
+ * (the in-time rate of `kais up`'s prediction file, frame by frame on the wall clock) beside the
+ * live rate. Screenshots go to a temporary folder, printed on stderr. The orchestrator's log lines
+ * are JSON (pino) and hold no token.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
+import { predictedInTime, readPrediction } from '../../orchestrator/prediction';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
@@ -72,6 +75,7 @@ afterEach(async () => {
         void exited.then((code) => reject(new Error(`kais up exited (${code}) before ${re}: ${lines.slice(-5).join(' | ')}`)));
       });
 
+    const [, evalPolicy, evalRate] = await line(/kais eval predicts (\S+): ([\d.]+) for these/);
     const [, url, tokenFile] = await line(/dashboard: (http:\S+) \(admin token: the first line of (\S+)\)/);
     await line(/5 agents up/);
     const token = fs.readFileSync(tokenFile, 'utf8').trim();
@@ -95,6 +99,40 @@ afterEach(async () => {
     expect(await page.locator('.agent').count()).toBe(5);
     expect(page.url()).not.toContain(token); // the fragment is dropped from the address bar
     const before = await page.evaluate(() => (window as unknown as { kaisDashboard: { snapshots: number } }).kaisDashboard.snapshots);
+
+    // live throughput against the simulator's prediction: once the load runs, the chart's
+    // simulator line holds the prediction file's in-time rate of each 2 s bucket (speed 1)
+    type Chart = { series: { label?: string }[]; data: (number | null)[][] };
+    type Dash = { kaisDashboard: { charts: { throughput: Chart }; prediction: { since: { liveInTime: number } | null } | null } };
+    await page.waitForFunction(
+      () => {
+        const d = (window as unknown as Dash).kaisDashboard;
+        return d.charts.throughput.data[3].some((v) => v !== null && v > 0) && (d.prediction?.since?.liveInTime ?? 0) > 0;
+      },
+      undefined,
+      { timeout: 20_000 },
+    );
+    const prediction = readPrediction(path.join(path.dirname(tokenFile), 'prediction.json'));
+    expect(prediction.policy).toBe(evalPolicy);
+    expect(prediction.policy).toBe('lec/static');
+    expect(prediction.throughputRate.toFixed(3)).toBe(evalRate);
+    expect(prediction.startMs).not.toBeNull();
+    const chart = await page.evaluate(() => {
+      const u = (window as unknown as Dash).kaisDashboard.charts.throughput;
+      return { labels: u.series.map((x) => x.label), data: u.data };
+    });
+    expect(chart.labels).toEqual(['Time', 'dispatched', 'in time', 'in time, simulator', 'forecast arrivals']);
+    const points = chart.data[0].map((t, i) => [t, chart.data[3][i]] as const).filter(([, v]) => v !== null);
+    expect(points.length).toBeGreaterThan(0);
+    for (const [t, v] of points) {
+      const expected = predictedInTime(prediction, 1, t! * 1000, t! * 1000 + 2000)!;
+      expect({ t, v }).toEqual({ t, v: Math.round((expected / 2) * 100) / 100 });
+    }
+    const legend = await page.locator('#chart-throughput .u-legend').textContent();
+    expect(legend).toContain('in time, simulator');
+    expect(await page.locator('#prediction-state').textContent()).toMatch(
+      /^simulator prediction \(lec\/static, the same requests\): throughput rate \d+% over the run; frame \d+ of \d+: [\d.]+ in time\/s .*; in time since \d\d:\d\d:\d\d: live \d+, predicted \d+ \(live \/ predicted \d\.\d\d\)$/,
+    );
     await page.screenshot({ path: path.join(shots, '1-loaded.png'), fullPage: true });
 
     // kais scale: the services row and the event, without a reload

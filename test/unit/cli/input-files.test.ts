@@ -3,7 +3,7 @@
  * zero, a huge number, an empty list, a missing field): every loader either accepts the file or
  * throws a UsageError (exit 2, one line naming the file), never anything else. This checks the
  * class (the loaders at the door), not single cases: scenario JSON, curriculum lessons, the
- * orchestrator config, the agent's targets file and kais node's fault list.
+ * orchestrator config and its prediction file, the agent's targets file and kais node's fault list.
  */
 import * as fs from 'fs';
 import * as os from 'os';
@@ -15,6 +15,7 @@ import { loadCurriculum } from '../../../training/curriculum/schedule';
 import { checkLessons } from '../../../training/jobs/train-options';
 import { readConfig } from '../../../orchestrator/main';
 import { readTargets } from '../../../agent/cli';
+import { readPrediction } from '../../../orchestrator/prediction';
 
 const ROOT = path.resolve(__dirname, '../../..');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-input-files-'));
@@ -100,6 +101,18 @@ describe('input files mutated field by field: accepted or one UsageError', () =>
       detector: 'none',
     };
     expectOnlyUsageErrors(cfg, (file) => readConfig(file));
+  });
+
+  it('the simulator\'s prediction of a run (orchestrator config "prediction")', () => {
+    const prediction = {
+      policy: 'lec/static',
+      throughputRate: 0.77,
+      frameS: 25,
+      arrivedPerFrame: [812, 790, 10],
+      completedInTimePerFrame: [601, 622, 40],
+      startMs: 1_764_650_000_000,
+    };
+    expectOnlyUsageErrors(prediction, (file) => readPrediction(file));
   });
 
   it("the agent's targets file (--targets <file>)", () => {

@@ -33,6 +33,12 @@ describe('kais up --policy', () => {
         nodeDequeue: 'edf',
       });
       expect(p.rate).toBe(evalRun.throughputRate);
+      // the per-frame series the dashboard plots add up to the same run
+      const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+      expect(p.frameS).toBe(frameS);
+      expect(p.arrivedPerFrame).toHaveLength(p.completedInTimePerFrame.length);
+      expect(sum(p.arrivedPerFrame)).toBe(evalRun.arrived);
+      expect(sum(p.completedInTimePerFrame)).toBe(evalRun.completedInTime);
     }
   });
 

@@ -10,6 +10,7 @@ import { AdminApi } from '../../../orchestrator/admin-api';
 import { AdminState } from '../../../orchestrator/admin';
 import { loadScenario, topologyOf } from '../../../shared/scenario';
 import { initialPlacement } from '../../../shared/orchestration/placement';
+import type { Prediction } from '../../../orchestrator/prediction';
 
 const scenario = loadScenario('small');
 const topo = topologyOf(scenario);
@@ -41,8 +42,20 @@ type Snap = {
   trail: { target: number | 'cloud'; outcome: string }[];
   events: { kind: string }[];
   forecast: number[];
-  throughput: [number, number, number, number | null][];
+  /** [bucket start ms, dispatched, in time, forecast arrivals, predicted in time] (req/s). */
+  throughput: [number, number, number, number | null, number | null][];
+  prediction: {
+    policy: string;
+    throughputRate: number;
+    frame: number | null;
+    frames: number;
+    inTimePerS: number | null;
+    arrivalsPerS: number | null;
+    since: { fromMs: number; liveInTime: number; predictedInTime: number; livePerPredicted: number | null } | null;
+  } | null;
 };
+
+const round3 = (x: number) => Math.round(x * 1000) / 1000;
 
 const sample = (node: number, requests: number, succeeded: number, inDeadline: number) => ({
   node,
@@ -116,6 +129,56 @@ describe('DashboardFeed', () => {
     expect(bucket(t0 + 2000)[1]).toBe(0);
     const bucket0 = bucket(t0);
     expect(bucket0[3]).toBe(scenario.services.length * 1.5 * 2);
+    // no simulator prediction configured: none in the snapshot, none beside the buckets
+    expect(later.prediction).toBeNull();
+    expect(later.throughput.every((r) => r[4] === null)).toBe(true);
+  });
+
+  it("plots live throughput against the simulator's prediction, its frames laid on the wall clock by the start and speed", () => {
+    const admin = new AdminState();
+    const t0 = 2_000_000; // scenario time 0, on a bucket boundary
+    // at speed 2 (sources) a frame of 25 scenario seconds lasts 12.5 s: 8 then 16 in time per wall second
+    const p: Prediction = {
+      policy: 'lec/static',
+      throughputRate: 0.75,
+      frameS: 25,
+      arrivedPerFrame: [150, 250],
+      completedInTimePerFrame: [100, 200],
+      startMs: null,
+    };
+    const feed = new DashboardFeed(sources(admin, { prediction: () => p }), t0 - 60_000);
+    feed.telemetry({ eap: 0, samples: [sample(0, 5, 5, 5)] }, t0 - 3000); // before the start: not counted
+    const before = feed.snapshot(t0 - 2500) as unknown as Snap;
+    expect(before.prediction).toMatchObject({ policy: 'lec/static', throughputRate: 0.75, frame: null, since: null });
+    p.startMs = t0; // kais up wrote the start
+    const cloud = topo.numNodes;
+    // in the first bucket: 6 in time on node 0 and 3 in the cloud (which counts, as in the simulator)
+    feed.telemetry({ eap: 0, samples: [sample(0, 10, 9, 6), sample(cloud, 4, 4, 3)] }, t0 + 1000);
+    feed.telemetry({ eap: 1, samples: [sample(1, 10, 8, 7)] }, t0 + 13_000);
+    const s = feed.snapshot(t0 + 14_500) as unknown as Snap;
+    const row = (t: number) => s.throughput.find((r) => r[0] === t)!;
+    expect(row(t0)).toEqual([t0, 7, 4.5, scenario.services.length * 1.5 * 2, 8]);
+    for (let t = t0 + 2000; t <= t0 + 10_000; t += 2000) expect(row(t)[4]).toBe(8);
+    // the bucket across the frames' boundary (12.5 s): 0.5 s of frame 0, 1.5 s of frame 1
+    expect(row(t0 + 12_000)[4]).toBe(14); // (100 x 0.04 + 200 x 0.12) / 2 s
+    expect(row(t0 + 12_000)[2]).toBe(3.5);
+    expect(row(t0 - 4000)[4]).toBeNull(); // before the start
+    expect(s.prediction).toEqual({
+      policy: 'lec/static',
+      throughputRate: 0.75,
+      frameS: 25,
+      startMs: t0,
+      frames: 2,
+      frame: 1,
+      inTimePerS: 16,
+      arrivalsPerS: 20,
+      // since the start: 16 in time live; predicted the whole frame 0 and 2 s (0.16) of frame 1
+      since: { fromMs: t0, liveInTime: 16, predictedInTime: 132, livePerPredicted: round3(16 / 132) },
+    });
+    // past the last frame: no rate for now, the buckets there have no prediction
+    const after = feed.snapshot(t0 + 30_000) as unknown as Snap;
+    expect(after.prediction).toMatchObject({ frame: 2, inTimePerS: null, since: { liveInTime: 16, predictedInTime: 300 } });
+    expect(after.throughput.find((r) => r[0] === t0 + 26_000)![4]).toBeNull();
   });
 
   it('shows every eAP a session speaks for, beyond the scenario', () => {
