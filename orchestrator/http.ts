@@ -15,6 +15,8 @@
  *   kais_orchestrator_placement_orders_total{result}        executed | refused
  *   kais_orchestrator_gate_verdicts_total{verdict}          pass | reject | failed (with a weight gate)
  *   kais_orchestrator_gate_last_seconds                     wall time of the last shadow evaluation
+ *   kais_orchestrator_canary_total{result}                  started | promoted | rolled_back | superseded (with a canary)
+ *   kais_orchestrator_canary_version                        gauge, the version under canary (-1: none runs)
  *   kais_orchestrator_store_write_failures_total
  * plus prom-client's process and Node.js metrics prefixed `kais_orchestrator_`.
  */
@@ -38,6 +40,8 @@ export interface OrchestratorFigures {
   learner(): { updates: number; published: number; failedUpdates: number; refusedUpdates: number } | null;
   /** The weight gate's verdicts (null: no gate). */
   gate?(): { passed: number; rejected: number; failed: number; lastMs: number } | null;
+  /** The canary rollout's counts and the version under canary (null: no canary). */
+  canary?(): { started: number; promoted: number; rolledBack: number; superseded: number; running: number | null } | null;
   placementOrders(): { executed: number; refused: number };
   storeWriteFailures(): number;
   /** null when ready, else why not. */
@@ -106,6 +110,17 @@ export class OrchestratorHttp {
       'Wall time of the last shadow evaluation of the weight gate (0: none).',
       () => (f.gate?.()?.lastMs ?? 0) / 1000,
     );
+    counter('kais_orchestrator_canary_total', 'Canary rollouts of weight versions, by result.', ['result'], () => {
+      const c = f.canary?.();
+      if (!c) return [];
+      return [
+        [{ result: 'started' }, c.started],
+        [{ result: 'promoted' }, c.promoted],
+        [{ result: 'rolled_back' }, c.rolledBack],
+        [{ result: 'superseded' }, c.superseded],
+      ];
+    });
+    gauge('kais_orchestrator_canary_version', 'Weight version under canary (-1: none runs).', () => f.canary?.()?.running ?? -1);
     counter('kais_orchestrator_placement_orders_total', 'Scale orders of the placement loop, by result.', ['result'], () => {
       const p = f.placementOrders();
       return [

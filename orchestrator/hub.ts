@@ -254,6 +254,8 @@ export class Hub extends TypedEmitter<HubEvents> {
   private readonly bodyBytes = new WeakMap<WeightsBody | PlacementBody, Buffer>();
   private readonly byEap = new Map<EapId, Session>();
   private weights: WeightsBody | null;
+  /** A canary version (orchestrator/canary.ts): held by these eAPs only, until promoted or replaced. */
+  private canary: { eaps: ReadonlySet<EapId>; body: WeightsBody } | null = null;
   private placement: PlacementBody | null;
   private sessionCounter = 0;
   private readonly startedMs = Date.now();
@@ -360,6 +362,16 @@ export class Hub extends TypedEmitter<HubEvents> {
     return this.weights?.version ?? null;
   }
 
+  /** The weights `eapId` should hold: the canary's for a canary eAP, else the current ones. */
+  weightsFor(eapId: EapId): WeightsBody | null {
+    return this.canary && this.canary.eaps.has(eapId) ? this.canary.body : this.weights;
+  }
+
+  /** The running canary's version and eAPs (null: none). */
+  get canaryWeights(): { version: number; eaps: EapId[] } | null {
+    return this.canary ? { version: this.canary.body.version, eaps: [...this.canary.eaps].sort((a, b) => a - b) } : null;
+  }
+
   get placementVersion(): number | null {
     return this.placement?.version ?? null;
   }
@@ -385,12 +397,54 @@ export class Hub extends TypedEmitter<HubEvents> {
     // packWeights) and are verified again by every agent's codec (shared/protocol/weights.ts)
     const problem = verifyWeights(body, { checksum: false, values: false });
     if (problem) throw new TypeError(`Hub.broadcastWeights: ${problem.message}`);
-    if (this.weights && body.version <= this.weights.version) {
-      throw new TypeError(`Hub.broadcastWeights: version ${body.version} is not above the current ${this.weights.version}`);
+    const above = Math.max(this.weights?.version ?? -Infinity, this.canary?.body.version ?? -Infinity);
+    if (body.version <= above) {
+      throw new TypeError(`Hub.broadcastWeights: version ${body.version} is not above the current ${above}`);
     }
     this.encodedBody('weights', body); // throws KAIS_ERR_OVERSIZED before any state changes
     this.weights = body;
+    this.canary = null; // a version for everyone ends a canary (a rollback)
     return this.pushAll('weights', body);
+  }
+
+  /**
+   * A canary: `body` goes to the sessions of `eaps` only (now, and at their next `hello`); the
+   * others keep the current weights. Same checks as `broadcastWeights`; one canary at a time.
+   */
+  startCanary(eaps: readonly EapId[], body: WeightsBody): { sent: number; coalesced: number } {
+    const problem = verifyWeights(body, { checksum: false, values: false });
+    if (problem) throw new TypeError(`Hub.startCanary: ${problem.message}`);
+    if (this.canary) throw new TypeError(`Hub.startCanary: the canary of version ${this.canary.body.version} still runs`);
+    if (this.weights && body.version <= this.weights.version) {
+      throw new TypeError(`Hub.startCanary: version ${body.version} is not above the current ${this.weights.version}`);
+    }
+    this.encodedBody('weights', body);
+    const set = new Set(eaps);
+    this.canary = { eaps: set, body };
+    let sent = 0;
+    let coalesced = 0;
+    for (const [eap, s] of this.byEap) {
+      if (s.closing || !set.has(eap)) continue;
+      if (this.push(s, 'weights', body)) sent++;
+      else coalesced++;
+    }
+    return { sent, coalesced };
+  }
+
+  /** The running canary's version becomes the current weights, pushed to the eAPs that do not hold it yet. */
+  promoteCanary(): { sent: number; coalesced: number } {
+    const c = this.canary;
+    if (!c) throw new TypeError('Hub.promoteCanary: no canary runs');
+    this.canary = null;
+    this.weights = c.body;
+    let sent = 0;
+    let coalesced = 0;
+    for (const [eap, s] of this.byEap) {
+      if (s.closing || c.eaps.has(eap)) continue;
+      if (this.push(s, 'weights', c.body)) sent++;
+      else coalesced++;
+    }
+    return { sent, coalesced };
   }
 
   /** Same as `broadcastWeights`, for a placement. */
@@ -652,7 +706,7 @@ export class Hub extends TypedEmitter<HubEvents> {
       makeFrame('welcome', s.seq++, {
         sessionId: info.sessionId,
         heartbeatMs: this.heartbeatMs,
-        weightVersion: this.weightVersion,
+        weightVersion: this.weightsFor(hello.eapId)?.version ?? null,
         placementVersion: this.placementVersion,
         ...(this.epoch !== null ? { epoch: this.epoch } : {}),
       }),
@@ -660,8 +714,9 @@ export class Hub extends TypedEmitter<HubEvents> {
     // versions of another epoch (a lost or replaced store) say nothing about ours: push ours
     const otherEpoch = this.epoch !== null && hello.epoch !== undefined && hello.epoch !== this.epoch;
     // (a version above ours in the same epoch was never ours either: a stale or planted cache)
-    if (this.weights && (otherEpoch || hello.weightVersion !== this.weights.version)) {
-      this.push(s, 'weights', this.weights);
+    const weights = this.weightsFor(hello.eapId);
+    if (weights && (otherEpoch || hello.weightVersion !== weights.version)) {
+      this.push(s, 'weights', weights);
     }
     if (this.placement && (otherEpoch || hello.placementVersion !== this.placement.version)) {
       this.push(s, 'placement', this.placement);

@@ -52,7 +52,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Transition } from '../shared/protocol/envelope';
+import type { Transition, WeightsBody } from '../shared/protocol/envelope';
 import { packWeights, unpackWeights, type WeightTensor } from '../shared/protocol/weights';
 import { ACTOR_HIDDEN, type HeadActivation } from '../shared/nets/actor';
 import { actorFit } from '../shared/nets/actor-fit';
@@ -94,6 +94,11 @@ export interface OnlineLearnerOptions {
    * KL refusal) and learning goes on.
    */
   gate?: Pick<WeightGate, 'check'> | null;
+  /**
+   * Where a version that passed goes: the canary rollout (orchestrator/canary.ts), which starts it
+   * (returns its body) or keeps it until the running canary ends (null). @defaultValue registry.publishWeights
+   */
+  publish?: ((tensors: WeightTensor[], head: HeadActivation) => WeightsBody | null) | null;
   /** Failed and refused updates, for the orchestrator's events. */
   onEvent?: (e: { kind: 'update-failed' | 'kl-refused'; message: string }) => void;
   /** Seed of the critic's initial weights and the minibatch order. @defaultValue 1 */
@@ -201,8 +206,9 @@ export class OnlineLearner {
     transitionsOutOfBounds: 0,
     gateRejected: 0,
   };
-  private readonly o: Required<Omit<OnlineLearnerOptions, 'log' | 'onEvent' | 'maxKl' | 'gate'>> & {
+  private readonly o: Required<Omit<OnlineLearnerOptions, 'log' | 'onEvent' | 'maxKl' | 'gate' | 'publish'>> & {
     gate: OnlineLearnerOptions['gate'];
+    publish: OnlineLearnerOptions['publish'];
     log: (line: string) => void;
     onEvent: OnlineLearnerOptions['onEvent'];
     maxKl: number;
@@ -230,6 +236,8 @@ export class OnlineLearner {
   private hinted = false;
   /** A stored version that is not an actor of this scenario (logged once). */
   private misfit: number | null = null;
+  /** The actor must go back to the latest stored version before the next update (a canary rollback). */
+  private reloadWanted = false;
 
   constructor(options: OnlineLearnerOptions) {
     this.o = {
@@ -298,6 +306,19 @@ export class OnlineLearner {
     this.timer.unref();
   }
 
+  /**
+   * After a canary rollback: the actor goes back to the latest stored version (the restored good
+   * one) and the pending decisions are dropped, before the next update.
+   */
+  reload(): void {
+    this.reloadWanted = true;
+  }
+
+  /** A version of this learner's that waited behind a canary has started as `version`: decisions of it are learned from. */
+  noteVersion(version: number): void {
+    if (this.version !== null && version > this.version) this.version = version;
+  }
+
   stop(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
@@ -317,6 +338,11 @@ export class OnlineLearner {
     if (this.busy || this.disposed) return false;
     this.busy = true;
     try {
+      if (this.reloadWanted) {
+        this.reloadWanted = false;
+        this.pending.length = 0;
+        if (this.engineReady) await this.loadActor();
+      }
       if (this.version === null) await this.loadActor();
       this.read();
       if (!this.hinted && this.deterministic >= this.o.batch && this.pending.length === 0 && this.stats.transitionsUsed === 0) {
@@ -520,7 +546,8 @@ export class OnlineLearner {
       }
     }
     const tensors: WeightTensor[] = arrays.map((data, i) => ({ shape: this.shapes[i], data }));
-    const body = this.o.registry.publishWeights(tensors, this.o.head);
+    const body = this.o.publish ? this.o.publish(tensors, this.o.head) : this.o.registry.publishWeights(tensors, this.o.head);
+    if (body === null) return; // waits behind a running canary; the actor goes on from its own update
     this.version = body.version;
     this.stats.published++;
   }

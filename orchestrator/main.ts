@@ -19,6 +19,7 @@
  *   "kubernetes": {"kubeconfig": null (in-cluster) | "<file>", "namespace": "kais", "image": "<replica image>", "nodeLabel": "kais.io/node-index"},
  *   "actorHead": "softplus1", "heartbeatMs": 5000, "learner": "cmmac"|"none", "learnBatch": 2048,
  *   "detector": "vgru"|"none", "gate": null | true | {"margin": 0.01, "minRequests": 500, "arrivals": 20000, "seconds": 10, "heuristics": ["lec", "round-robin"]},
+ *   "canary": null | true | {"share": 0.4, "windowS": 10, "maxWindows": 4, "margin": 0.03, "alpha": 0.05, "minRequests": 300, "settleS": 2, "baselineS": 30},
  *   "tls": null | {"cert": "<PEM file>", "key": "<PEM file>"} (relative to this file; wss:// and https://),
  *   "prediction": null | "<file>" (the simulator's prediction of the run, relative to this file; orchestrator/prediction.ts)}`
  *
@@ -57,7 +58,9 @@ import { ORCHESTRATION_NAMES, PlacementLoop, type OrchestrationName } from './pl
 import { LearnedDetector } from './detector';
 import { OrchestratorHttp } from './http';
 import { DEFAULT_GATE, gateConfigProblem, WeightGate, type GateConfig } from './gate';
-import { unpackWeights } from '../shared/protocol/weights';
+import { CanaryRollout, canaryConfigProblem, DEFAULT_CANARY, type CanaryConfig } from './canary';
+import { packWeights, unpackWeights, type WeightTensor } from '../shared/protocol/weights';
+import type { ActorHeadName } from '../shared/protocol/envelope';
 import { Rng } from '../shared/rng';
 import { DashboardFeed } from './dashboard';
 import { PredictionFile, readPrediction, type Prediction } from './prediction';
@@ -99,6 +102,8 @@ export interface OrchestratorConfig {
   intake: { maxTransitionsPerS: number; maxFramesPerS: number; maxMBPerS: number; quarantineAfter: number; quarantineS: number };
   /** The weight gate before every learned version is published (orchestrator/gate.ts); null: off. */
   gate: GateConfig | null;
+  /** Canary rollout of every new version (orchestrator/canary.ts); null: off (every version to every agent at once). */
+  canary: CanaryConfig | null;
   /**
    * Fault drill (`kais up --inject bad-weights`): this many seconds after the start, a version of
    * random weights (the stored model's shapes) is handed to the publish path as if learned: the
@@ -126,6 +131,21 @@ function readGateSection(v: unknown, fail: (field: string, why: string) => never
   const c = { ...DEFAULT_GATE, ...o } as GateConfig;
   const problem = gateConfigProblem(c);
   if (problem) fail(`gate.${problem.field}`, problem.why);
+  return c;
+}
+
+/** The config's `canary` section: null/false/absent = off, true = the defaults, an object = the defaults overridden. */
+function readCanarySection(v: unknown, numEaps: number, fail: (field: string, why: string) => never): CanaryConfig | null {
+  if (v === undefined || v === null || v === false) return null;
+  if (v !== true && (typeof v !== 'object' || Array.isArray(v))) return fail('canary', 'must be true, false, null or an object');
+  if (numEaps < 2) return fail('canary', `needs at least 2 eAPs (canary and control), the scenario has ${numEaps}`);
+  if (v === true) return { ...DEFAULT_CANARY };
+  const o = v as Record<string, unknown>;
+  const known = Object.keys(DEFAULT_CANARY);
+  for (const k of Object.keys(o)) if (!known.includes(k)) fail(`canary.${k}`, `is not a field of canary (known: ${known.join(', ')})`);
+  const c = { ...DEFAULT_CANARY, ...o } as CanaryConfig;
+  const problem = canaryConfigProblem(c);
+  if (problem) fail(`canary.${problem.field}`, problem.why);
   return c;
 }
 
@@ -209,6 +229,7 @@ export function readConfig(file: string): OrchestratorConfig {
     'pruneS',
     'intake',
     'gate',
+    'canary',
     'injectBadWeightsAfterS',
     'tls',
     'prediction',
@@ -338,6 +359,7 @@ export function readConfig(file: string): OrchestratorConfig {
     pruneS,
     intake: { ...intake, quarantineAfter: Math.max(1, Math.round(intake.quarantineAfter)) },
     gate: readGateSection(o.gate, fail),
+    canary: readCanarySection(o.canary, topologyOf(scenario).numEaps, fail),
     injectBadWeightsAfterS:
       o.injectBadWeightsAfterS === undefined || o.injectBadWeightsAfterS === null
         ? null
@@ -455,6 +477,8 @@ export interface RunningOrchestrator {
   readonly learner: OnlineLearner | null;
   /** The weight gate; null unless `"gate"` is set (and the learner is on). */
   readonly gate: WeightGate | null;
+  /** The canary rollout; null unless `"canary"` is set. */
+  readonly canary: CanaryRollout | null;
   /** null with `"detector": "none"`. */
   readonly detector: LearnedDetector | null;
   readonly port: number;
@@ -554,6 +578,34 @@ export async function startOrchestrator(
     log('no model: agents dispatch with their heuristic fallback');
   }
 
+  // ---- canary rollout (issue 17 item 2): every later version goes to a share of the eAPs first ----
+  let learnerRef: OnlineLearner | null = null;
+  const canary = cfg.canary
+    ? new CanaryRollout({
+        config: cfg.canary,
+        numEaps: topologyOf(cfg.scenario).numEaps,
+        registry,
+        store: {
+          putCanaryState: (st) => void guard.run('the canary state', () => store.putCanaryState(st)),
+          putRejectedModel: (r) => void guard.run('a rejected version', () => store.putRejectedModel(r)),
+        },
+        current: store.latestModelVersion(),
+        event: (kind, message) => event(kind, message),
+        onStarted: (body) => learnerRef?.noteVersion(body.version),
+        onRolledBack: () => learnerRef?.reload(),
+      })
+    : null;
+  if (canary) {
+    hub.on('applied', (s, kind, version) => {
+      if (kind === 'weights') canary.applied(s.eapId, version);
+    });
+    const interrupted = store.canaryState();
+    if (interrupted) canary.resumeInterrupted(interrupted, store.latestModelVersion());
+  }
+  /** Where a new version goes: the canary when on, else every agent at once. */
+  const publishNew = (tensors: WeightTensor[], head: ActorHeadName, source: string) =>
+    canary ? canary.propose(tensors, head, source) : registry.publishWeights(tensors, head);
+
   const stored = store.latestPlacement();
   let start: Placement;
   let resumed = false;
@@ -585,6 +637,7 @@ export async function startOrchestrator(
       guard.run('experience', () => store.appendExperience(frame.body));
     } else if (frame.type === 'telemetry') {
       dashboard?.telemetry(frame.body);
+      canary?.observe(session.eapId, frame.body.samples);
       if (detector && frame.body.windows) detector.add(session.eapId, frame.body.windows);
       if (loadBoard && frame.body.load) loadBoard.add(session.eapId, frame.body.load, frame.ts);
       let requests = 0;
@@ -661,7 +714,7 @@ export async function startOrchestrator(
     const version = stored.version + 1;
     event(
       'inject',
-      `bad-weights drill: random weights handed to the publish path as weights v${version}${gate ? ' (through the gate)' : ' (no gate: published)'}`,
+      `bad-weights drill: random weights handed to the publish path as weights v${version}${gate ? ' (through the gate)' : canary ? ' (no gate: to the canary)' : ' (no gate, no canary: published to every agent)'}`,
     );
     if (gate) {
       const v = await gate.check(
@@ -670,15 +723,31 @@ export async function startOrchestrator(
       );
       if (!v.pass) return;
     }
-    registry.publishWeights(bad, head);
+    publishNew(bad, head, 'injected (bad-weights drill)');
   };
   if (cfg.learner === 'cmmac' && cfg.gate) {
     // the shadow evaluation runs in its own worker (the simulator never loads on the hub's thread)
     gate = new WeightGate({
       config: cfg.gate,
       scenario: cfg.scenario,
-      onVerdict: (v) =>
-        event(v.pass ? 'gate-pass' : 'gate-reject', `weights v${v.candidate} (current v${v.current ?? 'none'}): ${v.reason}`),
+      onVerdict: (v) => {
+        event(v.pass ? 'gate-pass' : 'gate-reject', `weights v${v.candidate} (current v${v.current ?? 'none'}): ${v.reason}`);
+        if (v.pass) return;
+        // kept in the store with the reason (the candidate's weights, which were never published)
+        const r = gate?.rejected[0];
+        const shapes = store.latestModel()?.shapes;
+        const body =
+          r && r.verdict === v && shapes && shapes.length === r.arrays.length
+            ? packWeights(
+                r.arrays.map((data, i) => ({ shape: shapes[i], data })),
+                v.candidate,
+                r.head,
+              )
+            : null;
+        guard.run('a rejected version', () =>
+          store.putRejectedModel({ version: v.candidate, basedOn: v.current, source: 'gate', reason: v.reason, body }),
+        );
+      },
     });
   }
   if (cfg.learner === 'cmmac') {
@@ -693,15 +762,12 @@ export async function startOrchestrator(
       batch: cfg.learnBatch,
       log,
       gate,
+      publish: canary ? (tensors, h) => canary.propose(tensors, h, 'learned') : null,
       onEvent: (e) => event(e.kind, e.message),
     });
+    learnerRef = learner;
     // not awaited: agents are served while the learner's worker loads tfjs (a second or more)
     const started = learner;
-    if (cfg.injectBadWeightsAfterS !== null) {
-      const timer = setTimeout(() => void injectBadWeights(), cfg.injectBadWeightsAfterS * 1000);
-      timer.unref();
-      injectTimer = timer;
-    }
     started.start().then(
       () =>
         log(
@@ -711,6 +777,12 @@ export async function startOrchestrator(
         ),
       (e: Error) => log(`learner: could not start (${e.message}); experience is still stored`),
     );
+  }
+
+  if (cfg.injectBadWeightsAfterS !== null && (learner !== null || canary !== null)) {
+    const timer = setTimeout(() => void injectBadWeights(), cfg.injectBadWeightsAfterS * 1000);
+    timer.unref();
+    injectTimer = timer;
   }
 
   // the operator's plain-HTTP port: /metrics, /healthz, /readyz (orchestrator/http.ts)
@@ -726,6 +798,16 @@ export async function startOrchestrator(
           rejected: gate.rejected.map((r) => ({ candidate: r.verdict.candidate, reason: r.verdict.reason })),
         }
       : null;
+  const canaryStatus = () =>
+    canary
+      ? {
+          ...canary.stats,
+          config: cfg.canary,
+          running: canary.running ? { ...canary.running, evidence: canary.evidence(), last: canary.running.last?.reason ?? null } : null,
+          goodVersion: canary.goodVersion,
+          recent: canary.recent.slice(0, 5),
+        }
+      : null;
   const adminStatus = () => ({
     epoch: store.epoch,
     orchestration: cfg.orchestration,
@@ -739,6 +821,8 @@ export async function startOrchestrator(
     ...adminState.snapshot(), // overrides, holds
     learner: learner ? { ...learner.stats } : null,
     gate: gateStatus(),
+    canary: canaryStatus(),
+    rejectedVersions: store.rejectedModels().slice(0, 20),
   });
   const adminApi = new AdminApi({
     scenario: cfg.scenario,
@@ -785,6 +869,7 @@ export async function startOrchestrator(
       intake: () => intake.stats,
       learner: () => learner?.stats ?? null,
       gate: () => gate?.stats ?? null,
+      canary: () => (canary ? { ...canary.stats, running: canary.running?.version ?? null } : null),
       placementOrders: () => ({ executed: loop.executed, refused: loop.refused }),
       storeWriteFailures: () => guard.failures,
       notReady: () => {
@@ -815,6 +900,7 @@ export async function startOrchestrator(
     loop,
     learner,
     gate,
+    canary,
     detector,
     port: hub.port,
     intake,
@@ -829,6 +915,7 @@ export async function startOrchestrator(
         await executor.close?.();
         learner?.dispose();
         gate?.dispose();
+        canary?.dispose();
         detector?.dispose();
         registry.dispose();
         await hub.close();

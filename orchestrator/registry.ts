@@ -11,7 +11,7 @@
  */
 import type { EapId, Placement } from '../shared/domain';
 import { placementBody, type ActorHeadName, type PlacementBody, type WeightsBody } from '../shared/protocol/envelope';
-import { packWeights, type WeightTensor } from '../shared/protocol/weights';
+import { packWeights, unpackWeights, type WeightTensor } from '../shared/protocol/weights';
 import { Hub, type HubEvents, type HubOptions } from './hub';
 import type { Store } from './store';
 
@@ -58,6 +58,31 @@ export class ModelRegistry {
     this.store.putModel(body);
     this.hub.broadcastWeights(body);
     return body;
+  }
+
+  /** A canary (orchestrator/canary.ts): next version, stored, then pushed to the agents of `eaps` only. */
+  publishCanary(tensors: readonly WeightTensor[], head: ActorHeadName | undefined, eaps: readonly EapId[]): WeightsBody {
+    const body = packWeights(tensors, (this.store.latestModelVersion() ?? 0) + 1, head);
+    body.epoch = this.store.epoch;
+    this.store.putModel(body);
+    this.hub.startCanary(eaps, body);
+    return body;
+  }
+
+  /** The running canary's version goes to every agent (it is already stored). */
+  promoteCanary(): void {
+    this.hub.promoteCanary();
+  }
+
+  /**
+   * Rollback: a new version holding the weights of stored version `good`, pushed to every agent
+   * (it ends a canary). A new number, not `good` itself: agents apply only versions above the one
+   * they hold, and a restart serves the latest stored version.
+   */
+  restore(good: number): WeightsBody {
+    const old = this.store.model(good);
+    if (!old) throw new TypeError(`ModelRegistry.restore: no stored weights v${good}`);
+    return this.publishWeights(unpackWeights(old), old.head);
   }
 
   /** New placement d[w][n] for orchestration frame `frame`: next version, stored, then pushed. */

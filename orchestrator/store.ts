@@ -10,7 +10,7 @@
  * Synchronous on purpose: better-sqlite3 calls take microseconds for rows this size, and a
  * synchronous store cannot interleave two writers inside one process.
  *
- * Schema version history: 1 (initial; the `learner` and `events` tables and the `epoch` meta key
+ * Schema version history: 1 (initial; the `learner`, `events` and `rejected_models` tables and the `epoch` meta key
  * were added later with CREATE IF NOT EXISTS / INSERT OR IGNORE, so older files gain them on open
  * and stay readable).
  *
@@ -222,6 +222,17 @@ CREATE TABLE IF NOT EXISTS learner (
   key TEXT PRIMARY KEY,
   value BLOB NOT NULL
 );
+-- Weight versions the gate or the canary rejected (issue 17), with the reason; the newest 100.
+-- A gate-rejected one was never published (its weights are here only); a rolled-back canary is
+-- also in models (it was published to the canary eAPs), so its weights column is NULL.
+CREATE TABLE IF NOT EXISTS rejected_models (
+  ts_ms INTEGER NOT NULL,
+  version INTEGER NOT NULL,
+  based_on INTEGER,
+  source TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  weights BLOB
+);
 -- What the operator should know: refused sessions, quarantines, new epochs, store failures.
 CREATE TABLE IF NOT EXISTS events (
   ts_ms INTEGER NOT NULL,
@@ -233,7 +244,34 @@ CREATE TABLE IF NOT EXISTS events (
 `;
 
 /** Tables a kais orchestrator store may hold; any other table means the file is someone else's. */
-const OWN_TABLES = new Set(['meta', 'agents', 'models', 'placements', 'metrics', 'experience', 'detectors', 'learner', 'events']);
+const OWN_TABLES = new Set([
+  'meta',
+  'agents',
+  'models',
+  'placements',
+  'metrics',
+  'experience',
+  'detectors',
+  'learner',
+  'events',
+  'rejected_models',
+]);
+
+/** Rows of `rejected_models` kept (the oldest go first). */
+export const REJECTED_MODELS_KEPT = 100;
+
+/** A weight version the gate or the canary rejected. */
+export interface RejectedModelRecord {
+  tsMs: number;
+  /** The version number it had (canary) or would have had (gate). */
+  version: number;
+  /** The version it was judged against (null: none). */
+  basedOn: number | null;
+  source: 'gate' | 'canary';
+  reason: string;
+  /** Whether its weights are kept in this row (gate); a canary's are in `models` under `version`. */
+  hasWeights: boolean;
+}
 
 const SQLITE_MAGIC = Buffer.from('SQLite format 3\0', 'latin1');
 
@@ -559,6 +597,58 @@ export class Store {
 
   putAdminState(json: string): void {
     this.db.prepare(`INSERT INTO meta (key, value) VALUES ('admin', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`).run(json);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Safe learning (issue 17): rejected versions, the running canary
+  // ------------------------------------------------------------------------------------------
+
+  /** Keeps a rejected version with its reason (the newest REJECTED_MODELS_KEPT rows are kept). */
+  putRejectedModel(
+    r: { version: number; basedOn: number | null; source: 'gate' | 'canary'; reason: string; body: WeightsBody | null },
+    nowMs = Date.now(),
+  ): void {
+    this.db.transaction(() => {
+      this.db
+        .prepare('INSERT INTO rejected_models (ts_ms, version, based_on, source, reason, weights) VALUES (?, ?, ?, ?, ?, ?)')
+        .run(nowMs, r.version, r.basedOn, r.source, r.reason.slice(0, 2048), r.body ? weightsToBytes(r.body, { trusted: true }) : null);
+      this.db.prepare('DELETE FROM rejected_models WHERE rowid <= (SELECT MAX(rowid) FROM rejected_models) - ?').run(REJECTED_MODELS_KEPT);
+    })();
+  }
+
+  /** Rejected versions, newest first. */
+  rejectedModels(): RejectedModelRecord[] {
+    return (
+      this.db
+        .prepare('SELECT ts_ms, version, based_on, source, reason, weights IS NOT NULL AS w FROM rejected_models ORDER BY rowid DESC')
+        .all() as { ts_ms: number; version: number; based_on: number | null; source: 'gate' | 'canary'; reason: string; w: number }[]
+    ).map((r) => ({ tsMs: r.ts_ms, version: r.version, basedOn: r.based_on, source: r.source, reason: r.reason, hasWeights: r.w === 1 }));
+  }
+
+  /** The weights of the newest rejected row of `version` (a canary's from `models`), or null. */
+  rejectedWeights(version: number): WeightsBody | null {
+    const row = this.db
+      .prepare('SELECT source, weights FROM rejected_models WHERE version = ? ORDER BY rowid DESC LIMIT 1')
+      .get(version) as { source: string; weights: Buffer | null } | undefined;
+    if (!row) return null;
+    return row.weights ? weightsFromBytes(row.weights) : this.model(version);
+  }
+
+  /** The canary running now (orchestrator/canary.ts), kept so that a restart rolls it back; null: none. */
+  canaryState(): { version: number; good: number | null; eaps: EapId[]; startedMs: number } | null {
+    const text = this.meta('canary');
+    if (text === null || text === '') return null;
+    try {
+      return JSON.parse(text) as { version: number; good: number | null; eaps: EapId[]; startedMs: number };
+    } catch {
+      return null;
+    }
+  }
+
+  putCanaryState(s: { version: number; good: number | null; eaps: EapId[]; startedMs: number } | null): void {
+    this.db
+      .prepare(`INSERT INTO meta (key, value) VALUES ('canary', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`)
+      .run(s === null ? '' : JSON.stringify(s));
   }
 
   private meta(key: string): string | null {

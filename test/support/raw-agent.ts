@@ -7,7 +7,7 @@ import WebSocket from 'ws';
 import type { Codec } from '../../shared/protocol/codec';
 import { makeFrame, type Frame, type HelloBody } from '../../shared/protocol/envelope';
 
-type SentType = 'hello' | 'experience' | 'telemetry';
+type SentType = 'hello' | 'experience' | 'telemetry' | 'ack';
 
 export interface RawAgent {
   frames: Frame[];

@@ -1,0 +1,512 @@
+/**
+ * Canary rollout (issue 17 item 2): a new weight version goes to a share of the eAPs first; the
+ * orchestrator compares what those eAPs' devices got (the agents' telemetry: requests, answers,
+ * answers in time) with what the other eAPs' got over the same windows, then promotes the version
+ * (published to every agent) or rolls it back (every agent gets the last good version again, as
+ * a new version number: versions only grow, so the agents apply it as any other).
+ *
+ * The rule (`canaryDecision`, pure; docs/safe-learning.md), per evaluation window k = 1..maxWindows
+ * on the counts accumulated since the canary's start:
+ *
+ *   p_c, p_k  throughput rate (in time / requests) of the canary eAPs and of the control eAPs
+ *   d         p_c - p_k, minus the same difference over the `baselineS` before the start (the
+ *             difference-in-differences: eAPs are not alike, a canary on a weaker eAP must not
+ *             read as a worse version), when the baseline has `minRequests` per group
+ *   se        sqrt of the sum of the binomial variances p(1-p)/n of the two (or four) rates
+ *   z         (d + margin) / se: the distance of d from the boundary "the canary loses `margin`"
+ *   z*        the standard normal quantile of 1 - alpha / maxWindows (one-sided, Bonferroni over
+ *             the windows: with up to maxWindows looks, the chance of a wrong verdict either way
+ *             stays below alpha when the counts are binomial)
+ *
+ *   wait      either group has fewer than `minRequests` requests, or -z* <= z <= z*
+ *   rollback  z < -z*   (the canary is worse than the control by more than `margin`, one-sided at alpha)
+ *   promote   z > z*    (the canary is not worse by more than `margin`: a non-inferiority test)
+ *   last window, still undecided: promote if d >= -margin (the estimate is within the margin),
+ *             else roll back; fewer than `minRequests` by then: roll back (never published to
+ *             every eAP unmeasured).
+ *
+ * Why these choices: the throughput rate is a proportion of requests, so the two-proportion
+ * (Wald) test is the textbook one; the margin is what a version may cost before it is called worse
+ * (a learned version that is as good as the last one must be promotable: testing against 0 would
+ * never promote it, or roll back every version with a tiny loss once the counts are large); the
+ * late and refused shares are reported with every verdict (they are the two parts of 1 - rate).
+ * What the rule assumes and does not hold exactly: requests are not independent (a queue that
+ * overflows fails many at once), so the binomial variance understates the spread of a rate over a
+ * window; the margin and the Bonferroni quantile absorb some of that. A version so bad that the
+ * live rate drops by tens of points (the bad-weights drill) is rolled back at the first window.
+ *
+ * Measurement: each eAP's telemetry counts from `settleS` after it applied the canary version (the
+ * canary eAPs, per the agents' acks) or after the start (the others), so requests dispatched by
+ * the previous version and answered later are mostly left out. A new version proposed while a
+ * canary runs waits (the newest one only) and starts once the canary is promoted; a rollback drops
+ * it (it was learned on top of the rolled-back version) and the learner reloads the good one.
+ *
+ * Restart: the running canary is kept in the store (`canaryState`); an orchestrator that starts
+ * with a canary version as its latest rolls it back at once (it was never shown good).
+ */
+import type { EapId } from '../shared/domain';
+import type { ActorHeadName, NodeSample, WeightsBody } from '../shared/protocol/envelope';
+import type { WeightTensor } from '../shared/protocol/weights';
+
+export interface CanaryConfig {
+  /** Share of the eAPs that get a new version first (at least one eAP, at most all but one). */
+  share: number;
+  /** Wall seconds of one evaluation window. */
+  windowS: number;
+  /** Windows before the verdict is forced (1..100). */
+  maxWindows: number;
+  /** Throughput-rate loss a version may have before it is called worse (0..0.5). */
+  margin: number;
+  /** Chance of a wrong verdict over all the windows (one-sided, Bonferroni over the windows), (0, 0.5]. */
+  alpha: number;
+  /** Fewest requests per group a verdict may rest on. */
+  minRequests: number;
+  /** Seconds after an eAP applied the version (or, for the others, the start) before its counts are taken. */
+  settleS: number;
+  /** Seconds before the start whose counts are the baseline difference between the groups (0: none). */
+  baselineS: number;
+}
+
+export const DEFAULT_CANARY: CanaryConfig = {
+  share: 0.4,
+  windowS: 10,
+  maxWindows: 4,
+  margin: 0.03,
+  alpha: 0.05,
+  minRequests: 300,
+  settleS: 2,
+  baselineS: 30,
+};
+
+/** The problem with `c` in one phrase naming the field, or null. */
+export function canaryConfigProblem(c: CanaryConfig): { field: string; why: string } | null {
+  const num = (x: unknown) => typeof x === 'number' && Number.isFinite(x);
+  if (!(num(c.share) && c.share > 0 && c.share < 1)) return { field: 'share', why: `must be a share in (0, 1), got ${String(c.share)}` };
+  if (!(num(c.windowS) && c.windowS >= 0.1 && c.windowS <= 3600))
+    return { field: 'windowS', why: `must be a number of seconds in [0.1, 3600], got ${String(c.windowS)}` };
+  if (!(Number.isInteger(c.maxWindows) && c.maxWindows >= 1 && c.maxWindows <= 100))
+    return { field: 'maxWindows', why: `must be an integer in [1, 100], got ${String(c.maxWindows)}` };
+  if (!(num(c.margin) && c.margin >= 0 && c.margin <= 0.5)) return { field: 'margin', why: `must be in [0, 0.5], got ${String(c.margin)}` };
+  if (!(num(c.alpha) && c.alpha > 0 && c.alpha <= 0.5)) return { field: 'alpha', why: `must be in (0, 0.5], got ${String(c.alpha)}` };
+  if (!(Number.isInteger(c.minRequests) && c.minRequests >= 1 && c.minRequests <= 1e9))
+    return { field: 'minRequests', why: `must be an integer in [1, 1e9], got ${String(c.minRequests)}` };
+  if (!(num(c.settleS) && c.settleS >= 0 && c.settleS <= 600))
+    return { field: 'settleS', why: `must be a number of seconds in [0, 600], got ${String(c.settleS)}` };
+  if (!(num(c.baselineS) && c.baselineS >= 0 && c.baselineS <= 3600))
+    return { field: 'baselineS', why: `must be a number of seconds in [0, 3600], got ${String(c.baselineS)}` };
+  return null;
+}
+
+/** The canary eAPs of a cluster of `numEaps`: the first round(share x numEaps), at least 1, at most numEaps - 1. */
+export function canaryEaps(share: number, numEaps: number): EapId[] {
+  const k = Math.min(numEaps - 1, Math.max(1, Math.round(share * numEaps)));
+  return Array.from({ length: Math.max(0, k) }, (_, i) => i);
+}
+
+/** What one group of eAPs' devices got over a stretch of time (the agents' telemetry). */
+export interface Outcomes {
+  requests: number;
+  inDeadline: number;
+  /** Answered after the deadline. */
+  late: number;
+  /** Not answered successfully (refused, timed out, expired). */
+  refused: number;
+}
+
+export const NO_OUTCOMES: Outcomes = { requests: 0, inDeadline: 0, late: 0, refused: 0 };
+
+export interface CanaryEvidence {
+  canary: Outcomes;
+  control: Outcomes;
+  /** The same groups before the start (both on the previous version); null: none. */
+  baseline: { canary: Outcomes; control: Outcomes } | null;
+}
+
+export interface CanaryDecision {
+  decision: 'promote' | 'rollback' | 'wait';
+  /** d: canary rate - control rate (minus the baseline difference when used). */
+  diff: number;
+  se: number;
+  /** (d + margin) / se. */
+  z: number;
+  /** z*: the one-sided quantile used. */
+  critical: number;
+  usedBaseline: boolean;
+  reason: string;
+}
+
+/** Standard normal quantile (Acklam's rational approximation, relative error < 1.2e-9), 0 < p < 1. */
+export function normalQuantile(p: number): number {
+  if (!(p > 0 && p < 1)) throw new RangeError(`normalQuantile: p must be in (0, 1), got ${p}`);
+  const a = [-39.69683028665376, 220.9460984245205, -275.9285104469687, 138.357751867269, -30.66479806614716, 2.506628277459239];
+  const b = [-54.47609879822406, 161.5858368580409, -155.6989798598866, 66.80131188771972, -13.28068155288572];
+  const c = [-0.007784894002430293, -0.3223964580411365, -2.400758277161838, -2.549732539343734, 4.374664141464968, 2.938163982698783];
+  const d = [0.007784695709041462, 0.3224671290700398, 2.445134137142996, 3.754408661907416];
+  const lo = 0.02425;
+  if (p < lo) {
+    const q = Math.sqrt(-2 * Math.log(p));
+    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  }
+  if (p > 1 - lo) return -normalQuantile(1 - p);
+  const q = p - 0.5;
+  const r = q * q;
+  return (
+    ((((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q) /
+    (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+  );
+}
+
+/** Rate and its binomial variance; the variance uses (x + 0.5) / (n + 1) so that a rate of 0 or 1 still has some. */
+function rateOf(o: Outcomes): { p: number; v: number } {
+  const p = o.requests > 0 ? o.inDeadline / o.requests : 0;
+  const q = (o.inDeadline + 0.5) / (o.requests + 1);
+  return { p, v: (q * (1 - q)) / Math.max(1, o.requests) };
+}
+
+const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+
+function describe(o: Outcomes): string {
+  const n = Math.max(1, o.requests);
+  return `${(o.inDeadline / n).toFixed(4)} on ${o.requests} requests (late ${pct(o.late / n)}, refused ${pct(o.refused / n)})`;
+}
+
+/**
+ * The verdict after evaluation window `window` (1-based) on the counts accumulated so far; see the
+ * file's comment for the rule.
+ */
+export function canaryDecision(
+  e: CanaryEvidence,
+  rule: Pick<CanaryConfig, 'margin' | 'alpha' | 'minRequests' | 'maxWindows'>,
+  window: number,
+): CanaryDecision {
+  const last = window >= rule.maxWindows;
+  const critical = normalQuantile(1 - rule.alpha / rule.maxWindows);
+  const shown = `canary ${describe(e.canary)}, control ${describe(e.control)}`;
+  if (e.canary.requests < rule.minRequests || e.control.requests < rule.minRequests) {
+    const why = `too few requests to judge (${e.canary.requests} canary, ${e.control.requests} control; minRequests ${rule.minRequests})`;
+    return {
+      decision: last ? 'rollback' : 'wait',
+      diff: NaN,
+      se: NaN,
+      z: NaN,
+      critical,
+      usedBaseline: false,
+      reason: last ? `${why} after ${window} window(s): never published to every eAP unmeasured` : why,
+    };
+  }
+  const c = rateOf(e.canary);
+  const k = rateOf(e.control);
+  let diff = c.p - k.p;
+  let variance = c.v + k.v;
+  const b = e.baseline;
+  const usedBaseline = b !== null && b.canary.requests >= rule.minRequests && b.control.requests >= rule.minRequests;
+  let base = '';
+  if (usedBaseline) {
+    const bc = rateOf(b.canary);
+    const bk = rateOf(b.control);
+    diff -= bc.p - bk.p;
+    variance += bc.v + bk.v;
+    base = `; before the start canary eAPs ${bc.p.toFixed(4)}, control ${bk.p.toFixed(4)} (difference ${(bc.p - bk.p).toFixed(4)} taken out)`;
+  } else if (b !== null) {
+    base = `; no baseline (fewer than ${rule.minRequests} requests per group before the start)`;
+  }
+  const se = Math.sqrt(variance);
+  const z = (diff + rule.margin) / se;
+  const stat = `difference ${diff.toFixed(4)} (se ${se.toFixed(4)}), z ${z.toFixed(2)} against +-${critical.toFixed(2)} at margin ${rule.margin}`;
+  const text = `${shown}${base}; ${stat}`;
+  if (z < -critical)
+    return { decision: 'rollback', diff, se, z, critical, usedBaseline, reason: `worse than the control by more than the margin: ${text}` };
+  if (z > critical)
+    return { decision: 'promote', diff, se, z, critical, usedBaseline, reason: `within the margin of the control: ${text}` };
+  if (!last) return { decision: 'wait', diff, se, z, critical, usedBaseline, reason: `undecided: ${text}` };
+  return diff >= -rule.margin
+    ? {
+        decision: 'promote',
+        diff,
+        se,
+        z,
+        critical,
+        usedBaseline,
+        reason: `undecided after ${window} windows, the estimate is within the margin: ${text}`,
+      }
+    : {
+        decision: 'rollback',
+        diff,
+        se,
+        z,
+        critical,
+        usedBaseline,
+        reason: `undecided after ${window} windows, the estimate is beyond the margin: ${text}`,
+      };
+}
+
+/** What the rollout needs of the registry (orchestrator/registry.ts). */
+export interface CanaryRegistry {
+  /** Next version, stored, pushed to every agent (no canary). */
+  publishWeights(tensors: readonly WeightTensor[], head?: ActorHeadName): WeightsBody;
+  /** Next version, stored, pushed to `eaps` only. */
+  publishCanary(tensors: readonly WeightTensor[], head: ActorHeadName | undefined, eaps: readonly EapId[]): WeightsBody;
+  /** The canary becomes every agent's version. */
+  promoteCanary(): void;
+  /** A new version holding `good`'s weights, pushed to every agent. */
+  restore(good: number): WeightsBody;
+}
+
+/** What the rollout keeps in the store (orchestrator/store.ts). */
+export interface CanaryStore {
+  putCanaryState(s: { version: number; good: number | null; eaps: EapId[]; startedMs: number } | null): void;
+  putRejectedModel(r: {
+    version: number;
+    basedOn: number | null;
+    source: 'gate' | 'canary';
+    reason: string;
+    body: WeightsBody | null;
+  }): void;
+}
+
+export interface CanaryStats {
+  started: number;
+  promoted: number;
+  rolledBack: number;
+  /** Proposals replaced by a newer one, or dropped by a rollback, while a canary ran. */
+  superseded: number;
+}
+
+export interface ActiveCanary {
+  version: number;
+  /** The last good version (null: none before it). */
+  good: number | null;
+  eaps: EapId[];
+  startedMs: number;
+  /** Windows judged so far. */
+  windows: number;
+  /** The last window's verdict (null before the first). */
+  last: CanaryDecision | null;
+}
+
+interface Sample {
+  tsMs: number;
+  eap: EapId;
+  o: Outcomes;
+}
+
+export interface CanaryRolloutOptions {
+  config: CanaryConfig;
+  numEaps: number;
+  registry: CanaryRegistry;
+  store: CanaryStore;
+  /** The latest version every agent holds now (the good one). */
+  current: number | null;
+  event: (kind: string, message: string) => void;
+  /** A version started as a canary (the learner learns from its decisions). */
+  onStarted?: (body: WeightsBody) => void;
+  /** After a rollback (the learner goes back to the restored version). */
+  onRolledBack?: (restored: WeightsBody) => void;
+  now?: () => number;
+  /** How often the windows are checked (ms). @defaultValue min(250, windowS x 250) */
+  tickMs?: number;
+}
+
+export class CanaryRollout {
+  readonly stats: CanaryStats = { started: 0, promoted: 0, rolledBack: 0, superseded: 0 };
+  /** The last verdicts (promote / rollback), newest first, at most 20. */
+  readonly recent: { version: number; decision: 'promote' | 'rollback'; reason: string; atMs: number }[] = [];
+  private active: ActiveCanary | null = null;
+  /** eAP -> when its counts start to count for the running canary (absent: not yet, for a canary eAP that has not applied it). */
+  private countFrom = new Map<EapId, number>();
+  private pending: { tensors: readonly WeightTensor[]; head: ActorHeadName | undefined; source: string } | null = null;
+  private good: number | null;
+  /** Since when every eAP has run the same version (the baseline never reaches before it). */
+  private stableSinceMs: number;
+  private samples: Sample[] = [];
+  private readonly timer: NodeJS.Timeout;
+  private readonly now: () => number;
+  private readonly eaps: EapId[];
+
+  constructor(private readonly o: CanaryRolloutOptions) {
+    const problem = canaryConfigProblem(o.config);
+    if (problem) throw new TypeError(`CanaryRollout: canary.${problem.field} ${problem.why}`);
+    if (!(Number.isInteger(o.numEaps) && o.numEaps >= 2))
+      throw new TypeError(`CanaryRollout: numEaps must be an integer >= 2 (a canary needs a control), got ${o.numEaps}`);
+    this.now = o.now ?? Date.now;
+    this.good = o.current;
+    this.stableSinceMs = this.now();
+    this.eaps = canaryEaps(o.config.share, o.numEaps);
+    this.timer = setInterval(() => this.tick(), o.tickMs ?? Math.min(250, o.config.windowS * 250));
+    this.timer.unref();
+  }
+
+  /** The running canary, or null. */
+  get running(): Readonly<ActiveCanary> | null {
+    return this.active;
+  }
+
+  /** The version every eAP holds when no canary runs (null: none yet). */
+  get goodVersion(): number | null {
+    return this.good;
+  }
+
+  /**
+   * A new version to roll out: started now (returns its body, already pushed to the canary eAPs),
+   * or, while a canary runs, kept as the next one (null; a newer proposal replaces it).
+   */
+  propose(tensors: readonly WeightTensor[], head: ActorHeadName | undefined, source: string): WeightsBody | null {
+    if (this.active) {
+      if (this.pending) this.stats.superseded++;
+      this.pending = { tensors, head, source };
+      this.o.event('canary-queued', `${source} version waits for the canary of v${this.active.version} to end`);
+      return null;
+    }
+    if (this.good === null) {
+      // nothing to compare with, nothing to roll back to: the first version goes to every agent
+      const body = this.o.registry.publishWeights(tensors, head);
+      this.good = body.version;
+      this.o.event('canary-skip', `${source} weights v${body.version} to every eAP at once: no previous version to compare it with`);
+      return body;
+    }
+    return this.start(tensors, head, source);
+  }
+
+  /** One telemetry frame of `eap` (the agents send one a second). */
+  observe(eap: EapId, samples: readonly NodeSample[]): void {
+    let requests = 0;
+    let succeeded = 0;
+    let inDeadline = 0;
+    for (const s of samples) {
+      requests += s.requests;
+      succeeded += s.succeeded;
+      inDeadline += s.inDeadline;
+    }
+    // requests are counted when dispatched and answers when they come: a frame may hold more answers than requests
+    const n = Math.max(requests, succeeded);
+    const o: Outcomes = { requests: n, inDeadline, late: succeeded - inDeadline, refused: n - succeeded };
+    const now = this.now();
+    this.samples.push({ tsMs: now, eap, o });
+    const keepMs =
+      1000 * (Math.max(this.o.config.baselineS, this.o.config.windowS * this.o.config.maxWindows) + this.o.config.settleS + 60);
+    let drop = 0;
+    while (drop < this.samples.length && this.samples[drop].tsMs < now - keepMs) drop++;
+    if (drop > 0) this.samples.splice(0, drop);
+  }
+
+  /** An agent acked a weights version (the hub's 'applied'). */
+  applied(eap: EapId, version: number): void {
+    const a = this.active;
+    if (a && version === a.version && a.eaps.includes(eap) && !this.countFrom.has(eap))
+      this.countFrom.set(eap, this.now() + this.o.config.settleS * 1000);
+  }
+
+  /** Checks whether a window has ended and decides; the timer calls it, tests may too. */
+  tick(): void {
+    const a = this.active;
+    if (!a) return;
+    const c = this.o.config;
+    const due = a.startedMs + (c.settleS + (a.windows + 1) * c.windowS) * 1000;
+    if (this.now() < due) return;
+    a.windows++;
+    const d = canaryDecision(this.evidence(), c, a.windows);
+    a.last = d;
+    if (d.decision === 'promote') this.promote(d);
+    else if (d.decision === 'rollback') this.rollback(d.reason, 'canary-rollback');
+  }
+
+  /** At a start whose latest stored version is a canary that never ended (a restart): roll it back. */
+  resumeInterrupted(s: { version: number; good: number | null; eaps: EapId[]; startedMs: number }, latest: number | null): void {
+    if (latest !== s.version || s.good === null) {
+      this.o.store.putCanaryState(null);
+      return;
+    }
+    this.active = { ...s, windows: 0, last: null };
+    this.rollback('the orchestrator restarted during the canary: the version was never shown good', 'canary-rollback');
+  }
+
+  dispose(): void {
+    clearInterval(this.timer);
+  }
+
+  /** The counts of both groups since the start (each eAP from its own start time), and before it. */
+  evidence(): CanaryEvidence {
+    const a = this.active!;
+    const isCanary = new Set(a.eaps);
+    const sum = (into: Outcomes, o: Outcomes) => {
+      into.requests += o.requests;
+      into.inDeadline += o.inDeadline;
+      into.late += o.late;
+      into.refused += o.refused;
+    };
+    const canary = { ...NO_OUTCOMES };
+    const control = { ...NO_OUTCOMES };
+    const before = { canary: { ...NO_OUTCOMES }, control: { ...NO_OUTCOMES } };
+    const baseFrom = Math.max(this.stableSinceMs, a.startedMs - this.o.config.baselineS * 1000);
+    const controlFrom = a.startedMs + this.o.config.settleS * 1000;
+    for (const s of this.samples) {
+      const mine = isCanary.has(s.eap);
+      if (s.tsMs < a.startedMs) {
+        if (s.tsMs >= baseFrom) sum(mine ? before.canary : before.control, s.o);
+        continue;
+      }
+      const from = mine ? this.countFrom.get(s.eap) : controlFrom;
+      if (from !== undefined && s.tsMs >= from) sum(mine ? canary : control, s.o);
+    }
+    return { canary, control, baseline: this.o.config.baselineS > 0 ? before : null };
+  }
+
+  private start(tensors: readonly WeightTensor[], head: ActorHeadName | undefined, source: string): WeightsBody {
+    const body = this.o.registry.publishCanary(tensors, head, this.eaps);
+    this.active = { version: body.version, good: this.good, eaps: [...this.eaps], startedMs: this.now(), windows: 0, last: null };
+    this.countFrom = new Map();
+    this.stats.started++;
+    this.o.store.putCanaryState({ version: body.version, good: this.good, eaps: [...this.eaps], startedMs: this.active.startedMs });
+    const c = this.o.config;
+    this.o.event(
+      'canary-start',
+      `${source} weights v${body.version} to eAPs ${this.eaps.join(', ')} first (the others stay on v${this.good ?? 'none'}); ` +
+        `up to ${c.maxWindows} windows of ${c.windowS} s after ${c.settleS} s, margin ${c.margin}, alpha ${c.alpha}, at least ${c.minRequests} requests per group`,
+    );
+    this.o.onStarted?.(body);
+    return body;
+  }
+
+  private promote(d: CanaryDecision): void {
+    const a = this.active!;
+    this.o.registry.promoteCanary();
+    this.good = a.version;
+    this.finish();
+    this.stats.promoted++;
+    this.remember(a.version, 'promote', d.reason);
+    this.o.event('canary-promote', `weights v${a.version} to every eAP after ${a.windows} window(s): ${d.reason}`);
+    const next = this.pending;
+    this.pending = null;
+    if (next) this.start(next.tensors, next.head, next.source);
+  }
+
+  private rollback(reason: string, kind: string): void {
+    const a = this.active!;
+    const restored = this.o.registry.restore(a.good!); // a canary starts only with a good version to go back to
+    this.good = restored.version;
+    this.o.store.putRejectedModel({ version: a.version, basedOn: a.good, source: 'canary', reason, body: null });
+    if (this.pending) this.stats.superseded++;
+    const dropped = this.pending !== null;
+    this.pending = null;
+    this.finish();
+    this.stats.rolledBack++;
+    this.remember(a.version, 'rollback', reason);
+    this.o.event(
+      kind,
+      `weights v${a.version} rolled back after ${a.windows} window(s); every eAP gets v${a.good}'s weights as v${restored.version}${dropped ? ' (the version waiting behind it is dropped)' : ''}: ${reason}`,
+    );
+    this.o.onRolledBack?.(restored);
+  }
+
+  private finish(): void {
+    this.active = null;
+    this.countFrom = new Map();
+    this.stableSinceMs = this.now() + this.o.config.settleS * 1000;
+    this.o.store.putCanaryState(null);
+  }
+
+  private remember(version: number, decision: 'promote' | 'rollback', reason: string): void {
+    this.recent.unshift({ version, decision, reason, atMs: this.now() });
+    this.recent.length = Math.min(this.recent.length, 20);
+  }
+}

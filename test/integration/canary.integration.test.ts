@@ -1,0 +1,295 @@
+/**
+ * The canary rollout (issue 17 items 2, 4 and 5) against a live orchestrator: real hub on
+ * loopback, SQLite store, /metrics and the admin API over HTTP, hand-driven agents that ack what
+ * they apply and send telemetry. The agents play what a version does to their devices: the
+ * injected random version (the bad-weights drill, gate off) answers 30% of requests in time, any
+ * other version 80%, so the verdict is known; the test waits for events, never for a duration.
+ *
+ * - Drill: the random version goes to the canary eAP only, is rolled back within two windows,
+ *   every agent ends on a new version holding v1's weights, the rejected version is kept in the
+ *   store with the reason, and the events are stored, counted on /metrics and served by the admin API.
+ * - A version as good as the current one is promoted to every agent.
+ * - Config: values out of range are one line naming the file and field (exit 2 from the CLI).
+ */
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { readConfig, startOrchestrator, type RunningOrchestrator } from '../../orchestrator/main';
+import { Store } from '../../orchestrator/store';
+import { actorShapes, initActorWeights } from '../../shared/nets/actor';
+import { Codec } from '../../shared/protocol/codec';
+import type { NodeSample, WeightsBody } from '../../shared/protocol/envelope';
+import { packWeights, unpackWeights } from '../../shared/protocol/weights';
+import { loadScenario, topologyOf } from '../../shared/scenario';
+import { observationDim } from '../../shared/spaces';
+import { UsageError } from '../../shared/errors';
+import { rawAgent, type RawAgent } from '../support/raw-agent';
+import { parseMetrics, sample } from '../support/prometheus';
+
+const ROOT = path.resolve(__dirname, '../..');
+const KAIS = path.join(ROOT, 'dist', 'kais.js');
+const ADMIN = 'admin-token-0123456789';
+
+let dir: string;
+const cleanups: (() => unknown)[] = [];
+beforeEach(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-canary-'))));
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+function get(port: number, p: string, token?: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: '127.0.0.1', port, path: p, headers: token ? { authorization: `Bearer ${token}` } : {} }, (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      })
+      .on('error', reject);
+  });
+}
+
+async function until(cond: () => boolean, what: string, ms = 60_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const small = loadScenario('small');
+const topo = topologyOf(small);
+const A = topo.numNodes + 1;
+const D = observationDim({ numServices: topo.numServices, numTargets: A, numEaps: topo.numEaps });
+
+/** A store holding a random actor as v1; the orchestrator's config (canary on, gate and learner off). */
+function setUp(extra: Record<string, unknown>): { db: string; cfgFile: string; v1: WeightsBody } {
+  const db = path.join(dir, 'o.db');
+  const s = Store.open(db);
+  const shapes = actorShapes(D, A);
+  const v1 = packWeights(
+    initActorWeights(D, A, 3).map((data, i) => ({ shape: shapes[i], data })),
+    1,
+    'relu1',
+  );
+  s.putModel(v1);
+  s.close();
+  const cfgFile = path.join(dir, 'c.json');
+  fs.writeFileSync(
+    cfgFile,
+    JSON.stringify({
+      scenario: 'small',
+      agentTokens: { 0: 'tok-0', 1: 'tok-1' },
+      adminToken: ADMIN,
+      learner: 'none',
+      detector: 'none',
+      actorHead: 'relu1',
+      heartbeatMs: 1000,
+      // windows of 1 s (the agents below send 10 telemetry frames a second), 2 s of baseline
+      canary: { share: 0.5, windowS: 1, maxWindows: 2, settleS: 0.2, baselineS: 2, minRequests: 200, margin: 0.03, alpha: 0.05 },
+      ...extra,
+    }),
+  );
+  return { db, cfgFile, v1 };
+}
+
+interface PlayedAgent {
+  raw: RawAgent;
+  /** Versions applied, in order. */
+  versions: number[];
+  checksums: Map<number, number>;
+}
+
+/**
+ * Two agents that ack every weights frame and send, every 100 ms, one telemetry frame of 60
+ * requests: in time 30% under `bad(version)`, else 80%; of the rest half late, half refused.
+ */
+async function playAgents(o: RunningOrchestrator, bad: (checksum: number) => boolean): Promise<PlayedAgent[]> {
+  const codec = new Codec();
+  const agents: PlayedAgent[] = [];
+  for (const eap of [0, 1]) {
+    const raw = await rawAgent(
+      o.hub.url,
+      { eapId: eap, token: `tok-${eap}`, agentVersion: 't', weightVersion: null, placementVersion: null, epoch: null, instance: `c${eap}` },
+      codec,
+      cleanups,
+    );
+    agents.push({ raw, versions: [], checksums: new Map() });
+  }
+  let seen = agents.map(() => 0);
+  const timer = setInterval(() => {
+    agents.forEach((a, eap) => {
+      for (const f of a.raw.frames.slice(seen[eap])) {
+        if (f.type !== 'weights') continue;
+        a.versions.push(f.body.version);
+        a.checksums.set(f.body.version, f.body.checksum);
+        a.raw.send('ack', { of: f.seq });
+      }
+      seen[eap] = a.raw.frames.length;
+      const held = a.versions[a.versions.length - 1];
+      const rate = held !== undefined && bad(a.checksums.get(held)!) ? 0.3 : 0.8;
+      // of the rest, half answered late, half refused
+      const inDeadline = Math.round(60 * rate);
+      const succeeded = inDeadline + (60 - inDeadline) / 2;
+      const s: NodeSample = {
+        node: 0,
+        ts: Date.now(),
+        cpu: 0.5,
+        mem: 0.5,
+        disk: 0,
+        upBwMbps: 1,
+        requests: 60,
+        succeeded,
+        inDeadline,
+        latencyMsSum: 6000,
+      };
+      a.raw.send('telemetry', { eap, samples: [s] });
+    });
+  }, 100);
+  cleanups.push(() => clearInterval(timer));
+  seen = seen.map(() => 0);
+  return agents;
+}
+
+describe('canary rollout against a live orchestrator', () => {
+  it('rolls the bad-weights drill back within two windows: every agent back on v1 weights, the version kept as rejected, the events stored, counted and served', async () => {
+    const { db, cfgFile, v1 } = setUp({ injectBadWeightsAfterS: 2.5 });
+    const o = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
+    cleanups.push(() => o.close());
+    expect(o.canary).not.toBeNull();
+    const agents = await playAgents(o, (checksum) => checksum !== v1.checksum);
+    await until(() => o.store.events({ kind: 'canary-rollback' }).length > 0, 'the canary-rollback event');
+
+    const kinds = o.store.events().map((e) => e.kind);
+    expect(kinds.filter((k) => ['inject', 'canary-start', 'canary-rollback'].includes(k))).toEqual([
+      'inject',
+      'canary-start',
+      'canary-rollback',
+    ]);
+    expect(o.store.events({ kind: 'canary-start' })[0].message).toMatch(/^injected \(bad-weights drill\) weights v2 to eAPs 0 first/);
+    const rollback = o.store.events({ kind: 'canary-rollback' })[0].message;
+    // within two evaluation windows, on the live rates
+    expect(rollback).toMatch(
+      /^weights v2 rolled back after [12] window\(s\); every eAP gets v1's weights as v3: worse than the control by more than the margin/,
+    );
+    expect(rollback).toMatch(
+      /canary 0\.3000 on \d+ requests \(late 35\.0%, refused 35\.0%\), control 0\.8000 on \d+ requests \(late 10\.0%, refused 10\.0%\)/,
+    );
+
+    // the random version reached the canary eAP only; both end on v3 = v1's weights
+    await until(() => agents.every((a) => a.versions.includes(3)), 'every agent on v3');
+    expect(agents[0].versions).toEqual([1, 2, 3]);
+    expect(agents[1].versions).toEqual([1, 3]);
+    expect(o.store.model(3)!.checksum).toBe(v1.checksum);
+    expect(o.canary!.running).toBeNull();
+    expect(o.canary!.stats).toMatchObject({ started: 1, promoted: 0, rolledBack: 1 });
+
+    // kept, marked, with the reason
+    const rejected = o.store.rejectedModels();
+    expect(rejected).toEqual([expect.objectContaining({ version: 2, basedOn: 1, source: 'canary', hasWeights: false })]);
+    expect(rejected[0].reason).toMatch(/^worse than the control by more than the margin/);
+    expect(o.store.rejectedWeights(2)!.checksum).not.toBe(v1.checksum);
+
+    // counted on /metrics, served by the admin API
+    const families = parseMetrics((await get(o.httpPort!, '/metrics')).text);
+    expect(sample(families, 'kais_orchestrator_canary_total', { result: 'rolled_back' })).toBe(1);
+    expect(sample(families, 'kais_orchestrator_events_total', { kind: 'canary-rollback' })).toBe(1);
+    expect(sample(families, 'kais_orchestrator_canary_version')).toBe(-1);
+    const ev = await get(o.httpPort!, '/v1/events?kind=canary-rollback', ADMIN);
+    expect(ev.status).toBe(200);
+    expect((JSON.parse(ev.text) as { events: { message: string }[] }).events[0].message).toBe(rollback);
+    const st = JSON.parse((await get(o.httpPort!, '/v1/status', ADMIN)).text) as {
+      canary: { rolledBack: number; recent: { version: number; decision: string }[] };
+      rejectedVersions: { version: number; source: string }[];
+    };
+    expect(st.canary.recent[0]).toMatchObject({ version: 2, decision: 'rollback' });
+    expect(st.rejectedVersions[0]).toMatchObject({ version: 2, source: 'canary' });
+  }, 90_000);
+
+  it('promotes a version as good as the current one to every agent', async () => {
+    const { db, cfgFile } = setUp({});
+    const o = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
+    cleanups.push(() => o.close());
+    const agents = await playAgents(o, () => false);
+    // 2.5 s of both on v1 (the baseline), then v1's weights again as a new version
+    await until(() => agents.every((a) => a.versions.includes(1)), 'v1 on both agents');
+    await new Promise((r) => setTimeout(r, 2500));
+    const v1 = o.store.model(1)!;
+    expect(o.canary!.propose(unpackWeights(v1), 'relu1', 'test')!.version).toBe(2);
+    await until(() => o.store.events({ kind: 'canary-promote' }).length > 0, 'the canary-promote event');
+    expect(o.store.events({ kind: 'canary-promote' })[0].message).toMatch(/^weights v2 to every eAP after [12] window\(s\)/);
+    await until(() => agents.every((a) => a.versions.includes(2)), 'every agent on v2');
+    expect(agents[1].versions).toEqual([1, 2]);
+    expect(o.store.rejectedModels()).toEqual([]);
+    expect(o.hub.weightVersion).toBe(2);
+  }, 90_000);
+
+  it('rolls back a canary left running by a restart', async () => {
+    const { db, cfgFile, v1 } = setUp({});
+    const s = Store.open(db);
+    const v2 = packWeights(
+      unpackWeights(v1).map((t) => ({ shape: t.shape, data: t.data.map((x) => -x) })),
+      2,
+      'relu1',
+    );
+    s.putModel(v2);
+    s.putCanaryState({ version: 2, good: 1, eaps: [0], startedMs: Date.now() - 1000 });
+    s.close();
+    const o = await startOrchestrator(readConfig(cfgFile), { dbPath: db, log: () => undefined });
+    cleanups.push(() => o.close());
+    expect(o.store.latestModel()!).toMatchObject({ version: 3, checksum: v1.checksum });
+    expect(o.store.events({ kind: 'canary-rollback' })[0].message).toMatch(/the orchestrator restarted during the canary/);
+    expect(o.store.canaryState()).toBeNull();
+  });
+});
+
+describe('canary config', () => {
+  it.each([
+    [{ share: 1.5 }, /c\.json: field "canary\.share" must be a share in \(0, 1\), got 1\.5$/],
+    [{ windowS: 0 }, /field "canary\.windowS" must be a number of seconds in \[0\.1, 3600\], got 0$/],
+    [{ maxWindows: 0 }, /field "canary\.maxWindows" must be an integer in \[1, 100\], got 0$/],
+    [{ alpha: 0 }, /field "canary\.alpha" must be in \(0, 0\.5\], got 0$/],
+    [{ margin: 0.9 }, /field "canary\.margin" must be in \[0, 0\.5\], got 0\.9$/],
+    [{ minRequests: 2.5 }, /field "canary\.minRequests" must be an integer in \[1, 1e9\], got 2\.5$/],
+    [{ bogus: 1 }, /field "canary\.bogus" is not a field of canary \(known: share, windowS, /],
+    ['yes', /field "canary" must be true, false, null or an object$/],
+  ])('%j is a one-line usage error naming the file and field', (canary, problem) => {
+    const f = path.join(dir, 'c.json');
+    fs.writeFileSync(f, JSON.stringify({ scenario: 'small', canary }));
+    let err: unknown = null;
+    try {
+      readConfig(f);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(UsageError);
+    expect((err as Error).message).toMatch(problem);
+    expect((err as Error).message.split('\n')).toHaveLength(1);
+  });
+
+  it('needs a control eAP: a one-eAP scenario is refused', () => {
+    const f = path.join(dir, 'c.json');
+    fs.writeFileSync(f, JSON.stringify({ scenario: 'tiny', canary: true }));
+    expect(() => readConfig(f)).toThrow(/field "canary" needs at least 2 eAPs \(canary and control\), the scenario has 1$/);
+    fs.writeFileSync(f, JSON.stringify({ scenario: 'small', canary: true }));
+    expect(readConfig(f).canary).toMatchObject({ share: 0.4, windowS: 10, margin: 0.03 });
+    fs.writeFileSync(f, JSON.stringify({ scenario: 'small' }));
+    expect(readConfig(f).canary).toBeNull();
+  });
+
+  const cli = fs.existsSync(KAIS) ? it : it.skip;
+  cli('kais orchestrator exits 2 with that one line (needs dist/: npm run build)', () => {
+    const f = path.join(dir, 'c.json');
+    fs.writeFileSync(f, JSON.stringify({ scenario: 'small', canary: { windowS: -3 } }));
+    const r = spawnSync(process.execPath, [KAIS, 'orchestrator', '--config', f, '--db', path.join(dir, 'x.db')], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/c\.json: field "canary\.windowS" must be a number of seconds in \[0\.1, 3600\], got -3/);
+  });
+});

@@ -1,0 +1,217 @@
+/**
+ * The canary's statistical rule (orchestrator/canary.ts canaryDecision) on counts where the answer
+ * is known, and the rollout's bookkeeping on a fake registry and clock.
+ */
+import {
+  canaryConfigProblem,
+  canaryDecision,
+  canaryEaps,
+  CanaryRollout,
+  DEFAULT_CANARY,
+  normalQuantile,
+  type CanaryConfig,
+  type Outcomes,
+} from '../../../orchestrator/canary';
+import type { NodeSample, WeightsBody } from '../../../shared/protocol/envelope';
+
+/** `n` requests of which a share `rate` in time, the rest refused. */
+const group = (n: number, rate: number): Outcomes => {
+  const x = Math.round(n * rate);
+  return { requests: n, inDeadline: x, late: 0, refused: n - x };
+};
+const rule = { margin: 0.03, alpha: 0.05, minRequests: 300, maxWindows: 4 };
+
+describe('canaryDecision', () => {
+  it('waits while either group has fewer requests than minRequests', () => {
+    const d = canaryDecision({ canary: group(299, 0.1), control: group(5000, 0.9), baseline: null }, rule, 1);
+    expect(d.decision).toBe('wait');
+    expect(d.reason).toMatch(/too few requests/);
+  });
+
+  it('rolls back a canary far below the control at the first window', () => {
+    const d = canaryDecision({ canary: group(1000, 0.5), control: group(1500, 0.8), baseline: null }, rule, 1);
+    expect(d.decision).toBe('rollback');
+    expect(d.z).toBeLessThan(-d.critical);
+    expect(d.reason).toMatch(/worse than the control by more than the margin/);
+  });
+
+  it('promotes a canary level with the control once the counts are large enough', () => {
+    const d = canaryDecision({ canary: group(5000, 0.8), control: group(7500, 0.8), baseline: null }, rule, 1);
+    expect(d.decision).toBe('promote');
+    expect(d.z).toBeGreaterThan(d.critical);
+  });
+
+  it('waits for more samples when a small loss is neither shown within nor beyond the margin', () => {
+    // d = -0.02, se ~ 0.018: z = 0.56, between -2.24 and 2.24
+    const d = canaryDecision({ canary: group(1000, 0.78), control: group(1000, 0.8), baseline: null }, rule, 1);
+    expect(d.decision).toBe('wait');
+    expect(d.diff).toBeCloseTo(-0.02, 6);
+    // the same counts at the last window: decided on the estimate (within the margin: promote)
+    expect(canaryDecision({ canary: group(1000, 0.78), control: group(1000, 0.8), baseline: null }, rule, 4).decision).toBe('promote');
+    // beyond the margin on the estimate, not significantly: rolled back at the last window
+    const last = canaryDecision({ canary: group(1000, 0.76), control: group(1000, 0.8), baseline: null }, rule, 4);
+    expect(last.decision).toBe('rollback');
+    expect(last.reason).toMatch(/undecided after 4 windows, the estimate is beyond the margin/);
+  });
+
+  it('rolls back at the last window when the canary was never measured', () => {
+    const d = canaryDecision({ canary: group(10, 0.9), control: group(5000, 0.8), baseline: null }, rule, 4);
+    expect(d.decision).toBe('rollback');
+    expect(d.reason).toMatch(/never published to every eAP unmeasured/);
+  });
+
+  it('takes out the difference the groups had before the start (difference in differences)', () => {
+    // canary eAPs are weaker eAPs: 0.70 against 0.80 before and after; the version changed nothing
+    const now = { canary: group(4000, 0.7), control: group(6000, 0.8) };
+    expect(canaryDecision({ ...now, baseline: null }, rule, 1).decision).toBe('rollback');
+    const withBase = canaryDecision({ ...now, baseline: { canary: group(12000, 0.7), control: group(18000, 0.8) } }, rule, 1);
+    expect(withBase.usedBaseline).toBe(true);
+    expect(withBase.diff).toBeCloseTo(0, 6);
+    expect(withBase.decision).toBe('promote');
+    // a baseline below minRequests per group is not used (and the reason says so)
+    const thin = canaryDecision({ ...now, baseline: { canary: group(100, 0.7), control: group(18000, 0.8) } }, rule, 1);
+    expect(thin.usedBaseline).toBe(false);
+    expect(thin.reason).toMatch(/no baseline/);
+  });
+
+  it('never divides by a zero variance (every request in time in both groups)', () => {
+    const d = canaryDecision({ canary: group(1000, 1), control: group(1000, 1), baseline: null }, rule, 1);
+    expect(Number.isFinite(d.z)).toBe(true);
+    expect(d.decision).toBe('promote');
+  });
+
+  it('uses the one-sided quantile of alpha split over the windows (Bonferroni)', () => {
+    expect(normalQuantile(0.975)).toBeCloseTo(1.959964, 5);
+    expect(normalQuantile(0.0125)).toBeCloseTo(-2.241403, 5);
+    expect(canaryDecision({ canary: group(1000, 0.8), control: group(1000, 0.8), baseline: null }, rule, 1).critical).toBeCloseTo(
+      2.241403,
+      5,
+    );
+  });
+});
+
+describe('canary config and eAPs', () => {
+  it('names the field of a value out of range', () => {
+    const bad: [Partial<CanaryConfig>, string][] = [
+      [{ share: 1 }, 'share'],
+      [{ share: 0 }, 'share'],
+      [{ windowS: 0 }, 'windowS'],
+      [{ maxWindows: 1.5 }, 'maxWindows'],
+      [{ margin: -0.1 }, 'margin'],
+      [{ alpha: 0.9 }, 'alpha'],
+      [{ minRequests: 0 }, 'minRequests'],
+      [{ settleS: -1 }, 'settleS'],
+      [{ baselineS: Number.NaN }, 'baselineS'],
+    ];
+    for (const [patch, field] of bad) expect(canaryConfigProblem({ ...DEFAULT_CANARY, ...patch })?.field).toBe(field);
+    expect(canaryConfigProblem(DEFAULT_CANARY)).toBeNull();
+  });
+
+  it('takes at least one eAP and leaves at least one as the control', () => {
+    expect(canaryEaps(0.4, 5)).toEqual([0, 1]);
+    expect(canaryEaps(0.01, 5)).toEqual([0]);
+    expect(canaryEaps(0.99, 2)).toEqual([0]);
+  });
+});
+
+describe('CanaryRollout (fake registry and clock)', () => {
+  let now = 0;
+  const events: [string, string][] = [];
+  const calls: string[] = [];
+  let next = 2;
+  const body = (): WeightsBody => ({ version: next++, checksum: 0, shapes: [[1]], tensors: [new Float32Array(1)] });
+  const registry = {
+    publishWeights: () => (calls.push('all'), body()),
+    publishCanary: (_t: unknown, _h: unknown, eaps: readonly number[]) => (calls.push(`canary ${eaps.join(',')}`), body()),
+    promoteCanary: () => void calls.push('promote'),
+    restore: (good: number) => (calls.push(`restore ${good}`), body()),
+  };
+  const rejected: unknown[] = [];
+  const store = { putCanaryState: () => undefined, putRejectedModel: (r: unknown) => void rejected.push(r) };
+  const config: CanaryConfig = { ...DEFAULT_CANARY, windowS: 10, settleS: 1, baselineS: 0, minRequests: 100 };
+  const tel = (n: number, rate: number): NodeSample[] => [
+    { node: 0, ts: 0, cpu: 0, mem: 0, disk: 0, upBwMbps: 0, requests: n, succeeded: n, inDeadline: Math.round(n * rate), latencyMsSum: 0 },
+  ];
+  let rollout: CanaryRollout;
+  const reloads: number[] = [];
+  beforeEach(() => {
+    now = 0;
+    next = 2;
+    events.length = 0;
+    calls.length = 0;
+    rejected.length = 0;
+    reloads.length = 0;
+    rollout = new CanaryRollout({
+      config,
+      numEaps: 5,
+      registry,
+      store,
+      current: 1,
+      event: (k, m) => void events.push([k, m]),
+      onRolledBack: (b) => void reloads.push(b.version),
+      now: () => now,
+    });
+  });
+  afterEach(() => rollout.dispose());
+
+  /** One second of telemetry from every eAP: the canary eAPs (0, 1) at `c`, the others at `k`. */
+  const second = (c: number, k: number) => {
+    now += 1000;
+    for (let e = 0; e < 5; e++) rollout.observe(e, tel(50, e < 2 ? c : k));
+    rollout.tick();
+  };
+
+  it('rolls a bad version back at the first window, restores the good one and drops the one waiting', () => {
+    expect(rollout.propose([], 'softplus1', 'test')?.version).toBe(2);
+    expect(calls).toEqual(['canary 0,1']);
+    expect(rollout.propose([], 'softplus1', 'next')).toBeNull(); // waits behind the canary
+    rollout.applied(0, 2);
+    rollout.applied(1, 2);
+    for (let i = 0; i < 11 && rollout.running; i++) second(0.3, 0.8);
+    expect(rollout.running).toBeNull();
+    expect(calls).toEqual(['canary 0,1', 'restore 1']);
+    expect(reloads).toEqual([3]);
+    expect(rollout.goodVersion).toBe(3);
+    expect(rollout.stats).toEqual({ started: 1, promoted: 0, rolledBack: 1, superseded: 1 });
+    expect(rejected).toEqual([expect.objectContaining({ version: 2, basedOn: 1, source: 'canary' })]);
+    expect(events.map((e) => e[0])).toEqual(['canary-start', 'canary-queued', 'canary-rollback']);
+  });
+
+  it('promotes a good version after its windows and starts the one waiting', () => {
+    rollout.propose([], 'softplus1', 'test');
+    rollout.propose([], 'softplus1', 'next');
+    rollout.applied(0, 2);
+    rollout.applied(1, 2);
+    for (let i = 0; i < 41 && rollout.stats.promoted === 0; i++) second(0.8, 0.8);
+    expect(rollout.stats.promoted).toBe(1);
+    expect(calls).toEqual(['canary 0,1', 'promote', 'canary 0,1']);
+    expect(rollout.running?.version).toBe(3);
+    expect(rollout.goodVersion).toBe(2);
+  });
+
+  it('counts a canary eAP only once it applied the version', () => {
+    rollout.propose([], 'softplus1', 'test');
+    for (let i = 0; i < 5; i++) second(0.1, 0.8);
+    expect(rollout.evidence().canary.requests).toBe(0);
+    rollout.applied(0, 2);
+    second(0.8, 0.8);
+    second(0.8, 0.8);
+    expect(rollout.evidence().canary.requests).toBe(100); // eAP 0 only, its frames from 1 s (settleS) after its ack
+  });
+
+  it('sends the first version to every eAP at once (nothing to compare with)', () => {
+    const r = new CanaryRollout({
+      config,
+      numEaps: 5,
+      registry,
+      store,
+      current: null,
+      event: (k, m) => void events.push([k, m]),
+      now: () => now,
+    });
+    r.propose([], 'softplus1', 'test');
+    r.dispose();
+    expect(calls).toEqual(['all']);
+    expect(events.map((e) => e[0])).toEqual(['canary-skip']);
+  });
+});
