@@ -1,7 +1,7 @@
 /**
  * `kais agent --orchestrator <ws-url> --eap <id> --targets <file> [--token-file F | --token T] [--port N]
  * [--scenario kais] [--cache <dir>] [--speed x] [--policy cmmac|lec|jsq|...] [--seed S] [--explore s]
- * [--experience explored|all|none] [--no-device-filters]
+ * [--experience explored|all|none] [--no-device-filters] [--offline-buffer N]
  * [--guard [--guard-fallback F] [--guard-enter x] [--guard-exit y]] [--tls-cert F --tls-key F] [--tls-ca F]`:
  * one eAP's dispatcher as a process (https ingress with a certificate; --tls-ca: the CA a wss:// orchestrator is checked against).
  *
@@ -23,6 +23,7 @@ import { EXPERIENCE_MODES, type Targets } from './dispatcher';
 import { startAgent } from './main';
 import { lineLogger, processLogger } from '../shared/log';
 import { defaultCacheDir } from './weights-cache';
+import { DEFAULT_OFFLINE_BUFFER } from './outbox';
 import { loadCa, loadTlsPair } from '../shared/tls';
 
 /** Environment variable holding the hello token when neither --token-file nor --token is given. */
@@ -101,6 +102,13 @@ export const AGENT_SPEC = {
     min: 0,
     max: 1,
     describe: 'with --guard: late share at or below which cmmac takes back over (below --guard-enter)',
+  }),
+  offlineBuffer: opt.integer({
+    default: DEFAULT_OFFLINE_BUFFER,
+    min: 0,
+    max: 1_000_000,
+    describe:
+      'records (telemetry intervals, experience frames of up to 64 transitions) kept while the orchestrator link is down, sent in order when it is back; beyond, the oldest are dropped and counted (kais_agent_offline_dropped_total); 0: keep none',
   }),
   experience: opt.choice(EXPERIENCE_MODES, {
     default: 'explored',
@@ -184,6 +192,7 @@ export const agentCommand: CommandModule<object, object> = {
       guard,
       deviceFilters: a.deviceFilters,
       secondStage: a.secondStage === 'l2',
+      offlineBuffer: a.offlineBuffer,
       tls,
       ...(orchestratorCa !== undefined ? { orchestratorCa } : {}),
       log,

@@ -3,6 +3,7 @@
  */
 import type { Dispatcher } from './dispatcher';
 import type { NodeHealth } from './filters/node-health';
+import type { Outbox } from './outbox';
 
 export interface HealthState {
   eap: number;
@@ -25,6 +26,8 @@ export interface HealthState {
   tlsFailures?: number;
   /** Whether the ingress is https (the agent's --tls-cert). */
   tls?: boolean;
+  /** The offline buffer (agent/outbox.ts): what waits while the orchestrator link is down. */
+  offline?: Outbox;
 }
 
 export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknown> {
@@ -49,6 +52,12 @@ export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknow
     queued: d.queued,
     outstanding: d.outstanding,
     counters: { ...d.counters },
+    /** Frames sent to the orchestrator (those from the offline buffer included). */
+    framesSent: { telemetry: s.telemetrySent, experience: s.experienceSent },
+    /** The offline buffer: records held now, sent from it, dropped from it (oldest first), by kind. */
+    offline: s.offline
+      ? { capacity: s.offline.capacity, held: s.offline.length, flushed: s.offline.stats.flushed, dropped: { ...s.offline.stats.dropped } }
+      : null,
     nodes: s.nodeHealth
       ? {
           filtersStarted: s.nodeHealth.started,

@@ -29,6 +29,7 @@ import { StateCache } from './weights-cache';
 import { NodeHealth } from './filters/node-health';
 import { TelemetryPoller } from './telemetry-poller';
 import { LoadSampler } from './load-report';
+import { DEFAULT_OFFLINE_BUFFER, Outbox, type OutRecord } from './outbox';
 import { MAX_DEVICE_WINDOWS } from '../shared/protocol/envelope';
 import { agentPolicySeed, type LivePolicyName } from '../shared/dispatch';
 import type { RegimeGuardOptions } from '../shared/dispatch/guard';
@@ -81,6 +82,11 @@ export interface AgentOptions {
   telemetryPeriodS?: number;
   /** Experience and telemetry batch interval, ms. @defaultValue 1000 */
   batchMs?: number;
+  /**
+   * Records (telemetry intervals, experience frames of up to 64 transitions) held while the
+   * orchestrator link is down, the oldest dropped (counted) beyond (agent/outbox.ts). @defaultValue 600
+   */
+  offlineBuffer?: number;
   /** Longest a drain waits for outstanding requests, ms. @defaultValue 30000 */
   drainTimeoutMs?: number;
   log?: (line: string) => void;
@@ -294,14 +300,69 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   // loop for tens of ms, and every request arriving meanwhile waited (the ingress p99).
   const EXPERIENCE_CHUNK = 64;
   const EXPERIENCE_PER_FLUSH = 4096;
+  // While the link is down, or its socket holds more than SOCKET_BACKLOG_BYTES (a link gone silent
+  // without closing), telemetry and experience wait in the bounded offline buffer (agent/outbox.ts)
+  // and go out after it, in order, OUTBOX_FRAMES_PER_TICK frames (or a chunk's transitions) per
+  // OUTBOX_TICK_MS: 80 frames/s, 1280 transitions/s, under the orchestrator's intake budget
+  // (200 frames/s, 2000 transitions/s per session, orchestrator/intake.ts).
+  const SOCKET_BACKLOG_BYTES = 1 << 20;
+  const OUTBOX_TICK_MS = 50;
+  const OUTBOX_FRAMES_PER_TICK = 4;
+  const outbox = new Outbox(o.offlineBuffer ?? DEFAULT_OFFLINE_BUFFER);
+  state.offline = outbox;
+  const writable = () => link.ready && link.bufferedAmount < SOCKET_BACKLOG_BYTES;
+  const sendRecord = (r: OutRecord): boolean => {
+    if (r.type === 'telemetry') {
+      if (!rt.sendFrame('telemetry', r.body)) return false;
+      state.telemetrySent++;
+    } else {
+      if (!rt.sendFrame('experience', r.body)) return false;
+      state.experienceSent++;
+    }
+    return true;
+  };
+  let outboxTimer: NodeJS.Timeout | null = null;
+  /** Sends the oldest held records, paced, while the link takes them; again in OUTBOX_TICK_MS while any are left. */
+  const drainOutbox = (): void => {
+    outboxTimer = null;
+    let frames = 0;
+    let transitions = 0;
+    while (outbox.length > 0 && writable() && frames < OUTBOX_FRAMES_PER_TICK && transitions < EXPERIENCE_CHUNK) {
+      const r = outbox.peek()!;
+      if (!sendRecord(r)) break;
+      outbox.shift();
+      outbox.stats.flushed++;
+      frames++;
+      if (r.type === 'experience') transitions += r.body.transitions.length;
+    }
+    if (outbox.length > 0 && link.ready && !state.draining) outboxTimer = setTimeout(drainOutbox, OUTBOX_TICK_MS);
+  };
+  const drainOutboxSoon = (): void => {
+    if (!outboxTimer && outbox.length > 0 && link.ready) outboxTimer = setTimeout(drainOutbox, 0);
+  };
+  link.on('ready', drainOutboxSoon);
+  /** Moves the experience the dispatcher holds into the offline buffer (its one bound while offline). */
+  const holdExperience = (): void => {
+    for (;;) {
+      const transitions = dispatcher.takeExperience(EXPERIENCE_CHUNK);
+      if (transitions.length === 0) return;
+      outbox.push({ type: 'experience', body: { eap: o.eap, transitions } });
+    }
+  };
   let sendingExperience = false;
   const sendExperienceChunk = (): number => {
     const transitions = dispatcher.takeExperience(EXPERIENCE_CHUNK);
-    if (transitions.length > 0 && rt.sendFrame('experience', { eap: o.eap, transitions })) state.experienceSent++;
+    if (transitions.length === 0) return 0;
+    const r: OutRecord = { type: 'experience', body: { eap: o.eap, transitions } };
+    // the link went away (or backed up) since the flush began: held, not lost
+    if (outbox.length > 0 || !writable() || !sendRecord(r)) {
+      outbox.push(r);
+      drainOutboxSoon();
+    }
     return transitions.length;
   };
   const sendExperienceSoon = (budget: number): void => {
-    if (budget <= 0 || !link.ready || drained) {
+    if (budget <= 0 || !writable() || outbox.length > 0 || drained) {
       sendingExperience = false;
       return;
     }
@@ -329,7 +390,19 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       }
       nodeHealth.tick(nowS);
     }
-    if (!link.ready) return; // telemetry of a disconnected interval is not worth queueing
+    // draining: what is held goes now, unpaced (the process is about to stop)
+    while (now && outbox.length > 0 && writable() && sendRecord(outbox.peek()!)) {
+      outbox.shift();
+      outbox.stats.flushed++;
+    }
+    if (!writable() || outbox.length > 0) {
+      // offline, or held records ahead of this interval: it waits behind them (the device-filter
+      // windows stay in NodeHealth's own bounded queue: a verdict on an old window is of no use)
+      outbox.push({ type: 'telemetry', body: { eap: o.eap, samples, load } });
+      holdExperience();
+      drainOutboxSoon();
+      return;
+    }
     const windows = nodeHealth?.takeWindows(MAX_DEVICE_WINDOWS) ?? [];
     if (rt.sendFrame('telemetry', windows.length > 0 ? { eap: o.eap, samples, windows, load } : { eap: o.eap, samples, load }))
       state.telemetrySent++;
@@ -415,6 +488,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       await Promise.race([dispatcher.idle(), deadline]);
       clearInterval(batchTimer);
       clearInterval(sampleTimer);
+      if (outboxTimer) clearTimeout(outboxTimer);
       try {
         flush(true);
       } catch {

@@ -12,6 +12,8 @@
  *   kais_agent_decisions_total{policy}            cmmac | fallback | <the --policy heuristic>
  *   kais_agent_experience_dropped_total, kais_agent_experience_frames_total, kais_agent_telemetry_frames_total
  *   kais_agent_reconnects_total
+ *   kais_agent_offline_dropped_total{kind}        telemetry | experience records dropped from the full offline buffer
+ *   kais_agent_offline_flushed_total, kais_agent_offline_held      records sent from it after a cut, held now
  *   kais_agent_orchestrator_tls_failures_total    wss:// handshakes refused on the orchestrator's certificate
  *   kais_agent_queue_length, kais_agent_outstanding, kais_agent_connected,
  *   kais_agent_weight_version, kais_agent_placement_version      gauges (-1: none)
@@ -72,6 +74,20 @@ export class AgentMetrics {
     ]);
     counter('kais_agent_experience_frames_total', 'Experience frames sent.', [], () => [[{}, state().experienceSent]]);
     counter('kais_agent_telemetry_frames_total', 'Telemetry frames sent.', [], () => [[{}, state().telemetrySent]]);
+    const off = () => state().offline;
+    counter(
+      'kais_agent_offline_dropped_total',
+      'Records dropped (oldest first) from the full offline buffer while the orchestrator link was down, by kind.',
+      ['kind'],
+      () => [
+        [{ kind: 'telemetry' }, off()?.stats.dropped.telemetry ?? 0],
+        [{ kind: 'experience' }, off()?.stats.dropped.experience ?? 0],
+      ],
+    );
+    counter('kais_agent_offline_flushed_total', 'Records sent from the offline buffer once the link was back.', [], () => [
+      [{}, off()?.stats.flushed ?? 0],
+    ]);
+    gauge('kais_agent_offline_held', 'Records waiting in the offline buffer.', () => off()?.length ?? 0);
     counter('kais_agent_reconnects_total', 'Connections to the orchestrator after the first.', [], () => [[{}, state().reconnects]]);
     counter('kais_agent_orchestrator_tls_failures_total', "wss:// handshakes that failed on the orchestrator's certificate.", [], () => [
       [{}, state().tlsFailures ?? 0],

@@ -646,7 +646,8 @@ export async function startOrchestrator(
         requests += s.requests;
         inDeadline += s.inDeadline;
       }
-      const tsMs = Date.now();
+      // an interval the agent held while its link was down is filed at its own time, not the arrival's
+      const tsMs = Date.now() - (frame.body.load ? Math.max(0, frame.ts - frame.body.load.endTs) : 0);
       const points: MetricPoint[] = [
         { tsMs, name: 'agent/requests', eap: session.eapId, value: requests },
         { tsMs, name: 'agent/in_deadline', eap: session.eapId, value: inDeadline },

@@ -24,6 +24,8 @@ describe('kais agent flags', () => {
   it.each([
     [['--experience', 'most'], /^kais: --experience: expected one of explored, all, none, got "most"$/],
     [['--explore', '2'], /^kais: --explore: expected a number >= 0 and <= 1, got "2"$/],
+    [['--offline-buffer=-1'], /^kais: --offline-buffer: expected an integer >= 0 and <= 1000000, got "-1"$/],
+    [['--offline-buffer', '1.5'], /^kais: --offline-buffer: expected an integer >= 0 and <= 1000000, got "1.5"$/],
     [
       ['--policy', 'fastest'],
       /^kais: --policy: unknown policy "fastest" \(known: cmmac, random, round-robin, jsq, p2c, greedy, onsocmax, prob, lec\)$/,
