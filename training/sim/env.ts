@@ -686,7 +686,11 @@ export class EdgeCloudEnv {
     c.inFlightCount[t]--;
     this.tally.sent[t]++;
     if (this.views && t !== c.cloudTarget) {
-      // the live node's admission: 503 when failed, without a replica or full; the agent retries on the cloud
+      // the live node's admission: 503 when failed, without a replica or full; the agent retries on the cloud.
+      // Like the live node (orchestrator/emulated-cluster.ts purges its queues on every arrival and
+      // completion), requests already too late leave the queue before it is counted: a queue of
+      // requests that can no longer be served must not refuse one that can.
+      if (c.queues[k].size > 0 && c.queueMinDeadline[k] - this.maxReturnS < time) this.purge(k, t, time);
       const ready = c.ready[k] - c.draining[k];
       if (c.failed[t] || ready <= 0 || c.queues[k].size >= this.scenario.queueCapPerReplica * ready) {
         c.pendingByService[k]--;
@@ -921,27 +925,33 @@ export class EdgeCloudEnv {
   /** Slot boundary: drop every queued request whose result could no longer get back by its deadline. */
   private expire(now: number): void {
     const c = this.cluster;
-    const dl = this.req.deadlineS;
-    const mask = this.req.mask;
     const W = c.numServices;
     for (let k = 0; k < c.queues.length; k++) {
       const q = c.queues[k];
       if (q.size === 0 || c.queueMinDeadline[k] - this.maxReturnS >= now) continue;
-      const t = (k / W) | 0;
-      const failedNode = c.failed[t] === 1;
-      const removed = q.filter((i) => {
-        if (!this.tooLate(i, t, now)) return true;
-        this.answer(i & mask, t, null, !failedNode, now);
-        (failedNode ? this.tally.lost : this.tally.expired)[t]++;
-        this.fail(i, failedNode);
-        return false;
-      });
-      c.waiting[t] -= removed;
-      c.pendingByService[k] -= removed;
-      let m = Infinity;
-      for (let j = 0; j < q.size; j++) if (dl[q.items[j] & mask] < m) m = dl[q.items[j] & mask];
-      c.queueMinDeadline[k] = m;
+      this.purge(k, (k / W) | 0, now);
     }
+  }
+
+  /** Drops every request of queue k (at target t) whose result could no longer get back by its deadline. */
+  private purge(k: number, t: number, now: number): void {
+    const c = this.cluster;
+    const dl = this.req.deadlineS;
+    const mask = this.req.mask;
+    const q = c.queues[k];
+    const failedNode = c.failed[t] === 1;
+    const removed = q.filter((i) => {
+      if (!this.tooLate(i, t, now)) return true;
+      this.answer(i & mask, t, null, !failedNode, now);
+      (failedNode ? this.tally.lost : this.tally.expired)[t]++;
+      this.fail(i, failedNode);
+      return false;
+    });
+    c.waiting[t] -= removed;
+    c.pendingByService[k] -= removed;
+    let m = Infinity;
+    for (let j = 0; j < q.size; j++) if (dl[q.items[j] & mask] < m) m = dl[q.items[j] & mask];
+    c.queueMinDeadline[k] = m;
   }
 
   // ------------------------------------------------------------------ discounted experience

@@ -73,6 +73,25 @@ describe('EdgeCloudEnv with agentViews', () => {
     expect(global.env.retriedOnCloud).toBe(0);
   });
 
+  it('a queue of requests that are already too late does not refuse one that can be served (the live node purges them first)', () => {
+    // request 0 runs on node 0 for 2 s; request 1 (eAP 1) waits behind it with a deadline it can no
+    // longer meet after about 0.58 s; request 2 (eAP 0) reaches node 0 at about 0.62 s, before the
+    // slot boundary at 0.75 s sweeps the queues. The live node (orchestrator/emulated-cluster.ts)
+    // has dropped request 1 by then and admits request 2; so must the simulator.
+    const requests = [req(0, 1, 0, 2, 10), req(1, 1, 0.01, 0.1, 0.6), req(2, 0, 0.6, 0.1, 10)];
+    const env = new EdgeCloudEnv(twoEaps(), { requests, frames: 8, agentViews: true });
+    let { observations } = env.reset({ seed: 1 });
+    while (!env.isDone) {
+      const acts: Record<number, number> = {};
+      for (const b of env.agents) acts[b] = observations[b].mask[0] ? 0 : env.cluster.cloudTarget;
+      observations = env.step(acts).observations;
+    }
+    expect(env.retriedOnCloud).toBe(0);
+    expect(env.tally.refused[0]).toBe(0);
+    expect(env.tally.expired[0]).toBe(1); // request 1
+    expect(env.outcome).toEqual({ arrived: 3, completedInTime: 2, late: 0, dropped: 1, queuedAtEnd: 0 });
+  });
+
   it('keeps the parallel-env contract and the accounting on tiny with hpa and a node failure, and is deterministic', () => {
     const scenario = loadScenario('tiny');
     const frames = 3;
