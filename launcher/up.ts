@@ -123,7 +123,12 @@ export const UP_SPEC = {
   inject: opt.choice(['none', 'bad-weights'] as const, {
     default: 'none',
     describe:
-      'fault drill: bad-weights hands random weights to the publish path as if learned a third of the way into the run (judged by the gate with --gate)',
+      'fault drill: bad-weights hands random weights to the publish path as if learned a third of the way into the run (judged by the gate with --gate, by the canary with --canary)',
+  }),
+  canary: opt.boolean({
+    default: false,
+    describe:
+      'every new weight version goes to 40% of the eAPs first and is promoted or rolled back on their live throughput rate against the others (the canary, default settings; docs/safe-learning.md)',
   }),
   faults: opt.integer({
     default: 0,
@@ -215,6 +220,8 @@ export interface UpSummary {
   loadAverage1m: number;
   cpus: number;
   refusedReasons: Record<string, number>;
+  /** The orchestrator's safe-learning events of the run (gate verdicts, canary starts, promotions and rollbacks, the drill's injection, agents' guard switches), oldest first. */
+  safeLearningEvents: { tsMs: number; kind: string; eap: number | null; message: string }[];
   /**
    * Node failures played (`--faults`) and what they cost: requests the failed nodes refused or held
    * when they failed (the agents retry those on the cloud while their deadline allows), and the
@@ -308,10 +315,14 @@ class Child {
   }
 }
 
-function getJson(url: string, timeoutMs = 2000, ca?: string): Promise<Record<string, unknown> | null> {
+/** Event kinds `kais up` shows as lines and lists in its summary (issue 17 item 4). */
+const SAFE_LEARNING_KINDS = /^(gate-|canary-|inject$|guard-)/;
+
+function getJson(url: string, timeoutMs = 2000, ca?: string, bearer?: string): Promise<Record<string, unknown> | null> {
   return new Promise((resolve) => {
     const get = url.startsWith('https:') ? https.get : http.get;
-    const req = get(url, { timeout: timeoutMs, ...(ca !== undefined ? { ca } : {}) }, (res) => {
+    const headers = bearer !== undefined ? { authorization: `Bearer ${bearer}` } : {};
+    const req = get(url, { timeout: timeoutMs, headers, ...(ca !== undefined ? { ca } : {}) }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
@@ -503,6 +514,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         learner: learning ? 'cmmac' : 'none',
         learnBatch: a.learnBatch,
         ...(a.gate ? { gate: true } : {}),
+        ...(a.canary ? { canary: true } : {}),
         ...(a.inject === 'bad-weights' ? { injectBadWeightsAfterS: a.duration / 3 } : {}),
         ...(tls ? { tls } : {}),
         prediction: predictionFile,
@@ -709,7 +721,24 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       evalThroughputRate: predicted.rate,
     });
     const health = async () => Promise.all(agentPorts.map((p) => getJson(`${web}://127.0.0.1:${p}/healthz`, 2000, ca)));
+    // the orchestrator's safe-learning events (admin API), each shown once as a line
+    const safeEvents: UpSummary['safeLearningEvents'] = [];
+    let eventsSinceMs = 0;
+    const pollEvents = async () => {
+      if (!orchReady.httpPort) return;
+      const base = `${web}://127.0.0.1:${String(orchReady.httpPort)}/v1/events?since=${eventsSinceMs}&limit=1000`;
+      const page = await getJson(base, 2000, ca, adminToken);
+      const list = (page?.events ?? []) as { tsMs: number; kind: string; eap: number | null; message: string }[];
+      for (const e of list) {
+        if (!SAFE_LEARNING_KINDS.test(e.kind) || safeEvents.some((x) => x.tsMs === e.tsMs && x.kind === e.kind && x.message === e.message))
+          continue;
+        safeEvents.push({ tsMs: e.tsMs, kind: e.kind, eap: e.eap, message: e.message });
+        log(`event ${e.kind}${e.eap !== null ? ` eAP ${e.eap}` : ''}: ${e.message}`);
+      }
+      if (list.length > 0) eventsSinceMs = list[list.length - 1].tsMs;
+    };
     const live = setInterval(() => {
+      void pollEvents();
       void health().then((hs) => {
         const t = ((performance.now() - t0) / 1000).toFixed(0);
         const rates = per
@@ -753,6 +782,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       ]);
     }
     clearInterval(live);
+    await pollEvents();
     for (const req of [...open]) {
       req.destroy(new Error('gave up waiting'));
     }
@@ -828,6 +858,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       loadAverage1m: +os.loadavg()[0].toFixed(2),
       cpus: os.cpus().length,
       refusedReasons: reasons,
+      safeLearningEvents: safeEvents,
       nodeExclusions: exclusions,
       nodeExclusionsByRule: byRule,
       learnedDetector: learned,
@@ -1024,6 +1055,11 @@ function formatSummary(s: UpSummary): string {
         : `  eAP ${e.eap}: sent ${e.sent}, rate ${pct(e.throughputRate)}, ${e.policy ?? '?'} decisions ${e.decisionsFallback}`,
     ),
   ];
+  if (s.safeLearningEvents.length > 0)
+    lines.push(
+      'safe-learning events:',
+      ...s.safeLearningEvents.map((e) => `  ${e.kind}${e.eap !== null ? ` eAP ${e.eap}` : ''}: ${e.message}`),
+    );
   if (Object.keys(s.refusedReasons).length > 0)
     lines.push(
       `refused: ${Object.entries(s.refusedReasons)

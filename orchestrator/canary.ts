@@ -352,9 +352,11 @@ export class CanaryRollout {
    */
   propose(tensors: readonly WeightTensor[], head: ActorHeadName | undefined, source: string): WeightsBody | null {
     if (this.active) {
+      // one event per canary: a newer proposal replaces the waiting one (counted as superseded)
       if (this.pending) this.stats.superseded++;
+      else
+        this.o.event('canary-queued', `${source} version waits for the canary of v${this.active.version} to end (newer ones replace it)`);
       this.pending = { tensors, head, source };
-      this.o.event('canary-queued', `${source} version waits for the canary of v${this.active.version} to end`);
       return null;
     }
     if (this.good === null) {

@@ -1,0 +1,66 @@
+/**
+ * The bad-weights drill with the gate off (issue 17 item 5, "Must show"), through the real CLI
+ * (dist/kais.js, built by `npm test`): `kais up --canary --inject bad-weights` on `kais` runs the
+ * emulated cluster, the orchestrator, five agents and the load generator as real processes on
+ * loopback; a third of the way in, random weights are handed to the publish path as if learned.
+ * The canary must roll them back within two evaluation windows, every agent must end on a version
+ * after the rollback, no request may go unanswered, and the events must be listed in the summary.
+ * The test reads the events the run reports, never a timing of its own.
+ */
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const KAIS = path.join(ROOT, 'dist', 'kais.js');
+
+interface Ev {
+  tsMs: number;
+  kind: string;
+  message: string;
+}
+
+const run = fs.existsSync(KAIS) ? it : it.skip;
+
+describe('kais up --canary --inject bad-weights', () => {
+  run(
+    'rolls the random version back within two windows, 0 unanswered, the events listed',
+    async () => {
+      const child = spawn(process.execPath, [KAIS, 'up', '--duration', '40', '--canary', '--inject', 'bad-weights', '--json'], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+      const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+      expect({ code, stderr: code === 0 ? '' : stderr.slice(-2000) }).toEqual({ code: 0, stderr: '' });
+      const s = JSON.parse(stdout.trim().split('\n').pop()!) as {
+        sent: number;
+        unanswered: number;
+        perEap: { weightVersion: number | null }[];
+        safeLearningEvents: Ev[];
+      };
+      expect(s.unanswered).toBe(0);
+      expect(s.sent).toBeGreaterThan(0);
+      const ev = s.safeLearningEvents;
+      const inject = ev.find((e) => e.kind === 'inject')!;
+      expect(inject.message).toMatch(
+        /^bad-weights drill: random weights handed to the publish path as weights v(\d+) \(no gate: to the canary\)$/,
+      );
+      const bad = Number(/as weights v(\d+)/.exec(inject.message)![1]);
+      const start = ev.find((e) => e.kind === 'canary-start' && e.message.includes(`weights v${bad} `))!;
+      expect(start.message).toMatch(/^injected \(bad-weights drill\) weights v\d+ to eAPs 0, 1 first/);
+      const rollback = ev.find((e) => e.kind === 'canary-rollback')!;
+      expect(rollback.message).toMatch(
+        new RegExp(`^weights v${bad} rolled back after [12] window\\(s\\); every eAP gets v\\d+'s weights as v(\\d+)`),
+      );
+      const restored = Number(/ as v(\d+)/.exec(rollback.message)![1]);
+      // the lines were shown while it ran
+      expect(stderr).toMatch(/kais up: event canary-rollback: weights v\d+ rolled back/);
+      // no agent is left on the random version (a later learned canary may run on eAPs 0 and 1)
+      for (const e of s.perEap) expect(e.weightVersion).toBeGreaterThanOrEqual(restored);
+    },
+    180_000,
+  );
+});
