@@ -37,13 +37,20 @@ function ip(args: string[]): void {
 let labs = 0;
 
 export class NetnsLab {
-  /** Labs of one process differ in names and addresses (a deleted namespace's veths may linger a moment). */
-  private readonly lab = labs++;
-  private readonly prefix = `kais${process.pid}x${this.lab}`;
+  private readonly prefix: string;
   private readonly hosts = new Set<string>();
   private readonly procs: ChildProcess[] = [];
   private readonly stderrTails = new Map<ChildProcess, { what: string; text: string }>();
   private links = 0;
+
+  /**
+   * Labs of one process differ in names and addresses (a deleted namespace's veths may linger a
+   * moment). `lab` picks the address block (10.213.8 lab.0/21, mod 32): a test file that may run
+   * beside another netns test (jest's workers) takes a block of its own. @defaultValue the next of this process
+   */
+  constructor(private readonly lab: number = labs++) {
+    this.prefix = `kais${process.pid}x${this.lab}`;
+  }
 
   /** null when namespaces can be made here, else the reason (for a skip message). */
   static unavailable(): string | null {

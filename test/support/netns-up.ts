@@ -1,0 +1,352 @@
+/**
+ * `kais up` across hosts of their own (issue 19 "Must show": live / predicted in namespaces against
+ * the loopback run): the roles of `kais up` placed in network namespaces (test/support/netns.ts)
+ * instead of on one loopback, with kais up's requests, prediction and accounting.
+ *
+ * Layout (one lab):
+ * - "root" (this process's namespace): the emulated cluster (a child process: the edge nodes, the
+ *   cloud and the admin server, as `kais node` is in kais up) and the load generator (this
+ *   process, as kais up is its own);
+ * - "C": `kais orchestrator` (its executor: the cluster's admin API over link root-C);
+ * - "E<e>": `kais agent` of eAP e; its WAN to C: link C-E<e> with netem (delay, loss) on both sides
+ *   when the kernel has netem, else a user-space relay in E<e> over that link
+ *   (test/support/wan-relay.ts); its LAN: link root-E<e> (devices and the cluster's nodes), plain.
+ * With `loopback: true` every role runs in "root" on 127.0.0.1 (the baseline, as kais up runs).
+ *
+ * Same as kais up (launcher/up.ts, HEAD of 2026-12-02): the requests (`buildRequests` with the
+ * scenario, workload, seed, load and duration x speed), the prediction (`predictRate`, the agents'
+ * view), the orchestrator config (no model: a heuristic `--policy`, learner off), the agents' flags,
+ * and the generator: each request reaches its agent at arrival + upload (scenario time / speed),
+ * with the time left to its deadline; completedInTime / late / refused / unanswered from the
+ * device's side. The generator is a copy of kais up's (it is not exported there); the next step is
+ * to move kais up's into launcher/replay.ts and call it from both (docs/kubernetes.md).
+ * Not the same: only heuristic policies (no model, no online learning), no TLS, no faults, the
+ * cluster started with `node -e` on 0.0.0.0 (kais node listens on 127.0.0.1 only).
+ */
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as path from 'node:path';
+import { predictRate } from '../../launcher/up';
+import type { LivePolicyName } from '../../shared/dispatch';
+import type { Request } from '../../shared/domain';
+import { uploadS } from '../../shared/network';
+import type { OrchestrationPolicyName } from '../../shared/orchestration';
+import { loadScenario, topologyOf } from '../../shared/scenario';
+import { buildRequests, type WorkloadName } from '../../training/workload';
+import { NetnsLab, readyLine, type Link } from './netns';
+import { WAN_RELAY_JS } from './wan-relay';
+
+export interface NetnsUpOptions {
+  lab: NetnsLab;
+  /** A private folder for configs, tokens, the store. */
+  dir: string;
+  /** dist/kais.js. */
+  bin: string;
+  scenario: string;
+  /** A heuristic of the simulator (the agents' --policy and the prediction's). */
+  policy: Exclude<LivePolicyName, 'cmmac'>;
+  orchestration: OrchestrationPolicyName;
+  workload: WorkloadName;
+  seed: number;
+  load: number;
+  speed: number;
+  /** Seconds of load, real time. */
+  durationS: number;
+  /** One-way WAN delay (ms) and loss (percent; the relay holds that share of chunks 200 ms instead). */
+  wan: { delayMs: number; lossPct: number };
+  /** Every role on 127.0.0.1 in this namespace: the loopback baseline. */
+  loopback?: boolean;
+  log?: (line: string) => void;
+}
+
+export interface Counts {
+  sent: number;
+  completedInTime: number;
+  late: number;
+  refused: number;
+  unanswered: number;
+}
+
+/** The fields of kais up's summary this harness reproduces. */
+export interface NetnsUpSummary extends Counts {
+  throughputRate: number;
+  evalPolicy: string;
+  evalThroughputRate: number;
+  vsEval: number;
+  perEap: (Counts & { placementVersion: number | null })[];
+  /** Whether the WAN links were shaped by netem (false: the relay). */
+  netem: boolean;
+}
+
+const CLUSTER_JS = `
+const { EmulatedCluster } = require(process.argv[1]);
+const { loadScenario } = require(process.argv[2]);
+const o = JSON.parse(process.argv[3]);
+const c = new EmulatedCluster({ scenario: loadScenario(o.scenario), speed: o.speed, seed: o.seed, host: '0.0.0.0', adminToken: o.adminToken });
+c.listen().then(() => process.stdout.write(JSON.stringify({ ready: true, nodes: c.nodeUrls, cloud: c.cloudUrl, admin: c.adminUrl }) + '\\n'));
+process.on('SIGTERM', () => c.close().then(() => process.exit(0)));
+`;
+
+function getJson<T>(url: string): Promise<T | null> {
+  return new Promise((resolve) => {
+    const req = http.get(url, { agent: false, timeout: 2000 }, (res) => {
+      let t = '';
+      res.on('data', (c: Buffer) => (t += c.toString()));
+      res.on('end', () => {
+        try {
+          resolve(JSON.parse(t) as T);
+        } catch {
+          resolve(null);
+        }
+      });
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', () => resolve(null));
+  });
+}
+
+/** Starts every role in its namespace, replays the requests, returns kais up's summary fields. The lab is the caller's to destroy. */
+export async function runNetnsUp(o: NetnsUpOptions): Promise<NetnsUpSummary> {
+  const log = o.log ?? (() => undefined);
+  const lab = o.lab;
+  const scenario = loadScenario(o.scenario);
+  const E = topologyOf(scenario).numEaps;
+  const requests: Request[] = buildRequests({
+    scenario,
+    workload: o.workload,
+    tracePath: null,
+    seed: o.seed,
+    load: o.load,
+    durationS: o.durationS * o.speed,
+    warn: log,
+  });
+  const predicted = predictRate(scenario, requests, { seed: o.seed, orchestration: o.orchestration, gpg: undefined }, o.policy, undefined);
+  log(`prediction ${predicted.policy}: ${predicted.rate.toFixed(3)} for ${requests.length} requests`);
+
+  // ---- hosts and links ----
+  const local = (): Link => ({
+    a: 'root',
+    b: 'root',
+    aAddr: '127.0.0.1',
+    bAddr: '127.0.0.1',
+    shaped: true,
+    cut: () => {},
+    restore: () => {},
+  });
+  const host = (h: string) => (o.loopback ? 'root' : h);
+  if (!o.loopback) {
+    lab.addHost('C');
+    for (let e = 0; e < E; e++) lab.addHost(`E${e}`);
+  }
+  const shape = { delayMs: o.wan.delayMs, lossPct: o.wan.lossPct / 2 }; // netem on both sides: the loss twice
+  const wan = Array.from({ length: E }, (_, e) => (o.loopback ? local() : lab.link('C', `E${e}`, shape)));
+  const lan = Array.from({ length: E }, (_, e) => (o.loopback ? local() : lab.link('root', `E${e}`)));
+  const ctl = o.loopback ? local() : lab.link('root', 'C');
+
+  // ---- the emulated cluster (kais node's part), a process of its own in root ----
+  const dist = path.dirname(o.bin);
+  const adminToken = 'netns-up-node-admin-token-0123456789';
+  const clusterProc = lab.spawn('root', process.execPath, [
+    '-e',
+    CLUSTER_JS,
+    path.join(dist, 'orchestrator', 'emulated-cluster.js'),
+    path.join(dist, 'shared', 'scenario.js'),
+    JSON.stringify({ scenario: o.scenario, speed: o.speed, seed: o.seed, adminToken }),
+  ]);
+  const cluster = await readyLine<{ nodes: string[]; cloud: string; admin: string }>(clusterProc, 'emulated cluster');
+
+  // ---- orchestrator in C, as kais up configures it for a heuristic policy ----
+  const tokens = Array.from({ length: E }, (_, e) => `netns-up-agent-token-${e}-0123456789`);
+  const configFile = path.join(o.dir, 'orchestrator.json');
+  fs.writeFileSync(
+    configFile,
+    JSON.stringify({
+      agentTokens: Object.fromEntries(tokens.map((t, e) => [e, t])),
+      scenario: o.scenario,
+      orchestration: o.orchestration,
+      speed: o.speed,
+      executor: cluster.admin.replace('0.0.0.0', ctl.aAddr),
+      executorToken: adminToken,
+      checkpoint: null,
+      learner: 'none',
+      detector: 'none',
+    }),
+    { mode: 0o600 },
+  );
+  const orch = lab.spawn(host('C'), process.execPath, [
+    o.bin,
+    'orchestrator',
+    '--config',
+    configFile,
+    '--db',
+    path.join(o.dir, 'o.db'),
+    '--host',
+    '0.0.0.0',
+  ]);
+  const orchReady = await readyLine<{ port: number }>(orch, 'kais orchestrator');
+
+  // ---- one agent per eAP in E<e>, its WAN to C, its LAN to root ----
+  const agentUrls: string[] = [];
+  for (let e = 0; e < E; e++) {
+    const onLan = (u: string) => u.replace('0.0.0.0', lan[e].aAddr);
+    const targetsFile = path.join(o.dir, `targets-${e}.json`);
+    fs.writeFileSync(targetsFile, JSON.stringify({ nodes: cluster.nodes.map(onLan), cloud: onLan(cluster.cloud) }));
+    const tokenFile = path.join(o.dir, `token-${e}`);
+    fs.writeFileSync(tokenFile, `${tokens[e]}\n`, { mode: 0o600 });
+    let wsUrl = `ws://${wan[e].aAddr}:${orchReady.port}`;
+    if (!wan[e].shaped) {
+      const relay = lab.spawn(host(`E${e}`), process.execPath, [
+        '-e',
+        WAN_RELAY_JS,
+        JSON.stringify({
+          port: 0,
+          host: wan[e].aAddr,
+          targetPort: orchReady.port,
+          delayMs: o.wan.delayMs,
+          holdShare: o.wan.lossPct / 100,
+          holdMs: 200,
+          seed: 7 + e,
+        }),
+      ]);
+      wsUrl = `ws://127.0.0.1:${(await readyLine<{ port: number }>(relay, 'WAN relay')).port}`;
+    }
+    const agent = lab.spawn(host(`E${e}`), process.execPath, [
+      o.bin,
+      'agent',
+      '--orchestrator',
+      wsUrl,
+      '--eap',
+      String(e),
+      '--targets',
+      targetsFile,
+      '--token-file',
+      tokenFile,
+      '--scenario',
+      o.scenario,
+      '--speed',
+      String(o.speed),
+      '--cache',
+      path.join(o.dir, `agent-${e}`),
+      '--explore',
+      '0',
+      '--policy',
+      o.policy,
+      '--seed',
+      String(o.seed),
+      '--host',
+      '0.0.0.0',
+    ]);
+    const { port } = await readyLine<{ port: number }>(agent, `kais agent ${e}`);
+    agentUrls.push(`http://${lan[e].bAddr}:${port}`);
+  }
+  // kais up starts the load once the agents are up; here also once each holds a placement (the WAN is slower)
+  const deadline = Date.now() + 30_000;
+  for (const u of agentUrls) {
+    while ((await getJson<{ placementVersion: number | null }>(`${u}/healthz`))?.placementVersion == null) {
+      if (Date.now() > deadline) throw new Error(`agent ${u} holds no placement after 30 s\n${lab.tails()}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  // ---- the load generator: kais up's ----
+  const counts = await replay(scenario, requests, o.speed, o.durationS, agentUrls);
+  const hs = await Promise.all(agentUrls.map((u) => getJson<{ placementVersion: number | null }>(`${u}/healthz`)));
+  const throughputRate = counts.total.sent > 0 ? counts.total.completedInTime / counts.total.sent : 0;
+  return {
+    ...counts.total,
+    throughputRate,
+    evalPolicy: predicted.policy,
+    evalThroughputRate: predicted.rate,
+    vsEval: predicted.rate > 0 ? throughputRate / predicted.rate : 0,
+    perEap: counts.per.map((c, e) => ({ ...c, placementVersion: hs[e]?.placementVersion ?? null })),
+    netem: wan.every((l) => l.shaped) && !o.loopback,
+  };
+}
+
+/** kais up's load generator and accounting (launcher/up.ts, section 4), on plain http. */
+async function replay(
+  scenario: ReturnType<typeof loadScenario>,
+  requests: Request[],
+  speed: number,
+  durationS: number,
+  agentUrls: string[],
+): Promise<{ total: Counts; per: Counts[] }> {
+  const zero = (): Counts => ({ sent: 0, completedInTime: 0, late: 0, refused: 0, unanswered: 0 });
+  const total = zero();
+  const per = agentUrls.map(zero);
+  const targets = agentUrls.map((u) => new URL(u));
+  const httpAgents = agentUrls.map(() => new http.Agent({ keepAlive: true, maxSockets: 1024 }));
+  const open = new Set<http.ClientRequest>();
+  let outstanding = 0;
+  let allAnswered: (() => void) | null = null;
+  const record = (b: number, kind: keyof Counts) => {
+    total[kind]++;
+    per[b][kind]++;
+  };
+  const sendS = requests.map((r) => r.arrivalS + uploadS(scenario, r.inputMB));
+  const order = Array.from(requests.keys()).sort((x, y) => sendS[x] - sendS[y] || x - y);
+  const fire = (k: number) => {
+    const r = requests[k];
+    const b = r.eap;
+    const deadlineMs = ((r.deadlineS - sendS[k]) * 1000) / speed;
+    total.sent++;
+    per[b].sent++;
+    if (!(deadlineMs > 0)) return record(b, 'refused');
+    const body = JSON.stringify({ service: r.service, deadlineMs, payloadBytes: Math.round(r.inputMB * 1e6), workCoreS: r.workCoreS });
+    outstanding++;
+    const t0 = performance.now();
+    let settled = false;
+    const settle = (kind: keyof Counts) => {
+      if (settled) return;
+      settled = true;
+      open.delete(req);
+      record(b, kind);
+      outstanding--;
+      if (outstanding === 0 && allAnswered) allAnswered();
+    };
+    const req = http.request(
+      {
+        host: targets[b].hostname,
+        port: Number(targets[b].port),
+        path: '/request',
+        method: 'POST',
+        agent: httpAgents[b],
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        res.resume();
+        res.on('error', () => settle('unanswered'));
+        res.on('end', () => {
+          const ms = performance.now() - t0;
+          if (res.statusCode === 200) settle(ms <= deadlineMs ? 'completedInTime' : 'late');
+          else settle('refused');
+        });
+      },
+    );
+    open.add(req);
+    req.on('error', () => settle('unanswered'));
+    req.end(body);
+  };
+  const t0 = performance.now();
+  await new Promise<void>((resolve) => {
+    let i = 0;
+    const tick = () => {
+      const nowS = ((performance.now() - t0) / 1000) * speed;
+      while (i < order.length && sendS[order[i]] <= nowS) fire(order[i++]);
+      if (i >= order.length) return resolve();
+      setTimeout(tick, Math.max(0, Math.min(50, ((sendS[order[i]] - nowS) * 1000) / speed)));
+    };
+    tick();
+  });
+  const remainingMs = durationS * 1000 - (performance.now() - t0);
+  if (remainingMs > 0) await new Promise((r) => setTimeout(r, remainingMs));
+  if (outstanding > 0) {
+    await Promise.race([
+      new Promise<void>((resolve) => (allAnswered = resolve)),
+      new Promise<void>((resolve) => setTimeout(resolve, 30_000).unref()),
+    ]);
+  }
+  for (const req of [...open]) req.destroy(new Error('gave up waiting'));
+  httpAgents.forEach((h) => h.destroy());
+  return { total, per };
+}
