@@ -11,7 +11,8 @@
  * run) under a steady load, then restored. Checked: every request is answered (0 unanswered), the
  * agent keeps serving in time during the cut as before it (its last placement, device filters
  * running), and after the link returns it is on the orchestrator's current placement version
- * within 10 s, although the orchestrator published newer ones during the cut.
+ * within 10 s, although the orchestrator published newer ones during the cut; the telemetry of
+ * the cut waited in its offline buffer (agent/outbox.ts) and went out after it, none dropped.
  *
  * Skips with the reason when not root or when `ip netns` fails; needs `npm run build` (it runs
  * dist/kais.js in the namespaces).
@@ -39,6 +40,8 @@ const DEADLINE_MS = 1500;
 interface Health {
   weightVersion: number | null;
   placementVersion: number | null;
+  /** The agent's offline buffer (agent/outbox.ts). */
+  offline?: { held: number; flushed: number; dropped: { telemetry: number; experience: number } } | null;
 }
 
 function getJson<T>(url: string): Promise<T> {
@@ -278,6 +281,7 @@ maybe('edge autonomy in network namespaces', () => {
     await Promise.all(loads);
     await Promise.all(pending);
     keepAlive.destroy();
+    const agentsAtEnd = await Promise.all(Array.from({ length: E }, (_, e) => agentHealth(e)));
 
     const tally = (e: number, ph: string) => {
       const r = results.filter((x) => x.eap === e && x.phase === ph);
@@ -291,6 +295,8 @@ maybe('edge autonomy in network namespaces', () => {
       after: tally(e, 'after'),
       placementAtRestore: agentsAtRestore[e].placementVersion,
       resyncMs: resyncMs[e],
+      // what the agent held while cut and sent after (telemetry intervals; no experience: explore 0)
+      offline: agentsAtEnd[e].offline ?? null,
     }));
     const report = {
       wan: loopback
@@ -317,6 +323,7 @@ maybe('edge autonomy in network namespaces', () => {
     after: { sent: number; ok: number; unanswered: number };
     placementAtRestore: number | null;
     resyncMs: number;
+    offline: Health['offline'];
   };
   const share = (t: { sent: number; ok: number }) => t.ok / t.sent;
 
@@ -333,6 +340,10 @@ maybe('edge autonomy in network namespaces', () => {
     expect(share(cutAgent.during)).toBeGreaterThanOrEqual(0.98 * share(other.during));
     expect(cutAgent.resyncMs).toBeGreaterThanOrEqual(0);
     expect(cutAgent.resyncMs).toBeLessThanOrEqual(10_000);
+    // the intervals of the cut waited in its offline buffer and went out after it, none dropped
+    expect(cutAgent.offline!.flushed).toBeGreaterThanOrEqual(2);
+    expect(cutAgent.offline!.held).toBe(0);
+    expect(cutAgent.offline!.dropped).toEqual({ telemetry: 0, experience: 0 });
   }, 150_000);
 
   test(`the orchestrator cut from every agent for ${CUT_S} s, killed and restarted on its store meanwhile: the same at every eAP`, async () => {
