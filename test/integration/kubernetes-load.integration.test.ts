@@ -5,7 +5,7 @@
  * hand-driven agent session (test/support/raw-agent.ts) reports service 0 as busy on every node
  * that holds it: hpa scales it up through the Deployments; then it reports nothing busy and hpa
  * scales it back down after its stabilisation window. At speed 100: hpa decides every 0.15 s,
- * stabilises over 3 s.
+ * stabilises over 3 s. gsp-ss (every frame: 0.25 s) places from the reported CPU work.
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -57,7 +57,12 @@ async function until(what: string, ok: () => boolean, ms = 15_000): Promise<void
 }
 
 /** One interval's load report: service w busy (`busy` replicas, `waiting` queued) on each of `nodes`. */
-function loadBody(busyOn: Map<number, { busy: number; waiting: number }>, arrivals: number[], intervalMs: number): LoadBody {
+function loadBody(
+  busyOn: Map<number, { busy: number; waiting: number }>,
+  arrivals: number[],
+  intervalMs: number,
+  coreSPerRequest = 0.12,
+): LoadBody {
   const targets = [...busyOn.keys()].sort((a, b) => a - b);
   const zeros = () => new Float32Array(targets.length * W);
   const busy = zeros();
@@ -74,7 +79,7 @@ function loadBody(busyOn: Map<number, { busy: number; waiting: number }>, arriva
     intervalMs,
     numServices: W,
     arrivals: Float32Array.from(arrivals),
-    workCoreS: Float32Array.from(arrivals, (a) => a * 0.12),
+    workCoreS: Float32Array.from(arrivals, (a) => a * coreSPerRequest),
     targets: Int32Array.from(targets),
     outstanding,
     busy,
@@ -143,6 +148,43 @@ describe('hpa on the Kubernetes executor, from the agents’ load reports', () =
     busy = false;
     await until('service 0 scaled back down to 1 after the stabilisation window', () => replicasOf(0) === 1);
     expect(lines.join('\n')).toMatch(/executor: kubernetes/);
+  }, 40_000);
+
+  test('gsp-ss places from the demand the agents report: the busy service gets replicas, services without arrivals none', async () => {
+    const cfgFile = path.join(dir, 'cfg.json');
+    fs.writeFileSync(
+      cfgFile,
+      JSON.stringify({
+        scenario: 'tiny',
+        orchestration: 'gsp-ss',
+        speed: 100,
+        executor: 'kubernetes',
+        kubernetes: { kubeconfig: path.join(dir, 'kubeconfig'), namespace: NS, image: 'img:1' },
+        learner: 'none',
+        detector: 'none',
+      }),
+    );
+    const o = await startOrchestrator(readConfig(cfgFile), { dbPath: path.join(dir, 'o.db') });
+    cleanups.push(() => o.close());
+    const start = replicasOf(0);
+    expect([1, 2, 3].some((w) => replicasOf(w) > 0)).toBe(true);
+    const agent = await rawAgent(
+      o.hub.url,
+      { eapId: 0, token: '', agentVersion: 'test', weightVersion: null, placementVersion: null, epoch: null, instance: 'gsp-ss' },
+      new Codec(),
+      cleanups,
+    );
+    // service 0: 20 requests of 10 core-s each per 100 ms real (10 scenario s): 20 cores of demand, more than the cluster holds
+    const timer = setInterval(
+      () => agent.send('telemetry', { eap: 0, samples: [], load: loadBody(new Map(), [20, 0, 0, 0], 100, 10) }),
+      100,
+    );
+    cleanups.push(() => clearInterval(timer));
+    await until(
+      'service 0 at its maximum and the others at 0',
+      () => replicasOf(0) === scenario.maxReplicasPerService && [1, 2, 3].every((w) => replicasOf(w) === 0),
+    );
+    expect(replicasOf(0)).toBeGreaterThan(start);
   }, 40_000);
 
   test('a telemetry load section of the wrong shape is refused by the intake (KAIS_ERR_INVALID) and moves nothing', async () => {
