@@ -30,7 +30,7 @@ import { NodeHealth } from './filters/node-health';
 import { TelemetryPoller } from './telemetry-poller';
 import { LoadSampler } from './load-report';
 import { DEFAULT_OFFLINE_BUFFER, Outbox, type OutRecord } from './outbox';
-import { MAX_DEVICE_WINDOWS } from '../shared/protocol/envelope';
+import { MAX_DEVICE_WINDOWS, MAX_GUARD_SWITCHES, type GuardSwitchReport } from '../shared/protocol/envelope';
 import { agentPolicySeed, type LivePolicyName } from '../shared/dispatch';
 import type { RegimeGuardOptions } from '../shared/dispatch/guard';
 import { topologyOf } from '../shared/scenario';
@@ -121,6 +121,9 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     policySeed: agentPolicySeed(o.policySeed ?? 1, o.eap),
     guard: o.guard ?? null,
   });
+  /** The regime guard's switches not yet sent (the next telemetry frame carries them). */
+  const guardSwitches: GuardSwitchReport[] = [];
+  const takeGuardSwitches = (): { guard?: GuardSwitchReport[] } => (guardSwitches.length > 0 ? { guard: guardSwitches.splice(0) } : {});
   if (o.guard && !heuristic) {
     const m = o.guard.mid;
     log(
@@ -128,8 +131,18 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
         (m ? `; ${m.fallback} from ${m.enter} until ${m.exit}` : ''),
     );
     const names = ['cmmac', m?.fallback ?? '', o.guard.fallback];
-    dispatcher.onGuardSwitch = (s) =>
+    dispatcher.onGuardSwitch = (s) => {
       log(`regime guard: to ${names[s.level]} at decision ${s.decision} (late share ${s.lateShare.toFixed(3)})`);
+      // reported to the orchestrator with the next telemetry frame (an event there); the newest kept
+      guardSwitches.push({
+        ts: Date.now(),
+        level: s.level,
+        policy: names[s.level],
+        lateShare: Math.min(1, Math.max(0, s.lateShare)),
+        decision: s.decision,
+      });
+      if (guardSwitches.length > MAX_GUARD_SWITCHES) guardSwitches.shift();
+    };
   }
   if (heuristic) {
     log(
@@ -398,14 +411,14 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     if (!writable() || outbox.length > 0) {
       // offline, or held records ahead of this interval: it waits behind them (the device-filter
       // windows stay in NodeHealth's own bounded queue: a verdict on an old window is of no use)
-      outbox.push({ type: 'telemetry', body: { eap: o.eap, samples, load } });
+      outbox.push({ type: 'telemetry', body: { eap: o.eap, samples, load, ...takeGuardSwitches() } });
       holdExperience();
       drainOutboxSoon();
       return;
     }
     const windows = nodeHealth?.takeWindows(MAX_DEVICE_WINDOWS) ?? [];
-    if (rt.sendFrame('telemetry', windows.length > 0 ? { eap: o.eap, samples, windows, load } : { eap: o.eap, samples, load }))
-      state.telemetrySent++;
+    const body = { eap: o.eap, samples, ...(windows.length > 0 ? { windows } : {}), load, ...takeGuardSwitches() };
+    if (rt.sendFrame('telemetry', body)) state.telemetrySent++;
     if (now) {
       for (let budget = EXPERIENCE_PER_FLUSH; budget > 0;) {
         const n = sendExperienceChunk();

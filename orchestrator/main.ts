@@ -638,6 +638,14 @@ export async function startOrchestrator(
     } else if (frame.type === 'telemetry') {
       dashboard?.telemetry(frame.body);
       canary?.observe(session.eapId, frame.body.samples);
+      // the agent's regime guard switched (shared/dispatch/guard.ts): an event per switch
+      for (const g of frame.body.guard ?? [])
+        event(
+          'guard-switch',
+          `regime guard: ${g.policy} decides from decision ${g.decision} (late share ${g.lateShare.toFixed(3)}${g.level === 0 ? ', back to the learned policy' : ''})`,
+          session.eapId,
+          session.sessionId,
+        );
       if (detector && frame.body.windows) detector.add(session.eapId, frame.body.windows);
       if (loadBoard && frame.body.load) loadBoard.add(session.eapId, frame.body.load, frame.ts);
       let requests = 0;

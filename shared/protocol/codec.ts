@@ -19,6 +19,8 @@ import {
   PROTOCOL_VERSION,
   ProtocolError,
   MAX_DEVICE_WINDOWS,
+  MAX_GUARD_SWITCHES,
+  type GuardSwitchReport,
   type AckBody,
   type ActorHeadName,
   type DeviceVerdict,
@@ -734,7 +736,24 @@ function readTelemetry(x: unknown, p: string): TelemetryBody {
     body.windows = ws.map((w, i) => readWindow(w, `${p}.windows[${i}]`));
   }
   if (o.load !== undefined) body.load = readLoad(o.load, `${p}.load`);
+  if (o.guard !== undefined) {
+    const gs = list(o, 'guard', p);
+    if (gs.length > MAX_GUARD_SWITCHES) throw new BadField(`${p}.guard`, `has ${gs.length} switches, at most ${MAX_GUARD_SWITCHES}`);
+    body.guard = gs.map((g, i) => readGuardSwitch(g, `${p}.guard[${i}]`));
+  }
   return body;
+}
+
+function readGuardSwitch(x: unknown, p: string): GuardSwitchReport {
+  const o = obj(x, p);
+  const level = uint(o, 'level', p, 2);
+  return {
+    ts: num(o, 'ts', p, 0),
+    level,
+    policy: str(o, 'policy', p, 1, 32),
+    lateShare: num(o, 'lateShare', p, 0, 1),
+    decision: num(o, 'decision', p, 0),
+  };
 }
 
 function readVerdict(x: unknown, p: string): DeviceVerdict {

@@ -254,7 +254,26 @@ export interface TelemetryBody {
   windows?: DeviceWindow[];
   /** The load this agent saw over the interval (optional; absent = not reported). */
   load?: LoadBody;
+  /** Its regime guard's switches since the last frame (optional; absent = none; at most MAX_GUARD_SWITCHES). */
+  guard?: GuardSwitchReport[];
 }
+
+/** One switch of an agent's regime guard (shared/dispatch/guard.ts), for the orchestrator's events. */
+export interface GuardSwitchReport {
+  /** When it switched (ms since epoch). */
+  ts: number;
+  /** 0: cmmac decides again, 1: the middle fallback, 2: the fallback. */
+  level: number;
+  /** The policy deciding from then on (`cmmac`, `round-robin`, ...), 1..32 characters. */
+  policy: string;
+  /** The eAP's late share when it switched, 0..1. */
+  lateShare: number;
+  /** The eAP's decisions so far (the guard's clock). */
+  decision: number;
+}
+
+/** Most guard switches in one telemetry frame (an agent keeps only the newest). */
+export const MAX_GUARD_SWITCHES = 64;
 
 /** The learned detector's verdict on one 'ambiguous' DeviceWindow. */
 export interface DeviceVerdict {

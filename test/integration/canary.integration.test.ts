@@ -9,6 +9,7 @@
  *   every agent ends on a new version holding v1's weights, the rejected version is kept in the
  *   store with the reason, and the events are stored, counted on /metrics and served by the admin API.
  * - A version as good as the current one is promoted to every agent.
+ * - An agent's regime-guard switches (in its telemetry) are events naming its eAP.
  * - Config: values out of range are one line naming the file and field (exit 2 from the CLI).
  */
 import { spawnSync } from 'node:child_process';
@@ -243,6 +244,50 @@ describe('canary rollout against a live orchestrator', () => {
     expect(o.store.latestModel()!).toMatchObject({ version: 3, checksum: v1.checksum });
     expect(o.store.events({ kind: 'canary-rollback' })[0].message).toMatch(/the orchestrator restarted during the canary/);
     expect(o.store.canaryState()).toBeNull();
+  });
+});
+
+describe("agents' regime-guard switches", () => {
+  it('are events naming the eAP, stored, counted on /metrics and served by the admin API', async () => {
+    const { db, cfgFile } = setUp({});
+    const o = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
+    cleanups.push(() => o.close());
+    const raw = await rawAgent(
+      o.hub.url,
+      { eapId: 1, token: 'tok-1', agentVersion: 't', weightVersion: null, placementVersion: null, epoch: null, instance: 'g1' },
+      new Codec(),
+      cleanups,
+    );
+    const s: NodeSample = {
+      node: 0,
+      ts: Date.now(),
+      cpu: 0.5,
+      mem: 0.5,
+      disk: 0,
+      upBwMbps: 1,
+      requests: 10,
+      succeeded: 9,
+      inDeadline: 5,
+      latencyMsSum: 900,
+    };
+    raw.send('telemetry', {
+      eap: 1,
+      samples: [s],
+      guard: [
+        { ts: Date.now(), level: 2, policy: 'round-robin', lateShare: 0.351, decision: 812 },
+        { ts: Date.now(), level: 0, policy: 'cmmac', lateShare: 0.249, decision: 1090 },
+      ],
+    });
+    await until(() => o.store.events({ kind: 'guard-switch' }).length === 2, 'two guard-switch events');
+    const ev = o.store.events({ kind: 'guard-switch' });
+    expect(ev.map((e) => [e.eap, e.message])).toEqual([
+      [1, 'regime guard: round-robin decides from decision 812 (late share 0.351)'],
+      [1, 'regime guard: cmmac decides from decision 1090 (late share 0.249, back to the learned policy)'],
+    ]);
+    const families = parseMetrics((await get(o.httpPort!, '/metrics')).text);
+    expect(sample(families, 'kais_orchestrator_events_total', { kind: 'guard-switch' })).toBe(2);
+    const served = JSON.parse((await get(o.httpPort!, '/v1/events?kind=guard-switch', ADMIN)).text) as { events: { eap: number }[] };
+    expect(served.events.map((e) => e.eap)).toEqual([1, 1]);
   });
 });
 

@@ -35,6 +35,8 @@ function wireify(x: unknown): unknown {
   return x;
 }
 const packRaw = (x: unknown): Buffer => rawPackr.pack(wireify(x));
+/** One regime-guard switch as an agent reports it in telemetry. */
+const GUARD_SWITCH = { ts: 1_700_000_000_000, level: 2, policy: 'round-robin', lateShare: 0.36, decision: 1234 };
 
 function frameOf(type: string): Frame {
   const f = sampleFrames().find((s) => s.type === type);
@@ -368,6 +370,10 @@ describe('codec', () => {
       ],
       ['an empty shape key', 'telemetry', (b) => (b.windows[0].shape = ''), 'body.windows[0].shape'],
       ['too many windows', 'telemetry', (b) => (b.windows = Array.from({ length: 513 }, () => b.windows[0])), 'body.windows'],
+      ['a guard switch to level 3', 'telemetry', (b) => (b.guard = [{ ...GUARD_SWITCH, level: 3 }]), 'body.guard[0].level'],
+      ['a guard late share above 1', 'telemetry', (b) => (b.guard = [{ ...GUARD_SWITCH, lateShare: 1.5 }]), 'body.guard[0].lateShare'],
+      ['a guard switch without a policy', 'telemetry', (b) => (b.guard = [{ ...GUARD_SWITCH, policy: '' }]), 'body.guard[0].policy'],
+      ['too many guard switches', 'telemetry', (b) => (b.guard = Array.from({ length: 65 }, () => GUARD_SWITCH)), 'body.guard'],
       ['a verdict that is not a boolean', 'verdicts', (b) => (b.verdicts[0].anomalous = 1), 'body.verdicts[0].anomalous'],
       ['a NaN score', 'verdicts', (b) => (b.verdicts[0].score = NaN), 'body.verdicts[0].score'],
       ['a negative replica target', 'scale', (b) => (b.replicas = -1), 'body.replicas'],
@@ -384,6 +390,15 @@ describe('codec', () => {
       expect(e.code).toBe('KAIS_ERR_BAD_FIELD');
       expect(e.field).toBe(fieldPath);
       expect(e.message).toContain(fieldPath);
+    });
+
+    it("carries an agent's regime-guard switches in telemetry, and leaves them out when absent", () => {
+      const f = frameOf('telemetry') as Frame & { type: 'telemetry' };
+      const withGuard = { ...f, body: { ...f.body, guard: [GUARD_SWITCH, { ...GUARD_SWITCH, level: 0, policy: 'cmmac' }] } };
+      const r = decodeFrame(new Codec().encode(withGuard));
+      expect(r.ok && r.frame.type === 'telemetry' && r.frame.body.guard).toEqual(withGuard.body.guard);
+      const plain = decodeFrame(new Codec().encode(f));
+      expect(plain.ok && plain.frame.type === 'telemetry' && 'guard' in plain.frame.body).toBe(false);
     });
 
     it('rejects a non-finite ts', () => {
