@@ -354,6 +354,12 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     if (!outboxTimer && outbox.length > 0 && link.ready) outboxTimer = setTimeout(drainOutbox, 0);
   };
   link.on('ready', drainOutboxSoon);
+  // a new store (or one rolled back): held experience names weight versions it never published, and
+  // its intake would refuse it (and quarantine a session that sends much of it); telemetry stays
+  rt.on('epoch', () => {
+    const n = outbox.dropAll('experience');
+    if (n > 0) log(`${n} held experience frame(s) dropped: they belong to the orchestrator's previous store`);
+  });
   /** Moves the experience the dispatcher holds into the offline buffer (its one bound while offline). */
   const holdExperience = (): void => {
     for (;;) {

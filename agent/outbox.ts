@@ -6,7 +6,9 @@
  * meanwhile. Bounded: past `capacity` records the oldest is dropped and counted by kind. On
  * reconnect the records go out oldest first, paced (agent/main.ts), each once: a record leaves the
  * buffer when it is handed to the socket, so nothing is sent twice (what a socket that turns out
- * dead still held is lost, not repeated).
+ * dead still held is lost, not repeated). Experience held across a change of the orchestrator's
+ * store epoch is dropped (counted): its weight versions belong to the old store, whose successor
+ * would refuse it.
  */
 import type { ExperienceBody, TelemetryBody } from '../shared/protocol/envelope';
 
@@ -48,6 +50,20 @@ export class Outbox {
       this.stats.dropped[old.type]++;
     }
     this.compact();
+  }
+
+  /** Drops every held record of one kind (counted): experience of another store epoch would be refused. */
+  dropAll(type: OutRecord['type']): number {
+    const kept: OutRecord[] = [];
+    let n = 0;
+    for (let i = this.head; i < this.q.length; i++) {
+      if (this.q[i].type === type) n++;
+      else kept.push(this.q[i]);
+    }
+    this.q = kept;
+    this.head = 0;
+    this.stats.dropped[type] += n;
+    return n;
   }
 
   /** The oldest record, left in place. */

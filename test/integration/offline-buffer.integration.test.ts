@@ -5,7 +5,9 @@
  * restores; the agent's targets are an emulated cluster, never cut. During the cut the agent
  * answers every request and holds its telemetry intervals and experience frames; after the
  * restore the orchestrator receives them, each once, in order. With a buffer smaller than the cut,
- * the oldest are dropped and counted (healthz and /metrics). Every decision is experience here
+ * the oldest are dropped and counted (healthz and /metrics). When the orchestrator comes back on a
+ * new store (a new epoch), the held experience is dropped, counted, and the telemetry goes to it.
+ * Every decision is experience here
  * (`--policy lec --experience all`), and every telemetry interval carries the load report
  * (agent/load-report.ts), whose arrivals must add up to the requests sent.
  */
@@ -234,6 +236,37 @@ describe('agent offline buffer, real orchestrator on loopback', () => {
     const arrivals = telemetry.reduce((s, t) => s + t.body.load!.arrivals[0], 0);
     expect(arrivals).toBeLessThan(10);
   }, 60_000);
+
+  test('held experience is dropped (counted) when the orchestrator comes back on a new store; the held telemetry goes to it', async () => {
+    const a = await start(200);
+    for (let i = 0; i < 5; i++) expect(await post(a.port, request)).toBe(200);
+    await until('telemetry before the cut', () => telemetry.length >= 2);
+    relay.cutNow();
+    await until('the agent to see the link down', () => a.health().connected === false);
+    for (let i = 0; i < 10; i++) expect(await post(a.port, request)).toBe(200);
+    await sleep(500);
+    expect(offline().held).toBeGreaterThanOrEqual(3);
+    // a new store behind the same address: a new epoch, whose weight versions start again
+    const port = o.port;
+    await o.close();
+    telemetry = [];
+    transitions = 0;
+    o = await startOrchestrator(readConfig(path.join(dir, 'cfg.json')), { port, dbPath: path.join(dir, 'new.db') });
+    o.hub.on('frame', (_session, frame) => {
+      if (frame.type === 'telemetry') telemetry.push({ ts: frame.ts, body: frame.body });
+      else if (frame.type === 'experience') transitions += frame.body.transitions.length;
+    });
+    relay.cut = false;
+    await until('the agent back and its buffer sent', () => a.health().connected === true && offline().held === 0, 20_000);
+    const off = offline();
+    expect(off.dropped.experience).toBeGreaterThanOrEqual(1);
+    expect(off.dropped.telemetry).toBe(0);
+    // the intervals of the cut reached the new orchestrator, in order
+    const held = telemetry.filter((t) => t.ts - t.body.load!.endTs >= 300);
+    expect(held.length).toBeGreaterThanOrEqual(3);
+    const ends = telemetry.map((t) => t.body.load!.endTs);
+    for (let i = 1; i < ends.length; i++) expect(ends[i]).toBeGreaterThan(ends[i - 1]);
+  }, 60_000);
 });
 
 describe('Outbox', () => {
@@ -251,5 +284,11 @@ describe('Outbox', () => {
     expect(none.length).toBe(0);
     expect(none.stats.dropped.experience).toBe(1);
     expect(() => new Outbox(-1)).toThrow(/capacity/);
+    const mixed = new Outbox(10);
+    for (const type of ['telemetry', 'experience', 'telemetry', 'experience'] as const)
+      mixed.push(type === 'telemetry' ? { type, body: { eap: 0, samples: [] } } : { type, body: { eap: 0, transitions: [] } });
+    expect(mixed.dropAll('experience')).toBe(2);
+    expect([mixed.shift()?.type, mixed.shift()?.type, mixed.length]).toEqual(['telemetry', 'telemetry', 0]);
+    expect(mixed.stats.dropped).toEqual({ telemetry: 0, experience: 2 });
   });
 });
