@@ -1,7 +1,9 @@
 /**
  * Process wiring of `kais agent`: HTTP ingress + /metrics + /healthz, the dispatcher, the
  * orchestrator link (AgentLink -> AgentRuntime), the disk cache, and the batched experience and
- * telemetry frames. Nothing on the request path waits on the orchestrator.
+ * telemetry frames (with the load this eAP sees, agent/load-report.ts; held in the bounded offline
+ * buffer while the link is down, agent/outbox.ts). Nothing on the request path waits on the
+ * orchestrator.
  *
  * HTTP:
  * - `POST /request` `{service, deadlineMs, payloadBytes, workCoreS?}` -> 200 `{target, latencyMs,
