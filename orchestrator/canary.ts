@@ -298,6 +298,8 @@ export interface CanaryRolloutOptions {
   /** The latest version every agent holds now (the good one). */
   current: number | null;
   event: (kind: string, message: string) => void;
+  /** A line per window that decides nothing (the verdicts are events). */
+  log?: (line: string) => void;
   /** A version started as a canary (the learner learns from its decisions). */
   onStarted?: (body: WeightsBody) => void;
   /** After a rollback (the learner goes back to the restored version). */
@@ -410,6 +412,7 @@ export class CanaryRollout {
     a.last = d;
     if (d.decision === 'promote') this.promote(d);
     else if (d.decision === 'rollback') this.rollback(d.reason, 'canary-rollback');
+    else this.o.log?.(`canary: weights v${a.version} after window ${a.windows} of ${c.maxWindows}: ${d.reason}`);
   }
 
   /** At a start whose latest stored version is a canary that never ended (a restart): roll it back. */

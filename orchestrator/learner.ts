@@ -238,6 +238,8 @@ export class OnlineLearner {
   private misfit: number | null = null;
   /** The actor must go back to the latest stored version before the next update (a canary rollback). */
   private reloadWanted = false;
+  /** Decisions of versions below this one are not learned from (those of a rolled-back canary). */
+  private minVersion = 0;
 
   constructor(options: OnlineLearnerOptions) {
     this.o = {
@@ -307,11 +309,13 @@ export class OnlineLearner {
   }
 
   /**
-   * After a canary rollback: the actor goes back to the latest stored version (the restored good
-   * one) and the pending decisions are dropped, before the next update.
+   * After a canary rollback: the actor goes back to the latest stored version (`restored`, the good
+   * weights again) and the pending decisions are dropped before the next update; from then on it
+   * learns only from decisions of `restored` and later (not from the rolled-back version's).
    */
-  reload(): void {
+  reload(restored: number): void {
     this.reloadWanted = true;
+    this.minVersion = Math.max(this.minVersion, restored);
   }
 
   /** A version of this learner's that waited behind a canary has started as `version`: decisions of it are learned from. */
@@ -388,7 +392,7 @@ export class OnlineLearner {
 
   private eligible(t: Transition): boolean {
     if (this.version === null || t.weightVersion === null) return false;
-    if (t.weightVersion < this.version - this.o.maxLag || t.weightVersion > this.version) return false;
+    if (t.weightVersion < this.version - this.o.maxLag || t.weightVersion > this.version || t.weightVersion < this.minVersion) return false;
     if (t.obs.length !== this.obsDim || t.mask.length !== this.numActions || !Number.isFinite(t.logProb) || t.logProb > 0) return false;
     // what goes into the Float32Array batch must stay finite there (1e300 is Infinity in float32)
     if (!(t.reward >= 0 && t.reward <= 1) || !Number.isFinite(Math.fround(t.logProb))) {

@@ -591,8 +591,9 @@ export async function startOrchestrator(
         },
         current: store.latestModelVersion(),
         event: (kind, message) => event(kind, message),
+        log,
         onStarted: (body) => learnerRef?.noteVersion(body.version),
-        onRolledBack: () => learnerRef?.reload(),
+        onRolledBack: (restored) => learnerRef?.reload(restored.version),
       })
     : null;
   if (canary) {

@@ -167,6 +167,28 @@ describe('OnlineLearner', () => {
     idle.dispose();
   });
 
+  it('after a canary rollback, goes back to the restored weights and learns nothing from the rolled-back version', async () => {
+    const shapes = actorShapes(D, A);
+    const w = initActorWeights(D, A, 5);
+    registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data }))); // v1, good
+    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 32, maxLag: 2 });
+    await learner.start();
+    learner.stop();
+    const bad = w.map((a) => a.map((x) => -x));
+    registry.publishWeights(bad.map((data, i) => ({ shape: shapes[i], data }))); // v2, the canary
+    learner.noteVersion(2);
+    registry.restore(1); // v3 = v1's weights
+    learner.reload(3);
+    const rng = new Rng(4);
+    store.appendExperience({ eap: 0, transitions: experience(bad, 2, 40, rng) });
+    expect(await learner.poll()).toBe(false); // v2's 40 decisions are skipped
+    expect(learner.weightVersion).toBe(3);
+    store.appendExperience({ eap: 0, transitions: experience(w, 3, 32, rng) });
+    expect(await learner.poll()).toBe(true);
+    expect(learner.stats.transitionsUsed).toBe(32);
+    learner.dispose();
+  });
+
   it('waits for a model, and after a restart resumes its cursor, update count and critic', async () => {
     const rng = new Rng(2);
     const first = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 32 });
