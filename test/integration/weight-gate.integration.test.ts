@@ -252,6 +252,17 @@ describe('the gate in a live orchestrator', () => {
       const ev = o.store.events().filter((e) => e.kind === 'gate-reject');
       expect(ev.length).toBe(o.gate!.stats.rejected);
       expect(ev[0].message).toMatch(/^weights v2 \(current v1\): worse than/);
+      // kept in the store, marked with the reason, with its weights (it was never published)
+      const kept = o.store.rejectedModels();
+      expect(kept).toHaveLength(o.gate!.stats.rejected);
+      expect(kept[0]).toMatchObject({
+        version: 2,
+        basedOn: 1,
+        source: 'gate',
+        hasWeights: true,
+        reason: expect.stringMatching(/^worse than/),
+      });
+      expect(o.store.rejectedWeights(2)!.shapes).toEqual(o.store.model(1)!.shapes);
 
       const families = parseMetrics((await get(o.httpPort!, '/metrics')).text);
       expect(sample(families, 'kais_orchestrator_gate_verdicts_total', { verdict: 'reject' })).toBe(o.gate!.stats.rejected);

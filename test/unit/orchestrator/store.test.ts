@@ -90,6 +90,31 @@ describe('Store', () => {
     expect(b.models().map((r) => r.version)).toEqual([1, 2]);
   });
 
+  it('keeps rejected versions with their reason (the newest 100) and the running canary, across a reopen', () => {
+    const a = openStore();
+    a.putModel(weights(1));
+    a.putModel(weights(2)); // a canary, published to some eAPs
+    a.putRejectedModel({ version: 3, basedOn: 2, source: 'gate', reason: 'worse than lec', body: weights(3) });
+    a.putRejectedModel({ version: 2, basedOn: 1, source: 'canary', reason: 'worse than the control', body: null });
+    a.putCanaryState({ version: 2, good: 1, eaps: [0, 1], startedMs: 5 });
+    a.close();
+    const b = openStore();
+    expect(b.rejectedModels().map((r) => [r.version, r.basedOn, r.source, r.reason, r.hasWeights])).toEqual([
+      [2, 1, 'canary', 'worse than the control', false],
+      [3, 2, 'gate', 'worse than lec', true],
+    ]);
+    expect(b.rejectedWeights(3)!.checksum).toBe(weights(3).checksum); // its own weights
+    expect(b.rejectedWeights(2)!.checksum).toBe(weights(2).checksum); // from models
+    expect(b.rejectedWeights(9)).toBeNull();
+    expect(b.canaryState()).toEqual({ version: 2, good: 1, eaps: [0, 1], startedMs: 5 });
+    b.putCanaryState(null);
+    expect(b.canaryState()).toBeNull();
+    for (let v = 10; v < 115; v++) b.putRejectedModel({ version: v, basedOn: 1, source: 'gate', reason: `r${v}`, body: null });
+    const kept = b.rejectedModels();
+    expect(kept).toHaveLength(100);
+    expect([kept[0].version, kept[99].version]).toEqual([114, 15]);
+  });
+
   it('refuses a model or placement version that does not increase', () => {
     const s = openStore();
     s.putModel(weights(3));
