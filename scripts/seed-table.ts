@@ -1,0 +1,97 @@
+/**
+ * A held-out table of `kais eval` pairs over many seeds and loads (docs/gpg.md): each pair's mean
+ * throughput rate (standard error over the seeds), the reference pair's per-seed paired ratio to it,
+ * mean replica-seconds and scale operations. Each cell is `kais eval --scenario S --seed s --load L
+ * --frames F --policies <pair> [--gpg G]` (runEval, the same defaults); nothing is chosen from it.
+ *
+ *   SCENARIO=kais SEEDS=2001-2010 LOADS=1,1.5 GPG=models/kais-gpg-lec.json \
+ *     POLICIES=lec/gpg,lec/hpa,lec/static,lec/gsp-ss,lec/hindsight node dist/scripts/seed-table.js
+ *
+ * SCENARIO (default kais), SEEDS (a-b or a,b,...; default 2001-2010), LOADS (default 1), FRAMES
+ * (default 20), POLICIES (comma-separated pairs; the first is the reference), GPG (a model for x/gpg
+ * pairs). Prints a markdown table on stdout and one progress line per cell on stderr.
+ */
+import { defaultsOf } from '../shared/config';
+import { EVAL_SPEC, runEval, type EvalArgs } from '../training/jobs/eval';
+
+function seedList(v: string): number[] {
+  const range = /^(\d+)-(\d+)$/.exec(v);
+  if (range) {
+    const out: number[] = [];
+    for (let s = Number(range[1]); s <= Number(range[2]); s++) out.push(s);
+    return out;
+  }
+  return v.split(',').map((s) => {
+    const n = Number(s);
+    if (!Number.isInteger(n)) throw new Error(`SEEDS: not a seed: ${s}`);
+    return n;
+  });
+}
+
+const mean = (a: number[]): number => a.reduce((x, y) => x + y, 0) / a.length;
+const se = (a: number[]): number => {
+  const m = mean(a);
+  return a.length > 1 ? Math.sqrt(a.reduce((x, y) => x + (y - m) ** 2, 0) / (a.length - 1) / a.length) : 0;
+};
+
+function main(): void {
+  const scenario = process.env.SCENARIO ?? 'kais';
+  const seeds = seedList(process.env.SEEDS ?? '2001-2010');
+  const loads = (process.env.LOADS ?? '1').split(',').map(Number);
+  const frames = Number(process.env.FRAMES ?? 20);
+  const pairs = (process.env.POLICIES ?? '').split(',').filter((p) => p.length > 0);
+  if (pairs.length === 0) throw new Error('POLICIES: give the pairs, the reference first');
+  const ref = pairs[0];
+  console.log(`${scenario}, seeds ${seeds[0]}..${seeds[seeds.length - 1]} (${seeds.length}), ${frames} frames; ratio: ${ref} / pair`);
+  console.log('');
+  console.log(`| load | pair | throughput (s.e.) | ${ref} / pair (paired s.e.) | replica-s | operations |`);
+  console.log('| --- | --- | --- | --- | --- | --- |');
+  for (const load of loads) {
+    const rate = new Map<string, number[]>();
+    const replica = new Map<string, number[]>();
+    const ops = new Map<string, number[]>();
+    for (const p of pairs) {
+      rate.set(p, []);
+      replica.set(p, []);
+      ops.set(p, []);
+    }
+    for (const seed of seeds) {
+      const a = {
+        ...defaultsOf(EVAL_SPEC),
+        scenario,
+        workload: 'p4',
+        policies: pairs.join(','),
+        gpg: process.env.GPG,
+        frames,
+        seed,
+        load,
+        json: true,
+        dequeue: 'edf',
+        view: 'agent',
+        faultRate: 0,
+        faultDurationS: 60,
+        timing: false,
+        filters: false,
+        detector: 'none',
+        oracleMaxRequests: 0,
+      } as EvalArgs;
+      for (const r of runEval(a).results) {
+        rate.get(r.policy)?.push(r.throughputRate);
+        replica.get(r.policy)?.push(r.replicaSeconds);
+        ops.get(r.policy)?.push(r.schedulingCost);
+      }
+      process.stderr.write(`load ${load} seed ${seed} done\n`);
+    }
+    const refRates = rate.get(ref) as number[];
+    for (const p of pairs) {
+      const v = rate.get(p) as number[];
+      const paired = refRates.map((x, i) => x / v[i]);
+      const ratio = p === ref ? '' : `${mean(paired).toFixed(3)} (${se(paired).toFixed(3)})`;
+      console.log(
+        `| ${load}x | ${p} | ${mean(v).toFixed(3)} (${se(v).toFixed(3)}) | ${ratio} | ${Math.round(mean(replica.get(p) as number[])).toLocaleString('en-US')} | ${Math.round(mean(ops.get(p) as number[])).toLocaleString('en-US')} |`,
+      );
+    }
+  }
+}
+
+main();
