@@ -54,13 +54,13 @@ import { UsageError } from '../shared/errors';
 import { AGENT_TOKEN_ENV } from '../agent/cli';
 import { loadScenario, topologyOf, type Scenario } from '../shared/scenario';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../training/workload';
-import { uploadS } from '../shared/network';
 import { checkpointHead, defaultModelPath, isActorFile } from '../shared/nets/actor-file';
 import type { Fault } from '../shared/faults';
 import { isOrchestrationPolicy, ORCHESTRATION_POLICIES } from '../shared/orchestration';
 import { Rng } from '../shared/rng';
 import { humanLine } from '../shared/log';
 import { writePrediction, type Prediction } from '../orchestrator/prediction';
+import { Replay } from './replay';
 import { TALLY_KEYS, type TargetTally } from '../shared/tally';
 import { writeSelfSignedPair } from '../shared/tls';
 import {
@@ -237,14 +237,6 @@ export interface UpSummary {
   meanLatencyMs: number;
   p99LatencyMs: number;
   perEap: EapSummary[];
-}
-
-interface Counts {
-  sent: number;
-  completedInTime: number;
-  late: number;
-  refused: number;
-  unanswered: number;
 }
 
 /** A child `kais` process that announced itself with one JSON `ready` line on stdout. */
@@ -621,88 +613,17 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       `${agents.length} agents up (pids ${agents.map((c) => c.pid).join(' ')}; HTTP ports ${agentPorts.join(' ')}: POST /request, GET /metrics /healthz /readyz); replaying ${requests.length} requests over ${a.duration} s`,
     );
 
-    // 4. load generator
-    const total: Counts = { sent: 0, completedInTime: 0, late: 0, refused: 0, unanswered: 0 };
-    const per: Counts[] = agentPorts.map(() => ({ sent: 0, completedInTime: 0, late: 0, refused: 0, unanswered: 0 }));
-    const reasons: Record<string, number> = {};
-    const latencies: number[] = [];
-    const httpAgents = agentPorts.map(() =>
-      tls ? new https.Agent({ keepAlive: true, maxSockets: 1024, ca }) : new http.Agent({ keepAlive: true, maxSockets: 1024 }),
-    );
-    const request = tls ? https.request : http.request;
-    const open = new Set<http.ClientRequest>();
-    let outstanding = 0;
-    let allAnswered: (() => void) | null = null;
-    const record = (b: number, kind: keyof Counts, reason?: string) => {
-      total[kind]++;
-      per[b][kind]++;
-      if (reason) reasons[reason] = (reasons[reason] ?? 0) + 1;
-    };
-    // the device -> eAP upload is the load generator's to emulate (the agent emulates the eAP ->
-    // target transfer and the return): each request reaches its agent at arrival + upload, as in
-    // the simulator, with the time left to its deadline; its latency counts from the device
-    const sendS = requests.map((r) => r.arrivalS + uploadS(scenario, r.inputMB));
-    const order = Array.from(requests.keys()).sort((x, y) => sendS[x] - sendS[y] || x - y);
-    const fire = (k: number) => {
-      const r = requests[k];
-      const b = r.eap;
-      const upMs = ((sendS[k] - r.arrivalS) * 1000) / a.speed;
-      const deadlineMs = ((r.deadlineS - sendS[k]) * 1000) / a.speed;
-      total.sent++;
-      per[b].sent++;
-      if (!(deadlineMs > 0)) {
-        // the upload alone outlasts the deadline: the device never gets it in time (the simulator
-        // counts it so too); the agent would refuse a deadline <= 0 with a 400
-        record(b, 'refused', 'deadline passed during the upload');
-        return;
-      }
-      const body = JSON.stringify({ service: r.service, deadlineMs, payloadBytes: Math.round(r.inputMB * 1e6), workCoreS: r.workCoreS });
-      outstanding++;
-      const t0 = performance.now();
-      let settled = false;
-      const settle = (kind: keyof Counts, reason?: string) => {
-        if (settled) return;
-        settled = true;
-        open.delete(req);
-        record(b, kind, reason);
-        outstanding--;
-        if (outstanding === 0 && allAnswered) allAnswered();
-      };
-      const req = request(
-        {
-          host: '127.0.0.1',
-          port: agentPorts[b],
-          path: '/request',
-          method: 'POST',
-          agent: httpAgents[b],
-          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-        },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('error', () => settle('unanswered', 'response stream error'));
-          res.on('end', () => {
-            const ms = performance.now() - t0;
-            if (res.statusCode === 200) {
-              latencies.push(ms + upMs);
-              settle(ms <= deadlineMs ? 'completedInTime' : 'late');
-              return;
-            }
-            let reason = `status ${res.statusCode}`;
-            try {
-              const j = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { reason?: string };
-              if (j.reason) reason = `${res.statusCode} ${j.reason.replace(/ of service \d+$/, '')}`;
-            } catch {
-              // keep the status as the reason
-            }
-            settle('refused', reason);
-          });
-        },
-      );
-      open.add(req);
-      req.on('error', (e) => settle('unanswered', `no answer: ${e.message}`));
-      req.end(body);
-    };
+    // 4. load generator (launcher/replay.ts)
+    const replay = new Replay({
+      scenario,
+      requests,
+      speed: a.speed,
+      durationS: a.duration,
+      agentUrls: agentPorts.map((p) => `${web}://127.0.0.1:${p}`),
+      ca,
+      stopped: () => stopping,
+    });
+    const { total, per, reasons, latencies } = replay;
 
     const t0 = performance.now();
     writePrediction(predictionFile, { ...prediction, startMs: Date.now() }); // scenario time 0 is now
@@ -715,7 +636,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       speed: a.speed,
       policy,
       ...total,
-      open: outstanding,
+      open: replay.outstanding,
       throughputRate: total.sent > 0 ? total.completedInTime / total.sent : 0,
       evalPolicy: predicted.policy,
       evalThroughputRate: predicted.rate,
@@ -753,41 +674,16 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
             out.add(x.node);
         const outText = out.size > 0 ? ` | nodes out ${[...out].sort((x, y) => x - y).join(',')}` : '';
         log(
-          `t=${t}s sent=${total.sent} inTime=${total.completedInTime} late=${total.late} refused=${total.refused} open=${outstanding} | rate per eAP ${rates} | weights v${wv} | placement v${pv}${outText}`,
+          `t=${t}s sent=${total.sent} inTime=${total.completedInTime} late=${total.late} refused=${total.refused} open=${replay.outstanding} | rate per eAP ${rates} | weights v${wv} | placement v${pv}${outText}`,
         );
       });
     }, 2000);
 
-    await new Promise<void>((resolve) => {
-      let i = 0;
-      const tick = () => {
-        const nowS = ((performance.now() - t0) / 1000) * a.speed;
-        while (i < order.length && sendS[order[i]] <= nowS) fire(order[i++]);
-        if (i >= order.length || stopping) {
-          resolve();
-          return;
-        }
-        const waitMs = ((sendS[order[i]] - nowS) * 1000) / a.speed;
-        setTimeout(tick, Math.max(0, Math.min(50, waitMs)));
-      };
-      tick();
-    });
-    const remainingMs = a.duration * 1000 - (performance.now() - t0);
-    if (remainingMs > 0) await new Promise((r) => setTimeout(r, remainingMs));
-    // wait for every answer (an agent answers each request within its deadline + 10 s; deadlines are < 20 s)
-    if (outstanding > 0) {
-      await Promise.race([
-        new Promise<void>((resolve) => (allAnswered = resolve)),
-        new Promise<void>((resolve) => setTimeout(resolve, 30_000).unref()),
-      ]);
-    }
+    await replay.run(t0);
     clearInterval(live);
     await pollEvents();
-    for (const req of [...open]) {
-      req.destroy(new Error('gave up waiting'));
-    }
+    replay.close();
     const hs = await health();
-    httpAgents.forEach((h) => h.destroy());
     const liveTally = (await getJson(`${String(nodeReady.admin)}/tally`)) as TargetTally | null;
     const losses =
       faultPlan.length > 0

@@ -13,23 +13,22 @@
  *   (test/support/wan-relay.ts); its LAN: link root-E<e> (devices and the cluster's nodes), plain.
  * With `loopback: true` every role runs in "root" on 127.0.0.1 (the baseline, as kais up runs).
  *
- * Same as kais up (launcher/up.ts, HEAD of 2026-12-02): the requests (`buildRequests` with the
- * scenario, workload, seed, load and duration x speed), the prediction (`predictRate`, the agents'
- * view), the orchestrator config (no model: a heuristic `--policy`, learner off), the agents' flags,
- * and the generator: each request reaches its agent at arrival + upload (scenario time / speed),
+ * Same as kais up (launcher/up.ts): the requests (`buildRequests` with the scenario, workload,
+ * seed, load and duration x speed), the prediction (`predictRate`, the agents' view), the
+ * orchestrator config (no model: a heuristic `--policy`, learner off), the agents' flags, and the
+ * load generator itself (launcher/replay.ts: each request reaches its agent at arrival + upload,
  * with the time left to its deadline; completedInTime / late / refused / unanswered from the
- * device's side. The generator is a copy of kais up's (it is not exported there); the next step is
- * to move kais up's into launcher/replay.ts and call it from both (docs/kubernetes.md).
+ * device's side).
  * Not the same: only heuristic policies (no model, no online learning), no TLS, no faults, the
  * cluster started with `node -e` on 0.0.0.0 (kais node listens on 127.0.0.1 only).
  */
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
+import { Replay, type Counts } from '../../launcher/replay';
 import { predictRate } from '../../launcher/up';
 import type { LivePolicyName } from '../../shared/dispatch';
 import type { Request } from '../../shared/domain';
-import { uploadS } from '../../shared/network';
 import type { OrchestrationPolicyName } from '../../shared/orchestration';
 import { loadScenario, topologyOf } from '../../shared/scenario';
 import { buildRequests, type WorkloadName } from '../../training/workload';
@@ -57,14 +56,6 @@ export interface NetnsUpOptions {
   /** Every role on 127.0.0.1 in this namespace: the loopback baseline. */
   loopback?: boolean;
   log?: (line: string) => void;
-}
-
-export interface Counts {
-  sent: number;
-  completedInTime: number;
-  late: number;
-  refused: number;
-  unanswered: number;
 }
 
 /** The fields of kais up's summary this harness reproduces. */
@@ -248,105 +239,20 @@ export async function runNetnsUp(o: NetnsUpOptions): Promise<NetnsUpSummary> {
     }
   }
 
-  // ---- the load generator: kais up's ----
-  const counts = await replay(scenario, requests, o.speed, o.durationS, agentUrls);
+  // ---- the load generator: kais up's (launcher/replay.ts) ----
+  const replay = new Replay({ scenario, requests, speed: o.speed, durationS: o.durationS, agentUrls });
+  await replay.run();
+  replay.close();
   const hs = await Promise.all(agentUrls.map((u) => getJson<{ placementVersion: number | null }>(`${u}/healthz`)));
-  const throughputRate = counts.total.sent > 0 ? counts.total.completedInTime / counts.total.sent : 0;
+  const { total, per } = replay;
+  const throughputRate = total.sent > 0 ? total.completedInTime / total.sent : 0;
   return {
-    ...counts.total,
+    ...total,
     throughputRate,
     evalPolicy: predicted.policy,
     evalThroughputRate: predicted.rate,
     vsEval: predicted.rate > 0 ? throughputRate / predicted.rate : 0,
-    perEap: counts.per.map((c, e) => ({ ...c, placementVersion: hs[e]?.placementVersion ?? null })),
+    perEap: per.map((c, e) => ({ ...c, placementVersion: hs[e]?.placementVersion ?? null })),
     netem: wan.every((l) => l.shaped) && !o.loopback,
   };
-}
-
-/** kais up's load generator and accounting (launcher/up.ts, section 4), on plain http. */
-async function replay(
-  scenario: ReturnType<typeof loadScenario>,
-  requests: Request[],
-  speed: number,
-  durationS: number,
-  agentUrls: string[],
-): Promise<{ total: Counts; per: Counts[] }> {
-  const zero = (): Counts => ({ sent: 0, completedInTime: 0, late: 0, refused: 0, unanswered: 0 });
-  const total = zero();
-  const per = agentUrls.map(zero);
-  const targets = agentUrls.map((u) => new URL(u));
-  const httpAgents = agentUrls.map(() => new http.Agent({ keepAlive: true, maxSockets: 1024 }));
-  const open = new Set<http.ClientRequest>();
-  let outstanding = 0;
-  let allAnswered: (() => void) | null = null;
-  const record = (b: number, kind: keyof Counts) => {
-    total[kind]++;
-    per[b][kind]++;
-  };
-  const sendS = requests.map((r) => r.arrivalS + uploadS(scenario, r.inputMB));
-  const order = Array.from(requests.keys()).sort((x, y) => sendS[x] - sendS[y] || x - y);
-  const fire = (k: number) => {
-    const r = requests[k];
-    const b = r.eap;
-    const deadlineMs = ((r.deadlineS - sendS[k]) * 1000) / speed;
-    total.sent++;
-    per[b].sent++;
-    if (!(deadlineMs > 0)) return record(b, 'refused');
-    const body = JSON.stringify({ service: r.service, deadlineMs, payloadBytes: Math.round(r.inputMB * 1e6), workCoreS: r.workCoreS });
-    outstanding++;
-    const t0 = performance.now();
-    let settled = false;
-    const settle = (kind: keyof Counts) => {
-      if (settled) return;
-      settled = true;
-      open.delete(req);
-      record(b, kind);
-      outstanding--;
-      if (outstanding === 0 && allAnswered) allAnswered();
-    };
-    const req = http.request(
-      {
-        host: targets[b].hostname,
-        port: Number(targets[b].port),
-        path: '/request',
-        method: 'POST',
-        agent: httpAgents[b],
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      },
-      (res) => {
-        res.resume();
-        res.on('error', () => settle('unanswered'));
-        res.on('end', () => {
-          const ms = performance.now() - t0;
-          if (res.statusCode === 200) settle(ms <= deadlineMs ? 'completedInTime' : 'late');
-          else settle('refused');
-        });
-      },
-    );
-    open.add(req);
-    req.on('error', () => settle('unanswered'));
-    req.end(body);
-  };
-  const t0 = performance.now();
-  await new Promise<void>((resolve) => {
-    let i = 0;
-    const tick = () => {
-      const nowS = ((performance.now() - t0) / 1000) * speed;
-      while (i < order.length && sendS[order[i]] <= nowS) fire(order[i++]);
-      if (i >= order.length) return resolve();
-      setTimeout(tick, Math.max(0, Math.min(50, ((sendS[order[i]] - nowS) * 1000) / speed)));
-    };
-    tick();
-  });
-  const remainingMs = durationS * 1000 - (performance.now() - t0);
-  if (remainingMs > 0) await new Promise((r) => setTimeout(r, remainingMs));
-  if (outstanding > 0) {
-    await Promise.race([
-      new Promise<void>((resolve) => (allAnswered = resolve)),
-      new Promise<void>((resolve) => setTimeout(resolve, 30_000).unref()),
-    ]);
-  }
-  for (const req of [...open]) req.destroy(new Error('gave up waiting'));
-  httpAgents.forEach((h) => h.destroy());
-  return { total, per };
 }
