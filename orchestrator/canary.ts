@@ -12,7 +12,11 @@
  *   d         p_c - p_k, minus the same difference over the `baselineS` before the start (the
  *             difference-in-differences: eAPs are not alike, a canary on a weaker eAP must not
  *             read as a worse version), when the baseline has `minRequests` per group
- *   se        sqrt of the sum of the binomial variances p(1-p)/n of the two (or four) rates
+ *   se        sqrt of the variance of d: for the difference during the canary (and again for the
+ *             baseline's), the larger of the binomial p(1-p)/n_c + p(1-p)/n_k and the
+ *             cluster-robust variance from the difference's spread over the seconds
+ *             (`clusterDiffVariance`: requests that fail together, as in an overflowing queue,
+ *             make rates swing more than independent ones would; swings both groups share cancel)
  *   z         (d + margin) / se: the distance of d from the boundary "the canary loses `margin`"
  *   z*        the standard normal quantile of 1 - alpha / maxWindows (one-sided, Bonferroni over
  *             the windows: with up to maxWindows looks, the chance of a wrong verdict either way
@@ -31,9 +35,11 @@
  * never promote it, or roll back every version with a tiny loss once the counts are large); the
  * late and refused shares are reported with every verdict (they are the two parts of 1 - rate).
  * What the rule assumes and does not hold exactly: requests are not independent (a queue that
- * overflows fails many at once), so the binomial variance understates the spread of a rate over a
- * window; the margin and the Bonferroni quantile absorb some of that. A version so bad that the
- * live rate drops by tens of points (the bad-weights drill) is rolled back at the first window.
+ * overflows fails many at once), so the binomial variance alone understates the spread of a rate;
+ * the per-second clusters catch failures that come together within a second, not a queue that
+ * stays long for tens of seconds (seconds are then correlated too), and the margin absorbs part of
+ * the rest. A version so bad that the live rate drops by tens of points (the bad-weights drill) is
+ * rolled back at the first window.
  *
  * Measurement: each eAP's telemetry counts from `settleS` after it applied the canary version (the
  * canary eAPs, per the agents' acks) or after the start (the others), so requests dispatched by
@@ -118,8 +124,13 @@ export const NO_OUTCOMES: Outcomes = { requests: 0, inDeadline: 0, late: 0, refu
 export interface CanaryEvidence {
   canary: Outcomes;
   control: Outcomes;
+  /**
+   * Variance of p_canary - p_control from its spread over the seconds (`clusterDiffVariance`);
+   * absent: fewer than 3 seconds.
+   */
+  diffVar?: number;
   /** The same groups before the start (both on the previous version); null: none. */
-  baseline: { canary: Outcomes; control: Outcomes } | null;
+  baseline: { canary: Outcomes; control: Outcomes; diffVar?: number } | null;
 }
 
 export interface CanaryDecision {
@@ -163,6 +174,32 @@ function rateOf(o: Outcomes): { p: number; v: number } {
   return { p, v: (q * (1 - q)) / Math.max(1, o.requests) };
 }
 
+/** One second of both groups' telemetry: requests and in-time answers of the canary (c) and control (k) eAPs. */
+export interface SecondCounts {
+  nc: number;
+  xc: number;
+  nk: number;
+  xk: number;
+}
+
+/**
+ * Cluster-robust (linearisation) variance of d = Xc/Nc - Xk/Nk with each second a cluster:
+ *   u_b = (xc_b - p_c nc_b) / Nc - (xk_b - p_k nk_b) / Nk,   var(d) = B / (B - 1) x sum_b u_b^2.
+ * Requests that fail together (an overflowing queue) make the rates swing from second to second
+ * more than independent requests would; swings both groups share (the machine, a burst of the
+ * workload) cancel in u_b. Undefined below 3 seconds or with a group empty.
+ */
+export function clusterDiffVariance(seconds: readonly SecondCounts[]): number | undefined {
+  const B = seconds.length;
+  const Nc = seconds.reduce((t, b) => t + b.nc, 0);
+  const Nk = seconds.reduce((t, b) => t + b.nk, 0);
+  if (B < 3 || Nc <= 0 || Nk <= 0) return undefined;
+  const pc = seconds.reduce((t, b) => t + b.xc, 0) / Nc;
+  const pk = seconds.reduce((t, b) => t + b.xk, 0) / Nk;
+  const ss = seconds.reduce((t, b) => t + ((b.xc - pc * b.nc) / Nc - (b.xk - pk * b.nk) / Nk) ** 2, 0);
+  return (B / (B - 1)) * ss;
+}
+
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 
 function describe(o: Outcomes): string {
@@ -197,7 +234,8 @@ export function canaryDecision(
   const c = rateOf(e.canary);
   const k = rateOf(e.control);
   let diff = c.p - k.p;
-  let variance = c.v + k.v;
+  let binomial = c.v + k.v;
+  let variance = Math.max(binomial, e.diffVar ?? 0);
   const b = e.baseline;
   const usedBaseline = b !== null && b.canary.requests >= rule.minRequests && b.control.requests >= rule.minRequests;
   let base = '';
@@ -205,14 +243,15 @@ export function canaryDecision(
     const bc = rateOf(b.canary);
     const bk = rateOf(b.control);
     diff -= bc.p - bk.p;
-    variance += bc.v + bk.v;
+    binomial += bc.v + bk.v;
+    variance += Math.max(bc.v + bk.v, b.diffVar ?? 0);
     base = `; before the start canary eAPs ${bc.p.toFixed(4)}, control ${bk.p.toFixed(4)} (difference ${(bc.p - bk.p).toFixed(4)} taken out)`;
   } else if (b !== null) {
     base = `; no baseline (fewer than ${rule.minRequests} requests per group before the start)`;
   }
   const se = Math.sqrt(variance);
   const z = (diff + rule.margin) / se;
-  const stat = `difference ${diff.toFixed(4)} (se ${se.toFixed(4)}), z ${z.toFixed(2)} against +-${critical.toFixed(2)} at margin ${rule.margin}`;
+  const stat = `difference ${diff.toFixed(4)} (se ${se.toFixed(4)}, binomial alone ${Math.sqrt(binomial).toFixed(4)}), z ${z.toFixed(2)} against +-${critical.toFixed(2)} at margin ${rule.margin}`;
   const text = `${shown}${base}; ${stat}`;
   if (z < -critical)
     return { decision: 'rollback', diff, se, z, critical, usedBaseline, reason: `worse than the control by more than the margin: ${text}` };
@@ -441,19 +480,39 @@ export class CanaryRollout {
     };
     const canary = { ...NO_OUTCOMES };
     const control = { ...NO_OUTCOMES };
-    const before = { canary: { ...NO_OUTCOMES }, control: { ...NO_OUTCOMES } };
+    const before: { canary: Outcomes; control: Outcomes; diffVar?: number } = { canary: { ...NO_OUTCOMES }, control: { ...NO_OUTCOMES } };
+    // both groups' requests and in-time answers per second (the clusters of the difference's variance)
+    const during = new Map<number, SecondCounts>();
+    const earlier = new Map<number, SecondCounts>();
+    const add = (into: Outcomes, s: Sample) => {
+      sum(into, s.o);
+      const m = into === canary || into === control ? during : earlier;
+      const key = Math.floor((s.tsMs - a.startedMs) / 1000);
+      const b = m.get(key) ?? { nc: 0, xc: 0, nk: 0, xk: 0 };
+      if (into === canary || into === before.canary) {
+        b.nc += s.o.requests;
+        b.xc += s.o.inDeadline;
+      } else {
+        b.nk += s.o.requests;
+        b.xk += s.o.inDeadline;
+      }
+      m.set(key, b);
+    };
     const baseFrom = Math.max(this.stableSinceMs, a.startedMs - this.o.config.baselineS * 1000);
     const controlFrom = a.startedMs + this.o.config.settleS * 1000;
     for (const s of this.samples) {
       const mine = isCanary.has(s.eap);
       if (s.tsMs < a.startedMs) {
-        if (s.tsMs >= baseFrom) sum(mine ? before.canary : before.control, s.o);
+        if (s.tsMs >= baseFrom) add(mine ? before.canary : before.control, s);
         continue;
       }
       const from = mine ? this.countFrom.get(s.eap) : controlFrom;
-      if (from !== undefined && s.tsMs >= from) sum(mine ? canary : control, s.o);
+      if (from !== undefined && s.tsMs >= from) add(mine ? canary : control, s);
     }
-    return { canary, control, baseline: this.o.config.baselineS > 0 ? before : null };
+    const diffVar = clusterDiffVariance([...during.values()]);
+    const baseVar = clusterDiffVariance([...earlier.values()]);
+    if (baseVar !== undefined) before.diffVar = baseVar;
+    return { canary, control, ...(diffVar !== undefined ? { diffVar } : {}), baseline: this.o.config.baselineS > 0 ? before : null };
   }
 
   private start(tensors: readonly WeightTensor[], head: ActorHeadName | undefined, source: string): WeightsBody {

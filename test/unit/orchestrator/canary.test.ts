@@ -6,6 +6,7 @@ import {
   canaryConfigProblem,
   canaryDecision,
   canaryEaps,
+  clusterDiffVariance,
   CanaryRollout,
   DEFAULT_CANARY,
   normalQuantile,
@@ -78,6 +79,42 @@ describe('canaryDecision', () => {
     const d = canaryDecision({ canary: group(1000, 1), control: group(1000, 1), baseline: null }, rule, 1);
     expect(Number.isFinite(d.z)).toBe(true);
     expect(d.decision).toBe('promote');
+  });
+
+  it('widens se by the per-second spread of the difference when requests fail together (waits where the binomial alone rolls back)', () => {
+    // d = -0.06 on 3000 requests each: binomial se 0.011, z -2.8: rolled back
+    const now = { canary: group(3000, 0.74), control: group(3000, 0.8), baseline: null };
+    expect(canaryDecision(now, rule, 1).decision).toBe('rollback');
+    // the same counts with a difference that swings from second to second (variance 8e-4): se 0.028, z -1.1
+    const spread = canaryDecision({ ...now, diffVar: 8e-4 }, rule, 1);
+    expect(spread.se).toBeCloseTo(Math.sqrt(8e-4), 6);
+    expect(spread.decision).toBe('wait');
+    // a spread below the binomial changes nothing
+    expect(canaryDecision({ ...now, diffVar: 1e-9 }, rule, 1).se).toBeCloseTo(canaryDecision(now, rule, 1).se, 12);
+  });
+
+  it('clusterDiffVariance: 0 when both rates hold every second, swings both groups share cancel, undefined below 3 seconds', () => {
+    const steady = [
+      { nc: 100, xc: 80, nk: 150, xk: 120 },
+      { nc: 50, xc: 40, nk: 300, xk: 240 },
+      { nc: 200, xc: 160, nk: 100, xk: 80 },
+    ];
+    expect(clusterDiffVariance(steady)).toBeCloseTo(0, 12);
+    // both groups swing together (a slow second for everyone): residuals cancel
+    const shared = [
+      { nc: 100, xc: 90, nk: 100, xk: 90 },
+      { nc: 100, xc: 10, nk: 100, xk: 10 },
+      { nc: 100, xc: 50, nk: 100, xk: 50 },
+    ];
+    expect(clusterDiffVariance(shared)).toBeCloseTo(0, 12);
+    // the canary alone swings: p_c = 0.5, residuals 0.4/3, -0.4/3, 0 -> 3/2 x 2 x (0.4/3)^2
+    const own = [
+      { nc: 100, xc: 90, nk: 100, xk: 50 },
+      { nc: 100, xc: 10, nk: 100, xk: 50 },
+      { nc: 100, xc: 50, nk: 100, xk: 50 },
+    ];
+    expect(clusterDiffVariance(own)).toBeCloseTo(1.5 * 2 * (0.4 / 3) ** 2, 12);
+    expect(clusterDiffVariance(own.slice(0, 2))).toBeUndefined();
   });
 
   it('uses the one-sided quantile of alpha split over the windows (Bonferroni)', () => {
@@ -197,6 +234,8 @@ describe('CanaryRollout (fake registry and clock)', () => {
     second(0.8, 0.8);
     second(0.8, 0.8);
     expect(rollout.evidence().canary.requests).toBe(100); // eAP 0 only, its frames from 1 s (settleS) after its ack
+    for (let i = 0; i < 2; i++) second(0.8, 0.8);
+    expect(rollout.evidence().diffVar).toBeCloseTo(0, 12); // every second at the same rates: no spread
   });
 
   it('sends the first version to every eAP at once (nothing to compare with)', () => {
