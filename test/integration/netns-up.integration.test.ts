@@ -6,13 +6,15 @@
  * machine and the smoke run still takes the CPU for a while:
  *
  *   KAIS_NETNS_UP=smoke    one short run in namespaces (10 s of load): the harness works (every
- *                          request accounted for, none unanswered, every agent on a placement,
- *                          a prediction to compare with); no ratio is asserted
+ *                          request accounted for, none unanswered, every agent on a placement and
+ *                          with cmmac on weights, a prediction to compare with); no ratio is asserted
  *   KAIS_NETNS_UP=compare  the measurement: `kais up --json` on loopback, the harness on loopback
  *                          (its own fidelity to kais up), then in namespaces, same requests
  *                          (KAIS_NETNS_UP_S seconds of load each, default 60); asserts
  *                          live / predicted in 0.95-1.05 in namespaces and on loopback, and the
  *                          namespace run's throughput rate within 0.95-1.05 of the loopback run's
+ *   KAIS_NETNS_UP_POLICY=cmmac  with either: cmmac (the model shipped for `kais`, learning online,
+ *                          as kais up runs it) on `kais` (5 eAPs) at speed 1, instead of lec on `small`
  *
  * Needs root and dist/ (npm run build); skips with the reason otherwise. Its lab uses the address
  * block 20 (10.213.160.0/21) so that it can run beside netns-autonomy (block 0 and up).
@@ -34,14 +36,17 @@ if (why) console.warn(`netns kais up test skipped: ${why}`);
 const maybe = why ? describe.skip : describe;
 
 const LAB_BLOCK = 20;
+// KAIS_NETNS_UP_POLICY=cmmac: the shipped model on its scenario (kais: 5 eAPs, learning online as
+// kais up does), at speed 1 (about the small run's request rate); default lec on small
+const cmmac = process.env.KAIS_NETNS_UP_POLICY === 'cmmac';
 const run = {
-  scenario: 'small',
-  policy: 'lec',
+  scenario: cmmac ? 'kais' : 'small',
+  policy: cmmac ? 'cmmac' : 'lec',
   orchestration: 'static',
   workload: 'p4',
   seed: 1,
   load: 1,
-  speed: 5,
+  speed: cmmac ? 1 : 5,
   wan: { delayMs: 50, lossPct: 1 },
 } as const;
 
@@ -76,6 +81,7 @@ maybe('kais up in network namespaces', () => {
     expect(s.completedInTime + s.late + s.refused + s.unanswered).toBe(s.sent);
     expect(s.unanswered).toBe(0);
     for (const e of s.perEap) expect(e.placementVersion).not.toBeNull();
+    if (cmmac) for (const e of s.perEap) expect(e.weightVersion).not.toBeNull();
   };
 
   (mode === 'smoke' ? test : test.skip)(

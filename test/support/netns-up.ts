@@ -15,20 +15,23 @@
  *
  * Same as kais up (launcher/up.ts): the requests (`buildRequests` with the scenario, workload,
  * seed, load and duration x speed), the prediction (`predictRate`, the agents' view), the
- * orchestrator config (no model: a heuristic `--policy`, learner off), the agents' flags, and the
- * load generator itself (launcher/replay.ts: each request reaches its agent at arrival + upload,
- * with the time left to its deadline; completedInTime / late / refused / unanswered from the
- * device's side).
- * Not the same: only heuristic policies (no model, no online learning), no TLS, no faults, the
- * cluster started with `node -e` on 0.0.0.0 (kais node listens on 127.0.0.1 only).
+ * orchestrator config and the agents' flags (a heuristic `--policy`: no model, learner off; cmmac:
+ * the shipped model or `checkpoint` as weights v1, its actor head, online learning with kais up's
+ * --explore and --learn-batch defaults unless `learn: false`), and the load generator itself
+ * (launcher/replay.ts: each request reaches its agent at arrival + upload, with the time left to
+ * its deadline; completedInTime / late / refused / unanswered from the device's side).
+ * Not the same: the load starts once every agent holds a placement (and with cmmac the weights;
+ * kais up starts it once the agents are up), the orchestrator's detector is off, no TLS, no
+ * faults, the cluster started with `node -e` on 0.0.0.0 (kais node listens on 127.0.0.1 only).
  */
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
 import { Replay, type Counts } from '../../launcher/replay';
-import { predictRate } from '../../launcher/up';
+import { predictRate, UP_SPEC } from '../../launcher/up';
 import type { LivePolicyName } from '../../shared/dispatch';
 import type { Request } from '../../shared/domain';
+import { checkpointHead, defaultModelPath } from '../../shared/nets/actor-file';
 import type { OrchestrationPolicyName } from '../../shared/orchestration';
 import { loadScenario, topologyOf } from '../../shared/scenario';
 import { buildRequests, type WorkloadName } from '../../training/workload';
@@ -42,8 +45,12 @@ export interface NetnsUpOptions {
   /** dist/kais.js. */
   bin: string;
   scenario: string;
-  /** A heuristic of the simulator (the agents' --policy and the prediction's). */
-  policy: Exclude<LivePolicyName, 'cmmac'>;
+  /** The agents' --policy and the prediction's: cmmac (the model) or a heuristic of the simulator. */
+  policy: LivePolicyName;
+  /** cmmac: the model published as weights v1 (default: the one shipped for the scenario, as kais up). */
+  checkpoint?: string;
+  /** cmmac: the orchestrator learns online and the agents explore (kais up's --learn, default on, with its --explore and --learn-batch defaults). */
+  learn?: boolean;
   orchestration: OrchestrationPolicyName;
   workload: WorkloadName;
   seed: number;
@@ -64,9 +71,16 @@ export interface NetnsUpSummary extends Counts {
   evalPolicy: string;
   evalThroughputRate: number;
   vsEval: number;
-  perEap: (Counts & { placementVersion: number | null })[];
+  /** Each agent's counts and the versions it holds at the end (weightVersion: null with a heuristic). */
+  perEap: (Counts & { placementVersion: number | null; weightVersion: number | null })[];
   /** Whether the WAN links were shaped by netem (false: the relay). */
   netem: boolean;
+}
+
+/** What the harness reads of an agent's /healthz. */
+interface Health {
+  placementVersion: number | null;
+  weightVersion: number | null;
 }
 
 const CLUSTER_JS = `
@@ -111,7 +125,12 @@ export async function runNetnsUp(o: NetnsUpOptions): Promise<NetnsUpSummary> {
     durationS: o.durationS * o.speed,
     warn: log,
   });
-  const predicted = predictRate(scenario, requests, { seed: o.seed, orchestration: o.orchestration, gpg: undefined }, o.policy, undefined);
+  // cmmac as kais up runs it: a model (the shipped one by default), its actor head, online learning
+  const checkpoint = o.policy === 'cmmac' ? (o.checkpoint ?? defaultModelPath(scenario) ?? undefined) : undefined;
+  if (o.policy === 'cmmac' && !checkpoint) throw new Error(`cmmac: no model shipped for ${o.scenario}; pass checkpoint`);
+  const actorHead = checkpoint ? checkpointHead(checkpoint) : 'softplus1';
+  const learning = checkpoint !== undefined && (o.learn ?? UP_SPEC.learn.default!);
+  const predicted = predictRate(scenario, requests, { seed: o.seed, orchestration: o.orchestration, gpg: undefined }, o.policy, checkpoint);
   log(`prediction ${predicted.policy}: ${predicted.rate.toFixed(3)} for ${requests.length} requests`);
 
   // ---- hosts and links ----
@@ -146,7 +165,7 @@ export async function runNetnsUp(o: NetnsUpOptions): Promise<NetnsUpSummary> {
   ]);
   const cluster = await readyLine<{ nodes: string[]; cloud: string; admin: string }>(clusterProc, 'emulated cluster');
 
-  // ---- orchestrator in C, as kais up configures it for a heuristic policy ----
+  // ---- orchestrator in C, as kais up configures it ----
   const tokens = Array.from({ length: E }, (_, e) => `netns-up-agent-token-${e}-0123456789`);
   const configFile = path.join(o.dir, 'orchestrator.json');
   fs.writeFileSync(
@@ -158,8 +177,10 @@ export async function runNetnsUp(o: NetnsUpOptions): Promise<NetnsUpSummary> {
       speed: o.speed,
       executor: cluster.admin.replace('0.0.0.0', ctl.aAddr),
       executorToken: adminToken,
-      checkpoint: null,
-      learner: 'none',
+      checkpoint: checkpoint ? path.resolve(checkpoint) : null,
+      actorHead,
+      learner: learning ? 'cmmac' : 'none',
+      learnBatch: UP_SPEC.learnBatch.default,
       detector: 'none',
     }),
     { mode: 0o600 },
@@ -218,8 +239,10 @@ export async function runNetnsUp(o: NetnsUpOptions): Promise<NetnsUpSummary> {
       String(o.speed),
       '--cache',
       path.join(o.dir, `agent-${e}`),
+      '--actor-head',
+      actorHead,
       '--explore',
-      '0',
+      String(learning ? UP_SPEC.explore.default : 0),
       '--policy',
       o.policy,
       '--seed',
@@ -230,11 +253,14 @@ export async function runNetnsUp(o: NetnsUpOptions): Promise<NetnsUpSummary> {
     const { port } = await readyLine<{ port: number }>(agent, `kais agent ${e}`);
     agentUrls.push(`http://${lan[e].bAddr}:${port}`);
   }
-  // kais up starts the load once the agents are up; here also once each holds a placement (the WAN is slower)
+  // kais up starts the load once the agents are up; here also once each holds a placement, and
+  // with cmmac the weights (the WAN is slower)
+  const holds = (h: Health | null) => h?.placementVersion != null && (!checkpoint || h.weightVersion != null);
   const deadline = Date.now() + 30_000;
   for (const u of agentUrls) {
-    while ((await getJson<{ placementVersion: number | null }>(`${u}/healthz`))?.placementVersion == null) {
-      if (Date.now() > deadline) throw new Error(`agent ${u} holds no placement after 30 s\n${lab.tails()}`);
+    while (!holds(await getJson<Health>(`${u}/healthz`))) {
+      if (Date.now() > deadline)
+        throw new Error(`agent ${u} holds no placement${checkpoint ? ' or weights' : ''} after 30 s\n${lab.tails()}`);
       await new Promise((r) => setTimeout(r, 100));
     }
   }
@@ -243,7 +269,7 @@ export async function runNetnsUp(o: NetnsUpOptions): Promise<NetnsUpSummary> {
   const replay = new Replay({ scenario, requests, speed: o.speed, durationS: o.durationS, agentUrls });
   await replay.run();
   replay.close();
-  const hs = await Promise.all(agentUrls.map((u) => getJson<{ placementVersion: number | null }>(`${u}/healthz`)));
+  const hs = await Promise.all(agentUrls.map((u) => getJson<Health>(`${u}/healthz`)));
   const { total, per } = replay;
   const throughputRate = total.sent > 0 ? total.completedInTime / total.sent : 0;
   return {
@@ -252,7 +278,7 @@ export async function runNetnsUp(o: NetnsUpOptions): Promise<NetnsUpSummary> {
     evalPolicy: predicted.policy,
     evalThroughputRate: predicted.rate,
     vsEval: predicted.rate > 0 ? throughputRate / predicted.rate : 0,
-    perEap: per.map((c, e) => ({ ...c, placementVersion: hs[e]?.placementVersion ?? null })),
+    perEap: per.map((c, e) => ({ ...c, placementVersion: hs[e]?.placementVersion ?? null, weightVersion: hs[e]?.weightVersion ?? null })),
     netem: wan.every((l) => l.shaped) && !o.loopback,
   };
 }

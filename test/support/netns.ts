@@ -4,7 +4,8 @@
  * and helpers to cut and restore one link. Needs root (as CI runs); `NetnsLab.unavailable()`
  * says why not, so that a test can skip with that message.
  *
- * Addresses: link k of lab l gets 10.213.(8 l + k).0/30 (side a .1, side b .2); the "root" host is this process's
+ * Addresses: link k of lab l gets 10.213.(8 l + k mod 8).(4 floor(k / 8))/30 (side a +1, side b +2;
+ * links 0-7: 10.213.(8 l + k).0/30, up to 512 links a lab); the "root" host is this process's
  * own namespace (where the test itself runs). Only these namespaces' addresses are used. Every
  * namespace is named `kais<pid>-<host>` and deleted by `destroy()` (its veths go with it).
  */
@@ -94,10 +95,11 @@ export class NetnsLab {
     const k = this.links++;
     const ifA = `k${process.pid % 10000}x${this.lab}l${k}a`;
     const ifB = `k${process.pid % 10000}x${this.lab}l${k}b`;
-    const third = (this.lab % 32) * 8 + k;
-    if (k >= 8) throw new Error('NetnsLab: at most 8 links per lab');
-    const aAddr = `10.213.${third}.1`;
-    const bAddr = `10.213.${third}.2`;
+    if (k >= 512) throw new Error('NetnsLab: at most 512 links per lab');
+    const third = (this.lab % 32) * 8 + (k % 8);
+    const fourth = 4 * Math.floor(k / 8);
+    const aAddr = `10.213.${third}.${fourth + 1}`;
+    const bAddr = `10.213.${third}.${fourth + 2}`;
     const dev = (host: string) => (host === 'root' ? [] : ['-n', this.ns(host)]);
     ip(['link', 'add', ifA, 'type', 'veth', 'peer', 'name', ifB]);
     if (a !== 'root') ip(['link', 'set', ifA, 'netns', this.ns(a)]);
