@@ -339,8 +339,8 @@ export interface CanaryRolloutOptions {
   event: (kind: string, message: string) => void;
   /** A line per window that decides nothing (the verdicts are events). */
   log?: (line: string) => void;
-  /** A version started as a canary (the learner learns from its decisions). */
-  onStarted?: (body: WeightsBody) => void;
+  /** A version started as a canary, with the source its proposal named (the learner learns from a learned one's decisions). */
+  onStarted?: (body: WeightsBody, source: string) => void;
   /** After a rollback (the learner goes back to the restored version). */
   onRolledBack?: (restored: WeightsBody) => void;
   now?: () => number;
@@ -527,7 +527,7 @@ export class CanaryRollout {
       `${source} weights v${body.version} to eAPs ${this.eaps.join(', ')} first (the others stay on v${this.good ?? 'none'}); ` +
         `up to ${c.maxWindows} windows of ${c.windowS} s after ${c.settleS} s, margin ${c.margin}, alpha ${c.alpha}, at least ${c.minRequests} requests per group`,
     );
-    this.o.onStarted?.(body);
+    this.o.onStarted?.(body, source);
     return body;
   }
 

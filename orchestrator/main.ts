@@ -592,7 +592,9 @@ export async function startOrchestrator(
         current: store.latestModelVersion(),
         event: (kind, message) => event(kind, message),
         log,
-        onStarted: (body) => learnerRef?.noteVersion(body.version),
+        onStarted: (body, source) => {
+          if (source === 'learned') learnerRef?.noteVersion(body.version);
+        },
         onRolledBack: (restored) => learnerRef?.reload(restored.version),
       })
     : null;
