@@ -9,19 +9,23 @@
  *   every agent ends on a new version holding v1's weights, the rejected version is kept in the
  *   store with the reason, and the events are stored, counted on /metrics and served by the admin API.
  * - A version as good as the current one is promoted to every agent.
+ * - The hub: a canary eAP that reconnects gets the canary version, the others the current one; a
+ *   broadcast (a rollback) ends the canary.
  * - An agent's regime-guard switches (in its telemetry) are events naming its eAP.
  * - Config: values out of range are one line naming the file and field (exit 2 from the CLI).
  */
 import { spawnSync } from 'node:child_process';
+import WebSocket from 'ws';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { Hub } from '../../orchestrator/hub';
 import { readConfig, startOrchestrator, type RunningOrchestrator } from '../../orchestrator/main';
 import { Store } from '../../orchestrator/store';
 import { actorShapes, initActorWeights } from '../../shared/nets/actor';
 import { Codec } from '../../shared/protocol/codec';
-import type { NodeSample, WeightsBody } from '../../shared/protocol/envelope';
+import { makeFrame, type Frame, type NodeSample, type WeightsBody } from '../../shared/protocol/envelope';
 import { packWeights, unpackWeights } from '../../shared/protocol/weights';
 import { loadScenario, topologyOf } from '../../shared/scenario';
 import { observationDim } from '../../shared/spaces';
@@ -244,6 +248,62 @@ describe('canary rollout against a live orchestrator', () => {
     expect(o.store.latestModel()!).toMatchObject({ version: 3, checksum: v1.checksum });
     expect(o.store.events({ kind: 'canary-rollback' })[0].message).toMatch(/the orchestrator restarted during the canary/);
     expect(o.store.canaryState()).toBeNull();
+  });
+});
+
+describe('the hub during a canary', () => {
+  /** A client that says hello as `eapId` holding `held`; resolves with the welcome's version and the weights pushed after it. */
+  async function connect(hub: Hub, eapId: number, held: number | null, instance: string) {
+    const codec = new Codec();
+    const ws = new WebSocket(hub.url, { perMessageDeflate: false });
+    cleanups.push(() => ws.terminate());
+    const frames: Frame[] = [];
+    ws.on('message', (d: Buffer) => {
+      const r = codec.decode(d);
+      if (r.ok) frames.push(r.frame);
+    });
+    await new Promise((r) => ws.once('open', r));
+    ws.send(
+      codec.encode(makeFrame('hello', 0, { eapId, token: '', agentVersion: 't', weightVersion: held, placementVersion: null, instance })),
+    );
+    await until(() => frames.some((f) => f.type === 'welcome'), `eAP ${eapId} welcomed`);
+    await new Promise((r) => setTimeout(r, 200)); // what follows the welcome
+    const welcome = frames.find((f) => f.type === 'welcome')!;
+    return {
+      ws,
+      frames,
+      welcomed: welcome.type === 'welcome' ? welcome.body.weightVersion : undefined,
+      pushed: () => frames.filter((f) => f.type === 'weights').map((f) => (f.type === 'weights' ? f.body.version : -1)),
+    };
+  }
+
+  it('gives the canary version to a canary eAP that reconnects, the current one to the others; a broadcast ends the canary', async () => {
+    const shapes = actorShapes(D, A);
+    const w = initActorWeights(D, A, 3).map((data, i) => ({ shape: shapes[i], data }));
+    const v1 = packWeights(w, 1, 'relu1');
+    const hub = await Hub.listen({ port: 0, weights: v1, numEaps: 2 });
+    cleanups.push(() => hub.close());
+    const a0 = await connect(hub, 0, 1, 'a');
+    const a1 = await connect(hub, 1, 1, 'b');
+    hub.startCanary([0], packWeights(w, 2, 'relu1'));
+    await until(() => a0.pushed().includes(2), 'v2 on eAP 0');
+    expect(a1.pushed()).toEqual([]);
+    expect(hub.canaryWeights).toEqual({ version: 2, eaps: [0] });
+    expect(() => hub.startCanary([1], packWeights(w, 3, 'relu1'))).toThrow(/the canary of version 2 still runs/);
+    // reconnects: the canary eAP is told v2 and gets it; the other is told v1 and gets nothing
+    a0.ws.terminate();
+    a1.ws.terminate();
+    await until(() => hub.sessions().length === 0, 'both gone');
+    const b0 = await connect(hub, 0, 1, 'a');
+    const b1 = await connect(hub, 1, 1, 'b');
+    expect([b0.welcomed, b0.pushed()]).toEqual([2, [2]]);
+    expect([b1.welcomed, b1.pushed()]).toEqual([1, []]);
+    // a rollback (a new version for everyone) ends the canary
+    expect(() => hub.broadcastWeights(packWeights(w, 2, 'relu1'))).toThrow(/not above the current 2/);
+    hub.broadcastWeights(packWeights(w, 3, 'relu1'));
+    expect(hub.canaryWeights).toBeNull();
+    await until(() => b0.pushed().includes(3) && b1.pushed().includes(3), 'v3 on both');
+    expect(hub.weightsFor(0)!.version).toBe(3);
   });
 });
 
