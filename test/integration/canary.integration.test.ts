@@ -17,7 +17,6 @@
 import { spawnSync } from 'node:child_process';
 import WebSocket from 'ws';
 import * as fs from 'node:fs';
-import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Hub } from '../../orchestrator/hub';
@@ -32,6 +31,7 @@ import { observationDim } from '../../shared/spaces';
 import { UsageError } from '../../shared/errors';
 import { rawAgent, type RawAgent } from '../support/raw-agent';
 import { parseMetrics, sample } from '../support/prometheus';
+import { until as waitUntil, httpGet as get } from '../support/wait';
 
 const ROOT = path.resolve(__dirname, '../..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
@@ -45,25 +45,7 @@ afterEach(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-function get(port: number, p: string, token?: string): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    http
-      .get({ host: '127.0.0.1', port, path: p, headers: token ? { authorization: `Bearer ${token}` } : {} }, (res) => {
-        let text = '';
-        res.on('data', (c: Buffer) => (text += c.toString()));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-      })
-      .on('error', reject);
-  });
-}
-
-async function until(cond: () => boolean, what: string, ms = 60_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = (cond: () => boolean, what: string, ms = 60_000): Promise<void> => waitUntil(cond, what, ms);
 
 const small = loadScenario('small');
 const topo = topologyOf(small);

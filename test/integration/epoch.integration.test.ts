@@ -15,6 +15,7 @@ import * as readline from 'node:readline';
 import { AgentLink } from '../../agent/link';
 import { AgentRuntime } from '../../agent/runtime';
 import { Store } from '../../orchestrator/store';
+import { until } from '../support/wait';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
@@ -53,14 +54,6 @@ function orchestrator(args: string[]): Proc {
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   exited.then(() => procs.delete(child));
   return { child, ready, stderr, exited };
-}
-
-async function until(cond: () => boolean, what: string, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 describe('a deleted orchestrator database', () => {

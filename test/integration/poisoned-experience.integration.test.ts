@@ -23,6 +23,7 @@ import { packWeights } from '../../shared/protocol/weights';
 import { Rng } from '../../shared/rng';
 import { loadScenario, topologyOf } from '../../shared/scenario';
 import { observationDim } from '../../shared/spaces';
+import { until as waitUntil } from '../support/wait';
 
 const scenario = loadScenario('small');
 const topo = topologyOf(scenario);
@@ -39,13 +40,7 @@ afterEach(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-async function until(cond: () => boolean, what: string, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = (cond: () => boolean, what: string, ms = 20_000): Promise<void> => waitUntil(cond, what, ms);
 
 function batch(eap: number, version: number, n: number, rng: Rng): Transition[] {
   return Array.from({ length: n }, (_, k) => {

@@ -25,16 +25,11 @@ import { Store } from '../../orchestrator/store';
 import { loadScenario } from '../../shared/scenario';
 import { loadCa, loadTlsPair, writeSelfSignedPair, type TlsFiles, type TlsPair } from '../../shared/tls';
 import { parseMetrics, sample } from '../support/prometheus';
+import { until as waitUntil } from '../support/wait';
 
 const scenario = loadScenario('small');
 
-async function until(cond: () => boolean, what: string, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = (cond: () => boolean, what: string, ms = 15_000): Promise<void> => waitUntil(cond, what, ms);
 
 function httpsRequest(port: number, method: string, url: string, ca: string, body?: unknown): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {

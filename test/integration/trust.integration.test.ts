@@ -31,6 +31,7 @@ import { packWeights } from '../../shared/protocol/weights';
 import { Rng } from '../../shared/rng';
 import { loadScenario, topologyOf } from '../../shared/scenario';
 import { observationDim } from '../../shared/spaces';
+import { until as waitUntil } from '../support/wait';
 
 const scenario = loadScenario('small');
 const topo = topologyOf(scenario);
@@ -47,13 +48,7 @@ afterEach(async () => {
 });
 
 /** Polls `cond` every 20 ms until it holds; rejects after `ms`. */
-async function until(cond: () => boolean, what: string, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = (cond: () => boolean, what: string, ms = 20_000): Promise<void> => waitUntil(cond, what, ms);
 
 /** Honest experience of eAP `eap`: explored decisions of weights `version`, rewards 0 or 1. */
 function honest(eap: number, version: number, n: number, rng: Rng): Transition[] {

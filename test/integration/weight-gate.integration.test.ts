@@ -13,7 +13,6 @@
  * - Config: bad gate fields exit 2 with one line naming the field.
  */
 import * as fs from 'node:fs';
-import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { WeightGate, type GateConfig } from '../../orchestrator/gate';
@@ -31,6 +30,7 @@ import { observationDim } from '../../shared/spaces';
 import { UsageError } from '../../shared/errors';
 import { buildRequests } from '../../training/workload';
 import { parseMetrics, sample } from '../support/prometheus';
+import { until as waitUntil, httpGet as get } from '../support/wait';
 
 const ROOT = path.resolve(__dirname, '../..');
 const WORKER = path.join(ROOT, 'dist', 'training', 'jobs', 'gate-worker.js');
@@ -79,25 +79,7 @@ function feedArrivals(gate: WeightGate, s: Scenario, seconds: number, seed: numb
   return reqs.length;
 }
 
-function get(port: number, p: string, token?: string): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    http
-      .get({ host: '127.0.0.1', port, path: p, headers: token ? { authorization: `Bearer ${token}` } : {} }, (res) => {
-        let text = '';
-        res.on('data', (c: Buffer) => (text += c.toString()));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-      })
-      .on('error', reject);
-  });
-}
-
-async function until(cond: () => boolean, what: string, ms = 60_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = (cond: () => boolean, what: string, ms = 60_000): Promise<void> => waitUntil(cond, what, ms);
 
 describe('WeightGate on kais (the compiled worker, a real store)', () => {
   const kais = loadScenario('kais');
