@@ -13,26 +13,7 @@
  */
 import { defaultsOf } from '../shared/config';
 import { EVAL_SPEC, runEval, type EvalArgs } from '../training/jobs/eval';
-
-function seedList(v: string): number[] {
-  const range = /^(\d+)-(\d+)$/.exec(v);
-  if (range) {
-    const out: number[] = [];
-    for (let s = Number(range[1]); s <= Number(range[2]); s++) out.push(s);
-    return out;
-  }
-  return v.split(',').map((s) => {
-    const n = Number(s);
-    if (!Number.isInteger(n)) throw new Error(`SEEDS: not a seed: ${s}`);
-    return n;
-  });
-}
-
-const mean = (a: number[]): number => a.reduce((x, y) => x + y, 0) / a.length;
-const se = (a: number[]): number => {
-  const m = mean(a);
-  return a.length > 1 ? Math.sqrt(a.reduce((x, y) => x + (y - m) ** 2, 0) / (a.length - 1) / a.length) : 0;
-};
+import { mean, se, seedList } from './seed-stats';
 
 function main(): void {
   const scenario = process.env.SCENARIO ?? 'kais';

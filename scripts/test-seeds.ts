@@ -23,26 +23,7 @@ import type { DequeueName } from '../shared/dequeue';
 import { buildRequests } from '../training/workload';
 import { oracleBound } from '../training/jobs/oracle';
 import { episodeRate } from './policy-by-name';
-
-function seedList(v: string): number[] {
-  const range = /^(\d+)-(\d+)$/.exec(v);
-  if (range) {
-    const out: number[] = [];
-    for (let s = Number(range[1]); s <= Number(range[2]); s++) out.push(s);
-    return out;
-  }
-  return v.split(',').map((s) => {
-    const n = Number(s);
-    if (!Number.isInteger(n)) throw new Error(`SEEDS: not a seed: ${s}`);
-    return n;
-  });
-}
-
-const mean = (a: number[]): number => a.reduce((x, y) => x + y, 0) / a.length;
-const se = (a: number[]): number => {
-  const m = mean(a);
-  return a.length > 1 ? Math.sqrt(a.reduce((x, y) => x + (y - m) ** 2, 0) / (a.length - 1) / a.length) : 0;
-};
+import { mean, se, seedList } from './seed-stats';
 
 function main(): void {
   const scenario = loadScenario('kais');

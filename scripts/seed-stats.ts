@@ -1,0 +1,25 @@
+/** Seed lists and per-seed statistics shared by the measurement scripts (test-seeds.ts, seed-table.ts). */
+
+/** SEEDS as \`a-b\` (inclusive) or \`a,b,...\`. */
+export function seedList(v: string): number[] {
+  const range = /^(\d+)-(\d+)$/.exec(v);
+  if (range) {
+    const out: number[] = [];
+    for (let s = Number(range[1]); s <= Number(range[2]); s++) out.push(s);
+    return out;
+  }
+  return v.split(',').map((s) => {
+    const n = Number(s);
+    if (!Number.isInteger(n)) throw new Error(`SEEDS: not a seed: ${s}`);
+    return n;
+  });
+}
+
+/** Mean of a non-empty list. */
+export const mean = (a: number[]): number => a.reduce((x, y) => x + y, 0) / a.length;
+
+/** Standard error of the mean (sample standard deviation / sqrt(n)); 0 for one value. */
+export const se = (a: number[]): number => {
+  const m = mean(a);
+  return a.length > 1 ? Math.sqrt(a.reduce((x, y) => x + (y - m) ** 2, 0) / (a.length - 1) / a.length) : 0;
+};
