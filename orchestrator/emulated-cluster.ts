@@ -56,7 +56,7 @@ import {
   type NodeFaultState,
 } from '../shared/faults';
 import type { ScaleOp } from '../shared/domain';
-import type { ClusterReport, ScaleReport, WindowReport } from '../shared/orchestration/executor';
+import { emptyWindow, type ClusterReport, type ScaleReport, type WindowReport } from '../shared/orchestration/executor';
 import { fitsReplica, initialPlacement } from '../shared/orchestration/placement';
 import { emptyTally, TALLY_KEYS, type TargetTally } from '../shared/tally';
 
@@ -419,16 +419,7 @@ export class EmulatedCluster {
     this.applyPlacement(this.placement);
     validateFaults(o.faults ?? [], nodes.length);
     this.t0Ms = performance.now();
-    const zeros = (): number[] => new Array<number>(s.services.length).fill(0);
-    this.totals = {
-      windowS: 0,
-      arrivals: zeros(),
-      busyReplicaS: zeros(),
-      readyReplicaS: zeros(),
-      completedInTime: zeros(),
-      failed: zeros(),
-      workCoreS: zeros(),
-    };
+    this.totals = emptyWindow(s.services.length);
     this.telemetry = new NodeTelemetryModel(nodes.length, o.telemetryPeriodS ?? 1, Rng.derive(o.seed ?? 1, 'emulated-telemetry'));
     this.samples = nodes.map(() => new Float64Array(TELEMETRY_DIMS));
     this.cpuLevel = new Float64Array(nodes.length);

@@ -25,7 +25,7 @@
  * but not its figures; an agent whose last report is older than `staleMs` counts as nothing.
  */
 import type { Placement } from '../shared/domain';
-import type { WindowReport } from '../shared/orchestration/executor';
+import { emptyWindow, type WindowReport } from '../shared/orchestration/executor';
 import type { LoadBody } from '../shared/protocol/envelope';
 import { capacityArrays, type Scenario } from '../shared/scenario';
 
@@ -77,16 +77,7 @@ export class LoadBoard implements LoadSource {
     this.N = o.scenario.eaps.reduce((s, e) => s + e.nodes.length, 0);
     const cap = capacityArrays(o.scenario);
     this.cloudReady = Float64Array.from({ length: this.W }, (_, w) => Math.max(1, Math.floor(cap.cpu[this.N] / cap.svcCpu[w])));
-    const zeros = () => new Array<number>(this.W).fill(0);
-    this.cum = {
-      windowS: 0,
-      arrivals: zeros(),
-      busyReplicaS: zeros(),
-      readyReplicaS: zeros(),
-      completedInTime: zeros(),
-      failed: zeros(),
-      workCoreS: zeros(),
-    };
+    this.cum = emptyWindow(this.W);
     this.now = o.now ?? (() => performance.now());
     this.lastMs = this.now();
   }

@@ -53,6 +53,20 @@ export interface WindowReport {
   workCoreS: number[];
 }
 
+/** A window with nothing in it yet, for W services (the running totals an executor starts from). */
+export function emptyWindow(W: number): WindowReport {
+  const zeros = (): number[] => new Array<number>(W).fill(0);
+  return {
+    windowS: 0,
+    arrivals: zeros(),
+    busyReplicaS: zeros(),
+    readyReplicaS: zeros(),
+    completedInTime: zeros(),
+    failed: zeros(),
+    workCoreS: zeros(),
+  };
+}
+
 /**
  * A cluster's state as an executor reports it. Targets t: 0..N-1 the edge nodes, N the cloud;
  * per-(target, service) arrays are indexed t * W + w, as in the simulator.
