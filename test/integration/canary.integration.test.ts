@@ -28,10 +28,10 @@ import { makeFrame, type Frame, type NodeSample, type WeightsBody } from '../../
 import { packWeights, unpackWeights } from '../../shared/protocol/weights';
 import { loadScenario, topologyOf } from '../../shared/scenario';
 import { observationDim } from '../../shared/spaces';
-import { UsageError } from '../../shared/errors';
 import { rawAgent, type RawAgent } from '../support/raw-agent';
 import { parseMetrics, sample } from '../support/prometheus';
 import { until as waitUntil, httpGet as get } from '../support/wait';
+import { expectConfigError } from '../support/config-error';
 
 const ROOT = path.resolve(__dirname, '../..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
@@ -344,17 +344,7 @@ describe('canary config', () => {
     [{ bogus: 1 }, /field "canary\.bogus" is not a field of canary \(known: share, windowS, /],
     ['yes', /field "canary" must be true, false, null or an object$/],
   ])('%j is a one-line usage error naming the file and field', (canary, problem) => {
-    const f = path.join(dir, 'c.json');
-    fs.writeFileSync(f, JSON.stringify({ scenario: 'small', canary }));
-    let err: unknown = null;
-    try {
-      readConfig(f);
-    } catch (e) {
-      err = e;
-    }
-    expect(err).toBeInstanceOf(UsageError);
-    expect((err as Error).message).toMatch(problem);
-    expect((err as Error).message.split('\n')).toHaveLength(1);
+    expectConfigError(path.join(dir, 'c.json'), { scenario: 'small', canary }, problem);
   });
 
   it('needs a control eAP: a one-eAP scenario is refused', () => {

@@ -27,10 +27,10 @@ import { packWeights } from '../../shared/protocol/weights';
 import { Rng } from '../../shared/rng';
 import { loadScenario, topologyOf, type Scenario } from '../../shared/scenario';
 import { observationDim } from '../../shared/spaces';
-import { UsageError } from '../../shared/errors';
 import { buildRequests } from '../../training/workload';
 import { parseMetrics, sample } from '../support/prometheus';
 import { until as waitUntil, httpGet as get } from '../support/wait';
+import { expectConfigError } from '../support/config-error';
 
 const ROOT = path.resolve(__dirname, '../..');
 const WORKER = path.join(ROOT, 'dist', 'training', 'jobs', 'gate-worker.js');
@@ -266,17 +266,7 @@ describe('gate config', () => {
     [{ foo: 1 }, /field "gate.foo" is not a field of gate \(known: margin, minRequests, arrivals, seconds, heuristics\)$/],
     ['yes', /field "gate" must be true, false, null or an object$/],
   ])('%j is a one-line usage error naming the field', (gate, problem) => {
-    const f = path.join(dir, 'bad.json');
-    fs.writeFileSync(f, JSON.stringify({ scenario: 'tiny', gate }));
-    let err: unknown = null;
-    try {
-      readConfig(f);
-    } catch (e) {
-      err = e;
-    }
-    expect(err).toBeInstanceOf(UsageError);
-    expect((err as Error).message).toMatch(problem);
-    expect((err as Error).message.split('\n')).toHaveLength(1);
+    expectConfigError(path.join(dir, 'bad.json'), { scenario: 'tiny', gate }, problem);
   });
 
   it('the bad-weights drill takes null or seconds, anything else is a one-line error', () => {
