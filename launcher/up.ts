@@ -120,10 +120,10 @@ export const UP_SPEC = {
     describe:
       'the orchestrator replays every learned version in the simulator before publishing it (the weight gate, default settings; docs/safe-learning.md)',
   }),
-  inject: opt.choice(['none', 'bad-weights'] as const, {
+  inject: opt.choice(['none', 'bad-weights', 'same-weights'] as const, {
     default: 'none',
     describe:
-      'fault drill: bad-weights hands random weights to the publish path as if learned a third of the way into the run (judged by the gate with --gate, by the canary with --canary)',
+      'fault drill: bad-weights hands random weights to the publish path as if learned a third of the way into the run (judged by the gate with --gate, by the canary with --canary); same-weights hands a copy of the current version (the false-alarm drill: it must pass and be promoted)',
   }),
   canary: opt.boolean({
     default: false,
@@ -508,6 +508,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         ...(a.gate ? { gate: true } : {}),
         ...(a.canary ? { canary: true } : {}),
         ...(a.inject === 'bad-weights' ? { injectBadWeightsAfterS: a.duration / 3 } : {}),
+        ...(a.inject === 'same-weights' ? { injectSameWeightsAfterS: a.duration / 3 } : {}),
         ...(tls ? { tls } : {}),
         prediction: predictionFile,
       }),

@@ -110,6 +110,12 @@ export interface OrchestratorConfig {
    * gate judges it when on, else it is published. null: no drill.
    */
   injectBadWeightsAfterS: number | null;
+  /**
+   * The false-alarm drill (`kais up --inject same-weights`): this many seconds after the start, a
+   * copy of the stored version's weights is handed to the publish path as a new version, as if
+   * learned: the gate must pass it and the canary promote it. null: no drill.
+   */
+  injectSameWeightsAfterS: number | null;
   /** Certificate and key (PEM, read and checked at start): wss:// for agents, https:// on the HTTP port; null: plain. */
   tls: TlsPair | null;
   /**
@@ -231,12 +237,20 @@ export function readConfig(file: string): OrchestratorConfig {
     'gate',
     'canary',
     'injectBadWeightsAfterS',
+    'injectSameWeightsAfterS',
     'tls',
     'prediction',
   ];
   for (const k of Object.keys(o)) if (!known.includes(k)) fail(k, `is not a config field (known: ${known.join(', ')})`);
   const str = (k: string, d: string): string =>
     o[k] === undefined ? d : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string');
+  /** A drill's start: null, or seconds after the orchestrator's start. */
+  const injectAfter = (k: string): number | null =>
+    o[k] === undefined || o[k] === null
+      ? null
+      : typeof o[k] === 'number' && (o[k] as number) >= 0 && (o[k] as number) <= 86_400
+        ? (o[k] as number)
+        : fail(k, `must be null or a number of seconds in [0, 86400], got ${JSON.stringify(o[k])}`);
   const strOrNull = (k: string): string | null =>
     o[k] === undefined || o[k] === null ? null : typeof o[k] === 'string' ? (o[k] as string) : fail(k, 'must be a string or null');
   const pos = (k: string, d: number): number => {
@@ -329,6 +343,8 @@ export function readConfig(file: string): OrchestratorConfig {
   if (pruneS < 0.05 || pruneS > 3600) fail('pruneS', `must be in 0.05..3600 s, got ${pruneS}`);
   const detector = str('detector', 'vgru');
   if (detector !== 'vgru' && detector !== 'none') fail('detector', `must be "vgru" or "none", got ${JSON.stringify(detector)}`);
+  if (injectAfter('injectBadWeightsAfterS') !== null && injectAfter('injectSameWeightsAfterS') !== null)
+    fail('injectSameWeightsAfterS', 'cannot be set together with injectBadWeightsAfterS (one drill a run)');
   return {
     scenario,
     orchestration: orchestration as OrchestrationName,
@@ -360,15 +376,8 @@ export function readConfig(file: string): OrchestratorConfig {
     intake: { ...intake, quarantineAfter: Math.max(1, Math.round(intake.quarantineAfter)) },
     gate: readGateSection(o.gate, fail),
     canary: readCanarySection(o.canary, topologyOf(scenario).numEaps, fail),
-    injectBadWeightsAfterS:
-      o.injectBadWeightsAfterS === undefined || o.injectBadWeightsAfterS === null
-        ? null
-        : typeof o.injectBadWeightsAfterS === 'number' && o.injectBadWeightsAfterS >= 0 && o.injectBadWeightsAfterS <= 86_400
-          ? o.injectBadWeightsAfterS
-          : fail(
-              'injectBadWeightsAfterS',
-              `must be null or a number of seconds in [0, 86400], got ${JSON.stringify(o.injectBadWeightsAfterS)}`,
-            ),
+    injectBadWeightsAfterS: injectAfter('injectBadWeightsAfterS'),
+    injectSameWeightsAfterS: injectAfter('injectSameWeightsAfterS'),
     tls: readTlsSection(o.tls, file, fail),
     prediction: readPredictionField(o.prediction, file, fail),
   };
@@ -715,27 +724,36 @@ export async function startOrchestrator(
 
   let learner: OnlineLearner | null = null;
   let injectTimer: NodeJS.Timeout | null = null;
-  /** The bad-weights drill: random weights of the stored model's shapes, through the gate when on. */
-  const injectBadWeights = async (): Promise<void> => {
+  /**
+   * The fault drills: `bad`, random weights of the stored model's shapes (must be rejected or
+   * rolled back); `same`, a copy of the stored version (must be passed and promoted: a rollback
+   * of it is a false alarm). Either goes through the gate when on, then to the publish path.
+   */
+  const inject = async (kind: 'bad' | 'same'): Promise<void> => {
+    const name = kind === 'bad' ? 'bad-weights' : 'same-weights';
     const stored = store.latestModel();
-    if (!stored) return event('inject', 'bad-weights drill skipped: no stored model to take the shapes of');
+    if (!stored) return event('inject', `${name} drill skipped: no stored model to take the shapes of`);
     const rng = new Rng(stored.version * 7919 + 17);
     const current = unpackWeights(stored);
-    const bad = current.map((t) => ({ shape: t.shape, data: Float32Array.from(t.data, () => 2 * rng.next() - 1) }));
+    const weights =
+      kind === 'bad'
+        ? current.map((t) => ({ shape: t.shape, data: Float32Array.from(t.data, () => 2 * rng.next() - 1) }))
+        : current.map((t) => ({ shape: t.shape, data: Float32Array.from(t.data) }));
     const head = (stored.head ?? cfg.actorHead) as 'relu1' | 'softplus1';
     const version = stored.version + 1;
+    const what = kind === 'bad' ? 'random weights' : `a copy of weights v${stored.version}`;
     event(
       'inject',
-      `bad-weights drill: random weights handed to the publish path as weights v${version}${gate ? ' (through the gate)' : canary ? ' (no gate: to the canary)' : ' (no gate, no canary: published to every agent)'}`,
+      `${name} drill: ${what} handed to the publish path as weights v${version}${gate ? ' (through the gate)' : canary ? ' (no gate: to the canary)' : ' (no gate, no canary: published to every agent)'}`,
     );
     if (gate) {
       const v = await gate.check(
-        { version, head, arrays: bad.map((t) => t.data) },
+        { version, head, arrays: weights.map((t) => t.data) },
         { version: stored.version, head, arrays: current.map((t) => t.data) },
       );
       if (!v.pass) return;
     }
-    publishNew(bad, head, 'injected (bad-weights drill)');
+    publishNew(weights, head, `injected (${name} drill)`);
   };
   if (cfg.learner === 'cmmac' && cfg.gate) {
     // the shadow evaluation runs in its own worker (the simulator never loads on the hub's thread)
@@ -791,8 +809,10 @@ export async function startOrchestrator(
     );
   }
 
-  if (cfg.injectBadWeightsAfterS !== null && (learner !== null || canary !== null)) {
-    const timer = setTimeout(() => void injectBadWeights(), cfg.injectBadWeightsAfterS * 1000);
+  const drillAfterS = cfg.injectBadWeightsAfterS ?? cfg.injectSameWeightsAfterS;
+  if (drillAfterS !== null && (learner !== null || canary !== null)) {
+    const kind = cfg.injectBadWeightsAfterS !== null ? 'bad' : 'same';
+    const timer = setTimeout(() => void inject(kind), drillAfterS * 1000);
     timer.unref();
     injectTimer = timer;
   }

@@ -2,11 +2,12 @@
  * Times the weight gate's shadow evaluation on `kais` (issue 17: at most 10 s per version, the
  * hub's event loop unaffected): the default gate config (10 s of the newest arrivals, lec and
  * round-robin), arrivals from 25 s of p4 at load 1 as the agents would send them, candidate =
- * random weights, current = the shipped model (4 episodes per check, the most a check runs).
+ * random weights (rejected, stopped early after 2 episodes) or, with `shipped`, the shipped model
+ * itself (passes: all 4 episodes, the most a check runs); current = the shipped model.
  * Per check: wall time, the worker's own time, and the largest gap between 20 ms ticks of this
  * thread's event loop while it ran.
  *
- *   npm run build && node dist/scripts/bench-gate.js [checks=3]
+ *   npm run build && node dist/scripts/bench-gate.js [checks=3] [random|shipped]
  */
 import { DEFAULT_GATE, WeightGate } from '../orchestrator/gate';
 import { initActorWeights } from '../shared/nets/actor';
@@ -17,6 +18,11 @@ import { buildRequests } from '../training/workload';
 
 async function main(): Promise<void> {
   const checks = Number(process.argv[2] ?? 3);
+  const candidate = process.argv[3] ?? 'random';
+  if (candidate !== 'random' && candidate !== 'shipped') {
+    console.error(`bench-gate: the candidate must be random or shipped, got ${candidate}`);
+    process.exit(2);
+  }
   const kais = loadScenario('kais');
   const topo = topologyOf(kais);
   const A = topo.numNodes + 1;
@@ -55,7 +61,9 @@ async function main(): Promise<void> {
     }, 20);
     const t0 = performance.now();
     const v = await gate.check(
-      { version: 2 + i, head: 'relu1', arrays: initActorWeights(D, A, 100 + i) },
+      candidate === 'shipped'
+        ? { version: 2 + i, head: shipped.head, arrays: shipped.tensors }
+        : { version: 2 + i, head: 'relu1', arrays: initActorWeights(D, A, 100 + i) },
       { version: 1, head: shipped.head, arrays: shipped.tensors },
     );
     const wall = performance.now() - t0;

@@ -214,6 +214,23 @@ describe('canary rollout against a live orchestrator', () => {
     expect(o.hub.weightVersion).toBe(2);
   }, 90_000);
 
+  it('promotes the same-weights drill (a copy of the current version as if learned): no false alarm on equal versions', async () => {
+    const { db, cfgFile, v1 } = setUp({ injectSameWeightsAfterS: 2.5 });
+    const o = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
+    cleanups.push(() => o.close());
+    // the agents play a version's effect by its weights: the copy has v1's, so it is as good
+    const agents = await playAgents(o, (checksum) => checksum !== v1.checksum);
+    await until(() => o.store.events({ kind: 'canary-promote' }).length > 0, 'the canary-promote event');
+    expect(o.store.events({ kind: 'inject' })[0].message).toBe(
+      'same-weights drill: a copy of weights v1 handed to the publish path as weights v2 (no gate: to the canary)',
+    );
+    expect(o.store.events({ kind: 'canary-start' })[0].message).toMatch(/^injected \(same-weights drill\) weights v2 to eAPs 0 first/);
+    await until(() => agents.every((a) => a.versions.includes(2)), 'every agent on v2');
+    expect(o.store.model(2)!.checksum).toBe(v1.checksum);
+    expect(o.store.events({ kind: 'canary-rollback' })).toEqual([]);
+    expect(o.store.rejectedModels()).toEqual([]);
+  }, 90_000);
+
   it('rolls back a canary left running by a restart', async () => {
     const { db, cfgFile, v1 } = setUp({});
     const s = Store.open(db);
@@ -345,6 +362,22 @@ describe('canary config', () => {
     ['yes', /field "canary" must be true, false, null or an object$/],
   ])('%j is a one-line usage error naming the file and field', (canary, problem) => {
     expectConfigError(path.join(dir, 'c.json'), { scenario: 'small', canary }, problem);
+  });
+
+  it('a drill start out of range, or both drills at once, is a one-line usage error', () => {
+    const f = path.join(dir, 'c.json');
+    expectConfigError(
+      f,
+      { scenario: 'small', injectSameWeightsAfterS: -1 },
+      /field "injectSameWeightsAfterS" must be null or a number of seconds in \[0, 86400\], got -1$/,
+    );
+    expectConfigError(
+      f,
+      { scenario: 'small', injectSameWeightsAfterS: 5, injectBadWeightsAfterS: 5 },
+      /field "injectSameWeightsAfterS" cannot be set together with injectBadWeightsAfterS \(one drill a run\)$/,
+    );
+    fs.writeFileSync(f, JSON.stringify({ scenario: 'small', injectSameWeightsAfterS: 7 }));
+    expect(readConfig(f)).toMatchObject({ injectSameWeightsAfterS: 7, injectBadWeightsAfterS: null });
   });
 
   it('needs a control eAP: a one-eAP scenario is refused', () => {
