@@ -2,7 +2,8 @@
  * `kais agent --orchestrator <ws-url> --eap <id> --targets <file> [--token-file F | --token T] [--port N]
  * [--scenario kais] [--cache <dir>] [--speed x] [--policy cmmac|lec|jsq|...] [--seed S] [--explore s]
  * [--experience explored|all|none] [--no-device-filters] [--offline-buffer N]
- * [--guard [--guard-fallback F] [--guard-enter x] [--guard-exit y]] [--tls-cert F --tls-key F] [--tls-ca F]`:
+ * [--guard [--guard-fallback F] [--guard-enter x] [--guard-exit y] [--guard-mid F|none] [--guard-mid-enter x]
+ * [--guard-mid-exit y]] [--tls-cert F --tls-key F] [--tls-ca F]`:
  * one eAP's dispatcher as a process (https ingress with a certificate; --tls-ca: the CA a wss:// orchestrator is checked against).
  *
  * Prints one JSON line on stdout once listening (`{"ready":true,"eap":..,"port":..}`), logs to
@@ -18,7 +19,7 @@ import { UsageError } from '../shared/errors';
 import { loadScenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';
 import { checkLivePolicy, LIVE_POLICIES } from '../shared/dispatch';
-import { DEFAULT_GUARD, GUARD_FALLBACKS } from '../shared/dispatch/guard';
+import { DEFAULT_GUARD, GUARD_FALLBACKS, guardOptionsProblem, type RegimeGuardOptions } from '../shared/dispatch/guard';
 import { EXPERIENCE_MODES, type Targets } from './dispatcher';
 import { startAgent } from './main';
 import { lineLogger, processLogger } from '../shared/log';
@@ -103,6 +104,23 @@ export const AGENT_SPEC = {
     max: 1,
     describe: 'with --guard: late share at or below which cmmac takes back over (below --guard-enter)',
   }),
+  guardMid: opt.choice(['none', ...GUARD_FALLBACKS] as const, {
+    default: DEFAULT_GUARD.mid?.fallback ?? 'none',
+    describe: "with --guard: the heuristic of the middle level (between --guard-mid-enter and --guard-enter); 'none': two levels",
+  }),
+  guardMidEnter: opt.number({
+    default: DEFAULT_GUARD.mid?.enter ?? 0.2,
+    min: 0,
+    minExclusive: true,
+    max: 1,
+    describe: 'with --guard and --guard-mid: late share at or above which the middle heuristic takes over (below --guard-enter)',
+  }),
+  guardMidExit: opt.number({
+    default: DEFAULT_GUARD.mid?.exit ?? 0.15,
+    min: 0,
+    max: 1,
+    describe: 'with --guard and --guard-mid: late share at or below which cmmac takes back over from it (below --guard-mid-enter)',
+  }),
   offlineBuffer: opt.integer({
     default: DEFAULT_OFFLINE_BUFFER,
     min: 0,
@@ -160,7 +178,22 @@ export const agentCommand: CommandModule<object, object> = {
     const policy = checkLivePolicy(a.policy);
     if (a.guardExit >= a.guardEnter)
       throw new UsageError(`--guard-exit: must be below --guard-enter (${a.guardEnter}), got ${a.guardExit}`);
-    const guard = a.guard ? { ...DEFAULT_GUARD, fallback: a.guardFallback, enter: a.guardEnter, exit: a.guardExit } : null;
+    const guard: RegimeGuardOptions | null = a.guard
+      ? {
+          ...DEFAULT_GUARD,
+          fallback: a.guardFallback,
+          enter: a.guardEnter,
+          exit: a.guardExit,
+          mid: a.guardMid === 'none' ? null : { fallback: a.guardMid, enter: a.guardMidEnter, exit: a.guardMidExit },
+        }
+      : null;
+    const guardProblem = guard ? guardOptionsProblem(guard) : null;
+    if (guardProblem) {
+      // guardOptionsProblem names the field first ('mid.enter must be ...'): name the flag instead
+      const [field] = guardProblem.split(' ', 1);
+      const flag: Record<string, string> = { 'mid.fallback': 'guard-mid', 'mid.enter': 'guard-mid-enter', 'mid.exit': 'guard-mid-exit' };
+      throw new UsageError(`--${flag[field] ?? `guard-${field}`}: ${guardProblem.slice(field.length + 1)}`);
+    }
     const targets = readTargets(a.targets, topo.numNodes);
     if (a.secondStage === 'l2' && !a.deviceFilters)
       throw new UsageError('--second-stage l2: needs the device filters (drop --no-device-filters)');

@@ -101,6 +101,15 @@ describe('kais agent guard flags', () => {
     [['--guard', '--guard-enter', '0.3', '--guard-exit', '0.4'], /^kais: --guard-exit: must be below --guard-enter \(0.3\), got 0.4$/],
     [['--guard-enter', '0'], /^kais: --guard-enter: expected a number > 0 and <= 1, got "0"$/],
     [['--guard-fallback', 'cmmac'], /^kais: --guard-fallback: expected one of round-robin, lec, p2c, jsq, got "cmmac"$/],
+    [['--guard-mid', 'cmmac'], /^kais: --guard-mid: expected one of none, round-robin, lec, p2c, jsq, got "cmmac"$/],
+    [
+      ['--guard', '--guard-mid', 'lec', '--guard-mid-enter', '0.4', '--guard-mid-exit', '0.1'],
+      /^kais: --guard-mid-enter: must be in \(0, enter=0.35\), got 0.4$/,
+    ],
+    [
+      ['--guard', '--guard-mid', 'lec', '--guard-mid-enter', '0.2', '--guard-mid-exit', '0.3'],
+      /^kais: --guard-mid-exit: must be in \[0, mid.enter=0.2\), got 0.3$/,
+    ],
   ])('%j exits 2 with one line naming the flag', (extra, pattern) => {
     const r = spawnSync(
       process.execPath,
