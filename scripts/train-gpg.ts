@@ -3,15 +3,19 @@
  * `kais eval --policies lec/gpg --gpg <model.json>` (issue 16; joint training with cMMAC and a
  * `kais train --policies cmmac/gpg` command come next). Settings from the environment:
  *
- *   SCENARIO=small DISPATCH=lec UPDATES=150 ROLLOUTS=8 FRAMES=8 LOAD=1 SEED=1 OP_COST=0.002
+ *   SCENARIO=small DISPATCH=lec UPDATES=150 ROLLOUTS=8 FRAMES=8 LOAD=1 LOADS= SEED=1 OP_COST=0.002
  *   REPLICA_COST=0 EVAL_EVERY=25 EVAL_SEEDS=901,902,903 EVAL_FRAMES=10 OUT=gpg-small.json
  *   node dist/scripts/train-gpg.js
+ *
+ * INIT=<model.json> fine-tunes a model (fresh Adam; the entropy schedule continues from its
+ * trainedWith.updates). DISPATCH=cmmac trains under the shipped cMMAC model (models/<scenario>-cmmac.bin, argmax,
+ * frozen); LOADS=1,1.5 alternates the training load per update (evaluations stay at LOAD).
  *
  * Prints one line per update and an evaluation (greedy GPG and dispatch/hpa on the held-out
  * evaluation seeds) every EVAL_EVERY updates; writes OUT (the model) and OUT's .curve.json.
  */
 import * as fs from 'node:fs';
-import { gpgModelToJson } from '../critic/gpg/model';
+import { gpgModelFromJson, gpgModelToJson } from '../critic/gpg/model';
 import { loadScenario } from '../shared/scenario';
 import { loadBackend } from '../shared/tf-backend';
 import { trainGpg } from '../training/jobs/gpg-train';
@@ -35,6 +39,18 @@ async function main(): Promise<void> {
     dispatch: env('DISPATCH', 'lec'),
     workload: env('WORKLOAD', 'p4') as WorkloadName,
     load: num('LOAD', 1),
+    // load mix (LOADS=1,1.5): update u trains at the (u mod k)-th; evaluations at LOAD
+    loads: env('LOADS', '')
+      .split(',')
+      .filter((x) => x.trim() !== '')
+      .map((x) => {
+        const v = Number(x);
+        if (!Number.isFinite(v) || v <= 0) {
+          process.stderr.write(`train-gpg: LOADS must be positive numbers, got ${process.env.LOADS}\n`);
+          process.exit(2);
+        }
+        return v;
+      }),
     frames: num('FRAMES', 8),
     rollouts: num('ROLLOUTS', 8),
     updates: num('UPDATES', 150),
@@ -45,9 +61,26 @@ async function main(): Promise<void> {
     evalSeeds: env('EVAL_SEEDS', '901,902,903').split(',').map(Number),
     evalFrames: num('EVAL_FRAMES', 10),
   };
+  // INIT=<model.json>: fine-tune that model (its net config; the entropy schedule continues from its updates)
+  const initFile = process.env.INIT;
+  let init: { weights: Float32Array[]; updates: number } | undefined;
+  let net: ReturnType<typeof gpgModelFromJson>['net'] | undefined;
+  if (initFile) {
+    const m = gpgModelFromJson(fs.readFileSync(initFile, 'utf8'), scenario.services.length);
+    net = m.net;
+    init = { weights: m.net.getWeights(), updates: Number(m.meta.trainedWith?.updates ?? 0) };
+  }
   const t0 = Date.now();
-  const r = trainGpg({ scenario, ...settings }, (line) => process.stdout.write(`${((Date.now() - t0) / 1000).toFixed(0)}s ${line}\n`));
-  fs.writeFileSync(out, gpgModelToJson(r.net, { scenario: scenario.name, trainedWith: { ...settings, script: 'scripts/train-gpg.ts' } }));
+  const r = trainGpg({ scenario, ...settings, ...(net ? { net: net.config, init } : {}) }, (line) =>
+    process.stdout.write(`${((Date.now() - t0) / 1000).toFixed(0)}s ${line}\n`),
+  );
+  fs.writeFileSync(
+    out,
+    gpgModelToJson(r.net, {
+      scenario: scenario.name,
+      trainedWith: { ...settings, ...(initFile ? { init: initFile, initUpdates: init!.updates } : {}), script: 'scripts/train-gpg.ts' },
+    }),
+  );
   fs.writeFileSync(out.replace(/\.json$/, '') + '.curve.json', JSON.stringify({ curve: r.curve, evals: r.evals }) + '\n');
   process.stdout.write(`wrote ${out}\n`);
 }

@@ -4,7 +4,8 @@
  * every frame, REINFORCE with Decima's time-aligned baseline over R rollouts that share one
  * arrival sequence (critic/gpg/update.ts).
  *
- *   per update u: requests of seed (seed + u) (a new arrival sequence each update)
+ *   per update u: requests of seed (seed + u) (a new arrival sequence each update), at load
+ *                   loads[u % loads.length] (a load mix; default the one load)
  *                 R rollouts on them, GPG sampling with rollout seeds, the same dispatch
  *                 reward of decision tau (taken at the end of frame tau) = the next frame's
  *                   throughput rate - opCost x its executed scale operations
@@ -23,6 +24,8 @@ import { GpgNet, type GpgNetConfig } from '../../critic/gpg/gnn';
 import { GpgOrchestration, type GpgDecision } from '../../critic/gpg/policy';
 import { GpgLearner, type GpgEpisode, type GpgUpdateOptions } from '../../critic/gpg/update';
 import { makeDispatch, makeOrchestration } from '../baselines/registry';
+import { loadDefaultCmmac } from './checkpoint';
+import type { DispatchPolicy } from '../../shared/policy';
 import { buildRequests } from '../workload';
 import type { WorkloadName } from '../workload';
 import { runEpisode, type PolicyResult } from './rollout';
@@ -30,10 +33,12 @@ import type { FrameStats } from '../sim/env';
 
 export interface GpgTrainOptions {
   scenario: Scenario;
-  /** Dispatch heuristic the orchestration is trained under. */
+  /** Dispatch the orchestration is trained under: a heuristic, or `cmmac` (the shipped model, argmax, frozen). */
   dispatch: string;
   workload: WorkloadName;
   load: number;
+  /** Load mix: update u trains at loads[u % loads.length] (default: [load]); evaluations stay at `load`. */
+  loads?: number[];
   /** Frames per rollout. */
   frames: number;
   /** Rollouts per update (the baseline's sample). */
@@ -50,6 +55,11 @@ export interface GpgTrainOptions {
   view?: 'global' | 'agent';
   net?: Partial<GpgNetConfig>;
   update?: Partial<GpgUpdateOptions>;
+  /**
+   * Fine-tune: start from these weights (a model of the same net config) instead of the seed's,
+   * with the entropy schedule continued from `initUpdates` updates (fresh Adam moments).
+   */
+  init?: { weights: Float32Array[]; updates: number };
 }
 
 export interface GpgEvalPoint {
@@ -91,9 +101,16 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
   const s = o.scenario;
   const frameS = s.slotS * s.slotsPerFrame;
   const net = new GpgNet(s.services.length, o.seed, o.net);
+  if (o.init) net.setWeights(o.init.weights);
   const learner = new GpgLearner(net, o.update);
+  if (o.init) learner.updates = o.init.updates;
   const curve: GpgTrainResult['curve'] = [];
   const evals: GpgEvalPoint[] = [];
+  const loads = o.loads && o.loads.length > 0 ? o.loads : [o.load];
+  // cmmac: the shipped model, frozen (argmax; reset() per episode like any dispatch)
+  const frozen: DispatchPolicy | null = o.dispatch === 'cmmac' ? loadDefaultCmmac(s) : null;
+  if (o.dispatch === 'cmmac' && !frozen) throw new TypeError(`dispatch cmmac: no model ships for scenario ${s.name}`);
+  const dispatchOf = (): DispatchPolicy => frozen ?? makeDispatch(o.dispatch, s);
   const policyFor = (mode: 'sample' | 'greedy', sink?: GpgDecision[], sampleSalt = 0) =>
     new GpgOrchestration(net, {
       periodS: frameS,
@@ -114,7 +131,7 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
       requests,
       frames,
       seed,
-      dispatch: makeDispatch(o.dispatch, s),
+      dispatch: dispatchOf(),
       orchestration,
       nodeDequeue: o.nodeDequeue,
       view: o.view,
@@ -157,7 +174,8 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
 
   for (let u = 0; u < o.updates; u++) {
     if (o.evalEvery > 0 && u % o.evalEvery === 0) evaluate(u);
-    const requests = buildRequests({ scenario: s, workload: o.workload, seed: o.seed + u, load: o.load, durationS: o.frames * frameS });
+    const load = loads[u % loads.length];
+    const requests = buildRequests({ scenario: s, workload: o.workload, seed: o.seed + u, load, durationS: o.frames * frameS });
     const episodes: GpgEpisode[] = [];
     let thr = 0;
     for (let r = 0; r < o.rollouts; r++) {
@@ -178,7 +196,7 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
     };
     curve.push(point);
     progress(
-      `u=${u} throughput ${point.throughput} return ${point.meanReturn} H(node) ${point.nodeEntropy} H(scale) ${point.scaleEntropy} beta ${round(st.beta, 4)}`,
+      `u=${u} load ${load} throughput ${point.throughput} return ${point.meanReturn} H(node) ${point.nodeEntropy} H(scale) ${point.scaleEntropy} beta ${round(st.beta, 4)}`,
     );
   }
   if (o.evalEvery > 0) evaluate(o.updates);
