@@ -22,7 +22,7 @@
  * checked by a test that a fixed preferred action becomes more likely.
  */
 import * as tf from '@tensorflow/tfjs';
-import { Adam } from '../cmmac/adam';
+import { Adam, type AdamState } from '../cmmac/adam';
 import { ACTION_FEATURES, actionCount, actionFeatures as actionFeaturesInto, EAP_FEATURES } from './graph';
 import type { GpgNet } from './gnn';
 import type { GpgDecision } from './policy';
@@ -74,6 +74,14 @@ export function discountedReturns(rewards: readonly number[], gamma: number): nu
   let acc = 0;
   for (let t = rewards.length - 1; t >= 0; t--) g[t] = acc = rewards[t] + gamma * acc;
   return g;
+}
+
+/** What a checkpoint needs to continue a learner exactly (with the net's weights). */
+export interface GpgLearnerState {
+  updates: number;
+  adam: AdamState;
+  /** the single-rollout moving baseline per frame index */
+  baseline: number[];
 }
 
 export class GpgLearner {
@@ -167,6 +175,17 @@ export class GpgLearner {
     tf.dispose(Object.values(grads));
     this.updates++;
     return { loss, nodeEntropy, scaleEntropy, beta, meanReturn, decisions: flat.length };
+  }
+
+  getState(): GpgLearnerState {
+    return { updates: this.updates, adam: this.adam.getState(), baseline: [...this.movingBaseline] };
+  }
+
+  setState(s: GpgLearnerState): void {
+    this.adam.setState(s.adam);
+    this.updates = s.updates;
+    this.movingBaseline.length = 0;
+    this.movingBaseline.push(...s.baseline);
   }
 
   dispose(): void {

@@ -45,6 +45,12 @@ export interface Lesson {
   traceWindowS?: [number, number];
   /** Optional: queue order at the eAPs and nodes (default: the run's --dequeue). */
   dequeue?: 'fifo' | 'edf' | 'discounted';
+  /**
+   * Optional (`kais train --policies cmmac/gpg`): which parts learn in this lesson, `cmmac` and/or
+   * `gpg` (default: cmmac alone). A part that does not learn acts frozen: cMMAC by argmax, GPG
+   * greedy. GPG learning needs `orchestration: "gpg"`; cloning a teacher needs cMMAC learning.
+   */
+  learn?: ('cmmac' | 'gpg')[];
   /** Optional learner settings for this lesson (default: the run's --lr, --entropy-coef, --team-share). */
   lr?: number;
   entropyCoef?: number;
@@ -86,8 +92,9 @@ const WORKLOADS = ['p1', 'p2', 'p3', 'p4', 'mixed'];
 const DEQUEUES = ['fifo', 'edf', 'discounted'];
 const FIELDS = [
   'name', 'description', 'scenario', 'workload', 'load', 'episodeFrames', 'orchestration', 'maxEpisodes', 'promotion',
-  'checkpointIn', 'checkpointOut', 'teacher', 'trace', 'traceWindowS', 'dequeue', 'lr', 'entropyCoef', 'teamShare',
+  'checkpointIn', 'checkpointOut', 'teacher', 'trace', 'traceWindowS', 'dequeue', 'lr', 'entropyCoef', 'teamShare', 'learn',
 ];
+const PARTS = ['cmmac', 'gpg'];
 
 /** Validates one lesson object; errors name the file and the field. */
 export function validateLesson(raw: unknown, source: string): Lesson {
@@ -126,6 +133,15 @@ export function validateLesson(raw: unknown, source: string): Lesson {
     traceWindowS = [w[0] as number, w[1] as number];
   }
   const optNum = (k: string, min: number, max: number) => (r[k] === undefined ? undefined : num(r, k, k, min, max));
+  let learn: Lesson['learn'];
+  if (r.learn !== undefined) {
+    const l = r.learn as unknown[];
+    if (!Array.isArray(l) || l.length === 0 || !l.every((x) => typeof x === 'string' && PARTS.includes(x)) || new Set(l).size !== l.length)
+      return fail('learn', `must be a non-empty list of distinct parts (${PARTS.join(', ')}), got ${JSON.stringify(r.learn)}`);
+    learn = l as Lesson['learn'];
+    if (learn!.includes('gpg') && r.orchestration !== 'gpg') fail('learn', 'names gpg, which learns only with "orchestration": "gpg"');
+    if (!learn!.includes('cmmac') && r.teacher !== undefined) fail('learn', 'leaves cmmac frozen, but the lesson clones a "teacher" into it');
+  }
   return {
     name: str('name')!,
     description: str('description', true),
@@ -149,6 +165,7 @@ export function validateLesson(raw: unknown, source: string): Lesson {
     lr: optNum('lr', 1e-9, 1),
     entropyCoef: optNum('entropyCoef', 0, 10),
     teamShare: optNum('teamShare', 0, 10),
+    ...(learn ? { learn } : {}),
   };
 }
 
@@ -156,6 +173,14 @@ export function validateLesson(raw: unknown, source: string): Lesson {
 export const BUILT_IN_CURRICULUM = [path.join(__dirname, 'lessons'), path.resolve(__dirname, '..', '..', '..', 'training', 'curriculum', 'lessons')].find(
   (d) => fs.existsSync(d),
 ) ?? path.join(__dirname, 'lessons');
+
+/**
+ * The joint lessons (`kais train --policies cmmac/gpg`): `--curriculum joint` is the shipped cMMAC
+ * lessons followed by these (GPG with cMMAC frozen, then both learning).
+ */
+export const BUILT_IN_JOINT = [path.join(__dirname, 'joint'), path.resolve(__dirname, '..', '..', '..', 'training', 'curriculum', 'joint')].find((d) =>
+  fs.existsSync(d),
+) ?? path.join(__dirname, 'joint');
 
 /** File name, in a curriculum folder, of the optional validation set (not a lesson). */
 export const VALIDATION_FILE = 'validation.json';
@@ -185,7 +210,7 @@ export function checkTraceWindow(w: unknown, what: string, code = 'KAIS_ERR_USAG
  * the curriculum is one file). Errors name the file and the field.
  */
 export function loadValidation(spec: string): ValidationSpec | null {
-  const dir = spec === 'default' ? BUILT_IN_CURRICULUM : spec;
+  const dir = spec === 'default' || spec === 'joint' ? BUILT_IN_CURRICULUM : spec;
   const f = path.join(dir, VALIDATION_FILE);
   if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory() || !fs.existsSync(f)) return null;
   let raw: unknown;
@@ -206,22 +231,29 @@ export function loadValidation(spec: string): ValidationSpec | null {
 }
 
 /**
- * `--curriculum <name|dir|file>`: `default` (the shipped lessons), a folder of lesson files (taken
+ * `--curriculum <name|dir|file>`: `default` (the shipped lessons), `joint` (those, then the shipped
+ * joint lessons of training/curriculum/joint/), a folder of lesson files (taken
  * in file-name order; validation.json is not a lesson, see loadValidation) or one lesson file. Checks that each checkpointIn names an earlier lesson's
  * checkpointOut.
  */
 export function loadCurriculum(spec: string): Lesson[] {
   if (spec === 'none') throw new UsageError('--curriculum none: no lessons (the caller trains a single lesson from the flags)');
-  const target = spec === 'default' ? BUILT_IN_CURRICULUM : spec;
-  let files: string[];
+  const targets = spec === 'default' ? [BUILT_IN_CURRICULUM] : spec === 'joint' ? [BUILT_IN_CURRICULUM, BUILT_IN_JOINT] : [spec];
+  let files: string[] = [];
+  let target = targets[0];
   try {
-    files = fs.statSync(target).isDirectory()
-      ? fs
-          .readdirSync(target)
-          .filter((f) => f.endsWith('.json') && f !== VALIDATION_FILE)
-          .sort()
-          .map((f) => path.join(target, f))
-      : [target];
+    for (target of targets) {
+      const dir = target;
+      files = files.concat(
+        fs.statSync(dir).isDirectory()
+          ? fs
+              .readdirSync(dir)
+              .filter((f) => f.endsWith('.json') && f !== VALIDATION_FILE)
+              .sort()
+              .map((f) => path.join(dir, f))
+          : [dir],
+      );
+    }
   } catch (e) {
     throw new UsageError(`--curriculum: cannot read ${target}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
   }

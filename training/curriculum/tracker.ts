@@ -52,6 +52,8 @@ export interface EpisodePlan {
   lr: number;
   entropyCoef: number;
   teamShare: number;
+  /** the parts that learn (`kais train --policies cmmac/gpg`); cmmac alone otherwise */
+  learn: ('cmmac' | 'gpg')[];
 }
 
 /** The run's options a plan falls back on. */
@@ -80,6 +82,7 @@ export function singlePlan(c: RunSettings): EpisodePlan {
     lr: c.lr,
     entropyCoef: c.entropyCoef,
     teamShare: c.teamShare,
+    learn: ['cmmac'],
   };
 }
 
@@ -95,6 +98,7 @@ export function lessonPlan(l: Lesson, c: RunSettings): EpisodePlan {
     lr: l.lr ?? c.lr,
     entropyCoef: l.entropyCoef ?? c.entropyCoef,
     teamShare: l.teamShare ?? c.teamShare,
+    learn: l.learn ?? ['cmmac'],
   };
 }
 

@@ -16,17 +16,22 @@ import { CmmacLearner } from '../../critic/cmmac/learner';
 import type { CurriculumState } from '../curriculum/tracker';
 import { CheckpointDb, checkScenario, type CheckpointRow, type CheckpointState } from '../../shared/nets/checkpoint-db';
 import type { TrainConfig } from './train-options';
+import { gpgStateOf, restoreGpg, type GpgCheckpointState, type GpgPart } from './train-joint';
 
 /** What a checkpoint saves and restores. */
 export interface TrainNets {
   actor: ActorNet;
   critic: ValueNet;
   learner: CmmacLearner;
+  /** --policies cmmac/gpg: the GPG net and its learner (train-joint.ts) */
+  gpg?: GpgPart;
 }
 
 /** The state a run's checkpoint holds besides the networks. */
 export interface RunState extends CheckpointState {
   curriculum?: CurriculumState;
+  /** --policies cmmac/gpg: GPG's weights, optimiser, update count and baseline */
+  gpg?: GpgCheckpointState;
 }
 
 /** Networks and optimiser from a checkpoint row (the Rng streams are left alone). */
@@ -79,6 +84,13 @@ export function restoreNets(n: TrainNets, ck: CheckpointRow, path: string): void
     actorAdam: { step: ck.state.actorAdamStep, moments: ck.adam.slice(0, 2 * na) },
     criticAdam: { step: ck.state.criticAdamStep, moments: ck.adam.slice(2 * na) },
   });
+  if (n.gpg) {
+    try {
+      restoreGpg(n.gpg, (ck.state as RunState).gpg);
+    } catch (e) {
+      throw new UsageError(`${path}: ${(e as Error).message}`);
+    }
+  }
 }
 
 /** Where a resumed run continues: its latest checkpoint, restored into the networks and Rng streams. */
@@ -125,6 +137,7 @@ export function saveCheckpoint(
     criticAdamStep: ls.criticAdam.step,
     rng: { act: at.rngs.act.getState(), learn: at.rngs.learn.getState() },
     ...(at.curriculum ? { curriculum: at.curriculum } : {}),
+    ...(n.gpg ? { gpg: gpgStateOf(n.gpg) } : {}),
   };
   db.writeCheckpoint(
     {

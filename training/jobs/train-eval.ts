@@ -9,6 +9,7 @@ import type { ObservationShape } from '../../agent/observation';
 import { buildRequests } from '../workload';
 import { spreadWindowRequests } from '../workload/window';
 import { makeOrchestration } from '../baselines/registry';
+import type { OrchestrationPolicy } from '../../shared/policy';
 import { runEpisode, round } from './rollout';
 import type { TrainOptions } from './train-options';
 
@@ -31,21 +32,24 @@ export function viewOfRun(c: Pick<TrainOptions, 'view'>): 'agent' | 'global' {
 /**
  * The argmax policy of `actorWeights` on config.evalSeeds held-out episodes (seeds
  * EVAL_SEED_BASE + i) of the run's workload, and with config.evalTrace on as many episodes replaying
- * config.evalTraceWindowS (episode i starts i/seeds of the way into the window).
+ * config.evalTraceWindowS (episode i starts i/seeds of the way into the window). Orchestration:
+ * config.orchestration, or `orchestration()` (a cmmac/gpg run: its lesson's, GPG greedy).
  */
 export function evaluateActor(
   scenario: Scenario,
   config: TrainOptions,
   actorWeights: Float32Array[],
   shape: ObservationShape,
+  orchestration?: () => OrchestrationPolicy,
 ): TrainEvaluation {
+  const orchOf = orchestration ?? (() => makeOrchestration(config.orchestration, scenario));
   const seeds = config.evalSeeds ?? 1;
   const durationS = config.evalFrames * scenario.slotsPerFrame * scenario.slotS;
-  const heldOut = meanRate(scenario, config, actorWeights, shape, seeds, (seed) =>
+  const heldOut = meanRate(scenario, config, actorWeights, shape, orchOf, seeds, (seed) =>
     buildRequests({ scenario, workload: config.workload, tracePath: config.trace, seed, load: config.load, durationS }),
   );
   if (!config.evalTrace) return { heldOut, trace: null, score: heldOut };
-  const trace = meanRate(scenario, config, actorWeights, shape, seeds, (seed, i) =>
+  const trace = meanRate(scenario, config, actorWeights, shape, orchOf, seeds, (seed, i) =>
     spreadWindowRequests(
       { scenario, trace: config.evalTrace!, window: config.evalTraceWindowS, seed, load: config.load, durationS, warn: () => {} },
       i,
@@ -60,6 +64,7 @@ function meanRate(
   config: TrainOptions,
   actorWeights: Float32Array[],
   shape: ObservationShape,
+  orchOf: () => OrchestrationPolicy,
   seeds: number,
   requestsOf: (seed: number, i: number) => Request[],
 ): number {
@@ -80,7 +85,7 @@ function meanRate(
       frames: config.evalFrames,
       seed,
       dispatch,
-      orchestration: makeOrchestration(config.orchestration, scenario),
+      orchestration: orchOf(),
       nodeDequeue: config.dequeue ?? 'discounted', // older runs evaluated with rollout's unset (= discounted) order
       view: viewOfRun(config),
       deviceFilters: config.filters ?? false,

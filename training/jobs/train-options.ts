@@ -23,6 +23,7 @@ import { scenarioFingerprint } from '../../shared/nets/checkpoint-db';
 import { observationDim, type ObservationShape } from '../../agent/observation';
 import { stateDim } from '../../critic/cmmac/state';
 import { ENV_VERSION } from '../sim/env';
+import { TRAIN_POLICIES } from './train-joint';
 
 /** `from,to` in trace seconds, from < to. */
 export function parseWindow(text: string): [number, number] | Problem {
@@ -164,11 +165,34 @@ export const TRAIN_SPEC = {
   }),
   curriculum: opt.optString({
     default: null,
-    defaultText: "'default' on kais, 'none' elsewhere",
+    defaultText: "'default' on kais ('joint' with --policies cmmac/gpg), 'none' elsewhere",
     describe:
-      "lessons to train through: 'default' (the shipped ones), a folder of lesson .json files or one file; 'none': one lesson from the flags",
+      "lessons to train through: 'default' (the shipped ones), 'joint' (those, then GPG's: training/curriculum/joint), a folder of lesson .json files or one file; 'none': one lesson from the flags",
   }),
   filters: opt.boolean({ default: false, describe: 'run the device filters on simulated node telemetry (training and its evaluations)' }),
+  policies: opt.choice(TRAIN_POLICIES, {
+    default: 'cmmac',
+    describe:
+      "what trains: cmmac (dispatch; each lesson's orchestration fixed) or cmmac/gpg (dispatch and the GPG orchestration, through lessons whose \"learn\" says which part learns; default curriculum on kais: 'joint')",
+  }),
+  gpgRollouts: opt.integer({
+    default: 4,
+    min: 1,
+    max: 64,
+    describe: "cmmac/gpg: rollouts of each episode's arrivals per GPG update (their mean per frame is the baseline)",
+  }),
+  gpgOpCost: opt.number({ default: 0.002, min: 0, max: 10, describe: 'cmmac/gpg: GPG reward cost per executed scale operation' }),
+  gpgReplicaCost: opt.number({
+    default: 0,
+    min: 0,
+    max: 10,
+    describe: 'cmmac/gpg: GPG reward cost per edge replica held (mean over the frame)',
+  }),
+  gpgLr: opt.number({ default: 1e-3, min: 0, minExclusive: true, max: 1, describe: 'cmmac/gpg: Adam learning rate of GPG' }),
+  exportGpg: opt.outFile({
+    default: null,
+    describe: 'cmmac/gpg: write the GPG model of the best cmmac/gpg evaluation (the last weights without one) here (kais eval --gpg)',
+  }),
   out: opt.outFile({ default: 'kais-train.db', sqlite: 'kais checkpoint', describe: 'SQLite checkpoint file' }),
   resume: opt.boolean({ default: false, describe: 'continue the run stored in --out (which must exist)' }),
   json: opt.boolean({ default: false, describe: 'print the result as JSON on stdout' }),
@@ -220,7 +244,7 @@ export function makeTeacher(name: string, scenario: Scenario): DispatchPolicy {
  * Checks what the lesson files cannot check alone, naming the file: every lesson trains the run's
  * scenario (one run trains one scenario's networks), its orchestration and teacher exist.
  */
-export function checkLessons(lessons: Lesson[], scenario: Scenario): Lesson[] {
+export function checkLessons(lessons: Lesson[], scenario: Scenario, policies: string = 'cmmac'): Lesson[] {
   for (const l of lessons) {
     const src = l.source ?? l.name;
     const field = (f: string, e: unknown) =>
@@ -237,10 +261,18 @@ export function checkLessons(lessons: Lesson[], scenario: Scenario): Lesson[] {
         'KAIS_ERR_CURRICULUM',
       );
     }
-    try {
-      makeOrchestration(l.orchestration, scenario);
-    } catch (e) {
-      throw field('orchestration', e);
+    if (l.orchestration === 'gpg' || l.learn?.includes('gpg')) {
+      if (policies !== 'cmmac/gpg')
+        throw new UsageError(
+          `${src}: field "${l.orchestration === 'gpg' ? 'orchestration' : 'learn'}" needs GPG: pass --policies cmmac/gpg`,
+          'KAIS_ERR_CURRICULUM',
+        );
+    } else {
+      try {
+        makeOrchestration(l.orchestration, scenario);
+      } catch (e) {
+        throw field('orchestration', e);
+      }
     }
     if (l.teacher !== undefined) {
       try {
@@ -282,7 +314,18 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
     throw new UsageError(`--resume: --out ${opts.out} does not exist, so there is no run to continue (leave out --resume to start one)`);
   // bad lesson files fail before anything is written (a resume reads the stored lessons instead)
   const fresh = !opts.resume || fs.statSync(opts.out).size === 0;
-  const newLessons = fresh && opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario) : null;
+  if (fresh && opts.policies === 'cmmac/gpg' && !opts.curriculum)
+    throw new UsageError(
+      `--policies cmmac/gpg: trains through lessons that say which part learns; pass --curriculum joint (kais) or a folder of lessons`,
+    );
+  if (fresh && opts.policies !== 'cmmac/gpg') {
+    const gpgFlags = (['gpgRollouts', 'gpgOpCost', 'gpgReplicaCost', 'gpgLr', 'exportGpg'] as const).filter(
+      (k) => given[k] !== undefined && given[k] !== null,
+    );
+    if (gpgFlags.length > 0)
+      throw new UsageError(`--${gpgFlags[0].replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}: only with --policies cmmac/gpg`);
+  }
+  const newLessons = fresh && opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario, opts.policies) : null;
   // the second validation set: --eval-trace (none: off), else the curriculum folder's validation.json
   if (given.evalTrace === 'none') {
     opts.evalTrace = null;
@@ -334,7 +377,7 @@ export function resolveConfig(
   // the lessons are read once, when the run starts; a resume uses the stored ones
   const lessons = stored
     ? (stored.lessons ?? null)
-    : (newLessons ?? (opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario) : null));
+    : (newLessons ?? (opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario, opts.policies) : null));
   // a curriculum runs until its last lesson ends unless --frames caps it: the budget is the default
   if (lessons && !stored && given.frames === undefined) opts.frames = lessons.reduce((n, l) => n + l.maxEpisodes * l.episodeFrames, 0);
   return {
@@ -350,11 +393,13 @@ export function resolveConfig(
 
 /**
  * `--curriculum` as given, or when it is not given: the shipped lessons for the scenario they are
- * written for (the default recipe), a single lesson from the flags for any other scenario.
+ * written for (the default recipe; with --policies cmmac/gpg the joint lessons after them), a single
+ * lesson from the flags for any other scenario.
  */
-export function resolveCurriculumFlag(flag: string | undefined, scenario: string): string | null {
+export function resolveCurriculumFlag(flag: string | undefined, scenario: string, policies: string = 'cmmac'): string | null {
   if (flag !== undefined) return flag === 'none' ? null : flag;
-  return DEFAULT_CURRICULUM_SCENARIOS.includes(scenario) ? 'default' : null;
+  if (!DEFAULT_CURRICULUM_SCENARIOS.includes(scenario)) return null;
+  return policies === 'cmmac/gpg' ? 'joint' : 'default';
 }
 
 /** Scenarios the shipped lessons are written for (`kais train` without --curriculum runs them there). */

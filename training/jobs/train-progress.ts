@@ -18,7 +18,8 @@ import { viewOfRun } from './train-eval';
 export interface FrameMetrics {
   frame: number;
   episode: number;
-  phase: 'bc' | 'rl';
+  /** frozen: cMMAC acts by argmax and does not learn (a GPG lesson of --policies cmmac/gpg) */
+  phase: 'bc' | 'rl' | 'frozen';
   /** curriculum: name of the lesson */
   lesson?: string;
   /** in-time completions in the frame / arrivals in the frame: above 1 when earlier frames' requests finish in it (promotion judges it) */
@@ -38,6 +39,11 @@ export interface FrameMetrics {
   /** --eval-trace: the evaluation on the trace window, and the selection score (mean of the two) */
   'charts/evalTraceThroughputRate'?: number;
   'charts/evalScore'?: number;
+  /** --policies cmmac/gpg, last frame of an episode where GPG learned: its update's figures, mean throughput rate of its rollouts */
+  'gpg/meanReturn'?: number;
+  'gpg/nodeEntropy'?: number;
+  'gpg/scaleEntropy'?: number;
+  'gpg/rolloutThroughputRate'?: number;
   /** --filters, last frame of an episode: share of healthy node-time the device filters excluded */
   'charts/falseExclusionRate'?: number;
   /** wall seconds of this frame (sim + act + learn), not reproducible */
@@ -48,7 +54,7 @@ export interface FrameMetrics {
 
 /** What the columns of the frame lines mean (printed once, before the first frame). */
 export const PROGRESS_LEGEND = [
-  'columns: [bc] cloning the teacher / [rl] the actor acts and learns;',
+  'columns: [bc] cloning the teacher / [rl] the actor acts and learns / [frozen] the actor acts (argmax) while GPG learns;',
   '  in time: share of the requests answered or dropped in the frame that were answered in time (at most 1);',
   '  U: team reward per decision slot (u_b summed over the eAPs); bc: cloning loss (cross-entropy);',
   "  v: critic loss; pg: policy loss; H: policy entropy; ETA: the frames left at this run's frames/s",
@@ -128,6 +134,7 @@ export function lessonStartLine(cur: CurriculumState, lessons: Lesson[], plan: E
   return (
     `lesson ${cur.lesson + 1}/${lessons.length} "${lesson.name}" starts at frame ${framesDone}: ${what} x${lesson.load}, ` +
     `${lesson.episodeFrames}-frame episodes, ${lesson.orchestration}, ${plan.dequeue}, ${lesson.teacher ? `cloning ${lesson.teacher}` : 'RL'}, at most ${lesson.maxEpisodes} episodes` +
+    (lesson.learn ? `, learning ${lesson.learn.join(' and ')}` : '') +
     (lesson.checkpointIn ? `, from checkpoint "${lesson.checkpointIn}"` : '')
   );
 }
@@ -141,8 +148,8 @@ export function lessonEndLine(
   return `lesson ${index + 1}/${lessons.length} "${d.lesson.name}" ended after ${d.episodes} episodes (frame ${framesDone}): ${d.reason}, ${d.detail}; checkpoint "${d.lesson.checkpointOut}"`;
 }
 
-export function evalLine(ev: TrainEvaluation, framesDone: number, config: TrainOptions): string {
-  let line = `eval after ${framesDone} frames: cmmac/${config.orchestration} throughput rate ${ev.heldOut.toFixed(4)} (held-out seed)`;
+export function evalLine(ev: TrainEvaluation, framesDone: number, config: TrainOptions, orchestration?: string): string {
+  let line = `eval after ${framesDone} frames: cmmac/${orchestration ?? config.orchestration} throughput rate ${ev.heldOut.toFixed(4)} (held-out seed)`;
   if (ev.trace !== null)
     line += `, trace window [${config.evalTraceWindowS.join(', ')}] s ${ev.trace.toFixed(4)}, selection score (mean) ${ev.score.toFixed(4)}`;
   return line;

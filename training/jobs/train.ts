@@ -32,6 +32,12 @@
  * lesson state goes into the checkpoint. On `kais` the default is the shipped lessons, which are
  * steps 1-2 above as data (frame for frame the same as `--curriculum none` with the defaults).
  *
+ * Joint training (`--policies cmmac/gpg`, train-joint.ts): the GPG orchestration net trains beside
+ * cMMAC through lessons whose `learn` field says which part learns (training/curriculum/joint/:
+ * after the cMMAC lessons, GPG with cMMAC frozen, then both); a lesson with `orchestration: "gpg"`
+ * runs GPG (sampling while it learns, greedy when frozen), GPG's state goes into every checkpoint,
+ * and `--export-gpg` writes the GPG of the best cmmac/gpg evaluation.
+ *
  * Resume: checkpoints are taken at episode boundaries with the Adam moments and every Rng state,
  * so `--resume` after a kill (or Ctrl-C, which stops at the next decision slot and says how to go
  * on) recomputes the interrupted episode and ends at the same numbers as an uninterrupted run.
@@ -66,6 +72,22 @@ import { evaluateActor, viewOfRun } from './train-eval';
 import { learnFrame, memo } from './train-learn';
 import { exportLayers } from './export';
 import { round } from './rollout';
+import { CmmacDispatch } from '../../agent/actor-policy';
+import type { GpgDecision } from '../../critic/gpg/policy';
+import type { OrchestrationPolicy } from '../../shared/policy';
+import type { GpgEpisode } from '../../critic/gpg/update';
+import * as fs from 'fs';
+import {
+  asideRollouts,
+  gpgEpisodeOf,
+  gpgModelText,
+  gpgOrchestration,
+  gpgSalt,
+  gpgWeightsOf,
+  newGpgPart,
+  type GpgPart,
+} from './train-joint';
+import type { RunState } from './train-checkpoint';
 import {
   evalLine,
   frameRates,
@@ -151,7 +173,10 @@ async function run(
   const buf = new RolloutBuffer(actor.obsDim, shape.numTargets, config.stateDim, 8192);
   const sBuf = new Float32Array(config.stateDim);
   const obsBuf = new Float32Array(actor.obsDim);
-  const nets = { actor, critic, learner };
+  // --policies cmmac/gpg: the GPG orchestration learns beside cMMAC (train-joint.ts)
+  const joint = (config.policies ?? 'cmmac') === 'cmmac/gpg';
+  const gpg: GpgPart | undefined = joint ? newGpgPart(config, scenario) : undefined;
+  const nets = { actor, critic, learner, gpg };
   let weightVersion = 0;
   const resumed = resuming ? resumeFrom<FrameMetrics>(db, nets, { act: actRng, learn: learnRng }, config.lessons !== undefined) : null;
   if (resumed) {
@@ -178,6 +203,7 @@ async function run(
   const perRequest = (config.credit ?? 'team') === 'request';
   let best = resuming ? db.meta<BestEval>('best') : null;
   let bestActor: Float32Array[] | null = null;
+  let bestGpg: Float32Array[] | null = null;
   let framesDone = resumed?.frame ?? 0;
   const framesAtStart = framesDone;
   /** curriculum: where the run is, the lessons started so far, the checkpoint labels of finished ones */
@@ -213,10 +239,52 @@ async function run(
       { scenario, ...plan, seed: epSeed, durationS: epFrames * scenario.slotsPerFrame * scenario.slotS, warn: log },
       Rng.derive(config.seed, `train/trace-window-${episode}`),
     );
+    // which parts learn (cmmac alone outside --policies cmmac/gpg); a part that does not acts frozen
+    const cmmacLearns = plan.learn.includes('cmmac');
+    const gpgLearns = plan.learn.includes('gpg');
+    const gpgDecisions: GpgDecision[] = [];
+    const gpgAside: { episodes: GpgEpisode[]; throughput: number[] } = { episodes: [], throughput: [] };
+    if (gpgLearns) {
+      // GPG's other rollouts on these requests, with the dispatch this episode starts with (train-joint.ts)
+      const weights = actor.getWeights().arrays;
+      Object.assign(
+        gpgAside,
+        asideRollouts(gpg!, config, {
+          scenario,
+          requests,
+          frames: epFrames,
+          seed: epSeed,
+          episode,
+          nodeDequeue: plan.dequeue,
+          view: viewOfRun(config),
+          deviceFilters: config.filters ?? false,
+          dispatchOf: (r) =>
+            plan.teacher !== null
+              ? makeTeacher(plan.teacher, scenario)
+              : new CmmacDispatch({
+                  shape,
+                  queueCapPerReplica: scenario.queueCapPerReplica,
+                  weights,
+                  mode: cmmacLearns ? 'sample' : 'argmax',
+                  rng: Rng.derive(config.seed, `train/aside-${episode}-${r}`),
+                  head: config.head,
+                }),
+        }),
+      );
+    }
     const env = new EdgeCloudEnv(scenario, {
       requests,
       frames: epFrames,
-      orchestration: orchestrationOf(plan.orchestration),
+      orchestration:
+        plan.orchestration === 'gpg'
+          ? gpgOrchestration(
+              gpg!,
+              scenario,
+              gpgLearns ? 'sample' : 'greedy',
+              gpgLearns ? gpgSalt(episode, 0, config.gpgRollouts) : 0,
+              gpgDecisions,
+            )
+          : orchestrationOf(plan.orchestration),
       illegalAction: 'throw',
       rewardEpsilon: config.rewardEpsilon ?? 1,
       nodeDequeue: plan.dequeue,
@@ -242,15 +310,19 @@ async function run(
       let lastSlot = -1;
       let teamReward = 0;
       let slots = 0;
-      policy.recorder = bc ? null : buf;
-      if (!bc && rlStart < 0) rlStart = buf.n;
+      // cMMAC frozen (a GPG lesson): argmax, nothing recorded, no update
+      policy.mode = cmmacLearns ? 'sample' : 'argmax';
+      policy.recorder = bc || !cmmacLearns ? null : buf;
+      if (!bc && cmmacLearns && rlStart < 0) rlStart = buf.n;
       while (!env.isDone && env.slotIndex < frameEnd) {
         // SIM: a new decision slot starts: remember s_t for the critic
         if (env.slotIndex !== lastSlot) {
           await new Promise((r) => setImmediate(r)); // lets Ctrl-C (stop) in
           if (stop?.aborted) break;
-          buildState(env.state(), sBuf);
-          buf.beginSlot(sBuf);
+          if (cmmacLearns) {
+            buildState(env.state(), sBuf);
+            buf.beginSlot(sBuf);
+          }
           lastSlot = env.slotIndex;
           slots++;
         }
@@ -273,27 +345,27 @@ async function run(
           }
         } else {
           policy.decideBatch(items, view);
-          if (perRequest) buf.tagRequests(items.map((it) => it.request.id));
+          if (perRequest && cmmacLearns) buf.tagRequests(items.map((it) => it.request.id));
         }
         for (const b of live) actions[b] = observations[b].action;
         const step = env.step(actions);
         observations = step.observations;
         let u = 0;
         for (const b of env.possibleAgents) u += step.rewards[b];
-        buf.addReward(u);
+        if (cmmacLearns) buf.addReward(u);
         teamReward += u;
       }
       if (stop?.aborted) break;
       // LEARN: one update on this frame's decisions, bootstrapped from the state reached
       // (credit 'request': one update per episode, at its last frame, once outcomes are known)
       const tl0 = performance.now();
-      const learnNow = !perRequest || fi === epFrames - 1;
+      const learnNow = cmmacLearns && (!perRequest || fi === epFrames - 1);
       if (perRequest && bc) {
         // cloning stays per frame (on this frame's decisions); the critic waits for the outcomes
         learner.setLearningRate(config.bcLr);
         bcLoss = learner.imitate(buf, config.bcEpochs, frameStart);
       }
-      frameStart = learnNow ? 0 : buf.n;
+      frameStart = learnNow || !cmmacLearns ? 0 : buf.n;
       if (learnNow) {
         buildState(env.state(), sBuf);
         buf.finish(sBuf);
@@ -301,7 +373,7 @@ async function run(
       const m: FrameMetrics = {
         frame,
         episode,
-        phase: bc ? 'bc' : 'rl',
+        phase: bc ? 'bc' : cmmacLearns ? 'rl' : 'frozen',
         ...frameRates(env.frames[fi]),
         'charts/teamReward': round(teamReward / Math.max(1, slots), 4),
         'charts/decisions': buf.n,
@@ -328,6 +400,26 @@ async function run(
     }
     if (stop?.aborted) break; // this episode is not checkpointed: a resume recomputes it
     framesDone += epFrames;
+    if (gpgLearns && epMetrics.length > 0) {
+      // GPG's update on the episode's rollouts: the loop's own first, then the others
+      const st = gpg!.learner.update([gpgEpisodeOf(config, scenario, gpgDecisions, env.frames), ...gpgAside.episodes]);
+      const last = epMetrics[epMetrics.length - 1];
+      const thr = [
+        env.frames.reduce((s, f) => s + f.completedInTime, 0) /
+          Math.max(
+            1,
+            env.frames.reduce((s, f) => s + f.arrived, 0),
+          ),
+        ...gpgAside.throughput,
+      ];
+      last['gpg/meanReturn'] = round(st.meanReturn, 4);
+      last['gpg/nodeEntropy'] = round(st.nodeEntropy, 4);
+      last['gpg/scaleEntropy'] = round(st.scaleEntropy, 4);
+      last['gpg/rolloutThroughputRate'] = round(thr.reduce((s, x) => s + x, 0) / thr.length, 4);
+      log(
+        `gpg update ${gpg!.learner.updates} on ${thr.length} rollouts: throughput rate ${last['gpg/rolloutThroughputRate']} return ${last['gpg/meanReturn']} H(node) ${last['gpg/nodeEntropy']} H(scale) ${last['gpg/scaleEntropy']}`,
+      );
+    }
     if (env.telemetry && epMetrics.length > 0) {
       // --filters: share of healthy node-time the device filters excluded this episode (kais eval reports the same)
       const fx = round(env.telemetry.falseExclusionRate, 4);
@@ -339,7 +431,9 @@ async function run(
     // (the schedule depends on frames done only, not on --frames, so a run stopped early and
     // resumed with more frames evaluates exactly where an uninterrupted one does)
     if (config.evalEvery > 0 && Math.floor(framesDone / config.evalEvery) > Math.floor((framesDone - epFrames) / config.evalEvery)) {
-      const ev = evaluateActor(scenario, config, actor.getWeights().arrays, shape);
+      // a cmmac/gpg run evaluates the pair its lesson trains (GPG greedy when it orchestrates)
+      const evalOrch = joint ? evalOrchestration(plan.orchestration, scenario, gpg!) : undefined;
+      const ev = evaluateActor(scenario, config, actor.getWeights().arrays, shape, evalOrch);
       const last = epMetrics[epMetrics.length - 1];
       last['charts/evalThroughputRate'] = ev.heldOut;
       if (ev.trace !== null) {
@@ -347,10 +441,13 @@ async function run(
         last['charts/evalScore'] = ev.score;
       }
       finalEval = ev.score;
-      log(evalLine(ev, framesDone, config));
-      if (best === null || ev.score > best.eval) {
+      log(evalLine(ev, framesDone, config, joint ? plan.orchestration : undefined));
+      // a cmmac/gpg run ships the pair: only evaluations with GPG orchestrating can be its best
+      const candidate = !joint || plan.orchestration === 'gpg';
+      if (candidate && (best === null || ev.score > best.eval)) {
         best = { episode, frame: framesDone, eval: ev.score };
         bestActor = actor.getWeights().arrays.map((a) => Float32Array.from(a));
+        if (gpg) bestGpg = gpg.net.getWeights().map((a) => Float32Array.from(a));
       }
     }
 
@@ -392,6 +489,34 @@ async function run(
       }),
     );
   }
+  if (!stop?.aborted && gpg && config.exportGpg) {
+    // the GPG of the best cmmac/gpg evaluation (its checkpoint when found before a resume), else the last
+    let weights = bestGpg;
+    if (!weights && best) {
+      const s = (db.latest(best.frame)?.state as RunState | undefined)?.gpg;
+      if (s) weights = gpgWeightsOf(gpg, s);
+    }
+    weights ??= gpg.net.getWeights();
+    const text = gpgModelText(gpg, weights, {
+      scenario: scenario.name,
+      trainedWith: {
+        command: 'kais train --policies cmmac/gpg',
+        seed: config.seed,
+        frame: best?.frame ?? framesDone,
+        evalThroughputRate: best?.eval ?? null,
+        gpgRollouts: config.gpgRollouts,
+        gpgOpCost: config.gpgOpCost,
+        gpgReplicaCost: config.gpgReplicaCost,
+        gpgLr: config.gpgLr,
+      },
+    });
+    fs.writeFileSync(config.exportGpg, text);
+    log(`GPG written to ${config.exportGpg} (${best ? `best evaluation, frame ${best.frame}, ${best.eval.toFixed(4)}` : 'last weights'})`);
+  }
+  if (gpg) {
+    gpg.learner.dispose();
+    gpg.net.dispose();
+  }
   learner.dispose();
   actor.dispose();
   critic.dispose();
@@ -408,11 +533,16 @@ async function run(
   };
 }
 
+/** The orchestration a cmmac/gpg run's evaluation uses: the lesson's, GPG greedy when that is gpg. */
+function evalOrchestration(name: string, scenario: Scenario, gpg: GpgPart): () => OrchestrationPolicy {
+  return () => (name === 'gpg' ? gpgOrchestration(gpg, scenario, 'greedy') : makeOrchestration(name, scenario));
+}
+
 // ---------------------------------------------------------------------------------------- CLI
 
 export const trainCommand: CommandModule<object, object> = {
   command: 'train',
-  describe: 'train the cMMAC dispatcher on the simulator (checkpoints in SQLite)',
+  describe: 'train the cMMAC dispatcher (with --policies cmmac/gpg also the GPG orchestration) on the simulator (checkpoints in SQLite)',
   builder: (y: Argv<object>) =>
     yargsOptions(y.example('$0 train --scenario tiny --frames 6 --out /tmp/tiny.db', 'a tiny run in seconds'), TRAIN_CLI_SPEC),
   handler: namingFlags(TRAIN_CLI_SPEC, async (argv) => {
@@ -422,7 +552,7 @@ export const trainCommand: CommandModule<object, object> = {
     const stop = new AbortController();
     const onSigint = () => (stop.signal.aborted ? process.exit(130) : stop.abort());
     process.on('SIGINT', onSigint);
-    const curriculum = resolveCurriculumFlag(given.curriculum ?? undefined, scenario);
+    const curriculum = resolveCurriculumFlag(given.curriculum ?? undefined, scenario, given.policies ?? 'cmmac');
     const r = await train({ ...given, scenario, curriculum }, (line) => process.stderr.write(`${line}\n`), stop.signal).finally(() =>
       process.off('SIGINT', onSigint),
     );

@@ -1,0 +1,233 @@
+/**
+ * `kais train --policies cmmac/gpg` on the `tiny` scenario through the real CLI (dist/kais.js,
+ * built by `npm test` before jest runs): lessons that say which part learns (cMMAC on a fixed
+ * placement, GPG with cMMAC frozen, both), GPG's state in the checkpoints so that a run killed
+ * mid-lesson resumes to the same numbers and the same exported model, and one-line exit 2 for bad
+ * flags and lesson fields.
+ */
+import { spawn, spawnSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import Database from 'better-sqlite3';
+
+const ROOT = path.join(__dirname, '..', '..');
+const KAIS = path.join(ROOT, 'dist', 'kais.js');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-joint-'));
+
+function kais(...args: string[]) {
+  const r = spawnSync(process.execPath, [KAIS, ...args], { encoding: 'utf8', timeout: 240000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+interface Stored {
+  metrics: Record<string, unknown>[];
+  meta: Record<string, unknown>;
+  checkpoints: { episode: number; actor: Buffer; gpg: string | undefined }[];
+}
+
+function read(file: string): Stored {
+  const db = new Database(file, { readonly: true });
+  const rows = db.prepare('SELECT json FROM metrics ORDER BY frame').all() as { json: string }[];
+  const meta = Object.fromEntries(
+    (db.prepare("SELECT key, value FROM meta WHERE key NOT IN ('format', 'config')").all() as { key: string; value: string }[]).map((r) => [
+      r.key,
+      JSON.parse(r.value),
+    ]),
+  );
+  const cks = db.prepare('SELECT episode, actor, state FROM checkpoints ORDER BY episode').all() as {
+    episode: number;
+    actor: Buffer;
+    state: string;
+  }[];
+  db.close();
+  // wall times are not reproducible
+  const metrics = rows.map((r) => {
+    const { wallS, learnS, ...rest } = JSON.parse(r.json) as Record<string, unknown>;
+    void wallS;
+    void learnS;
+    return rest;
+  });
+  const checkpoints = cks.map((c) => ({
+    episode: c.episode,
+    actor: c.actor,
+    gpg: (JSON.parse(c.state) as { gpg?: { weights: string } }).gpg?.weights,
+  }));
+  return { metrics, meta, checkpoints };
+}
+
+/** cMMAC clones lec on a fixed placement, then GPG learns with cMMAC frozen, then both learn. */
+function writeLessons(dir: string): void {
+  fs.mkdirSync(dir, { recursive: true });
+  const common = { scenario: 'tiny', workload: 'p4', load: 1, promotion: { plateauEpisodes: 5, minImprovement: 0.01 } };
+  const lessons = [
+    { name: '01-clone', episodeFrames: 1, orchestration: 'static', maxEpisodes: 1, teacher: 'lec', checkpointOut: 'cloned' },
+    {
+      name: '02-gpg',
+      episodeFrames: 2,
+      orchestration: 'gpg',
+      learn: ['gpg'],
+      maxEpisodes: 1,
+      checkpointIn: 'cloned',
+      checkpointOut: 'gpg',
+    },
+    {
+      name: '03-joint',
+      episodeFrames: 2,
+      orchestration: 'gpg',
+      learn: ['cmmac', 'gpg'],
+      maxEpisodes: 2,
+      checkpointIn: 'gpg',
+      checkpointOut: 'joint',
+    },
+  ];
+  for (const l of lessons) fs.writeFileSync(path.join(dir, `${l.name}.json`), JSON.stringify({ ...common, ...l }));
+}
+
+const lessonsDir = path.join(tmp, 'lessons');
+const args = [
+  'train',
+  '--scenario',
+  'tiny',
+  '--policies',
+  'cmmac/gpg',
+  '--curriculum',
+  lessonsDir,
+  '--seed',
+  '5',
+  '--eval-every',
+  '2',
+  '--gpg-rollouts',
+  '2',
+];
+
+describe('kais train --policies cmmac/gpg (smoke, tiny scenario)', () => {
+  beforeAll(() => writeLessons(lessonsDir));
+  afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  it('trains through the lessons: cMMAC alone, GPG with cMMAC frozen, both; writes the GPG of the best cmmac/gpg evaluation', () => {
+    const out = path.join(tmp, 'whole.db');
+    const model = path.join(tmp, 'whole-gpg.json');
+    const r = kais(...args, '--out', out, '--export-gpg', model);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(
+      /lesson 2\/3 "02-gpg" starts at frame 1: p4 x1, 2-frame episodes, gpg, edf, RL, at most 1 episodes, learning gpg/,
+    );
+    expect(r.stderr).toMatch(/lesson 3\/3 "03-joint" starts at frame 3: .*learning cmmac and gpg, from checkpoint "gpg"/);
+    expect(r.stderr).toMatch(/gpg update 3 on 2 rollouts: throughput rate [\d.]+/);
+    expect(r.stderr).toMatch(/eval after 3 frames: cmmac\/gpg throughput rate/);
+    const { metrics, meta, checkpoints } = read(out);
+    expect(metrics.map((m) => [m.lesson, m.phase])).toEqual([
+      ['01-clone', 'bc'],
+      ['02-gpg', 'frozen'],
+      ['02-gpg', 'frozen'],
+      ['03-joint', 'rl'],
+      ['03-joint', 'rl'],
+      ['03-joint', 'rl'],
+      ['03-joint', 'rl'],
+    ]);
+    // GPG's update figures at the end of each episode it learned in
+    expect(metrics.filter((m) => m['gpg/meanReturn'] !== undefined).map((m) => m.frame)).toEqual([2, 4, 6]);
+    // cMMAC frozen in lesson 2: the actor is the cloned one; GPG moved; both move in lesson 3
+    const [c0, c1, c2] = checkpoints;
+    expect(c1.actor.equals(c0.actor)).toBe(true);
+    expect(c1.gpg).not.toEqual(c0.gpg);
+    expect(c2.actor.equals(c1.actor)).toBe(false);
+    expect(c2.gpg).not.toEqual(c1.gpg);
+    // the best is chosen among cmmac/gpg evaluations only (frame 1's was on static)
+    expect((meta.best as { frame: number }).frame).toBeGreaterThanOrEqual(3);
+    // the exported model runs in kais eval
+    const e = kais('eval', '--scenario', 'tiny', '--policies', 'lec/gpg', '--gpg', model, '--frames', '2', '--json');
+    expect(e.code).toBe(0);
+    expect(JSON.parse(e.stdout).results[0].policy).toBe('lec/gpg');
+  });
+
+  it('resumes a run killed with SIGKILL inside the joint lesson to the same numbers and the same GPG model', async () => {
+    const killed = path.join(tmp, 'killed.db');
+    const model = path.join(tmp, 'killed-gpg.json');
+    await new Promise<void>((resolve) => {
+      const child = spawn(process.execPath, [KAIS, ...args, '--out', killed, '--export-gpg', model]);
+      let err = '';
+      child.stderr.on('data', (d: Buffer) => {
+        err += d.toString();
+        if (/frame 6\/7/.test(err)) child.kill('SIGKILL'); // inside the second episode of lesson 3
+      });
+      child.on('exit', () => resolve());
+    });
+    expect(read(killed).metrics.length).toBeLessThan(7); // it really died before the end
+    expect(fs.existsSync(model)).toBe(false);
+    // no --policies or --curriculum: a resume trains what the run stored
+    const r = kais('train', '--scenario', 'tiny', '--out', killed, '--resume');
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/in lesson 3\/3 "03-joint" after 1 of its episodes/);
+    const [a, b] = [read(killed), read(path.join(tmp, 'whole.db'))];
+    expect(a.metrics).toEqual(b.metrics);
+    expect(a.meta).toEqual(b.meta);
+    expect(a.checkpoints.at(-1)!.gpg).toEqual(b.checkpoints.at(-1)!.gpg);
+    expect(a.checkpoints.at(-1)!.actor.equals(b.checkpoints.at(-1)!.actor)).toBe(true);
+    // the stored --export-gpg: the resumed run writes the uninterrupted run's model, byte for byte
+    expect(fs.readFileSync(model, 'utf8')).toBe(fs.readFileSync(path.join(tmp, 'whole-gpg.json'), 'utf8'));
+  });
+
+  describe('bad flags and lesson fields: exit 2 with one line, nothing written', () => {
+    const cases: [string, string[], ((dir: string) => void) | null, RegExp][] = [
+      ['an unknown --policies', ['--policies', 'cmmac/hpa'], null, /--policies/],
+      ['--gpg-rollouts 0', ['--gpg-rollouts', '0'], null, /--gpg-rollouts/],
+      ['a negative --gpg-replica-cost', ['--gpg-replica-cost', '-1'], null, /--gpg-replica-cost/],
+      [
+        'a GPG flag without --policies cmmac/gpg',
+        ['--policies', 'cmmac', '--gpg-op-cost', '0.01'],
+        null,
+        /--gpg-op-cost: only with --policies cmmac\/gpg/,
+      ],
+      [
+        'a gpg lesson in a cmmac run',
+        ['--policies', 'cmmac'],
+        null,
+        /02-gpg\.json: field "orchestration" needs GPG: pass --policies cmmac\/gpg/,
+      ],
+      [
+        'learn naming an unknown part',
+        [],
+        (d) => edit(d, '03-joint.json', { learn: ['cmmac', 'hpa'] }),
+        /03-joint\.json: field "learn" must be a non-empty list/,
+      ],
+      [
+        'GPG learning on a fixed orchestration',
+        [],
+        (d) => edit(d, '03-joint.json', { orchestration: 'hpa' }),
+        /03-joint\.json: field "learn" names gpg/,
+      ],
+      [
+        'a frozen cMMAC cloning a teacher',
+        [],
+        (d) => edit(d, '02-gpg.json', { teacher: 'lec' }),
+        /02-gpg\.json: field "learn" leaves cmmac frozen/,
+      ],
+    ];
+    it.each(cases)('%s', (_what, flags, spoil, message) => {
+      const dir = fs.mkdtempSync(path.join(tmp, 'bad-'));
+      writeLessons(dir);
+      spoil?.(dir);
+      const out = path.join(dir, 'never.db');
+      const base = ['train', '--scenario', 'tiny', '--policies', 'cmmac/gpg', '--curriculum', dir, '--out', out];
+      const r = kais(...base, ...flags);
+      expect(r.code).toBe(2);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(message);
+      expect(fs.existsSync(out)).toBe(false);
+    });
+
+    it('cmmac/gpg with no lessons (no --curriculum off kais)', () => {
+      const r = kais('train', '--scenario', 'tiny', '--policies', 'cmmac/gpg', '--out', path.join(tmp, 'never.db'));
+      expect(r.code).toBe(2);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(/--policies cmmac\/gpg: trains through lessons/);
+    });
+  });
+});
+
+function edit(dir: string, file: string, patch: Record<string, unknown>): void {
+  const f = path.join(dir, file);
+  fs.writeFileSync(f, JSON.stringify({ ...(JSON.parse(fs.readFileSync(f, 'utf8')) as object), ...patch }));
+}
