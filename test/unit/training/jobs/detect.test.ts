@@ -7,6 +7,8 @@ import {
   LOMO_GRID,
   averagePrecision,
   countConfusion,
+  lomoBetter,
+  lomoGuard,
   lomoObjective,
   metricsOf,
   readInput,
@@ -90,6 +92,32 @@ describe('leave-one-out selection objective', () => {
     });
     // the learned stage alone has F1 0.6 on both; the combination keeps it on one, halves it on the other
     expect(lomoObjective([entity(60), entity(25)])).toBeLessThan(lomoObjective([entity(60), entity(55)]) - 0.5);
+  });
+
+  it('guards first: a setting whose combination loses to one of its stages on a tuning entity is not chosen over one that loses on none', () => {
+    const c = (tp: number, fp: number, fn: number) => ({ tp, fp, fn, tpPa: tp, fpPa: fp, fnPa: fn });
+    const entity = (twoTp: number, twoFp: number): GridCounts => ({
+      rules: c(5, 0, 95),
+      learned: c(60, 20, 40),
+      two: c(twoTp, twoFp, 100 - twoTp),
+      decided: 900,
+      windows: 1000,
+    });
+    // learned F1 0.6667 on every entity; twoStage (62, 20): 0.6813 (ratio > 1, capped at 1); (58, 22): 0.6444 (0.967); (50, 40): 0.5263 (0.789)
+    expect(lomoGuard([entity(62, 20), entity(62, 20)])).toBe(1);
+    expect(lomoGuard([entity(62, 20), entity(58, 22)])).toBeCloseTo(0.6444 / 0.6667, 4);
+    expect(lomoGuard([entity(58, 22), entity(50, 40)])).toBeCloseTo(0.5263 / 0.6667, 4);
+    // 'risky' has the higher objective (its worst ratio, 0.967, is above the 0.95 penalty's line), but 'safe' loses nowhere
+    const safe = [entity(62, 20), entity(61, 20)];
+    const risky = [entity(90, 20), entity(58, 22)];
+    const key = (t: GridCounts[]) => ({ guard: lomoGuard(t), objective: lomoObjective(t) });
+    expect(lomoGuard(safe)).toBe(1);
+    expect(lomoObjective(risky)).toBeGreaterThan(lomoObjective(safe) + 0.1);
+    expect(lomoBetter(key(safe), key(risky))).toBe(true);
+    expect(lomoBetter(key(risky), key(safe))).toBe(false);
+    // equal guards: the objective decides
+    expect(lomoBetter({ guard: 1, objective: 0.8 }, { guard: 1, objective: 0.7 })).toBe(true);
+    expect(lomoBetter({ guard: 1, objective: 0.7 }, { guard: 1, objective: 0.7 })).toBe(false);
   });
 });
 
@@ -180,7 +208,7 @@ describe('runDetect', () => {
     expect(report.windowLabel).toBe('any');
     // the default combination (the union of the rules' and the l2 baseline's alarms) finds it; on
     // 600 train rows its 120 held-out rows give a coarse q99, so the false alarms are not checked here
-    expect(report.combination).toEqual({ eta: 0, etaHealthy: 0, second: 'l2' });
+    expect(report.combination).toEqual({ eta: 0.3, etaHealthy: 0.3, second: 'l2' });
     expect(report.stages.twoStage.recall).toBeGreaterThan(0.5);
     expect(report.stages.twoStage.auprc!).toBeGreaterThan(0.5);
     expect(report.rulesDecidedShare).toBeGreaterThan(0.5);
@@ -204,6 +232,8 @@ describe('runDetect', () => {
     for (const f of r.folds) expect(f.stages.twoStage.f1PointAdjusted).toBeGreaterThan(0.5);
     // single-metric routing is part of the grid (off = Infinity or a multiple of the history extreme)
     for (const f of r.folds) expect(LOMO_GRID.thetaS).toContain(f.chosen.thetaS);
+    // the grid's combination is the union of both stages' alarms (etaHealthy = eta) in every fold
+    for (const f of r.folds) expect(f.chosen.etaHealthy).toBe(f.chosen.eta);
     // an explicit eta (--eta) replaces the grid's eta values
     const o = options(dir);
     const fixed = await runLomo({ ...o, learned: { ...o.learned, eta: 1 } });
