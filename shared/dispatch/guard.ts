@@ -36,12 +36,21 @@ export interface RegimeGuardOptions {
 }
 
 /**
- * Chosen on training-side seeds only (scripts/guard-tune.ts: seeds 1-4, loads 0.5/1/1.5/2, 3
- * frames; the grid, the numbers and the command in docs/safe-learning.md): the setting with the
- * best worst-case ratio to the best heuristic that never lost to cmmac where cmmac was best. The
- * held-out measurement (seeds 2000-2009) used these values unchanged.
+ * Chosen on training-side seeds only (scripts/guard-tune.ts: seeds 1-4, loads 0.5/1/1.5/2,
+ * 20-frame episodes as `kais eval` runs; the grid, the numbers and the command in
+ * docs/safe-learning.md): the setting with the best worst-case ratio to the best heuristic that
+ * never lost to cmmac where cmmac was best. Three levels: cmmac while the late share is low, lec
+ * (the best heuristic at the default load) from 0.2, round-robin (the best in overload) from 0.45.
+ * The held-out measurement (seeds 2000-2009) used these values unchanged.
  */
-export const DEFAULT_GUARD: RegimeGuardOptions = { fallback: 'round-robin', enter: 0.35, exit: 0.25, halfLife: 200, minDwell: 200 };
+export const DEFAULT_GUARD: RegimeGuardOptions = {
+  fallback: 'round-robin',
+  enter: 0.45,
+  exit: 0.35,
+  halfLife: 200,
+  minDwell: 200,
+  mid: { fallback: 'lec', enter: 0.2, exit: 0.15 },
+};
 
 /** The problem with `o` in one phrase, or null when it is valid. */
 export function guardOptionsProblem(o: RegimeGuardOptions): string | null {

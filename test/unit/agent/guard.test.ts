@@ -72,6 +72,49 @@ describe('Dispatcher with the regime guard', () => {
     expect(d.policyName).toBe('cmmac');
   });
 
+  it('with a middle level: lec decides between mid.enter and enter, round-robin above, the actor below', () => {
+    const view = new LocalClusterView(tiny, 0);
+    view.applyPlacement(
+      placementBody(1, 0, [
+        [1, 1, 1],
+        [1, 1, 1],
+        [1, 1, 1],
+        [1, 1, 1],
+      ]),
+    );
+    const d = new Dispatcher({
+      scenario: tiny,
+      view,
+      targets: { nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' },
+      // half-life 1: the late share is 1/2 after one late request, 3/4 after two
+      guard: { fallback: 'round-robin', enter: 0.7, exit: 0.6, halfLife: 1, minDwell: 0, mid: { fallback: 'lec', enter: 0.4, exit: 0.1 } },
+    });
+    const seen: GuardSwitch[] = [];
+    d.onGuardSwitch = (s) => seen.push(s);
+    const topo = topologyOf(tiny);
+    const shapes = actorShapes(
+      observationDim({ numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps }),
+      topo.numNodes + 1,
+    );
+    d.setWeights({ version: 7, checksum: 0, shapes, tensors: initActorWeights(shapes[0][0], topo.numNodes + 1, 3) });
+    let id = 0;
+    const req = (deadlineInS: number): Request => {
+      const now = view.nowS();
+      return { id: id++, service: 0, eap: 0, arrivalS: now, deadlineS: now + deadlineInS, workCoreS: 0.01, inputMB: 0 };
+    };
+    expect(d.choose(req(100)).version).toBe(7);
+    expect(d.choose(req(-1)).version).toBeNull(); // late share 0.5: the middle level
+    expect(d.policyName).toBe('lec');
+    expect(d.choose(req(-1)).version).toBeNull(); // 0.75: the top level
+    expect(d.policyName).toBe('round-robin');
+    d.choose(req(100)); // 0.375: down to the middle level (below exit 0.6, above mid.exit 0.1)
+    expect(d.policyName).toBe('lec');
+    for (let i = 0; i < 3; i++) d.choose(req(100)); // 0.047: back to the actor
+    expect(d.policyName).toBe('cmmac');
+    expect(seen.map((s) => s.level)).toEqual([1, 2, 1, 0]);
+    expect(d.counters.guardSwitches).toBe(4);
+  });
+
   it('without weights the guard does not count: lec decides as before', () => {
     const view = new LocalClusterView(tiny, 0);
     const d = new Dispatcher({
@@ -103,7 +146,19 @@ describe('kais agent guard flags', () => {
     [['--guard-fallback', 'cmmac'], /^kais: --guard-fallback: expected one of round-robin, lec, p2c, jsq, got "cmmac"$/],
     [['--guard-mid', 'cmmac'], /^kais: --guard-mid: expected one of none, round-robin, lec, p2c, jsq, got "cmmac"$/],
     [
-      ['--guard', '--guard-mid', 'lec', '--guard-mid-enter', '0.4', '--guard-mid-exit', '0.1'],
+      [
+        '--guard',
+        '--guard-enter',
+        '0.35',
+        '--guard-exit',
+        '0.25',
+        '--guard-mid',
+        'lec',
+        '--guard-mid-enter',
+        '0.4',
+        '--guard-mid-exit',
+        '0.1',
+      ],
       /^kais: --guard-mid-enter: must be in \(0, enter=0.35\), got 0.4$/,
     ],
     [

@@ -114,9 +114,11 @@ describe('GuardedDispatch in the simulator', () => {
       nodeDequeue: 'edf',
     });
   };
-  // lec stands in for the learned policy (no model ships for tiny); greedy as the fallback
+  // lec stands in for the learned policy (no model ships for tiny); greedy as the fallback; two levels
   const guarded = (o: Partial<RegimeGuardOptions>, seen: GuardSwitch[]) =>
-    new GuardedDispatch(makeDispatch('lec', tiny), makeDispatch('greedy', tiny), { ...DEFAULT_GUARD, ...o }, (s) => seen.push(s));
+    new GuardedDispatch(makeDispatch('lec', tiny), makeDispatch('greedy', tiny), { ...DEFAULT_GUARD, mid: null, ...o }, (s) =>
+      seen.push(s),
+    );
 
   it('with a threshold the late share never reaches, decides exactly as the learned policy does', () => {
     const seen: GuardSwitch[] = [];
