@@ -14,43 +14,50 @@ import { placementBody } from '../../../shared/protocol/envelope';
 import { loadScenario, topologyOf } from '../../../shared/scenario';
 import { actorShapes, initActorWeights } from '../../../shared/nets/actor';
 import { observationDim } from '../../../shared/spaces';
-import type { GuardSwitch } from '../../../shared/dispatch/guard';
+import type { GuardSwitch, RegimeGuardOptions } from '../../../shared/dispatch/guard';
 import type { Request } from '../../../shared/domain';
 
 const tiny = loadScenario('tiny');
 const ROOT = path.resolve(__dirname, '../../..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
 
+/** A dispatcher on tiny's eAP 0 (every node holds every service) behind `guard`, holding weights v7; its switches and a request maker. */
+function guardedDispatcher(guard: RegimeGuardOptions) {
+  const view = new LocalClusterView(tiny, 0);
+  view.applyPlacement(
+    placementBody(1, 0, [
+      [1, 1, 1],
+      [1, 1, 1],
+      [1, 1, 1],
+      [1, 1, 1],
+    ]),
+  );
+  const d = new Dispatcher({
+    scenario: tiny,
+    view,
+    targets: { nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' },
+    guard,
+  });
+  const seen: GuardSwitch[] = [];
+  d.onGuardSwitch = (s) => seen.push(s);
+  const topo = topologyOf(tiny);
+  const shapes = actorShapes(
+    observationDim({ numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps }),
+    topo.numNodes + 1,
+  );
+  d.setWeights({ version: 7, checksum: 0, shapes, tensors: initActorWeights(shapes[0][0], topo.numNodes + 1, 3) });
+  let id = 0;
+  /** A request of service 0 due `deadlineInS` from now (negative: already too late for any target). */
+  const req = (deadlineInS: number): Request => {
+    const now = view.nowS();
+    return { id: id++, service: 0, eap: 0, arrivalS: now, deadlineS: now + deadlineInS, workCoreS: 0.01, inputMB: 0 };
+  };
+  return { d, seen, req };
+}
+
 describe('Dispatcher with the regime guard', () => {
   it('hands decisions to the fallback while no target meets the deadlines, and back to the actor after', () => {
-    const view = new LocalClusterView(tiny, 0);
-    view.applyPlacement(
-      placementBody(1, 0, [
-        [1, 1, 1],
-        [1, 1, 1],
-        [1, 1, 1],
-        [1, 1, 1],
-      ]),
-    );
-    const d = new Dispatcher({
-      scenario: tiny,
-      view,
-      targets: { nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' },
-      guard: { fallback: 'round-robin', enter: 0.5, exit: 0.2, halfLife: 3, minDwell: 4 },
-    });
-    const seen: GuardSwitch[] = [];
-    d.onGuardSwitch = (s) => seen.push(s);
-    const topo = topologyOf(tiny);
-    const shapes = actorShapes(
-      observationDim({ numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps }),
-      topo.numNodes + 1,
-    );
-    d.setWeights({ version: 7, checksum: 0, shapes, tensors: initActorWeights(shapes[0][0], topo.numNodes + 1, 3) });
-    let id = 0;
-    const req = (deadlineInS: number): Request => {
-      const now = view.nowS();
-      return { id: id++, service: 0, eap: 0, arrivalS: now, deadlineS: now + deadlineInS, workCoreS: 0.01, inputMB: 0 };
-    };
+    const { d, seen, req } = guardedDispatcher({ fallback: 'round-robin', enter: 0.5, exit: 0.2, halfLife: 3, minDwell: 4 });
     // all in time: the actor decides
     for (let i = 0; i < 10; i++) expect(d.choose(req(100)).version).toBe(7);
     expect(d.counters.decisionsGuarded).toBe(0);
@@ -73,35 +80,15 @@ describe('Dispatcher with the regime guard', () => {
   });
 
   it('with a middle level: lec decides between mid.enter and enter, round-robin above, the actor below', () => {
-    const view = new LocalClusterView(tiny, 0);
-    view.applyPlacement(
-      placementBody(1, 0, [
-        [1, 1, 1],
-        [1, 1, 1],
-        [1, 1, 1],
-        [1, 1, 1],
-      ]),
-    );
-    const d = new Dispatcher({
-      scenario: tiny,
-      view,
-      targets: { nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' },
-      // half-life 1: the late share is 1/2 after one late request, 3/4 after two
-      guard: { fallback: 'round-robin', enter: 0.7, exit: 0.6, halfLife: 1, minDwell: 0, mid: { fallback: 'lec', enter: 0.4, exit: 0.1 } },
+    // half-life 1: the late share is 1/2 after one late request, 3/4 after two
+    const { d, seen, req } = guardedDispatcher({
+      fallback: 'round-robin',
+      enter: 0.7,
+      exit: 0.6,
+      halfLife: 1,
+      minDwell: 0,
+      mid: { fallback: 'lec', enter: 0.4, exit: 0.1 },
     });
-    const seen: GuardSwitch[] = [];
-    d.onGuardSwitch = (s) => seen.push(s);
-    const topo = topologyOf(tiny);
-    const shapes = actorShapes(
-      observationDim({ numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps }),
-      topo.numNodes + 1,
-    );
-    d.setWeights({ version: 7, checksum: 0, shapes, tensors: initActorWeights(shapes[0][0], topo.numNodes + 1, 3) });
-    let id = 0;
-    const req = (deadlineInS: number): Request => {
-      const now = view.nowS();
-      return { id: id++, service: 0, eap: 0, arrivalS: now, deadlineS: now + deadlineInS, workCoreS: 0.01, inputMB: 0 };
-    };
     expect(d.choose(req(100)).version).toBe(7);
     expect(d.choose(req(-1)).version).toBeNull(); // late share 0.5: the middle level
     expect(d.policyName).toBe('lec');
