@@ -56,6 +56,7 @@ import { loadScenario, topologyOf, type Scenario } from '../shared/scenario';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../training/workload';
 import { checkpointHead, defaultModelPath, isActorFile } from '../shared/nets/actor-file';
 import type { Fault } from '../shared/faults';
+import { guardedDispatch } from '../shared/dispatch/guard';
 import { isOrchestrationPolicy, ORCHESTRATION_POLICIES } from '../shared/orchestration';
 import { Rng } from '../shared/rng';
 import { humanLine } from '../shared/log';
@@ -826,7 +827,7 @@ function gpgPolicy(file: string, scenario: Scenario): import('../shared/policy')
 export function predictRate(
   base: Scenario,
   requests: Request[],
-  a: Pick<UpArgs, 'seed' | 'orchestration' | 'gpg'>,
+  a: Pick<UpArgs, 'seed' | 'orchestration' | 'gpg'> & { guard?: boolean },
   policy: LivePolicyName,
   checkpoint: string | undefined,
   view: 'global' | 'agent' = 'agent',
@@ -849,12 +850,17 @@ export function predictRate(
   /* eslint-enable @typescript-eslint/no-require-imports */
   // the simulator dispatches on arrival, as the agents do (edge-cloud-v2): the scenario's own slot
   const scenario = base;
+  const learned = checkpoint
+    ? isActorFile(checkpoint)
+      ? ck.loadActorFile(checkpoint, base, { mode: 'argmax' })
+      : ck.loadCmmacFromDb(checkpoint, base, { mode: 'argmax' }) // the best checkpoint: what the orchestrator publishes
+    : null;
   const dispatch = isDispatchHeuristic(policy)
     ? new PerEapDispatch(() => makeHeuristicDispatch(policy, scenario)) // reset(seed) seeds each eAP's instance as the agent seeds its own
-    : checkpoint
-      ? isActorFile(checkpoint)
-        ? ck.loadActorFile(checkpoint, base, { mode: 'argmax' })
-        : ck.loadCmmacFromDb(checkpoint, base, { mode: 'argmax' }) // the best checkpoint: what the orchestrator publishes
+    : learned
+      ? a.guard
+        ? guardedDispatch(learned, scenario) // the agents' --guard: the same rule, one state per eAP
+        : learned
       : makeDispatch('lec', scenario);
   const frameS = scenario.slotS * scenario.slotsPerFrame;
   const lastS = requests.length > 0 ? requests[requests.length - 1].deadlineS : 0;
@@ -875,7 +881,7 @@ export function predictRate(
       completedInTimePerFrame = frames.map((f) => f.completedInTime);
     },
   });
-  const name = isDispatchHeuristic(policy) ? policy : checkpoint ? 'cmmac' : 'lec';
+  const name = isDispatchHeuristic(policy) ? policy : checkpoint ? (a.guard ? 'cmmac+guard' : 'cmmac') : 'lec';
   return {
     policy: `${name}/${a.orchestration}`,
     rate: res.throughputRate,

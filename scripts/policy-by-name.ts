@@ -10,7 +10,7 @@ import { QueueLookaheadDispatch } from '../training/baselines/queue-teacher';
 import { makeDispatch, makeOrchestration } from '../training/baselines/registry';
 import { buildRequests } from '../training/workload';
 import { runEpisode } from '../training/jobs/rollout';
-import { DEFAULT_GUARD, GuardedDispatch } from '../shared/dispatch/guard';
+import { guardedDispatch } from '../shared/dispatch/guard';
 import { loadActorFile, loadCmmacFromDb, loadDefaultCmmac } from '../training/jobs/checkpoint';
 
 /**
@@ -24,13 +24,7 @@ export function policyByName(n: string, scenario: Scenario): DispatchPolicy {
   if (n.startsWith('bin:')) return loadActorFile(n.slice(4), scenario);
   if (n.endsWith('+guard')) {
     const learned = policyByName(n.slice(0, -'+guard'.length), scenario);
-    return new GuardedDispatch(
-      learned,
-      makeDispatch(DEFAULT_GUARD.fallback, scenario),
-      DEFAULT_GUARD,
-      undefined,
-      DEFAULT_GUARD.mid ? makeDispatch(DEFAULT_GUARD.mid.fallback, scenario) : null,
-    );
+    return guardedDispatch(learned, scenario);
   }
   if (n === 'cmmac') {
     const p = loadDefaultCmmac(scenario);

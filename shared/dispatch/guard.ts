@@ -12,7 +12,9 @@
  * every eAP) and the live agent (one eAP) run the same rule on the same numbers.
  */
 import type { ClusterView, DispatchItem, DispatchPolicy } from '../policy';
+import type { Scenario } from '../scenario';
 import { expectedCompletionS } from '../eta';
+import { makeHeuristicDispatch } from './index';
 
 export const GUARD_FALLBACKS = ['round-robin', 'lec', 'p2c', 'jsq'] as const;
 export type GuardFallbackName = (typeof GUARD_FALLBACKS)[number];
@@ -225,4 +227,15 @@ export class GuardedDispatch implements DispatchPolicy {
     this.fallbackPolicy.onFrame?.(view);
     this.midPolicy?.onFrame?.(view);
   }
+}
+
+/** `learned` behind the regime guard with options `o` (the shipped DEFAULT_GUARD unless given): its heuristics built for `scenario`. */
+export function guardedDispatch(
+  learned: DispatchPolicy,
+  scenario: Scenario,
+  o: RegimeGuardOptions = DEFAULT_GUARD,
+  onSwitch?: (s: GuardSwitch) => void,
+): GuardedDispatch {
+  const mid = o.mid ? makeHeuristicDispatch(o.mid.fallback, scenario) : null;
+  return new GuardedDispatch(learned, makeHeuristicDispatch(o.fallback, scenario), o, onSwitch, mid);
 }

@@ -18,7 +18,7 @@ import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
 import { loadScenario, scenarioWithSlot } from '../../shared/scenario';
 import type { Scenario } from '../../shared/scenario';
 import { makeDispatch, makeOrchestration, parsePolicyPair } from '../baselines/registry';
-import { DEFAULT_GUARD, GuardedDispatch } from '../../shared/dispatch/guard';
+import { guardedDispatch } from '../../shared/dispatch/guard';
 import { frameDemand, HINDSIGHT_TARGETS, HindsightOrchestration, type FrameDemand } from '../baselines/hindsight';
 import type { Fault } from '../sim/faults';
 import { faultsFromRate, faultsFromServerEvents } from '../sim/faults';
@@ -152,13 +152,7 @@ function makeAnyDispatch(
   if (name === 'cmmac+guard') {
     // the learned dispatcher behind the regime guard (shared/dispatch/guard.ts), as the agent runs it with --guard
     const learned = makeAnyDispatch('cmmac', scenario, checkpoint, modelScenario);
-    return new GuardedDispatch(
-      learned,
-      makeDispatch(DEFAULT_GUARD.fallback, scenario),
-      DEFAULT_GUARD,
-      undefined,
-      DEFAULT_GUARD.mid ? makeDispatch(DEFAULT_GUARD.mid.fallback, scenario) : null,
-    );
+    return guardedDispatch(learned, scenario);
   }
   if (name !== 'cmmac') return makeDispatch(name, scenario);
   // a model is checked against the scenario it was trained on (the slot length does not change its inputs)

@@ -48,6 +48,19 @@ describe('kais up --policy', () => {
     expect(predictRate(small, requests, { seed: 1, orchestration: 'static' }, 'p2c', undefined)).toEqual(a);
   });
 
+  it('with --guard predicts cmmac behind the regime guard, as the agents run it', () => {
+    const kais = loadScenario('kais');
+    const model = path.resolve(__dirname, '../../..', 'models', 'kais-cmmac.bin');
+    // twice the default load: the late share rises and the guard hands decisions to its heuristics
+    const reqs = buildRequests({ scenario: kais, workload: 'p4', tracePath: null, seed: 2, load: 2, durationS: 20 });
+    const guarded = predictRate(kais, reqs, { seed: 2, orchestration: 'hpa', guard: true }, 'cmmac', model);
+    const plain = predictRate(kais, reqs, { seed: 2, orchestration: 'hpa' }, 'cmmac', model);
+    expect(guarded.policy).toBe('cmmac+guard/hpa');
+    expect(plain.policy).toBe('cmmac/hpa');
+    expect(guarded.rate).not.toBe(plain.rate);
+    expect(predictRate(kais, reqs, { seed: 2, orchestration: 'hpa', guard: true }, 'cmmac', model).rate).toBe(guarded.rate);
+  });
+
   it.each([
     [
       ['up', '--policy', 'fastest'],
