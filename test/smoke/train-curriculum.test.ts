@@ -4,20 +4,18 @@
  * stored in the checkpoint so that a run killed mid-lesson resumes to the same numbers, one-line
  * exit 2 for bad lesson files, and the device filters in the training loop.
  */
-import { spawn, spawnSync } from 'child_process';
+import { spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import Database from 'better-sqlite3';
+import { expectUsageExit, runKais } from '../support/cli';
 
 const ROOT = path.join(__dirname, '..', '..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-curriculum-'));
 
-function kais(...args: string[]) {
-  const r = spawnSync(process.execPath, [KAIS, ...args], { encoding: 'utf8', timeout: 60000 });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const kais = (...args: string[]) => runKais(args);
 
 function read(file: string): { metrics: Record<string, unknown>[]; meta: Record<string, unknown>; config: Record<string, unknown> } {
   const db = new Database(file, { readonly: true });
@@ -182,10 +180,7 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
       spoil(dir);
       const out = path.join(dir, 'never.db');
       const r = kais('train', '--scenario', 'tiny', '--curriculum', dir, '--out', out);
-      expect(r.code).toBe(2);
-      expect(r.stderr.trim().split('\n')).toHaveLength(1);
-      expect(r.stderr).toMatch(message);
-      expect(fs.existsSync(out)).toBe(false);
+      expectUsageExit(r, message, out);
     });
   });
 
@@ -301,26 +296,22 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
     for (const [flags, message] of bad) {
       const never = path.join(dir, 'never.db');
       const e = kais(...base, ...flags, '--out', never);
-      expect(e.code).toBe(2);
-      expect(e.stderr.trim().split('\n')).toHaveLength(1);
-      expect(e.stderr).toMatch(message);
-      expect(fs.existsSync(never)).toBe(false);
+      expectUsageExit(e, message, never);
     }
   });
 
   it('refuses single-lesson flags next to a curriculum (kais train on kais runs the shipped lessons by default)', () => {
     const r = kais('train', '--scenario', 'kais', '--episode-frames', '2', '--out', path.join(tmp, 'never.db'));
-    expect(r.code).toBe(2);
-    expect(r.stderr.trim().split('\n')).toHaveLength(1);
-    expect(r.stderr).toMatch(/--episode-frames\/--bc-frames: a curriculum sets these per lesson .* --curriculum none/);
-    expect(fs.existsSync(path.join(tmp, 'never.db'))).toBe(false);
+    expectUsageExit(
+      r,
+      /--episode-frames\/--bc-frames: a curriculum sets these per lesson .* --curriculum none/,
+      path.join(tmp, 'never.db'),
+    );
   });
 
   it('refuses the shipped lessons (written for kais) on another scenario', () => {
     const r = kais('train', '--scenario', 'tiny', '--curriculum', 'default', '--out', path.join(tmp, 'default.db'));
-    expect(r.code).toBe(2);
-    expect(r.stderr.trim().split('\n')).toHaveLength(1);
-    expect(r.stderr).toMatch(/field "scenario" is "kais", but this run trains scenario "tiny"/);
+    expectUsageExit(r, /field "scenario" is "kais", but this run trains scenario "tiny"/);
   });
 });
 

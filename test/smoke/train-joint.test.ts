@@ -5,20 +5,18 @@
  * mid-lesson resumes to the same numbers and the same exported model, and one-line exit 2 for bad
  * flags and lesson fields.
  */
-import { spawn, spawnSync } from 'child_process';
+import { spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import Database from 'better-sqlite3';
+import { expectUsageExit, runKais } from '../support/cli';
 
 const ROOT = path.join(__dirname, '..', '..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-joint-'));
 
-function kais(...args: string[]) {
-  const r = spawnSync(process.execPath, [KAIS, ...args], { encoding: 'utf8', timeout: 240000 });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const kais = (...args: string[]) => runKais(args, 240000);
 
 interface Stored {
   metrics: Record<string, unknown>[];
@@ -212,17 +210,12 @@ describe('kais train --policies cmmac/gpg (smoke, tiny scenario)', () => {
       const out = path.join(dir, 'never.db');
       const base = ['train', '--scenario', 'tiny', '--policies', 'cmmac/gpg', '--curriculum', dir, '--out', out];
       const r = kais(...base, ...flags);
-      expect(r.code).toBe(2);
-      expect(r.stderr.trim().split('\n')).toHaveLength(1);
-      expect(r.stderr).toMatch(message);
-      expect(fs.existsSync(out)).toBe(false);
+      expectUsageExit(r, message, out);
     });
 
     it('cmmac/gpg with no lessons (no --curriculum off kais)', () => {
       const r = kais('train', '--scenario', 'tiny', '--policies', 'cmmac/gpg', '--out', path.join(tmp, 'never.db'));
-      expect(r.code).toBe(2);
-      expect(r.stderr.trim().split('\n')).toHaveLength(1);
-      expect(r.stderr).toMatch(/--policies cmmac\/gpg: trains through lessons/);
+      expectUsageExit(r, /--policies cmmac\/gpg: trains through lessons/);
     });
   });
 });

@@ -3,7 +3,7 @@
  * `npm test` before jest runs): checkpoint file, resume equal to an uninterrupted run, and one-line
  * exit 2 for corrupt, truncated or foreign checkpoints.
  */
-import { spawn, spawnSync } from 'child_process';
+import { spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -14,15 +14,13 @@ import { loadActorFile, loadCmmacFromDb, loadDefaultCmmac } from '../../training
 import { readActorFile } from '../../shared/nets/actor-file';
 import { actorLayersFiles } from '../../shared/nets/actor-layers';
 import { ActorF32 } from '../../shared/nets/actor';
+import { expectUsageExit, runKais } from '../support/cli';
 
 const ROOT = path.join(__dirname, '..', '..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-train-'));
 
-function kais(...args: string[]) {
-  const r = spawnSync(process.execPath, [KAIS, ...args], { encoding: 'utf8', timeout: 60000 });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const kais = (...args: string[]) => runKais(args);
 
 function metricsOf(file: string): unknown[] {
   const db = new Database(file, { readonly: true });
@@ -159,9 +157,7 @@ describe('kais train (smoke, tiny scenario)', () => {
     const out = path.join(tmp, 'garbage.db');
     fs.writeFileSync(out, 'this is not sqlite at all, just some text '.repeat(200));
     const r = kais(...base, '--frames', '1', '--out', out, '--resume');
-    expect(r.code).toBe(2);
-    expect(r.stderr.trim().split('\n')).toHaveLength(1);
-    expect(r.stderr).toMatch(/not a usable kais checkpoint/);
+    expectUsageExit(r, /not a usable kais checkpoint/);
   });
 
   it('exits 2 with one line for a truncated checkpoint', () => {
@@ -170,9 +166,7 @@ describe('kais train (smoke, tiny scenario)', () => {
     const bytes = fs.readFileSync(out);
     fs.writeFileSync(out, bytes.subarray(0, Math.floor(bytes.length / 2)));
     const r = kais(...base, '--frames', '3', '--out', out, '--resume');
-    expect(r.code).toBe(2);
-    expect(r.stderr.trim().split('\n')).toHaveLength(1);
-    expect(r.stderr).toMatch(/kais checkpoint/);
+    expectUsageExit(r, /kais checkpoint/);
   });
 
   it('exits 2 with one line when the stored weights fail their checksum', () => {
@@ -187,17 +181,13 @@ describe('kais train (smoke, tiny scenario)', () => {
     db.prepare('UPDATE checkpoints SET actor = ? WHERE episode = ?').run(row.actor, row.episode);
     db.close();
     const r = kais(...base, '--frames', '3', '--out', out, '--resume');
-    expect(r.code).toBe(2);
-    expect(r.stderr.trim().split('\n')).toHaveLength(1);
-    expect(r.stderr).toMatch(/checksum/);
+    expectUsageExit(r, /checksum/);
     expect(() => loadCmmacFromDb(out, loadScenario('tiny'))).toThrow(/checksum/);
   });
 
   it('exits 2 with one line for a checkpoint of another scenario', () => {
     const r = kais('train', '--scenario', 'small', '--frames', '1', '--out', path.join(tmp, 'a.db'), '--resume');
-    expect(r.code).toBe(2);
-    expect(r.stderr.trim().split('\n')).toHaveLength(1);
-    expect(r.stderr).toMatch(/trained on scenario "tiny", not "small"/);
+    expectUsageExit(r, /trained on scenario "tiny", not "small"/);
     expect(() => loadCmmacFromDb(path.join(tmp, 'a.db'), loadScenario('small'))).toThrow(/not "small"/);
   });
 });
