@@ -343,7 +343,9 @@ export function readConfig(file: string): OrchestratorConfig {
   if (pruneS < 0.05 || pruneS > 3600) fail('pruneS', `must be in 0.05..3600 s, got ${pruneS}`);
   const detector = str('detector', 'vgru');
   if (detector !== 'vgru' && detector !== 'none') fail('detector', `must be "vgru" or "none", got ${JSON.stringify(detector)}`);
-  if (injectAfter('injectBadWeightsAfterS') !== null && injectAfter('injectSameWeightsAfterS') !== null)
+  const injectBadWeightsAfterS = injectAfter('injectBadWeightsAfterS');
+  const injectSameWeightsAfterS = injectAfter('injectSameWeightsAfterS');
+  if (injectBadWeightsAfterS !== null && injectSameWeightsAfterS !== null)
     fail('injectSameWeightsAfterS', 'cannot be set together with injectBadWeightsAfterS (one drill a run)');
   return {
     scenario,
@@ -376,8 +378,8 @@ export function readConfig(file: string): OrchestratorConfig {
     intake: { ...intake, quarantineAfter: Math.max(1, Math.round(intake.quarantineAfter)) },
     gate: readGateSection(o.gate, fail),
     canary: readCanarySection(o.canary, topologyOf(scenario).numEaps, fail),
-    injectBadWeightsAfterS: injectAfter('injectBadWeightsAfterS'),
-    injectSameWeightsAfterS: injectAfter('injectSameWeightsAfterS'),
+    injectBadWeightsAfterS,
+    injectSameWeightsAfterS,
     tls: readTlsSection(o.tls, file, fail),
     prediction: readPredictionField(o.prediction, file, fail),
   };
@@ -733,12 +735,10 @@ export async function startOrchestrator(
     const name = kind === 'bad' ? 'bad-weights' : 'same-weights';
     const stored = store.latestModel();
     if (!stored) return event('inject', `${name} drill skipped: no stored model to take the shapes of`);
-    const rng = new Rng(stored.version * 7919 + 17);
     const current = unpackWeights(stored);
-    const weights =
-      kind === 'bad'
-        ? current.map((t) => ({ shape: t.shape, data: Float32Array.from(t.data, () => 2 * rng.next() - 1) }))
-        : current.map((t) => ({ shape: t.shape, data: Float32Array.from(t.data) }));
+    const rng = new Rng(stored.version * 7919 + 17);
+    const draw = kind === 'bad' ? () => 2 * rng.next() - 1 : null;
+    const weights = current.map((t) => ({ shape: t.shape, data: draw ? Float32Array.from(t.data, draw) : Float32Array.from(t.data) }));
     const head = (stored.head ?? cfg.actorHead) as 'relu1' | 'softplus1';
     const version = stored.version + 1;
     const what = kind === 'bad' ? 'random weights' : `a copy of weights v${stored.version}`;
