@@ -4,15 +4,12 @@
  * stored in the checkpoint so that a run killed mid-lesson resumes to the same numbers, one-line
  * exit 2 for bad lesson files, and the device filters in the training loop.
  */
-import { spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import Database from 'better-sqlite3';
-import { expectUsageExit, runKais } from '../support/cli';
+import { expectUsageExit, killKaisWhen, runKais } from '../support/cli';
 
-const ROOT = path.join(__dirname, '..', '..');
-const KAIS = path.join(ROOT, 'dist', 'kais.js');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-curriculum-'));
 
 const kais = (...args: string[]) => runKais(args);
@@ -109,15 +106,7 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
 
   it('resumes a run killed with SIGKILL inside the second lesson in that lesson, with the same numbers', async () => {
     const killed = path.join(tmp, 'killed.db');
-    await new Promise<void>((resolve) => {
-      const child = spawn(process.execPath, [KAIS, ...args, '--out', killed]);
-      let err = '';
-      child.stderr.on('data', (d: Buffer) => {
-        err += d.toString();
-        if (/frame 5\/6/.test(err)) child.kill('SIGKILL'); // inside the second episode of lesson 2
-      });
-      child.on('exit', () => resolve());
-    });
+    await killKaisWhen([...args, '--out', killed], /frame 5\/6/); // inside the second episode of lesson 2
     expect(read(killed).metrics.length).toBeLessThan(6); // it really died before the end
     // no --curriculum: a resume trains the lessons stored with the run
     const r = kais('train', '--scenario', 'tiny', '--out', killed, '--resume');

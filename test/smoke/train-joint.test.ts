@@ -5,15 +5,12 @@
  * mid-lesson resumes to the same numbers and the same exported model, and one-line exit 2 for bad
  * flags and lesson fields.
  */
-import { spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import Database from 'better-sqlite3';
-import { expectUsageExit, runKais } from '../support/cli';
+import { expectUsageExit, killKaisWhen, runKais } from '../support/cli';
 
-const ROOT = path.join(__dirname, '..', '..');
-const KAIS = path.join(ROOT, 'dist', 'kais.js');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-joint-'));
 
 const kais = (...args: string[]) => runKais(args, 240000);
@@ -143,15 +140,7 @@ describe('kais train --policies cmmac/gpg (smoke, tiny scenario)', () => {
   it('resumes a run killed with SIGKILL inside the joint lesson to the same numbers and the same GPG model', async () => {
     const killed = path.join(tmp, 'killed.db');
     const model = path.join(tmp, 'killed-gpg.json');
-    await new Promise<void>((resolve) => {
-      const child = spawn(process.execPath, [KAIS, ...args, '--out', killed, '--export-gpg', model]);
-      let err = '';
-      child.stderr.on('data', (d: Buffer) => {
-        err += d.toString();
-        if (/frame 6\/7/.test(err)) child.kill('SIGKILL'); // inside the second episode of lesson 3
-      });
-      child.on('exit', () => resolve());
-    });
+    await killKaisWhen([...args, '--out', killed, '--export-gpg', model], /frame 6\/7/); // inside the second episode of lesson 3
     expect(read(killed).metrics.length).toBeLessThan(7); // it really died before the end
     expect(fs.existsSync(model)).toBe(false);
     // no --policies or --curriculum: a resume trains what the run stored

@@ -14,7 +14,7 @@ import { loadActorFile, loadCmmacFromDb, loadDefaultCmmac } from '../../training
 import { readActorFile } from '../../shared/nets/actor-file';
 import { actorLayersFiles } from '../../shared/nets/actor-layers';
 import { ActorF32 } from '../../shared/nets/actor';
-import { expectUsageExit, runKais } from '../support/cli';
+import { expectUsageExit, killKaisWhen, runKais } from '../support/cli';
 
 const ROOT = path.join(__dirname, '..', '..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
@@ -107,15 +107,7 @@ describe('kais train (smoke, tiny scenario)', () => {
     const whole = path.join(tmp, 'kill-whole.db');
     const killed = path.join(tmp, 'kill-parts.db');
     expect(kais(...args, '--out', whole).code).toBe(0);
-    await new Promise<void>((resolve) => {
-      const child = spawn(process.execPath, [KAIS, ...args, '--out', killed]);
-      let err = '';
-      child.stderr.on('data', (d: Buffer) => {
-        err += d.toString();
-        if (/frame 4\/6/.test(err)) child.kill('SIGKILL'); // inside the second episode
-      });
-      child.on('exit', () => resolve());
-    });
+    await killKaisWhen([...args, '--out', killed], /frame 4\/6/); // inside the second episode
     expect(metricsOf(killed).length).toBeLessThan(6); // it really died before the end
     const r = kais(...args, '--out', killed, '--resume');
     expect(r.code).toBe(0);

@@ -2,7 +2,7 @@
  * The `kais` command as a child process (the built dist/kais.js), and the convention every
  * bad-input case checks: exit code 2, one line on stderr naming the problem, nothing written.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
@@ -26,4 +26,17 @@ export function expectUsageExit(r: KaisRun, problem: RegExp, notWritten?: string
   expect(r.stderr.trim().split('\n')).toHaveLength(1);
   expect(r.stderr).toMatch(problem);
   if (notWritten !== undefined) expect(fs.existsSync(notWritten)).toBe(false);
+}
+
+/** Starts `kais ...args` and kills it (SIGKILL, as a crash) as soon as its stderr matches `when`; resolves once it has exited. */
+export function killKaisWhen(args: string[], when: RegExp): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const child = spawn(process.execPath, [KAIS, ...args]);
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => {
+      err += d.toString();
+      if (when.test(err)) child.kill('SIGKILL');
+    });
+    child.on('exit', () => resolve());
+  });
 }
