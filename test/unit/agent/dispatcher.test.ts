@@ -1,13 +1,9 @@
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { allPlacedView, randomActor, tiny } from '../../support/tiny-agent';
 import { Dispatcher } from '../../../agent/dispatcher';
 import { LocalClusterView } from '../../../agent/local-view';
 import { placementBody } from '../../../shared/protocol/envelope';
-import { loadScenario, topologyOf } from '../../../shared/scenario';
-import { actorShapes, initActorWeights } from '../../../shared/nets/actor';
-import { observationDim } from '../../../shared/spaces';
-
-const tiny = loadScenario('tiny');
 
 /** A stub target answering every /serve with `status` after `delayMs`; records the query strings. */
 async function stub(status: number, delayMs = 0): Promise<{ url: string; seen: string[]; close: () => Promise<void> }> {
@@ -130,15 +126,7 @@ describe('Dispatcher', () => {
     const node = await stub(200);
     const cloud = await stub(200);
     closers.push(node.close, cloud.close);
-    const view = new LocalClusterView(tiny, 0);
-    view.applyPlacement(
-      placementBody(1, 0, [
-        [1, 1, 1],
-        [1, 1, 1],
-        [1, 1, 1],
-        [1, 1, 1],
-      ]),
-    );
+    const view = allPlacedView();
     const d = new Dispatcher({
       scenario: tiny,
       view,
@@ -146,13 +134,7 @@ describe('Dispatcher', () => {
       explore,
       experience: 'all',
     });
-    const topo = topologyOf(tiny);
-    const shapes = actorShapes(
-      observationDim({ numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps }),
-      topo.numNodes + 1,
-    );
-    const tensors = initActorWeights(shapes[0][0], topo.numNodes + 1, 3);
-    d.setWeights({ version: 7, checksum: 0, shapes, tensors });
+    d.setWeights(randomActor(7));
     await Promise.all(Array.from({ length: 20 }, () => d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 })));
     d.close();
     const t = d.takeExperience();
@@ -177,25 +159,13 @@ describe('Dispatcher', () => {
     const node = await stub(200);
     const cloud = await stub(200);
     closers.push(node.close, cloud.close);
-    const view = new LocalClusterView(tiny, 0);
-    view.applyPlacement(
-      placementBody(1, 0, [
-        [1, 1, 1],
-        [1, 1, 1],
-        [1, 1, 1],
-        [1, 1, 1],
-      ]),
-    );
+    const view = allPlacedView();
     const targets = { nodes: [node.url, node.url, node.url], cloud: cloud.url };
     const d = new Dispatcher({ scenario: tiny, view, targets, explore, ...(experience === 'explored' ? {} : { experience }) });
     // before weights: lec fallback decisions, deterministic, never kept in these modes
     await d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 });
-    const topo = topologyOf(tiny);
-    const shapes = actorShapes(
-      observationDim({ numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps }),
-      topo.numNodes + 1,
-    );
-    d.setWeights({ version: 2, checksum: 0, shapes, tensors: initActorWeights(shapes[0][0], topo.numNodes + 1, 3) });
+    const actor = randomActor(2);
+    d.setWeights(actor);
     await Promise.all(Array.from({ length: 40 }, () => d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 })));
     d.close();
     const t = d.takeExperience();
@@ -209,7 +179,7 @@ describe('Dispatcher', () => {
       for (const x of t) {
         expect(x.logProb).toBeLessThan(0);
         expect(x.weightVersion).toBe(2);
-        expect(x.obs.length).toBe(shapes[0][0]);
+        expect(x.obs.length).toBe(actor.shapes[0][0]);
       }
     }
   });
@@ -243,15 +213,7 @@ describe('Dispatcher', () => {
     // every node of a dispatcher answers the same way; count what QoS isolation would see
     const totals = [];
     for (const server of servers) {
-      const view = new LocalClusterView(tiny, 0);
-      view.applyPlacement(
-        placementBody(1, 0, [
-          [1, 1, 1],
-          [1, 1, 1],
-          [1, 1, 1],
-          [1, 1, 1],
-        ]),
-      );
+      const view = allPlacedView();
       const d = new Dispatcher({ scenario: tiny, view, targets: { nodes: [server.url, server.url, server.url], cloud: cloud.url } });
       for (let k = 0; k < 6; k++) expect((await d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 })).status).toBe(200); // retried on the cloud
       d.close();

@@ -10,28 +10,16 @@ import * as os from 'os';
 import * as path from 'path';
 import { Dispatcher } from '../../../agent/dispatcher';
 import { LocalClusterView } from '../../../agent/local-view';
-import { placementBody } from '../../../shared/protocol/envelope';
-import { loadScenario, topologyOf } from '../../../shared/scenario';
-import { actorShapes, initActorWeights } from '../../../shared/nets/actor';
-import { observationDim } from '../../../shared/spaces';
 import type { GuardSwitch, RegimeGuardOptions } from '../../../shared/dispatch/guard';
 import type { Request } from '../../../shared/domain';
+import { allPlacedView, randomActor, tiny } from '../../support/tiny-agent';
 
-const tiny = loadScenario('tiny');
 const ROOT = path.resolve(__dirname, '../../..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
 
 /** A dispatcher on tiny's eAP 0 (every node holds every service) behind `guard`, holding weights v7; its switches and a request maker. */
 function guardedDispatcher(guard: RegimeGuardOptions) {
-  const view = new LocalClusterView(tiny, 0);
-  view.applyPlacement(
-    placementBody(1, 0, [
-      [1, 1, 1],
-      [1, 1, 1],
-      [1, 1, 1],
-      [1, 1, 1],
-    ]),
-  );
+  const view = allPlacedView();
   const d = new Dispatcher({
     scenario: tiny,
     view,
@@ -40,12 +28,7 @@ function guardedDispatcher(guard: RegimeGuardOptions) {
   });
   const seen: GuardSwitch[] = [];
   d.onGuardSwitch = (s) => seen.push(s);
-  const topo = topologyOf(tiny);
-  const shapes = actorShapes(
-    observationDim({ numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps }),
-    topo.numNodes + 1,
-  );
-  d.setWeights({ version: 7, checksum: 0, shapes, tensors: initActorWeights(shapes[0][0], topo.numNodes + 1, 3) });
+  d.setWeights(randomActor(7));
   let id = 0;
   /** A request of service 0 due `deadlineInS` from now (negative: already too late for any target). */
   const req = (deadlineInS: number): Request => {
