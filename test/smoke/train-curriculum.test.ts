@@ -9,6 +9,7 @@ import * as os from 'os';
 import * as path from 'path';
 import Database from 'better-sqlite3';
 import { expectUsageExit, killKaisWhen, runKais } from '../support/cli';
+import { reproducibleMetrics } from '../support/train-db';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-curriculum-'));
 
@@ -16,7 +17,7 @@ const kais = (...args: string[]) => runKais(args);
 
 function read(file: string): { metrics: Record<string, unknown>[]; meta: Record<string, unknown>; config: Record<string, unknown> } {
   const db = new Database(file, { readonly: true });
-  const rows = db.prepare('SELECT json FROM metrics ORDER BY frame').all() as { json: string }[];
+  const metrics = reproducibleMetrics(db);
   const meta = Object.fromEntries(
     (db.prepare("SELECT key, value FROM meta WHERE key != 'format'").all() as { key: string; value: string }[]).map((r) => [
       r.key,
@@ -24,13 +25,6 @@ function read(file: string): { metrics: Record<string, unknown>[]; meta: Record<
     ]),
   );
   db.close();
-  // wall times are not reproducible
-  const metrics = rows.map((r) => {
-    const { wallS, learnS, ...rest } = JSON.parse(r.json) as Record<string, unknown>;
-    void wallS;
-    void learnS;
-    return rest;
-  });
   const { config, ...others } = meta;
   return { metrics, meta: others, config };
 }

@@ -10,6 +10,7 @@ import * as os from 'os';
 import * as path from 'path';
 import Database from 'better-sqlite3';
 import { expectUsageExit, killKaisWhen, runKais } from '../support/cli';
+import { reproducibleMetrics } from '../support/train-db';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-joint-'));
 
@@ -23,7 +24,7 @@ interface Stored {
 
 function read(file: string): Stored {
   const db = new Database(file, { readonly: true });
-  const rows = db.prepare('SELECT json FROM metrics ORDER BY frame').all() as { json: string }[];
+  const metrics = reproducibleMetrics(db);
   const meta = Object.fromEntries(
     (db.prepare("SELECT key, value FROM meta WHERE key NOT IN ('format', 'config')").all() as { key: string; value: string }[]).map((r) => [
       r.key,
@@ -36,13 +37,6 @@ function read(file: string): Stored {
     state: string;
   }[];
   db.close();
-  // wall times are not reproducible
-  const metrics = rows.map((r) => {
-    const { wallS, learnS, ...rest } = JSON.parse(r.json) as Record<string, unknown>;
-    void wallS;
-    void learnS;
-    return rest;
-  });
   const checkpoints = cks.map((c) => ({
     episode: c.episode,
     actor: c.actor,

@@ -15,6 +15,7 @@ import { readActorFile } from '../../shared/nets/actor-file';
 import { actorLayersFiles } from '../../shared/nets/actor-layers';
 import { ActorF32 } from '../../shared/nets/actor';
 import { expectUsageExit, killKaisWhen, runKais } from '../support/cli';
+import { reproducibleMetrics } from '../support/train-db';
 
 const ROOT = path.join(__dirname, '..', '..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
@@ -24,15 +25,9 @@ const kais = (...args: string[]) => runKais(args);
 
 function metricsOf(file: string): unknown[] {
   const db = new Database(file, { readonly: true });
-  const rows = db.prepare('SELECT json FROM metrics ORDER BY frame').all() as { json: string }[];
+  const metrics = reproducibleMetrics(db);
   db.close();
-  // wall times are not reproducible
-  return rows.map((r) => {
-    const { wallS, learnS, ...rest } = JSON.parse(r.json) as Record<string, unknown>;
-    void wallS;
-    void learnS;
-    return rest;
-  });
+  return metrics;
 }
 
 const base = ['train', '--scenario', 'tiny', '--episode-frames', '1', '--bc-frames', '1', '--seed', '3', '--json'];
