@@ -54,7 +54,7 @@ import { UsageError } from '../shared/errors';
 import { AGENT_TOKEN_ENV } from '../agent/cli';
 import { loadScenario, topologyOf, type Scenario } from '../shared/scenario';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../training/workload';
-import { checkpointHead, defaultModelPath, isActorFile } from '../shared/nets/actor-file';
+import { checkpointHead, defaultGpgModelPath, defaultModelPath, isActorFile } from '../shared/nets/actor-file';
 import type { Fault } from '../shared/faults';
 import { guardedDispatch } from '../shared/dispatch/guard';
 import { isOrchestrationPolicy, ORCHESTRATION_POLICIES } from '../shared/orchestration';
@@ -91,9 +91,12 @@ export const UP_SPEC = {
   load: opt.number({ default: 1, min: 0, minExclusive: true, max: MAX_LOAD, describe: 'multiplier on the arrival rate' }),
   orchestration: opt.choice([...ORCHESTRATION_POLICIES, 'gpg'] as const, {
     default: 'static',
-    describe: 'placement policy (gpg: the learned one, from --gpg)',
+    describe: 'placement policy (gpg: the learned one, from --gpg or the shipped model)',
   }),
-  gpg: opt.file({ describe: 'GPG model (JSON, scripts/train-gpg.ts) for --orchestration gpg' }),
+  gpg: opt.file({
+    describe:
+      'GPG model (JSON, scripts/train-gpg.ts) for --orchestration gpg; default: the one that ships for the scenario (models/<scenario>-gpg.json)',
+  }),
   policy: opt.string({
     default: 'cmmac',
     describe: `dispatch policy of every agent and of the prediction: cmmac (the model, learning online) or a heuristic of kais eval (${DISPATCH_HEURISTICS.join(', ')}), then without model or learning`,
@@ -372,9 +375,16 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     throw new UsageError(`--workload: unknown workload "${a.workload}" (valid: ${WORKLOAD_NAMES.join(', ')})`);
   if (!isOrchestrationPolicy(a.orchestration) && a.orchestration !== 'gpg')
     throw new UsageError(`--orchestration: one of ${ORCHESTRATION_POLICIES.join(', ')}, gpg, got ${a.orchestration}`);
-  if (a.orchestration === 'gpg' && !a.gpg)
-    throw new UsageError('--orchestration gpg: needs --gpg <model.json> (scripts/train-gpg.ts makes one)');
-  if (a.gpg) checkGpgModel(a.gpg, scenario);
+  if (a.orchestration === 'gpg' && !a.gpg) {
+    // the model that ships for the scenario (models/<scenario>-gpg.json), as kais eval's x/gpg
+    const shipped = defaultGpgModelPath(scenario);
+    if (shipped === null)
+      throw new UsageError(
+        `--orchestration gpg: needs --gpg <model.json>: no GPG model ships for scenario "${scenario.name}" (scripts/train-gpg.ts makes one)`,
+      );
+    a = { ...a, gpg: shipped };
+  }
+  if (a.gpg) gpgPolicy(a.gpg, scenario).dispose();
   if (!(a.explore > 0 && a.explore <= 1)) throw new UsageError(`--explore: must be a share in (0, 1], got ${a.explore}`);
   if (!Number.isInteger(a.learnBatch) || a.learnBatch < 1)
     throw new UsageError(`--learn-batch: must be a positive integer, got ${a.learnBatch}`);
@@ -795,27 +805,11 @@ export function compareTallies(
   return predicted.sent.map((_, i) => ({ target: i < numNodes ? `node ${i}` : 'cloud', live: row(live, i), predicted: row(predicted, i) }));
 }
 
-/** The GPG model of --gpg for this scenario (tfjs loads only here); its problems name the flag. */
-function loadGpgNet(file: string, scenario: Scenario): import('../critic/gpg/gnn').GpgNet {
+/** The orchestrator's GPG (greedy, one decision per frame) of --gpg, for the prediction (tfjs loads only here). */
+function gpgPolicy(file: string, scenario: Scenario): import('../shared/policy').OrchestrationPolicy & { dispose: () => void } {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { gpgModelFromJson } = require('../critic/gpg/model') as typeof import('../critic/gpg/model');
-  try {
-    return gpgModelFromJson(fs.readFileSync(file, 'utf8'), scenario.services.length).net;
-  } catch (e) {
-    throw new UsageError(`--gpg: ${file}: ${(e as Error).message}`);
-  }
-}
-
-function checkGpgModel(file: string, scenario: Scenario): void {
-  loadGpgNet(file, scenario).dispose();
-}
-
-/** The orchestrator's GPG (greedy, one decision per frame), for the prediction. */
-function gpgPolicy(file: string, scenario: Scenario): import('../shared/policy').OrchestrationPolicy {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { GpgOrchestration } = require('../critic/gpg/policy') as typeof import('../critic/gpg/policy');
-  const periodS = scenario.slotS * scenario.slotsPerFrame;
-  return new GpgOrchestration(loadGpgNet(file, scenario), { periodS, nodesPerDecision: scenario.scaleNodesPerFrame, mode: 'greedy' });
+  const { loadGpgOrchestration } = require('../critic/gpg/load') as typeof import('../critic/gpg/load');
+  return loadGpgOrchestration(file, scenario, '--gpg');
 }
 
 /**

@@ -13,7 +13,7 @@
  * a learning orchestrator should explore (`kais agent --explore 0.25`). `"learner": "none"` only stores experience.
  *
  * Config file (JSON), every field optional except none:
- * `{"scenario": "kais", "orchestration": "static"|"hpa"|"gsp-ss"|"gpg", "gpgModel": null | "<GPG model .json>", "token": "", "agentTokens": {"0": "..."},
+ * `{"scenario": "kais", "orchestration": "static"|"hpa"|"gsp-ss"|"gpg", "gpgModel": null (gpg: the shipped models/<scenario>-gpg.json) | "<GPG model .json>", "token": "", "agentTokens": {"0": "..."},
  *   "frameS": <scenario seconds per frame, default slotS x slotsPerFrame>, "speed": 1,
  *   "executor": null | "http://<kais node admin>" | "kubernetes", "executorToken": null | "<its adminToken>", "checkpoint": null | "<kais train db or actor .bin>",
  *   "kubernetes": {"kubeconfig": null (in-cluster) | "<file>", "namespace": "kais", "image": "<replica image>", "nodeLabel": "kais.io/node-index"},
@@ -41,7 +41,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { loadTlsPair, type TlsPair } from '../shared/tls';
 import type { Placement } from '../shared/domain';
-import { deployableActor } from '../shared/nets/actor-file';
+import { defaultGpgModelPath, deployableActor } from '../shared/nets/actor-file';
 import { topologyOf } from '../shared/scenario';
 import { Intake, type IntakeEvent } from './intake';
 import { UsageError } from '../shared/errors';
@@ -262,9 +262,13 @@ export function readConfig(file: string): OrchestratorConfig {
   if (!(ORCHESTRATION_NAMES as string[]).includes(orchestration)) fail('orchestration', `must be one of ${ORCHESTRATION_NAMES.join(', ')}`);
   const adminToken = strOrNull('adminToken');
   if (adminToken !== null && adminToken.length < 16) fail('adminToken', 'must be at least 16 characters (or null: the admin API off)');
-  const gpgModel = strOrNull('gpgModel');
+  // gpg without a model: the one that ships for the scenario (models/<scenario>-gpg.json), as kais eval's and kais up's
+  const gpgModel = strOrNull('gpgModel') ?? (orchestration === 'gpg' ? defaultGpgModelPath(scenario) : null);
   if (orchestration === 'gpg' && gpgModel === null)
-    fail('gpgModel', 'must name a GPG model file (scripts/train-gpg.ts) when orchestration is "gpg"');
+    fail(
+      'gpgModel',
+      `must name a GPG model file (scripts/train-gpg.ts) when orchestration is "gpg": none ships for scenario "${scenario.name}"`,
+    );
   if (gpgModel !== null && !(fs.existsSync(gpgModel) && fs.statSync(gpgModel).isFile())) fail('gpgModel', `${gpgModel} is not a file`);
   if (gpgModel !== null && fs.statSync(gpgModel).size > 64 * 1048576) fail('gpgModel', `${gpgModel} is over 64 MiB`);
   const agentTokens: Record<number, string> = {};
@@ -412,18 +416,9 @@ function readTlsSection(v: unknown, file: string, fail: (field: string, why: str
  */
 async function learnedOrchestration(cfg: OrchestratorConfig): Promise<import('../shared/policy').OrchestrationPolicy> {
   await loadBackend();
-  /* eslint-disable @typescript-eslint/no-require-imports */
-  const { gpgModelFromJson } = require('../critic/gpg/model') as typeof import('../critic/gpg/model');
-  const { GpgOrchestration } = require('../critic/gpg/policy') as typeof import('../critic/gpg/policy');
-  /* eslint-enable @typescript-eslint/no-require-imports */
-  let net: import('../critic/gpg/gnn').GpgNet;
-  try {
-    net = gpgModelFromJson(fs.readFileSync(cfg.gpgModel!, 'utf8'), cfg.scenario.services.length).net;
-  } catch (e) {
-    throw new UsageError(`field "gpgModel": ${cfg.gpgModel}: ${(e as Error).message}`);
-  }
-  const s = cfg.scenario;
-  return new GpgOrchestration(net, { periodS: cfg.frameS, nodesPerDecision: s.scaleNodesPerFrame, mode: 'greedy' });
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { loadGpgOrchestration } = require('../critic/gpg/load') as typeof import('../critic/gpg/load');
+  return loadGpgOrchestration(cfg.gpgModel!, cfg.scenario, 'field "gpgModel"', cfg.frameS);
 }
 
 /** The stored admin state (JSON text), or none when absent or unreadable (logged: the admin sets it again). */

@@ -9,13 +9,15 @@
  *
  * SCENARIO (default kais), SEEDS (a-b or a,b,...; default 2001-2010), LOADS (default 1), FRAMES
  * (default 20), POLICIES (comma-separated pairs; the first is the reference), GPG (a model for x/gpg
- * pairs). Prints a markdown table on stdout and one progress line per cell on stderr.
+ * pairs; default: the shipped models/<scenario>-gpg.json). Prints a markdown table on stdout and one progress line per cell on stderr.
  */
 import { defaultsOf } from '../shared/config';
+import { loadBackend } from '../shared/tf-backend';
 import { EVAL_SPEC, runEval, type EvalArgs } from '../training/jobs/eval';
 import { mean, se, seedList } from './seed-stats';
 
-function main(): void {
+async function main(): Promise<void> {
+  await loadBackend(); // the backend kais eval runs a gpg pair on
   const scenario = process.env.SCENARIO ?? 'kais';
   const seeds = seedList(process.env.SEEDS ?? '2001-2010');
   const loads = (process.env.LOADS ?? '1').split(',').map(Number);
@@ -75,4 +77,7 @@ function main(): void {
   }
 }
 
-main();
+main().catch((e) => {
+  process.stderr.write(`seed-table: ${(e as Error).message}\n`);
+  process.exit(1);
+});

@@ -4,8 +4,11 @@
  * `kais train --policies cmmac/gpg` command come next). Settings from the environment:
  *
  *   SCENARIO=small DISPATCH=lec UPDATES=150 ROLLOUTS=8 FRAMES=8 LOAD=1 LOADS= SEED=1 OP_COST=0.002
- *   REPLICA_COST=0 EVAL_EVERY=25 EVAL_SEEDS=901,902,903 EVAL_FRAMES=10 OUT=gpg-small.json
+ *   REPLICA_COST=0 EVAL_EVERY=25 EVAL_SEEDS=901,902,903 EVAL_FRAMES=10 ENCODER=gnn OUT=gpg-small.json
  *   node dist/scripts/train-gpg.js
+ *
+ * ENCODER=stack trains the state-stacking ablation (critic/gpg/gnn.ts: same heads, no message
+ * passing), for the paper's GNN-vs-stacking comparison (docs/gpg.md).
  *
  * INIT=<model.json> fine-tunes a model (fresh Adam; the entropy schedule continues from its
  * trainedWith.updates). DISPATCH=cmmac trains under the shipped cMMAC model (models/<scenario>-cmmac.bin, argmax,
@@ -63,6 +66,15 @@ async function main(): Promise<void> {
   };
   // INIT=<model.json>: fine-tune that model (its net config; the entropy schedule continues from its updates)
   const initFile = process.env.INIT;
+  const encoder = env('ENCODER', 'gnn');
+  if (encoder !== 'gnn' && encoder !== 'stack') {
+    process.stderr.write(`train-gpg: ENCODER must be gnn or stack, got ${encoder}\n`);
+    process.exit(2);
+  }
+  if (initFile && process.env.ENCODER !== undefined) {
+    process.stderr.write('train-gpg: ENCODER comes from the INIT model; leave it out with INIT\n');
+    process.exit(2);
+  }
   let init: { weights: Float32Array[]; updates: number } | undefined;
   let net: ReturnType<typeof gpgModelFromJson>['net'] | undefined;
   if (initFile) {
@@ -71,14 +83,19 @@ async function main(): Promise<void> {
     init = { weights: m.net.getWeights(), updates: Number(m.meta.trainedWith?.updates ?? 0) };
   }
   const t0 = Date.now();
-  const r = trainGpg({ scenario, ...settings, ...(net ? { net: net.config, init } : {}) }, (line) =>
+  const r = trainGpg({ scenario, ...settings, ...(net ? { net: net.config, init } : { net: { encoder } }) }, (line) =>
     process.stdout.write(`${((Date.now() - t0) / 1000).toFixed(0)}s ${line}\n`),
   );
   fs.writeFileSync(
     out,
     gpgModelToJson(r.net, {
       scenario: scenario.name,
-      trainedWith: { ...settings, ...(initFile ? { init: initFile, initUpdates: init!.updates } : {}), script: 'scripts/train-gpg.ts' },
+      trainedWith: {
+        ...settings,
+        encoder: net?.config.encoder ?? encoder,
+        ...(initFile ? { init: initFile, initUpdates: init!.updates } : {}),
+        script: 'scripts/train-gpg.ts',
+      },
     }),
   );
   fs.writeFileSync(out.replace(/\.json$/, '') + '.curve.json', JSON.stringify({ curve: r.curve, evals: r.evals }) + '\n');

@@ -37,6 +37,18 @@ export function defaultModelPath(scenario: Scenario): string | null {
   return null;
 }
 
+/**
+ * Path of the GPG model the project ships for a scenario (`models/<scenario>-gpg.json`, the one
+ * `gpg` runs when no model is named: docs/gpg.md says how it was made), or null.
+ */
+export function defaultGpgModelPath(scenario: Scenario): string | null {
+  for (const dir of modelDirs()) {
+    const file = pathJoin(dir, `${scenario.name}-gpg.json`);
+    if (fs.existsSync(file)) return file;
+  }
+  return null;
+}
+
 /** Actor tensors (with shapes) and head of an exported actor file, for publishing as weights. */
 export function readActorFile(file: string): { shapes: number[][]; tensors: Float32Array[]; head: HeadActivation } {
   try {

@@ -14,6 +14,7 @@ import type { DequeueName } from '../../shared/dequeue';
 import { DEQUEUE_NAMES } from '../../shared/dequeue';
 import { loadBackend } from '../../shared/tf-backend';
 import { UsageError } from '../../shared/errors';
+import { defaultGpgModelPath } from '../../shared/nets/actor-file';
 import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
 import { loadScenario, scenarioWithSlot } from '../../shared/scenario';
 import type { Scenario } from '../../shared/scenario';
@@ -64,7 +65,10 @@ export const EVAL_SPEC = {
       'comma-separated dispatch/orchestration pairs (default: the heuristic pairs, and cmmac/hpa when a model ships); dispatch cmmac+guard runs cmmac behind the regime guard (docs/safe-learning.md); orchestration x/gpg runs the --gpg model, x/hindsight the best of placement rules that know each next frame (docs/simulator.md)',
   }),
   checkpoint: opt.file({ sqlite: 'kais checkpoint', describe: 'SQLite checkpoint of kais train for cmmac' }),
-  gpg: opt.file({ describe: 'GPG model (JSON, scripts/train-gpg.ts) for the gpg orchestration (x/gpg pairs)' }),
+  gpg: opt.file({
+    describe:
+      'GPG model (JSON, scripts/train-gpg.ts) for the gpg orchestration (x/gpg pairs); default: the one that ships for the scenario (models/<scenario>-gpg.json)',
+  }),
   frames: opt.integer({ default: 20, min: 1, max: MAX_FRAMES, describe: 'frames to simulate (100 slots of 0.25 s each)' }),
   seed: opt.integer({ default: 1, describe: 'random seed (same seed, same numbers)' }),
   load: opt.number({ default: 1, min: 0, minExclusive: true, max: MAX_LOAD, describe: 'multiplier on arrival rates' }),
@@ -174,8 +178,9 @@ function makeAnyDispatch(
 }
 
 /**
- * `gpg` is the learned orchestration (critic/gpg/), greedy, from `--gpg <model.json>`; the other
- * names are the shared heuristics. A GPG policy holds tfjs variables: dispose() frees them.
+ * `gpg` is the learned orchestration (critic/gpg/), greedy, from `--gpg <model.json>` or the model
+ * the project ships for the scenario (models/<scenario>-gpg.json); the other names are the shared
+ * heuristics. A GPG policy holds tfjs variables: dispose() frees them.
  */
 function makeAnyOrchestration(
   name: string,
@@ -183,30 +188,15 @@ function makeAnyOrchestration(
   gpgFile: string | undefined,
 ): OrchestrationPolicy & { dispose?: () => void } {
   if (name !== 'gpg') return makeOrchestration(name, scenario);
-  if (!gpgFile) throw new UsageError('--policies: gpg needs --gpg <model.json> (scripts/train-gpg.ts makes one)');
-  let text: string;
-  try {
-    text = fs.readFileSync(gpgFile, 'utf8');
-  } catch (e) {
-    throw new UsageError(`--gpg: cannot read ${gpgFile} (${(e as Error).message})`);
-  }
+  const file = gpgFile ?? defaultGpgModelPath(scenario);
+  if (file === null)
+    throw new UsageError(
+      `--policies: gpg needs --gpg <model.json>: no GPG model ships for scenario "${scenario.name}" (scripts/train-gpg.ts makes one)`,
+    );
   // loaded here, not at the top: tfjs loads only for a gpg pair (the heuristic pairs never need it)
-  /* eslint-disable @typescript-eslint/no-require-imports */
-  const { gpgModelFromJson } = require('../../critic/gpg/model') as typeof import('../../critic/gpg/model');
-  const { GpgOrchestration } = require('../../critic/gpg/policy') as typeof import('../../critic/gpg/policy');
-  /* eslint-enable @typescript-eslint/no-require-imports */
-  let net: import('../../critic/gpg/gnn').GpgNet;
-  try {
-    net = gpgModelFromJson(text, scenario.services.length).net;
-  } catch (e) {
-    throw new UsageError(`--gpg: ${gpgFile}: ${(e as Error).message}`);
-  }
-  const policy = new GpgOrchestration(net, {
-    periodS: scenario.slotS * scenario.slotsPerFrame,
-    nodesPerDecision: scenario.scaleNodesPerFrame,
-    mode: 'greedy',
-  });
-  return Object.assign(policy, { dispose: () => net.dispose() });
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { loadGpgOrchestration } = require('../../critic/gpg/load') as typeof import('../../critic/gpg/load');
+  return loadGpgOrchestration(file, scenario, gpgFile ? '--gpg' : 'the shipped GPG model');
 }
 
 /** The heuristic pairs, plus cmmac/hpa when the project ships a model that fits the scenario. */

@@ -159,6 +159,7 @@ const CASES: string[][] = [
   EVAL('--load', '1e9'),
   EVAL('--load', '-1'),
   EVAL('--seed', 'NaN'),
+  EVAL('--policies', 'lec/gpg'),
   EVAL('--seed', '1.5'),
   EVAL('--slot', '0'),
   EVAL('--slot', 'NaN'),

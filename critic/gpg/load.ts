@@ -1,0 +1,43 @@
+/**
+ * A GPG model file as the greedy orchestration the entry points run: `kais eval`'s x/gpg pairs,
+ * `kais up`'s prediction and the orchestrator's `"orchestration": "gpg"`. One reader, so a model
+ * that does not fit the scenario is the same one-line UsageError everywhere, naming the flag or
+ * config field it came from. tfjs loads with this module: entry points require it lazily, only for
+ * gpg (the heuristic pairs never need tfjs).
+ */
+import * as fs from 'fs';
+import { UsageError } from '../../shared/errors';
+import type { Scenario } from '../../shared/scenario';
+import type { GpgNet } from './gnn';
+import { gpgModelFromJson } from './model';
+import { GpgOrchestration } from './policy';
+
+/** The net of a GPG model file for this scenario; a UsageError `<source>: <file>: <problem>` otherwise. */
+export function loadGpgNet(file: string, scenario: Scenario, source: string): GpgNet {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new UsageError(`${source}: cannot read ${file} (${(e as Error).message})`);
+  }
+  try {
+    return gpgModelFromJson(text, scenario.services.length).net;
+  } catch (e) {
+    throw new UsageError(`${source}: ${file}: ${(e as Error).message}`);
+  }
+}
+
+/**
+ * The greedy GPG of a model file, deciding once per `periodS` (the scenario's frame unless given),
+ * on `scaleNodesPerFrame` nodes. dispose() frees its tfjs variables.
+ */
+export function loadGpgOrchestration(
+  file: string,
+  scenario: Scenario,
+  source: string,
+  periodS: number = scenario.slotS * scenario.slotsPerFrame,
+): GpgOrchestration & { dispose: () => void } {
+  const net = loadGpgNet(file, scenario, source);
+  const policy = new GpgOrchestration(net, { periodS, nodesPerDecision: scenario.scaleNodesPerFrame, mode: 'greedy' });
+  return Object.assign(policy, { dispose: () => net.dispose() });
+}
