@@ -23,3 +23,12 @@ export const se = (a: number[]): number => {
   const m = mean(a);
   return a.length > 1 ? Math.sqrt(a.reduce((x, y) => x + (y - m) ** 2, 0) / (a.length - 1) / a.length) : 0;
 };
+
+/** Per-seed figures of seed-table.ts runs (JSON_OUT): per load, per pair, one value per seed in `seeds` order. */
+export interface SeedCells {
+  scenario: string;
+  seeds: number[];
+  frames: number;
+  gpg: string | null;
+  loads: Record<string, Record<string, { rate: number[]; replicaS: number[]; ops: number[] }>>;
+}

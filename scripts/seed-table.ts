@@ -9,12 +9,15 @@
  *
  * SCENARIO (default kais), SEEDS (a-b or a,b,...; default 2001-2010), LOADS (default 1), FRAMES
  * (default 20), POLICIES (comma-separated pairs; the first is the reference), GPG (a model for x/gpg
- * pairs; default: the shipped models/<scenario>-gpg.json). Prints a markdown table on stdout and one progress line per cell on stderr.
+ * pairs; default: the shipped models/<scenario>-gpg.json), JSON_OUT (a file for every cell's per-seed
+ * figures, so runs of different pairs on the same seeds can be paired afterwards: seed-pair.ts).
+ * Prints a markdown table on stdout and one progress line per cell on stderr.
  */
+import * as fs from 'node:fs';
 import { defaultsOf } from '../shared/config';
 import { loadBackend } from '../shared/tf-backend';
 import { EVAL_SPEC, runEval, type EvalArgs } from '../training/jobs/eval';
-import { mean, se, seedList } from './seed-stats';
+import { mean, se, seedList, type SeedCells } from './seed-stats';
 
 async function main(): Promise<void> {
   await loadBackend(); // the backend kais eval runs a gpg pair on
@@ -29,6 +32,7 @@ async function main(): Promise<void> {
   console.log('');
   console.log(`| load | pair | throughput (s.e.) | ${ref} / pair (paired s.e.) | replica-s | operations |`);
   console.log('| --- | --- | --- | --- | --- | --- |');
+  const cells: SeedCells = { scenario, seeds, frames, gpg: process.env.GPG ?? null, loads: {} };
   for (const load of loads) {
     const rate = new Map<string, number[]>();
     const replica = new Map<string, number[]>();
@@ -65,6 +69,9 @@ async function main(): Promise<void> {
       }
       process.stderr.write(`load ${load} seed ${seed} done\n`);
     }
+    cells.loads[String(load)] = Object.fromEntries(
+      pairs.map((p) => [p, { rate: rate.get(p) as number[], replicaS: replica.get(p) as number[], ops: ops.get(p) as number[] }]),
+    );
     const refRates = rate.get(ref) as number[];
     for (const p of pairs) {
       const v = rate.get(p) as number[];
@@ -75,6 +82,7 @@ async function main(): Promise<void> {
       );
     }
   }
+  if (process.env.JSON_OUT) fs.writeFileSync(process.env.JSON_OUT, JSON.stringify(cells) + '\n');
 }
 
 main().catch((e) => {
