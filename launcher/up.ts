@@ -90,8 +90,8 @@ export const UP_SPEC = {
   seed: opt.integer({ default: 1, describe: 'workload seed' }),
   load: opt.number({ default: 1, min: 0, minExclusive: true, max: MAX_LOAD, describe: 'multiplier on the arrival rate' }),
   orchestration: opt.choice([...ORCHESTRATION_POLICIES, 'gpg'] as const, {
-    default: 'static',
-    describe: 'placement policy (gpg: the learned one, from --gpg or the shipped model)',
+    describe:
+      'placement policy (gpg: the learned one, from --gpg or the shipped model); default: gpg where a GPG model ships for the scenario (kais), else static',
   }),
   gpg: opt.file({
     describe:
@@ -373,6 +373,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   if (!(a.speed > 0) || !Number.isFinite(a.speed)) throw new UsageError(`--speed: must be a positive number, got ${a.speed}`);
   if (!isWorkloadName(a.workload))
     throw new UsageError(`--workload: unknown workload "${a.workload}" (valid: ${WORKLOAD_NAMES.join(', ')})`);
+  // the learned orchestration by default where its model ships (models/<scenario>-gpg.json), as kais eval's default pairs
+  if (a.orchestration === undefined) a = { ...a, orchestration: defaultGpgModelPath(scenario) !== null ? 'gpg' : 'static' };
   if (!isOrchestrationPolicy(a.orchestration) && a.orchestration !== 'gpg')
     throw new UsageError(`--orchestration: one of ${ORCHESTRATION_POLICIES.join(', ')}, gpg, got ${a.orchestration}`);
   if (a.orchestration === 'gpg' && !a.gpg) {

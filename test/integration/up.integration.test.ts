@@ -90,6 +90,7 @@ describe('kais up', () => {
     expectAccounted(s);
     expect(s.durationS).toBe(10);
     expect(s.policy).toBe('cmmac');
+    expect(s.evalPolicy).toBe('cmmac/gpg'); // both shipped kais models by default
     expect(s.completedInTime as number).toBeGreaterThan(0);
     expect(s.placementVersionsApplied as number).toBeGreaterThanOrEqual(1);
     expect(s.nodeExclusions).toBe(0); // no failures played: QoS isolation must not fire on a healthy cluster
@@ -260,7 +261,7 @@ describe('kais up', () => {
     expect(s.weightVersionsApplied as number).toBeGreaterThanOrEqual(2);
     expect(run.stderr).toMatch(/learner: worker thread/);
     expect(run.stderr).toMatch(/learner: update \d+ -> weights v2 on 256 transitions/);
-    expect(s.evalPolicy).toBe('cmmac/static');
+    expect(s.evalPolicy).toBe('cmmac/gpg'); // kais ships a GPG model: the learned orchestration by default
     expect(s.evalThroughputRate as number).toBeGreaterThan(0.3);
   }, 90_000);
 

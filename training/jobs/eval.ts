@@ -62,7 +62,7 @@ export const EVAL_SPEC = {
   trace: opt.file({ dir: true, describe: 'Alibaba batch_task CSV (v2017 or v2018), or a folder holding batch_task.csv' }),
   policies: opt.optString({
     describe:
-      'comma-separated dispatch/orchestration pairs (default: the heuristic pairs, and cmmac/hpa when a model ships); dispatch cmmac+guard runs cmmac behind the regime guard (docs/safe-learning.md); orchestration x/gpg runs the --gpg model, x/hindsight the best of placement rules that know each next frame (docs/simulator.md)',
+      'comma-separated dispatch/orchestration pairs (default: the heuristic pairs, and cmmac/hpa when a cMMAC model ships, cmmac/gpg when a GPG model ships too); dispatch cmmac+guard runs cmmac behind the regime guard (docs/safe-learning.md); orchestration x/gpg runs the --gpg model (or the shipped one), x/hindsight the best of placement rules that know each next frame (docs/simulator.md)',
   }),
   checkpoint: opt.file({ sqlite: 'kais checkpoint', describe: 'SQLite checkpoint of kais train for cmmac' }),
   gpg: opt.file({
@@ -199,12 +199,16 @@ function makeAnyOrchestration(
   return loadGpgOrchestration(file, scenario, gpgFile ? '--gpg' : 'the shipped GPG model');
 }
 
-/** The heuristic pairs, plus cmmac/hpa when the project ships a model that fits the scenario. */
+/**
+ * The heuristic pairs, plus cmmac/hpa when the project ships a cMMAC model that fits the scenario,
+ * and cmmac/gpg when it ships a GPG model for it too (models/<scenario>-gpg.json: the learned pair).
+ */
 function defaultPolicies(scenario: Scenario): string[] {
   try {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const ck = require('./checkpoint') as { loadDefaultCmmac?: (s: Scenario) => DispatchPolicy | null };
-    if (ck.loadDefaultCmmac?.(scenario)) return ['cmmac/hpa', ...DEFAULT_POLICIES];
+    if (ck.loadDefaultCmmac?.(scenario))
+      return [...(defaultGpgModelPath(scenario) !== null ? ['cmmac/gpg'] : []), 'cmmac/hpa', ...DEFAULT_POLICIES];
   } catch {
     // a shipped model for another version of this scenario: the heuristics alone
   }
@@ -423,7 +427,8 @@ export const evalCommand: CommandModule<object, object> = {
     yargsOptions(y.example('$0 eval --scenario kais --frames 2', 'every heuristic pair (and the shipped model) on 2 frames'), EVAL_SPEC),
   handler: namingFlags(EVAL_SPEC, async (argv) => {
     const args: EvalArgs = resolveOptions(EVAL_SPEC, argv);
-    if (learnedDetectorOf(args) || (args.policies ?? '').split(',').some((p) => p.trim().endsWith('/gpg'))) await loadBackend(); // an entry point picks the backend
+    // an entry point picks the backend: for a gpg pair, named or among the defaults (cmmac/gpg where a GPG model ships)
+    if (learnedDetectorOf(args) || (args.policies ?? '/gpg').split(',').some((p) => p.trim().endsWith('/gpg'))) await loadBackend();
     const report = runEval(args, (line) => process.stderr.write(`kais: ${line}\n`));
     if (args.plot) writeSvg(args.plot, evalPlot(report));
     if (args.json) process.stdout.write(JSON.stringify(report) + '\n');

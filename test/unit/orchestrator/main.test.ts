@@ -36,9 +36,14 @@ describe('readConfig', () => {
     expect(c.scenario.name).toBe('kais');
   });
 
+  it('gpg without a gpgModel runs the model that ships for the scenario (models/<scenario>-gpg.json)', () => {
+    expect(readConfig(write({ orchestration: 'gpg' })).gpgModel).toMatch(/models[\\/]kais-gpg\.json$/);
+    expect(readConfig(write({ orchestration: 'hpa' })).gpgModel).toBeNull();
+  });
+
   it.each([
     [{ orchestration: 'gpo' }, /field "orchestration" must be one of static, hpa, gsp-ss, gpg/],
-    [{ orchestration: 'gpg' }, /field "gpgModel" must name a GPG model file/],
+    [{ scenario: 'tiny', orchestration: 'gpg' }, /field "gpgModel" must name a GPG model file .*none ships for scenario "tiny"/],
     [{ orchestration: 'gpg', gpgModel: '/nonexistent.json' }, /field "gpgModel" \/nonexistent.json is not a file/],
     [{ frameS: -1 }, /field "frameS" must be a positive number/],
     [{ executor: 'ftp://x' }, /field "executor" must be an http:\/\/ URL/],

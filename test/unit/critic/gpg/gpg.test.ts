@@ -4,7 +4,12 @@
  * Plackett-Luce computation), REINFORCE with the time-aligned baseline makes a rewarded action
  * more likely (the demo's GPG could not learn), and the policy runs inside the simulator.
  */
+import * as path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
+import { defaultsOf } from '../../../../shared/config';
+import { defaultGpgModelPath } from '../../../../shared/nets/actor-file';
+import { loadGpgOrchestration } from '../../../../critic/gpg/load';
+import { EVAL_SPEC, runEval, type EvalArgs } from '../../../../training/jobs/eval';
 import { Cluster } from '../../../../training/sim/cluster';
 import { runEpisode } from '../../../../training/jobs/rollout';
 import { makeDispatch } from '../../../../training/baselines/registry';
@@ -257,5 +262,36 @@ describe('GPG model file', () => {
     const cut = JSON.parse(text);
     cut.weights = cut.weights.slice(0, 40);
     expect(() => gpgModelFromJson(JSON.stringify(cut), 4)).toThrow(/weight bytes/);
+  });
+});
+
+describe('the GPG models the project ships', () => {
+  afterEach(() => tf.disposeVariables());
+  it('gpg without a model runs models/<scenario>-gpg.json, which fits its scenario; the others say which source failed', () => {
+    const kais = loadScenario('kais');
+    const file = defaultGpgModelPath(kais);
+    expect(file).not.toBeNull();
+    expect(path.basename(file!)).toBe('kais-gpg.json');
+    const p = loadGpgOrchestration(file!, kais, 'the shipped GPG model');
+    expect(p.periodS).toBe(kais.slotS * kais.slotsPerFrame);
+    p.dispose();
+    expect(defaultGpgModelPath(loadScenario('tiny'))).toBeNull();
+    expect(() => loadGpgOrchestration('/nonexistent/m.json', kais, '--gpg')).toThrow(/^--gpg: cannot read \/nonexistent\/m\.json/);
+    const forSmall = path.join(path.dirname(file!), 'small-gpg-lec.json');
+    expect(() => loadGpgOrchestration(forSmall, kais, 'field "gpgModel"')).toThrow(
+      /^field "gpgModel": .*small-gpg-lec\.json: made for 8 services, the scenario has 30$/,
+    );
+  });
+
+  it('kais eval runs the shipped model for x/gpg when --gpg is left out: the same numbers as naming it', () => {
+    const kais = loadScenario('kais');
+    const args = { ...defaultsOf(EVAL_SPEC), scenario: 'kais', policies: 'lec/gpg', frames: 1, seed: 3, oracleMaxRequests: 0 } as EvalArgs;
+    const implicit = runEval(args).results;
+    const named = runEval({ ...args, gpg: defaultGpgModelPath(kais)! }).results;
+    expect(implicit.map((r) => r.policy)).toEqual(['lec/gpg']);
+    expect(implicit).toEqual(named);
+    expect(() => runEval({ ...args, scenario: 'tiny' })).toThrow(
+      /^--policies: gpg needs --gpg <model\.json>: no GPG model ships for scenario "tiny"/,
+    );
   });
 });

@@ -25,7 +25,7 @@ function expectUsageError(r: { code: number | null; stderr: string }, pattern: R
 }
 
 describe('kais eval', () => {
-  it('prints byte-identical JSON for the same seed, and the invariant holds for every policy', () => {
+  it('prints byte-identical JSON for the same seed, and the invariant holds for every policy (the shipped cmmac/gpg and cmmac/hpa among them)', () => {
     const args = ['eval', '--scenario', 'kais', '--workload', 'p4', '--seed', '7', '--frames', '10', '--json'];
     const a = kais(...args);
     const b = kais(...args);
@@ -34,6 +34,8 @@ describe('kais eval', () => {
     const report = JSON.parse(a.stdout);
     expect(report).toMatchObject({ scenario: 'kais', workload: 'p4', trace: null, seed: 7, frames: 10 });
     expect(report.results.length).toBeGreaterThanOrEqual(10);
+    // the shipped models run by default: cMMAC on hpa and with the shipped GPG (models/kais-gpg.json)
+    expect(report.results.map((r: { policy: string }) => r.policy).slice(0, 2)).toEqual(['cmmac/gpg', 'cmmac/hpa']);
     for (const r of report.results) {
       expect(r.arrived).toBe(r.completedInTime + r.late + r.dropped + r.queuedAtEnd);
       expect(r.throughputRate).toBeCloseTo(r.completedInTime / r.arrived, 4);
