@@ -373,8 +373,13 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   if (!(a.speed > 0) || !Number.isFinite(a.speed)) throw new UsageError(`--speed: must be a positive number, got ${a.speed}`);
   if (!isWorkloadName(a.workload))
     throw new UsageError(`--workload: unknown workload "${a.workload}" (valid: ${WORKLOAD_NAMES.join(', ')})`);
+  const gpgFlagGiven = a.gpg !== undefined;
   // the learned orchestration by default where its model ships (models/<scenario>-gpg.json), as kais eval's default pairs
-  if (a.orchestration === undefined) a = { ...a, orchestration: defaultGpgModelPath(scenario) !== null ? 'gpg' : 'static' };
+  // (static when none ships, or the shipped one does not fit a scenario file of the same name)
+  if (a.orchestration === undefined) {
+    const shipped = defaultGpgModelPath(scenario);
+    a = { ...a, orchestration: shipped !== null && gpgFits(shipped, scenario) ? 'gpg' : 'static' };
+  }
   if (!isOrchestrationPolicy(a.orchestration) && a.orchestration !== 'gpg')
     throw new UsageError(`--orchestration: one of ${ORCHESTRATION_POLICIES.join(', ')}, gpg, got ${a.orchestration}`);
   if (a.orchestration === 'gpg' && !a.gpg) {
@@ -386,7 +391,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       );
     a = { ...a, gpg: shipped };
   }
-  if (a.gpg) gpgPolicy(a.gpg, scenario).dispose();
+  if (a.gpg) gpgPolicy(a.gpg, scenario, gpgFlagGiven ? '--gpg' : 'the shipped GPG model').dispose();
   if (!(a.explore > 0 && a.explore <= 1)) throw new UsageError(`--explore: must be a share in (0, 1], got ${a.explore}`);
   if (!Number.isInteger(a.learnBatch) || a.learnBatch < 1)
     throw new UsageError(`--learn-batch: must be a positive integer, got ${a.learnBatch}`);
@@ -808,10 +813,24 @@ export function compareTallies(
 }
 
 /** The orchestrator's GPG (greedy, one decision per frame) of --gpg, for the prediction (tfjs loads only here). */
-function gpgPolicy(file: string, scenario: Scenario): import('../shared/policy').OrchestrationPolicy & { dispose: () => void } {
+function gpgPolicy(
+  file: string,
+  scenario: Scenario,
+  source = '--gpg',
+): import('../shared/policy').OrchestrationPolicy & { dispose: () => void } {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { loadGpgOrchestration } = require('../critic/gpg/load') as typeof import('../critic/gpg/load');
-  return loadGpgOrchestration(file, scenario, '--gpg');
+  return loadGpgOrchestration(file, scenario, source);
+}
+
+/** Whether a GPG model file loads for this scenario (the shipped one may not fit a scenario file named like a built-in). */
+function gpgFits(file: string, scenario: Scenario): boolean {
+  try {
+    gpgPolicy(file, scenario).dispose();
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**
