@@ -374,6 +374,11 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   if (!isWorkloadName(a.workload))
     throw new UsageError(`--workload: unknown workload "${a.workload}" (valid: ${WORKLOAD_NAMES.join(', ')})`);
   const gpgFlagGiven = a.gpg !== undefined;
+  if (a.orchestration === 'gpg' || (a.orchestration === undefined && defaultGpgModelPath(scenario) !== null)) {
+    // before tfjs's first use: the backend kais eval runs gpg on, for the prediction (and no tfjs banner on stderr)
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    await (require('../shared/tf-backend') as typeof import('../shared/tf-backend')).loadBackend();
+  }
   // the learned orchestration by default where its model ships (models/<scenario>-gpg.json), as kais eval's default pairs
   // (static when none ships, or the shipped one does not fit a scenario file of the same name)
   if (a.orchestration === undefined) {

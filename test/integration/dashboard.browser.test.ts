@@ -44,9 +44,13 @@ afterEach(async () => {
   'kais up: the dashboard shows every node and agent, and a scale and a hold with their events, live',
   async () => {
     const shots = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-dashboard-'));
-    const child = spawn(process.execPath, [KAIS, 'up', '--scenario', 'kais', '--policy', 'lec', '--duration', '60', '--verbose'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [KAIS, 'up', '--scenario', 'kais', '--policy', 'lec', '--orchestration', 'static', '--duration', '60', '--verbose'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     up = child;
     const lines: string[] = [];
     let partial = '';
