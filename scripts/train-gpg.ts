@@ -10,8 +10,8 @@
  * ENCODER=stack trains the state-stacking ablation (critic/gpg/gnn.ts: same heads, no message
  * passing), for the paper's GNN-vs-stacking comparison (docs/gpg.md).
  *
- * INIT=<model.json> fine-tunes a model (fresh Adam; the entropy schedule continues from its
- * trainedWith.updates). DISPATCH=cmmac trains under the shipped cMMAC model (models/<scenario>-cmmac.bin, argmax,
+ * INIT=<model.json> fine-tunes a model (fresh Adam; the entropy schedule continues from the updates it
+ * has seen in all: its trainedWith.updates plus its own init's, trainedWith.initUpdates). DISPATCH=cmmac trains under the shipped cMMAC model (models/<scenario>-cmmac.bin, argmax,
  * frozen); LOADS=1,1.5 alternates the training load per update (evaluations stay at LOAD).
  *
  * Prints one line per update and an evaluation (greedy GPG and dispatch/hpa on the held-out
@@ -64,7 +64,7 @@ async function main(): Promise<void> {
     evalSeeds: env('EVAL_SEEDS', '901,902,903').split(',').map(Number),
     evalFrames: num('EVAL_FRAMES', 10),
   };
-  // INIT=<model.json>: fine-tune that model (its net config; the entropy schedule continues from its updates)
+  // INIT=<model.json>: fine-tune that model (its net config; the entropy schedule continues from all its updates)
   const initFile = process.env.INIT;
   const encoder = env('ENCODER', 'gnn');
   if (encoder !== 'gnn' && encoder !== 'stack') {
@@ -80,7 +80,10 @@ async function main(): Promise<void> {
   if (initFile) {
     const m = gpgModelFromJson(fs.readFileSync(initFile, 'utf8'), scenario.services.length);
     net = m.net;
-    init = { weights: m.net.getWeights(), updates: Number(m.meta.trainedWith?.updates ?? 0) };
+    // every update the model has seen, its init's included (a fine-tune of a fine-tune continues where the chain ended;
+    // before 2026-12-02 only the last run's count was read, so the entropy restarted high: docs/gpg.md)
+    const tw = m.meta.trainedWith;
+    init = { weights: m.net.getWeights(), updates: Number(tw?.updates ?? 0) + Number(tw?.initUpdates ?? 0) };
   }
   const t0 = Date.now();
   const r = trainGpg({ scenario, ...settings, ...(net ? { net: net.config, init } : { net: { encoder } }) }, (line) =>
