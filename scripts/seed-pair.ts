@@ -9,7 +9,7 @@
  *   REF=cmmac/gpg node dist/scripts/seed-pair.js learned.json heuristics.json
  *
  * A pair named in two files must have the same numbers in both (checked: a check that the runs
- * were made on the same simulator); files of other seeds, frames or scenarios are refused.
+ * were made on the same simulator); files of other seeds, frames, traces or scenarios are refused.
  */
 import * as fs from 'node:fs';
 import { mean, se, type SeedCells } from './seed-stats';
@@ -27,14 +27,19 @@ function main(): void {
   const runs = files.map((f) => ({ f, c: JSON.parse(fs.readFileSync(f, 'utf8')) as SeedCells }));
   const first = runs[0].c;
   for (const { f, c } of runs)
-    if (c.scenario !== first.scenario || c.frames !== first.frames || JSON.stringify(c.seeds) !== JSON.stringify(first.seeds)) {
-      process.stderr.write(`seed-pair: ${f}: scenario, frames or seeds differ from ${runs[0].f}\n`);
+    if (
+      c.scenario !== first.scenario ||
+      c.frames !== first.frames ||
+      (c.trace ?? null) !== (first.trace ?? null) ||
+      JSON.stringify(c.seeds) !== JSON.stringify(first.seeds)
+    ) {
+      process.stderr.write(`seed-pair: ${f}: scenario, frames, trace or seeds differ from ${runs[0].f}\n`);
       process.exit(2);
     }
   const loads = [...new Set(runs.flatMap(({ c }) => Object.keys(c.loads)))].sort((a, b) => Number(a) - Number(b));
   const seeds = first.seeds;
   console.log(
-    `${first.scenario}, seeds ${seeds[0]}..${seeds[seeds.length - 1]} (${seeds.length}), ${first.frames} frames; ratio: ${ref} / pair`,
+    `${first.scenario}${first.trace ? `, trace ${first.trace}` : ''}, seeds ${seeds[0]}..${seeds[seeds.length - 1]} (${seeds.length}), ${first.frames} frames; ratio: ${ref} / pair`,
   );
   console.log('');
   console.log(`| load | pair | throughput (s.e.) | ${ref} / pair (paired s.e.) | replica-s | ${ref} replica-s / pair's | operations |`);

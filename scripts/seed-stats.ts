@@ -30,5 +30,7 @@ export interface SeedCells {
   seeds: number[];
   frames: number;
   gpg: string | null;
+  /** the trace replayed instead of P4 (TRACE), if any */
+  trace?: string;
   loads: Record<string, Record<string, { rate: number[]; replicaS: number[]; ops: number[] }>>;
 }

@@ -9,7 +9,8 @@
  *
  * SCENARIO (default kais), SEEDS (a-b or a,b,...; default 2001-2010), LOADS (default 1), FRAMES
  * (default 20), POLICIES (comma-separated pairs; the first is the reference), GPG (a model for x/gpg
- * pairs; default: the shipped models/<scenario>-gpg.json), JSON_OUT (a file for every cell's per-seed
+ * pairs; default: the shipped models/<scenario>-gpg.json), TRACE (an Alibaba batch_task CSV to replay instead
+ * of P4, as kais eval --trace: each seed replays its own stretch of it), JSON_OUT (a file for every cell's per-seed
  * figures, so runs of different pairs on the same seeds can be paired afterwards: seed-pair.ts).
  * Prints a markdown table on stdout and one progress line per cell on stderr.
  */
@@ -28,11 +29,14 @@ async function main(): Promise<void> {
   const pairs = (process.env.POLICIES ?? '').split(',').filter((p) => p.length > 0);
   if (pairs.length === 0) throw new Error('POLICIES: give the pairs, the reference first');
   const ref = pairs[0];
-  console.log(`${scenario}, seeds ${seeds[0]}..${seeds[seeds.length - 1]} (${seeds.length}), ${frames} frames; ratio: ${ref} / pair`);
+  const trace = process.env.TRACE ?? null;
+  console.log(
+    `${scenario}${trace ? `, trace ${trace}` : ', p4'}, seeds ${seeds[0]}..${seeds[seeds.length - 1]} (${seeds.length}), ${frames} frames; ratio: ${ref} / pair`,
+  );
   console.log('');
   console.log(`| load | pair | throughput (s.e.) | ${ref} / pair (paired s.e.) | replica-s | operations |`);
   console.log('| --- | --- | --- | --- | --- | --- |');
-  const cells: SeedCells = { scenario, seeds, frames, gpg: process.env.GPG ?? null, loads: {} };
+  const cells: SeedCells = { scenario, seeds, frames, gpg: process.env.GPG ?? null, ...(trace ? { trace } : {}), loads: {} };
   for (const load of loads) {
     const rate = new Map<string, number[]>();
     const replica = new Map<string, number[]>();
@@ -47,6 +51,7 @@ async function main(): Promise<void> {
         ...defaultsOf(EVAL_SPEC),
         scenario,
         workload: 'p4',
+        ...(trace ? { trace } : {}),
         policies: pairs.join(','),
         gpg: process.env.GPG,
         frames,
