@@ -374,29 +374,31 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   if (!isWorkloadName(a.workload))
     throw new UsageError(`--workload: unknown workload "${a.workload}" (valid: ${WORKLOAD_NAMES.join(', ')})`);
   const gpgFlagGiven = a.gpg !== undefined;
-  if (a.orchestration === 'gpg' || (a.orchestration === undefined && defaultGpgModelPath(scenario) !== null)) {
+  const shipped = defaultGpgModelPath(scenario); // models/<scenario>-gpg.json, or null: looked up once
+  if (a.orchestration === 'gpg' || (a.orchestration === undefined && shipped !== null)) {
     // before tfjs's first use: the backend kais eval runs gpg on, for the prediction (and no tfjs banner on stderr)
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     await (require('../shared/tf-backend') as typeof import('../shared/tf-backend')).loadBackend();
   }
-  // the learned orchestration by default where its model ships (models/<scenario>-gpg.json), as kais eval's default pairs
-  // (static when none ships, or the shipped one does not fit a scenario file of the same name)
+  // the learned orchestration by default where its model ships, as kais eval's default pairs (static when none
+  // ships, or the shipped one does not fit a scenario file of the same name); the shipped model is then loaded once
+  let shippedLoaded = false;
   if (a.orchestration === undefined) {
-    const shipped = defaultGpgModelPath(scenario);
-    a = { ...a, orchestration: shipped !== null && gpgFits(shipped, scenario) ? 'gpg' : 'static' };
+    const fits = shipped !== null && gpgFits(shipped, scenario);
+    a = { ...a, orchestration: fits ? 'gpg' : 'static', ...(fits && !gpgFlagGiven ? { gpg: shipped } : {}) };
+    shippedLoaded = fits && !gpgFlagGiven;
   }
   if (!isOrchestrationPolicy(a.orchestration) && a.orchestration !== 'gpg')
     throw new UsageError(`--orchestration: one of ${ORCHESTRATION_POLICIES.join(', ')}, gpg, got ${a.orchestration}`);
   if (a.orchestration === 'gpg' && !a.gpg) {
-    // the model that ships for the scenario (models/<scenario>-gpg.json), as kais eval's x/gpg
-    const shipped = defaultGpgModelPath(scenario);
+    // the model that ships for the scenario, as kais eval's x/gpg
     if (shipped === null)
       throw new UsageError(
         `--orchestration gpg: needs --gpg <model.json>: no GPG model ships for scenario "${scenario.name}" (scripts/train-gpg.ts makes one)`,
       );
     a = { ...a, gpg: shipped };
   }
-  if (a.gpg) gpgPolicy(a.gpg, scenario, gpgFlagGiven ? '--gpg' : 'the shipped GPG model').dispose();
+  if (a.gpg && !shippedLoaded) gpgPolicy(a.gpg, scenario, gpgFlagGiven ? '--gpg' : 'the shipped GPG model').dispose();
   if (!(a.explore > 0 && a.explore <= 1)) throw new UsageError(`--explore: must be a share in (0, 1], got ${a.explore}`);
   if (!Number.isInteger(a.learnBatch) || a.learnBatch < 1)
     throw new UsageError(`--learn-batch: must be a positive integer, got ${a.learnBatch}`);
