@@ -10,7 +10,8 @@
  * SCENARIO (default kais), SEEDS (a-b or a,b,...; default 2001-2010), LOADS (default 1), FRAMES
  * (default 20), POLICIES (comma-separated pairs; the first is the reference), GPG (a model for x/gpg
  * pairs; default: the shipped models/<scenario>-gpg.json), TRACE (an Alibaba batch_task CSV to replay instead
- * of P4, as kais eval --trace: each seed replays its own stretch of it), JSON_OUT (a file for every cell's per-seed
+ * of P4, as kais eval --trace: every seed replays the same rows, wrapped, with its own jitter and request
+ * shapes; cut the CSV to choose the window), JSON_OUT (a file for every cell's per-seed
  * figures, so runs of different pairs on the same seeds can be paired afterwards: seed-pair.ts).
  * Prints a markdown table on stdout and one progress line per cell on stderr.
  */
