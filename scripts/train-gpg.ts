@@ -18,7 +18,7 @@
  * evaluation seeds) every EVAL_EVERY updates; writes OUT (the model) and OUT's .curve.json.
  */
 import * as fs from 'node:fs';
-import { gpgModelFromJson, gpgModelToJson } from '../critic/gpg/model';
+import { gpgModelFromJson, gpgModelToJson, updatesSeen } from '../critic/gpg/model';
 import { loadScenario } from '../shared/scenario';
 import { loadBackend } from '../shared/tf-backend';
 import { trainGpg } from '../training/jobs/gpg-train';
@@ -80,10 +80,9 @@ async function main(): Promise<void> {
   if (initFile) {
     const m = gpgModelFromJson(fs.readFileSync(initFile, 'utf8'), scenario.services.length);
     net = m.net;
-    // every update the model has seen, its init's included (a fine-tune of a fine-tune continues where the chain ended;
-    // before 2026-12-02 only the last run's count was read, so the entropy restarted high: docs/gpg.md)
-    const tw = m.meta.trainedWith;
-    init = { weights: m.net.getWeights(), updates: Number(tw?.updates ?? 0) + Number(tw?.initUpdates ?? 0) };
+    // every update the model has seen, its init's included (before 2026-12-02 only the last run's count was read,
+    // so a fine-tune of a fine-tune restarted the entropy high: docs/gpg.md)
+    init = { weights: m.net.getWeights(), updates: updatesSeen(m.meta) };
   }
   const t0 = Date.now();
   const r = trainGpg({ scenario, ...settings, ...(net ? { net: net.config, init } : { net: { encoder } }) }, (line) =>

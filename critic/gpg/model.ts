@@ -22,6 +22,17 @@ interface GpgModelJson extends GpgModelMeta {
   weights: string;
 }
 
+/**
+ * Every training update a model has seen: its own run's (`trainedWith.updates`) plus those of the
+ * model it was fine-tuned from (`trainedWith.initUpdates`, itself written as that model's total), so
+ * a fine-tune of a fine-tune continues the entropy schedule where the chain ended.
+ */
+export function updatesSeen(meta: GpgModelMeta): number {
+  const tw = meta.trainedWith ?? {};
+  const n = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0);
+  return n(tw.updates) + n(tw.initUpdates);
+}
+
 export function gpgModelToJson(net: GpgNet, meta: GpgModelMeta): string {
   const arrays = net.getWeights();
   const total = arrays.reduce((s, a) => s + a.length, 0);

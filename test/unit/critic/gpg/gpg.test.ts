@@ -4,6 +4,7 @@
  * Plackett-Luce computation), REINFORCE with the time-aligned baseline makes a rewarded action
  * more likely (the demo's GPG could not learn), and the policy runs inside the simulator.
  */
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { defaultsOf } from '../../../../shared/config';
@@ -18,7 +19,7 @@ import { loadScenario } from '../../../../shared/scenario';
 import type { OrchestrationView, ServiceWindowStats } from '../../../../shared/policy';
 import { actionCount, actionFeatures, ACTION_FEATURES, EAP_FEATURES, graphState, nodeFeatureCount } from '../../../../critic/gpg/graph';
 import { GpgNet } from '../../../../critic/gpg/gnn';
-import { gpgModelFromJson, gpgModelToJson } from '../../../../critic/gpg/model';
+import { gpgModelFromJson, gpgModelToJson, updatesSeen } from '../../../../critic/gpg/model';
 import { GpgOrchestration, type GpgDecision } from '../../../../critic/gpg/policy';
 import { decisionLogProbs, discountedReturns, GpgLearner } from '../../../../critic/gpg/update';
 
@@ -262,6 +263,19 @@ describe('GPG model file', () => {
     const cut = JSON.parse(text);
     cut.weights = cut.weights.slice(0, 40);
     expect(() => gpgModelFromJson(JSON.stringify(cut), 4)).toThrow(/weight bytes/);
+  });
+});
+
+describe('GPG fine-tuning (scripts/train-gpg.ts INIT)', () => {
+  it("continues from every update the model has seen, its init's included", () => {
+    expect(updatesSeen({ scenario: 'kais' })).toBe(0);
+    expect(updatesSeen({ scenario: 'kais', trainedWith: { updates: 100 } })).toBe(100);
+    // the shipped default: 24 updates on top of kais-gpg-lec.json's 100 (the old reading gave 24)
+    const shipped = JSON.parse(fs.readFileSync(defaultGpgModelPath(loadScenario('kais'))!, 'utf8'));
+    expect(updatesSeen(shipped)).toBe(124);
+    // a fine-tune of it records 124 as initUpdates, so the chain adds up
+    expect(updatesSeen({ scenario: 'kais', trainedWith: { updates: 45, initUpdates: updatesSeen(shipped) } })).toBe(169);
+    expect(updatesSeen({ scenario: 'kais', trainedWith: { updates: 'x', initUpdates: -3 } })).toBe(0);
   });
 });
 
