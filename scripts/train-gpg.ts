@@ -10,9 +10,10 @@
  * ENCODER=stack trains the state-stacking ablation (critic/gpg/gnn.ts: same heads, no message
  * passing), for the paper's GNN-vs-stacking comparison (docs/gpg.md).
  *
- * INIT=<model.json> fine-tunes a model (fresh Adam; the entropy schedule continues from the updates it
- * has seen in all: its trainedWith.updates plus its own init's, trainedWith.initUpdates). DISPATCH=cmmac trains under the shipped cMMAC model (models/<scenario>-cmmac.bin, argmax,
- * frozen); LOADS=1,1.5 alternates the training load per update (evaluations stay at LOAD).
+ * INIT=<model.json> fine-tunes a model (fresh Adam; the entropy schedule continues from every update
+ * it has seen: critic/gpg/model.ts updatesSeen). DISPATCH=cmmac trains under the shipped cMMAC model
+ * (models/<scenario>-cmmac.bin, argmax, frozen); LOADS=1,1.5 alternates the training load per update
+ * (evaluations stay at LOAD).
  *
  * Prints one line per update and an evaluation (greedy GPG and dispatch/hpa on the held-out
  * evaluation seeds) every EVAL_EVERY updates; writes OUT (the model) and OUT's .curve.json.
