@@ -32,5 +32,7 @@ export interface SeedCells {
   gpg: string | null;
   /** the trace replayed instead of P4 (TRACE), if any */
   trace?: string;
+  /** the kais train checkpoint the cmmac pairs ran from (CHECKPOINT), if not the shipped actor */
+  checkpoint?: string;
   loads: Record<string, Record<string, { rate: number[]; replicaS: number[]; ops: number[] }>>;
 }

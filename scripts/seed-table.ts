@@ -9,7 +9,8 @@
  *
  * SCENARIO (default kais), SEEDS (a-b or a,b,...; default 2001-2010), LOADS (default 1), FRAMES
  * (default 20), POLICIES (comma-separated pairs; the first is the reference), GPG (a model for x/gpg
- * pairs; default: the shipped models/<scenario>-gpg.json), TRACE (an Alibaba batch_task CSV to replay instead
+ * pairs; default: the shipped models/<scenario>-gpg.json), CHECKPOINT (a kais train checkpoint for cmmac
+ * pairs, as kais eval --checkpoint; default: the shipped actor), TRACE (an Alibaba batch_task CSV to replay instead
  * of P4, as kais eval --trace: every seed replays the same rows, wrapped, with its own jitter and request
  * shapes; cut the CSV to choose the window), JSON_OUT (a file for every cell's per-seed
  * figures, so runs of different pairs on the same seeds can be paired afterwards: seed-pair.ts).
@@ -37,7 +38,15 @@ async function main(): Promise<void> {
   console.log('');
   console.log(`| load | pair | throughput (s.e.) | ${ref} / pair (paired s.e.) | replica-s | operations |`);
   console.log('| --- | --- | --- | --- | --- | --- |');
-  const cells: SeedCells = { scenario, seeds, frames, gpg: process.env.GPG ?? null, ...(trace ? { trace } : {}), loads: {} };
+  const cells: SeedCells = {
+    scenario,
+    seeds,
+    frames,
+    gpg: process.env.GPG ?? null,
+    ...(trace ? { trace } : {}),
+    ...(process.env.CHECKPOINT ? { checkpoint: process.env.CHECKPOINT } : {}),
+    loads: {},
+  };
   for (const load of loads) {
     const rate = new Map<string, number[]>();
     const replica = new Map<string, number[]>();
@@ -55,6 +64,7 @@ async function main(): Promise<void> {
         ...(trace ? { trace } : {}),
         policies: pairs.join(','),
         gpg: process.env.GPG,
+        checkpoint: process.env.CHECKPOINT,
         frames,
         seed,
         load,

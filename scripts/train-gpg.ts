@@ -5,6 +5,7 @@
  *
  *   SCENARIO=small DISPATCH=lec UPDATES=150 ROLLOUTS=8 FRAMES=8 LOAD=1 LOADS= SEED=1 OP_COST=0.002
  *   REPLICA_COST=0 EVAL_EVERY=25 EVAL_SEEDS=901,902,903 EVAL_FRAMES=10 ENCODER=gnn OUT=gpg-small.json
+ *   LR=1e-3 ENTROPY_START=1 ENTROPY_DECAY=1e-3
  *   node dist/scripts/train-gpg.js
  *
  * ENCODER=stack trains the state-stacking ablation (critic/gpg/gnn.ts: same heads, no message
@@ -20,6 +21,7 @@
  */
 import * as fs from 'node:fs';
 import { gpgModelFromJson, gpgModelToJson, updatesSeen } from '../critic/gpg/model';
+import { DEFAULT_GPG_UPDATE } from '../critic/gpg/update';
 import { loadScenario } from '../shared/scenario';
 import { loadBackend } from '../shared/tf-backend';
 import { trainGpg } from '../training/jobs/gpg-train';
@@ -30,6 +32,15 @@ const num = (k: string, d: number): number => {
   const v = Number(env(k, String(d)));
   if (!Number.isFinite(v)) {
     process.stderr.write(`train-gpg: ${k} must be a number, got ${process.env[k]}\n`);
+    process.exit(2);
+  }
+  return v;
+};
+
+const positive = (k: string, d: number, orZero = false): number => {
+  const v = num(k, d);
+  if (v < 0 || (v === 0 && !orZero)) {
+    process.stderr.write(`train-gpg: ${k} must be ${orZero ? 'zero or more' : 'positive'}, got ${process.env[k]}\n`);
     process.exit(2);
   }
   return v;
@@ -64,6 +75,12 @@ async function main(): Promise<void> {
     evalEvery: num('EVAL_EVERY', 25),
     evalSeeds: env('EVAL_SEEDS', '901,902,903').split(',').map(Number),
     evalFrames: num('EVAL_FRAMES', 10),
+    // the learner's step size and entropy schedule (critic/gpg/update.ts DEFAULT_GPG_UPDATE)
+    update: {
+      lr: positive('LR', DEFAULT_GPG_UPDATE.lr),
+      entropyStart: positive('ENTROPY_START', DEFAULT_GPG_UPDATE.entropyStart, true),
+      entropyDecay: positive('ENTROPY_DECAY', DEFAULT_GPG_UPDATE.entropyDecay, true),
+    },
   };
   // INIT=<model.json>: fine-tune that model (its net config; the entropy schedule continues from all its updates)
   const initFile = process.env.INIT;

@@ -9,11 +9,16 @@ import * as fs from 'fs';
 import { UsageError } from '../../shared/errors';
 import type { Scenario } from '../../shared/scenario';
 import type { GpgNet } from './gnn';
-import { gpgModelFromJson } from './model';
+import { gpgModelFromJson, type GpgModelMeta } from './model';
 import { GpgOrchestration } from './policy';
 
 /** The net of a GPG model file for this scenario; a UsageError `<source>: <file>: <problem>` otherwise. */
 export function loadGpgNet(file: string, scenario: Scenario, source: string): GpgNet {
+  return loadGpgModel(file, scenario, source).net;
+}
+
+/** loadGpgNet with the model's metadata (what it was trained with: `kais train --gpg-init` continues from it). */
+export function loadGpgModel(file: string, scenario: Scenario, source: string): { net: GpgNet; meta: GpgModelMeta } {
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
@@ -21,7 +26,7 @@ export function loadGpgNet(file: string, scenario: Scenario, source: string): Gp
     throw new UsageError(`${source}: cannot read ${file} (${(e as Error).message})`);
   }
   try {
-    return gpgModelFromJson(text, scenario.services.length).net;
+    return gpgModelFromJson(text, scenario.services.length);
   } catch (e) {
     throw new UsageError(`${source}: ${file}: ${(e as Error).message}`);
   }

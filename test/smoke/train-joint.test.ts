@@ -150,6 +150,27 @@ describe('kais train --policies cmmac/gpg (smoke, tiny scenario)', () => {
     expect(fs.readFileSync(model, 'utf8')).toBe(fs.readFileSync(path.join(tmp, 'whole-gpg.json'), 'utf8'));
   });
 
+  it('--gpg-init starts GPG from a model: its weights, its entropy schedule continued; the export counts every update', () => {
+    // the first test's export (the GPG of its best evaluation, after n updates) as the starting model;
+    // lesson 1 runs without GPG, lesson 2 trains it once
+    const model = path.join(tmp, 'whole-gpg.json');
+    const n = JSON.parse(fs.readFileSync(model, 'utf8')).trainedWith.updates as number;
+    expect(n).toBeGreaterThanOrEqual(1);
+    const dir = path.join(tmp, 'init-lessons');
+    writeLessons(dir);
+    fs.rmSync(path.join(dir, '03-joint.json'));
+    const out = path.join(tmp, 'init.db');
+    const again = path.join(tmp, 'init-gpg.json');
+    const r = kais(...args.map((a) => (a === lessonsDir ? dir : a)), '--gpg-init', model, '--out', out, '--export-gpg', again);
+    expect(r.code).toBe(0);
+    // GPG's first update here is the model's (n + 1)-th (a fresh GPG's first reads "gpg update 1")
+    expect(r.stderr).toContain(`gpg update ${n + 1} on 2 rollouts`);
+    const [c0, c1] = read(out).checkpoints;
+    expect(c0.gpg).toBe(JSON.parse(fs.readFileSync(model, 'utf8')).weights); // lesson 1 does not touch GPG
+    expect(c1.gpg).not.toBe(c0.gpg);
+    expect(JSON.parse(fs.readFileSync(again, 'utf8')).trainedWith).toMatchObject({ updates: n + 1, gpgInit: model });
+  });
+
   describe('bad flags and lesson fields: exit 2 with one line, nothing written', () => {
     const cases: [string, string[], ((dir: string) => void) | null, RegExp][] = [
       ['an unknown --policies', ['--policies', 'cmmac/hpa'], null, /--policies/],
@@ -161,6 +182,13 @@ describe('kais train --policies cmmac/gpg (smoke, tiny scenario)', () => {
         null,
         /--gpg-op-cost: only with --policies cmmac\/gpg/,
       ],
+      [
+        '--gpg-init of a model for another scenario',
+        ['--gpg-init', path.join(__dirname, '..', '..', 'models', 'kais-gpg.json')],
+        null,
+        /--gpg-init: .*kais-gpg\.json: made for 30 services, the scenario has \d+\n?$/,
+      ],
+      ['--gpg-init of a missing file', ['--gpg-init', '/nonexistent/gpg.json'], null, /--gpg-init/],
       [
         'a gpg lesson in a cmmac run',
         ['--policies', 'cmmac'],

@@ -24,7 +24,8 @@ import { Rng } from '../../shared/rng';
 import type { Scenario } from '../../shared/scenario';
 import type { DequeueName } from '../../shared/dequeue';
 import { GpgNet } from '../../critic/gpg/gnn';
-import { gpgModelToJson } from '../../critic/gpg/model';
+import { loadGpgModel } from '../../critic/gpg/load';
+import { gpgModelToJson, updatesSeen } from '../../critic/gpg/model';
 import { GpgOrchestration, type GpgDecision } from '../../critic/gpg/policy';
 import { GpgLearner, type GpgEpisode, type GpgLearnerState } from '../../critic/gpg/update';
 import type { FrameStats } from '../sim/env';
@@ -46,6 +47,8 @@ export interface GpgRunSettings {
   gpgOpCost: number;
   gpgReplicaCost: number;
   gpgLr: number;
+  /** Start GPG from this model file (its net config and weights; the entropy schedule continues from its updates). */
+  gpgInit?: string | null;
 }
 
 export interface GpgPart {
@@ -63,6 +66,13 @@ export interface GpgCheckpointState {
 }
 
 export function newGpgPart(c: GpgRunSettings, scenario: Scenario): GpgPart {
+  if (c.gpgInit) {
+    // --gpg-init: the model's net and weights, fresh Adam, the entropy schedule where the model left it
+    const m = loadGpgModel(c.gpgInit, scenario, '--gpg-init');
+    const learner = new GpgLearner(m.net, { lr: c.gpgLr });
+    learner.updates = updatesSeen(m.meta);
+    return { net: m.net, learner };
+  }
   const net = new GpgNet(scenario.services.length, Rng.derive(c.seed, 'train/init-gpg').nextU32());
   return { net, learner: new GpgLearner(net, { lr: c.gpgLr }) };
 }

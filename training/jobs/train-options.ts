@@ -189,6 +189,11 @@ export const TRAIN_SPEC = {
     describe: 'cmmac/gpg: GPG reward cost per edge replica held (mean over the frame)',
   }),
   gpgLr: opt.number({ default: 1e-3, min: 0, minExclusive: true, max: 1, describe: 'cmmac/gpg: Adam learning rate of GPG' }),
+  gpgInit: opt.file({
+    default: null,
+    describe:
+      'cmmac/gpg: start GPG from this model (e.g. models/kais-gpg.json) instead of fresh weights; the entropy schedule continues from its updates',
+  }),
   exportGpg: opt.outFile({
     default: null,
     describe: 'cmmac/gpg: write the GPG model of the best cmmac/gpg evaluation (the last weights without one) here (kais eval --gpg)',
@@ -319,11 +324,18 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
       `--policies cmmac/gpg: trains through lessons that say which part learns; pass --curriculum joint (kais) or a folder of lessons`,
     );
   if (fresh && opts.policies !== 'cmmac/gpg') {
-    const gpgFlags = (['gpgRollouts', 'gpgOpCost', 'gpgReplicaCost', 'gpgLr', 'exportGpg'] as const).filter(
+    const gpgFlags = (['gpgRollouts', 'gpgOpCost', 'gpgReplicaCost', 'gpgLr', 'gpgInit', 'exportGpg'] as const).filter(
       (k) => given[k] !== undefined && given[k] !== null,
     );
     if (gpgFlags.length > 0)
       throw new UsageError(`--${gpgFlags[0].replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}: only with --policies cmmac/gpg`);
+  }
+  // --gpg-init: a model that does not fit the scenario fails now, before anything is written
+  if (fresh && opts.gpgInit) {
+    // lazily: tfjs loads only when a model is named (kais train --help stays light)
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { loadGpgNet } = require('../../critic/gpg/load') as typeof import('../../critic/gpg/load');
+    loadGpgNet(opts.gpgInit, scenario, '--gpg-init').dispose();
   }
   const newLessons = fresh && opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario, opts.policies) : null;
   // the second validation set: --eval-trace (none: off), else the curriculum folder's validation.json

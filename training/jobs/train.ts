@@ -204,6 +204,7 @@ async function run(
   let best = resuming ? db.meta<BestEval>('best') : null;
   let bestActor: Float32Array[] | null = null;
   let bestGpg: Float32Array[] | null = null;
+  let bestGpgUpdates = 0; // the learner's update count at bestGpg (the --gpg-init model's included)
   let framesDone = resumed?.frame ?? 0;
   const framesAtStart = framesDone;
   /** curriculum: where the run is, the lessons started so far, the checkpoint labels of finished ones */
@@ -447,7 +448,10 @@ async function run(
       if (candidate && (best === null || ev.score > best.eval)) {
         best = { episode, frame: framesDone, eval: ev.score };
         bestActor = actor.getWeights().arrays.map((a) => Float32Array.from(a));
-        if (gpg) bestGpg = gpg.net.getWeights().map((a) => Float32Array.from(a));
+        if (gpg) {
+          bestGpg = gpg.net.getWeights().map((a) => Float32Array.from(a));
+          bestGpgUpdates = gpg.learner.updates;
+        }
       }
     }
 
@@ -492,11 +496,18 @@ async function run(
   if (!stop?.aborted && gpg && config.exportGpg) {
     // the GPG of the best cmmac/gpg evaluation (its checkpoint when found before a resume), else the last
     let weights = bestGpg;
+    let updates = bestGpgUpdates;
     if (!weights && best) {
       const s = (db.latest(best.frame)?.state as RunState | undefined)?.gpg;
-      if (s) weights = gpgWeightsOf(gpg, s);
+      if (s) {
+        weights = gpgWeightsOf(gpg, s);
+        updates = s.updates;
+      }
     }
-    weights ??= gpg.net.getWeights();
+    if (!weights) {
+      weights = gpg.net.getWeights();
+      updates = gpg.learner.updates;
+    }
     const text = gpgModelText(gpg, weights, {
       scenario: scenario.name,
       trainedWith: {
@@ -508,6 +519,9 @@ async function run(
         gpgOpCost: config.gpgOpCost,
         gpgReplicaCost: config.gpgReplicaCost,
         gpgLr: config.gpgLr,
+        // every update the weights have seen, --gpg-init's included (critic/gpg/model.ts updatesSeen)
+        updates,
+        ...(config.gpgInit ? { gpgInit: config.gpgInit } : {}),
       },
     });
     fs.writeFileSync(config.exportGpg, text);
