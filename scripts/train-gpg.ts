@@ -16,6 +16,11 @@
  * (models/<scenario>-cmmac.bin, argmax, frozen); LOADS=1,1.5 alternates the training load per update
  * (evaluations stay at LOAD).
  *
+ * TRACES=a.csv,b.csv trains on Alibaba trace windows (as kais eval --trace; cut the CSV to choose a
+ * window) instead of WORKLOAD: update u replays window floor(u / #LOADS) mod #TRACES, so every window
+ * comes at every load. EVAL_TRACE=c.csv makes the evaluations replay that window (keep it apart from
+ * the training windows). A missing or unreadable file exits 2 before training starts.
+ *
  * Prints one line per update and an evaluation (greedy GPG and dispatch/hpa on the held-out
  * evaluation seeds) every EVAL_EVERY updates; writes OUT (the model) and OUT's .curve.json.
  */
@@ -24,7 +29,9 @@ import { gpgModelFromJson, gpgModelToJson, updatesSeen } from '../critic/gpg/mod
 import { DEFAULT_GPG_UPDATE } from '../critic/gpg/update';
 import { loadScenario } from '../shared/scenario';
 import { loadBackend } from '../shared/tf-backend';
+import { UsageError } from '../shared/errors';
 import { trainGpg } from '../training/jobs/gpg-train';
+import { loadTrace } from '../training/workload';
 import type { WorkloadName } from '../training/workload';
 
 const env = (k: string, d: string): string => process.env[k] ?? d;
@@ -44,6 +51,21 @@ const positive = (k: string, d: number, orZero = false): number => {
     process.exit(2);
   }
   return v;
+};
+
+/** A trace window named in `k`, read once now so a bad file stops the run before it trains. */
+const traceFile = (k: string, f: string): string => {
+  if (!fs.existsSync(f)) {
+    process.stderr.write(`train-gpg: ${k}: ${f} does not exist\n`);
+    process.exit(2);
+  }
+  try {
+    loadTrace(f);
+  } catch (e) {
+    process.stderr.write(`train-gpg: ${k}: ${(e as Error).message.replace(/^--trace: /, '')}\n`);
+    process.exit(2);
+  }
+  return f;
 };
 
 async function main(): Promise<void> {
@@ -81,6 +103,14 @@ async function main(): Promise<void> {
       entropyStart: positive('ENTROPY_START', DEFAULT_GPG_UPDATE.entropyStart, true),
       entropyDecay: positive('ENTROPY_DECAY', DEFAULT_GPG_UPDATE.entropyDecay, true),
     },
+    ...(process.env.TRACES
+      ? {
+          traces: process.env.TRACES.split(',')
+            .filter((x) => x.trim() !== '')
+            .map((f) => traceFile('TRACES', f.trim())),
+        }
+      : {}),
+    ...(process.env.EVAL_TRACE ? { evalTrace: traceFile('EVAL_TRACE', process.env.EVAL_TRACE) } : {}),
   };
   // INIT=<model.json>: fine-tune that model (its net config; the entropy schedule continues from all its updates)
   const initFile = process.env.INIT;
@@ -124,5 +154,5 @@ async function main(): Promise<void> {
 
 main().catch((e) => {
   process.stderr.write(`train-gpg: ${(e as Error).message}\n`);
-  process.exit(1);
+  process.exit(e instanceof UsageError ? 2 : 1);
 });

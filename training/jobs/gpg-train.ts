@@ -5,7 +5,9 @@
  * arrival sequence (critic/gpg/update.ts).
  *
  *   per update u: requests of seed (seed + u) (a new arrival sequence each update), at load
- *                   loads[u % loads.length] (a load mix; default the one load)
+ *                   loads[u % loads.length] (a load mix; default the one load), replaying the
+ *                   trace window traces[floor(u / loads.length) % traces.length] when traces are
+ *                   given (each window at every load), else the synthetic workload
  *                 R rollouts on them, GPG sampling with rollout seeds, the same dispatch
  *                 reward of decision tau (taken at the end of frame tau) = the next frame's
  *                   throughput rate - opCost x its executed scale operations
@@ -60,6 +62,13 @@ export interface GpgTrainOptions {
    * with the entropy schedule continued from `initUpdates` updates (fresh Adam moments).
    */
   init?: { weights: Float32Array[]; updates: number };
+  /**
+   * Alibaba trace windows (CSV files or folders, as kais eval --trace) to train on instead of
+   * `workload`: update u replays traces[floor(u / loads.length) % traces.length].
+   */
+  traces?: string[];
+  /** A trace window the evaluations replay instead of `workload` (keep it apart from `traces`). */
+  evalTrace?: string;
 }
 
 export interface GpgEvalPoint {
@@ -107,6 +116,7 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
   const curve: GpgTrainResult['curve'] = [];
   const evals: GpgEvalPoint[] = [];
   const loads = o.loads && o.loads.length > 0 ? o.loads : [o.load];
+  const traces = o.traces ?? [];
   // cmmac: the shipped model, frozen (argmax; reset() per episode like any dispatch)
   const frozen: DispatchPolicy | null = o.dispatch === 'cmmac' ? loadDefaultCmmac(s) : null;
   if (o.dispatch === 'cmmac' && !frozen) throw new TypeError(`dispatch cmmac: no model ships for scenario ${s.name}`);
@@ -146,7 +156,14 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
       gOps = 0,
       hOps = 0;
     for (const es of o.evalSeeds) {
-      const requests = buildRequests({ scenario: s, workload: o.workload, seed: es, load: o.load, durationS: o.evalFrames * frameS });
+      const requests = buildRequests({
+        scenario: s,
+        workload: o.workload,
+        tracePath: o.evalTrace ?? null,
+        seed: es,
+        load: o.load,
+        durationS: o.evalFrames * frameS,
+      });
       const a = episode(requests, es, o.evalFrames, policyFor('greedy'));
       const b = episode(requests, es, o.evalFrames, makeOrchestration('hpa', s));
       gpg += a.throughputRate;
@@ -175,7 +192,15 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
   for (let u = 0; u < o.updates; u++) {
     if (o.evalEvery > 0 && u % o.evalEvery === 0) evaluate(u);
     const load = loads[u % loads.length];
-    const requests = buildRequests({ scenario: s, workload: o.workload, seed: o.seed + u, load, durationS: o.frames * frameS });
+    const trace = traces.length > 0 ? traces[Math.floor(u / loads.length) % traces.length] : null;
+    const requests = buildRequests({
+      scenario: s,
+      workload: o.workload,
+      tracePath: trace,
+      seed: o.seed + u,
+      load,
+      durationS: o.frames * frameS,
+    });
     const episodes: GpgEpisode[] = [];
     let thr = 0;
     for (let r = 0; r < o.rollouts; r++) {
@@ -196,7 +221,7 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
     };
     curve.push(point);
     progress(
-      `u=${u} load ${load} throughput ${point.throughput} return ${point.meanReturn} H(node) ${point.nodeEntropy} H(scale) ${point.scaleEntropy} beta ${round(st.beta, 4)}`,
+      `u=${u} load ${load}${trace ? ` trace ${trace}` : ''} throughput ${point.throughput} return ${point.meanReturn} H(node) ${point.nodeEntropy} H(scale) ${point.scaleEntropy} beta ${round(st.beta, 4)}`,
     );
   }
   if (o.evalEvery > 0) evaluate(o.updates);

@@ -1,7 +1,11 @@
 /**
  * GPG training on the simulator (training/jobs/gpg-train.ts): rewards come from the frame after
- * each decision, and the same seed gives the same curve and the same net.
+ * each decision, and the same seed gives the same curve and the same net; trace windows rotate
+ * over updates, each at every load of the mix.
  */
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { loadScenario } from '../../../../shared/scenario';
 import { gpgRewards, trainGpg, type GpgTrainOptions } from '../../../../training/jobs/gpg-train';
@@ -47,5 +51,60 @@ describe('GPG training', () => {
     expect(c.net.getWeights()).not.toEqual(wa);
     expect(a.curve).toHaveLength(2);
     expect(a.curve.every((p) => p.throughput > 0 && p.throughput <= 1)).toBe(true);
+  });
+
+  /** A made-up v2017 window (not trace rows): `jobs` jobs of 1..3 tasks, one every `gapS` trace seconds. */
+  function madeUpWindow(name: string, jobs: number, gapS: number): string {
+    const lines: string[] = [];
+    let task = 0;
+    for (let j = 0; j < jobs; j++) {
+      const t = j * gapS;
+      for (let k = 0; k <= j % 3; k++) lines.push(`${t},${t + 5 + 7 * k},${name}${j},${task++},1,Terminated,${50 + 25 * k},0.01`);
+    }
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-gpg-trace-'));
+    const f = path.join(dir, `${name}.csv`);
+    fs.writeFileSync(f, lines.join('\n') + '\n');
+    return f;
+  }
+
+  it('trains on trace windows in turn, each at every load of the mix; evaluations replay their own window', () => {
+    const a = madeUpWindow('a', 40, 3);
+    const b = madeUpWindow('b', 15, 11);
+    const ev = madeUpWindow('e', 30, 5);
+    const o: GpgTrainOptions = {
+      scenario: loadScenario('tiny'),
+      dispatch: 'lec',
+      workload: 'p4',
+      load: 1,
+      loads: [1, 1.5],
+      frames: 2,
+      rollouts: 2,
+      updates: 4,
+      seed: 5,
+      opCost: 0.002,
+      replicaCost: 0,
+      evalEvery: 4,
+      evalSeeds: [901],
+      evalFrames: 2,
+      net: { hidden: [8], headHidden: [16], embed: 4 },
+      traces: [a, b],
+      evalTrace: ev,
+    };
+    const lines: string[] = [];
+    const r = trainGpg(o, (l) => lines.push(l));
+    const schedule = lines.filter((l) => l.startsWith('u=')).map((l) => /load (\S+) trace (\S+)/.exec(l)!.slice(1));
+    expect(schedule).toEqual([
+      ['1', a],
+      ['1.5', a],
+      ['1', b],
+      ['1.5', b],
+    ]);
+    // the windows are not the synthetic workload, and the evaluation window is its own
+    const p4 = trainGpg({ ...o, traces: undefined, evalTrace: undefined });
+    expect(r.curve.map((p) => p.throughput)).not.toEqual(p4.curve.map((p) => p.throughput));
+    expect(r.evals.map((e) => e.hpa)).not.toEqual(p4.evals.map((e) => e.hpa));
+    const otherEval = trainGpg({ ...o, evalTrace: b });
+    expect(otherEval.curve).toEqual(r.curve);
+    expect(otherEval.evals[0].hpa).not.toBe(r.evals[0].hpa);
   });
 });
