@@ -1,7 +1,7 @@
 /**
- * Trains GPG on the simulator under a fixed dispatch heuristic and writes the model for
- * `kais eval --policies lec/gpg --gpg <model.json>` (issue 16; joint training with cMMAC and a
- * `kais train --policies cmmac/gpg` command come next). Settings from the environment:
+ * Trains GPG on the simulator under a fixed dispatch (a heuristic, or the shipped cMMAC frozen) and
+ * writes the model for `kais eval --policies lec/gpg --gpg <model.json>` (issue 16; GPG learning
+ * beside cMMAC is `kais train --policies cmmac/gpg`, docs/gpg.md). Settings from the environment:
  *
  *   SCENARIO=small DISPATCH=lec UPDATES=150 ROLLOUTS=8 FRAMES=8 LOAD=1 LOADS= SEED=1 OP_COST=0.002
  *   REPLICA_COST=0 EVAL_EVERY=25 EVAL_SEEDS=901,902,903 EVAL_FRAMES=10 ENCODER=gnn OUT=gpg-small.json
