@@ -21,6 +21,9 @@
  * comes at every load. EVAL_TRACE=c.csv makes the evaluations replay that window (keep it apart from
  * the training windows). A missing or unreadable file exits 2 before training starts.
  *
+ * NODES_PER_FRAME=H sets GPG's action budget, the nodes it may change per frame (default: INIT's,
+ * else the scenario's scaleNodesPerFrame); the model records it and kais eval / kais up use it.
+ *
  * Prints one line per update and an evaluation (greedy GPG and dispatch/hpa on the held-out
  * evaluation seeds) every EVAL_EVERY updates; writes OUT (the model) and OUT's .curve.json.
  */
@@ -125,21 +128,31 @@ async function main(): Promise<void> {
   }
   let init: { weights: Float32Array[]; updates: number } | undefined;
   let net: ReturnType<typeof gpgModelFromJson>['net'] | undefined;
+  let nodesPerFrame = scenario.scaleNodesPerFrame;
   if (initFile) {
     const m = gpgModelFromJson(fs.readFileSync(initFile, 'utf8'), scenario.services.length);
     net = m.net;
+    nodesPerFrame = m.meta.nodesPerFrame ?? nodesPerFrame;
     // every update the model has seen, its init's included (before 2026-12-02 only the last run's count was read,
     // so a fine-tune of a fine-tune restarted the entropy high: docs/gpg.md)
     init = { weights: m.net.getWeights(), updates: updatesSeen(m.meta) };
   }
+  if (process.env.NODES_PER_FRAME !== undefined) {
+    nodesPerFrame = positive('NODES_PER_FRAME', nodesPerFrame);
+    if (!Number.isInteger(nodesPerFrame)) {
+      process.stderr.write(`train-gpg: NODES_PER_FRAME must be a whole number, got ${process.env.NODES_PER_FRAME}\n`);
+      process.exit(2);
+    }
+  }
   const t0 = Date.now();
-  const r = trainGpg({ scenario, ...settings, ...(net ? { net: net.config, init } : { net: { encoder } }) }, (line) =>
+  const r = trainGpg({ scenario, ...settings, nodesPerFrame, ...(net ? { net: net.config, init } : { net: { encoder } }) }, (line) =>
     process.stdout.write(`${((Date.now() - t0) / 1000).toFixed(0)}s ${line}\n`),
   );
   fs.writeFileSync(
     out,
     gpgModelToJson(r.net, {
       scenario: scenario.name,
+      ...(nodesPerFrame !== scenario.scaleNodesPerFrame ? { nodesPerFrame } : {}),
       trainedWith: {
         ...settings,
         encoder: net?.config.encoder ?? encoder,

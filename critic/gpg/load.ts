@@ -34,7 +34,8 @@ export function loadGpgModel(file: string, scenario: Scenario, source: string): 
 
 /**
  * The greedy GPG of a model file, deciding once per `periodS` (the scenario's frame unless given),
- * on `scaleNodesPerFrame` nodes. dispose() frees its tfjs variables.
+ * on the model's `nodesPerFrame` nodes (the scenario's `scaleNodesPerFrame` when the model names
+ * none). dispose() frees its tfjs variables.
  */
 export function loadGpgOrchestration(
   file: string,
@@ -42,7 +43,8 @@ export function loadGpgOrchestration(
   source: string,
   periodS: number = scenario.slotS * scenario.slotsPerFrame,
 ): GpgOrchestration & { dispose: () => void } {
-  const net = loadGpgNet(file, scenario, source);
-  const policy = new GpgOrchestration(net, { periodS, nodesPerDecision: scenario.scaleNodesPerFrame, mode: 'greedy' });
+  const { net, meta } = loadGpgModel(file, scenario, source);
+  const nodesPerDecision = meta.nodesPerFrame ?? scenario.scaleNodesPerFrame;
+  const policy = new GpgOrchestration(net, { periodS, nodesPerDecision, mode: 'greedy' });
   return Object.assign(policy, { dispose: () => net.dispose() });
 }

@@ -12,6 +12,11 @@ export interface GpgModelMeta {
   scenario: string;
   /** What made it (command line, updates, seeds), for the reader. */
   trainedWith?: Record<string, unknown>;
+  /**
+   * H, the nodes it changes per frame, when it was trained with another budget than its scenario's
+   * `scaleNodesPerFrame` (which applies when this is absent: models from before 2026-12-03).
+   */
+  nodesPerFrame?: number;
 }
 
 interface GpgModelJson extends GpgModelMeta {
@@ -62,6 +67,8 @@ export function gpgModelFromJson(text: string, numServices: number): { net: GpgN
     throw new TypeError(`not a GPG model (format must be "${GPG_MODEL_FORMAT}")`);
   if (m.numServices !== numServices) throw new TypeError(`made for ${m.numServices} services, the scenario has ${numServices}`);
   if (typeof m.weights !== 'string' || !Array.isArray(m.shapes)) throw new TypeError('weights or shapes missing');
+  if (m.nodesPerFrame !== undefined && !(Number.isInteger(m.nodesPerFrame) && m.nodesPerFrame >= 1))
+    throw new TypeError(`nodesPerFrame must be a whole number >= 1, got ${JSON.stringify(m.nodesPerFrame)}`);
   const net = new GpgNet(numServices, 1, m.config);
   const buf = Buffer.from(m.weights, 'base64');
   const want = net.shapes;
@@ -82,5 +89,12 @@ export function gpgModelFromJson(text: string, numServices: number): { net: GpgN
     return a;
   });
   net.setWeights(arrays);
-  return { net, meta: { scenario: String(m.scenario), trainedWith: m.trainedWith } };
+  return {
+    net,
+    meta: {
+      scenario: String(m.scenario),
+      trainedWith: m.trainedWith,
+      ...(m.nodesPerFrame !== undefined ? { nodesPerFrame: m.nodesPerFrame } : {}),
+    },
+  };
 }

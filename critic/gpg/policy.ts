@@ -58,6 +58,8 @@ export interface GpgPolicyOptions {
 export class GpgOrchestration implements OrchestrationPolicy {
   readonly name = 'gpg';
   readonly periodS: number;
+  /** H: at most this many nodes per decision. */
+  readonly nodesPerDecision: number;
   private rng = new Rng(1);
   private spec: GraphSpec | null = null;
 
@@ -67,6 +69,7 @@ export class GpgOrchestration implements OrchestrationPolicy {
   ) {
     if (!(o.nodesPerDecision >= 1)) throw new TypeError(`GpgOrchestration: nodesPerDecision must be >= 1, got ${o.nodesPerDecision}`);
     this.periodS = o.periodS;
+    this.nodesPerDecision = o.nodesPerDecision;
   }
 
   reset(seed: number, view: OrchestrationView): void {

@@ -1,7 +1,7 @@
 /**
  * scripts/train-gpg.ts as a process (the built dist/scripts/train-gpg.js): trace windows to train
- * and evaluate on (TRACES, EVAL_TRACE); a bad window exits 2 with one line before training, and
- * writes nothing.
+ * and evaluate on (TRACES, EVAL_TRACE) and GPG's action budget (NODES_PER_FRAME); a bad window or
+ * budget exits 2 with one line before training, and writes nothing.
  */
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -34,7 +34,7 @@ function window(name: string): string {
 afterEach(() => fs.rmSync(out, { force: true }));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-describe('train-gpg TRACES / EVAL_TRACE', () => {
+describe('train-gpg TRACES / EVAL_TRACE / NODES_PER_FRAME', () => {
   it('trains on the windows in turn and records them in the model', () => {
     const a = window('a');
     const b = window('b');
@@ -46,6 +46,20 @@ describe('train-gpg TRACES / EVAL_TRACE', () => {
     const model = JSON.parse(fs.readFileSync(out, 'utf8')) as { trainedWith: { traces: string[]; evalTrace: string } };
     expect(model.trainedWith.traces).toEqual([a, b]);
     expect(model.trainedWith.evalTrace).toBe(a);
+  });
+
+  it("NODES_PER_FRAME trains GPG with that budget and records it in the model (a fine-tune keeps its init's)", () => {
+    const r = run({ NODES_PER_FRAME: '3' });
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect((JSON.parse(fs.readFileSync(out, 'utf8')) as { nodesPerFrame?: number }).nodesPerFrame).toBe(3);
+    const init = path.join(dir, 'init.json');
+    fs.renameSync(out, init);
+    expect(run({ INIT: init }).code).toBe(0);
+    expect((JSON.parse(fs.readFileSync(out, 'utf8')) as { nodesPerFrame?: number }).nodesPerFrame).toBe(3);
+    // the scenario's own budget (tiny: 2) is not written: the model follows its scenario
+    expect(run({ INIT: init, NODES_PER_FRAME: '2' }).code).toBe(0);
+    expect((JSON.parse(fs.readFileSync(out, 'utf8')) as { nodesPerFrame?: number }).nodesPerFrame).toBeUndefined();
   });
 
   it.each([
@@ -64,6 +78,13 @@ describe('train-gpg TRACES / EVAL_TRACE', () => {
         return { EVAL_TRACE: f };
       },
       /^train-gpg: EVAL_TRACE: /,
+    ],
+    ['NODES_PER_FRAME', 'zero', () => ({ NODES_PER_FRAME: '0' }), /^train-gpg: NODES_PER_FRAME must be positive, got 0\n$/],
+    [
+      'NODES_PER_FRAME',
+      'a fraction',
+      () => ({ NODES_PER_FRAME: '1.5' }),
+      /^train-gpg: NODES_PER_FRAME must be a whole number, got 1\.5\n$/,
     ],
   ])('%s with %s exits 2 with one line and writes nothing', (_k, _what, env, problem) => {
     expectUsageExit(run(env()), problem, out);

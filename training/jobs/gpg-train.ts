@@ -69,6 +69,11 @@ export interface GpgTrainOptions {
   traces?: string[];
   /** A trace window the evaluations replay instead of `workload` (keep it apart from `traces`). */
   evalTrace?: string;
+  /**
+   * H, the nodes GPG may change per frame (its action budget; the heuristics do not read it).
+   * @defaultValue the scenario's scaleNodesPerFrame
+   */
+  nodesPerFrame?: number;
 }
 
 export interface GpgEvalPoint {
@@ -124,7 +129,7 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
   const policyFor = (mode: 'sample' | 'greedy', sink?: GpgDecision[], sampleSalt = 0) =>
     new GpgOrchestration(net, {
       periodS: frameS,
-      nodesPerDecision: s.scaleNodesPerFrame,
+      nodesPerDecision: o.nodesPerFrame ?? s.scaleNodesPerFrame,
       mode,
       sampleSalt,
       onDecision: sink ? (d) => sink.push(d) : undefined,

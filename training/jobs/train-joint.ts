@@ -54,6 +54,8 @@ export interface GpgRunSettings {
 export interface GpgPart {
   net: GpgNet;
   learner: GpgLearner;
+  /** H, the nodes GPG changes per frame: --gpg-init's model's when it names one, else the scenario's. */
+  nodesPerFrame: number;
 }
 
 /** A checkpoint's GPG state (state.gpg): float32 arrays as base64 of their little-endian bytes. */
@@ -71,10 +73,10 @@ export function newGpgPart(c: GpgRunSettings, scenario: Scenario): GpgPart {
     const m = loadGpgModel(c.gpgInit, scenario, '--gpg-init');
     const learner = new GpgLearner(m.net, { lr: c.gpgLr });
     learner.updates = updatesSeen(m.meta);
-    return { net: m.net, learner };
+    return { net: m.net, learner, nodesPerFrame: m.meta.nodesPerFrame ?? scenario.scaleNodesPerFrame };
   }
   const net = new GpgNet(scenario.services.length, Rng.derive(c.seed, 'train/init-gpg').nextU32());
-  return { net, learner: new GpgLearner(net, { lr: c.gpgLr }) };
+  return { net, learner: new GpgLearner(net, { lr: c.gpgLr }), nodesPerFrame: scenario.scaleNodesPerFrame };
 }
 
 function toBase64(arrays: readonly Float32Array[]): string {
@@ -132,7 +134,7 @@ export function gpgOrchestration(
 ): GpgOrchestration {
   return new GpgOrchestration(p.net, {
     periodS: scenario.slotS * scenario.slotsPerFrame,
-    nodesPerDecision: scenario.scaleNodesPerFrame,
+    nodesPerDecision: p.nodesPerFrame,
     mode,
     sampleSalt: salt,
     onDecision: sink ? (d) => sink.push(d) : undefined,

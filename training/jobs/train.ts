@@ -510,6 +510,7 @@ async function run(
     }
     const text = gpgModelText(gpg, weights, {
       scenario: scenario.name,
+      ...(gpg.nodesPerFrame !== scenario.scaleNodesPerFrame ? { nodesPerFrame: gpg.nodesPerFrame } : {}),
       trainedWith: {
         command: 'kais train --policies cmmac/gpg',
         seed: config.seed,

@@ -5,6 +5,7 @@
  * more likely (the demo's GPG could not learn), and the policy runs inside the simulator.
  */
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { defaultsOf } from '../../../../shared/config';
@@ -17,7 +18,15 @@ import { makeDispatch } from '../../../../training/baselines/registry';
 import { buildRequests } from '../../../../training/workload';
 import { loadScenario } from '../../../../shared/scenario';
 import type { OrchestrationView, ServiceWindowStats } from '../../../../shared/policy';
-import { actionCount, actionFeatures, ACTION_FEATURES, EAP_FEATURES, graphState, nodeFeatureCount } from '../../../../critic/gpg/graph';
+import {
+  actionCount,
+  actionFeatures,
+  ACTION_FEATURES,
+  EAP_FEATURES,
+  graphSpecOf,
+  graphState,
+  nodeFeatureCount,
+} from '../../../../critic/gpg/graph';
 import { GpgNet } from '../../../../critic/gpg/gnn';
 import { gpgModelFromJson, gpgModelToJson, updatesSeen } from '../../../../critic/gpg/model';
 import { GpgOrchestration, type GpgDecision } from '../../../../critic/gpg/policy';
@@ -263,6 +272,34 @@ describe('GPG model file', () => {
     const cut = JSON.parse(text);
     cut.weights = cut.weights.slice(0, 40);
     expect(() => gpgModelFromJson(JSON.stringify(cut), 4)).toThrow(/weight bytes/);
+  });
+
+  it("carries its own action budget H (nodesPerFrame); without one the scenario's applies", () => {
+    const net = new GpgNet(4, 9, SMALL);
+    expect(gpgModelFromJson(gpgModelToJson(net, { scenario: 'tiny' }), 4).meta.nodesPerFrame).toBeUndefined();
+    const text = gpgModelToJson(net, { scenario: 'tiny', nodesPerFrame: 3 });
+    expect(gpgModelFromJson(text, 4).meta.nodesPerFrame).toBe(3);
+    for (const bad of [0, 1.5, '2']) {
+      const m = { ...JSON.parse(text), nodesPerFrame: bad };
+      expect(() => gpgModelFromJson(JSON.stringify(m), 4)).toThrow(/^nodesPerFrame must be a whole number >= 1, got /);
+    }
+    // every entry point loads through loadGpgOrchestration: it decides on the model's H, and picks up to H nodes
+    const tiny = loadScenario('tiny');
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'kais-gpg-h-')), 'h.json');
+    const H = tiny.scaleNodesPerFrame + 1;
+    fs.writeFileSync(file, gpgModelToJson(net, { scenario: 'tiny', nodesPerFrame: H }));
+    const p = loadGpgOrchestration(file, tiny, '--gpg');
+    expect(p.nodesPerDecision).toBe(H);
+    const v = viewOf(new Cluster(tiny), emptyWindow(tiny.services.length));
+    p.reset(1, v);
+    expect(p.act(graphState(v, graphSpecOf(v))).nodes.length).toBe(H);
+    p.dispose();
+    fs.writeFileSync(file, gpgModelToJson(net, { scenario: 'tiny' }));
+    const q = loadGpgOrchestration(file, tiny, '--gpg');
+    expect(q.nodesPerDecision).toBe(tiny.scaleNodesPerFrame);
+    q.dispose();
+    fs.writeFileSync(file, JSON.stringify({ ...JSON.parse(text), nodesPerFrame: 0 }));
+    expect(() => loadGpgOrchestration(file, tiny, '--gpg')).toThrow(/^--gpg: .*h\.json: nodesPerFrame must be a whole number >= 1, got 0$/);
   });
 });
 
