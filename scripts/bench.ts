@@ -10,7 +10,7 @@
  *                                     (<= 1 means the cost per request grows at most linearly with cluster size)
  *   actor.decisionUs.p50|p99, lec.decisionUs.p99   scripts/bench-actor.ts
  *   detect.rulesUsPerWindow[N38], detect.rulesCpuUsPerWindow[N38], detect.learnedUsPerWindow   scripts/bench-detect.ts
- *   gpg.decisionMs.<kais|large>.p50|max   scripts/bench-gpg.ts
+ *   gpg.decisionMs.<kais|large|kais-shipped-H<h>>.p50|max   scripts/bench-gpg.ts
  *   dashboard.*                       scripts/bench-dashboard.ts (fan-out p99 with and without a dashboard viewer)
  * Optional modules (e.g. a hub fan-out bench) are added when their file exists.
  */
