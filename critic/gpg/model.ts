@@ -13,8 +13,9 @@ export interface GpgModelMeta {
   /** What made it (command line, updates, seeds), for the reader. */
   trainedWith?: Record<string, unknown>;
   /**
-   * H, the nodes it changes per frame, when it was trained with another budget than its scenario's
-   * `scaleNodesPerFrame` (which applies when this is absent: models from before 2026-12-03).
+   * H, the nodes it changes per frame, when the model has its own budget: trained with another than
+   * its scenario's `scaleNodesPerFrame` (which applies when this is absent), or raised after training
+   * (the shipped kais model: trained at 2, run at 6, chosen on validation seeds; docs/gpg.md).
    */
   nodesPerFrame?: number;
 }
