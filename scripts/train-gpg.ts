@@ -28,7 +28,7 @@
  * evaluation seeds) every EVAL_EVERY updates; writes OUT (the model) and OUT's .curve.json.
  */
 import * as fs from 'node:fs';
-import { gpgModelFromJson, gpgModelToJson, updatesSeen } from '../critic/gpg/model';
+import { gpgModelFromJson, gpgModelToJson, modelNodesPerFrame, nodesPerFrameField, updatesSeen } from '../critic/gpg/model';
 import { DEFAULT_GPG_UPDATE } from '../critic/gpg/update';
 import { loadScenario } from '../shared/scenario';
 import { loadBackend } from '../shared/tf-backend';
@@ -132,7 +132,7 @@ async function main(): Promise<void> {
   if (initFile) {
     const m = gpgModelFromJson(fs.readFileSync(initFile, 'utf8'), scenario.services.length);
     net = m.net;
-    nodesPerFrame = m.meta.nodesPerFrame ?? nodesPerFrame;
+    nodesPerFrame = modelNodesPerFrame(m.meta, scenario);
     // every update the model has seen, its init's included (before 2026-12-02 only the last run's count was read,
     // so a fine-tune of a fine-tune restarted the entropy high: docs/gpg.md)
     init = { weights: m.net.getWeights(), updates: updatesSeen(m.meta) };
@@ -152,7 +152,7 @@ async function main(): Promise<void> {
     out,
     gpgModelToJson(r.net, {
       scenario: scenario.name,
-      ...(nodesPerFrame !== scenario.scaleNodesPerFrame ? { nodesPerFrame } : {}),
+      ...nodesPerFrameField(nodesPerFrame, scenario),
       trainedWith: {
         ...settings,
         encoder: net?.config.encoder ?? encoder,

@@ -9,7 +9,7 @@ import * as fs from 'fs';
 import { UsageError } from '../../shared/errors';
 import type { Scenario } from '../../shared/scenario';
 import type { GpgNet } from './gnn';
-import { gpgModelFromJson, type GpgModelMeta } from './model';
+import { gpgModelFromJson, modelNodesPerFrame, type GpgModelMeta } from './model';
 import { GpgOrchestration } from './policy';
 
 /** The net of a GPG model file for this scenario; a UsageError `<source>: <file>: <problem>` otherwise. */
@@ -44,7 +44,6 @@ export function loadGpgOrchestration(
   periodS: number = scenario.slotS * scenario.slotsPerFrame,
 ): GpgOrchestration & { dispose: () => void } {
   const { net, meta } = loadGpgModel(file, scenario, source);
-  const nodesPerDecision = meta.nodesPerFrame ?? scenario.scaleNodesPerFrame;
-  const policy = new GpgOrchestration(net, { periodS, nodesPerDecision, mode: 'greedy' });
+  const policy = new GpgOrchestration(net, { periodS, nodesPerDecision: modelNodesPerFrame(meta, scenario), mode: 'greedy' });
   return Object.assign(policy, { dispose: () => net.dispose() });
 }

@@ -28,6 +28,16 @@ interface GpgModelJson extends GpgModelMeta {
   weights: string;
 }
 
+/** The H a model runs at: its own `nodesPerFrame`, else its scenario's `scaleNodesPerFrame`. */
+export function modelNodesPerFrame(meta: GpgModelMeta, scenario: { scaleNodesPerFrame: number }): number {
+  return meta.nodesPerFrame ?? scenario.scaleNodesPerFrame;
+}
+
+/** The `nodesPerFrame` field a model written with budget h records: none when h is its scenario's. */
+export function nodesPerFrameField(h: number, scenario: { scaleNodesPerFrame: number }): Pick<GpgModelMeta, 'nodesPerFrame'> {
+  return h !== scenario.scaleNodesPerFrame ? { nodesPerFrame: h } : {};
+}
+
 /**
  * Every training update a model has seen: its own run's (`trainedWith.updates`) plus those of the
  * model it was fine-tuned from (`trainedWith.initUpdates`, itself written as that model's total), so

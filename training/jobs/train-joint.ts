@@ -25,7 +25,7 @@ import type { Scenario } from '../../shared/scenario';
 import type { DequeueName } from '../../shared/dequeue';
 import { GpgNet } from '../../critic/gpg/gnn';
 import { loadGpgModel } from '../../critic/gpg/load';
-import { gpgModelToJson, updatesSeen } from '../../critic/gpg/model';
+import { gpgModelToJson, modelNodesPerFrame, updatesSeen } from '../../critic/gpg/model';
 import { GpgOrchestration, type GpgDecision } from '../../critic/gpg/policy';
 import { GpgLearner, type GpgEpisode, type GpgLearnerState } from '../../critic/gpg/update';
 import type { FrameStats } from '../sim/env';
@@ -73,7 +73,7 @@ export function newGpgPart(c: GpgRunSettings, scenario: Scenario): GpgPart {
     const m = loadGpgModel(c.gpgInit, scenario, '--gpg-init');
     const learner = new GpgLearner(m.net, { lr: c.gpgLr });
     learner.updates = updatesSeen(m.meta);
-    return { net: m.net, learner, nodesPerFrame: m.meta.nodesPerFrame ?? scenario.scaleNodesPerFrame };
+    return { net: m.net, learner, nodesPerFrame: modelNodesPerFrame(m.meta, scenario) };
   }
   const net = new GpgNet(scenario.services.length, Rng.derive(c.seed, 'train/init-gpg').nextU32());
   return { net, learner: new GpgLearner(net, { lr: c.gpgLr }), nodesPerFrame: scenario.scaleNodesPerFrame };

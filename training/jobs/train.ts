@@ -73,6 +73,7 @@ import { learnFrame, memo } from './train-learn';
 import { exportLayers } from './export';
 import { round } from './rollout';
 import { CmmacDispatch } from '../../agent/actor-policy';
+import { nodesPerFrameField } from '../../critic/gpg/model';
 import type { GpgDecision } from '../../critic/gpg/policy';
 import type { OrchestrationPolicy } from '../../shared/policy';
 import type { GpgEpisode } from '../../critic/gpg/update';
@@ -510,7 +511,7 @@ async function run(
     }
     const text = gpgModelText(gpg, weights, {
       scenario: scenario.name,
-      ...(gpg.nodesPerFrame !== scenario.scaleNodesPerFrame ? { nodesPerFrame: gpg.nodesPerFrame } : {}),
+      ...nodesPerFrameField(gpg.nodesPerFrame, scenario),
       trainedWith: {
         command: 'kais train --policies cmmac/gpg',
         seed: config.seed,
