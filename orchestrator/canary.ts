@@ -343,6 +343,8 @@ export interface CanaryRolloutOptions {
   onStarted?: (body: WeightsBody, source: string) => void;
   /** After a rollback (the learner goes back to the restored version). */
   onRolledBack?: (restored: WeightsBody) => void;
+  /** A canary ended (promoted or rolled back), before a waiting version starts: the placement loop's hold ends. */
+  onFinished?: () => void;
   now?: () => number;
   /** How often the windows are checked (ms). @defaultValue min(250, windowS x 250) */
   tickMs?: number;
@@ -567,6 +569,7 @@ export class CanaryRollout {
     this.countFrom = new Map();
     this.stableSinceMs = this.now() + this.o.config.settleS * 1000;
     this.o.store.putCanaryState(null);
+    this.o.onFinished?.();
   }
 
   private remember(version: number, decision: 'promote' | 'rollback', reason: string): void {

@@ -586,6 +586,7 @@ export async function startOrchestrator(
 
   // ---- canary rollout (issue 17 item 2): every later version goes to a share of the eAPs first ----
   let learnerRef: OnlineLearner | null = null;
+  let loopRef: PlacementLoop | null = null;
   const canary = cfg.canary
     ? new CanaryRollout({
         config: cfg.canary,
@@ -602,6 +603,8 @@ export async function startOrchestrator(
           if (source === 'learned') learnerRef?.noteVersion(body.version);
         },
         onRolledBack: (restored) => learnerRef?.reload(restored.version),
+        // the placement held still during the canary (one change at a time): its deferred step runs now
+        onFinished: () => void loopRef?.resume(),
       })
     : null;
   if (canary) {
@@ -715,7 +718,10 @@ export async function startOrchestrator(
         event('admin-expired', `service ${o.service}'s override (${o.replicas} replica(s), set by ${o.by}: ${o.reason}) ended`);
       },
     },
+    // a canary measures the weights alone: the policy's placement steps wait for its verdict
+    holdWhile: () => (canary?.running ? `weights v${canary.running.version} are under canary` : null),
   });
+  loopRef = loop;
   await loop.start();
   if (!adminState.empty) await loop.stepNow(); // overrides and holds kept over a restart apply at once
 
@@ -897,7 +903,7 @@ export async function startOrchestrator(
       learner: () => learner?.stats ?? null,
       gate: () => gate?.stats ?? null,
       canary: () => (canary ? { ...canary.stats, running: canary.running?.version ?? null } : null),
-      placementOrders: () => ({ executed: loop.executed, refused: loop.refused }),
+      placementOrders: () => ({ executed: loop.executed, refused: loop.refused, deferredSteps: loop.deferredSteps }),
       storeWriteFailures: () => guard.failures,
       notReady: () => {
         const problem = store.fileProblem();

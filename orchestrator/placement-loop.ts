@@ -17,6 +17,13 @@
  *
  * At start the executor is brought to the start placement (the initial one, or the stored one
  * after a restart) by the orders between what the cluster holds and it.
+ *
+ * One change at a time: while `holdWhile` names a reason (main.ts: a weights canary runs), a step
+ * that falls due is deferred: the policy is not asked, nothing is applied or published, and the
+ * step runs when `resume()` is called (main.ts: at the canary's verdict). A canary compares two
+ * groups of eAPs over its windows; placement changes in those windows move the groups' rates apart
+ * for reasons that are not the weights and widen its standard error (docs/gpg.md, "The action
+ * budget H"). The admin's changes (`stepNow`) still apply during a hold, without the policy's orders.
  */
 import type { Placement } from '../shared/domain';
 import type { Scenario } from '../shared/scenario';
@@ -52,6 +59,8 @@ export interface PlacementLoopOptions {
   log?: (line: string) => void;
   /** The admin's overrides and holds, applied on top of the policy's orders (orchestrator/admin.ts). */
   admin?: { state: AdminState; onExpired?: (o: ScaleOverride) => void };
+  /** Why the policy's steps wait now (null: they do not); a deferred step runs at `resume()`. */
+  holdWhile?: () => string | null;
 }
 
 /** d[w][n] of a view: replicas including starting ones, excluding those being deleted. */
@@ -70,6 +79,10 @@ export class PlacementLoop {
   /** Orders executed and refused by the executor since the start. */
   executed = 0;
   refused = 0;
+  /** Steps that fell due during a hold (`holdWhile`), since the start. */
+  deferredSteps = 0;
+  /** A step fell due during the current hold and has not run yet. */
+  private deferred = false;
 
   constructor(private readonly o: PlacementLoopOptions) {
     this.d = o.start.map((r) => r.slice());
@@ -105,12 +118,36 @@ export class PlacementLoop {
     }
     if (this.o.publishStart) this.o.registry.publishPlacement(this.frame, this.d);
     this.timer = setInterval(() => {
-      this.running = this.running.then(() => this.step()).catch((e) => log(`placement step failed: ${(e as Error).message}`));
+      this.running = this.running.then(() => this.tick()).catch((e) => log(`placement step failed: ${(e as Error).message}`));
     }, this.stepMs);
   }
 
-  /** One step: observe, decide, apply, publish. */
-  async step(): Promise<void> {
+  /** Why the policy's steps wait now, or null (a policy that never decides is never held). */
+  private heldNow(): string | null {
+    return this.policy.periodS > 0 ? (this.o.holdWhile?.() ?? null) : null;
+  }
+
+  /** The timer's step (tests may call it): deferred while `holdWhile` names a reason. */
+  async tick(): Promise<void> {
+    const why = this.heldNow();
+    if (why === null) return this.step();
+    if (!this.deferred) (this.o.log ?? (() => undefined))(`placement: the next step waits: ${why}`);
+    this.deferred = true;
+    this.deferredSteps++;
+  }
+
+  /** The hold is over: a step deferred during it runs now, policy and all (resolves when it is published); else nothing. */
+  resume(): Promise<void> {
+    if (!this.deferred) return this.running;
+    this.deferred = false;
+    return this.chain(true);
+  }
+
+  /**
+   * One step: observe, decide (unless `withPolicy` is false: the admin's orders only), apply,
+   * publish.
+   */
+  async step(withPolicy = true): Promise<void> {
     if (this.stopped) return;
     this.frame++;
     const view = await this.observe();
@@ -119,7 +156,7 @@ export class PlacementLoop {
       const admin = this.o.admin;
       if (admin) for (const o of admin.state.expire(Date.now())) admin.onExpired?.(o);
       const seen = admin ? admin.state.viewFor(view) : view;
-      let ops = this.policy.periodS > 0 ? this.policy.decide(seen) : [];
+      let ops = this.policy.periodS > 0 && withPolicy ? this.policy.decide(seen) : [];
       if (admin && !admin.state.empty) ops = admin.state.adjust(seen, ops);
       if (this.policy.periodS > 0 || ops.length > 0) {
         const rep = await this.o.executor.apply(ops);
@@ -132,10 +169,19 @@ export class PlacementLoop {
     this.o.registry.publishPlacement(this.frame, this.d);
   }
 
-  /** One step now (an admin change), after any step in progress; resolves when it is published. */
+  /**
+   * One step now (an admin change), after any step in progress; resolves when it is published.
+   * During a hold it carries the admin's orders only, and the policy's step waits for `resume()`.
+   */
   stepNow(): Promise<void> {
+    const held = this.heldNow() !== null;
+    if (held) this.deferred = true;
+    return this.chain(!held);
+  }
+
+  private chain(withPolicy: boolean): Promise<void> {
     this.running = this.running
-      .then(() => this.step())
+      .then(() => this.step(withPolicy))
       .catch((e) => (this.o.log ?? (() => undefined))(`placement step failed: ${(e as Error).message}`));
     return this.running;
   }

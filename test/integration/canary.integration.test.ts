@@ -15,6 +15,7 @@
  * - Config: values out of range are one line naming the file and field (exit 2 from the CLI).
  */
 import { spawnSync } from 'node:child_process';
+import Database from 'better-sqlite3';
 import WebSocket from 'ws';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -194,6 +195,32 @@ describe('canary rollout against a live orchestrator', () => {
     };
     expect(st.canary.recent[0]).toMatchObject({ version: 2, decision: 'rollback' });
     expect(st.rejectedVersions[0]).toMatchObject({ version: 2, source: 'canary' });
+  }, 90_000);
+
+  it('holds the placement still while the canary runs: hpa steps that fall due wait, and one runs at the verdict', async () => {
+    // hpa decides every 15 scenario s: at speed 150 a step falls due every 100 ms, so the canary spans several
+    const { db, cfgFile } = setUp({ injectBadWeightsAfterS: 2.5, orchestration: 'hpa', speed: 150 });
+    const o = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
+    cleanups.push(() => o.close());
+    await playAgents(o, () => false);
+    await until(() => o.store.events({ kind: 'canary-rollback' }).length + o.store.events({ kind: 'canary-promote' }).length > 0, 'a verdict');
+    const start = o.store.events({ kind: 'canary-start' })[0].tsMs;
+    const verdict = (o.store.events({ kind: 'canary-rollback' })[0] ?? o.store.events({ kind: 'canary-promote' })[0]).tsMs;
+    const created = () => {
+      const d = new Database(db, { readonly: true });
+      try {
+        return (d.prepare('SELECT created_ms AS t FROM placements ORDER BY version').all() as { t: number }[]).map((r) => r.t);
+      } finally {
+        d.close();
+      }
+    };
+    // the deferred step is published at the verdict
+    await until(() => created().some((t) => t >= verdict), 'a placement published at the verdict');
+    const times = created();
+    expect(times.filter((t) => t < start).length).toBeGreaterThan(1); // the loop stepped before the canary
+    expect(times.filter((t) => t > start && t < verdict)).toEqual([]); // and not during it
+    const families = parseMetrics((await get(o.httpPort!, '/metrics')).text);
+    expect(sample(families, 'kais_orchestrator_placement_steps_deferred_total')).toBeGreaterThan(0);
   }, 90_000);
 
   it('promotes a version as good as the current one to every agent', async () => {

@@ -186,6 +186,7 @@ describe('CanaryRollout (fake registry and clock)', () => {
       current: 1,
       event: (k, m) => void events.push([k, m]),
       onRolledBack: (b) => void reloads.push(b.version),
+      onFinished: () => void calls.push(`finished (running: ${rollout.running?.version ?? 'none'})`),
       now: () => now,
     });
   });
@@ -206,7 +207,7 @@ describe('CanaryRollout (fake registry and clock)', () => {
     rollout.applied(1, 2);
     for (let i = 0; i < 11 && rollout.running; i++) second(0.3, 0.8);
     expect(rollout.running).toBeNull();
-    expect(calls).toEqual(['canary 0,1', 'restore 1']);
+    expect(calls).toEqual(['canary 0,1', 'restore 1', 'finished (running: none)']);
     expect(reloads).toEqual([3]);
     expect(rollout.goodVersion).toBe(3);
     expect(rollout.stats).toEqual({ started: 1, promoted: 0, rolledBack: 1, superseded: 1 });
@@ -221,7 +222,8 @@ describe('CanaryRollout (fake registry and clock)', () => {
     rollout.applied(1, 2);
     for (let i = 0; i < 41 && rollout.stats.promoted === 0; i++) second(0.8, 0.8);
     expect(rollout.stats.promoted).toBe(1);
-    expect(calls).toEqual(['canary 0,1', 'promote', 'canary 0,1']);
+    // the verdict ends the placement loop's hold before the waiting version starts (main.ts: resume)
+    expect(calls).toEqual(['canary 0,1', 'promote', 'finished (running: none)', 'canary 0,1']);
     expect(rollout.running?.version).toBe(3);
     expect(rollout.goodVersion).toBe(2);
   });

@@ -102,6 +102,80 @@ describe('PlacementLoop', () => {
     expect(loop.executed).toBe(f.applied.flat().length);
   });
 
+  it('holds the policy still while holdWhile names a reason: due steps wait, the admin step carries no policy orders, resume() runs one', async () => {
+    const f = fakes();
+    let hold: string | null = null;
+    const lines: string[] = [];
+    const loop = new PlacementLoop({
+      scenario: tiny,
+      registry: f.registry,
+      executor: f.executor,
+      policy: 'hpa',
+      start: initialPlacement(tiny),
+      startFrame: 0,
+      publishStart: true,
+      frameMs: 60_000,
+      log: (l) => lines.push(l),
+      holdWhile: () => hold,
+    });
+    await loop.start();
+    const before = f.published.length;
+    const appliedBefore = f.applied.length;
+    hold = 'weights v2 are under canary';
+    await loop.tick();
+    await loop.tick();
+    // nothing asked of the executor, nothing published, one line for the hold
+    expect({ published: f.published.length, applied: f.applied.length, deferred: loop.deferredSteps }).toEqual({
+      published: before,
+      applied: appliedBefore,
+      deferred: 2,
+    });
+    expect(lines.filter((l) => l.startsWith('placement: the next step waits'))).toEqual([
+      'placement: the next step waits: weights v2 are under canary',
+    ]);
+    // an admin step during the hold: published, but the busy services get no policy order
+    await loop.stepNow();
+    expect(f.applied[f.applied.length - 1]).toEqual([]);
+    expect(f.published.length).toBe(before + 1);
+    expect(total(f.published[f.published.length - 1].d, 0)).toBe(total(initialPlacement(tiny), 0));
+    // the verdict: the deferred step runs with the policy, even if the next hold has begun
+    hold = 'weights v3 are under canary';
+    await loop.resume();
+    expect(f.published.length).toBe(before + 2);
+    expect(total(f.published[f.published.length - 1].d, 0)).toBeGreaterThan(total(initialPlacement(tiny), 0));
+    expect(loop.executed).toBeGreaterThan(0);
+    // nothing deferred any more: resume() runs nothing
+    await loop.resume();
+    expect(f.published.length).toBe(before + 2);
+    // the hold over, due steps run as before
+    hold = null;
+    await loop.tick();
+    expect(f.published.length).toBe(before + 3);
+    expect(loop.deferredSteps).toBe(2);
+    await loop.stop();
+    await f.cluster.close();
+  });
+
+  it('never holds a policy that does not decide (static publishes its frame during a hold)', async () => {
+    const f = fakes();
+    const loop = new PlacementLoop({
+      scenario: tiny,
+      registry: f.registry,
+      executor: f.executor,
+      policy: 'static',
+      start: initialPlacement(tiny),
+      startFrame: 0,
+      publishStart: true,
+      frameMs: 60_000,
+      holdWhile: () => 'a canary',
+    });
+    await loop.start();
+    await loop.tick();
+    await loop.stop();
+    expect(f.published.map((p) => p.frame)).toEqual([0, 1]);
+    expect(loop.deferredSteps).toBe(0);
+  });
+
   it('steps at the policy period of the simulator (hpa: 15 scenario seconds), static once per frame', () => {
     const f = fakes();
     const make = (policy: 'hpa' | 'static' | 'gsp-ss') =>
