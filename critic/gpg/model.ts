@@ -14,8 +14,8 @@ export interface GpgModelMeta {
   trainedWith?: Record<string, unknown>;
   /**
    * H, the nodes it changes per frame, when the model has its own budget: trained with another than
-   * its scenario's `scaleNodesPerFrame` (which applies when this is absent), or set after training
-   * (docs/gpg.md, "The action budget H": the shipped kais weights run at 6).
+   * its scenario's `scaleNodesPerFrame` (which applies when this is absent), or raised after training
+   * (the shipped kais model: trained at 2, run at 6, chosen on validation seeds; docs/gpg.md).
    */
   nodesPerFrame?: number;
 }
