@@ -203,7 +203,10 @@ describe('canary rollout against a live orchestrator', () => {
     const o = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
     cleanups.push(() => o.close());
     await playAgents(o, () => false);
-    await until(() => o.store.events({ kind: 'canary-rollback' }).length + o.store.events({ kind: 'canary-promote' }).length > 0, 'a verdict');
+    await until(
+      () => o.store.events({ kind: 'canary-rollback' }).length + o.store.events({ kind: 'canary-promote' }).length > 0,
+      'a verdict',
+    );
     const start = o.store.events({ kind: 'canary-start' })[0].tsMs;
     const verdict = (o.store.events({ kind: 'canary-rollback' })[0] ?? o.store.events({ kind: 'canary-promote' })[0]).tsMs;
     const created = () => {
