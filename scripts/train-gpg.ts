@@ -130,7 +130,14 @@ async function main(): Promise<void> {
   let net: ReturnType<typeof gpgModelFromJson>['net'] | undefined;
   let nodesPerFrame = scenario.scaleNodesPerFrame;
   if (initFile) {
-    const m = gpgModelFromJson(fs.readFileSync(initFile, 'utf8'), scenario.services.length);
+    let m: ReturnType<typeof gpgModelFromJson>;
+    try {
+      m = gpgModelFromJson(fs.readFileSync(initFile, 'utf8'), scenario.services.length);
+    } catch (e) {
+      // a missing, unreadable or malformed model is the user's input: one line, exit 2
+      process.stderr.write(`train-gpg: INIT: ${initFile}: ${(e as Error).message}\n`);
+      process.exit(2);
+    }
     net = m.net;
     nodesPerFrame = modelNodesPerFrame(m.meta, scenario);
     // every update the model has seen, its init's included (before 2026-12-02 only the last run's count was read,

@@ -1,7 +1,8 @@
 /**
  * scripts/train-gpg.ts as a process (the built dist/scripts/train-gpg.js): trace windows to train
  * and evaluate on (TRACES, EVAL_TRACE) and GPG's action budget (NODES_PER_FRAME); a bad window or
- * budget exits 2 with one line before training, and writes nothing.
+ * budget, or an INIT model that is missing, malformed or of another scenario, exits 2 with one line
+ * before training, and writes nothing.
  */
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -85,6 +86,36 @@ describe('train-gpg TRACES / EVAL_TRACE / NODES_PER_FRAME', () => {
       'a fraction',
       () => ({ NODES_PER_FRAME: '1.5' }),
       /^train-gpg: NODES_PER_FRAME must be a whole number, got 1\.5\n$/,
+    ],
+    ['INIT', 'a missing model', () => ({ INIT: path.join(dir, 'none.json') }), /^train-gpg: INIT: .*none\.json: ENOENT/],
+    [
+      'INIT',
+      'a model with a bad nodesPerFrame',
+      () => {
+        // a good tiny model, then its budget made 0
+        expect(run({}).code).toBe(0);
+        const f = path.join(dir, 'bad-h.json');
+        fs.writeFileSync(f, JSON.stringify({ ...(JSON.parse(fs.readFileSync(out, 'utf8')) as object), nodesPerFrame: 0 }));
+        fs.rmSync(out);
+        return { INIT: f };
+      },
+      /^train-gpg: INIT: .*bad-h\.json: .*nodesPerFrame must be a whole number >= 1, got 0\n$/,
+    ],
+    [
+      'INIT',
+      'a model of another scenario',
+      () => ({ INIT: path.join(__dirname, '..', '..', 'models', 'kais-gpg.json') }),
+      /^train-gpg: INIT: .*kais-gpg\.json: made for 30 services, the scenario has 4\n$/,
+    ],
+    [
+      'INIT',
+      'a file that is not JSON',
+      () => {
+        const f = path.join(dir, 'not.json');
+        fs.writeFileSync(f, 'hello');
+        return { INIT: f };
+      },
+      /^train-gpg: INIT: .*not\.json: /,
     ],
   ])('%s with %s exits 2 with one line and writes nothing', (_k, _what, env, problem) => {
     expectUsageExit(run(env()), problem, out);
