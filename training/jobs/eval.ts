@@ -215,6 +215,15 @@ function defaultPolicies(scenario: Scenario): string[] {
   return DEFAULT_POLICIES;
 }
 
+/** A GPG model ships for `--scenario` (the defaults may then hold cmmac/gpg); false for one that does not load (runEval says why). */
+function shipsGpg(scenarioName: string): boolean {
+  try {
+    return defaultGpgModelPath(loadScenario(scenarioName)) !== null;
+  } catch {
+    return false;
+  }
+}
+
 function positiveInt(flag: string, v: unknown): number {
   if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) throw new UsageError(`${flag}: must be a positive integer, got ${String(v)}`);
   return v;
@@ -428,7 +437,8 @@ export const evalCommand: CommandModule<object, object> = {
   handler: namingFlags(EVAL_SPEC, async (argv) => {
     const args: EvalArgs = resolveOptions(EVAL_SPEC, argv);
     // an entry point picks the backend: for a gpg pair, named or among the defaults (cmmac/gpg where a GPG model ships)
-    if (learnedDetectorOf(args) || (args.policies ?? '/gpg').split(',').some((p) => p.trim().endsWith('/gpg'))) await loadBackend();
+    const gpgPair = args.policies ? args.policies.split(',').some((p) => p.trim().endsWith('/gpg')) : shipsGpg(args.scenario);
+    if (learnedDetectorOf(args) || gpgPair) await loadBackend();
     const report = runEval(args, (line) => process.stderr.write(`kais: ${line}\n`));
     if (args.plot) writeSvg(args.plot, evalPlot(report));
     if (args.json) process.stdout.write(JSON.stringify(report) + '\n');

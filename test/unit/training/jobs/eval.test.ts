@@ -212,6 +212,24 @@ describe('kais eval', () => {
     expectUsageError(kais('eval', '--scenario', 'tiny', '--policies', 'cmmac/hpa', '--checkpoint', bad), /corrupt\.db/);
   });
 
+  it('loads the tfjs backend only where a gpg pair runs: not for the default pairs of a scenario without a shipped GPG', () => {
+    // a preload that reports, at exit, whether the backend was loaded (shared/tf-backend.ts; tfjs itself is
+    // imported by every command's module, the wasm backend's start is what costs)
+    const probe = path.join(tmp, 'tf-probe.js');
+    fs.writeFileSync(
+      probe,
+      "process.on('exit', () => process.stderr.write('backend loaded: ' + Object.keys(require.cache).some((k) => k.includes('tfjs-backend-wasm')) + '\\n'));\n",
+    );
+    const run = (...args: string[]) =>
+      spawnSync(process.execPath, ['-r', probe, KAIS, 'eval', '--frames', '1', ...args], { encoding: 'utf8', timeout: 120000 });
+    const tiny = run('--scenario', 'tiny');
+    expect(tiny.status).toBe(0);
+    expect(tiny.stderr).toContain('backend loaded: false');
+    const gpg = run('--scenario', 'small', '--policies', 'lec/gpg', '--gpg', path.join(ROOT, 'models', 'small-gpg-lec.json'));
+    expect(gpg.status).toBe(0);
+    expect(gpg.stderr).toContain('backend loaded: true');
+  });
+
   it('adds decision latency to the table with --timing', () => {
     const r = kais('eval', '--scenario', 'tiny', '--frames', '1', '--policies', 'jsq/static', '--timing');
     expect(r.code).toBe(0);
