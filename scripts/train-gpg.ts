@@ -21,6 +21,10 @@
  * comes at every load. EVAL_TRACE=c.csv makes the evaluations replay that window (keep it apart from
  * the training windows). A missing or unreadable file exits 2 before training starts.
  *
+ * VINE=L trains on vine rollouts (training/jobs/gpg-train.ts `vine`): every rollout greedy but at one
+ * branch decision (cycling over the first FRAMES - L), sampled there, then greedy for L frames; the
+ * gradient is on the branch decisions, their advantage the L frames' reward against the others'.
+ *
  * NODES_PER_FRAME=H sets GPG's action budget, the nodes it may change per frame (default: INIT's,
  * else the scenario's scaleNodesPerFrame); the model records it and kais eval / kais up use it.
  *
@@ -114,7 +118,12 @@ async function main(): Promise<void> {
         }
       : {}),
     ...(process.env.EVAL_TRACE ? { evalTrace: traceFile('EVAL_TRACE', process.env.EVAL_TRACE) } : {}),
+    ...(process.env.VINE !== undefined ? { vine: { horizon: positive('VINE', 1) } } : {}),
   };
+  if (settings.vine && !(Number.isInteger(settings.vine.horizon) && settings.vine.horizon < settings.frames)) {
+    process.stderr.write(`train-gpg: VINE must be a whole number of frames below FRAMES (${settings.frames}), got ${process.env.VINE}\n`);
+    process.exit(2);
+  }
   // INIT=<model.json>: fine-tune that model (its net config; the entropy schedule continues from all its updates)
   const initFile = process.env.INIT;
   const encoder = env('ENCODER', 'gnn');

@@ -63,6 +63,16 @@ describe('train-gpg TRACES / EVAL_TRACE / NODES_PER_FRAME', () => {
     expect((JSON.parse(fs.readFileSync(out, 'utf8')) as { nodesPerFrame?: number }).nodesPerFrame).toBeUndefined();
   });
 
+  it('VINE trains on vine rollouts (one sampled branch decision per rollout) and records the horizon', () => {
+    const r = run({ VINE: '1', ROLLOUTS: '3', FRAMES: '3' });
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/u=1 load 1 throughput /);
+    expect((JSON.parse(fs.readFileSync(out, 'utf8')) as { trainedWith: { vine?: { horizon: number } } }).trainedWith.vine).toEqual({
+      horizon: 1,
+    });
+  });
+
   it.each([
     [
       'TRACES',
@@ -81,6 +91,12 @@ describe('train-gpg TRACES / EVAL_TRACE / NODES_PER_FRAME', () => {
       /^train-gpg: EVAL_TRACE: /,
     ],
     ['NODES_PER_FRAME', 'zero', () => ({ NODES_PER_FRAME: '0' }), /^train-gpg: NODES_PER_FRAME must be positive, got 0\n$/],
+    [
+      'VINE',
+      'no frames after the branch',
+      () => ({ VINE: '2', FRAMES: '2' }),
+      /^train-gpg: VINE must be a whole number of frames below FRAMES \(2\), got 2\n$/,
+    ],
     [
       'NODES_PER_FRAME',
       'a fraction',

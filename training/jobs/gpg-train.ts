@@ -16,6 +16,13 @@
  *                 one gradient step on the R rollouts
  *   every evalEvery updates: greedy GPG on held-out evaluation seeds, beside hpa on the same requests
  *
+ * With `vine` (TRPO's vine procedure) an update's R rollouts are greedy except at one branch
+ * decision b = u mod (frames - horizon): rollout 0 keeps the greedy decision there, the others
+ * sample it; each runs b + 1 + horizon frames, its return is the reward of the horizon frames after
+ * b, and the step is on the R branch decisions (advantage: return minus their mean). Whole-episode
+ * REINFORCE credits every decision with the noise of all the others (sessions 14-17 found its
+ * fine-tunes flat or collapsing to the no-op: docs/gpg.md); here the rollouts differ in one decision.
+ *
  * Same seed, same numbers: the nets start from the seed, every rollout's sampling is seeded, and
  * tfjs' CPU/wasm kernels are deterministic.
  */
@@ -27,7 +34,8 @@ import { GpgOrchestration, type GpgDecision } from '../../critic/gpg/policy';
 import { GpgLearner, type GpgEpisode, type GpgUpdateOptions } from '../../critic/gpg/update';
 import { makeDispatch, makeOrchestration } from '../baselines/registry';
 import { loadDefaultCmmac } from './checkpoint';
-import type { DispatchPolicy } from '../../shared/policy';
+import type { DispatchPolicy, OrchestrationPolicy, OrchestrationView } from '../../shared/policy';
+import type { ScaleOp } from '../../shared/domain';
 import { buildRequests } from '../workload';
 import type { WorkloadName } from '../workload';
 import { runEpisode, type PolicyResult } from './rollout';
@@ -74,6 +82,16 @@ export interface GpgTrainOptions {
    * @defaultValue the scenario's scaleNodesPerFrame
    */
   nodesPerFrame?: number;
+  /**
+   * Vine rollouts (TRPO's "vine" procedure, Schulman et al. 2015 section 5.2) instead of whole
+   * sampled episodes: every rollout of an update follows the greedy policy (one shared trunk) up to
+   * the branch decision, samples only there (rollout 0 keeps the greedy decision), and is greedy
+   * again for `horizon` frames; its return is the reward of those frames, and the gradient step is
+   * on the branch decisions alone. The rollouts differ in one decision and share the arrivals, the
+   * trunk and the continuation, so the advantages measure that decision against its alternatives.
+   * null: the whole-episode REINFORCE above.
+   */
+  vine?: { horizon: number } | null;
 }
 
 export interface GpgEvalPoint {
@@ -109,6 +127,34 @@ export function gpgRewards(
     out.push(rate - opCost * f.scaleOps - replicaCost * (f.replicaS / frameS));
   }
   return out;
+}
+
+/**
+ * One vine rollout's orchestration: greedy at every decision but the `branch`-th, where `branch`
+ * decides (sampled, or greedy for the reference rollout) and its decision is recorded.
+ */
+class VineOrchestration implements OrchestrationPolicy {
+  readonly name = 'gpg';
+  readonly periodS: number;
+  private k = 0;
+
+  constructor(
+    private readonly greedy: GpgOrchestration,
+    private readonly branch: GpgOrchestration,
+    private readonly branchAt: number,
+  ) {
+    this.periodS = greedy.periodS;
+  }
+
+  reset(seed: number, view: OrchestrationView): void {
+    this.k = 0;
+    this.greedy.reset(seed, view);
+    this.branch.reset(seed, view);
+  }
+
+  decide(view: OrchestrationView): ScaleOp[] {
+    return (this.k++ === this.branchAt ? this.branch : this.greedy).decide(view);
+  }
 }
 
 export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = () => {}): GpgTrainResult {
@@ -208,7 +254,25 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
     });
     const episodes: GpgEpisode[] = [];
     let thr = 0;
-    for (let r = 0; r < o.rollouts; r++) {
+    const vine = o.vine ?? null;
+    // the branch decision cycles over the decisions that have `horizon` frames after them
+    const branchAt = vine ? u % Math.max(1, o.frames - vine.horizon) : -1;
+    for (let r = 0; vine && r < o.rollouts; r++) {
+      const decisions: GpgDecision[] = [];
+      let frames: readonly FrameStats[] = [];
+      const branch = r === 0 ? policyFor('greedy', decisions) : policyFor('sample', decisions, 1 + u * o.rollouts + r);
+      const res = episode(
+        requests,
+        o.seed + u,
+        branchAt + 1 + vine.horizon,
+        new VineOrchestration(policyFor('greedy'), branch, branchAt),
+        (f) => (frames = f),
+      );
+      const rewards = gpgRewards(frames, branchAt + vine.horizon, frameS, o.opCost, o.replicaCost).slice(branchAt);
+      if (decisions.length === 1 && rewards.length > 0) episodes.push({ decisions, rewards: [rewards.reduce((a, b) => a + b, 0)] });
+      thr += res.throughputRate;
+    }
+    for (let r = 0; !vine && r < o.rollouts; r++) {
       const decisions: GpgDecision[] = [];
       let frames: readonly FrameStats[] = [];
       const res = episode(requests, o.seed + u, o.frames, policyFor('sample', decisions, 1 + u * o.rollouts + r), (f) => (frames = f));
