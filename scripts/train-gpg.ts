@@ -24,6 +24,8 @@
  * VINE=L trains on vine rollouts (training/jobs/gpg-train.ts `vine`): every rollout greedy but at one
  * branch decision (cycling over the first FRAMES - L), sampled there, then greedy for L frames; the
  * gradient is on the branch decisions, their advantage the L frames' reward against the others'.
+ * VINE_PERTURB=1 makes the branch greedy but for one picked node's action, drawn (critic/gpg/policy.ts
+ * mode perturb): each alternative is one order against the greedy one, with the others held.
  *
  * NODES_PER_FRAME=H sets GPG's action budget, the nodes it may change per frame (default: INIT's,
  * else the scenario's scaleNodesPerFrame); the model records it and kais eval / kais up use it.
@@ -118,7 +120,9 @@ async function main(): Promise<void> {
         }
       : {}),
     ...(process.env.EVAL_TRACE ? { evalTrace: traceFile('EVAL_TRACE', process.env.EVAL_TRACE) } : {}),
-    ...(process.env.VINE !== undefined ? { vine: { horizon: positive('VINE', 1) } } : {}),
+    ...(process.env.VINE !== undefined
+      ? { vine: { horizon: positive('VINE', 1), ...(process.env.VINE_PERTURB === '1' ? { perturb: true } : {}) } }
+      : {}),
   };
   if (settings.vine && !(Number.isInteger(settings.vine.horizon) && settings.vine.horizon < settings.frames)) {
     process.stderr.write(`train-gpg: VINE must be a whole number of frames below FRAMES (${settings.frames}), got ${process.env.VINE}\n`);

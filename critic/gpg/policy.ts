@@ -49,7 +49,12 @@ export interface GpgPolicyOptions {
   periodS: number;
   /** Nodes touched per decision (the scenario's scaleNodesPerFrame, H = 2 in the paper). */
   nodesPerDecision: number;
-  mode: 'sample' | 'greedy';
+  /**
+   * greedy: the H best nodes and each one's best action (evaluation); sample: both drawn (training,
+   * exploration); perturb: greedy but one picked node's action, drawn (the vine rollouts' branch in
+   * training/jobs/gpg-train.ts: an alternative to one order with the rest held).
+   */
+  mode: 'sample' | 'greedy' | 'perturb';
   /** Mixed into the episode seed for sampling, so rollouts of one episode seed sample differently. @defaultValue 0 */
   sampleSalt?: number;
   onDecision?: (d: GpgDecision) => void;
@@ -109,7 +114,7 @@ export class GpgOrchestration implements OrchestrationPolicy {
       const avail = Uint8Array.from(g.nodeMask);
       const nodes: number[] = [];
       for (let h = 0; h < this.o.nodesPerDecision; h++) {
-        const n = this.o.mode === 'greedy' ? argmaxLogit(logits, avail, 0, N) : sampleLogit(logits, avail, 0, N, this.rng);
+        const n = this.o.mode === 'sample' ? sampleLogit(logits, avail, 0, N, this.rng) : argmaxLogit(logits, avail, 0, N);
         if (n < 0) break;
         nodes.push(n);
         avail[n] = 0;
@@ -120,9 +125,11 @@ export class GpgOrchestration implements OrchestrationPolicy {
       const scale = net
         .scaleLogits(emb, tf.tensor1d(nodes, 'int32'), tf.tensor2d(phi, [nodes.length * A, ACTION_FEATURES]), A)
         .dataSync() as Float32Array;
+      const drawn = this.o.mode === 'perturb' ? Math.floor(this.rng.next() * nodes.length) : -1;
       const actions = nodes.map((n, k) => {
         const maskRow = g.actionMask.subarray(n * A, n * A + A);
-        const pick = this.o.mode === 'greedy' ? argmaxLogit(scale, maskRow, k * A, A) : sampleLogit(scale, maskRow, k * A, A, this.rng);
+        const draw = this.o.mode === 'sample' || k === drawn;
+        const pick = draw ? sampleLogit(scale, maskRow, k * A, A, this.rng) : argmaxLogit(scale, maskRow, k * A, A);
         return pick < 0 ? 0 : pick;
       });
       return { state: g, nodes, actions };

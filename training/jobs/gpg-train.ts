@@ -91,7 +91,7 @@ export interface GpgTrainOptions {
    * trunk and the continuation, so the advantages measure that decision against its alternatives.
    * null: the whole-episode REINFORCE above.
    */
-  vine?: { horizon: number } | null;
+  vine?: { horizon: number; perturb?: boolean } | null;
 }
 
 export interface GpgEvalPoint {
@@ -172,7 +172,7 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
   const frozen: DispatchPolicy | null = o.dispatch === 'cmmac' ? loadDefaultCmmac(s) : null;
   if (o.dispatch === 'cmmac' && !frozen) throw new TypeError(`dispatch cmmac: no model ships for scenario ${s.name}`);
   const dispatchOf = (): DispatchPolicy => frozen ?? makeDispatch(o.dispatch, s);
-  const policyFor = (mode: 'sample' | 'greedy', sink?: GpgDecision[], sampleSalt = 0) =>
+  const policyFor = (mode: 'sample' | 'greedy' | 'perturb', sink?: GpgDecision[], sampleSalt = 0) =>
     new GpgOrchestration(net, {
       periodS: frameS,
       nodesPerDecision: o.nodesPerFrame ?? s.scaleNodesPerFrame,
@@ -260,7 +260,7 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
     for (let r = 0; vine && r < o.rollouts; r++) {
       const decisions: GpgDecision[] = [];
       let frames: readonly FrameStats[] = [];
-      const branch = r === 0 ? policyFor('greedy', decisions) : policyFor('sample', decisions, 1 + u * o.rollouts + r);
+      const branch = policyFor(r === 0 ? 'greedy' : vine.perturb ? 'perturb' : 'sample', decisions, 1 + u * o.rollouts + r);
       const res = episode(
         requests,
         o.seed + u,

@@ -189,6 +189,31 @@ describe('GPG policy and learner', () => {
     expect(run(4)).toEqual(run(4));
   });
 
+  it("perturb: greedy's nodes, and greedy's action on every one of them but at most one, drawn; seeded", () => {
+    const { view, net } = fixture();
+    const greedy = new GpgOrchestration(net, { periodS: 25, nodesPerDecision: 2, mode: 'greedy' });
+    greedy.reset(1, view);
+    const g = greedy.act(graphState(view, graphSpecOf(view)));
+    let differs = 0;
+    for (let seed = 1; seed <= 20; seed++) {
+      const p = new GpgOrchestration(net, { periodS: 25, nodesPerDecision: 2, mode: 'perturb', sampleSalt: seed });
+      p.reset(1, view);
+      const d = p.act(graphState(view, graphSpecOf(view)));
+      expect(d.nodes).toEqual(g.nodes);
+      const changed = d.actions.filter((a, k) => a !== g.actions[k]).length;
+      expect(changed).toBeLessThanOrEqual(1);
+      differs += changed;
+    }
+    // near-uniform scale scores of a fresh net: the drawn action is mostly another one
+    expect(differs).toBeGreaterThan(10);
+    const once = (salt: number) => {
+      const p = new GpgOrchestration(net, { periodS: 25, nodesPerDecision: 2, mode: 'perturb', sampleSalt: salt });
+      p.reset(1, view);
+      return p.decide(view);
+    };
+    expect(once(7)).toEqual(once(7));
+  });
+
   it.each(['gnn', 'stack'] as const)('REINFORCE makes a rewarded action more likely (%s encoder)', (encoder) => {
     // service 0 fails 8 of its 10 arrivals, the others 1: reward 1 when a picked action adds a
     // replica of service 0 (the scale head sees services only through their figures, so this
