@@ -4,7 +4,7 @@
  * test/unit/shared/orchestration.test.ts. Here: when it steps, what it applies and publishes, and
  * one run against a real emulated cluster on loopback.
  */
-import { PlacementLoop } from '../../../orchestrator/placement-loop';
+import { PlacementLoop, type PlacementLoopOptions } from '../../../orchestrator/placement-loop';
 import { EmulatedExecutor, type LiveExecutor } from '../../../orchestrator/executors';
 import { EmulatedCluster } from '../../../orchestrator/emulated-cluster';
 import type { ModelRegistry } from '../../../orchestrator/registry';
@@ -40,9 +40,9 @@ describe('PlacementLoop', () => {
     return { published, applied, registry, executor, cluster };
   }
 
-  it('publishes the start placement at once on a fresh store, then one placement per frame', async () => {
-    const f = fakes();
-    const loop = new PlacementLoop({
+  /** A loop on `f`'s executor and registry: tiny, a fresh store's start (frame 0, published), a minute per frame; `o` overrides. */
+  function loopOn(f: ReturnType<typeof fakes>, o: Partial<PlacementLoopOptions>): PlacementLoop {
+    return new PlacementLoop({
       scenario: tiny,
       registry: f.registry,
       executor: f.executor,
@@ -51,7 +51,13 @@ describe('PlacementLoop', () => {
       startFrame: 0,
       publishStart: true,
       frameMs: 60_000,
+      ...o,
     });
+  }
+
+  it('publishes the start placement at once on a fresh store, then one placement per frame', async () => {
+    const f = fakes();
+    const loop = loopOn(f, {});
     await loop.start();
     expect(f.published.map((p) => p.frame)).toEqual([0]);
     await loop.step();
@@ -63,16 +69,7 @@ describe('PlacementLoop', () => {
 
   it('resumes from a stored frame without republishing it', async () => {
     const f = fakes();
-    const loop = new PlacementLoop({
-      scenario: tiny,
-      registry: f.registry,
-      executor: f.executor,
-      policy: 'static',
-      start: initialPlacement(tiny),
-      startFrame: 7,
-      publishStart: false,
-      frameMs: 60_000,
-    });
+    const loop = loopOn(f, { startFrame: 7, publishStart: false });
     await loop.start();
     await loop.step();
     await loop.stop();
@@ -82,16 +79,7 @@ describe('PlacementLoop', () => {
 
   it('with hpa, has the executor carry out the orders before publishing what the cluster holds', async () => {
     const f = fakes();
-    const loop = new PlacementLoop({
-      scenario: tiny,
-      registry: f.registry,
-      executor: f.executor,
-      policy: 'hpa',
-      start: initialPlacement(tiny),
-      startFrame: 0,
-      publishStart: true,
-      frameMs: 60_000,
-    });
+    const loop = loopOn(f, { policy: 'hpa' });
     await loop.start();
     await loop.step();
     await loop.stop();
@@ -106,18 +94,7 @@ describe('PlacementLoop', () => {
     const f = fakes();
     let hold: string | null = null;
     const lines: string[] = [];
-    const loop = new PlacementLoop({
-      scenario: tiny,
-      registry: f.registry,
-      executor: f.executor,
-      policy: 'hpa',
-      start: initialPlacement(tiny),
-      startFrame: 0,
-      publishStart: true,
-      frameMs: 60_000,
-      log: (l) => lines.push(l),
-      holdWhile: () => hold,
-    });
+    const loop = loopOn(f, { policy: 'hpa', log: (l) => lines.push(l), holdWhile: () => hold });
     await loop.start();
     const before = f.published.length;
     const appliedBefore = f.applied.length;
@@ -158,17 +135,7 @@ describe('PlacementLoop', () => {
 
   it('never holds a policy that does not decide (static publishes its frame during a hold)', async () => {
     const f = fakes();
-    const loop = new PlacementLoop({
-      scenario: tiny,
-      registry: f.registry,
-      executor: f.executor,
-      policy: 'static',
-      start: initialPlacement(tiny),
-      startFrame: 0,
-      publishStart: true,
-      frameMs: 60_000,
-      holdWhile: () => 'a canary',
-    });
+    const loop = loopOn(f, { holdWhile: () => 'a canary' });
     await loop.start();
     await loop.tick();
     await loop.stop();
