@@ -851,6 +851,8 @@ export async function startOrchestrator(
     placementVersion: registry.placementVersion,
     frame: loop.currentFrame,
     placement: loop.placement,
+    // a policy step held while a weights canary runs (placement-loop.ts holdWhile): why, and how many since the start
+    placementDeferred: { waitingFor: loop.waitingFor, steps: loop.deferredSteps },
     ...adminState.snapshot(), // overrides, holds
     learner: learner ? { ...learner.stats } : null,
     gate: gateStatus(),

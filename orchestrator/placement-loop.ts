@@ -122,6 +122,11 @@ export class PlacementLoop {
     }, this.stepMs);
   }
 
+  /** Why a deferred step waits now (the hold's reason), or null: none is deferred. */
+  get waitingFor(): string | null {
+    return this.deferred ? (this.heldNow() ?? 'the hold ended; the step runs at resume()') : null;
+  }
+
   /** Why the policy's steps wait now, or null (a policy that never decides is never held). */
   private heldNow(): string | null {
     return this.policy.periodS > 0 ? (this.o.holdWhile?.() ?? null) : null;

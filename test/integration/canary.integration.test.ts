@@ -224,6 +224,12 @@ describe('canary rollout against a live orchestrator', () => {
     expect(times.filter((t) => t > start && t < verdict)).toEqual([]); // and not during it
     const families = parseMetrics((await get(o.httpPort!, '/metrics')).text);
     expect(sample(families, 'kais_orchestrator_placement_steps_deferred_total')).toBeGreaterThan(0);
+    // and on the admin API's status: how many, and nothing waits once the verdict is in
+    const st = JSON.parse((await get(o.httpPort!, '/v1/status', ADMIN)).text) as {
+      placementDeferred: { waitingFor: string | null; steps: number };
+    };
+    expect(st.placementDeferred.steps).toBeGreaterThan(0);
+    expect(st.placementDeferred.waitingFor).toBeNull();
   }, 90_000);
 
   it('promotes a version as good as the current one to every agent', async () => {

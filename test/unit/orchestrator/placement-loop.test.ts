@@ -107,6 +107,7 @@ describe('PlacementLoop', () => {
       applied: appliedBefore,
       deferred: 2,
     });
+    expect(loop.waitingFor).toBe('weights v2 are under canary');
     expect(lines.filter((l) => l.startsWith('placement: the next step waits'))).toEqual([
       'placement: the next step waits: weights v2 are under canary',
     ]);
@@ -122,6 +123,7 @@ describe('PlacementLoop', () => {
     expect(total(f.published[f.published.length - 1].d, 0)).toBeGreaterThan(total(initialPlacement(tiny), 0));
     expect(loop.executed).toBeGreaterThan(0);
     // nothing deferred any more: resume() runs nothing
+    expect(loop.waitingFor).toBeNull();
     await loop.resume();
     expect(f.published.length).toBe(before + 2);
     // the hold over, due steps run as before
