@@ -27,10 +27,14 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
     'rolls the random version back within two windows, 0 unanswered, the events listed',
     async () => {
       // --no-learn: the drill's version is the only one proposed (with learning on, it may wait behind
-      // a learned version's canary and never be published in a short run; docs/safe-learning.md)
+      // a learned version's canary and never be published in a short run; docs/safe-learning.md).
+      // 60 s: the drill starts at a third of the run, at 20 s, when the agents' warm-up backlog is
+      // behind it. At 40 s (13 s) the canary's baseline covered the warm-up, in which eAPs 0-1 ran
+      // 0.013-0.078 below the others, and 3 of 7 drills by hand took 2-3 windows; at 60 s, 5 of 5 took
+      // 1 window, baseline differences within 0.018 (docs/gpg.md, "The action budget H").
       const child = spawn(
         process.execPath,
-        [KAIS, 'up', '--duration', '40', '--no-learn', '--canary', '--inject', 'bad-weights', '--json'],
+        [KAIS, 'up', '--duration', '60', '--no-learn', '--canary', '--inject', 'bad-weights', '--json'],
         {
           stdio: ['ignore', 'pipe', 'pipe'],
         },
