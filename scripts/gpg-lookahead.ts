@@ -1,0 +1,134 @@
+/**
+ * How much a search over GPG's own orders could add: the bound a teacher for GPG would give
+ * (docs/gpg.md, "Vine rollouts", next step). At every decision, the greedy GPG's orders and each
+ * variant that drops one of them (and the empty set) are tried by simulation: the episode is
+ * replayed from the start with the orders chosen so far (the simulator is deterministic per seed),
+ * the candidate is applied, greedy GPG continues, and the candidate's score is the throughput of
+ * the HORIZON frames after it. The best candidate (ties: greedy's) is kept. The kept orders are then
+ * replayed as one episode, beside greedy GPG and DISPATCH/hpa on the same requests.
+ *
+ *   npm run build && SCENARIO=kais DISPATCH=lec SEEDS=951,952,953 FRAMES=10 HORIZON=2 LOAD=1 \
+ *     GPG=models/kais-gpg.json node dist/scripts/gpg-lookahead.js
+ *
+ * An evaluation tool with hindsight of the seed's arrivals (it replays them per candidate): a bound on
+ * what imitating such a search could give, not a policy that could run live.
+ */
+import { loadGpgOrchestration } from '../critic/gpg/load';
+import type { ScaleOp } from '../shared/domain';
+import type { OrchestrationPolicy, OrchestrationView } from '../shared/policy';
+import { round } from '../shared/round';
+import { loadScenario } from '../shared/scenario';
+import { loadBackend } from '../shared/tf-backend';
+import { makeDispatch, makeOrchestration } from '../training/baselines/registry';
+import { runEpisode } from '../training/jobs/rollout';
+import type { FrameStats } from '../training/sim/env';
+import { buildRequests } from '../training/workload';
+
+const env = (k: string, d: string): string => process.env[k] ?? d;
+
+/** Decisions before `chosen.length` replay `chosen`; the next one is `at` (or greedy's, recorded); greedy after. */
+class Scripted implements OrchestrationPolicy {
+  readonly name = 'gpg-lookahead';
+  readonly periodS: number;
+  private k = 0;
+  /** The greedy orders of the decision at chosen.length, when `at` is null. */
+  greedyThere: ScaleOp[] = [];
+
+  constructor(
+    private readonly greedy: OrchestrationPolicy,
+    private readonly chosen: readonly ScaleOp[][],
+    private readonly at: ScaleOp[] | null,
+  ) {
+    this.periodS = greedy.periodS;
+  }
+
+  reset(seed: number, view: OrchestrationView): void {
+    this.k = 0;
+    this.greedy.reset?.(seed, view);
+  }
+
+  decide(view: OrchestrationView): ScaleOp[] {
+    const k = this.k++;
+    // greedy decides at every step (its own state, if any, stays in step with the episode)
+    const g = this.greedy.decide(view);
+    if (k < this.chosen.length) return this.chosen[k];
+    if (k === this.chosen.length) {
+      this.greedyThere = g;
+      return this.at ?? g;
+    }
+    return g;
+  }
+}
+
+async function main(): Promise<void> {
+  await loadBackend();
+  const scenario = loadScenario(env('SCENARIO', 'kais'));
+  const frameS = scenario.slotS * scenario.slotsPerFrame;
+  const dispatch = env('DISPATCH', 'lec');
+  const seeds = env('SEEDS', '951,952,953').split(',').map(Number);
+  const frames = Number(env('FRAMES', '10'));
+  const horizon = Number(env('HORIZON', '2'));
+  const load = Number(env('LOAD', '1'));
+  const gpgFile = env('GPG', 'models/kais-gpg.json');
+  if (![frames, horizon].every((x) => Number.isInteger(x) && x >= 1) || horizon >= frames || seeds.some((s) => !Number.isInteger(s))) {
+    process.stderr.write('gpg-lookahead: FRAMES and HORIZON must be whole numbers >= 1 with HORIZON < FRAMES, SEEDS integers\n');
+    process.exit(2);
+  }
+  const totals = { search: 0, greedy: 0, hpa: 0 };
+  for (const seed of seeds) {
+    const requests = buildRequests({ scenario, workload: 'p4', tracePath: null, seed, load, durationS: frames * frameS });
+    const run = (orchestration: OrchestrationPolicy, n: number) => {
+      let fs: readonly FrameStats[] = [];
+      const r = runEpisode({
+        scenario,
+        requests,
+        frames: n,
+        seed,
+        dispatch: makeDispatch(dispatch, scenario),
+        orchestration,
+        onFrames: (f) => (fs = f),
+      });
+      return { r, fs };
+    };
+    const greedy = () => loadGpgOrchestration(gpgFile, scenario, 'GPG');
+    const chosen: ScaleOp[][] = [];
+    const kept = { greedy: 0, changed: 0 };
+    // decision k is taken at the end of frame k and scored on frames k+1 .. k+horizon
+    for (let k = 0; k + horizon < frames; k++) {
+      const score = (fs: readonly FrameStats[]) => {
+        let s = 0;
+        for (let j = k + 1; j <= k + horizon; j++) s += fs[j] ? fs[j].completedInTime / Math.max(1, fs[j].arrived) : 0;
+        return s;
+      };
+      const base = new Scripted(greedy(), chosen, null);
+      const best = { ops: [] as ScaleOp[], s: score(run(base, k + 1 + horizon).fs), greedy: true };
+      best.ops = base.greedyThere;
+      const candidates = [[], ...best.ops.map((_, i) => best.ops.filter((__, j) => j !== i))].filter((c) => c.length < best.ops.length);
+      for (const c of candidates) {
+        const s = score(run(new Scripted(greedy(), chosen, c), k + 1 + horizon).fs);
+        if (s > best.s + 1e-9) Object.assign(best, { ops: c, s, greedy: false });
+      }
+      chosen.push(best.ops);
+      if (best.greedy) kept.greedy++;
+      else kept.changed++;
+    }
+    const search = run(new Scripted(greedy(), chosen, null), frames).r;
+    const g = run(greedy(), frames).r;
+    const h = run(makeOrchestration('hpa', scenario), frames).r;
+    totals.search += search.throughputRate;
+    totals.greedy += g.throughputRate;
+    totals.hpa += h.throughputRate;
+    process.stdout.write(
+      `seed ${seed}: search ${round(search.throughputRate, 4)} (${search.schedulingCost} orders; greedy kept at ${kept.greedy} of ${kept.greedy + kept.changed} decisions) | greedy gpg ${round(g.throughputRate, 4)} (${g.schedulingCost}) | ${dispatch}/hpa ${round(h.throughputRate, 4)}\n`,
+    );
+  }
+  const n = seeds.length;
+  process.stdout.write(
+    `mean over ${n} seeds: search ${round(totals.search / n, 4)} | greedy gpg ${round(totals.greedy / n, 4)} | ${dispatch}/hpa ${round(totals.hpa / n, 4)}\n`,
+  );
+}
+
+main().catch((e: Error) => {
+  process.stderr.write(`gpg-lookahead: ${e.message}\n`);
+  process.exit(1);
+});
