@@ -16,6 +16,7 @@
 import { loadGpgOrchestration } from '../critic/gpg/load';
 import type { ScaleOp } from '../shared/domain';
 import type { OrchestrationPolicy, OrchestrationView } from '../shared/policy';
+import { UsageError } from '../shared/errors';
 import { round } from '../shared/round';
 import { loadScenario } from '../shared/scenario';
 import { loadBackend } from '../shared/tf-backend';
@@ -129,6 +130,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((e: Error) => {
+  // a missing or malformed GPG file, an unknown scenario or dispatch: the user's input, exit 2
   process.stderr.write(`gpg-lookahead: ${e.message}\n`);
-  process.exit(1);
+  process.exit(e instanceof UsageError ? 2 : 1);
 });

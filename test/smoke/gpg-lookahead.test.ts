@@ -1,0 +1,52 @@
+/**
+ * scripts/gpg-lookahead.ts as a process (the built dist/scripts/gpg-lookahead.js): the search over
+ * GPG's orders runs and reports it beside greedy GPG and hpa; bad settings and a missing model exit 2
+ * with one line.
+ */
+import { spawnSync } from 'node:child_process';
+import * as path from 'node:path';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const SCRIPT = path.join(ROOT, 'dist', 'scripts', 'gpg-lookahead.js');
+
+function run(env: Record<string, string>) {
+  const r = spawnSync(process.execPath, [SCRIPT], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 120_000,
+    env: {
+      ...process.env,
+      SCENARIO: 'small',
+      GPG: path.join(ROOT, 'models', 'small-gpg-lec.json'),
+      SEEDS: '1',
+      FRAMES: '3',
+      HORIZON: '1',
+      ...env,
+    },
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('scripts/gpg-lookahead', () => {
+  it('searches over the orders and reports the search, greedy GPG and hpa per seed and on average', () => {
+    const r = run({});
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(
+      /^seed 1: search 0\.\d+ \(\d+ orders; greedy kept at \d+ of 2 decisions\) \| greedy gpg 0\.\d+ \(\d+\) \| lec\/hpa 0\.\d+\n/,
+    );
+    expect(r.stdout).toMatch(/\nmean over 1 seeds: search 0\.\d+ \| greedy gpg 0\.\d+ \| lec\/hpa 0\.\d+\n$/);
+    // same seed, same numbers
+    expect(run({}).stdout).toBe(r.stdout);
+  });
+
+  it.each([
+    [{ HORIZON: '3' }, /^gpg-lookahead: FRAMES and HORIZON must be whole numbers >= 1 with HORIZON < FRAMES, SEEDS integers\n$/],
+    [{ GPG: 'none.json' }, /^gpg-lookahead: GPG: cannot read none\.json/],
+  ])('%j exits 2 with one line', (env, problem) => {
+    const r = run(env);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(problem);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+  });
+});
