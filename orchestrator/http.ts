@@ -42,7 +42,7 @@ export interface OrchestratorFigures {
   gate?(): { passed: number; rejected: number; failed: number; lastMs: number } | null;
   /** The canary rollout's counts and the version under canary (null: no canary). */
   canary?(): { started: number; promoted: number; rolledBack: number; superseded: number; running: number | null } | null;
-  placementOrders(): { executed: number; refused: number; deferredSteps?: number };
+  placementOrders(): { executed: number; refused: number; deferredSteps: number };
   storeWriteFailures(): number;
   /** null when ready, else why not. */
   notReady(): string | null;
@@ -132,7 +132,7 @@ export class OrchestratorHttp {
       'kais_orchestrator_placement_steps_deferred_total',
       'Placement steps that fell due while a weights canary ran (run at its verdict).',
       [],
-      () => [[{}, f.placementOrders().deferredSteps ?? 0]],
+      () => [[{}, f.placementOrders().deferredSteps]],
     );
     counter('kais_orchestrator_store_write_failures_total', 'Store writes that failed (disk full, read-only, file cap).', [], () => [
       [{}, f.storeWriteFailures()],

@@ -104,7 +104,9 @@ async function main(): Promise<void> {
       const base = new Scripted(greedy(), chosen, null);
       const best = { ops: [] as ScaleOp[], s: score(run(base, k + 1 + horizon).fs), greedy: true };
       best.ops = base.greedyThere;
-      const candidates = [[], ...best.ops.map((_, i) => best.ops.filter((__, j) => j !== i))].filter((c) => c.length < best.ops.length);
+      // the empty set, and each one-order drop when that is not the empty set again (greedy with one order)
+      const drops = best.ops.length > 1 ? best.ops.map((_, i) => best.ops.filter((__, j) => j !== i)) : [];
+      const candidates = best.ops.length > 0 ? [[], ...drops] : [];
       for (const c of candidates) {
         const s = score(run(new Scripted(greedy(), chosen, c), k + 1 + horizon).fs);
         if (s > best.s + 1e-9) Object.assign(best, { ops: c, s, greedy: false });
