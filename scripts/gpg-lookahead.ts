@@ -12,8 +12,16 @@
  *
  * An evaluation tool with hindsight of the seed's arrivals (it replays them per candidate): a bound on
  * what imitating such a search could give, not a policy that could run live.
+ *
+ * DATA_OUT=file.jsonl writes the search's choices for imitation (scripts/gpg-imitate.ts): one line
+ * per decision with greedy GPG's graph state, its picked nodes and actions, and `keep` per picked
+ * node (false: the search dropped that node's order), beside the candidates' scores.
  */
-import { loadGpgOrchestration } from '../critic/gpg/load';
+import * as fs from 'fs';
+import { loadGpgModel } from '../critic/gpg/load';
+import { modelNodesPerFrame } from '../critic/gpg/model';
+import { GpgOrchestration, type GpgDecision } from '../critic/gpg/policy';
+import { encodeDecision } from '../critic/gpg/imitate';
 import type { ScaleOp } from '../shared/domain';
 import type { OrchestrationPolicy, OrchestrationView } from '../shared/policy';
 import { UsageError } from '../shared/errors';
@@ -34,13 +42,18 @@ class Scripted implements OrchestrationPolicy {
   private k = 0;
   /** The greedy orders of the decision at chosen.length, when `at` is null. */
   greedyThere: ScaleOp[] = [];
+  /** Greedy GPG's decision (graph, nodes, actions) at chosen.length. */
+  decisionThere: GpgDecision | null = null;
+  private last: GpgDecision | null = null;
+  private readonly greedy: OrchestrationPolicy;
 
   constructor(
-    private readonly greedy: OrchestrationPolicy,
+    makeGreedy: (onDecision: (d: GpgDecision) => void) => OrchestrationPolicy,
     private readonly chosen: readonly ScaleOp[][],
     private readonly at: ScaleOp[] | null,
   ) {
-    this.periodS = greedy.periodS;
+    this.greedy = makeGreedy((d) => (this.last = d));
+    this.periodS = this.greedy.periodS;
   }
 
   reset(seed: number, view: OrchestrationView): void {
@@ -55,6 +68,7 @@ class Scripted implements OrchestrationPolicy {
     if (k < this.chosen.length) return this.chosen[k];
     if (k === this.chosen.length) {
       this.greedyThere = g;
+      this.decisionThere = this.last;
       return this.at ?? g;
     }
     return g;
@@ -71,10 +85,16 @@ async function main(): Promise<void> {
   const horizon = Number(env('HORIZON', '2'));
   const load = Number(env('LOAD', '1'));
   const gpgFile = env('GPG', 'models/kais-gpg.json');
+  const dataOut = process.env.DATA_OUT;
   if (![frames, horizon].every((x) => Number.isInteger(x) && x >= 1) || horizon >= frames || seeds.some((s) => !Number.isInteger(s))) {
     process.stderr.write('gpg-lookahead: FRAMES and HORIZON must be whole numbers >= 1 with HORIZON < FRAMES, SEEDS integers\n');
     process.exit(2);
   }
+  const { net, meta } = loadGpgModel(gpgFile, scenario, 'GPG');
+  const nodesPerDecision = modelNodesPerFrame(meta, scenario);
+  const greedy = (onDecision?: (d: GpgDecision) => void) =>
+    new GpgOrchestration(net, { periodS: frameS, nodesPerDecision, mode: 'greedy', onDecision });
+  if (dataOut) fs.writeFileSync(dataOut, '');
   const totals = { search: 0, greedy: 0, hpa: 0 };
   for (const seed of seeds) {
     const requests = buildRequests({ scenario, workload: 'p4', tracePath: null, seed, load, durationS: frames * frameS });
@@ -91,7 +111,6 @@ async function main(): Promise<void> {
       });
       return { r, fs };
     };
-    const greedy = () => loadGpgOrchestration(gpgFile, scenario, 'GPG');
     const chosen: ScaleOp[][] = [];
     const kept = { greedy: 0, changed: 0 };
     // decision k is taken at the end of frame k and scored on frames k+1 .. k+horizon
@@ -101,21 +120,29 @@ async function main(): Promise<void> {
         for (let j = k + 1; j <= k + horizon; j++) s += fs[j] ? fs[j].completedInTime / Math.max(1, fs[j].arrived) : 0;
         return s;
       };
-      const base = new Scripted(greedy(), chosen, null);
+      const base = new Scripted(greedy, chosen, null);
       const best = { ops: [] as ScaleOp[], s: score(run(base, k + 1 + horizon).fs), greedy: true };
       best.ops = base.greedyThere;
+      const greedyOps = best.ops;
+      const scores: { greedy: number; empty: number | null; drop: number[] } = { greedy: best.s, empty: null, drop: [] };
       // the empty set, and each one-order drop when that is not the empty set again (greedy with one order)
       const drops = best.ops.length > 1 ? best.ops.map((_, i) => best.ops.filter((__, j) => j !== i)) : [];
       const candidates = best.ops.length > 0 ? [[], ...drops] : [];
-      for (const c of candidates) {
-        const s = score(run(new Scripted(greedy(), chosen, c), k + 1 + horizon).fs);
+      candidates.forEach((c, i) => {
+        const s = score(run(new Scripted(greedy, chosen, c), k + 1 + horizon).fs);
+        if (i === 0) scores.empty = s;
+        else scores.drop.push(s);
         if (s > best.s + 1e-9) Object.assign(best, { ops: c, s, greedy: false });
+      });
+      if (dataOut && base.decisionThere) {
+        const line = encodeDecision(base.decisionThere, greedyOps, best.ops);
+        fs.appendFileSync(dataOut, JSON.stringify({ seed, load, k, scores, ...line }) + '\n');
       }
       chosen.push(best.ops);
       if (best.greedy) kept.greedy++;
       else kept.changed++;
     }
-    const search = run(new Scripted(greedy(), chosen, null), frames).r;
+    const search = run(new Scripted(greedy, chosen, null), frames).r;
     const g = run(greedy(), frames).r;
     const h = run(makeOrchestration('hpa', scenario), frames).r;
     totals.search += search.throughputRate;

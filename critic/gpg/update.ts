@@ -177,6 +177,43 @@ export class GpgLearner {
     return { loss, nodeEntropy, scaleEntropy, beta, meanReturn, decisions: flat.length };
   }
 
+  /**
+   * One step of behaviour cloning on a teacher's decisions (critic/gpg/imitate.ts): maximise their
+   * log-likelihood, the node picks' (Plackett-Luce, in the teacher's order) and the scale picks':
+   *
+   *   L = -(1/T) sum_t [ nodeWeight x log P(n_1..n_H | s_t) + sum_h log pi(j_h | n_h, s_t) ]
+   *
+   * nodeWeight = 0 leaves the node head to the embeddings' drift; the scale term alone is what the
+   * search's keep / drop labels say. Returns the mean scale log-likelihood and the share of scale
+   * picks whose argmax is the teacher's (before the step), for the log.
+   */
+  imitate(decisions: readonly GpgDecision[], nodeWeight = 1): { loss: number; scaleLogLik: number; agreement: number } {
+    if (decisions.length === 0) return { loss: 0, scaleLogLik: 0, agreement: 1 };
+    const batch = buildBatch(decisions);
+    const T = decisions.length;
+    let scaleLogLik = 0;
+    let agreement = 1;
+    const { value, grads } = tf.variableGrads(() => {
+      const t = decisionTerms(this.net, batch, decisions[0]);
+      let loss = tf.mul(tf.neg(tf.mean(t.nodeLogp)), nodeWeight);
+      if (t.scaleLogp) {
+        const lp = Array.from(t.scaleLogp.dataSync());
+        scaleLogLik = lp.reduce((s, x) => s + x, 0) / lp.length;
+        loss = tf.sub(loss, tf.div(tf.sum(t.scaleLogp), T));
+      }
+      if (t.scaleArgmax) {
+        const am = Array.from(t.scaleArgmax.dataSync());
+        agreement = am.reduce((s, a, k) => s + (a === batch.scaleAction[k] ? 1 : 0), 0) / am.length;
+      }
+      return loss as tf.Scalar;
+    }, this.net.variables);
+    const loss = value.dataSync()[0];
+    this.adam.apply(this.net.variables.map((v) => grads[v.name]));
+    value.dispose();
+    tf.dispose(Object.values(grads));
+    return { loss, scaleLogLik, agreement };
+  }
+
   getState(): GpgLearnerState {
     return { updates: this.updates, adam: this.adam.getState(), baseline: [...this.movingBaseline] };
   }
@@ -219,7 +256,14 @@ function decisionTerms(
   net: GpgNet,
   batch: Batch,
   first: GpgDecision,
-): { nodeLogp: tf.Tensor1D; nodeEntropy: tf.Tensor1D; scaleLogp: tf.Tensor1D | null; scaleEntropy: tf.Tensor1D | null } {
+): {
+  nodeLogp: tf.Tensor1D;
+  nodeEntropy: tf.Tensor1D;
+  scaleLogp: tf.Tensor1D | null;
+  scaleEntropy: tf.Tensor1D | null;
+  /** The masked argmax action of each scale pick. */
+  scaleArgmax?: tf.Tensor1D;
+} {
   const { spec } = first.state;
   const T = batch.T;
   const N = spec.numNodes;
@@ -253,6 +297,7 @@ function decisionTerms(
     nodeEntropy,
     scaleLogp: tf.sum(tf.mul(logp, chosen), 1) as tf.Tensor1D,
     scaleEntropy: maskedEntropyNorm(scale, amask),
+    scaleArgmax: tf.argMax(logp, 1) as tf.Tensor1D,
   };
 }
 

@@ -31,6 +31,7 @@ import { GpgNet } from '../../../../critic/gpg/gnn';
 import { gpgModelFromJson, gpgModelToJson, updatesSeen } from '../../../../critic/gpg/model';
 import { GpgOrchestration, type GpgDecision } from '../../../../critic/gpg/policy';
 import { decisionLogProbs, discountedReturns, GpgLearner } from '../../../../critic/gpg/update';
+import { encodeDecision, teacherDecision, type ImitationRecord } from '../../../../critic/gpg/imitate';
 
 const SMALL = { hidden: [16], headHidden: [32, 16], embed: 8 };
 
@@ -240,6 +241,51 @@ describe('GPG policy and learner', () => {
     const after = rate();
     expect(before).toBeLessThan(0.5);
     expect(after).toBeGreaterThan(before + 0.3);
+    learner.dispose();
+  });
+
+  it('imitation: a record round-trips the decision, and behaviour cloning makes greedy drop the order the teacher dropped', () => {
+    // tiny: one eAP of three nodes, all three picked (H = 3); two of them look alike on a fresh cluster
+    const { view, net } = fixture('gnn', 'tiny');
+    const greedy = new GpgOrchestration(net, { periodS: 25, nodesPerDecision: 3, mode: 'greedy' });
+    greedy.reset(1, view);
+    let d: GpgDecision | null = null;
+    const recorder = new GpgOrchestration(net, { periodS: 25, nodesPerDecision: 3, mode: 'greedy', onDecision: (x) => (d = x) });
+    recorder.reset(1, view);
+    const ops = recorder.decide(view);
+    const g = d as unknown as GpgDecision;
+    expect(ops).toHaveLength(3); // a fresh net's greedy orders on every picked node
+    // the teacher drops the order of the node that looks like no other (a rule the net can learn) and keeps the others
+    const F = g.state.x.length / g.state.spec.numNodes;
+    const rows = g.nodes.map((n) => Array.from(g.state.x.subarray(n * F, n * F + F)).join());
+    const h = rows.findIndex((r) => rows.filter((q) => q === r).length === 1);
+    expect(h).toBeGreaterThanOrEqual(0);
+    const opAt = (k: number) => ops.find((o) => o.node === g.nodes[k])!;
+    const rec = JSON.parse(
+      JSON.stringify(
+        encodeDecision(
+          g,
+          ops,
+          g.nodes
+            .map((_, k) => k)
+            .filter((k) => k !== h)
+            .map(opAt),
+        ),
+      ),
+    ) as ImitationRecord;
+    expect(rec.keep).toEqual(g.nodes.map((_, k) => k !== h));
+    const t = teacherDecision(rec);
+    expect(t.nodes).toEqual(g.nodes);
+    expect(t.actions).toEqual(g.actions.map((a, k) => (k === h ? 0 : a)));
+    expect(Array.from(t.state.x)).toEqual(Array.from(g.state.x));
+    expect(Array.from(t.state.actionMask)).toEqual(Array.from(g.state.actionMask));
+    expect(() => teacherDecision({ ...rec, keep: [true] })).toThrow(/not an imitation record/);
+    const learner = new GpgLearner(net, { lr: 1e-2 });
+    for (let i = 0; i < 60; i++) learner.imitate([t]);
+    const after = greedy.act(t.state);
+    expect(after.nodes).toEqual(g.nodes);
+    expect(after.actions).toEqual(t.actions);
+    expect(learner.imitate([t]).agreement).toBe(1);
     learner.dispose();
   });
 

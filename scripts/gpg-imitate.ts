@@ -1,0 +1,228 @@
+/**
+ * GPG taught by a search: behaviour cloning of scripts/gpg-lookahead.ts's choices (docs/gpg.md,
+ * "Imitating the search"). The search keeps or drops each order of greedy GPG's decisions by
+ * simulated lookahead; this fine-tunes a GPG model to pick the same nodes and, on each, the kept
+ * action or the no-op (critic/gpg/update.ts GpgLearner.imitate), then reports greedy GPG before and
+ * after on evaluation seeds the data never saw.
+ *
+ *   SEEDS=3001-3030 FRAMES=10 HORIZON=2 DATA_OUT=d1.jsonl node dist/scripts/gpg-lookahead.js
+ *   DATA=d1.jsonl INIT=models/kais-gpg.json EPOCHS=20 BATCH=32 LR=1e-4 NODE_WEIGHT=1 SEED=1 \
+ *     EVAL_SEEDS=951,952,953 EVAL_FRAMES=10 DISPATCH=lec OUT=gpg-imitated.json node dist/scripts/gpg-imitate.js
+ *
+ * The records of the last VALIDATE share of the data's seeds (default 0.2) are kept out of the steps:
+ * the script prints, every epoch, how often greedy GPG's decision matches the teacher's on them (the
+ * nodes, and keep / drop on the orders), beside the same on the training records.
+ */
+import * as fs from 'node:fs';
+import { teacherDecision, type ImitationRecord } from '../critic/gpg/imitate';
+import { gpgModelFromJson, gpgModelToJson, modelNodesPerFrame, nodesPerFrameField, updatesSeen } from '../critic/gpg/model';
+import { GpgOrchestration, type GpgDecision } from '../critic/gpg/policy';
+import { GpgLearner } from '../critic/gpg/update';
+import { UsageError } from '../shared/errors';
+import { Rng } from '../shared/rng';
+import { round } from '../shared/round';
+import { loadScenario } from '../shared/scenario';
+import { loadBackend } from '../shared/tf-backend';
+import { makeDispatch, makeOrchestration } from '../training/baselines/registry';
+import { runEpisode } from '../training/jobs/rollout';
+import { buildRequests } from '../training/workload';
+
+const env = (k: string, d: string): string => process.env[k] ?? d;
+const fail = (msg: string): never => {
+  throw new UsageError(msg);
+};
+const num = (k: string, d: number, ok: (v: number) => boolean, what: string): number => {
+  const v = Number(env(k, String(d)));
+  return Number.isFinite(v) && ok(v) ? v : fail(`${k} must be ${what}, got ${process.env[k]}`);
+};
+
+interface Labeled {
+  seed: number;
+  /** The teacher's decision (greedy's nodes, the no-op where it dropped the order). */
+  decision: GpgDecision;
+  /** Greedy GPG's actions on those nodes, as recorded. */
+  original: number[];
+}
+
+/** The records of the DATA files; a UsageError naming the file and line when one is not a record. */
+function readData(files: string[]): Labeled[] {
+  const out: Labeled[] = [];
+  for (const f of files) {
+    let text: string;
+    try {
+      text = fs.readFileSync(f, 'utf8');
+    } catch (e) {
+      fail(`DATA: cannot read ${f} (${(e as Error).message})`);
+    }
+    text!.split('\n').forEach((line, i) => {
+      if (line.trim() === '') return;
+      try {
+        const r = JSON.parse(line) as ImitationRecord & { seed: number };
+        out.push({ seed: Number(r.seed), decision: teacherDecision(r), original: [...r.actions] });
+      } catch (e) {
+        fail(`DATA: ${f} line ${i + 1}: ${(e as Error).message}`);
+      }
+    });
+  }
+  if (out.length === 0) fail(`DATA: no records in ${files.join(', ')}`);
+  return out;
+}
+
+/**
+ * How greedy's decisions compare with the teacher's: the share with the teacher's node set, and on the
+ * teacher's orders (greedy GPG's original ones), how many the student keeps (the same action on that
+ * node) among those the teacher kept, and drops among those the teacher dropped.
+ */
+function agreement(policy: GpgOrchestration, data: readonly Labeled[]): { nodes: number; keep: string; drop: string } {
+  let sameNodes = 0;
+  const keep = [0, 0];
+  const drop = [0, 0];
+  for (const { decision: t, original } of data) {
+    const d = policy.act(t.state);
+    if (d.nodes.length === t.nodes.length && d.nodes.every((n) => t.nodes.includes(n))) sameNodes++;
+    t.nodes.forEach((n, k) => {
+      if (original[k] === 0) return;
+      const h = d.nodes.indexOf(n);
+      const studentKeeps = h >= 0 && d.actions[h] === original[k];
+      const c = t.actions[k] === 0 ? drop : keep;
+      c[1]++;
+      if (studentKeeps === (c === keep)) c[0]++;
+    });
+  }
+  return { nodes: sameNodes / Math.max(1, data.length), keep: `${keep[0]}/${keep[1]}`, drop: `${drop[0]}/${drop[1]}` };
+}
+
+async function main(): Promise<void> {
+  await loadBackend();
+  const scenario = loadScenario(env('SCENARIO', 'kais'));
+  const frameS = scenario.slotS * scenario.slotsPerFrame;
+  const files = env('DATA', '')
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean);
+  if (files.length === 0) fail('DATA must name one or more .jsonl files written by gpg-lookahead (DATA_OUT)');
+  const initFile = env('INIT', `models/${scenario.name}-gpg.json`);
+  const epochs = num('EPOCHS', 20, (v) => Number.isInteger(v) && v >= 0, 'a whole number >= 0');
+  const batchSize = num('BATCH', 32, (v) => Number.isInteger(v) && v >= 1, 'a whole number >= 1');
+  const lr = num('LR', 1e-4, (v) => v > 0, 'positive');
+  const nodeWeight = num('NODE_WEIGHT', 1, (v) => v >= 0, 'zero or more');
+  const validate = num('VALIDATE', 0.2, (v) => v >= 0 && v < 1, 'in [0, 1)');
+  const seed = num('SEED', 1, Number.isInteger, 'a whole number');
+  const evalSeeds = env('EVAL_SEEDS', '951,952,953').split(',').map(Number);
+  if (evalSeeds.some((s) => !Number.isInteger(s))) fail(`EVAL_SEEDS must be whole numbers, got ${process.env.EVAL_SEEDS}`);
+  const evalFrames = num('EVAL_FRAMES', 10, (v) => Number.isInteger(v) && v >= 1, 'a whole number >= 1');
+  const evalLoads = env('EVAL_LOADS', '1')
+    .split(',')
+    .map((x) => num('EVAL_LOADS', Number(x), (v) => v > 0, 'positive numbers'));
+  const dispatch = env('DISPATCH', 'lec');
+  const out = env('OUT', `gpg-${scenario.name}-imitated.json`);
+
+  let init: ReturnType<typeof gpgModelFromJson>;
+  try {
+    init = gpgModelFromJson(fs.readFileSync(initFile, 'utf8'), scenario.services.length);
+  } catch (e) {
+    return fail(`INIT: ${initFile}: ${(e as Error).message}`);
+  }
+  const data = readData(files);
+  if (data.some((d) => d.decision.state.spec.numServices !== scenario.services.length))
+    fail(`DATA: records of another scenario than ${scenario.name}`);
+  const seeds = [...new Set(data.map((d) => d.seed))].sort((a, b) => a - b);
+  const held = new Set(seeds.slice(seeds.length - Math.floor(seeds.length * validate)));
+  const train = data.filter((d) => !held.has(d.seed));
+  const val = data.filter((d) => held.has(d.seed));
+  const H = modelNodesPerFrame(init.meta, scenario);
+  const net = init.net;
+  const greedy = () => new GpgOrchestration(net, { periodS: frameS, nodesPerDecision: H, mode: 'greedy' });
+  const learner = new GpgLearner(net, { lr });
+  const rng = new Rng(seed);
+
+  const evaluate = () =>
+    evalLoads.map((load) => {
+      let sum = 0;
+      let ops = 0;
+      for (const s of evalSeeds) {
+        const requests = buildRequests({ scenario, workload: 'p4', tracePath: null, seed: s, load, durationS: evalFrames * frameS });
+        const r = runEpisode({
+          scenario,
+          requests,
+          frames: evalFrames,
+          seed: s,
+          dispatch: makeDispatch(dispatch, scenario),
+          orchestration: greedy(),
+        });
+        sum += r.throughputRate;
+        ops += r.schedulingCost;
+      }
+      return { load, throughput: round(sum / evalSeeds.length, 4), orders: ops };
+    });
+  const report = (epoch: number, stats: string) => {
+    const a = agreement(greedy(), train);
+    const b = agreement(greedy(), val);
+    process.stdout.write(
+      `epoch ${epoch}${stats}: training records: same nodes ${round(a.nodes, 3)}, kept ${a.keep}, dropped ${a.drop} | ` +
+        `validation: same nodes ${round(b.nodes, 3)}, kept ${b.keep}, dropped ${b.drop}\n`,
+    );
+  };
+  process.stdout.write(
+    `${train.length} training records (${seeds.length - held.size} seeds), ${val.length} validation (${held.size}); ` +
+      `teacher drops ${data.reduce((s, d) => s + d.decision.actions.filter((a) => a === 0).length, 0)} of ${data.reduce((s, d) => s + d.decision.nodes.length, 0)} picks\n`,
+  );
+  const hpa = evalLoads.map((load) => {
+    let sum = 0;
+    for (const s of evalSeeds) {
+      const requests = buildRequests({ scenario, workload: 'p4', tracePath: null, seed: s, load, durationS: evalFrames * frameS });
+      sum += runEpisode({
+        scenario,
+        requests,
+        frames: evalFrames,
+        seed: s,
+        dispatch: makeDispatch(dispatch, scenario),
+        orchestration: makeOrchestration('hpa', scenario),
+      }).throughputRate;
+    }
+    return round(sum / evalSeeds.length, 4);
+  });
+  const before = evaluate();
+  report(0, '');
+  for (let e = 1; e <= epochs; e++) {
+    const order = train.map((_, i) => i);
+    for (let i = order.length - 1; i > 0; i--) {
+      const j = Math.floor(rng.next() * (i + 1));
+      [order[i], order[j]] = [order[j], order[i]];
+    }
+    let loss = 0;
+    let steps = 0;
+    for (let i = 0; i < order.length; i += batchSize) {
+      const batch = order.slice(i, i + batchSize).map((k) => train[k].decision);
+      loss += learner.imitate(batch, nodeWeight).loss;
+      steps++;
+    }
+    report(e, ` loss ${round(loss / Math.max(1, steps), 4)}`);
+  }
+  const after = evaluate();
+  evalLoads.forEach((load, i) =>
+    process.stdout.write(
+      `evaluation load ${load}, seeds ${evalSeeds.join(',')}, ${evalFrames} frames, ${dispatch}: before ${before[i].throughput} (${before[i].orders} orders) | after ${after[i].throughput} (${after[i].orders}) | ${dispatch}/hpa ${hpa[i]}\n`,
+    ),
+  );
+  fs.writeFileSync(
+    out,
+    gpgModelToJson(net, {
+      scenario: scenario.name,
+      ...nodesPerFrameField(H, scenario),
+      trainedWith: {
+        ...init.meta.trainedWith,
+        imitation: { data: files, records: train.length, epochs, batch: batchSize, lr, nodeWeight, seed, script: 'scripts/gpg-imitate.ts' },
+        init: initFile,
+        initUpdates: updatesSeen(init.meta),
+        updates: 0,
+      },
+    }),
+  );
+  process.stdout.write(`wrote ${out}\n`);
+}
+
+main().catch((e: Error) => {
+  process.stderr.write(`gpg-imitate: ${e.message}\n`);
+  process.exit(e instanceof UsageError ? 2 : 1);
+});
