@@ -13,6 +13,12 @@
  * An evaluation tool with hindsight of the seed's arrivals (it replays them per candidate): a bound on
  * what imitating such a search could give, not a policy that could run live.
  *
+ * FUTURES=M takes the hindsight away: each candidate is scored on M other futures, the seed's arrivals
+ * up to the decision followed by those of M other seeds after it (the simulator is deterministic, so
+ * the state at the decision is the same), and the best mean wins. That is a search a planner without
+ * the future could run (model-predictive control with sampled futures); the kept orders are then
+ * replayed on the seed's own arrivals.
+ *
  * DATA_OUT=file.jsonl writes the search's choices for imitation (scripts/gpg-imitate.ts): one line
  * per decision with greedy GPG's graph state, its picked nodes and actions, and `keep` per picked
  * node (false: the search dropped that node's order), beside the candidates' scores.
@@ -22,7 +28,7 @@ import { loadGpgModel } from '../critic/gpg/load';
 import { modelNodesPerFrame } from '../critic/gpg/model';
 import { GpgOrchestration, type GpgDecision } from '../critic/gpg/policy';
 import { encodeDecision } from '../critic/gpg/imitate';
-import type { ScaleOp } from '../shared/domain';
+import type { Request, ScaleOp } from '../shared/domain';
 import type { OrchestrationPolicy, OrchestrationView } from '../shared/policy';
 import { UsageError } from '../shared/errors';
 import { round } from '../shared/round';
@@ -75,6 +81,12 @@ class Scripted implements OrchestrationPolicy {
   }
 }
 
+/** The requests of `own` before `atS`, then those of `other` from `atS` on, numbered again in arrival order. */
+function splice(own: readonly Request[], other: readonly Request[], atS: number): Request[] {
+  const out = [...own.filter((r) => r.arrivalS < atS), ...other.filter((r) => r.arrivalS >= atS)];
+  return out.map((r, id) => ({ ...r, id }));
+}
+
 async function main(): Promise<void> {
   await loadBackend();
   const scenario = loadScenario(env('SCENARIO', 'kais'));
@@ -86,6 +98,11 @@ async function main(): Promise<void> {
   const load = Number(env('LOAD', '1'));
   const gpgFile = env('GPG', 'models/kais-gpg.json');
   const dataOut = process.env.DATA_OUT;
+  const futures = Number(env('FUTURES', '0'));
+  if (!(Number.isInteger(futures) && futures >= 0)) {
+    process.stderr.write(`gpg-lookahead: FUTURES must be a whole number >= 0, got ${process.env.FUTURES}\n`);
+    process.exit(2);
+  }
   if (![frames, horizon].every((x) => Number.isInteger(x) && x >= 1) || horizon >= frames || seeds.some((s) => !Number.isInteger(s))) {
     process.stderr.write('gpg-lookahead: FRAMES and HORIZON must be whole numbers >= 1 with HORIZON < FRAMES, SEEDS integers\n');
     process.exit(2);
@@ -98,11 +115,15 @@ async function main(): Promise<void> {
   const totals = { search: 0, greedy: 0, hpa: 0 };
   for (const seed of seeds) {
     const requests = buildRequests({ scenario, workload: 'p4', tracePath: null, seed, load, durationS: frames * frameS });
-    const run = (orchestration: OrchestrationPolicy, n: number) => {
+    // the other futures: seed j's arrivals after a decision (seeds far from any evaluation seed's)
+    const others = Array.from({ length: futures }, (_, j) =>
+      buildRequests({ scenario, workload: 'p4', tracePath: null, seed: 7_000_000 + seed * 16 + j, load, durationS: frames * frameS }),
+    );
+    const run = (orchestration: OrchestrationPolicy, n: number, reqs: Request[] = requests) => {
       let fs: readonly FrameStats[] = [];
       const r = runEpisode({
         scenario,
-        requests,
+        requests: reqs,
         frames: n,
         seed,
         dispatch: makeDispatch(dispatch, scenario),
@@ -115,13 +136,25 @@ async function main(): Promise<void> {
     const kept = { greedy: 0, changed: 0 };
     // decision k is taken at the end of frame k and scored on frames k+1 .. k+horizon
     for (let k = 0; k + horizon < frames; k++) {
-      const score = (fs: readonly FrameStats[]) => {
+      const rate = (fs: readonly FrameStats[]) => {
         let s = 0;
         for (let j = k + 1; j <= k + horizon; j++) s += fs[j] ? fs[j].completedInTime / Math.max(1, fs[j].arrived) : 0;
         return s;
       };
-      const base = new Scripted(greedy, chosen, null);
-      const best = { ops: [] as ScaleOp[], s: score(run(base, k + 1 + horizon).fs), greedy: true };
+      // hindsight: the seed's own arrivals; else the mean over the other futures after the decision (at the end of frame k)
+      const worlds = futures === 0 ? [requests] : others.map((o) => splice(requests, o, (k + 1) * frameS));
+      const score = (make: () => Scripted) => {
+        let s = 0;
+        let first: Scripted | null = null;
+        for (const w of worlds) {
+          const p = make();
+          first ??= p;
+          s += rate(run(p, k + 1 + horizon, w).fs);
+        }
+        return { s: s / worlds.length, policy: first! };
+      };
+      const { s: greedyScore, policy: base } = score(() => new Scripted(greedy, chosen, null));
+      const best = { ops: [] as ScaleOp[], s: greedyScore, greedy: true };
       best.ops = base.greedyThere;
       const greedyOps = best.ops;
       const scores: { greedy: number; empty: number | null; drop: number[] } = { greedy: best.s, empty: null, drop: [] };
@@ -129,14 +162,14 @@ async function main(): Promise<void> {
       const drops = best.ops.length > 1 ? best.ops.map((_, i) => best.ops.filter((__, j) => j !== i)) : [];
       const candidates = best.ops.length > 0 ? [[], ...drops] : [];
       candidates.forEach((c, i) => {
-        const s = score(run(new Scripted(greedy, chosen, c), k + 1 + horizon).fs);
+        const { s } = score(() => new Scripted(greedy, chosen, c));
         if (i === 0) scores.empty = s;
         else scores.drop.push(s);
         if (s > best.s + 1e-9) Object.assign(best, { ops: c, s, greedy: false });
       });
       if (dataOut && base.decisionThere) {
         const line = encodeDecision(base.decisionThere, greedyOps, best.ops);
-        fs.appendFileSync(dataOut, JSON.stringify({ seed, load, k, scores, ...line }) + '\n');
+        fs.appendFileSync(dataOut, JSON.stringify({ seed, load, k, futures, scores, ...line }) + '\n');
       }
       chosen.push(best.ops);
       if (best.greedy) kept.greedy++;
