@@ -1,8 +1,8 @@
 /**
  * GPG taught by a search: behaviour cloning of scripts/gpg-lookahead.ts's choices (docs/gpg.md,
- * "Imitating the search"). The search keeps or drops each order of greedy GPG's decisions by
- * simulated lookahead; this fine-tunes a GPG model to pick the same nodes and, on each, the kept
- * action or the no-op (critic/gpg/update.ts GpgLearner.imitate), then reports greedy GPG before and
+ * "Imitating the search"). The search keeps, drops or changes the orders of greedy GPG's decisions by
+ * simulated lookahead; this fine-tunes a GPG model to pick the same nodes and, on each, the search's
+ * action (the no-op where it dropped the order) (critic/gpg/update.ts GpgLearner.imitate), then reports greedy GPG before and
  * after on evaluation seeds the data never saw.
  *
  *   SEEDS=3001-3030 FRAMES=10 HORIZON=2 DATA_OUT=d1.jsonl node dist/scripts/gpg-lookahead.js
@@ -11,7 +11,7 @@
  *
  * The records of the last VALIDATE share of the data's seeds (default 0.2) are kept out of the steps:
  * the script prints, every epoch, how often greedy GPG's decision matches the teacher's on them (the
- * nodes, and keep / drop on the orders), beside the same on the training records.
+ * nodes, and the action on the orders it kept, dropped or changed), beside the same on the training records.
  */
 import * as fs from 'node:fs';
 import { teacherDecision, type ImitationRecord } from '../critic/gpg/imitate';
@@ -70,26 +70,28 @@ function readData(files: string[]): Labeled[] {
 
 /**
  * How greedy's decisions compare with the teacher's: the share with the teacher's node set, and on the
- * teacher's orders (greedy GPG's original ones), how many the student keeps (the same action on that
- * node) among those the teacher kept, and drops among those the teacher dropped.
+ * teacher's nodes where greedy GPG (as recorded) ordered something or the teacher did, how often the
+ * student's action there is the teacher's (a node it does not pick counts as the no-op): among the
+ * orders the teacher kept, dropped, and changed to another action.
  */
-function agreement(policy: GpgOrchestration, data: readonly Labeled[]): { nodes: number; keep: string; drop: string } {
+function agreement(policy: GpgOrchestration, data: readonly Labeled[]): { nodes: number; kept: string; dropped: string; changed: string } {
   let sameNodes = 0;
-  const keep = [0, 0];
-  const drop = [0, 0];
+  const c = { kept: [0, 0], dropped: [0, 0], changed: [0, 0] };
   for (const { decision: t, original } of data) {
     const d = policy.act(t.state);
     if (d.nodes.length === t.nodes.length && d.nodes.every((n) => t.nodes.includes(n))) sameNodes++;
     t.nodes.forEach((n, k) => {
-      if (original[k] === 0) return;
+      const want = t.actions[k];
+      if (original[k] === 0 && want === 0) return;
       const h = d.nodes.indexOf(n);
-      const studentKeeps = h >= 0 && d.actions[h] === original[k];
-      const c = t.actions[k] === 0 ? drop : keep;
-      c[1]++;
-      if (studentKeeps === (c === keep)) c[0]++;
+      const got = h >= 0 ? d.actions[h] : 0;
+      const kind = want === original[k] ? c.kept : want === 0 ? c.dropped : c.changed;
+      kind[1]++;
+      if (got === want) kind[0]++;
     });
   }
-  return { nodes: sameNodes / Math.max(1, data.length), keep: `${keep[0]}/${keep[1]}`, drop: `${drop[0]}/${drop[1]}` };
+  const f = (x: number[]) => `${x[0]}/${x[1]}`;
+  return { nodes: sameNodes / Math.max(1, data.length), kept: f(c.kept), dropped: f(c.dropped), changed: f(c.changed) };
 }
 
 async function main(): Promise<void> {
@@ -159,13 +161,13 @@ async function main(): Promise<void> {
     const a = agreement(greedy(), train);
     const b = agreement(greedy(), val);
     process.stdout.write(
-      `epoch ${epoch}${stats}: training records: same nodes ${round(a.nodes, 3)}, kept ${a.keep}, dropped ${a.drop} | ` +
-        `validation: same nodes ${round(b.nodes, 3)}, kept ${b.keep}, dropped ${b.drop}\n`,
+      `epoch ${epoch}${stats}: training records: same nodes ${round(a.nodes, 3)}, kept ${a.kept}, dropped ${a.dropped}, changed ${a.changed} | ` +
+        `validation: same nodes ${round(b.nodes, 3)}, kept ${b.kept}, dropped ${b.dropped}, changed ${b.changed}\n`,
     );
   };
   process.stdout.write(
     `${train.length} training records (${seeds.length - held.size} seeds), ${val.length} validation (${held.size}); ` +
-      `teacher drops ${data.reduce((s, d) => s + d.decision.actions.filter((a) => a === 0).length, 0)} of ${data.reduce((s, d) => s + d.decision.nodes.length, 0)} picks\n`,
+      `the teacher differs from greedy on ${data.reduce((s, d) => s + d.decision.actions.filter((a, h) => a !== d.original[h]).length, 0)} of ${data.reduce((s, d) => s + d.decision.nodes.length, 0)} picks\n`,
   );
   const hpa = evalLoads.map((load) => {
     let sum = 0;

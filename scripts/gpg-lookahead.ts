@@ -19,15 +19,19 @@
  * the future could run (model-predictive control with sampled futures); the kept orders are then
  * replayed on the seed's own arrivals.
  *
+ * CANDIDATES=swaps adds, for each picked node, greedy's decision with that node's next-best action
+ * (by the scale head) in place of its own.
+ *
  * DATA_OUT=file.jsonl writes the search's choices for imitation (scripts/gpg-imitate.ts): one line
- * per decision with greedy GPG's graph state, its picked nodes and actions, and `keep` per picked
- * node (false: the search dropped that node's order), beside the candidates' scores.
+ * per decision with greedy GPG's graph state, its picked nodes and actions, and the search's action on
+ * each (`teacher`, 0 where it dropped the order), beside the candidates' scores.
  */
 import * as fs from 'fs';
 import { loadGpgModel } from '../critic/gpg/load';
 import { modelNodesPerFrame } from '../critic/gpg/model';
 import { GpgOrchestration, type GpgDecision } from '../critic/gpg/policy';
 import { encodeDecision } from '../critic/gpg/imitate';
+import { actionCount, actionOp } from '../critic/gpg/graph';
 import type { Request, ScaleOp } from '../shared/domain';
 import type { OrchestrationPolicy, OrchestrationView } from '../shared/policy';
 import { UsageError } from '../shared/errors';
@@ -81,6 +85,27 @@ class Scripted implements OrchestrationPolicy {
   }
 }
 
+/**
+ * The decisions that differ from greedy's `d` on one picked node: the next-best valid action there by the
+ * scale head's scores (a no-op already tried as a drop is skipped), as orders.
+ */
+function nextBest(d: GpgDecision): ScaleOp[][] {
+  const W = d.state.spec.numServices;
+  const A = actionCount(W);
+  const out: ScaleOp[][] = [];
+  const scores = d.scaleScores;
+  if (!scores) return out;
+  d.nodes.forEach((n, h) => {
+    const mask = d.state.actionMask.subarray(n * A, n * A + A);
+    let alt = -1;
+    for (let a = 0; a < A; a++) if (mask[a] && a !== d.actions[h] && (alt < 0 || scores[h * A + a] > scores[h * A + alt])) alt = a;
+    if (alt <= 0) return; // none, or the no-op (a drop, tried already)
+    const actions = d.actions.map((a, k) => (k === h ? alt : a));
+    out.push(d.nodes.flatMap((m, k) => actionOp(actions[k], m, W) ?? []));
+  });
+  return out;
+}
+
 /** The requests of `own` before `atS`, then those of `other` from `atS` on, numbered again in arrival order. */
 function splice(own: readonly Request[], other: readonly Request[], atS: number): Request[] {
   const out = [...own.filter((r) => r.arrivalS < atS), ...other.filter((r) => r.arrivalS >= atS)];
@@ -98,6 +123,12 @@ async function main(): Promise<void> {
   const load = Number(env('LOAD', '1'));
   const gpgFile = env('GPG', 'models/kais-gpg.json');
   const dataOut = process.env.DATA_OUT;
+  const candidateSet = env('CANDIDATES', 'drops');
+  if (candidateSet !== 'drops' && candidateSet !== 'swaps') {
+    process.stderr.write(`gpg-lookahead: CANDIDATES must be drops or swaps, got ${candidateSet}\n`);
+    process.exit(2);
+  }
+  const swaps = candidateSet === 'swaps';
   const futures = Number(env('FUTURES', '0'));
   if (!(Number.isInteger(futures) && futures >= 0)) {
     process.stderr.write(`gpg-lookahead: FUTURES must be a whole number >= 0, got ${process.env.FUTURES}\n`);
@@ -156,8 +187,12 @@ async function main(): Promise<void> {
       const { s: greedyScore, policy: base } = score(() => new Scripted(greedy, chosen, null));
       const best = { ops: [] as ScaleOp[], s: greedyScore, greedy: true };
       best.ops = base.greedyThere;
-      const greedyOps = best.ops;
-      const scores: { greedy: number; empty: number | null; drop: number[] } = { greedy: best.s, empty: null, drop: [] };
+      const scores: { greedy: number; empty: number | null; drop: number[]; swap: number[] } = {
+        greedy: best.s,
+        empty: null,
+        drop: [],
+        swap: [],
+      };
       // the empty set, and each one-order drop when that is not the empty set again (greedy with one order)
       const drops = best.ops.length > 1 ? best.ops.map((_, i) => best.ops.filter((__, j) => j !== i)) : [];
       const candidates = best.ops.length > 0 ? [[], ...drops] : [];
@@ -167,8 +202,16 @@ async function main(): Promise<void> {
         else scores.drop.push(s);
         if (s > best.s + 1e-9) Object.assign(best, { ops: c, s, greedy: false });
       });
+      // CANDIDATES=swaps: on each picked node in turn, the scale head's next-best action instead of greedy's
+      if (swaps && base.decisionThere) {
+        for (const c of nextBest(base.decisionThere)) {
+          const { s } = score(() => new Scripted(greedy, chosen, c));
+          scores.swap.push(s);
+          if (s > best.s + 1e-9) Object.assign(best, { ops: c, s, greedy: false });
+        }
+      }
       if (dataOut && base.decisionThere) {
-        const line = encodeDecision(base.decisionThere, greedyOps, best.ops);
+        const line = encodeDecision(base.decisionThere, best.ops);
         fs.appendFileSync(dataOut, JSON.stringify({ seed, load, k, futures, scores, ...line }) + '\n');
       }
       chosen.push(best.ops);

@@ -1,14 +1,15 @@
 /**
  * Imitation data for GPG: a teacher's choices on greedy GPG's decisions, as JSON lines. The teacher
- * (scripts/gpg-lookahead.ts, a search by simulation) keeps or drops each order of greedy GPG's
- * decision; the student learns to pick the same nodes and, on each, the kept action or the no-op
- * (GpgLearner.imitate in update.ts). Pure: the scripts read and write the files.
+ * (scripts/gpg-lookahead.ts, a search by simulation) keeps, drops or changes the orders of greedy
+ * GPG's decision; the student learns to pick the same nodes and, on each, the teacher's action (the
+ * no-op where it dropped the order) (GpgLearner.imitate in update.ts). Pure: the scripts read and
+ * write the files.
  */
 import type { ScaleOp } from '../../shared/domain';
-import type { GraphState } from './graph';
+import { actionCount, type GraphState } from './graph';
 import type { GpgDecision } from './policy';
 
-/** One decision as a JSON-safe record: the graph, greedy's nodes and actions, and the teacher's keep per node. */
+/** One decision as a JSON-safe record: the graph, greedy's nodes and actions, and the teacher's action per node. */
 export interface ImitationRecord {
   state: {
     numNodes: number;
@@ -24,15 +25,19 @@ export interface ImitationRecord {
   nodes: number[];
   /** Greedy's action per picked node (0 = no-op). */
   actions: number[];
-  /** Per picked node: the teacher kept its order (a no-op counts as kept). */
-  keep: boolean[];
+  /** The teacher's action per picked node (0: it dropped the order). */
+  teacher: number[];
 }
 
-/** The record of greedy's decision `d`, whose orders were `greedyOps`, of which the teacher kept `kept`. */
-export function encodeDecision(d: GpgDecision, greedyOps: readonly ScaleOp[], kept: readonly ScaleOp[]): ImitationRecord {
+/**
+ * The record of greedy's decision `d` where the teacher ordered `chosen` instead (orders on d's nodes
+ * only: the search changes actions, never nodes).
+ */
+export function encodeDecision(d: GpgDecision, chosen: readonly ScaleOp[]): ImitationRecord {
   const s = d.state;
-  const hasOrder = new Set(greedyOps.map((o) => o.node));
-  const keptNodes = new Set(kept.map((o) => o.node));
+  const W = s.spec.numServices;
+  const byNode = new Map(chosen.map((o) => [o.node, o.delta > 0 ? 1 + o.service : 1 + W + o.service]));
+  if (chosen.some((o) => !d.nodes.includes(o.node))) throw new TypeError('encodeDecision: an order on a node the decision did not pick');
   return {
     state: {
       numNodes: s.spec.numNodes,
@@ -47,14 +52,11 @@ export function encodeDecision(d: GpgDecision, greedyOps: readonly ScaleOp[], ke
     },
     nodes: [...d.nodes],
     actions: [...d.actions],
-    keep: d.nodes.map((n) => !hasOrder.has(n) || keptNodes.has(n)),
+    teacher: d.nodes.map((n) => byNode.get(n) ?? 0),
   };
 }
 
-/**
- * The teacher's decision of a record: greedy's nodes, with the no-op where the teacher dropped the
- * order. A TypeError naming the problem when the record is not one.
- */
+/** The teacher's decision of a record: greedy's nodes and the teacher's actions. A TypeError naming the problem when the record is not one. */
 export function teacherDecision(r: ImitationRecord): GpgDecision {
   const s = r?.state;
   const ok =
@@ -63,12 +65,13 @@ export function teacherDecision(r: ImitationRecord): GpgDecision {
     [s.nodeEap, s.x, s.eapX, s.globalX, s.actionMask, s.nodeMask].every(Array.isArray) &&
     Array.isArray(r.nodes) &&
     Array.isArray(r.actions) &&
-    Array.isArray(r.keep) &&
+    Array.isArray(r.teacher) &&
     r.nodes.length === r.actions.length &&
-    r.nodes.length === r.keep.length &&
+    r.nodes.length === r.teacher.length &&
     s.nodeMask.length === s.numNodes &&
-    s.actionMask.length === s.numNodes * (2 * s.numServices + 1);
-  if (!ok) throw new TypeError('not an imitation record (state, nodes, actions and keep of one length)');
+    s.actionMask.length === s.numNodes * actionCount(s.numServices) &&
+    r.teacher.every((a, h) => Number.isInteger(a) && s.actionMask[r.nodes[h] * actionCount(s.numServices) + a] === 1);
+  if (!ok) throw new TypeError('not an imitation record (state, nodes, actions and teacher actions of one length, each valid)');
   const state: GraphState = {
     spec: { numNodes: s.numNodes, numEaps: s.numEaps, numServices: s.numServices, nodeEap: Int32Array.from(s.nodeEap) },
     x: Float32Array.from(s.x),
@@ -77,5 +80,5 @@ export function teacherDecision(r: ImitationRecord): GpgDecision {
     actionMask: Uint8Array.from(s.actionMask),
     nodeMask: Uint8Array.from(s.nodeMask),
   };
-  return { state, nodes: [...r.nodes], actions: r.actions.map((a, h) => (r.keep[h] ? a : 0)) };
+  return { state, nodes: [...r.nodes], actions: [...r.teacher] };
 }

@@ -42,6 +42,8 @@ export interface GpgDecision {
   nodes: number[];
   /** The action picked for each node (0 = no-op). */
   actions: number[];
+  /** The scale head's scores, [nodes.length x (2W + 1)] (before masking), for searches over the alternatives. */
+  scaleScores?: Float32Array;
 }
 
 export interface GpgPolicyOptions {
@@ -132,7 +134,7 @@ export class GpgOrchestration implements OrchestrationPolicy {
         const pick = draw ? sampleLogit(scale, maskRow, k * A, A, this.rng) : argmaxLogit(scale, maskRow, k * A, A);
         return pick < 0 ? 0 : pick;
       });
-      return { state: g, nodes, actions };
+      return { state: g, nodes, actions, scaleScores: Float32Array.from(scale) };
     } finally {
       tf.engine().endScope();
     }

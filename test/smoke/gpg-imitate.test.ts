@@ -36,22 +36,22 @@ describe('imitating the search (scripts/gpg-lookahead.ts DATA_OUT, scripts/gpg-i
       .readFileSync(data, 'utf8')
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l) as { seed: number; k: number; keep: boolean[]; nodes: number[]; scores: { greedy: number } });
+      .map((l) => JSON.parse(l) as { seed: number; k: number; teacher: number[]; nodes: number[]; scores: { greedy: number } });
     expect(records.map((r) => [r.seed, r.k])).toEqual([
       [1, 0],
       [1, 1],
       [2, 0],
       [2, 1],
     ]);
-    for (const r of records) expect(r.keep).toHaveLength(r.nodes.length);
+    for (const r of records) expect(r.teacher).toHaveLength(r.nodes.length);
     const env = { DATA: data, INIT: MODEL, EPOCHS: '2', BATCH: '2', LR: '1e-3', VALIDATE: '0.5', EVAL_SEEDS: '901', EVAL_FRAMES: '3' };
     const out = path.join(dir, 'm.json');
     const r = run('gpg-imitate.js', { ...env, OUT: out });
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^2 training records \(1 seeds\), 2 validation \(1\); teacher drops \d+ of \d+ picks\n/);
+    expect(r.stdout).toMatch(/^2 training records \(1 seeds\), 2 validation \(1\); the teacher differs from greedy on \d+ of \d+ picks\n/);
     expect(r.stdout).toMatch(
-      /\nepoch 2 loss \d+\.\d+: training records: same nodes [\d.]+, kept \d+\/\d+, dropped \d+\/\d+ \| validation:/,
+      /\nepoch 2 loss \d+\.\d+: training records: same nodes [\d.]+, kept \d+\/\d+, dropped \d+\/\d+, changed \d+\/\d+ \| validation:/,
     );
     expect(r.stdout).toMatch(
       /\nevaluation load 1, seeds 901, 3 frames, lec: before 0\.\d+ \(\d+ orders\) \| after 0\.\d+ \(\d+\) \| lec\/hpa 0\.\d+\n/,

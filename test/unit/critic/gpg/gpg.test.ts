@@ -260,26 +260,27 @@ describe('GPG policy and learner', () => {
     const rows = g.nodes.map((n) => Array.from(g.state.x.subarray(n * F, n * F + F)).join());
     const h = rows.findIndex((r) => rows.filter((q) => q === r).length === 1);
     expect(h).toBeGreaterThanOrEqual(0);
-    const opAt = (k: number) => ops.find((o) => o.node === g.nodes[k])!;
     const rec = JSON.parse(
       JSON.stringify(
         encodeDecision(
           g,
-          ops,
-          g.nodes
-            .map((_, k) => k)
-            .filter((k) => k !== h)
-            .map(opAt),
+          ops.filter((o) => o.node !== g.nodes[h]),
         ),
       ),
     ) as ImitationRecord;
-    expect(rec.keep).toEqual(g.nodes.map((_, k) => k !== h));
+    expect(rec.teacher).toEqual(g.actions.map((a, k) => (k === h ? 0 : a)));
     const t = teacherDecision(rec);
     expect(t.nodes).toEqual(g.nodes);
     expect(t.actions).toEqual(g.actions.map((a, k) => (k === h ? 0 : a)));
     expect(Array.from(t.state.x)).toEqual(Array.from(g.state.x));
     expect(Array.from(t.state.actionMask)).toEqual(Array.from(g.state.actionMask));
-    expect(() => teacherDecision({ ...rec, keep: [true] })).toThrow(/not an imitation record/);
+    expect(() => teacherDecision({ ...rec, teacher: [0] })).toThrow(/not an imitation record/);
+    // an action the node's mask refuses is not a record either
+    const A = actionCount(g.state.spec.numServices);
+    const refused = Array.from(g.state.actionMask.subarray(g.nodes[0] * A, g.nodes[0] * A + A)).indexOf(0);
+    if (refused > 0)
+      expect(() => teacherDecision({ ...rec, teacher: rec.teacher.map((a, k) => (k === 0 ? refused : a)) })).toThrow(/each valid/);
+    expect(() => encodeDecision(g, [{ service: 0, node: 99, delta: 1 }])).toThrow(/did not pick/);
     const learner = new GpgLearner(net, { lr: 1e-2 });
     for (let i = 0; i < 60; i++) learner.imitate([t]);
     const after = greedy.act(t.state);
