@@ -113,9 +113,8 @@ async function main(): Promise<void> {
   const evalSeeds = env('EVAL_SEEDS', '951,952,953').split(',').map(Number);
   if (evalSeeds.some((s) => !Number.isInteger(s))) fail(`EVAL_SEEDS must be whole numbers, got ${process.env.EVAL_SEEDS}`);
   const evalFrames = num('EVAL_FRAMES', 10, (v) => Number.isInteger(v) && v >= 1, 'a whole number >= 1');
-  const evalLoads = env('EVAL_LOADS', '1')
-    .split(',')
-    .map((x) => num('EVAL_LOADS', Number(x), (v) => v > 0, 'positive numbers'));
+  const evalLoads = env('EVAL_LOADS', '1').split(',').map(Number);
+  if (evalLoads.some((v) => !(Number.isFinite(v) && v > 0))) fail(`EVAL_LOADS must be positive numbers, got ${process.env.EVAL_LOADS}`);
   const dispatch = env('DISPATCH', 'lec');
   const out = env('OUT', `gpg-${scenario.name}-imitated.json`);
 

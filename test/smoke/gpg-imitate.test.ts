@@ -44,7 +44,17 @@ describe('imitating the search (scripts/gpg-lookahead.ts DATA_OUT, scripts/gpg-i
       [2, 1],
     ]);
     for (const r of records) expect(r.teacher).toHaveLength(r.nodes.length);
-    const env = { DATA: data, INIT: MODEL, EPOCHS: '2', BATCH: '2', LR: '1e-3', VALIDATE: '0.5', EVAL_SEEDS: '901', EVAL_FRAMES: '3' };
+    const env = {
+      DATA: data,
+      INIT: MODEL,
+      EPOCHS: '2',
+      BATCH: '2',
+      LR: '1e-3',
+      VALIDATE: '0.5',
+      EVAL_SEEDS: '901',
+      EVAL_FRAMES: '3',
+      EVAL_LOADS: '1,1.5',
+    };
     const out = path.join(dir, 'm.json');
     const r = run('gpg-imitate.js', { ...env, OUT: out });
     expect(r.stderr).toBe('');
@@ -67,6 +77,7 @@ describe('imitating the search (scripts/gpg-lookahead.ts DATA_OUT, scripts/gpg-i
     [{ DATA: 'none.jsonl' }, /^gpg-imitate: DATA: cannot read none\.jsonl/],
     [{ DATA: 'BAD' }, /^gpg-imitate: DATA: .*bad\.jsonl line 2: /],
     [{ EPOCHS: '-1' }, /^gpg-imitate: EPOCHS must be a whole number >= 0, got -1\n$/],
+    [{ EVAL_LOADS: '1,x' }, /^gpg-imitate: EVAL_LOADS must be positive numbers, got 1,x\n$/],
     [{ INIT: 'none.json' }, /^gpg-imitate: INIT: none\.json: /],
   ])('%j exits 2 with one line', (env, problem) => {
     const bad = path.join(dir, 'bad.jsonl');
