@@ -66,6 +66,7 @@ describe('imitating the search (scripts/gpg-lookahead.ts DATA_OUT, scripts/gpg-i
     expect(r.stdout).toMatch(
       /\nevaluation load 1, seeds 901, 3 frames, lec: before 0\.\d+ \(\d+ orders\) \| after 0\.\d+ \(\d+\) \| lec\/hpa 0\.\d+\n/,
     );
+    expect(r.stdout).toMatch(/\nevaluation load 1\.5, seeds 901, 3 frames, lec: before 0\.\d+ /);
     const m = loadGpgModel(out, loadScenario('small'), 'OUT');
     expect(m.meta.trainedWith?.imitation).toMatchObject({ records: 2, epochs: 2 });
     m.net.dispose();
