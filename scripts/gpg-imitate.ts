@@ -212,11 +212,19 @@ async function main(): Promise<void> {
       scenario: scenario.name,
       ...nodesPerFrameField(H, scenario),
       trainedWith: {
-        ...init.meta.trainedWith,
-        imitation: { data: files, records: train.length, epochs, batch: batchSize, lr, nodeWeight, seed, script: 'scripts/gpg-imitate.ts' },
+        script: 'scripts/gpg-imitate.ts',
+        data: files,
+        records: train.length,
+        epochs,
+        batch: batchSize,
+        lr,
+        nodeWeight,
+        seed,
+        // no REINFORCE updates here: the entropy schedule of a later fine-tune continues from INIT's
+        updates: 0,
         init: initFile,
         initUpdates: updatesSeen(init.meta),
-        updates: 0,
+        initTrainedWith: init.meta.trainedWith ?? null,
       },
     }),
   );

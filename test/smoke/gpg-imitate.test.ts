@@ -68,7 +68,7 @@ describe('imitating the search (scripts/gpg-lookahead.ts DATA_OUT, scripts/gpg-i
     );
     expect(r.stdout).toMatch(/\nevaluation load 1\.5, seeds 901, 3 frames, lec: before 0\.\d+ /);
     const m = loadGpgModel(out, loadScenario('small'), 'OUT');
-    expect(m.meta.trainedWith?.imitation).toMatchObject({ records: 2, epochs: 2 });
+    expect(m.meta.trainedWith).toMatchObject({ script: 'scripts/gpg-imitate.ts', records: 2, epochs: 2, updates: 0, init: MODEL });
     m.net.dispose();
     const again = run('gpg-imitate.js', { ...env, OUT: path.join(dir, 'm2.json') });
     expect(again.stdout.replace(/m2\.json/, 'm.json')).toBe(r.stdout);
