@@ -379,7 +379,7 @@ describe('GPG fine-tuning (scripts/train-gpg.ts INIT)', () => {
   it("continues from every update the model has seen, its init's included", () => {
     expect(updatesSeen({ scenario: 'kais' })).toBe(0);
     expect(updatesSeen({ scenario: 'kais', trainedWith: { updates: 100 } })).toBe(100);
-    // the shipped default: 24 updates on top of kais-gpg-lec.json's 100 (the old reading gave 24)
+    // the shipped default: behaviour cloning (0 updates, session 19) on top of a 24-update fine-tune of kais-gpg-lec.json's 100
     const shipped = JSON.parse(fs.readFileSync(defaultGpgModelPath(loadScenario('kais'))!, 'utf8'));
     expect(updatesSeen(shipped)).toBe(124);
     // a fine-tune of it records 124 as initUpdates, so the chain adds up
