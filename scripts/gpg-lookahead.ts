@@ -151,7 +151,7 @@ async function main(): Promise<void> {
       buildRequests({ scenario, workload: 'p4', tracePath: null, seed: 7_000_000 + seed * 16 + j, load, durationS: frames * frameS }),
     );
     const run = (orchestration: OrchestrationPolicy, n: number, reqs: Request[] = requests) => {
-      let fs: readonly FrameStats[] = [];
+      let frameStats: readonly FrameStats[] = [];
       const r = runEpisode({
         scenario,
         requests: reqs,
@@ -159,17 +159,17 @@ async function main(): Promise<void> {
         seed,
         dispatch: makeDispatch(dispatch, scenario),
         orchestration,
-        onFrames: (f) => (fs = f),
+        onFrames: (f) => (frameStats = f),
       });
-      return { r, fs };
+      return { r, frameStats };
     };
     const chosen: ScaleOp[][] = [];
     const kept = { greedy: 0, changed: 0 };
     // decision k is taken at the end of frame k and scored on frames k+1 .. k+horizon
     for (let k = 0; k + horizon < frames; k++) {
-      const rate = (fs: readonly FrameStats[]) => {
+      const rate = (f: readonly FrameStats[]) => {
         let s = 0;
-        for (let j = k + 1; j <= k + horizon; j++) s += fs[j] ? fs[j].completedInTime / Math.max(1, fs[j].arrived) : 0;
+        for (let j = k + 1; j <= k + horizon; j++) s += f[j] ? f[j].completedInTime / Math.max(1, f[j].arrived) : 0;
         return s;
       };
       // hindsight: the seed's own arrivals; else the mean over the other futures after the decision (at the end of frame k)
@@ -180,7 +180,7 @@ async function main(): Promise<void> {
         for (const w of worlds) {
           const p = make();
           first ??= p;
-          s += rate(run(p, k + 1 + horizon, w).fs);
+          s += rate(run(p, k + 1 + horizon, w).frameStats);
         }
         return { s: s / worlds.length, policy: first! };
       };

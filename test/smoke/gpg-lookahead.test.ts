@@ -40,15 +40,16 @@ describe('scripts/gpg-lookahead', () => {
     expect(run({}).stdout).toBe(r.stdout);
   });
 
-  it("FUTURES scores the candidates on other seeds' arrivals after each decision: a search without hindsight", () => {
-    const r = run({ FUTURES: '2' });
+  it("FUTURES scores the candidates on other seeds' arrivals after each decision (no hindsight); CANDIDATES=swaps also tries next-best actions", () => {
+    const r = run({ FUTURES: '2', CANDIDATES: 'swaps' });
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^seed 1: search 0\.\d+ \(\d+ orders; greedy kept at \d+ of 2 decisions\)/);
-    expect(run({ FUTURES: '2' }).stdout).toBe(r.stdout);
+    expect(run({ FUTURES: '2', CANDIDATES: 'swaps' }).stdout).toBe(r.stdout);
   });
 
   it.each([
+    [{ CANDIDATES: 'all' }, /^gpg-lookahead: CANDIDATES must be drops or swaps, got all\n$/],
     [{ FUTURES: '-1' }, /^gpg-lookahead: FUTURES must be a whole number >= 0, got -1\n$/],
     [{ HORIZON: '3' }, /^gpg-lookahead: FRAMES and HORIZON must be whole numbers >= 1 with HORIZON < FRAMES, SEEDS integers\n$/],
     [{ GPG: 'none.json' }, /^gpg-lookahead: GPG: cannot read none\.json/],
