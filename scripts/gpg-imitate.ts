@@ -18,6 +18,7 @@ import { teacherDecision, type ImitationRecord } from '../critic/gpg/imitate';
 import { gpgModelFromJson, gpgModelToJson, modelNodesPerFrame, nodesPerFrameField, updatesSeen } from '../critic/gpg/model';
 import { GpgOrchestration, type GpgDecision } from '../critic/gpg/policy';
 import { GpgLearner } from '../critic/gpg/update';
+import type { OrchestrationPolicy } from '../shared/policy';
 import { UsageError } from '../shared/errors';
 import { Rng } from '../shared/rng';
 import { round } from '../shared/round';
@@ -137,24 +138,19 @@ async function main(): Promise<void> {
   const learner = new GpgLearner(net, { lr });
   const rng = new Rng(seed);
 
-  const evaluate = () =>
+  /** The mean throughput rate and the total orders of `orchestration` under DISPATCH on the evaluation seeds, per load. */
+  const evaluate = (orchestration: () => OrchestrationPolicy) =>
     evalLoads.map((load) => {
       let sum = 0;
       let ops = 0;
       for (const s of evalSeeds) {
         const requests = buildRequests({ scenario, workload: 'p4', tracePath: null, seed: s, load, durationS: evalFrames * frameS });
-        const r = runEpisode({
-          scenario,
-          requests,
-          frames: evalFrames,
-          seed: s,
-          dispatch: makeDispatch(dispatch, scenario),
-          orchestration: greedy(),
-        });
+        const dispatchPolicy = makeDispatch(dispatch, scenario);
+        const r = runEpisode({ scenario, requests, frames: evalFrames, seed: s, dispatch: dispatchPolicy, orchestration: orchestration() });
         sum += r.throughputRate;
         ops += r.schedulingCost;
       }
-      return { load, throughput: round(sum / evalSeeds.length, 4), orders: ops };
+      return { throughput: round(sum / evalSeeds.length, 4), orders: ops };
     });
   const report = (epoch: number, stats: string) => {
     const a = agreement(greedy(), train);
@@ -168,22 +164,8 @@ async function main(): Promise<void> {
     `${train.length} training records (${seeds.length - held.size} seeds), ${val.length} validation (${held.size}); ` +
       `the teacher differs from greedy on ${data.reduce((s, d) => s + d.decision.actions.filter((a, h) => a !== d.original[h]).length, 0)} of ${data.reduce((s, d) => s + d.decision.nodes.length, 0)} picks\n`,
   );
-  const hpa = evalLoads.map((load) => {
-    let sum = 0;
-    for (const s of evalSeeds) {
-      const requests = buildRequests({ scenario, workload: 'p4', tracePath: null, seed: s, load, durationS: evalFrames * frameS });
-      sum += runEpisode({
-        scenario,
-        requests,
-        frames: evalFrames,
-        seed: s,
-        dispatch: makeDispatch(dispatch, scenario),
-        orchestration: makeOrchestration('hpa', scenario),
-      }).throughputRate;
-    }
-    return round(sum / evalSeeds.length, 4);
-  });
-  const before = evaluate();
+  const hpa = evaluate(() => makeOrchestration('hpa', scenario)).map((e) => e.throughput);
+  const before = evaluate(greedy);
   report(0, '');
   for (let e = 1; e <= epochs; e++) {
     const order = train.map((_, i) => i);
@@ -200,7 +182,7 @@ async function main(): Promise<void> {
     }
     report(e, ` loss ${round(loss / Math.max(1, steps), 4)}`);
   }
-  const after = evaluate();
+  const after = evaluate(greedy);
   evalLoads.forEach((load, i) =>
     process.stdout.write(
       `evaluation load ${load}, seeds ${evalSeeds.join(',')}, ${evalFrames} frames, ${dispatch}: before ${before[i].throughput} (${before[i].orders} orders) | after ${after[i].throughput} (${after[i].orders}) | ${dispatch}/hpa ${hpa[i]}\n`,

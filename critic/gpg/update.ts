@@ -184,21 +184,18 @@ export class GpgLearner {
    *   L = -(1/T) sum_t [ nodeWeight x log P(n_1..n_H | s_t) + sum_h log pi(j_h | n_h, s_t) ]
    *
    * nodeWeight = 0 leaves the node head to the embeddings' drift; the scale term alone is what the
-   * search's keep / drop labels say. Returns the mean scale log-likelihood and the share of scale
-   * picks whose argmax is the teacher's (before the step), for the log.
+   * search's labels say. Returns the loss and the share of scale
+   * picks whose argmax is the teacher's (before the step).
    */
-  imitate(decisions: readonly GpgDecision[], nodeWeight = 1): { loss: number; scaleLogLik: number; agreement: number } {
-    if (decisions.length === 0) return { loss: 0, scaleLogLik: 0, agreement: 1 };
+  imitate(decisions: readonly GpgDecision[], nodeWeight = 1): { loss: number; agreement: number } {
+    if (decisions.length === 0) return { loss: 0, agreement: 1 };
     const batch = buildBatch(decisions);
     const T = decisions.length;
-    let scaleLogLik = 0;
     let agreement = 1;
     const { value, grads } = tf.variableGrads(() => {
       const t = decisionTerms(this.net, batch, decisions[0]);
       let loss = tf.mul(tf.neg(tf.mean(t.nodeLogp)), nodeWeight);
       if (t.scaleLogp) {
-        const lp = Array.from(t.scaleLogp.dataSync());
-        scaleLogLik = lp.reduce((s, x) => s + x, 0) / lp.length;
         loss = tf.sub(loss, tf.div(tf.sum(t.scaleLogp), T));
       }
       if (t.scaleArgmax) {
@@ -211,7 +208,7 @@ export class GpgLearner {
     this.adam.apply(this.net.variables.map((v) => grads[v.name]));
     value.dispose();
     tf.dispose(Object.values(grads));
-    return { loss, scaleLogLik, agreement };
+    return { loss, agreement };
   }
 
   getState(): GpgLearnerState {
