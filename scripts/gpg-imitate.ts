@@ -14,7 +14,7 @@
  * nodes, and the action on the orders it kept, dropped or changed), beside the same on the training records.
  */
 import * as fs from 'node:fs';
-import { teacherDecision, type ImitationRecord } from '../critic/gpg/imitate';
+import { greedyOnTeacherNodes, teacherDecision, type ImitationRecord } from '../critic/gpg/imitate';
 import { gpgModelFromJson, gpgModelToJson, modelNodesPerFrame, nodesPerFrameField, updatesSeen } from '../critic/gpg/model';
 import { GpgOrchestration, type GpgDecision } from '../critic/gpg/policy';
 import { GpgLearner } from '../critic/gpg/update';
@@ -39,9 +39,9 @@ const num = (k: string, d: number, ok: (v: number) => boolean, what: string): nu
 
 interface Labeled {
   seed: number;
-  /** The teacher's decision (greedy's nodes, the no-op where it dropped the order). */
+  /** The teacher's decision (greedy's nodes but where it ordered on others, the no-op where it dropped an order). */
   decision: GpgDecision;
-  /** Greedy GPG's actions on those nodes, as recorded. */
+  /** Greedy GPG's actions on those nodes, as recorded (0 on a node greedy did not pick). */
   original: number[];
 }
 
@@ -59,7 +59,7 @@ function readData(files: string[]): Labeled[] {
       if (line.trim() === '') return;
       try {
         const r = JSON.parse(line) as ImitationRecord & { seed: number };
-        out.push({ seed: Number(r.seed), decision: teacherDecision(r), original: [...r.actions] });
+        out.push({ seed: Number(r.seed), decision: teacherDecision(r), original: greedyOnTeacherNodes(r) });
       } catch (e) {
         fail(`DATA: ${f} line ${i + 1}: ${(e as Error).message}`);
       }

@@ -20,7 +20,13 @@
  * replayed on the seed's own arrivals.
  *
  * CANDIDATES=swaps adds, for each picked node, greedy's decision with that node's next-best action
- * (by the scale head) in place of its own.
+ * (by the scale head) in place of its own. CANDIDATES=hpa adds orders greedy GPG would not give on
+ * nodes it did not pick: those of the hpa rule at the decision (its replica targets from the frame's
+ * window, no stabilisation; removals first, at most HPA_MAX = 4), each in place of greedy's last
+ * picked node without an order (else of its last order), so the candidate stays within H nodes.
+ * CANDIDATES=swaps,hpa tries both.
+ *
+ * TRACE=file.csv replays an Alibaba trace window (as kais eval --trace) instead of P4.
  *
  * DATA_OUT=file.jsonl writes the search's choices for imitation (scripts/gpg-imitate.ts): one line
  * per decision with greedy GPG's graph state, its picked nodes and actions, and the search's action on
@@ -38,6 +44,7 @@ import { UsageError } from '../shared/errors';
 import { round } from '../shared/round';
 import { loadScenario } from '../shared/scenario';
 import { loadBackend } from '../shared/tf-backend';
+import { HpaOrchestration } from '../shared/orchestration/hpa';
 import { makeDispatch, makeOrchestration } from '../training/baselines/registry';
 import { runEpisode } from '../training/jobs/rollout';
 import type { FrameStats } from '../training/sim/env';
@@ -54,6 +61,8 @@ class Scripted implements OrchestrationPolicy {
   greedyThere: ScaleOp[] = [];
   /** Greedy GPG's decision (graph, nodes, actions) at chosen.length. */
   decisionThere: GpgDecision | null = null;
+  /** The hpa rule's orders at chosen.length (a fresh rule on the frame's window: no stabilisation history). */
+  hpaThere: ScaleOp[] = [];
   private last: GpgDecision | null = null;
   private readonly greedy: OrchestrationPolicy;
 
@@ -79,6 +88,9 @@ class Scripted implements OrchestrationPolicy {
     if (k === this.chosen.length) {
       this.greedyThere = g;
       this.decisionThere = this.last;
+      const hpa = new HpaOrchestration();
+      hpa.reset(0, view);
+      this.hpaThere = hpa.decide(view);
       return this.at ?? g;
     }
     return g;
@@ -106,6 +118,28 @@ function nextBest(d: GpgDecision): ScaleOp[][] {
   return out;
 }
 
+/**
+ * Greedy's orders with one of hpa's orders on a node greedy did not pick, each in place of greedy's
+ * last picked node without an order (else of its last order): at most `max` candidates, removals first,
+ * one order a node, only orders GPG's masks allow (critic/gpg/imitate.ts encodeDecision reads them back the same way).
+ */
+function hpaSubstitutions(d: GpgDecision, greedyOps: readonly ScaleOp[], hpaOps: readonly ScaleOp[], max: number): ScaleOp[][] {
+  const W = d.state.spec.numServices;
+  const A = actionCount(W);
+  const seen = new Set<number>(d.nodes);
+  const picks: ScaleOp[] = [];
+  for (const o of [...hpaOps.filter((x) => x.delta < 0), ...hpaOps.filter((x) => x.delta > 0)]) {
+    if (seen.has(o.node) || picks.length >= max) continue;
+    const a = o.delta > 0 ? 1 + o.service : 1 + W + o.service;
+    if (!d.state.nodeMask[o.node] || !d.state.actionMask[o.node * A + a]) continue;
+    seen.add(o.node);
+    picks.push(o);
+  }
+  const idle = d.actions.lastIndexOf(0);
+  const base = idle >= 0 ? [...greedyOps] : greedyOps.filter((o) => o.node !== d.nodes[d.nodes.length - 1]);
+  return picks.map((o) => [...base, o]);
+}
+
 /** The requests of `own` before `atS`, then those of `other` from `atS` on, numbered again in arrival order. */
 function splice(own: readonly Request[], other: readonly Request[], atS: number): Request[] {
   const out = [...own.filter((r) => r.arrivalS < atS), ...other.filter((r) => r.arrivalS >= atS)];
@@ -123,12 +157,18 @@ async function main(): Promise<void> {
   const load = Number(env('LOAD', '1'));
   const gpgFile = env('GPG', 'models/kais-gpg.json');
   const dataOut = process.env.DATA_OUT;
-  const candidateSet = env('CANDIDATES', 'drops');
-  if (candidateSet !== 'drops' && candidateSet !== 'swaps') {
-    process.stderr.write(`gpg-lookahead: CANDIDATES must be drops or swaps, got ${candidateSet}\n`);
+  const candidateSet = env('CANDIDATES', 'drops').split(',');
+  if (candidateSet.some((c) => !['drops', 'swaps', 'hpa'].includes(c))) {
+    process.stderr.write(`gpg-lookahead: CANDIDATES must list drops, swaps or hpa, got ${process.env.CANDIDATES}\n`);
     process.exit(2);
   }
-  const swaps = candidateSet === 'swaps';
+  const swaps = candidateSet.includes('swaps');
+  const hpaMax = candidateSet.includes('hpa') ? 4 : 0;
+  const tracePath = process.env.TRACE || null;
+  if (tracePath && !fs.existsSync(tracePath)) {
+    process.stderr.write(`gpg-lookahead: TRACE: ${tracePath} does not exist\n`);
+    process.exit(2);
+  }
   const futures = Number(env('FUTURES', '0'));
   if (!(Number.isInteger(futures) && futures >= 0)) {
     process.stderr.write(`gpg-lookahead: FUTURES must be a whole number >= 0, got ${process.env.FUTURES}\n`);
@@ -145,10 +185,10 @@ async function main(): Promise<void> {
   if (dataOut) fs.writeFileSync(dataOut, '');
   const totals = { search: 0, greedy: 0, hpa: 0 };
   for (const seed of seeds) {
-    const requests = buildRequests({ scenario, workload: 'p4', tracePath: null, seed, load, durationS: frames * frameS });
+    const requests = buildRequests({ scenario, workload: 'p4', tracePath, seed, load, durationS: frames * frameS });
     // the other futures: seed j's arrivals after a decision (seeds far from any evaluation seed's)
     const others = Array.from({ length: futures }, (_, j) =>
-      buildRequests({ scenario, workload: 'p4', tracePath: null, seed: 7_000_000 + seed * 16 + j, load, durationS: frames * frameS }),
+      buildRequests({ scenario, workload: 'p4', tracePath, seed: 7_000_000 + seed * 16 + j, load, durationS: frames * frameS }),
     );
     const run = (orchestration: OrchestrationPolicy, n: number, reqs: Request[] = requests) => {
       let frameStats: readonly FrameStats[] = [];
@@ -187,11 +227,12 @@ async function main(): Promise<void> {
       const { s: greedyScore, policy: base } = score(() => new Scripted(greedy, chosen, null));
       const best = { ops: [] as ScaleOp[], s: greedyScore, greedy: true };
       best.ops = base.greedyThere;
-      const scores: { greedy: number; empty: number | null; drop: number[]; swap: number[] } = {
+      const scores: { greedy: number; empty: number | null; drop: number[]; swap: number[]; hpa: number[] } = {
         greedy: best.s,
         empty: null,
         drop: [],
         swap: [],
+        hpa: [],
       };
       // the empty set, and each one-order drop when that is not the empty set again (greedy with one order)
       const drops = best.ops.length > 1 ? best.ops.map((_, i) => best.ops.filter((__, j) => j !== i)) : [];
@@ -207,6 +248,14 @@ async function main(): Promise<void> {
         for (const c of nextBest(base.decisionThere)) {
           const { s } = score(() => new Scripted(greedy, chosen, c));
           scores.swap.push(s);
+          if (s > best.s + 1e-9) Object.assign(best, { ops: c, s, greedy: false });
+        }
+      }
+      // CANDIDATES=hpa: one of hpa's orders on a node greedy did not pick, in place of greedy's last idle node (or order)
+      if (hpaMax > 0 && base.decisionThere) {
+        for (const c of hpaSubstitutions(base.decisionThere, base.greedyThere, base.hpaThere, hpaMax)) {
+          const { s } = score(() => new Scripted(greedy, chosen, c));
+          scores.hpa.push(s);
           if (s > best.s + 1e-9) Object.assign(best, { ops: c, s, greedy: false });
         }
       }

@@ -25,19 +25,38 @@ export interface ImitationRecord {
   nodes: number[];
   /** Greedy's action per picked node (0 = no-op). */
   actions: number[];
-  /** The teacher's action per picked node (0: it dropped the order). */
+  /** The teacher's action per node of `teacherNodes` (0: it dropped the order). */
   teacher: number[];
+  /**
+   * The teacher's nodes: greedy's, except where it ordered on a node greedy did not pick, which takes
+   * the place of one of greedy's nodes it left without an order (the last such). Absent in records
+   * written before session 20: greedy's nodes.
+   */
+  teacherNodes?: number[];
 }
 
 /**
- * The record of greedy's decision `d` where the teacher ordered `chosen` instead (orders on d's nodes
- * only: the search changes actions, never nodes).
+ * The record of greedy's decision `d` where the teacher ordered `chosen` instead (at most one order a
+ * node). An order on a node d did not pick replaces, from the end, one of d's nodes the teacher left
+ * without an order; a TypeError when there is none left (more ordered nodes than d picked).
  */
 export function encodeDecision(d: GpgDecision, chosen: readonly ScaleOp[]): ImitationRecord {
   const s = d.state;
   const W = s.spec.numServices;
+  const A = actionCount(W);
   const byNode = new Map(chosen.map((o) => [o.node, o.delta > 0 ? 1 + o.service : 1 + W + o.service]));
-  if (chosen.some((o) => !d.nodes.includes(o.node))) throw new TypeError('encodeDecision: an order on a node the decision did not pick');
+  if (byNode.size !== chosen.length) throw new TypeError('encodeDecision: two orders on one node');
+  for (const [n, a] of byNode)
+    if (!(Number.isInteger(n) && n >= 0 && n < s.spec.numNodes && s.nodeMask[n] && s.actionMask[n * A + a]))
+      throw new TypeError(`encodeDecision: an order on node ${n} that GPG's masks refuse`);
+  const nodes = [...d.nodes];
+  const free = nodes.map((n, h) => (byNode.has(n) ? -1 : h)).filter((h) => h >= 0);
+  for (const o of chosen) {
+    if (nodes.includes(o.node)) continue;
+    const h = free.pop();
+    if (h === undefined) throw new TypeError('encodeDecision: orders on more nodes than the decision picked');
+    nodes[h] = o.node;
+  }
   return {
     state: {
       numNodes: s.spec.numNodes,
@@ -52,13 +71,23 @@ export function encodeDecision(d: GpgDecision, chosen: readonly ScaleOp[]): Imit
     },
     nodes: [...d.nodes],
     actions: [...d.actions],
-    teacher: d.nodes.map((n) => byNode.get(n) ?? 0),
+    teacher: nodes.map((n) => byNode.get(n) ?? 0),
+    teacherNodes: nodes,
   };
 }
 
-/** The teacher's decision of a record: greedy's nodes and the teacher's actions. A TypeError naming the problem when the record is not one. */
+/** Greedy's recorded action on each of the teacher's nodes (0 where greedy did not pick the node). */
+export function greedyOnTeacherNodes(r: ImitationRecord): number[] {
+  return (r.teacherNodes ?? r.nodes).map((n) => {
+    const h = r.nodes.indexOf(n);
+    return h >= 0 ? r.actions[h] : 0;
+  });
+}
+
+/** The teacher's decision of a record: its nodes and actions. A TypeError naming the problem when the record is not one. */
 export function teacherDecision(r: ImitationRecord): GpgDecision {
   const s = r?.state;
+  const tn = r?.teacherNodes ?? r?.nodes;
   const ok =
     s &&
     [s.numNodes, s.numEaps, s.numServices].every((v) => Number.isInteger(v) && v > 0) &&
@@ -67,11 +96,15 @@ export function teacherDecision(r: ImitationRecord): GpgDecision {
     Array.isArray(r.actions) &&
     Array.isArray(r.teacher) &&
     r.nodes.length === r.actions.length &&
+    Array.isArray(tn) &&
+    tn.length === r.teacher.length &&
     r.nodes.length === r.teacher.length &&
+    new Set(tn).size === tn.length &&
     s.nodeMask.length === s.numNodes &&
     s.actionMask.length === s.numNodes * actionCount(s.numServices) &&
-    r.teacher.every((a, h) => Number.isInteger(a) && s.actionMask[r.nodes[h] * actionCount(s.numServices) + a] === 1);
-  if (!ok) throw new TypeError('not an imitation record (state, nodes, actions and teacher actions of one length, each valid)');
+    tn.every((n) => Number.isInteger(n) && s.nodeMask[n] === 1) &&
+    r.teacher.every((a, h) => Number.isInteger(a) && s.actionMask[tn[h] * actionCount(s.numServices) + a] === 1);
+  if (!ok) throw new TypeError('not an imitation record (state, nodes, actions and teacher nodes and actions of one length, each valid)');
   const state: GraphState = {
     spec: { numNodes: s.numNodes, numEaps: s.numEaps, numServices: s.numServices, nodeEap: Int32Array.from(s.nodeEap) },
     x: Float32Array.from(s.x),
@@ -80,5 +113,5 @@ export function teacherDecision(r: ImitationRecord): GpgDecision {
     actionMask: Uint8Array.from(s.actionMask),
     nodeMask: Uint8Array.from(s.nodeMask),
   };
-  return { state, nodes: [...r.nodes], actions: [...r.teacher] };
+  return { state, nodes: [...tn], actions: [...r.teacher] };
 }

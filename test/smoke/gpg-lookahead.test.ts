@@ -4,7 +4,10 @@
  * with one line.
  */
 import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
+import { teacherDecision, type ImitationRecord } from '../../critic/gpg/imitate';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const SCRIPT = path.join(ROOT, 'dist', 'scripts', 'gpg-lookahead.js');
@@ -48,8 +51,43 @@ describe('scripts/gpg-lookahead', () => {
     expect(run({ FUTURES: '2', CANDIDATES: 'swaps' }).stdout).toBe(r.stdout);
   });
 
+  it("CANDIDATES=hpa also tries hpa's orders on other nodes, on a TRACE window; its records are valid imitation records", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-lookahead-'));
+    try {
+      // synthetic batch_task rows (v2017 layout): 400 tasks of 40 jobs, one per trace second
+      const rows = Array.from(
+        { length: 400 },
+        (_, i) => `${i},${i + 20 + (i % 7) * 10},j${i % 40},t${i},1,Terminated,${50 + (i % 3) * 50},0.01`,
+      );
+      const trace = path.join(dir, 'tasks.csv');
+      fs.writeFileSync(trace, `${rows.join('\n')}\n`);
+      const data = path.join(dir, 'd.jsonl');
+      const env = { CANDIDATES: 'swaps,hpa', TRACE: trace, FRAMES: '4', DATA_OUT: data };
+      const r = run(env);
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/^seed 1: search 0\.\d+ \(\d+ orders; greedy kept at \d+ of 3 decisions\)/);
+      const records = fs
+        .readFileSync(data, 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as ImitationRecord & { scores: { hpa: number[] } });
+      expect(records).toHaveLength(3);
+      for (const rec of records) {
+        expect(Array.isArray(rec.scores.hpa)).toBe(true);
+        expect(teacherDecision(rec).nodes).toEqual(rec.teacherNodes);
+      }
+      // the trace, not P4: another workload gives other numbers; same seed, same numbers
+      expect(run({ ...env, TRACE: '' }).stdout).not.toBe(r.stdout);
+      expect(run(env).stdout).toBe(r.stdout);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it.each([
-    [{ CANDIDATES: 'all' }, /^gpg-lookahead: CANDIDATES must be drops or swaps, got all\n$/],
+    [{ CANDIDATES: 'all' }, /^gpg-lookahead: CANDIDATES must list drops, swaps or hpa, got all\n$/],
+    [{ TRACE: 'no-such.csv' }, /^gpg-lookahead: TRACE: no-such\.csv does not exist\n$/],
     [{ FUTURES: '-1' }, /^gpg-lookahead: FUTURES must be a whole number >= 0, got -1\n$/],
     [{ HORIZON: '3' }, /^gpg-lookahead: FRAMES and HORIZON must be whole numbers >= 1 with HORIZON < FRAMES, SEEDS integers\n$/],
     [{ GPG: 'none.json' }, /^gpg-lookahead: GPG: cannot read none\.json/],

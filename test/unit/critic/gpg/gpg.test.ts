@@ -31,7 +31,7 @@ import { GpgNet } from '../../../../critic/gpg/gnn';
 import { gpgModelFromJson, gpgModelToJson, updatesSeen } from '../../../../critic/gpg/model';
 import { GpgOrchestration, type GpgDecision } from '../../../../critic/gpg/policy';
 import { decisionLogProbs, discountedReturns, GpgLearner } from '../../../../critic/gpg/update';
-import { encodeDecision, teacherDecision, type ImitationRecord } from '../../../../critic/gpg/imitate';
+import { encodeDecision, greedyOnTeacherNodes, teacherDecision, type ImitationRecord } from '../../../../critic/gpg/imitate';
 
 const SMALL = { hidden: [16], headHidden: [32, 16], embed: 8 };
 
@@ -280,13 +280,61 @@ describe('GPG policy and learner', () => {
     const refused = Array.from(g.state.actionMask.subarray(g.nodes[0] * A, g.nodes[0] * A + A)).indexOf(0);
     if (refused > 0)
       expect(() => teacherDecision({ ...rec, teacher: rec.teacher.map((a, k) => (k === 0 ? refused : a)) })).toThrow(/each valid/);
-    expect(() => encodeDecision(g, [{ service: 0, node: 99, delta: 1 }])).toThrow(/did not pick/);
+    expect(() => encodeDecision(g, [{ service: 0, node: 99, delta: 1 }])).toThrow(/node 99 that GPG's masks refuse/);
+    expect(() => encodeDecision(g, [ops[0], ops[0]])).toThrow(/two orders on one node/);
     const learner = new GpgLearner(net, { lr: 1e-2 });
     for (let i = 0; i < 60; i++) learner.imitate([t]);
     const after = greedy.act(t.state);
     expect(after.nodes).toEqual(g.nodes);
     expect(after.actions).toEqual(t.actions);
     expect(learner.imitate([t]).agreement).toBe(1);
+    learner.dispose();
+  });
+
+  it("imitation: an order on a node greedy did not pick takes the place of greedy's last order, and cloning makes greedy give it", () => {
+    // small at H = 2: the teacher keeps greedy's first order and, instead of its second, orders on another node
+    const { view, net } = fixture('gnn', 'small');
+    let d: GpgDecision | null = null;
+    const recorder = new GpgOrchestration(net, { periodS: 25, nodesPerDecision: 2, mode: 'greedy', onDecision: (x) => (d = x) });
+    recorder.reset(1, view);
+    const ops = recorder.decide(view);
+    const g = d as unknown as GpgDecision;
+    expect(ops).toHaveLength(2);
+    const W = g.state.spec.numServices;
+    const A = actionCount(W);
+    // another selectable node and an add GPG's masks allow there, not the one greedy gave on its first node
+    const m = Array.from(g.state.nodeMask).findIndex((ok, n) => ok === 1 && !g.nodes.includes(n));
+    expect(m).toBeGreaterThanOrEqual(0);
+    let a = 1;
+    while (!g.state.actionMask[m * A + a] || a === g.actions[0]) a++;
+    expect(a).toBeLessThanOrEqual(W); // an add
+    const order = { service: a - 1, node: m, delta: 1 as const };
+    const rec = JSON.parse(JSON.stringify(encodeDecision(g, [ops.find((o) => o.node === g.nodes[0])!, order]))) as ImitationRecord;
+    expect(rec.nodes).toEqual(g.nodes);
+    expect(rec.teacherNodes).toEqual([g.nodes[0], m]);
+    expect(rec.teacher).toEqual([g.actions[0], a]);
+    expect(greedyOnTeacherNodes(rec)).toEqual([g.actions[0], 0]);
+    // on a fresh cluster nodes of one kind look alike: give m a free-CPU figure no other node has, so the net can tell it
+    // apart, and one at which greedy does not give the order already
+    const F = g.state.x.length / g.state.spec.numNodes;
+    const greedy = new GpgOrchestration(net, { periodS: 25, nodesPerDecision: 2, mode: 'greedy' });
+    const gives = (x: GpgDecision) => x.nodes.includes(m) && x.actions[x.nodes.indexOf(m)] === a;
+    rec.state.x[m * F] = [0.123, 0.01, 0.5, 0.9].find((v) => ((rec.state.x[m * F] = v), !gives(greedy.act(teacherDecision(rec).state))))!;
+    const t = teacherDecision(rec);
+    expect(t.nodes).toEqual([g.nodes[0], m]);
+    expect(t.actions).toEqual([g.actions[0], a]);
+    // a teacher node the node mask refuses, or one node twice, is not a record
+    const closed = Array.from(g.state.nodeMask).indexOf(0);
+    if (closed >= 0) expect(() => teacherDecision({ ...rec, teacherNodes: [g.nodes[0], closed] })).toThrow(/not an imitation record/);
+    expect(() => teacherDecision({ ...rec, teacherNodes: [m, m] })).toThrow(/not an imitation record/);
+    // three ordered nodes do not fit in two picks
+    const m2 = Array.from(g.state.nodeMask).findIndex((ok, n) => ok === 1 && !g.nodes.includes(n) && n !== m);
+    const a2 = Array.from(g.state.actionMask.subarray(m2 * A + 1, m2 * A + 1 + W)).indexOf(1) + 1;
+    expect(() => encodeDecision(g, [...ops, { service: a2 - 1, node: m2, delta: 1 }])).toThrow(/more nodes than the decision picked/);
+    expect(gives(greedy.act(t.state))).toBe(false);
+    const learner = new GpgLearner(net, { lr: 1e-2 });
+    for (let i = 0; i < 80; i++) learner.imitate([t]);
+    expect(gives(greedy.act(t.state))).toBe(true);
     learner.dispose();
   });
 
