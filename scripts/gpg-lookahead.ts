@@ -22,7 +22,7 @@
  * CANDIDATES=swaps adds, for each picked node, greedy's decision with that node's next-best action
  * (by the scale head) in place of its own. CANDIDATES=hpa adds orders greedy GPG would not give on
  * nodes it did not pick: those of the hpa rule at the decision (its replica targets from the frame's
- * window, no stabilisation; removals first, at most HPA_MAX = 4), each in place of greedy's last
+ * window, no stabilisation; removals first, at most 4), each in place of greedy's last
  * picked node without an order (else of its last order), so the candidate stays within H nodes.
  * CANDIDATES=swaps,hpa tries both.
  *

@@ -1,9 +1,9 @@
 /**
  * Imitation data for GPG: a teacher's choices on greedy GPG's decisions, as JSON lines. The teacher
  * (scripts/gpg-lookahead.ts, a search by simulation) keeps, drops or changes the orders of greedy
- * GPG's decision; the student learns to pick the same nodes and, on each, the teacher's action (the
- * no-op where it dropped the order) (GpgLearner.imitate in update.ts). Pure: the scripts read and
- * write the files.
+ * GPG's decision, or moves one to a node greedy did not pick (CANDIDATES=hpa); the student learns to
+ * pick the teacher's nodes and, on each, the teacher's action (the no-op where it dropped the order)
+ * (GpgLearner.imitate in update.ts). Pure: the scripts read and write the files.
  */
 import type { ScaleOp } from '../../shared/domain';
 import { actionCount, type GraphState } from './graph';
