@@ -37,7 +37,7 @@ import { loadGpgModel } from '../critic/gpg/load';
 import { modelNodesPerFrame } from '../critic/gpg/model';
 import { GpgOrchestration, type GpgDecision } from '../critic/gpg/policy';
 import { encodeDecision } from '../critic/gpg/imitate';
-import { actionCount, actionOp } from '../critic/gpg/graph';
+import { actionCount, actionOp, opAction } from '../critic/gpg/graph';
 import type { Request, ScaleOp } from '../shared/domain';
 import type { OrchestrationPolicy, OrchestrationView } from '../shared/policy';
 import { UsageError } from '../shared/errors';
@@ -130,7 +130,7 @@ function hpaSubstitutions(d: GpgDecision, greedyOps: readonly ScaleOp[], hpaOps:
   const picks: ScaleOp[] = [];
   for (const o of [...hpaOps.filter((x) => x.delta < 0), ...hpaOps.filter((x) => x.delta > 0)]) {
     if (seen.has(o.node) || picks.length >= max) continue;
-    const a = o.delta > 0 ? 1 + o.service : 1 + W + o.service;
+    const a = opAction(o, W);
     if (!d.state.nodeMask[o.node] || !d.state.actionMask[o.node * A + a]) continue;
     seen.add(o.node);
     picks.push(o);

@@ -158,6 +158,11 @@ export function actionOp(a: number, node: number, numServices: number): { servic
   return a <= numServices ? { service: a - 1, node, delta: 1 } : { service: a - 1 - numServices, node, delta: -1 };
 }
 
+/** The action of a node that gives `op` (the inverse of actionOp): 1 + w adds a replica of w, 1 + W + w removes one. */
+export function opAction(op: { service: number; delta: number }, numServices: number): number {
+  return op.delta > 0 ? 1 + op.service : 1 + numServices + op.service;
+}
+
 /**
  * The action encoding phi_j of the scale head (reconstruction 4.6, Decima's "expand action on
  * state" form), independent of the number of services: for action j of node n,

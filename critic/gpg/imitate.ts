@@ -6,7 +6,7 @@
  * (GpgLearner.imitate in update.ts). Pure: the scripts read and write the files.
  */
 import type { ScaleOp } from '../../shared/domain';
-import { actionCount, type GraphState } from './graph';
+import { actionCount, opAction, type GraphState } from './graph';
 import type { GpgDecision } from './policy';
 
 /** One decision as a JSON-safe record: the graph, greedy's nodes and actions, and the teacher's action per node. */
@@ -44,7 +44,7 @@ export function encodeDecision(d: GpgDecision, chosen: readonly ScaleOp[]): Imit
   const s = d.state;
   const W = s.spec.numServices;
   const A = actionCount(W);
-  const byNode = new Map(chosen.map((o) => [o.node, o.delta > 0 ? 1 + o.service : 1 + W + o.service]));
+  const byNode = new Map(chosen.map((o) => [o.node, opAction(o, W)]));
   if (byNode.size !== chosen.length) throw new TypeError('encodeDecision: two orders on one node');
   for (const [n, a] of byNode)
     if (!(Number.isInteger(n) && n >= 0 && n < s.spec.numNodes && s.nodeMask[n] && s.actionMask[n * A + a]))

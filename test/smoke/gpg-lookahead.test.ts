@@ -8,6 +8,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { teacherDecision, type ImitationRecord } from '../../critic/gpg/imitate';
+import { writeSyntheticTrace } from '../support/trace';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const SCRIPT = path.join(ROOT, 'dist', 'scripts', 'gpg-lookahead.js');
@@ -54,13 +55,7 @@ describe('scripts/gpg-lookahead', () => {
   it("CANDIDATES=hpa also tries hpa's orders on other nodes, on a TRACE window; its records are valid imitation records", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-lookahead-'));
     try {
-      // synthetic batch_task rows (v2017 layout): 400 tasks of 40 jobs, one per trace second
-      const rows = Array.from(
-        { length: 400 },
-        (_, i) => `${i},${i + 20 + (i % 7) * 10},j${i % 40},t${i},1,Terminated,${50 + (i % 3) * 50},0.01`,
-      );
-      const trace = path.join(dir, 'tasks.csv');
-      fs.writeFileSync(trace, `${rows.join('\n')}\n`);
+      const trace = writeSyntheticTrace(path.join(dir, 'tasks.csv'));
       const data = path.join(dir, 'd.jsonl');
       const env = { CANDIDATES: 'swaps,hpa', TRACE: trace, FRAMES: '4', DATA_OUT: data };
       const r = run(env);

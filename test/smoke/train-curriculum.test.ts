@@ -10,6 +10,7 @@ import * as path from 'path';
 import Database from 'better-sqlite3';
 import { expectUsageExit, killKaisWhen, runKais } from '../support/cli';
 import { reproducibleMetrics } from '../support/train-db';
+import { writeSyntheticTrace } from '../support/trace';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-curriculum-'));
 
@@ -170,12 +171,7 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
   it('replays a window of a trace in a lesson, each episode from another start', () => {
     const dir = path.join(tmp, 'trace');
     fs.mkdirSync(dir);
-    // synthetic batch_task rows (v2017 layout): 400 tasks of 40 jobs, one per trace second
-    const rows = Array.from(
-      { length: 400 },
-      (_, i) => `${i},${i + 20 + (i % 7) * 10},j${i % 40},t${i},1,Terminated,${50 + (i % 3) * 50},0.01`,
-    );
-    fs.writeFileSync(path.join(dir, 'tasks.csv'), `${rows.join('\n')}\n`);
+    writeSyntheticTrace(path.join(dir, 'tasks.csv'));
     fs.writeFileSync(
       path.join(dir, '01-trace.json'),
       JSON.stringify({
@@ -206,12 +202,7 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
   it('--eval-trace: a second validation set on a trace window, best chosen by the mean of the two; bad input exits 2 naming the flag', () => {
     const dir = path.join(tmp, 'evaltrace');
     fs.mkdirSync(dir);
-    const rows = Array.from(
-      { length: 400 },
-      (_, i) => `${i},${i + 20 + (i % 7) * 10},j${i % 40},t${i},1,Terminated,${50 + (i % 3) * 50},0.01`,
-    );
-    const csv = path.join(dir, 'tasks.csv');
-    fs.writeFileSync(csv, `${rows.join('\n')}\n`);
+    const csv = writeSyntheticTrace(path.join(dir, 'tasks.csv'));
     const base = [
       'train',
       '--scenario',

@@ -319,7 +319,9 @@ describe('GPG policy and learner', () => {
     const F = g.state.x.length / g.state.spec.numNodes;
     const greedy = new GpgOrchestration(net, { periodS: 25, nodesPerDecision: 2, mode: 'greedy' });
     const gives = (x: GpgDecision) => x.nodes.includes(m) && x.actions[x.nodes.indexOf(m)] === a;
-    rec.state.x[m * F] = [0.123, 0.01, 0.5, 0.9].find((v) => ((rec.state.x[m * F] = v), !gives(greedy.act(teacherDecision(rec).state))))!;
+    const free = [0.123, 0.01, 0.5, 0.9].find((v) => ((rec.state.x[m * F] = v), !gives(greedy.act(teacherDecision(rec).state))));
+    expect(free).toBeDefined();
+    rec.state.x[m * F] = free!;
     const t = teacherDecision(rec);
     expect(t.nodes).toEqual([g.nodes[0], m]);
     expect(t.actions).toEqual([g.actions[0], a]);
