@@ -95,7 +95,11 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
       { name: '01-clone', startFrame: 0, endFrame: 2, reason: 'budget' },
       { name: '02-rl', startFrame: 2, endFrame: 6, reason: 'budget' },
     ]);
-    expect(meta.labels).toEqual({ cloned: { episode: 1, frame: 2 }, tuned: { episode: 3, frame: 6 } });
+    // each label: where the lesson ended and the checkpoint of its best held-out evaluation
+    expect(meta.labels).toEqual({
+      cloned: { episode: 1, frame: 2, best: { episode: 1, frame: 2 } },
+      tuned: { episode: 3, frame: 6, best: bestOf(metrics, 2, 6) },
+    });
     expect((config.lessons as unknown[]).length).toBe(2);
   });
 
@@ -111,6 +115,44 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
     const [a, b] = [read(killed), read(path.join(tmp, 'whole.db'))];
     expect(a.metrics).toEqual(b.metrics);
     expect(a.meta).toEqual(b.meta); // lessons with their reasons, checkpoint labels, best evaluation
+  });
+
+  it('starts a lesson from the best evaluation of the lesson it names with "checkpointFrom": "best"', () => {
+    // lesson 1: RL on P4, five 1-frame episodes, each evaluated; lesson 2 starts from its best, not its end
+    const dir = path.join(tmp, 'from-best');
+    fs.mkdirSync(dir);
+    const common = {
+      scenario: 'tiny',
+      load: 1,
+      workload: 'p4',
+      orchestration: 'hpa',
+      promotion: { plateauEpisodes: 9, minImprovement: 0 },
+    };
+    fs.writeFileSync(
+      path.join(dir, '01-rl.json'),
+      JSON.stringify({ ...common, name: '01-rl', episodeFrames: 1, maxEpisodes: 5, lr: 3e-3, checkpointOut: 'rl' }),
+    );
+    const second = { ...common, name: '02-next', episodeFrames: 1, maxEpisodes: 1, checkpointIn: 'rl', checkpointOut: 'next' };
+    fs.writeFileSync(path.join(dir, '02-next.json'), JSON.stringify({ ...second, checkpointFrom: 'best' }));
+    const out = path.join(tmp, 'from-best.db');
+    const r = kais('train', '--scenario', 'tiny', '--curriculum', dir, '--seed', '3', '--eval-every', '1', '--out', out);
+    expect(r.code).toBe(0);
+    const { metrics, meta } = read(out);
+    const best = bestOf(metrics, 0, 5);
+    expect(best.frame).toBeLessThan(5); // the seed gives a lesson whose best is not its end, else this test shows nothing
+    expect((meta.labels as Record<string, unknown>).rl).toEqual({ episode: 4, frame: 5, best });
+    expect(r.stderr).toContain(
+      `lesson 2/2 "02-next" starts at frame 5: p4 x1, 1-frame episodes, hpa, edf, RL, at most 1 episodes, from checkpoint "rl" (its best evaluation, frame ${best.frame})`,
+    );
+    // the same lessons from the end of lesson 1: the same first lesson, another second one
+    fs.writeFileSync(path.join(dir, '02-next.json'), JSON.stringify(second));
+    const lastOut = path.join(tmp, 'from-last.db');
+    const l = kais('train', '--scenario', 'tiny', '--curriculum', dir, '--seed', '3', '--eval-every', '1', '--out', lastOut);
+    expect(l.code).toBe(0);
+    expect(l.stderr).toContain('from checkpoint "rl" (where that lesson ended, frame 5)');
+    const fromLast = read(lastOut).metrics;
+    expect(fromLast.slice(0, 5)).toEqual(metrics.slice(0, 5));
+    expect(fromLast[5]['charts/evalThroughputRate']).not.toEqual(metrics[5]['charts/evalThroughputRate']);
   });
 
   it('keeps a stopped curriculum run resumable with more frames (a cap on an episode boundary)', () => {
@@ -138,6 +180,11 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
         'a checkpointIn nobody writes',
         (d) => edit(d, '02-rl.json', { checkpointIn: 'nowhere' }),
         /02-rl\.json: field "checkpointIn" names "nowhere"/,
+      ],
+      [
+        'a checkpointFrom other than last or best',
+        (d) => edit(d, '02-rl.json', { checkpointFrom: 'first' }),
+        /02-rl\.json: field "checkpointFrom" must be "last" or "best", got "first"/,
       ],
       ['an unknown orchestration', (d) => edit(d, '02-rl.json', { orchestration: 'nope' }), /02-rl\.json: field "orchestration"/],
       ['an unknown teacher', (d) => edit(d, '01-clone.json', { teacher: 'nope' }), /01-clone\.json: field "teacher"/],
@@ -288,6 +335,19 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
     expectUsageExit(r, /field "scenario" is "kais", but this run trains scenario "tiny"/);
   });
 });
+
+/** The episode and frame of the best held-out evaluation among metrics rows [from, to) (the earlier of equal ones). */
+function bestOf(metrics: Record<string, unknown>[], from: number, to: number): { episode: number; frame: number } {
+  let best: { episode: number; frame: number; rate: number } | null = null;
+  for (const m of metrics.slice(from, to)) {
+    const rate = m['charts/evalThroughputRate'] as number | undefined;
+    // a row is one frame (0-based); a label counts frames done, so the episode's checkpoint is row + 1
+    if (rate !== undefined && (best === null || rate > best.rate))
+      best = { episode: m.episode as number, frame: (m.frame as number) + 1, rate };
+  }
+  if (!best) throw new Error(`no evaluation in frames ${from}..${to}`);
+  return { episode: best.episode, frame: best.frame };
+}
 
 function edit(dir: string, file: string, patch: Record<string, unknown>): void {
   const f = path.join(dir, file);

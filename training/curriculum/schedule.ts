@@ -28,6 +28,11 @@ export interface Lesson {
   promotion: { threshold?: number; plateauEpisodes: number; minImprovement: number };
   /** checkpoint label to start from (a previous lesson's checkpointOut) */
   checkpointIn?: string;
+  /**
+   * Which of that lesson's checkpoints: `last` (default: where it ended) or `best` (its best held-out
+   * evaluation; its last when it ran none).
+   */
+  checkpointFrom?: 'last' | 'best';
   checkpointOut: string;
   /**
    * Optional: the lesson is behaviour cloning of this heuristic (`deadline-load`, `deadline-load-eta` or a `kais eval`
@@ -92,7 +97,7 @@ const WORKLOADS = ['p1', 'p2', 'p3', 'p4', 'mixed'];
 const DEQUEUES = ['fifo', 'edf', 'discounted'];
 const FIELDS = [
   'name', 'description', 'scenario', 'workload', 'load', 'episodeFrames', 'orchestration', 'maxEpisodes', 'promotion',
-  'checkpointIn', 'checkpointOut', 'teacher', 'trace', 'traceWindowS', 'dequeue', 'lr', 'entropyCoef', 'teamShare', 'learn',
+  'checkpointIn', 'checkpointFrom', 'checkpointOut', 'teacher', 'trace', 'traceWindowS', 'dequeue', 'lr', 'entropyCoef', 'teamShare', 'learn',
 ];
 const PARTS = ['cmmac', 'gpg'];
 
@@ -142,6 +147,11 @@ export function validateLesson(raw: unknown, source: string): Lesson {
     if (learn!.includes('gpg') && r.orchestration !== 'gpg') fail('learn', 'names gpg, which learns only with "orchestration": "gpg"');
     if (!learn!.includes('cmmac') && r.teacher !== undefined) fail('learn', 'leaves cmmac frozen, but the lesson clones a "teacher" into it');
   }
+  const checkpointFrom = str('checkpointFrom', true);
+  if (checkpointFrom !== undefined) {
+    if (checkpointFrom !== 'last' && checkpointFrom !== 'best') fail('checkpointFrom', `must be "last" or "best", got "${checkpointFrom}"`);
+    if (r.checkpointIn === undefined) fail('checkpointFrom', 'needs a "checkpointIn" to start from');
+  }
   return {
     name: str('name')!,
     description: str('description', true),
@@ -157,6 +167,7 @@ export function validateLesson(raw: unknown, source: string): Lesson {
       minImprovement: num(po, 'minImprovement', 'promotion.minImprovement', 0, 1),
     },
     checkpointIn: str('checkpointIn', true),
+    ...(checkpointFrom ? { checkpointFrom: checkpointFrom as 'last' | 'best' } : {}),
     checkpointOut: str('checkpointOut')!,
     teacher: str('teacher', true),
     trace: str('trace', true),

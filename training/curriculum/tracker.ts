@@ -18,6 +18,8 @@ export interface CurriculumState {
   rates: number[];
   startFrame: number;
   startEpisode: number;
+  /** the current lesson's best held-out evaluation so far (its checkpoint: episode and frame) */
+  best?: { episode: number; frame: number; eval: number };
 }
 
 /** One started lesson (meta 'lessons' of the checkpoint file). */
@@ -33,10 +35,14 @@ export interface LessonRecord {
   detail?: string;
 }
 
-/** A checkpoint a finished lesson labelled (meta 'labels': label -> its episode and frame). */
+/**
+ * A checkpoint a finished lesson labelled (meta 'labels': label -> its episode and frame), with
+ * the checkpoint of the lesson's best held-out evaluation when it ran any (`checkpointFrom: best`).
+ */
 export interface CheckpointLabel {
   episode: number;
   frame: number;
+  best?: { episode: number; frame: number };
 }
 
 /** What one episode trains on: a lesson's settings, or the run's own (single lesson). */
@@ -141,11 +147,27 @@ export class CurriculumTracker {
    */
   start(episode: number, framesDone: number, lastCheckpointEpisode: number): CheckpointLabel | null {
     const lesson = this.lesson!;
-    const from = lesson.checkpointIn !== undefined ? this.labels[lesson.checkpointIn] : undefined;
+    const from = this.origin();
     if (!this.log.some((r) => r.lesson === this.state.lesson)) {
       this.log.push({ lesson: this.state.lesson, name: lesson.name, startFrame: framesDone, startEpisode: episode });
     }
     return from && from.episode !== lastCheckpointEpisode ? from : null;
+  }
+
+  /**
+   * The checkpoint the current lesson starts from (its checkpointIn's: the best evaluation's with
+   * `checkpointFrom: best` when that lesson ran one, else where it ended), or null without checkpointIn.
+   */
+  origin(): (CheckpointLabel & { which: 'best' | 'last' }) | null {
+    const lesson = this.lesson!;
+    const label = lesson.checkpointIn !== undefined ? this.labels[lesson.checkpointIn] : undefined;
+    if (!label) return null;
+    return lesson.checkpointFrom === 'best' && label.best ? { ...label.best, which: 'best' } : { episode: label.episode, frame: label.frame, which: 'last' };
+  }
+
+  /** A held-out evaluation of the checkpoint this episode writes: the lesson's best when it beats the ones before. */
+  evaluated(episode: number, framesDone: number, score: number): void {
+    if (this.state.best === undefined || score > this.state.best.eval) this.state = { ...this.state, best: { episode, frame: framesDone, eval: score } };
   }
 
   /**
@@ -160,7 +182,8 @@ export class CurriculumTracker {
     if (d.promote) {
       const rec = this.log.find((r) => r.lesson === cur.lesson)!;
       Object.assign(rec, { endFrame: framesDone, endEpisode: episode, episodes: cur.episodes, reason: d.reason, detail: d.detail });
-      this.labels[lesson.checkpointOut] = { episode, frame: framesDone };
+      const best = cur.best ? { best: { episode: cur.best.episode, frame: cur.best.frame } } : {};
+      this.labels[lesson.checkpointOut] = { episode, frame: framesDone, ...best };
       this.state = { lesson: cur.lesson + 1, episodes: 0, rates: [], startFrame: framesDone, startEpisode: episode + 1 };
     }
     return { ...d, lesson, episodes: cur.episodes };

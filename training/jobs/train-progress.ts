@@ -126,7 +126,13 @@ export function lessonPrefix(cur: CurriculumState, lessons: Lesson[]): string {
   return `lesson ${cur.lesson + 1}/${lessons.length} ${lesson.name} ep ${cur.episodes + 1}/${lesson.maxEpisodes} | `;
 }
 
-export function lessonStartLine(cur: CurriculumState, lessons: Lesson[], plan: EpisodePlan, framesDone: number): string {
+export function lessonStartLine(
+  cur: CurriculumState,
+  lessons: Lesson[],
+  plan: EpisodePlan,
+  framesDone: number,
+  origin: { which: 'best' | 'last'; frame: number } | null = null,
+): string {
   const lesson = lessons[cur.lesson];
   const what = lesson.trace
     ? `trace ${lesson.trace}${lesson.traceWindowS ? ` [${lesson.traceWindowS.join(', ')}] s` : ''}`
@@ -135,7 +141,9 @@ export function lessonStartLine(cur: CurriculumState, lessons: Lesson[], plan: E
     `lesson ${cur.lesson + 1}/${lessons.length} "${lesson.name}" starts at frame ${framesDone}: ${what} x${lesson.load}, ` +
     `${lesson.episodeFrames}-frame episodes, ${lesson.orchestration}, ${plan.dequeue}, ${lesson.teacher ? `cloning ${lesson.teacher}` : 'RL'}, at most ${lesson.maxEpisodes} episodes` +
     (lesson.learn ? `, learning ${lesson.learn.join(' and ')}` : '') +
-    (lesson.checkpointIn ? `, from checkpoint "${lesson.checkpointIn}"` : '')
+    (lesson.checkpointIn ? `, from checkpoint "${lesson.checkpointIn}"` : '') +
+    (origin ? ` (${origin.which === 'best' ? 'its best evaluation' : 'where that lesson ended'}, frame ${origin.frame})` : '') +
+    (lesson.checkpointFrom === 'best' && origin?.which === 'last' ? ': that lesson ran no evaluation' : '')
   );
 }
 

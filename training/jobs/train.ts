@@ -233,7 +233,7 @@ async function run(
         restoreNets(nets, ck, db.path);
         policy.setWeights(++weightVersion, actor.getWeights().arrays);
       }
-      log(lessonStartLine(course.state, course.lessons, plan, framesDone));
+      log(lessonStartLine(course.state, course.lessons, plan, framesDone, course.origin()));
     }
     const epFrames = Math.min(lesson ? lesson.episodeFrames : config.episodeFrames, config.frames - framesDone);
     const epSeed = Rng.derive(config.seed, `train/episode-${episode}`).nextU32();
@@ -443,6 +443,7 @@ async function run(
         last['charts/evalScore'] = ev.score;
       }
       finalEval = ev.score;
+      course?.evaluated(episode, framesDone, ev.score); // a lesson's best, for a later lesson's checkpointFrom: best
       log(evalLine(ev, framesDone, config, joint ? plan.orchestration : undefined));
       // a cmmac/gpg run ships the pair: only evaluations with GPG orchestrating can be its best
       const candidate = !joint || plan.orchestration === 'gpg';
