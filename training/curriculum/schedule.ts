@@ -56,10 +56,11 @@ export interface Lesson {
    * greedy. GPG learning needs `orchestration: "gpg"`; cloning a teacher needs cMMAC learning.
    */
   learn?: ('cmmac' | 'gpg')[];
-  /** Optional learner settings for this lesson (default: the run's --lr, --entropy-coef, --team-share). */
+  /** Optional learner settings for this lesson (default: the run's --lr, --entropy-coef, --team-share, --externality). */
   lr?: number;
   entropyCoef?: number;
   teamShare?: number;
+  externality?: number;
   /** Set by loadCurriculum: the file the lesson came from (for error messages; not a JSON field). */
   source?: string;
 }
@@ -97,7 +98,7 @@ const WORKLOADS = ['p1', 'p2', 'p3', 'p4', 'mixed'];
 const DEQUEUES = ['fifo', 'edf', 'discounted'];
 const FIELDS = [
   'name', 'description', 'scenario', 'workload', 'load', 'episodeFrames', 'orchestration', 'maxEpisodes', 'promotion',
-  'checkpointIn', 'checkpointFrom', 'checkpointOut', 'teacher', 'trace', 'traceWindowS', 'dequeue', 'lr', 'entropyCoef', 'teamShare', 'learn',
+  'checkpointIn', 'checkpointFrom', 'checkpointOut', 'teacher', 'trace', 'traceWindowS', 'dequeue', 'lr', 'entropyCoef', 'teamShare', 'externality', 'learn',
 ];
 const PARTS = ['cmmac', 'gpg'];
 
@@ -176,6 +177,7 @@ export function validateLesson(raw: unknown, source: string): Lesson {
     lr: optNum('lr', 1e-9, 1),
     entropyCoef: optNum('entropyCoef', 0, 10),
     teamShare: optNum('teamShare', 0, 10),
+    externality: optNum('externality', 0, 100),
     ...(learn ? { learn } : {}),
   };
 }

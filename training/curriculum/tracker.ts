@@ -58,6 +58,8 @@ export interface EpisodePlan {
   lr: number;
   entropyCoef: number;
   teamShare: number;
+  /** credit request: the charge per failure a decision's request caused by queueing (train-learn.ts) */
+  externality: number;
   /** the parts that learn (`kais train --policies cmmac/gpg`); cmmac alone otherwise */
   learn: ('cmmac' | 'gpg')[];
 }
@@ -72,6 +74,8 @@ export interface RunSettings {
   lr: number;
   entropyCoef: number;
   teamShare: number;
+  /** absent in runs written before --externality (0) */
+  externality?: number;
 }
 
 /** A single-lesson run: every episode on the run's own options. */
@@ -88,6 +92,7 @@ export function singlePlan(c: RunSettings): EpisodePlan {
     lr: c.lr,
     entropyCoef: c.entropyCoef,
     teamShare: c.teamShare,
+    externality: c.externality ?? 0,
     learn: ['cmmac'],
   };
 }
@@ -104,6 +109,7 @@ export function lessonPlan(l: Lesson, c: RunSettings): EpisodePlan {
     lr: l.lr ?? c.lr,
     entropyCoef: l.entropyCoef ?? c.entropyCoef,
     teamShare: l.teamShare ?? c.teamShare,
+    externality: l.externality ?? c.externality ?? 0,
     learn: l.learn ?? ['cmmac'],
   };
 }

@@ -22,7 +22,7 @@ export interface LearnInputs {
   buf: RolloutBuffer;
   env: EdgeCloudEnv;
   config: TrainConfig;
-  plan: Pick<EpisodePlan, 'lr' | 'teamShare'>;
+  plan: Pick<EpisodePlan, 'lr' | 'teamShare' | 'externality'>;
   /** the frame cloned the teacher */
   bc: boolean;
   perRequest: boolean;
@@ -38,6 +38,7 @@ export function learnFrame(m: FrameMetrics, x: LearnInputs): void {
   if (!learnNow) return; // keep collecting this episode's decisions
   if (perRequest) {
     const outcome = requestOutcomes(env, buf);
+    if (plan.externality > 0) m['credit/meanBlame'] = round(chargeBlame(outcome, env.requestBlame(), buf, plan.externality), 5);
     if (bc) {
       m['losses/value'] = round(learner.fitCriticRequests(buf, outcome), 5);
     } else {
@@ -77,6 +78,26 @@ export function requestOutcomes(env: EdgeCloudEnv, buf: RolloutBuffer): Float32A
     out[k] = env.requestOutcome(i);
   }
   return out;
+}
+
+/**
+ * --externality: each resolved decision's outcome minus `share` x its request's share of the
+ * failures of requests that waited behind it at its target (training/sim/blame.ts), so the critic
+ * fits, and the actor is credited with, what the decision did to the others as well as to its own
+ * request. Unresolved decisions stay NaN (left out, as before).
+ */
+export function chargeBlame(outcome: Float32Array, blame: Float32Array, buf: RolloutBuffer, share: number): number {
+  let sum = 0;
+  let n = 0;
+  for (let k = 0; k < buf.n; k++) {
+    if (Number.isNaN(outcome[k])) continue;
+    const i = buf.requestId[k];
+    const b = i < blame.length ? blame[i] : 0;
+    outcome[k] -= share * b;
+    sum += b;
+    n++;
+  }
+  return n > 0 ? sum / n : 0; // the mean blame of the resolved decisions
 }
 
 /** `make` once per name. */

@@ -127,6 +127,13 @@ export const TRAIN_SPEC = {
     max: 1e6,
     describe: "credit request: share of the team TD advantage added to each decision's own",
   }),
+  externality: opt.number({
+    default: 0,
+    min: 0,
+    max: 100,
+    describe:
+      "credit request: charge each decision this many times its request's share of the failures of requests that waited behind it at its target (training/sim/blame.ts)",
+  }),
   clip: opt.number({ default: 0.2, min: 0, minExclusive: true, max: 1e6, describe: 'credit request: PPO ratio clip' }),
   ppoEpochs: opt.integer({ default: 4, min: 1, max: 1000, describe: "credit request: passes over an episode's decisions per update" }),
   targetKl: opt.number({

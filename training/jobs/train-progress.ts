@@ -35,6 +35,8 @@ export interface FrameMetrics {
   'losses/bc': number;
   /** credit 'request': approximate KL of the update to the acting policy */
   'losses/approxKl'?: number;
+  /** --externality: mean queueing blame of the update's resolved decisions (training/sim/blame.ts) */
+  'credit/meanBlame'?: number;
   'charts/evalThroughputRate'?: number;
   /** --eval-trace: the evaluation on the trace window, and the selection score (mean of the two) */
   'charts/evalTraceThroughputRate'?: number;

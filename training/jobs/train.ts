@@ -292,6 +292,8 @@ async function run(
       nodeDequeue: plan.dequeue,
       deviceFilters: config.filters ?? false,
       agentViews: viewOfRun(config) === 'agent',
+      // --externality: the ledger of who queued ahead of whom (training/sim/blame.ts)
+      queueBlame: plan.externality > 0,
     });
     const epTeacher = teacherOf(plan.teacher ?? config.teacher);
     let { observations } = env.reset({ seed: epSeed });

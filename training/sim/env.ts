@@ -57,6 +57,7 @@ import { TopValues } from './top-values';
 import type { RequestReader, RequestSource } from '../workload/source';
 import { arraySource, isRequestSource } from '../workload/source';
 import { emptyTally, resetTally, type TargetTally } from '../../shared/tally';
+import { QueueBlame } from './blame';
 
 export const ENV_VERSION = 'edge-cloud-v2';
 
@@ -96,6 +97,11 @@ export interface EnvOptions {
    * an information model no live agent has. @defaultValue true
    */
   agentViews?: boolean;
+  /**
+   * Keep the queueing-blame ledger (blame.ts): which requests took the capacity that others waited
+   * for before failing; `requestBlame()` reads it (kais train --externality). @defaultValue false
+   */
+  queueBlame?: boolean;
 }
 
 export interface StepInfo {
@@ -201,6 +207,8 @@ export class EdgeCloudEnv {
   private nextTelemetryS = 0;
   /** largest result return time (s) over eAPs and targets (bounds the expiry sweep) */
   private readonly maxReturnS: number;
+  /** queueBlame: the ledger of starts and waiting failures (null when off) */
+  private readonly blameLedger: QueueBlame | null;
 
   // step results, reused from step to step
   private readonly rewardSum: Float64Array;
@@ -222,6 +230,7 @@ export class EdgeCloudEnv {
       deviceFilters: false,
       learnedDetector: null,
       secondStage: false,
+      queueBlame: false,
       agentViews: true,
       // an option passed as undefined keeps its default (a plain spread would overwrite it)
       ...(Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as EnvOptions),
@@ -290,6 +299,7 @@ export class EdgeCloudEnv {
     let maxRet = 0;
     for (let b = 0; b < c.numEaps; b++) for (let t = 0; t < c.numTargets; t++) maxRet = Math.max(maxRet, c.net.returnS(b, t));
     this.maxReturnS = maxRet;
+    this.blameLedger = this.opts.queueBlame ? new QueueBlame(c.numTargets) : null;
   }
 
   /** Slots of the request ring in use: requests admitted and not retired yet (retired lazily, when the ring is full); never above requestSlotCapacity. */
@@ -319,6 +329,7 @@ export class EdgeCloudEnv {
     c.reset();
     this.req.reset();
     this.fate.fill(0);
+    this.blameLedger?.reset();
     this.timeline.clear();
     this.pending = -1;
     this.pendingIndex.fill(-1);
@@ -412,6 +423,15 @@ export class EdgeCloudEnv {
   requestOutcome(id: number): number {
     const r = id < this.fate.length ? this.fate[id] : 0;
     return r === 0 ? Number.NaN : r === 1 ? 1 : 0;
+  }
+
+  /**
+   * With `queueBlame`: each request's share of the failures of requests that waited behind it at
+   * its target so far (index = request id, as requestOutcome; blame.ts).
+   */
+  requestBlame(): Float32Array {
+    if (!this.blameLedger) throw new Error('EdgeCloudEnv.requestBlame: construct the env with queueBlame: true');
+    return this.blameLedger.blame(this.fate.length);
   }
 
   /** Nearest-rank 99th percentile (s) of the answered waits: completed requests' latencies and dropped ones' relative deadlines; 0 for none. */
@@ -734,7 +754,9 @@ export class EdgeCloudEnv {
     c.waiting[t]--;
     c.pendingByService[k]--;
     this.tally.expired[t]++;
-    this.answer(this.req.slotOf(i), t, null, true, c.now);
+    const s = this.req.slotOf(i);
+    this.blameLedger?.failed(t, i, this.req.targetArriveS[s], c.now);
+    this.answer(s, t, null, true, c.now);
     this.fail(i, false);
   }
 
@@ -796,7 +818,9 @@ export class EdgeCloudEnv {
     r.status[s] = ST_RUNNING;
     r.startS[s] = time;
     c.meanQueueS[t] = discounted(c.meanQueueS[t], time - r.targetArriveS[s]);
-    this.timeline.push(time + r.workCoreS[s] / c.svcCpu[w], EventType.Finish, i, t);
+    const endS = time + r.workCoreS[s] / c.svcCpu[w];
+    this.blameLedger?.started(t, i, time, endS, c.svcCpu[w]);
+    this.timeline.push(endS, EventType.Finish, i, t);
   }
 
   private onFinish(i: number, t: number, time: number): void {
@@ -826,6 +850,9 @@ export class EdgeCloudEnv {
       this.frames[this.frames.length - 1].completedInTime++;
     } else {
       this.fate[i] = 2;
+      // late by no more than it waited: the wait made it late (blame.ts)
+      if (this.blameLedger && doneAt - r.deadlineS[s] <= r.startS[s] - r.targetArriveS[s])
+        this.blameLedger.failed(t, i, r.targetArriveS[s], r.startS[s]);
       this.outcome.late++;
       this.slotFailed[b]++;
       this.window.failed[w]++;
@@ -943,6 +970,7 @@ export class EdgeCloudEnv {
     const removed = q.filter((i) => {
       if (!this.tooLate(i, t, now)) return true;
       this.answer(i & mask, t, null, !failedNode, now);
+      if (!failedNode) this.blameLedger?.failed(t, i, this.req.targetArriveS[i & mask], now);
       (failedNode ? this.tally.lost : this.tally.expired)[t]++;
       this.fail(i, failedNode);
       return false;

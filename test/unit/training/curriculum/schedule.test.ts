@@ -98,7 +98,17 @@ describe('loadCurriculum', () => {
   });
   it('reads the optional fields: teacher, trace window, dequeue and learner settings', () => {
     const l = validateLesson(
-      { ...lesson, teacher: 'lec', trace: 't.csv', traceWindowS: [-5, 100], dequeue: 'edf', lr: 2e-4, entropyCoef: 0.01, teamShare: 0.2 },
+      {
+        ...lesson,
+        teacher: 'lec',
+        trace: 't.csv',
+        traceWindowS: [-5, 100],
+        dequeue: 'edf',
+        lr: 2e-4,
+        entropyCoef: 0.01,
+        teamShare: 0.2,
+        externality: 1,
+      },
       'x.json',
     );
     expect(l).toMatchObject({
@@ -109,6 +119,7 @@ describe('loadCurriculum', () => {
       lr: 2e-4,
       entropyCoef: 0.01,
       teamShare: 0.2,
+      externality: 1,
     });
     expect(() => validateLesson({ ...lesson, dequeue: 'lifo' }, 'x.json')).toThrow(/field "dequeue" must be one of fifo, edf, discounted/);
     expect(() => validateLesson({ ...lesson, trace: 't.csv', traceWindowS: [3, 3] }, 'x.json')).toThrow(
@@ -116,6 +127,7 @@ describe('loadCurriculum', () => {
     );
     expect(() => validateLesson({ ...lesson, traceWindowS: [0, 3] }, 'x.json')).toThrow(/field "traceWindowS" needs a "trace"/);
     expect(() => validateLesson({ ...lesson, lr: 0 }, 'x.json')).toThrow(/field "lr" must be a number/);
+    expect(() => validateLesson({ ...lesson, externality: -1 }, 'x.json')).toThrow(/field "externality" must be a number/);
   });
   it('resolves a relative trace path against the lesson file and checks that it exists', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-cur-'));
