@@ -65,6 +65,11 @@ export const EVAL_SPEC = {
       'comma-separated dispatch/orchestration pairs (default: the heuristic pairs, and cmmac/hpa when a cMMAC model ships, cmmac/gpg when a GPG model ships too); dispatch cmmac+guard runs cmmac behind the regime guard (docs/safe-learning.md); orchestration x/gpg runs the --gpg model (or the shipped one), x/hindsight the best of placement rules that know each next frame (docs/simulator.md)',
   }),
   checkpoint: opt.file({ sqlite: 'kais checkpoint', describe: 'SQLite checkpoint of kais train for cmmac' }),
+  cmmacAct: opt.choice(['argmax', 'sample'] as const, {
+    default: 'argmax',
+    describe:
+      'how cmmac picks a target: argmax (the most likely, as agents run by default) or sample (drawn from the policy, seeded per run: as kais agent --explore 1; docs/cmmac.md)',
+  }),
   gpg: opt.file({
     describe:
       'GPG model (JSON, scripts/train-gpg.ts) for the gpg orchestration (x/gpg pairs); default: the one that ships for the scenario (models/<scenario>-gpg.json)',
@@ -135,6 +140,8 @@ export interface EvalReport {
   filters: boolean;
   /** Present with `--detector vgru` or `l2` only. */
   detector?: 'vgru' | 'l2';
+  /** Present with `--cmmac-act sample` only: cmmac drew its targets from its policy. */
+  cmmacAct?: 'sample';
   results: PolicyResult[];
   /** An upper bound on the throughput rate no policy can pass on these requests (training/jobs/oracle.ts, ORACLE_RULE); null above ORACLE_MAX_REQUESTS requests. */
   oracle: { throughputRate: number; completedInTime: number; feasibleRate: number } | null;
@@ -152,10 +159,11 @@ function makeAnyDispatch(
   scenario: Scenario,
   checkpoint: string | undefined,
   modelScenario: Scenario = scenario,
+  act: 'argmax' | 'sample' = 'argmax',
 ): DispatchPolicy {
   if (name === 'cmmac+guard') {
     // the learned dispatcher behind the regime guard (shared/dispatch/guard.ts), as the agent runs it with --guard
-    const learned = makeAnyDispatch('cmmac', scenario, checkpoint, modelScenario);
+    const learned = makeAnyDispatch('cmmac', scenario, checkpoint, modelScenario, act);
     return guardedDispatch(learned, scenario);
   }
   if (name !== 'cmmac') return makeDispatch(name, scenario);
@@ -163,14 +171,14 @@ function makeAnyDispatch(
   scenario = modelScenario;
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const ck = require('./checkpoint') as {
-    loadCmmacFromDb: (path: string, s: Scenario) => DispatchPolicy;
-    loadDefaultCmmac?: (s: Scenario) => DispatchPolicy | null;
+    loadCmmacFromDb: (path: string, s: Scenario, o: { mode: 'argmax' | 'sample' }) => DispatchPolicy;
+    loadDefaultCmmac?: (s: Scenario, o: { mode: 'argmax' | 'sample' }) => DispatchPolicy | null;
   };
   if (checkpoint) {
     if (!fs.existsSync(checkpoint)) throw new UsageError(`--checkpoint: ${checkpoint} does not exist`);
-    return ck.loadCmmacFromDb(checkpoint, scenario);
+    return ck.loadCmmacFromDb(checkpoint, scenario, { mode: act });
   }
-  const shipped = ck.loadDefaultCmmac?.(scenario) ?? null;
+  const shipped = ck.loadDefaultCmmac?.(scenario, { mode: act }) ?? null;
   if (!shipped) {
     throw new UsageError(`--policies: cmmac needs --checkpoint <db>: no trained model ships for scenario "${scenario.name}"`);
   }
@@ -250,7 +258,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
   // validate every policy name before the long part starts
   for (const p of pairs) {
     const { dispatch, orchestration } = parsePolicyPair(p);
-    makeAnyDispatch(dispatch, scenario, a.checkpoint, base);
+    makeAnyDispatch(dispatch, scenario, a.checkpoint, base, a.cmmacAct);
     if (orchestration !== 'hindsight') makeAnyOrchestration(orchestration, scenario, a.gpg)?.dispose?.();
   }
   const view = a.view ?? 'agent';
@@ -291,7 +299,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
         requests,
         frames,
         seed: a.seed,
-        dispatch: makeAnyDispatch(dispatch, scenario, a.checkpoint, base),
+        dispatch: makeAnyDispatch(dispatch, scenario, a.checkpoint, base, a.cmmacAct),
         orchestration: orch,
         nodeDequeue,
         view,
@@ -337,6 +345,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     faults: faults.length,
     filters: !!a.filters,
     ...(learned ? { detector: 'vgru' as const } : a.detector === 'l2' ? { detector: 'l2' as const } : {}),
+    ...(a.cmmacAct === 'sample' ? { cmmacAct: 'sample' as const } : {}),
     results,
     oracle: ob
       ? { throughputRate: round(ob.throughputRate, 4), completedInTime: ob.completedInTime, feasibleRate: round(ob.feasibleRate, 4) }

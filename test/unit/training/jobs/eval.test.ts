@@ -121,6 +121,25 @@ describe('kais eval', () => {
     expectUsageError(kais('eval', '--scenario', 'tiny', '--policies', 'jsq'), /--policies: "jsq" is not dispatch\/orchestration/);
   });
 
+  it('--cmmac-act sample: cmmac draws from its policy, the same draws for the same seed; heuristics unchanged; a bad value exits 2', () => {
+    const run = (extra: string[]) => {
+      const r = kais('eval', '--scenario', 'kais', '--frames', '1', '--policies', 'cmmac/static,lec/static', '--json', ...extra);
+      expect(r.code).toBe(0);
+      return JSON.parse(r.stdout) as {
+        cmmacAct?: string;
+        results: { policy: string; throughputRate: number; cloudShare: number; completedInTime: number }[];
+      };
+    };
+    const argmax = run([]);
+    const sample = run(['--cmmac-act', 'sample']);
+    expect(argmax.cmmacAct).toBeUndefined(); // the default leaves the report as it was
+    expect(sample.cmmacAct).toBe('sample');
+    expect(run(['--cmmac-act', 'sample'])).toEqual(sample);
+    expect(sample.results[0].completedInTime).not.toBe(argmax.results[0].completedInTime);
+    expect(sample.results[1]).toEqual(argmax.results[1]); // lec/static does not read the switch
+    expectUsageError(kais('eval', '--scenario', 'tiny', '--cmmac-act', 'softmax'), /--cmmac-act/);
+  });
+
   it('--slot: finer learning slots, same frames and requests, about the same results (dispatch is on arrival); the learned model still loads; a bad slot exits 2', () => {
     const run = (extra: string[]) => {
       const r = kais('eval', '--scenario', 'kais', '--frames', '1', '--policies', 'cmmac/static,lec/static', '--json', ...extra);
