@@ -97,21 +97,7 @@ describe('loadCurriculum', () => {
     expect(() => validateLesson({ ...lesson, maxEpisode: 3 }, 'x.json')).toThrow(/x\.json: field "maxEpisode" is not a lesson field/);
   });
   it('reads the optional fields: teacher, trace window, dequeue and learner settings', () => {
-    const l = validateLesson(
-      {
-        ...lesson,
-        teacher: 'lec',
-        trace: 't.csv',
-        traceWindowS: [-5, 100],
-        dequeue: 'edf',
-        lr: 2e-4,
-        entropyCoef: 0.01,
-        teamShare: 0.2,
-        externality: 1,
-      },
-      'x.json',
-    );
-    expect(l).toMatchObject({
+    const optional = {
       teacher: 'lec',
       trace: 't.csv',
       traceWindowS: [-5, 100],
@@ -120,7 +106,8 @@ describe('loadCurriculum', () => {
       entropyCoef: 0.01,
       teamShare: 0.2,
       externality: 1,
-    });
+    };
+    expect(validateLesson({ ...lesson, ...optional }, 'x.json')).toMatchObject(optional);
     expect(() => validateLesson({ ...lesson, dequeue: 'lifo' }, 'x.json')).toThrow(/field "dequeue" must be one of fifo, edf, discounted/);
     expect(() => validateLesson({ ...lesson, trace: 't.csv', traceWindowS: [3, 3] }, 'x.json')).toThrow(
       /field "traceWindowS" must be \[from, to\]/,

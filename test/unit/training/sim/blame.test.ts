@@ -4,7 +4,7 @@
  */
 import { QueueBlame } from '../../../../training/sim/blame';
 import { EdgeCloudEnv } from '../../../../training/sim/env';
-import { validateScenario, type Scenario } from '../../../../shared/scenario';
+import { oneNodeQueue } from '../../../support/scenario';
 import type { Request } from '../../../../shared/domain';
 import type { DispatchPolicy } from '../../../../shared/policy';
 import { StaticOrchestration } from '../../../../shared/orchestration/static';
@@ -48,27 +48,6 @@ describe('QueueBlame', () => {
   });
 });
 
-/** 1 eAP with 1 edge node of 1 core holding 1 replica of one 1-core service, no network delays. */
-function oneServer(): Scenario {
-  const zero = { latencyMs: 0, mbps: 1e12 };
-  const raw: Record<string, unknown> = {
-    name: 'blame-1',
-    slotS: 0.25,
-    slotsPerFrame: 40,
-    scaleNodesPerFrame: 0,
-    eaps: [{ nodes: [{ cpuCores: 1, memGB: 1 }] }],
-    cloud: { vms: 1, vcpuPerVm: 1, memGBPerVm: 1 },
-    network: { deviceToEap: zero, eapToOwnNode: zero, eapToOtherNode: zero, edgeToCloud: zero },
-    services: [{ cpuCores: 1, memGB: 1 }],
-    replicaStartupS: 0,
-    initialReplicasPerEap: 1,
-    maxReplicasPerService: 1,
-    queueCapPerReplica: 1e6,
-    workload: { ratePerS: 1, inputMB: 0, deadlineBaseS: 1e9, deadlineSlack: 0 },
-  };
-  return validateScenario(raw, 'blame-1');
-}
-
 const req = (id: number, arrivalS: number, workCoreS: number, deadlineS: number): Request => ({
   id,
   service: 0,
@@ -86,7 +65,7 @@ const REQUESTS = [req(0, 0, 1, 10), req(1, 0.1, 0.5, 1.2), req(2, 5, 0.1, 5.05),
 const toNode0: DispatchPolicy = { name: 'node-0', decide: () => 0 };
 
 function run(queueBlame: boolean): EdgeCloudEnv {
-  const env = new EdgeCloudEnv(oneServer(), {
+  const env = new EdgeCloudEnv(oneNodeQueue(1), {
     requests: REQUESTS,
     frames: 2,
     orchestration: new StaticOrchestration(),

@@ -29,8 +29,7 @@
  * ~2M requests. SEED = 1 is the first seed, not picked for luck; its errors are
  * -0.24, +0.37, -1.66, +0.09, -0.31 % in the order above.
  */
-import { validateScenario } from '../../../../shared/scenario';
-import type { Scenario } from '../../../../shared/scenario';
+import { oneNodeQueue } from '../../../support/scenario';
 import type { Request } from '../../../../shared/domain';
 import type { DispatchPolicy } from '../../../../shared/policy';
 import { Rng } from '../../../../shared/rng';
@@ -46,33 +45,6 @@ const FRAME_S = SLOT_S * SLOTS_PER_FRAME;
 /** Empty time after the last arrival so that every request finishes (1000 mean service times). */
 const DRAIN_S = 10;
 const TOL = 0.03;
-
-/** 1 eAP, 1 node with c cores and c replicas of one 1-core service; no network delays. */
-function queueScenario(c: number): Scenario {
-  const zero = { latencyMs: 0, mbps: 1e12 };
-  const raw: Record<string, unknown> = {
-    name: `queue-c${c}`,
-    slotS: SLOT_S,
-    slotsPerFrame: SLOTS_PER_FRAME,
-    scaleNodesPerFrame: 0,
-    eaps: [{ nodes: [{ cpuCores: c, memGB: c }] }],
-    cloud: { vms: 1, vcpuPerVm: 1, memGBPerVm: 1 },
-    network: { deviceToEap: zero, eapToOwnNode: zero, eapToOtherNode: zero, edgeToCloud: zero },
-    services: [{ cpuCores: 1, memGB: 1 }],
-    replicaStartupS: 0,
-    initialReplicasPerEap: c,
-    maxReplicasPerService: c,
-    queueCapPerReplica: 1e6,
-    workload: { ratePerS: 1, inputMB: 0, deadlineBaseS: 1e9, deadlineSlack: 0 },
-  };
-  try {
-    return validateScenario(raw, raw.name as string);
-  } catch (e) {
-    // edge-cloud-v1 required a per-eAP dispatch budget per slot (v2 dispatches on arrival)
-    if (!String((e as Error).message).includes('dispatchBudgetPerSlot')) throw e;
-    return validateScenario({ ...raw, dispatchBudgetPerSlot: 1e6 }, raw.name as string);
-  }
-}
 
 /** n Poisson(lambda) arrivals with work from `work`; deadlines too far to matter. */
 function poissonTrace(label: string, n: number, lambda: number, work: (r: Rng) => number): Request[] {
@@ -104,7 +76,12 @@ function fcfsDepartures(reqs: Request[], c: number): Float64Array {
 const toNode0: DispatchPolicy = { name: 'node-0', decide: () => 0 };
 
 function runEnv(c: number, requests: Request[], frames: number): EdgeCloudEnv {
-  const env = new EdgeCloudEnv(queueScenario(c), { requests, frames, orchestration: new StaticOrchestration(), illegalAction: 'throw' });
+  const env = new EdgeCloudEnv(oneNodeQueue(c, SLOT_S, SLOTS_PER_FRAME), {
+    requests,
+    frames,
+    orchestration: new StaticOrchestration(),
+    illegalAction: 'throw',
+  });
   let { observations } = env.reset({ seed: SEED });
   toNode0.reset?.(SEED, env.view);
   const actions: Record<number, number> = {};
