@@ -57,6 +57,13 @@ describe('loadCurriculum', () => {
     expect(ls.map((l) => l.workload)).toEqual(['p1', 'p2', 'p3', 'p4']);
     for (let i = 1; i < ls.length; i++) expect(ls[i].checkpointIn).toBe(ls[i - 1].checkpointOut);
   });
+  it('loads gpg-placement: one RL lesson on the GPG placement with the queueing charge, started by --init-from', () => {
+    const ls = loadCurriculum(path.join(BUILT_IN_CURRICULUM, '..', 'gpg-placement'));
+    expect(ls).toHaveLength(1);
+    expect(ls[0]).toMatchObject({ orchestration: 'gpg', externality: 1, episodeFrames: 3, maxEpisodes: 20 });
+    expect(ls[0].checkpointIn).toBeUndefined();
+    expect(ls[0].teacher).toBeUndefined();
+  });
   const traceDir = path.join(BUILT_IN_CURRICULUM, '..', 'trace-finetune');
   const hasTrace = fs.existsSync(
     path.join(BUILT_IN_CURRICULUM, '..', '..', '..', '..', 'shared', 'data', 'alibaba', 'v2017_batch_task.csv'),
