@@ -183,6 +183,8 @@ export interface DispatchCounters {
   decidedToCloud: number;
   /** Decisions of the learned actor. */
   decisionsLearned: number;
+  /** Of decisionsLearned, those drawn from the policy (`explore`; all of them at explore 1, a model whose act is sample) rather than its argmax. */
+  decisionsDrawn: number;
   /** Decisions of the heuristic: cmmac's lec fallback (no weights yet), or the `policy` heuristic. */
   decisionsFallback: number;
   /** Decisions the regime guard's fallback took while the actor held weights (counted in decisionsFallback too). */
@@ -213,6 +215,7 @@ export class Dispatcher {
     answeredAtDeadline: 0,
     decidedToCloud: 0,
     decisionsLearned: 0,
+    decisionsDrawn: 0,
     decisionsFallback: 0,
     decisionsGuarded: 0,
     guardSwitches: 0,
@@ -627,6 +630,7 @@ export class Dispatcher {
       }
       if (target >= 0 && target < view.numTargets && mask[target]) {
         this.counters.decisionsLearned++;
+        if (exploring) this.counters.decisionsDrawn++;
         // the log-probability of what was done: an argmax actor is deterministic (probability 1)
         const logProb = exploring ? Math.min(0, this.lastLogProb) : 0;
         return { target, mask, obs: this.lastObs, logProb, version: this.learned.version };

@@ -62,6 +62,9 @@ export class AgentMetrics {
       // cmmac's lec fallback, or the --policy heuristic by name
       [{ policy: d.policyOption === 'cmmac' ? 'fallback' : d.policyOption }, c.decisionsFallback],
     ]);
+    counter('kais_agent_decisions_drawn_total', "cmmac's decisions drawn from its policy rather than its argmax (--explore).", [], () => [
+      [{}, c.decisionsDrawn],
+    ]);
     counter('kais_agent_guard_switches_total', 'Switches of the regime guard (to its fallback and back).', [], () => [
       [{}, c.guardSwitches],
     ]);

@@ -54,7 +54,7 @@ import { UsageError } from '../shared/errors';
 import { AGENT_TOKEN_ENV } from '../agent/cli';
 import { loadScenario, topologyOf, type Scenario } from '../shared/scenario';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../training/workload';
-import { checkpointHead, defaultGpgModelPath, defaultModelPath, isActorFile } from '../shared/nets/actor-file';
+import { checkpointHead, defaultGpgModelPath, defaultModelPath, isActorFile, modelAct } from '../shared/nets/actor-file';
 import type { Fault } from '../shared/faults';
 import { guardedDispatch } from '../shared/dispatch/guard';
 import { isOrchestrationPolicy, ORCHESTRATION_POLICIES } from '../shared/orchestration';
@@ -166,6 +166,8 @@ export interface EapSummary {
   weightsApplied: number;
   placementsApplied: number;
   decisionsLearned: number;
+  /** Of decisionsLearned, those drawn from the policy (explored, or every one when the model's act is sample). */
+  decisionsDrawn: number;
   /** Decisions of the heuristic: cmmac's lec fallback, or the `--policy` heuristic. */
   decisionsFallback: number;
   /** Decisions that chose the cloud first (before any retry). */
@@ -191,11 +193,13 @@ export interface UpSummary {
   orchestratorRestarts: number;
   /** Whether the orchestrator learned online (agents then explore `--explore` of their decisions). */
   learning: boolean;
+  /** Present only when the model acts by sampling (its act is sample): the agents and the prediction drew every decision from the policy. */
+  cmmacAct?: 'sample';
   /** --tls: the orchestrator on wss:// and https://, the agents' ingress on https:// (a self-signed pair of the run). */
   tls: boolean;
   /**
    * What the simulator predicts for the same requests: the policy the run started with (with
-   * `--policy cmmac` the model's actor, argmax, or the agents' lec fallback without a model; else
+   * `--policy cmmac` the model's actor, acting as its act says (argmax, or sampled: cmmacAct), or the agents' lec fallback without a model; else
    * the `--policy` heuristic, one instance per eAP seeded as the agents seed theirs), the same
    * orchestration, EDF queues, dispatch on arrival (the scenario's slot is evalSlotS), each eAP's
    * policy on its agent's view (kais eval's default). `evalPolicy` is `<dispatch>/<orchestration>`;
@@ -437,6 +441,13 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   });
 
   const learning = a.learn && checkpoint !== undefined;
+  // a model chosen sampling (kais train --eval-act sample: act "sample") is deployed sampling: every
+  // agent draws every decision from the policy (--explore 1), as the prediction does
+  const act = checkpoint ? modelAct(checkpoint) : 'argmax';
+  if (act === 'sample')
+    log(
+      `the model acts by sampling (act: sample): the agents draw every decision from the policy (--explore 1${learning ? `; --explore ${a.explore} is not used` : ''})`,
+    );
   // the prediction, before any process starts (it takes the CPU for a moment)
   const predicted = predictRate(scenario, requests, a, policy, checkpoint);
   const predictedGlobalView = predictRate(scenario, requests, a, policy, checkpoint, 'global');
@@ -618,7 +629,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
           '--actor-head',
           actorHead,
           '--explore',
-          String(learning ? a.explore : 0),
+          String(act === 'sample' ? 1 : learning ? a.explore : 0),
           '--policy',
           policy,
           '--seed',
@@ -745,6 +756,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         weightsApplied: (h.weightsApplied as number) ?? 0,
         placementsApplied: (h.placementsApplied as number) ?? 0,
         decisionsLearned: counters.decisionsLearned ?? 0,
+        decisionsDrawn: counters.decisionsDrawn ?? 0,
         decisionsFallback: counters.decisionsFallback ?? 0,
         decidedToCloud: counters.decidedToCloud ?? 0,
       };
@@ -764,6 +776,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       placementVersionsApplied: Math.max(0, ...perEap.map((e) => e.placementsApplied)),
       orchestratorRestarts,
       learning,
+      ...(act === 'sample' ? { cmmacAct: 'sample' as const } : {}),
       tls: a.tls,
       evalPolicy: predicted.policy,
       evalSlotS: predicted.slotS,
@@ -874,8 +887,8 @@ export function predictRate(
   const scenario = base;
   const learned = checkpoint
     ? isActorFile(checkpoint)
-      ? ck.loadActorFile(checkpoint, base, { mode: 'argmax' })
-      : ck.loadCmmacFromDb(checkpoint, base, { mode: 'argmax' }) // the best checkpoint: what the orchestrator publishes
+      ? ck.loadActorFile(checkpoint, base) // acting as the model says (its act), as the agents do
+      : ck.loadCmmacFromDb(checkpoint, base) // the best checkpoint: what the orchestrator publishes
     : null;
   const dispatch = isDispatchHeuristic(policy)
     ? new PerEapDispatch(() => makeHeuristicDispatch(policy, scenario)) // reset(seed) seeds each eAP's instance as the agent seeds its own

@@ -10,7 +10,7 @@
  * SCENARIO (default kais), SEEDS (a-b or a,b,...; default 2001-2010), LOADS (default 1), FRAMES
  * (default 20), POLICIES (comma-separated pairs; the first is the reference), GPG (a model for x/gpg
  * pairs; default: the shipped models/<scenario>-gpg.json), CHECKPOINT (a kais train checkpoint for cmmac
- * pairs, as kais eval --checkpoint; default: the shipped actor), CMMAC_ACT (argmax or sample, as kais eval --cmmac-act), TRACE (an Alibaba batch_task CSV to replay instead
+ * pairs, as kais eval --checkpoint; default: the shipped actor), CMMAC_ACT (argmax or sample, as kais eval --cmmac-act; default: the model's act), TRACE (an Alibaba batch_task CSV to replay instead
  * of P4, as kais eval --trace: every seed replays the same rows, wrapped, with its own jitter and request
  * shapes; cut the CSV to choose the window), JSON_OUT (a file for every cell's per-seed
  * figures, so runs of different pairs on the same seeds can be paired afterwards: seed-pair.ts).
@@ -32,8 +32,9 @@ async function main(): Promise<void> {
   if (pairs.length === 0) throw new Error('POLICIES: give the pairs, the reference first');
   const ref = pairs[0];
   const trace = process.env.TRACE ?? null;
-  const cmmacAct = process.env.CMMAC_ACT ?? 'argmax';
-  if (cmmacAct !== 'argmax' && cmmacAct !== 'sample') throw new Error(`CMMAC_ACT: argmax or sample, got ${cmmacAct}`);
+  const cmmacAct = process.env.CMMAC_ACT;
+  if (cmmacAct !== undefined && cmmacAct !== 'argmax' && cmmacAct !== 'sample')
+    throw new Error(`CMMAC_ACT: argmax or sample, got ${cmmacAct}`);
   console.log(
     `${scenario}${trace ? `, trace ${trace}` : ', p4'}, seeds ${seeds[0]}..${seeds[seeds.length - 1]} (${seeds.length}), ${frames} frames; ratio: ${ref} / pair`,
   );
@@ -67,7 +68,7 @@ async function main(): Promise<void> {
         policies: pairs.join(','),
         gpg: process.env.GPG,
         checkpoint: process.env.CHECKPOINT,
-        cmmacAct: cmmacAct as 'argmax' | 'sample',
+        cmmacAct: cmmacAct as 'argmax' | 'sample' | undefined,
         frames,
         seed,
         load,

@@ -21,6 +21,40 @@ export interface ExportedActorMeta {
   head: HeadActivation;
   obsDim: number;
   numActions: number;
+  /**
+   * How the actor is meant to act: `sample` (draw each target from the policy) when `kais train
+   * --eval-act sample` chose it; absent: argmax. kais eval and kais up act as it says.
+   */
+  act?: ModelAct;
+}
+
+/** How a trained actor acts when deployed: its most likely target, or one drawn from its policy. */
+export type ModelAct = 'argmax' | 'sample';
+
+/**
+ * How a checkpoint's actor is meant to act: an exported actor's `.json` field `act`, or a `kais
+ * train` database's `--eval-act` (what its best checkpoint was chosen by); argmax when absent.
+ * UsageError (one line) if unreadable or not a known value.
+ */
+export function modelAct(path: string): ModelAct {
+  let act: unknown;
+  if (isActorFile(path)) {
+    try {
+      act = (JSON.parse(fs.readFileSync(`${path}.json`, 'utf8')) as Partial<ExportedActorMeta>).act;
+    } catch (e) {
+      throw checkpointError(path, oneLine(e));
+    }
+  } else {
+    const db = CheckpointDb.open(path, 'read');
+    try {
+      act = db.config<{ evalAct?: unknown }>()?.evalAct;
+    } finally {
+      db.close();
+    }
+  }
+  if (act === undefined) return 'argmax';
+  if (act === 'argmax' || act === 'sample') return act;
+  throw checkpointError(path, `act must be argmax or sample, got ${JSON.stringify(act)}`);
 }
 
 /** Folders searched for shipped models: `models/` at the package root, from source or from dist/. */

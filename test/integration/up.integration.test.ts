@@ -107,6 +107,38 @@ describe('kais up', () => {
     expect(pids.filter(alive)).toEqual([]);
   }, 60_000);
 
+  it('deploys a model whose act is sample sampling: every agent draws every decision from the policy, and the prediction samples too', async () => {
+    // the shipped actor, exported as kais train --eval-act sample exports one
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-up-act-'));
+    const model = path.join(dir, 'sampled.bin');
+    fs.copyFileSync(path.join(ROOT, 'models', 'kais-cmmac.bin'), model);
+    const meta = JSON.parse(fs.readFileSync(path.join(ROOT, 'models', 'kais-cmmac.bin.json'), 'utf8')) as Record<string, unknown>;
+    fs.writeFileSync(`${model}.json`, JSON.stringify({ ...meta, act: 'sample' }));
+    try {
+      const run = await kaisUp(['--duration', '10', '--checkpoint', model, '--no-learn', '--json']);
+      expect(run.code).toBe(0);
+      const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+      expectAccounted(s);
+      expect(s.cmmacAct).toBe('sample');
+      expect(s.learning).toBe(false);
+      const perEap = s.perEap as { decisionsLearned: number; decisionsDrawn: number }[];
+      for (const e of perEap) {
+        expect(e.decisionsLearned).toBeGreaterThan(0);
+        expect(e.decisionsDrawn).toBe(e.decisionsLearned);
+      }
+      expect(run.stderr).toMatch(/the model acts by sampling \(act: sample\)/);
+      // the same model argmax (the shipped file): nothing drawn, no cmmacAct, and another prediction
+      const argmax = await kaisUp(['--duration', '10', '--no-learn', '--json']);
+      expect(argmax.code).toBe(0);
+      const t = JSON.parse(argmax.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+      expect(t.cmmacAct).toBeUndefined();
+      expect((t.perEap as { decisionsDrawn: number }[]).every((e) => e.decisionsDrawn === 0)).toBe(true);
+      expect(t.evalThroughputRate).not.toBe(s.evalThroughputRate);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 90_000);
+
   it('runs a heuristic policy in every agent and in the prediction, and names it (--policy jsq, tiny, 5 s)', async () => {
     const run = await kaisUp(['--scenario', 'tiny', '--duration', '5', '--policy', 'jsq', '--json']);
     expect(run.code).toBe(0);

@@ -81,6 +81,80 @@ describe('kais train (smoke, tiny scenario)', () => {
     for (let i = 0; i < q.length; i++) expect(Math.abs(q[i] - own[i])).toBeLessThanOrEqual(1e-5 * own[i]);
   });
 
+  it('--eval-act sample: evaluations sample, training is unchanged, and the export says act sample, which kais eval, kais export and the loaders follow', () => {
+    const run = (name: string, extra: string[]) => {
+      const out = path.join(tmp, `${name}.db`);
+      const r = kais(
+        ...base,
+        '--frames',
+        '3',
+        '--eval-every',
+        '1',
+        '--out',
+        out,
+        '--export-actor',
+        path.join(tmp, `${name}.bin`),
+        ...extra,
+      );
+      expect(r.code).toBe(0);
+      return out;
+    };
+    const argmaxDb = run('ev-argmax', []);
+    const sampleDb = run('ev-sample', ['--eval-act', 'sample']);
+    const split = (file: string) => {
+      const rows = metricsOf(file) as Record<string, unknown>[];
+      const evals = rows.map((m) => m['charts/evalThroughputRate']);
+      const rest = rows.map((m) => Object.fromEntries(Object.entries(m).filter(([k]) => k !== 'charts/evalThroughputRate')));
+      return { evals, rest };
+    };
+    const a = split(argmaxDb);
+    const b = split(sampleDb);
+    expect(b.rest).toEqual(a.rest); // evaluating by sampling draws from its own stream: training is untouched
+    expect(b.evals).toHaveLength(3);
+    expect(b.evals.every((e) => typeof e === 'number')).toBe(true);
+    expect(b.evals).not.toEqual(a.evals); // and the evaluations did sample
+    expect(metricsOf(run('ev-sample-2', ['--eval-act', 'sample']))).toEqual(metricsOf(sampleDb)); // same seed, same draws
+    const tiny = loadScenario('tiny');
+    expect(JSON.parse(fs.readFileSync(path.join(tmp, 'ev-sample.bin.json'), 'utf8')).act).toBe('sample');
+    expect(JSON.parse(fs.readFileSync(path.join(tmp, 'ev-argmax.bin.json'), 'utf8')).act).toBeUndefined();
+    expect(loadActorFile(path.join(tmp, 'ev-sample.bin'), tiny).mode).toBe('sample');
+    expect(loadActorFile(path.join(tmp, 'ev-sample.bin'), tiny, { mode: 'argmax' }).mode).toBe('argmax');
+    expect(loadActorFile(path.join(tmp, 'ev-argmax.bin'), tiny).mode).toBe('argmax');
+    expect(loadCmmacFromDb(sampleDb, tiny).mode).toBe('sample');
+    expect(loadCmmacFromDb(argmaxDb, tiny).mode).toBe('argmax');
+    // kais eval acts as the model says unless --cmmac-act is given
+    const evalOf = (db: string, extra: string[] = []) => {
+      const r = kais('eval', '--scenario', 'tiny', '--frames', '2', '--policies', 'cmmac/static', '--checkpoint', db, '--json', ...extra);
+      expect(r.code).toBe(0);
+      return JSON.parse(r.stdout) as { cmmacAct?: string; results: unknown[] };
+    };
+    const byModel = evalOf(sampleDb);
+    expect(byModel.cmmacAct).toBe('sample');
+    expect(evalOf(sampleDb, ['--cmmac-act', 'sample'])).toEqual(byModel);
+    const overridden = evalOf(sampleDb, ['--cmmac-act', 'argmax']);
+    expect(overridden.cmmacAct).toBeUndefined();
+    expect(overridden.results).not.toEqual(byModel.results);
+    expect(evalOf(argmaxDb).cmmacAct).toBeUndefined();
+    // kais export carries it into the layers model; an unknown act is one line naming the file
+    const layers = path.join(tmp, 'ev-sample-tfjs');
+    expect(kais('export', '--checkpoint', path.join(tmp, 'ev-sample.bin'), '--layers', layers).code).toBe(0);
+    expect(JSON.parse(fs.readFileSync(path.join(layers, 'model.json'), 'utf8')).userDefinedMetadata.act).toBe('sample');
+    const bad = path.join(tmp, 'ev-bad.bin');
+    fs.copyFileSync(path.join(tmp, 'ev-sample.bin'), bad);
+    fs.writeFileSync(
+      `${bad}.json`,
+      JSON.stringify({ ...JSON.parse(fs.readFileSync(path.join(tmp, 'ev-sample.bin.json'), 'utf8')), act: 'softmax' }),
+    );
+    expect(() => loadActorFile(bad, tiny)).toThrow(
+      /ev-bad\.bin: not a usable kais checkpoint \(act must be argmax or sample, got "softmax"\)/,
+    );
+    expectUsageExit(
+      kais('export', '--checkpoint', bad, '--layers', path.join(tmp, 'ev-bad-tfjs')),
+      /ev-bad\.bin.*act must be argmax or sample/,
+    );
+    expectUsageExit(kais(...base, '--frames', '1', '--out', path.join(tmp, 'ev-x.db'), '--eval-act', 'greedy'), /--eval-act/);
+  });
+
   it('resumes a stopped run and ends at the same numbers as an uninterrupted one', () => {
     const whole = path.join(tmp, 'whole.db');
     const parts = path.join(tmp, 'parts.db');

@@ -11,7 +11,7 @@ import type { Scenario } from '../../shared/scenario';
 import { CmmacDispatch, type ActMode } from '../../agent/actor-policy';
 import { ACTOR_HIDDEN, type HeadActivation } from '../../shared/nets/actor-f32';
 import { actorFit, scenarioActor } from '../../shared/nets/actor-fit';
-import { defaultModelPath, type ExportedActorMeta } from '../../shared/nets/actor-file';
+import { defaultModelPath, modelAct, type ExportedActorMeta } from '../../shared/nets/actor-file';
 import { CheckpointDb, checkpointError as bad, checkScenario, oneLine } from '../../shared/nets/checkpoint-db';
 
 /** Config fields loadCmmacFromDb needs (a subset of the train config). */
@@ -25,7 +25,8 @@ interface StoredConfig {
 
 /**
  * A trained `cmmac` dispatcher from a `kais train` file, for `scenario` (must be the one it was
- * trained on). `mode`: 'argmax' (default) or 'sample' (seeded per episode by reset()). `maxFrame`:
+ * trained on). `mode`: 'argmax' or 'sample' (seeded per episode by reset()); default: the run's
+ * `--eval-act` (what its best checkpoint was chosen by; argmax before it existed). `maxFrame`:
  * the newest checkpoint with at most that many frames trained; default: the checkpoint of the best
  * held-out evaluation when the run evaluated (`--eval-every`), else the newest. `which: 'latest'`
  * ignores the best evaluation.
@@ -35,6 +36,7 @@ export function loadCmmacFromDb(
   scenario: Scenario,
   options: { mode?: ActMode; maxFrame?: number; which?: 'best' | 'latest' } = {},
 ): CmmacDispatch {
+  const mode = options.mode ?? modelAct(path);
   const db = CheckpointDb.open(path, 'read');
   try {
     const cfg = db.config<StoredConfig>();
@@ -55,7 +57,7 @@ export function loadCmmacFromDb(
       queueCapPerReplica: scenario.queueCapPerReplica,
       weights: ck.actor,
       version: ck.state.weightVersion,
-      mode: options.mode ?? 'argmax',
+      mode,
       head: cfg.head ?? 'relu1',
     });
   } finally {
@@ -65,7 +67,8 @@ export function loadCmmacFromDb(
 
 /**
  * A `cmmac` dispatcher from an exported actor (`<file>` weights + `<file>.json`), checked against
- * the scenario. Throws UsageError (one line) when it is unreadable or made for something else.
+ * the scenario. `mode` default: the file's `act` (argmax when absent). Throws UsageError (one line)
+ * when it is unreadable or made for something else.
  */
 export function loadActorFile(file: string, scenario: Scenario, options: { mode?: ActMode } = {}): CmmacDispatch {
   let meta: ExportedActorMeta;
@@ -78,6 +81,7 @@ export function loadActorFile(file: string, scenario: Scenario, options: { mode?
     throw bad(file, oneLine(e));
   }
   checkScenario(file, meta, scenario);
+  const mode = options.mode ?? modelAct(file);
   const needs = scenarioActor(scenario);
   const shape = needs.shape;
   if (!actorFit(shapes, { ...needs, hidden: ACTOR_HIDDEN })) throw bad(file, `actor shapes do not fit scenario ${scenario.name}`);
@@ -85,14 +89,14 @@ export function loadActorFile(file: string, scenario: Scenario, options: { mode?
     shape,
     queueCapPerReplica: scenario.queueCapPerReplica,
     weights: arrays,
-    mode: options.mode ?? 'argmax',
+    mode,
     head: meta.head,
   });
 }
 
 /**
  * The model the project ships for a scenario (`models/<scenario>-cmmac.bin`, made by the command in
- * docs/cmmac.md), or null when none ships. A shipped file that does not fit (the scenario changed
+ * docs/cmmac.md), acting as its `act` says unless `mode` is given, or null when none ships. A shipped file that does not fit (the scenario changed
  * since it was trained, or it is corrupt) throws UsageError with one line.
  */
 export function loadDefaultCmmac(scenario: Scenario, options: { mode?: ActMode } = {}): CmmacDispatch | null {

@@ -14,7 +14,7 @@ import type { DequeueName } from '../../shared/dequeue';
 import { DEQUEUE_NAMES } from '../../shared/dequeue';
 import { loadBackend } from '../../shared/tf-backend';
 import { UsageError } from '../../shared/errors';
-import { defaultGpgModelPath } from '../../shared/nets/actor-file';
+import { defaultGpgModelPath, defaultModelPath, modelAct } from '../../shared/nets/actor-file';
 import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
 import { loadScenario, scenarioWithSlot } from '../../shared/scenario';
 import type { Scenario } from '../../shared/scenario';
@@ -66,9 +66,9 @@ export const EVAL_SPEC = {
   }),
   checkpoint: opt.file({ sqlite: 'kais checkpoint', describe: 'SQLite checkpoint of kais train for cmmac' }),
   cmmacAct: opt.choice(['argmax', 'sample'] as const, {
-    default: 'argmax',
+    defaultText: "the model's (its act field; argmax when it has none)",
     describe:
-      'how cmmac picks a target: argmax (the most likely, as agents run by default) or sample (drawn from the policy, seeded per run: as kais agent --explore 1; docs/cmmac.md)',
+      'how cmmac picks a target: argmax (the most likely) or sample (drawn from the policy, seeded per run: as kais agent --explore 1; docs/cmmac.md)',
   }),
   gpg: opt.file({
     describe:
@@ -140,7 +140,7 @@ export interface EvalReport {
   filters: boolean;
   /** Present with `--detector vgru` or `l2` only. */
   detector?: 'vgru' | 'l2';
-  /** Present with `--cmmac-act sample` only: cmmac drew its targets from its policy. */
+  /** Present only when cmmac drew its targets from its policy (`--cmmac-act sample`, or a model whose act is sample). */
   cmmacAct?: 'sample';
   results: PolicyResult[];
   /** An upper bound on the throughput rate no policy can pass on these requests (training/jobs/oracle.ts, ORACLE_RULE); null above ORACLE_MAX_REQUESTS requests. */
@@ -159,7 +159,7 @@ function makeAnyDispatch(
   scenario: Scenario,
   checkpoint: string | undefined,
   modelScenario: Scenario = scenario,
-  act: 'argmax' | 'sample' = 'argmax',
+  act?: 'argmax' | 'sample',
 ): DispatchPolicy {
   if (name === 'cmmac+guard') {
     // the learned dispatcher behind the regime guard (shared/dispatch/guard.ts), as the agent runs it with --guard
@@ -171,8 +171,8 @@ function makeAnyDispatch(
   scenario = modelScenario;
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const ck = require('./checkpoint') as {
-    loadCmmacFromDb: (path: string, s: Scenario, o: { mode: 'argmax' | 'sample' }) => DispatchPolicy;
-    loadDefaultCmmac?: (s: Scenario, o: { mode: 'argmax' | 'sample' }) => DispatchPolicy | null;
+    loadCmmacFromDb: (path: string, s: Scenario, o: { mode?: 'argmax' | 'sample' }) => DispatchPolicy;
+    loadDefaultCmmac?: (s: Scenario, o: { mode?: 'argmax' | 'sample' }) => DispatchPolicy | null;
   };
   if (checkpoint) {
     if (!fs.existsSync(checkpoint)) throw new UsageError(`--checkpoint: ${checkpoint} does not exist`);
@@ -261,6 +261,9 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     makeAnyDispatch(dispatch, scenario, a.checkpoint, base, a.cmmacAct);
     if (orchestration !== 'hindsight') makeAnyOrchestration(orchestration, scenario, a.gpg)?.dispose?.();
   }
+  // how cmmac acted: --cmmac-act, else as the model says (kais train --eval-act sample exports act: sample)
+  const usesCmmac = pairs.some((p) => parsePolicyPair(p).dispatch.startsWith('cmmac'));
+  const cmmacAct = a.cmmacAct ?? (usesCmmac ? modelAct(a.checkpoint ?? defaultModelPath(base)!) : 'argmax');
   const view = a.view ?? 'agent';
   if (view !== 'global' && view !== 'agent') throw new UsageError(`--view: global or agent, got "${view}"`);
   // the nodes' queue order (requests are dispatched on arrival: eAPs hold no queue in the simulator)
@@ -299,7 +302,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
         requests,
         frames,
         seed: a.seed,
-        dispatch: makeAnyDispatch(dispatch, scenario, a.checkpoint, base, a.cmmacAct),
+        dispatch: makeAnyDispatch(dispatch, scenario, a.checkpoint, base, cmmacAct),
         orchestration: orch,
         nodeDequeue,
         view,
@@ -345,7 +348,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     faults: faults.length,
     filters: !!a.filters,
     ...(learned ? { detector: 'vgru' as const } : a.detector === 'l2' ? { detector: 'l2' as const } : {}),
-    ...(a.cmmacAct === 'sample' ? { cmmacAct: 'sample' as const } : {}),
+    ...(cmmacAct === 'sample' ? { cmmacAct: 'sample' as const } : {}),
     results,
     oracle: ob
       ? { throughputRate: round(ob.throughputRate, 4), completedInTime: ob.completedInTime, feasibleRate: round(ob.feasibleRate, 4) }

@@ -15,7 +15,7 @@ import { loadScenario, topologyOf } from '../../shared/scenario';
 import { observationDim, targetBlockOf } from '../../shared/spaces';
 import { loadBackend } from '../../shared/tf-backend';
 import { CheckpointDb, checkScenario } from '../../shared/nets/checkpoint-db';
-import { checkpointActor, isActorFile } from '../../shared/nets/actor-file';
+import { checkpointActor, isActorFile, modelAct } from '../../shared/nets/actor-file';
 
 export const EXPORT_SPEC = {
   checkpoint: opt.file({
@@ -59,6 +59,8 @@ function checkpointMeta(file: string): ActorLayersMeta {
     numActions: Number(m.numActions),
     ...(m.frame !== undefined ? { frame: m.frame } : {}),
     ...(m.evalThroughputRate !== undefined ? { evalThroughputRate: m.evalThroughputRate } : {}),
+    // how the actor is meant to act (an exported actor's act, a database's --eval-act): sample, or argmax when absent
+    ...(modelAct(file) === 'sample' ? { act: 'sample' } : {}),
   };
 }
 

@@ -190,7 +190,7 @@ export function exportBestActor(
   best: BestEval | null,
   bestActor: Float32Array[] | null,
   actor: ActorNet,
-  fits: { scenario: string; scenarioFingerprint: string; head: string; obsDim: number; numActions: number; frames: number },
+  fits: { scenario: string; scenarioFingerprint: string; head: string; obsDim: number; numActions: number; frames: number; act?: 'sample' },
 ): string {
   let arrays = bestActor;
   if (!arrays && best) arrays = db.latest(best.frame)?.actor ?? null; // best found before a resume

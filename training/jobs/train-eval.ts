@@ -1,6 +1,7 @@
 /**
- * Evaluation during `kais train`: the argmax actor on held-out episodes, and with --eval-trace on
- * a trace window as well; the selection score picks the checkpoint `--export-actor` writes.
+ * Evaluation during `kais train`: the actor (argmax, or sampling with --eval-act sample) on held-out
+ * episodes, and with --eval-trace on a trace window as well; the selection score picks the checkpoint
+ * `--export-actor` writes.
  */
 import type { Request } from '../../shared/domain';
 import type { Scenario } from '../../shared/scenario';
@@ -30,7 +31,8 @@ export function viewOfRun(c: Pick<TrainOptions, 'view'>): 'agent' | 'global' {
 }
 
 /**
- * The argmax policy of `actorWeights` on config.evalSeeds held-out episodes (seeds
+ * The policy of `actorWeights`, acting as config.evalAct (argmax; sample: drawn from a stream seeded
+ * by each episode's seed, so an evaluation is reproducible), on config.evalSeeds held-out episodes (seeds
  * EVAL_SEED_BASE + i) of the run's workload, and with config.evalTrace on as many episodes replaying
  * config.evalTraceWindowS (episode i starts i/seeds of the way into the window). Orchestration:
  * config.orchestration, or `orchestration()` (a cmmac/gpg run: its lesson's, GPG greedy).
@@ -59,6 +61,11 @@ export function evaluateActor(
   return { heldOut, trace, score: round((heldOut + trace) / 2, 4) };
 }
 
+/** How a run's evaluations act; runs stored before --eval-act evaluated the argmax. */
+export function evalActOf(c: Pick<TrainOptions, 'evalAct'>): 'argmax' | 'sample' {
+  return c.evalAct ?? 'argmax';
+}
+
 function meanRate(
   scenario: Scenario,
   config: TrainOptions,
@@ -76,7 +83,7 @@ function meanRate(
       shape,
       queueCapPerReplica: scenario.queueCapPerReplica,
       weights: actorWeights,
-      mode: 'argmax',
+      mode: evalActOf(config),
       head: config.head,
     });
     const r = runEpisode({

@@ -151,7 +151,12 @@ export const TRAIN_SPEC = {
     default: 3,
     min: 0,
     max: MAX_FRAMES,
-    describe: 'evaluate (argmax, held-out seeds) every N frames at episode ends (0 = never)',
+    describe: 'evaluate (held-out seeds, acting as --eval-act) every N frames at episode ends (0 = never)',
+  }),
+  evalAct: opt.choice(['argmax', 'sample'] as const, {
+    default: 'argmax',
+    describe:
+      'how the evaluations\' actor picks targets: argmax, or sample (drawn from the policy PPO trains, seeded per episode); the best checkpoint is chosen by it and --export-actor records it ("act": "sample"), so kais eval and kais up act the same way (docs/cmmac.md)',
   }),
   evalFrames: opt.integer({ default: 3, min: 1, max: MAX_FRAMES, describe: 'frames per evaluation episode' }),
   evalSeeds: opt.integer({ default: 2, min: 1, max: 1000, describe: 'held-out episodes per evaluation' }),

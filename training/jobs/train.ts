@@ -68,7 +68,7 @@ import {
   type TrainConfig,
   type TrainOptions,
 } from './train-options';
-import { evaluateActor, viewOfRun } from './train-eval';
+import { evalActOf, evaluateActor, viewOfRun } from './train-eval';
 import { learnFrame, memo } from './train-learn';
 import { exportLayers } from './export';
 import { round } from './rollout';
@@ -494,6 +494,8 @@ async function run(
         obsDim,
         numActions,
         frames,
+        // a model chosen by sampled evaluations is deployed sampling (kais eval, kais up read it)
+        ...(evalActOf(config) === 'sample' ? { act: 'sample' as const } : {}),
       }),
     );
   }

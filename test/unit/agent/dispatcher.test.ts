@@ -170,6 +170,8 @@ describe('Dispatcher', () => {
     d.close();
     const t = d.takeExperience();
     expect(d.counters.decisionsLearned).toBe(40);
+    // drawn decisions are counted whether kept or not: none at explore 0, all 40 at explore 1, the kept ones otherwise
+    expect(d.counters.decisionsDrawn).toBe(explore === 0 ? 0 : explore === 1 ? 40 : t.length);
     if (experience === 'none' || explore === 0) {
       expect(t).toHaveLength(0);
     } else {
