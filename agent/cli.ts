@@ -67,7 +67,7 @@ export const AGENT_SPEC = {
     describe: "run seed: a heuristic's reset seed is derived from it and --eap (random, p2c, prob draw from it)",
   }),
   explore: opt.number({
-    default: 0,
+    defaultText: "0, or 1 while the orchestrator's model acts by sampling (its welcome says act: sample)",
     min: 0,
     max: 1,
     describe: 'share of decisions drawn from the policy instead of its most likely target; the online learner learns from those',

@@ -258,7 +258,15 @@ export class Dispatcher {
   private fallbackReset = false;
   private readonly observations: ObservationBuilder;
   private readonly actorHead: 'relu1' | 'softplus1';
-  private readonly explore: number;
+  /** Share of decisions drawn from the policy (the agent sets it from the orchestrator's welcome when --explore is not given). */
+  get explore(): number {
+    return this._explore;
+  }
+  set explore(x: number) {
+    if (!(x >= 0 && x <= 1)) throw new TypeError(`Dispatcher: explore must be in [0, 1], got ${x}`);
+    this._explore = x;
+  }
+  private _explore = 0;
   private readonly actSeed: number;
   private readonly coin: Rng;
   private readonly experienceCapacity: number;
@@ -322,7 +330,6 @@ export class Dispatcher {
     this.dequeue = o.dequeue ?? 'edf';
     this.actorHead = o.actorHead ?? 'softplus1';
     this.explore = o.explore ?? 0;
-    if (!(this.explore >= 0 && this.explore <= 1)) throw new TypeError(`Dispatcher: explore must be in [0, 1], got ${this.explore}`);
     this.actSeed = o.actSeed ?? 0;
     this.coin = Rng.derive(this.actSeed, 'agent/explore');
     this.experienceCapacity = o.experienceCapacity ?? 4096;

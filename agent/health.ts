@@ -41,6 +41,8 @@ export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknow
     /** `--policy`: `cmmac` or the heuristic that decides everything. */
     policyOption: d.policyOption,
     actorHead: d.actorHeadInUse,
+    /** Share of cmmac's decisions drawn from the policy (--explore; 1 when the orchestrator's model acts by sampling). */
+    explore: d.explore,
     weightVersion: s.weightVersion,
     placementVersion: s.placementVersion,
     epoch: s.epoch ?? null,

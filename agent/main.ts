@@ -67,7 +67,10 @@ export interface AgentOptions {
   policy?: LivePolicyName;
   /** Run seed; the heuristic's reset seed is derived from it and the eAP (agentPolicySeed). @defaultValue 1 */
   policySeed?: number;
-  /** Share of decisions drawn from the policy (for a learning orchestrator), see Dispatcher. @defaultValue 0 */
+  /**
+   * Share of decisions drawn from the policy (for a learning orchestrator), see Dispatcher.
+   * @defaultValue 0, or 1 while the orchestrator's `welcome` says its model acts by sampling
+   */
   explore?: number;
   /** Which decisions are sent as experience, see Dispatcher. @defaultValue 'explored' */
   experience?: ExperienceMode;
@@ -154,7 +157,9 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
           : 'no experience is sent'),
     );
   } else if ((o.explore ?? 0) === 0 && (o.experience ?? 'explored') === 'explored') {
-    log('explore 0: no experience is sent (the online learner learns from drawn decisions; --explore <share>, or --experience all)');
+    log(
+      `explore 0${o.explore === undefined ? " (1 if the orchestrator's model acts by sampling)" : ''}: no experience is sent (the online learner learns from drawn decisions; --explore <share>, or --experience all)`,
+    );
   }
   const cache = o.cacheDir ? new StateCache(o.cacheDir) : null;
 
@@ -284,7 +289,21 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     state.epochChanges = (state.epochChanges ?? 0) + 1;
     log(`orchestrator epoch ${c.to} (held ${c.from ?? 'none'}): ${c.reason}; adopting its weights and placement whatever their versions`);
   });
-  rt.on('welcome', (w) => (state.epoch = w.epoch ?? null));
+  rt.on('welcome', (w) => {
+    state.epoch = w.epoch ?? null;
+    // without an explicit --explore, the agent acts as the orchestrator's model is meant to act
+    if (o.explore === undefined && !heuristic) {
+      const explore = w.act === 'sample' ? 1 : 0;
+      if (explore !== dispatcher.explore) {
+        dispatcher.explore = explore;
+        log(
+          explore === 1
+            ? "the orchestrator's model acts by sampling (act: sample): every decision is drawn from the policy (explore 1)"
+            : "the orchestrator's model acts argmax: explore 0",
+        );
+      }
+    }
+  });
   link.on('ready', () => {
     state.connected = true;
     if (link.connections > 1) state.reconnects++;

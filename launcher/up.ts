@@ -446,7 +446,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   const act = checkpoint ? modelAct(checkpoint) : 'argmax';
   if (act === 'sample')
     log(
-      `the model acts by sampling (act: sample): the agents draw every decision from the policy (--explore 1${learning ? `; --explore ${a.explore} is not used` : ''})`,
+      `the model acts by sampling (act: sample): the orchestrator tells the agents, which draw every decision from the policy (explore 1${learning ? `; --explore ${a.explore} is not used` : ''})`,
     );
   // the prediction, before any process starts (it takes the CPU for a moment)
   const predicted = predictRate(scenario, requests, a, policy, checkpoint);
@@ -628,8 +628,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
           path.join(dir, `agent-${b}`),
           '--actor-head',
           actorHead,
-          '--explore',
-          String(act === 'sample' ? 1 : learning ? a.explore : 0),
+          // a sampling model: no --explore, the agents take explore 1 from the orchestrator's welcome (act: sample)
+          ...(act === 'sample' ? [] : ['--explore', String(learning ? a.explore : 0)]),
           '--policy',
           policy,
           '--seed',

@@ -115,6 +115,8 @@ export interface HubOptions {
   numEaps?: number;
   /** The store epoch, sent in `welcome` (versions are numbered within it). @defaultValue none */
   epoch?: string;
+  /** How the model acts, sent in `welcome` (`sample`: agents without an explicit --explore draw every decision). @defaultValue argmax */
+  act?: 'argmax' | 'sample';
   /** Sees every frame of a welcomed session before it is accepted; a verdict refuses it. @defaultValue none */
   inspect?: (session: SessionInfo, frame: AgentFrame) => InspectVerdict | null;
   /** How long a quarantined eAP's hellos are refused, ms. @defaultValue 60000 */
@@ -237,6 +239,7 @@ export class Hub extends TypedEmitter<HubEvents> {
     quarantinedHellos: 0,
   };
   readonly epoch: string | null;
+  readonly act: 'argmax' | 'sample';
   private readonly numEaps: number;
   private readonly inspect: HubOptions['inspect'] | null;
   private readonly admitBytes: HubOptions['admitBytes'] | null;
@@ -282,6 +285,7 @@ export class Hub extends TypedEmitter<HubEvents> {
     this.weights = options.weights ?? null;
     this.placement = options.placement ?? null;
     this.epoch = options.epoch ?? null;
+    this.act = options.act ?? 'argmax';
     this.numEaps = options.numEaps ?? Number.MAX_SAFE_INTEGER;
     this.inspect = options.inspect ?? null;
     this.admitBytes = options.admitBytes ?? null;
@@ -709,6 +713,7 @@ export class Hub extends TypedEmitter<HubEvents> {
         weightVersion: this.weightsFor(hello.eapId)?.version ?? null,
         placementVersion: this.placementVersion,
         ...(this.epoch !== null ? { epoch: this.epoch } : {}),
+        ...(this.act === 'sample' ? { act: 'sample' as const } : {}),
       }),
     );
     // versions of another epoch (a lost or replaced store) say nothing about ours: push ours

@@ -555,6 +555,8 @@ export async function startOrchestrator(
     admitBytes: intake.admitBytes,
     quarantineMs: Math.round(cfg.intake.quarantineS * 1000),
     tls: cfg.tls,
+    // a model chosen sampling (kais train --eval-act sample) is run sampling: agents learn it from welcome
+    act: ck?.act ?? 'argmax',
   }).catch((e: unknown) => {
     store.close();
     throw e;

@@ -120,17 +120,22 @@ export function checkpointHead(path: string): HeadActivation {
  * and `--export-actor` use (the best held-out evaluation, meta `best`; the newest without one), so
  * what is deployed is what was evaluated.
  */
-export function checkpointActor(path: string): { tensors: { shape: number[]; data: Float32Array }[]; head: HeadActivation } {
+export function checkpointActor(path: string): {
+  tensors: { shape: number[]; data: Float32Array }[];
+  head: HeadActivation;
+  act: ModelAct;
+} {
+  const act = modelAct(path);
   if (isActorFile(path)) {
     const a = readActorFile(path);
-    return { tensors: a.tensors.map((data, i) => ({ shape: a.shapes[i], data })), head: a.head };
+    return { tensors: a.tensors.map((data, i) => ({ shape: a.shapes[i], data })), head: a.head, act };
   }
   const db = CheckpointDb.open(path, 'read');
   try {
     const ck = db.latest(db.meta<{ frame: number }>('best')?.frame);
     if (!ck) throw checkpointError(path, 'no checkpoint written yet');
     const head = db.config<{ head?: HeadActivation }>()?.head ?? 'relu1';
-    return { tensors: ck.actor.map((data, i) => ({ shape: ck.actorShapes[i], data })), head };
+    return { tensors: ck.actor.map((data, i) => ({ shape: ck.actorShapes[i], data })), head, act };
   } finally {
     db.close();
   }
@@ -145,10 +150,7 @@ export function isActorFile(file: string): boolean {
  * checkpointActor, checked against `scenario`'s actor (actor-fit.ts) before anything starts: the
  * orchestrator's `checkpoint`. UsageError naming the file, what it holds and what the scenario needs.
  */
-export function deployableActor(
-  path: string,
-  scenario: Scenario,
-): { tensors: { shape: number[]; data: Float32Array }[]; head: HeadActivation } {
+export function deployableActor(path: string, scenario: Scenario): ReturnType<typeof checkpointActor> {
   const ck = checkpointActor(path);
   const needs = scenarioActor(scenario);
   const shapes = ck.tensors.map((t) => t.shape);

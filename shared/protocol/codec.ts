@@ -556,6 +556,10 @@ function readWelcome(x: unknown, p: string): WelcomeBody {
   };
   const epoch = optId(o, 'epoch', p, false);
   if (typeof epoch === 'string') body.epoch = epoch;
+  if (o.act !== undefined) {
+    if (o.act !== 'sample') throw new BadField(`${p}.act`, `must be sample when present, got ${describe(o.act)}`);
+    body.act = 'sample';
+  }
   return body;
 }
 

@@ -89,6 +89,12 @@ export interface WelcomeBody {
    * whatever their numbers. Optional: absent from older orchestrators.
    */
   epoch?: string;
+  /**
+   * How the orchestrator's model acts (its checkpoint's `act`, docs/cmmac.md): `sample`, an agent
+   * not started with an explicit `--explore` draws every decision from the policy. Absent (argmax,
+   * or an older orchestrator): the agent's `--explore` (0 by default).
+   */
+  act?: 'sample';
 }
 
 /**

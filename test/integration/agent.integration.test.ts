@@ -136,6 +136,37 @@ describe('kais agent (process wiring)', () => {
     expect(fs.existsSync(path.join(dir, 'cache', 'weights.bin'))).toBe(true);
   });
 
+  it("draws every decision from the policy when the orchestrator's welcome says its model samples, unless --explore is given", async () => {
+    // a hub whose model acts by sampling (kais orchestrator with a checkpoint whose act is sample)
+    await tearDown({ dir, cluster, store, hub, registry }, agents);
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-agent-act-'));
+    cluster = new EmulatedCluster({ scenario });
+    await cluster.listen();
+    store = Store.open(path.join(dir, 'o.db'));
+    hub = await startHub(store, { heartbeatMs: 1000, act: 'sample' });
+    registry = new ModelRegistry(store, hub);
+    registry.publishPlacement(0, initialPlacement(scenario));
+    const dim = observationDim({ numServices: 4, numTargets: 4, numEaps: 1 });
+    const shapes = actorShapes(dim, 4);
+    registry.publishWeights(initActorWeights(dim, 4, 7).map((data, i) => ({ shape: shapes[i], data })));
+    const decide = async (a: RunningAgent) => {
+      await until(() => a.runtime.weightVersion === 1 && a.runtime.placementVersion === 1);
+      for (let i = 0; i < 6; i++) expect((await post(a.port, request)).status).toBe(200);
+      return a.dispatcher.counters;
+    };
+    const follows = await start(path.join(dir, 'c1'));
+    const c1 = await decide(follows);
+    expect(follows.health().explore).toBe(1);
+    expect(c1.decisionsLearned).toBe(6);
+    expect(c1.decisionsDrawn).toBe(6);
+    await agents.pop()!.drain();
+    const pinned = await start(path.join(dir, 'c2'), hub.url, { explore: 0 });
+    const c2 = await decide(pinned);
+    expect(pinned.health().explore).toBe(0); // an explicit --explore wins
+    expect(c2.decisionsLearned).toBe(6);
+    expect(c2.decisionsDrawn).toBe(0);
+  });
+
   it('applies the actor head the weights frame carries, over its own --actor-head, and keeps it in its cache', async () => {
     const cache = path.join(dir, 'cache');
     const a = await start(cache, hub.url, { actorHead: 'softplus1' });
