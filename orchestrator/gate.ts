@@ -129,6 +129,8 @@ export class WeightGate {
       workerFile?: string;
       keepRejected?: number;
       onVerdict?: (v: GateVerdict) => void;
+      /** How the model acts (its checkpoint's act): the replay runs candidate and current the same way. @defaultValue 'argmax' */
+      act?: 'argmax' | 'sample';
     },
   ) {
     const problem = gateConfigProblem(o.config);
@@ -192,6 +194,7 @@ export class WeightGate {
           seconds: c.seconds,
           // a candidate already beaten beyond the margin is rejected without the remaining episodes
           stopBelowMargin: c.margin,
+          ...(this.o.act === 'sample' ? { act: 'sample' as const } : {}),
         },
       });
       numbers = (r as { ok: true; result: ShadowNumbers }).result;

@@ -763,6 +763,7 @@ export async function startOrchestrator(
     gate = new WeightGate({
       config: cfg.gate,
       scenario: cfg.scenario,
+      act: ck?.act ?? 'argmax', // a sampling model is judged sampling, as the agents run it
       onVerdict: (v) => {
         event(v.pass ? 'gate-pass' : 'gate-reject', `weights v${v.candidate} (current v${v.current ?? 'none'}): ${v.reason}`);
         if (v.pass) return;

@@ -54,6 +54,11 @@ export interface ShadowInput {
    * and a bad version costs fewer episodes. null: run everything.
    */
   stopBelowMargin?: number | null;
+  /**
+   * How the actors act: argmax, or sample (the model's act is sample: drawn from the policy, a stream
+   * seeded by `seed`, as the agents then act). @defaultValue 'argmax'
+   */
+  act?: 'argmax' | 'sample';
 }
 
 export interface ShadowResult {
@@ -116,13 +121,13 @@ export function replayRequests(
   return { requests: out, durationS };
 }
 
-function actorPolicy(scenario: Scenario, a: ActorSpec): CmmacDispatch {
+function actorPolicy(scenario: Scenario, a: ActorSpec, act: 'argmax' | 'sample'): CmmacDispatch {
   return new CmmacDispatch({
     shape: scenarioActor(scenario).shape,
     queueCapPerReplica: scenario.queueCapPerReplica,
     weights: a.arrays,
     version: a.version ?? 0,
-    mode: 'argmax',
+    mode: act,
     head: a.head,
   });
 }
@@ -148,8 +153,9 @@ export function shadowEvaluate(input: ShadowInput): ShadowResult {
         }).throughputRate;
   const m = input.stopBelowMargin ?? null;
   const below = (x: number) => m !== null && candidate < (1 - m) * x;
-  const candidate = rate(actorPolicy(scenario, input.candidate));
-  const current = input.current ? rate(actorPolicy(scenario, input.current)) : null;
+  const act = input.act ?? 'argmax';
+  const candidate = rate(actorPolicy(scenario, input.candidate, act));
+  const current = input.current ? rate(actorPolicy(scenario, input.current, act)) : null;
   let heuristic = { name: '', rate: NaN };
   let stopped = current !== null && below(current);
   for (const name of input.heuristics) {
