@@ -423,7 +423,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       `--policy ${policy}: every agent dispatches with ${policy}; no model is published, nothing is learned${a.checkpoint ? ` (--checkpoint ${a.checkpoint} ignored)` : ''}`,
     );
   else if (!checkpoint) {
-    const shipped = defaultModelPath(scenario);
+    // under gpg, the actor fine-tuned on GPG's placement when it ships (the learned pair ships as a pair)
+    const shipped = defaultModelPath(scenario, a.orchestration);
     if (shipped) {
       checkpoint = shipped;
       log(`using the shipped model ${shipped}`);

@@ -62,12 +62,19 @@ export function modelDirs(): string[] {
   return [pathJoin(__dirname, '..', '..', 'models'), pathJoin(__dirname, '..', '..', '..', 'models')];
 }
 
-/** Path of the model the project ships for a scenario, or null. */
-export function defaultModelPath(scenario: Scenario): string | null {
-  for (const dir of modelDirs()) {
-    const file = pathJoin(dir, `${scenario.name}-cmmac.bin`);
-    if (fs.existsSync(file) && fs.existsSync(`${file}.json`)) return file;
-  }
+/**
+ * Path of the cMMAC model the project ships for a scenario, or null. Under `gpg` orchestration the
+ * actor fine-tuned on GPG's placement (`<scenario>-cmmac-gpg.bin`, docs/cmmac.md "RL on GPG's
+ * placement") when it ships, since the learned pair ships as a pair; otherwise, and for every other
+ * orchestration, `<scenario>-cmmac.bin`.
+ */
+export function defaultModelPath(scenario: Scenario, orchestration?: string): string | null {
+  const names = [...(orchestration === 'gpg' ? [`${scenario.name}-cmmac-gpg.bin`] : []), `${scenario.name}-cmmac.bin`];
+  for (const name of names)
+    for (const dir of modelDirs()) {
+      const file = pathJoin(dir, name);
+      if (fs.existsSync(file) && fs.existsSync(`${file}.json`)) return file;
+    }
   return null;
 }
 

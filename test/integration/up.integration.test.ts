@@ -108,27 +108,29 @@ describe('kais up', () => {
   }, 60_000);
 
   it('deploys a model whose act is sample sampling: every agent draws every decision from the policy, and the prediction samples too', async () => {
-    // the shipped actor, exported as kais train --eval-act sample exports one
+    // the default under gpg: the shipped actor fine-tuned on GPG's placement, exported by kais train --eval-act sample
+    const run = await kaisUp(['--duration', '10', '--no-learn', '--json']);
+    expect(run.code).toBe(0);
+    expect(run.stderr).toMatch(/using the shipped model \S*kais-cmmac-gpg\.bin/);
+    const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    expectAccounted(s);
+    expect(s.cmmacAct).toBe('sample');
+    expect(s.learning).toBe(false);
+    const perEap = s.perEap as { decisionsLearned: number; decisionsDrawn: number }[];
+    for (const e of perEap) {
+      expect(e.decisionsLearned).toBeGreaterThan(0);
+      expect(e.decisionsDrawn).toBe(e.decisionsLearned);
+    }
+    expect(run.stderr).toMatch(/the model acts by sampling \(act: sample\)/);
+    // the same weights without act (argmax): nothing drawn, no cmmacAct, and another prediction
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-up-act-'));
-    const model = path.join(dir, 'sampled.bin');
-    fs.copyFileSync(path.join(ROOT, 'models', 'kais-cmmac.bin'), model);
-    const meta = JSON.parse(fs.readFileSync(path.join(ROOT, 'models', 'kais-cmmac.bin.json'), 'utf8')) as Record<string, unknown>;
-    fs.writeFileSync(`${model}.json`, JSON.stringify({ ...meta, act: 'sample' }));
+    const model = path.join(dir, 'argmax.bin');
+    fs.copyFileSync(path.join(ROOT, 'models', 'kais-cmmac-gpg.bin'), model);
+    const meta = JSON.parse(fs.readFileSync(path.join(ROOT, 'models', 'kais-cmmac-gpg.bin.json'), 'utf8')) as Record<string, unknown>;
+    delete meta.act;
+    fs.writeFileSync(`${model}.json`, JSON.stringify(meta));
     try {
-      const run = await kaisUp(['--duration', '10', '--checkpoint', model, '--no-learn', '--json']);
-      expect(run.code).toBe(0);
-      const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
-      expectAccounted(s);
-      expect(s.cmmacAct).toBe('sample');
-      expect(s.learning).toBe(false);
-      const perEap = s.perEap as { decisionsLearned: number; decisionsDrawn: number }[];
-      for (const e of perEap) {
-        expect(e.decisionsLearned).toBeGreaterThan(0);
-        expect(e.decisionsDrawn).toBe(e.decisionsLearned);
-      }
-      expect(run.stderr).toMatch(/the model acts by sampling \(act: sample\)/);
-      // the same model argmax (the shipped file): nothing drawn, no cmmacAct, and another prediction
-      const argmax = await kaisUp(['--duration', '10', '--no-learn', '--json']);
+      const argmax = await kaisUp(['--duration', '10', '--checkpoint', model, '--no-learn', '--json']);
       expect(argmax.code).toBe(0);
       const t = JSON.parse(argmax.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
       expect(t.cmmacAct).toBeUndefined();

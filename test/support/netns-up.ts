@@ -126,7 +126,7 @@ export async function runNetnsUp(o: NetnsUpOptions): Promise<NetnsUpSummary> {
     warn: log,
   });
   // cmmac as kais up runs it: a model (the shipped one by default), its actor head, online learning
-  const checkpoint = o.policy === 'cmmac' ? (o.checkpoint ?? defaultModelPath(scenario) ?? undefined) : undefined;
+  const checkpoint = o.policy === 'cmmac' ? (o.checkpoint ?? defaultModelPath(scenario, o.orchestration) ?? undefined) : undefined;
   if (o.policy === 'cmmac' && !checkpoint) throw new Error(`cmmac: no model shipped for ${o.scenario}; pass checkpoint`);
   const actorHead = checkpoint ? checkpointHead(checkpoint) : 'softplus1';
   const learning = checkpoint !== undefined && (o.learn ?? UP_SPEC.learn.default!);

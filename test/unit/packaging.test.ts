@@ -27,6 +27,8 @@ describe('npm pack', () => {
       'dist/shared/scenarios/kais.json',
       'models/kais-cmmac.bin',
       'models/kais-cmmac.bin.json',
+      'models/kais-cmmac-gpg.bin',
+      'models/kais-cmmac-gpg.bin.json',
       'models/kais-cmmac-tfjs/model.json',
       'models/kais-cmmac-tfjs/weights.bin',
       'training/curriculum/lessons/01-clone-lec.json',

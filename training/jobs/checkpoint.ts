@@ -96,10 +96,10 @@ export function loadActorFile(file: string, scenario: Scenario, options: { mode?
 
 /**
  * The model the project ships for a scenario (`models/<scenario>-cmmac.bin`, made by the command in
- * docs/cmmac.md), acting as its `act` says unless `mode` is given, or null when none ships. A shipped file that does not fit (the scenario changed
+ * docs/cmmac.md; under `orchestration` gpg `<scenario>-cmmac-gpg.bin` when it ships), acting as its `act` says unless `mode` is given, or null when none ships. A shipped file that does not fit (the scenario changed
  * since it was trained, or it is corrupt) throws UsageError with one line.
  */
-export function loadDefaultCmmac(scenario: Scenario, options: { mode?: ActMode } = {}): CmmacDispatch | null {
-  const file = defaultModelPath(scenario);
+export function loadDefaultCmmac(scenario: Scenario, options: { mode?: ActMode; orchestration?: string } = {}): CmmacDispatch | null {
+  const file = defaultModelPath(scenario, options.orchestration);
   return file === null ? null : loadActorFile(file, scenario, options);
 }

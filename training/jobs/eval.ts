@@ -140,7 +140,10 @@ export interface EvalReport {
   filters: boolean;
   /** Present with `--detector vgru` or `l2` only. */
   detector?: 'vgru' | 'l2';
-  /** Present only when cmmac drew its targets from its policy (`--cmmac-act sample`, or a model whose act is sample). */
+  /**
+   * Present only when every cmmac pair drew its targets from its policy (`--cmmac-act sample`, or
+   * models whose act is sample); each such pair's result carries `cmmacAct: 'sample'` too.
+   */
   cmmacAct?: 'sample';
   results: PolicyResult[];
   /** An upper bound on the throughput rate no policy can pass on these requests (training/jobs/oracle.ts, ORACLE_RULE); null above ORACLE_MAX_REQUESTS requests. */
@@ -160,10 +163,11 @@ function makeAnyDispatch(
   checkpoint: string | undefined,
   modelScenario: Scenario = scenario,
   act?: 'argmax' | 'sample',
+  orchestration?: string,
 ): DispatchPolicy {
   if (name === 'cmmac+guard') {
     // the learned dispatcher behind the regime guard (shared/dispatch/guard.ts), as the agent runs it with --guard
-    const learned = makeAnyDispatch('cmmac', scenario, checkpoint, modelScenario, act);
+    const learned = makeAnyDispatch('cmmac', scenario, checkpoint, modelScenario, act, orchestration);
     return guardedDispatch(learned, scenario);
   }
   if (name !== 'cmmac') return makeDispatch(name, scenario);
@@ -172,13 +176,14 @@ function makeAnyDispatch(
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const ck = require('./checkpoint') as {
     loadCmmacFromDb: (path: string, s: Scenario, o: { mode?: 'argmax' | 'sample' }) => DispatchPolicy;
-    loadDefaultCmmac?: (s: Scenario, o: { mode?: 'argmax' | 'sample' }) => DispatchPolicy | null;
+    loadDefaultCmmac?: (s: Scenario, o: { mode?: 'argmax' | 'sample'; orchestration?: string }) => DispatchPolicy | null;
   };
   if (checkpoint) {
     if (!fs.existsSync(checkpoint)) throw new UsageError(`--checkpoint: ${checkpoint} does not exist`);
     return ck.loadCmmacFromDb(checkpoint, scenario, { mode: act });
   }
-  const shipped = ck.loadDefaultCmmac?.(scenario, { mode: act }) ?? null;
+  // the shipped actor for the pair's orchestration (under gpg the one fine-tuned on GPG's placement, when it ships)
+  const shipped = ck.loadDefaultCmmac?.(scenario, { mode: act, orchestration }) ?? null;
   if (!shipped) {
     throw new UsageError(`--policies: cmmac needs --checkpoint <db>: no trained model ships for scenario "${scenario.name}"`);
   }
@@ -258,12 +263,17 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
   // validate every policy name before the long part starts
   for (const p of pairs) {
     const { dispatch, orchestration } = parsePolicyPair(p);
-    makeAnyDispatch(dispatch, scenario, a.checkpoint, base, a.cmmacAct);
+    makeAnyDispatch(dispatch, scenario, a.checkpoint, base, a.cmmacAct, orchestration);
     if (orchestration !== 'hindsight') makeAnyOrchestration(orchestration, scenario, a.gpg)?.dispose?.();
   }
-  // how cmmac acted: --cmmac-act, else as the model says (kais train --eval-act sample exports act: sample)
-  const usesCmmac = pairs.some((p) => parsePolicyPair(p).dispatch.startsWith('cmmac'));
-  const cmmacAct = a.cmmacAct ?? (usesCmmac ? modelAct(a.checkpoint ?? defaultModelPath(base)!) : 'argmax');
+  // how cmmac acts in a pair: --cmmac-act, else as its model says (kais train --eval-act sample exports
+  // act: sample); the shipped model can differ by orchestration (defaultModelPath)
+  const actOf = (orchestration: string): 'argmax' | 'sample' =>
+    a.cmmacAct ?? modelAct(a.checkpoint ?? defaultModelPath(base, orchestration)!);
+  const cmmacActs = pairs.flatMap((p) => {
+    const { dispatch, orchestration } = parsePolicyPair(p);
+    return dispatch.startsWith('cmmac') ? [actOf(orchestration)] : [];
+  });
   const view = a.view ?? 'agent';
   if (view !== 'global' && view !== 'agent') throw new UsageError(`--view: global or agent, got "${view}"`);
   // the nodes' queue order (requests are dispatched on arrival: eAPs hold no queue in the simulator)
@@ -296,13 +306,14 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
   let demand: FrameDemand | null = null;
   pairs.forEach((p, k) => {
     const { dispatch, orchestration } = parsePolicyPair(p);
+    const act = dispatch.startsWith('cmmac') ? actOf(orchestration) : undefined;
     const episode = (orch: OrchestrationPolicy) =>
       runEpisode({
         scenario,
         requests,
         frames,
         seed: a.seed,
-        dispatch: makeAnyDispatch(dispatch, scenario, a.checkpoint, base, cmmacAct),
+        dispatch: makeAnyDispatch(dispatch, scenario, a.checkpoint, base, act, orchestration),
         orchestration: orch,
         nodeDequeue,
         view,
@@ -326,7 +337,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
       r = episode(orch);
       orch.dispose?.();
     }
-    results.push(r);
+    results.push(act === 'sample' ? { ...r, cmmacAct: 'sample' } : r);
     if (Date.now() - t0 > 2000)
       progress(
         `[${k + 1}/${pairs.length}] ${r.policy}: throughput rate ${r.throughputRate.toFixed(3)} (${((Date.now() - t0) / 1000).toFixed(1)} s)`,
@@ -348,7 +359,8 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     faults: faults.length,
     filters: !!a.filters,
     ...(learned ? { detector: 'vgru' as const } : a.detector === 'l2' ? { detector: 'l2' as const } : {}),
-    ...(cmmacAct === 'sample' ? { cmmacAct: 'sample' as const } : {}),
+    // every cmmac pair sampled (each sampling pair's result says so too)
+    ...(cmmacActs.length > 0 && cmmacActs.every((x) => x === 'sample') ? { cmmacAct: 'sample' as const } : {}),
     results,
     oracle: ob
       ? { throughputRate: round(ob.throughputRate, 4), completedInTime: ob.completedInTime, feasibleRate: round(ob.feasibleRate, 4) }

@@ -79,6 +79,8 @@ export interface PolicyResult {
   throughputPerFrame: number[];
   /** with the learned stage only: its fits, windows scored and anomalous verdicts by ground truth (TelemetryFilters.learnedStats) */
   learnedDetector?: { fits: number; scored: number; anomalousAbnormal: number; anomalousNormal: number; unscored: number };
+  /** kais eval: present when this pair's cmmac drew its targets from its policy (its model's act, or --cmmac-act sample) */
+  cmmacAct?: 'sample';
   /** with `tally`: per target (edge nodes, then the cloud) the requests that reached it, refused, expired, completed, lost */
   perTarget?: TargetTally;
 }

@@ -7,7 +7,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { actorShapes, ACTOR_HIDDEN } from '../../../../shared/nets/actor-f32';
-import { checkpointActor, defaultModelPath, deployableActor, readActorFile } from '../../../../shared/nets/actor-file';
+import { checkpointActor, defaultModelPath, deployableActor, modelAct, readActorFile } from '../../../../shared/nets/actor-file';
 import { actorFit, actorHolds, scenarioActor } from '../../../../shared/nets/actor-fit';
 import { CheckpointDb, type CheckpointRow } from '../../../../shared/nets/checkpoint-db';
 import { loadScenario } from '../../../../shared/scenario';
@@ -81,6 +81,19 @@ describe('actorFit', () => {
   it('says what misfit weights hold', () => {
     expect(actorHolds(actorShapes(11, 4, [8, 5]))).toBe('an actor with 11 inputs and 4 actions');
     expect(actorHolds([])).toBe('an actor with ? inputs and ? actions');
+  });
+
+  it('ships the actor fine-tuned on GPG for gpg orchestration and the other one for every other orchestration', () => {
+    const kais = loadScenario('kais');
+    expect(path.basename(defaultModelPath(kais, 'gpg')!)).toBe('kais-cmmac-gpg.bin');
+    for (const o of [undefined, 'hpa', 'static', 'gsp-ss']) expect(path.basename(defaultModelPath(kais, o)!)).toBe('kais-cmmac.bin');
+    expect(defaultModelPath(loadScenario('tiny'), 'gpg')).toBeNull();
+    // both fit kais, and the gpg one is deployed sampling (kais train --eval-act sample exported it)
+    expect(deployableActor(defaultModelPath(kais, 'gpg')!, kais).tensors.length).toBe(
+      readActorFile(defaultModelPath(kais)!).tensors.length,
+    );
+    expect(modelAct(defaultModelPath(kais, 'gpg')!)).toBe('sample');
+    expect(modelAct(defaultModelPath(kais)!)).toBe('argmax');
   });
 
   it('takes the shipped kais model for kais and refuses it for tiny, naming both', () => {

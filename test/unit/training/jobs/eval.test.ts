@@ -121,6 +121,19 @@ describe('kais eval', () => {
     expectUsageError(kais('eval', '--scenario', 'tiny', '--policies', 'jsq'), /--policies: "jsq" is not dispatch\/orchestration/);
   });
 
+  it('cmmac under gpg runs the shipped actor fine-tuned on GPG, sampling as that model says; under hpa the other one, argmax', () => {
+    const r = kais('eval', '--scenario', 'kais', '--frames', '1', '--policies', 'cmmac/hpa,cmmac/gpg,cmmac+guard/gpg,lec/hpa', '--json');
+    expect(r.code).toBe(0);
+    const j = JSON.parse(r.stdout) as { cmmacAct?: string; results: { policy: string; cmmacAct?: string }[] };
+    expect(j.results.map((x) => x.cmmacAct)).toEqual([undefined, 'sample', 'sample', undefined]);
+    expect(j.cmmacAct).toBeUndefined(); // not every cmmac pair sampled
+    // --cmmac-act overrides both models
+    const o = JSON.parse(
+      kais('eval', '--scenario', 'kais', '--frames', '1', '--policies', 'cmmac/hpa,cmmac/gpg', '--cmmac-act', 'argmax', '--json').stdout,
+    ) as typeof j;
+    expect(o.results.map((x) => x.cmmacAct)).toEqual([undefined, undefined]);
+  });
+
   it('--cmmac-act sample: cmmac draws from its policy, the same draws for the same seed; heuristics unchanged; a bad value exits 2', () => {
     const run = (extra: string[]) => {
       const r = kais('eval', '--scenario', 'kais', '--frames', '1', '--policies', 'cmmac/static,lec/static', '--json', ...extra);
