@@ -270,10 +270,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
   // act: sample); the shipped model can differ by orchestration (defaultModelPath)
   const actOf = (orchestration: string): 'argmax' | 'sample' =>
     a.cmmacAct ?? modelAct(a.checkpoint ?? defaultModelPath(base, orchestration)!);
-  const cmmacActs = pairs.flatMap((p) => {
-    const { dispatch, orchestration } = parsePolicyPair(p);
-    return dispatch.startsWith('cmmac') ? [actOf(orchestration)] : [];
-  });
+  const cmmacActs: ('argmax' | 'sample')[] = [];
   const view = a.view ?? 'agent';
   if (view !== 'global' && view !== 'agent') throw new UsageError(`--view: global or agent, got "${view}"`);
   // the nodes' queue order (requests are dispatched on arrival: eAPs hold no queue in the simulator)
@@ -307,6 +304,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
   pairs.forEach((p, k) => {
     const { dispatch, orchestration } = parsePolicyPair(p);
     const act = dispatch.startsWith('cmmac') ? actOf(orchestration) : undefined;
+    if (act) cmmacActs.push(act);
     const episode = (orch: OrchestrationPolicy) =>
       runEpisode({
         scenario,
