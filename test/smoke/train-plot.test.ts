@@ -1,12 +1,12 @@
 import { spawnSync } from 'child_process';
 import * as fs from 'fs';
-import * as os from 'os';
 import * as path from 'path';
+import { tmpDir } from '../support/tmp';
 
 const KAIS = path.resolve(__dirname, '../../dist/kais.js');
 
 describe('kais train --plot', () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-lc-'));
+  const dir = tmpDir('kais-lc-');
 
   it('draws the learning curve next to jsq/hpa and lec/hpa', () => {
     const plot = path.join(dir, 'curve.svg');

@@ -5,7 +5,6 @@
  * more likely (the demo's GPG could not learn), and the policy runs inside the simulator.
  */
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { defaultsOf } from '../../../../shared/config';
@@ -32,6 +31,7 @@ import { gpgModelFromJson, gpgModelToJson, updatesSeen } from '../../../../criti
 import { GpgOrchestration, type GpgDecision } from '../../../../critic/gpg/policy';
 import { decisionLogProbs, discountedReturns, GpgLearner } from '../../../../critic/gpg/update';
 import { encodeDecision, greedyOnTeacherNodes, teacherDecision, type ImitationRecord } from '../../../../critic/gpg/imitate';
+import { tmpDir } from '../../../support/tmp';
 
 const SMALL = { hidden: [16], headHidden: [32, 16], embed: 8 };
 
@@ -407,7 +407,7 @@ describe('GPG model file', () => {
     }
     // every entry point loads through loadGpgOrchestration: it decides on the model's H, and picks up to H nodes
     const tiny = loadScenario('tiny');
-    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'kais-gpg-h-')), 'h.json');
+    const file = path.join(tmpDir('kais-gpg-h-'), 'h.json');
     const H = tiny.scaleNodesPerFrame + 1;
     fs.writeFileSync(file, gpgModelToJson(net, { scenario: 'tiny', nodesPerFrame: H }));
     const p = loadGpgOrchestration(file, tiny, '--gpg');

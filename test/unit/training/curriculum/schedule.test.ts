@@ -1,5 +1,4 @@
 import * as fs from 'fs';
-import * as os from 'os';
 import * as path from 'path';
 import {
   BUILT_IN_CURRICULUM,
@@ -10,6 +9,7 @@ import {
   type Lesson,
 } from '../../../../training/curriculum/schedule';
 import { parseWindowFlag } from '../../../../training/jobs/train-options';
+import { tmpDir } from '../../../support/tmp';
 
 const lesson: Lesson = {
   name: 't',
@@ -92,7 +92,7 @@ describe('loadCurriculum', () => {
     },
   );
   it('names the file and the field of a bad lesson', () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-cur-'));
+    const dir = tmpDir('kais-cur-');
     const f = path.join(dir, '01.json');
     fs.writeFileSync(f, JSON.stringify({ ...lesson, load: -1 }));
     expect(() => loadCurriculum(dir)).toThrow(/01\.json: field "load" must be a number/);
@@ -124,7 +124,7 @@ describe('loadCurriculum', () => {
     expect(() => validateLesson({ ...lesson, externality: -1 }, 'x.json')).toThrow(/field "externality" must be a number/);
   });
   it('resolves a relative trace path against the lesson file and checks that it exists', () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-cur-'));
+    const dir = tmpDir('kais-cur-');
     fs.writeFileSync(path.join(dir, 'rows.csv'), '1,2,j,t,1,Terminated,50,0.01\n');
     fs.writeFileSync(path.join(dir, '01.json'), JSON.stringify({ ...lesson, trace: 'rows.csv' }));
     expect(loadCurriculum(dir)[0]).toMatchObject({ trace: path.join(dir, 'rows.csv'), source: path.join(dir, '01.json') });
@@ -135,13 +135,13 @@ describe('loadCurriculum', () => {
 
 describe('loadValidation (validation.json of a curriculum folder, --eval-trace)', () => {
   it('is null for a folder without one and for a single lesson file', () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-val-'));
+    const dir = tmpDir('kais-val-');
     fs.writeFileSync(path.join(dir, '01.json'), JSON.stringify(lesson));
     expect(loadValidation(dir)).toBeNull();
     expect(loadValidation(path.join(dir, '01.json'))).toBeNull();
   });
   it('reads the trace (relative to the file) and the window, and is not taken for a lesson', () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-val-'));
+    const dir = tmpDir('kais-val-');
     fs.writeFileSync(path.join(dir, '01.json'), JSON.stringify(lesson));
     fs.writeFileSync(path.join(dir, 'rows.csv'), '1,2,j,t,1,Terminated,50,0.01\n');
     fs.writeFileSync(
@@ -152,7 +152,7 @@ describe('loadValidation (validation.json of a curriculum folder, --eval-trace)'
     expect(loadCurriculum(dir).map((l) => l.name)).toEqual(['t']);
   });
   it('names the file and the field of a bad one', () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-val-'));
+    const dir = tmpDir('kais-val-');
     fs.writeFileSync(path.join(dir, 'rows.csv'), '1,2,j,t,1,Terminated,50,0.01\n');
     const f = path.join(dir, 'validation.json');
     fs.writeFileSync(f, JSON.stringify({ trace: 'rows.csv', traceWindowS: [5, 1] }));

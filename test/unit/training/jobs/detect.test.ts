@@ -1,6 +1,5 @@
 import { spawnSync } from 'child_process';
 import * as fs from 'fs';
-import * as os from 'os';
 import * as path from 'path';
 import * as zlib from 'zlib';
 import {
@@ -22,13 +21,14 @@ import {
 import { UsageError } from '../../../../shared/errors';
 import { Rng } from '../../../../shared/rng';
 import { loadBackend } from '../../../../shared/tf-backend';
+import { tmpDir } from '../../../support/tmp';
 
 const ROOT = path.resolve(__dirname, '../../../..');
 const DATA = path.resolve(ROOT, '../shared/data/anomaly');
 
 /** A synthetic SMD-style folder: 3 metrics, an incident of wild values in test rows 300-340. */
 function makeSmdFolder(opts: { gz?: boolean; badRow?: string; shortLabels?: boolean } = {}): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-detect-'));
+  const dir = tmpDir('kais-detect-');
   for (const sub of ['train', 'test', 'test_label']) fs.mkdirSync(path.join(dir, sub));
   const rng = new Rng(42);
   const rows = (n: number, incident: boolean): string[] => {
@@ -270,7 +270,7 @@ describe('runDetect', () => {
   });
 
   it('runs on a NAB-style folder, using the first 15% of each series as history', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-nab-'));
+    const dir = tmpDir('kais-nab-');
     fs.mkdirSync(path.join(dir, 'data', 'cat'), { recursive: true });
     fs.mkdirSync(path.join(dir, 'labels'));
     const rng = new Rng(3);

@@ -3,13 +3,13 @@
  */
 import { spawnSync } from 'child_process';
 import * as fs from 'fs';
-import * as os from 'os';
 import * as path from 'path';
+import { tmpDir } from '../../../support/tmp';
 
 const ROOT = path.resolve(__dirname, '../../../..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
 const DATA = path.resolve(ROOT, '..', 'shared', 'data', 'alibaba');
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-eval-'));
+const tmp = tmpDir('kais-eval-');
 
 function kais(...args: string[]) {
   const r = spawnSync(process.execPath, [KAIS, ...args], { encoding: 'utf8', timeout: 120000 });

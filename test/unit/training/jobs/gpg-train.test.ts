@@ -4,11 +4,11 @@
  * over updates, each at every load of the mix.
  */
 import * as fs from 'fs';
-import * as os from 'os';
 import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { loadScenario } from '../../../../shared/scenario';
 import { gpgRewards, trainGpg, type GpgTrainOptions } from '../../../../training/jobs/gpg-train';
+import { tmpDir } from '../../../support/tmp';
 
 describe('GPG training', () => {
   afterEach(() => tf.disposeVariables());
@@ -61,7 +61,7 @@ describe('GPG training', () => {
       const t = j * gapS;
       for (let k = 0; k <= j % 3; k++) lines.push(`${t},${t + 5 + 7 * k},${name}${j},${task++},1,Terminated,${50 + 25 * k},0.01`);
     }
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-gpg-trace-'));
+    const dir = tmpDir('kais-gpg-trace-');
     const f = path.join(dir, `${name}.csv`);
     fs.writeFileSync(f, lines.join('\n') + '\n');
     return f;

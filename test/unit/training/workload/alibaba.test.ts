@@ -3,6 +3,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { UsageError } from '../../../../shared/errors';
 import { loadTrace } from '../../../../training/workload/alibaba';
+import { tmpDir } from '../../../support/tmp';
 
 // Made-up rows in the two layouts (never real trace rows).
 const V2017 = [
@@ -15,7 +16,7 @@ const V2017 = [
 const V2018 = ['M1,3,j_1,1,Terminated,500,560,100,0.39', 'R2_1,1,j_1,1,Terminated,570,600,50,', 'M1,10,j_2,12,Running,520,0,,'].join('\n');
 
 function tmpFile(name: string, text: string): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-wl-'));
+  const dir = tmpDir('kais-wl-');
   const f = path.join(dir, name);
   fs.writeFileSync(f, text);
   return f;
@@ -91,7 +92,7 @@ describe('loadTrace', () => {
   });
 
   it('rejects a folder without a batch_task file', () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-wl-'));
+    const dir = tmpDir('kais-wl-');
     expect(() => loadTrace(dir)).toThrow(/holds no batch_task.csv/);
   });
 

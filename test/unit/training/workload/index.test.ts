@@ -4,6 +4,7 @@ import * as path from 'path';
 import { UsageError } from '../../../../shared/errors';
 import { loadScenario } from '../../../../shared/scenario';
 import { DEFAULT_WORKLOAD, WORKLOAD_NAMES, buildRequests, type WorkloadName } from '../../../../training/workload';
+import { tmpDir } from '../../../support/tmp';
 
 const tiny = loadScenario('tiny');
 const kais = loadScenario('kais');
@@ -17,7 +18,7 @@ function madeUpTrace(): string {
     const t = j * 10 + (j % 3);
     for (let k = 0; k <= j % 4; k++) lines.push(`${t},${t + 20 + k},${j},${task++},1,Terminated,${k ? 50 : 100},0.01`);
   }
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-wl-'));
+  const dir = tmpDir('kais-wl-');
   fs.writeFileSync(path.join(dir, 'batch_task.csv'), lines.join('\n') + '\n');
   return dir;
 }
