@@ -31,6 +31,8 @@ describe('npm pack', () => {
       'models/kais-cmmac-gpg.bin.json',
       'models/kais-cmmac-tfjs/model.json',
       'models/kais-cmmac-tfjs/weights.bin',
+      'models/kais-cmmac-gpg-tfjs/model.json',
+      'models/kais-cmmac-gpg-tfjs/weights.bin',
       'training/curriculum/lessons/01-clone-lec.json',
       'LICENSE',
       'README.md',

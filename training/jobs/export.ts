@@ -4,7 +4,8 @@
  * (`<dir>/model.json` + `<dir>/weights.bin`, loadable with `tf.loadLayersModel`;
  * shared/nets/actor-layers.ts, docs/cmmac.md). `kais train --export-layers <dir>` writes the same
  * at the end of a run. The shipped models/kais-cmmac-tfjs/ was made with
- * `kais export --checkpoint models/kais-cmmac.bin --layers models/kais-cmmac-tfjs`.
+ * `kais export --checkpoint models/kais-cmmac.bin --layers models/kais-cmmac-tfjs`, and
+ * models/kais-cmmac-gpg-tfjs/ (the actor cmmac samples under gpg) the same way from models/kais-cmmac-gpg.bin.
  */
 import * as fs from 'fs';
 import type { Argv, CommandModule } from 'yargs';
@@ -58,7 +59,7 @@ function checkpointMeta(file: string): ActorLayersMeta {
     obsDim: Number(m.obsDim),
     numActions: Number(m.numActions),
     ...(m.frame !== undefined ? { frame: m.frame } : {}),
-    ...(m.evalThroughputRate !== undefined ? { evalThroughputRate: m.evalThroughputRate } : {}),
+    ...(m.evalThroughputRate != null ? { evalThroughputRate: m.evalThroughputRate } : {}),
     // how the actor is meant to act (an exported actor's act, a database's --eval-act): sample, or argmax when absent
     ...(modelAct(file) === 'sample' ? { act: 'sample' } : {}),
   };

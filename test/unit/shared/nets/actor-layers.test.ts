@@ -2,10 +2,10 @@
  * The actor in TensorFlow.js layers format (shared/nets/actor-layers.ts): the shipped
  * models/kais-cmmac-tfjs/ loads with tf.loadLayersModel and computes what the project's own actor
  * computes from models/kais-cmmac.bin, on observations recorded from the simulator here (1,000
- * decisions of the shipped model on kais, seed 7; nothing recorded is committed).
+ * decisions of the shipped model on kais, seed 7; nothing recorded is committed); so does
+ * models/kais-cmmac-gpg-tfjs/, the export of the actor cmmac runs under gpg orchestration.
  */
 import * as fs from 'fs';
-import * as os from 'os';
 import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { actorLayersFiles, actorLayersModel, writeActorLayers } from '../../../../shared/nets/actor-layers';
@@ -19,14 +19,24 @@ import { EdgeCloudEnv } from '../../../../training/sim/env';
 import { loadDefaultCmmac } from '../../../../training/jobs/checkpoint';
 import { readActorFile } from '../../../../shared/nets/actor-file';
 import { exportLayers } from '../../../../training/jobs/export';
+import { tmpDir } from '../../../support/tmp';
 
 const ROOT = path.resolve(__dirname, '../../../..');
 const SHIPPED_BIN = path.join(ROOT, 'models', 'kais-cmmac.bin');
 const SHIPPED_TFJS = path.join(ROOT, 'models', 'kais-cmmac-tfjs');
+// the actor cmmac runs under gpg orchestration (sampling; docs/cmmac.md, "RL on GPG's placement")
+const SHIPPED_GPG_BIN = path.join(ROOT, 'models', 'kais-cmmac-gpg.bin');
+const SHIPPED_GPG_TFJS = path.join(ROOT, 'models', 'kais-cmmac-gpg-tfjs');
 const N = 1000;
 
 /** N (observation, mask, action) of the shipped model acting (argmax) on the kais simulator: the decisions after the first 300 (a cluster already loaded). */
-function recordDecisions(): { obs: Float32Array; masks: Uint8Array[]; actions: number[]; dim: number; A: number } {
+type Recorded = { obs: Float32Array; masks: Uint8Array[]; actions: number[]; dim: number; A: number };
+let recorded: Recorded | null = null;
+function recordDecisions(): Recorded {
+  recorded ??= record();
+  return recorded;
+}
+function record(): Recorded {
   const scenario = loadScenario('kais');
   const policy = loadDefaultCmmac(scenario)!;
   const dim = policy.observations.dim;
@@ -55,6 +65,14 @@ function recordDecisions(): { obs: Float32Array; masks: Uint8Array[]; actions: n
     observations = env.step(step).observations;
   }
   return { obs, masks, actions, dim, A: policy.numActions };
+}
+
+/** The project's own actor's scores q for N observations, from an exported actor file. */
+function ownScores(bin: string, obs: Float32Array, dim: number, A: number): Float32Array {
+  const file = readActorFile(bin);
+  const topo = topologyOf(loadScenario('kais'));
+  const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
+  return new ActorF32(dim, A, file.tensors, undefined, file.head, targetBlockOf(shape)).scores(obs, N);
 }
 
 describe('the actor as a TensorFlow.js layers model', () => {
@@ -103,20 +121,50 @@ describe('the actor as a TensorFlow.js layers model', () => {
     expect(maxRelDiff).toBeLessThanOrEqual(1e-5);
   });
 
-  it('the shipped export is the one `kais export` makes from models/kais-cmmac.bin today', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-layers-'));
-    try {
-      const files = await exportLayers(SHIPPED_BIN, dir);
-      expect(files.map((f) => path.basename(f))).toEqual(['model.json', 'weights.bin']);
-      expect(fs.readFileSync(path.join(dir, 'weights.bin')).equals(fs.readFileSync(path.join(SHIPPED_TFJS, 'weights.bin')))).toBe(true);
-      const made = JSON.parse(fs.readFileSync(path.join(dir, 'model.json'), 'utf8'));
-      const shipped = JSON.parse(fs.readFileSync(path.join(SHIPPED_TFJS, 'model.json'), 'utf8'));
-      expect(made.modelTopology).toEqual(shipped.modelTopology);
-      expect(made.weightsManifest).toEqual(shipped.weightsManifest);
-      expect(made.userDefinedMetadata).toEqual(shipped.userDefinedMetadata);
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
+  it.each([
+    [SHIPPED_BIN, SHIPPED_TFJS],
+    [SHIPPED_GPG_BIN, SHIPPED_GPG_TFJS],
+  ])('the shipped export of %s is the one `kais export` makes from it today', async (bin, tfjsDir) => {
+    const dir = tmpDir('kais-layers-');
+    const files = await exportLayers(bin, dir);
+    expect(files.map((f) => path.basename(f))).toEqual(['model.json', 'weights.bin']);
+    expect(fs.readFileSync(path.join(dir, 'weights.bin')).equals(fs.readFileSync(path.join(tfjsDir, 'weights.bin')))).toBe(true);
+    const made = JSON.parse(fs.readFileSync(path.join(dir, 'model.json'), 'utf8'));
+    const shipped = JSON.parse(fs.readFileSync(path.join(tfjsDir, 'model.json'), 'utf8'));
+    expect(made.modelTopology).toEqual(shipped.modelTopology);
+    expect(made.weightsManifest).toEqual(shipped.weightsManifest);
+    expect(made.userDefinedMetadata).toEqual(shipped.userDefinedMetadata);
+    // how the actor is meant to act travels with it: the gpg actor samples, kais-cmmac.bin acts greedily
+    expect(shipped.userDefinedMetadata.act).toBe(bin === SHIPPED_GPG_BIN ? 'sample' : undefined);
+  });
+
+  it("the shipped models/kais-cmmac-gpg-tfjs computes the gpg actor's scores (log q within 1e-5) on the recorded observations", async () => {
+    const { obs, masks, dim, A } = recordDecisions();
+    const model = await tf.loadLayersModel(actorLayersFiles(SHIPPED_GPG_TFJS));
+    const out = tf.tidy(() => model.predict(tf.tensor2d(obs, [N, dim])) as tf.Tensor2D);
+    const q = out.dataSync() as Float32Array;
+    out.dispose();
+    model.dispose();
+    const qOwn = ownScores(SHIPPED_GPG_BIN, obs, dim, A);
+    const qArgmaxActor = ownScores(SHIPPED_BIN, obs, dim, A);
+    let maxLogDiff = 0;
+    let maxLogDiffOther = 0; // against kais-cmmac.bin: a different actor, so this comparison can fail
+    let sameArgmax = 0;
+    const pi = new Float32Array(A);
+    const piOwn = new Float32Array(A);
+    for (let i = 0; i < N; i++) {
+      for (let a = 0; a < A; a++) {
+        const k = i * A + a;
+        maxLogDiff = Math.max(maxLogDiff, Math.abs(Math.log(q[k]) - Math.log(qOwn[k])));
+        maxLogDiffOther = Math.max(maxLogDiffOther, Math.abs(Math.log(q[k]) - Math.log(qArgmaxActor[k])));
+      }
+      maskedPolicyRow(q, i, masks[i], pi);
+      maskedPolicyRow(qOwn, i, masks[i], piOwn);
+      if (argmaxMasked(pi) === argmaxMasked(piOwn)) sameArgmax++;
     }
+    expect(maxLogDiff).toBeLessThanOrEqual(1e-5);
+    expect(sameArgmax).toBe(N);
+    expect(maxLogDiffOther).toBeGreaterThan(1e-2);
   });
 
   it('round-trips a plain ReLU-head actor (no target scorer) through the files', async () => {
@@ -125,29 +173,25 @@ describe('the actor as a TensorFlow.js layers model', () => {
     const weights = initActorWeights(dim, 5, 3);
     weights[weights.length - 1].fill(-0.05); // some head units below zero, so the ReLU clips
     const spec = { obsDim: dim, numActions: 5, head: 'relu1' as const, targetBlock: null };
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-layers-'));
-    try {
-      await writeActorLayers(dir, weights, spec, {
-        scenario: 'test',
-        scenarioFingerprint: 'test:0',
-        head: 'relu1',
-        obsDim: dim,
-        numActions: 5,
-      });
-      const loaded = await tf.loadLayersModel(actorLayersFiles(dir));
-      const x = new Float32Array(4 * dim).map((_, i) => Math.sin(i));
-      const q = tf.tidy(() => (loaded.predict(tf.tensor2d(x, [4, dim])) as tf.Tensor).dataSync() as Float32Array);
-      const qOwn = new ActorF32(dim, 5, weights, undefined, 'relu1').scores(x, 4);
-      for (let i = 0; i < q.length; i++) expect(Math.abs(q[i] - qOwn[i])).toBeLessThanOrEqual(1e-5);
-      expect(Math.min(...q)).toBeGreaterThanOrEqual(1);
-      loaded.dispose();
-      // the in-memory model is the same function
-      const m = actorLayersModel(weights, spec);
-      const q2 = tf.tidy(() => (m.predict(tf.tensor2d(x, [4, dim])) as tf.Tensor).dataSync() as Float32Array);
-      expect(Array.from(q2)).toEqual(Array.from(q));
-      m.dispose();
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+    const dir = tmpDir('kais-layers-');
+    await writeActorLayers(dir, weights, spec, {
+      scenario: 'test',
+      scenarioFingerprint: 'test:0',
+      head: 'relu1',
+      obsDim: dim,
+      numActions: 5,
+    });
+    const loaded = await tf.loadLayersModel(actorLayersFiles(dir));
+    const x = new Float32Array(4 * dim).map((_, i) => Math.sin(i));
+    const q = tf.tidy(() => (loaded.predict(tf.tensor2d(x, [4, dim])) as tf.Tensor).dataSync() as Float32Array);
+    const qOwn = new ActorF32(dim, 5, weights, undefined, 'relu1').scores(x, 4);
+    for (let i = 0; i < q.length; i++) expect(Math.abs(q[i] - qOwn[i])).toBeLessThanOrEqual(1e-5);
+    expect(Math.min(...q)).toBeGreaterThanOrEqual(1);
+    loaded.dispose();
+    // the in-memory model is the same function
+    const m = actorLayersModel(weights, spec);
+    const q2 = tf.tidy(() => (m.predict(tf.tensor2d(x, [4, dim])) as tf.Tensor).dataSync() as Float32Array);
+    expect(Array.from(q2)).toEqual(Array.from(q));
+    m.dispose();
   });
 });
