@@ -11,7 +11,7 @@ import type { Scenario } from '../../shared/scenario';
 import { CmmacDispatch, type ActMode } from '../../agent/actor-policy';
 import { ACTOR_HIDDEN, type HeadActivation } from '../../shared/nets/actor-f32';
 import { actorFit, scenarioActor } from '../../shared/nets/actor-fit';
-import { defaultModelPath, modelAct, type ExportedActorMeta } from '../../shared/nets/actor-file';
+import { defaultModelPath, isActorFile, modelAct, type ExportedActorMeta } from '../../shared/nets/actor-file';
 import { CheckpointDb, checkpointError as bad, checkScenario, oneLine } from '../../shared/nets/checkpoint-db';
 
 /** Config fields loadCmmacFromDb needs (a subset of the train config). */
@@ -92,6 +92,15 @@ export function loadActorFile(file: string, scenario: Scenario, options: { mode?
     mode,
     head: meta.head,
   });
+}
+
+/**
+ * A `cmmac` dispatcher from what `--checkpoint` names: an exported actor (`<file>` + `<file>.json`:
+ * loadActorFile) or a `kais train` file (loadCmmacFromDb), as `kais up --checkpoint` and `kais
+ * export --checkpoint` take either.
+ */
+export function loadCmmacCheckpoint(file: string, scenario: Scenario, options: { mode?: ActMode } = {}): CmmacDispatch {
+  return isActorFile(file) ? loadActorFile(file, scenario, options) : loadCmmacFromDb(file, scenario, options);
 }
 
 /**

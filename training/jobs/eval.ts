@@ -64,7 +64,10 @@ export const EVAL_SPEC = {
     describe:
       'comma-separated dispatch/orchestration pairs (default: the heuristic pairs, and cmmac/hpa when a cMMAC model ships, cmmac/gpg when a GPG model ships too); dispatch cmmac+guard runs cmmac behind the regime guard (docs/safe-learning.md); orchestration x/gpg runs the --gpg model (or the shipped one), x/hindsight the best of placement rules that know each next frame (docs/simulator.md)',
   }),
-  checkpoint: opt.file({ sqlite: 'kais checkpoint', describe: 'SQLite checkpoint of kais train for cmmac' }),
+  checkpoint: opt.file({
+    describe: 'the actor cmmac runs: a kais train checkpoint (SQLite) or an exported actor (.bin with its .json)',
+    defaultText: 'the model shipped for the scenario and the orchestration',
+  }),
   cmmacAct: opt.choice(['argmax', 'sample'] as const, {
     defaultText: "the model's (its act field; argmax when it has none)",
     describe:
@@ -153,8 +156,8 @@ export interface EvalReport {
 }
 
 /**
- * `cmmac` is the learned dispatcher: from `--checkpoint <db>` (a `kais train` output), else the
- * model the project ships for the scenario. Loaded lazily so that heuristic-only runs never load
+ * `cmmac` is the learned dispatcher: from `--checkpoint` (a `kais train` output or an exported
+ * actor), else the model the project ships for the scenario. Loaded lazily so that heuristic-only runs never load
  * the learned-policy code.
  */
 function makeAnyDispatch(
@@ -175,17 +178,17 @@ function makeAnyDispatch(
   scenario = modelScenario;
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const ck = require('./checkpoint') as {
-    loadCmmacFromDb: (path: string, s: Scenario, o: { mode?: 'argmax' | 'sample' }) => DispatchPolicy;
+    loadCmmacCheckpoint: (path: string, s: Scenario, o: { mode?: 'argmax' | 'sample' }) => DispatchPolicy;
     loadDefaultCmmac?: (s: Scenario, o: { mode?: 'argmax' | 'sample'; orchestration?: string }) => DispatchPolicy | null;
   };
   if (checkpoint) {
     if (!fs.existsSync(checkpoint)) throw new UsageError(`--checkpoint: ${checkpoint} does not exist`);
-    return ck.loadCmmacFromDb(checkpoint, scenario, { mode: act });
+    return ck.loadCmmacCheckpoint(checkpoint, scenario, { mode: act });
   }
   // the shipped actor for the pair's orchestration (under gpg the one fine-tuned on GPG's placement, when it ships)
   const shipped = ck.loadDefaultCmmac?.(scenario, { mode: act, orchestration }) ?? null;
   if (!shipped) {
-    throw new UsageError(`--policies: cmmac needs --checkpoint <db>: no trained model ships for scenario "${scenario.name}"`);
+    throw new UsageError(`--policies: cmmac needs --checkpoint <db or actor .bin>: no trained model ships for scenario "${scenario.name}"`);
   }
   return shipped;
 }

@@ -132,6 +132,37 @@ describe('kais eval', () => {
       kais('eval', '--scenario', 'kais', '--frames', '1', '--policies', 'cmmac/hpa,cmmac/gpg', '--cmmac-act', 'argmax', '--json').stdout,
     ) as typeof j;
     expect(o.results.map((x) => x.cmmacAct)).toEqual([undefined, undefined]);
+    // --checkpoint takes an exported actor (.bin + .json) as well as a kais train file: the shipped one by name
+    // runs what the default runs; the gpg actor named under hpa samples, as its file says
+    const named = kais(
+      'eval',
+      '--scenario',
+      'kais',
+      '--frames',
+      '1',
+      '--policies',
+      'cmmac/hpa',
+      '--json',
+      '--checkpoint',
+      path.join(ROOT, 'models', 'kais-cmmac.bin'),
+    );
+    expect(named.code).toBe(0);
+    const n = (JSON.parse(named.stdout) as typeof j).results[0] as { throughputRate?: number; completedInTime?: number; cmmacAct?: string };
+    const d = j.results[0] as typeof n;
+    expect([n.throughputRate, n.completedInTime, n.cmmacAct]).toEqual([d.throughputRate, d.completedInTime, undefined]);
+    const gpgActor = kais(
+      'eval',
+      '--scenario',
+      'kais',
+      '--frames',
+      '1',
+      '--policies',
+      'cmmac/hpa',
+      '--json',
+      '--checkpoint',
+      path.join(ROOT, 'models', 'kais-cmmac-gpg.bin'),
+    );
+    expect((JSON.parse(gpgActor.stdout) as typeof j).results[0].cmmacAct).toBe('sample');
   });
 
   it('--cmmac-act sample: cmmac draws from its policy, the same draws for the same seed; heuristics unchanged; a bad value exits 2', () => {
@@ -242,6 +273,11 @@ describe('kais eval', () => {
     const bad = path.join(tmp, 'corrupt.db');
     fs.writeFileSync(bad, 'this is not a database');
     expectUsageError(kais('eval', '--scenario', 'tiny', '--policies', 'cmmac/hpa', '--checkpoint', bad), /corrupt\.db/);
+    // an exported actor made for another scenario
+    expectUsageError(
+      kais('eval', '--scenario', 'tiny', '--policies', 'cmmac/hpa', '--checkpoint', path.join(ROOT, 'models', 'kais-cmmac.bin')),
+      /kais-cmmac\.bin: trained on scenario "kais", not "tiny"/,
+    );
   });
 
   it('loads the tfjs backend only where a gpg pair runs: not for the default pairs of a scenario without a shipped GPG', () => {
