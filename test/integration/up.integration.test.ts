@@ -4,8 +4,8 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
+import { tmpDir } from '../support/tmp';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
@@ -123,22 +123,17 @@ describe('kais up', () => {
     }
     expect(run.stderr).toMatch(/the model acts by sampling \(act: sample\)/);
     // the same weights without act (argmax): nothing drawn, no cmmacAct, and another prediction
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-up-act-'));
-    const model = path.join(dir, 'argmax.bin');
+    const model = path.join(tmpDir('kais-up-act-'), 'argmax.bin');
     fs.copyFileSync(path.join(ROOT, 'models', 'kais-cmmac-gpg.bin'), model);
     const meta = JSON.parse(fs.readFileSync(path.join(ROOT, 'models', 'kais-cmmac-gpg.bin.json'), 'utf8')) as Record<string, unknown>;
     delete meta.act;
     fs.writeFileSync(`${model}.json`, JSON.stringify(meta));
-    try {
-      const argmax = await kaisUp(['--duration', '10', '--checkpoint', model, '--no-learn', '--json']);
-      expect(argmax.code).toBe(0);
-      const t = JSON.parse(argmax.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
-      expect(t.cmmacAct).toBeUndefined();
-      expect((t.perEap as { decisionsDrawn: number }[]).every((e) => e.decisionsDrawn === 0)).toBe(true);
-      expect(t.evalThroughputRate).not.toBe(s.evalThroughputRate);
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+    const argmax = await kaisUp(['--duration', '10', '--checkpoint', model, '--no-learn', '--json']);
+    expect(argmax.code).toBe(0);
+    const t = JSON.parse(argmax.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    expect(t.cmmacAct).toBeUndefined();
+    expect((t.perEap as { decisionsDrawn: number }[]).every((e) => e.decisionsDrawn === 0)).toBe(true);
+    expect(t.evalThroughputRate).not.toBe(s.evalThroughputRate);
   }, 90_000);
 
   it('runs a heuristic policy in every agent and in the prediction, and names it (--policy jsq, tiny, 5 s)', async () => {
@@ -168,7 +163,7 @@ describe('kais up', () => {
     // an untrained (seeded) model: what is checked is the wiring, not the quality
     const { GpgNet } = await import('../../critic/gpg/gnn');
     const { gpgModelToJson } = await import('../../critic/gpg/model');
-    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'kais-gpg-')), 'tiny-gpg.json');
+    const file = path.join(tmpDir('kais-gpg-'), 'tiny-gpg.json');
     const net = new GpgNet(4, 3, { hidden: [8], headHidden: [16], embed: 4 });
     fs.writeFileSync(file, gpgModelToJson(net, { scenario: 'tiny' }));
     net.dispose();
