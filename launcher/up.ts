@@ -423,7 +423,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       `--policy ${policy}: every agent dispatches with ${policy}; no model is published, nothing is learned${a.checkpoint ? ` (--checkpoint ${a.checkpoint} ignored)` : ''}`,
     );
   else if (!checkpoint) {
-    // under gpg, the actor fine-tuned on GPG's placement when it ships (the learned pair ships as a pair)
+    // the actor shipped for the scenario and the orchestration (shared/nets/actor-file.ts defaultModelPath)
     const shipped = defaultModelPath(scenario, a.orchestration);
     if (shipped) {
       checkpoint = shipped;

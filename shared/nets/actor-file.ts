@@ -63,13 +63,21 @@ export function modelDirs(): string[] {
 }
 
 /**
- * Path of the cMMAC model the project ships for a scenario, or null. Under `gpg` orchestration the
- * actor fine-tuned on GPG's placement (`<scenario>-cmmac-gpg.bin`, docs/cmmac.md "RL on GPG's
- * placement") when it ships, since the learned pair ships as a pair; otherwise, and for every other
- * orchestration, `<scenario>-cmmac.bin`.
+ * Orchestrations under which the default actor is `<scenario>-cmmac-<orchestration>.bin` when it
+ * ships, before `<scenario>-cmmac.bin`. Empty since session 25: the actor fine-tuned on GPG's
+ * placement (models/kais-cmmac-gpg.bin, docs/cmmac.md "RL on GPG's placement") is +0.6% on the P4
+ * validation rule but -1.7% on the trace validation window (25,000-30,000 s), so it ships as an
+ * opt-in (`--checkpoint models/kais-cmmac-gpg.bin`), not as gpg's default. Add 'gpg' here to make it one.
+ */
+const ORCHESTRATION_ACTORS: readonly string[] = [];
+
+/**
+ * Path of the cMMAC model the project ships for a scenario, or null: `<scenario>-cmmac.bin`, or
+ * under an orchestration of ORCHESTRATION_ACTORS the actor made for it when that ships.
  */
 export function defaultModelPath(scenario: Scenario, orchestration?: string): string | null {
-  const names = [...(orchestration === 'gpg' ? [`${scenario.name}-cmmac-gpg.bin`] : []), `${scenario.name}-cmmac.bin`];
+  const own = orchestration !== undefined && ORCHESTRATION_ACTORS.includes(orchestration);
+  const names = [...(own ? [`${scenario.name}-cmmac-${orchestration}.bin`] : []), `${scenario.name}-cmmac.bin`];
   for (const name of names)
     for (const dir of modelDirs()) {
       const file = pathJoin(dir, name);

@@ -5,7 +5,7 @@
  * shared/nets/actor-layers.ts, docs/cmmac.md). `kais train --export-layers <dir>` writes the same
  * at the end of a run. The shipped models/kais-cmmac-tfjs/ was made with
  * `kais export --checkpoint models/kais-cmmac.bin --layers models/kais-cmmac-tfjs`, and
- * models/kais-cmmac-gpg-tfjs/ (the actor cmmac samples under gpg) the same way from models/kais-cmmac-gpg.bin.
+ * models/kais-cmmac-gpg-tfjs/ (the opt-in actor fine-tuned on GPG, sampling) the same way from models/kais-cmmac-gpg.bin.
  */
 import * as fs from 'fs';
 import type { Argv, CommandModule } from 'yargs';

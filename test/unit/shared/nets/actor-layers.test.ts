@@ -3,7 +3,7 @@
  * models/kais-cmmac-tfjs/ loads with tf.loadLayersModel and computes what the project's own actor
  * computes from models/kais-cmmac.bin, on observations recorded from the simulator here (1,000
  * decisions of the shipped model on kais, seed 7; nothing recorded is committed); so does
- * models/kais-cmmac-gpg-tfjs/, the export of the actor cmmac runs under gpg orchestration.
+ * models/kais-cmmac-gpg-tfjs/, the export of the actor fine-tuned on GPG (an opt-in, sampling).
  */
 import * as fs from 'fs';
 import * as path from 'path';
@@ -24,7 +24,7 @@ import { tmpDir } from '../../../support/tmp';
 const ROOT = path.resolve(__dirname, '../../../..');
 const SHIPPED_BIN = path.join(ROOT, 'models', 'kais-cmmac.bin');
 const SHIPPED_TFJS = path.join(ROOT, 'models', 'kais-cmmac-tfjs');
-// the actor cmmac runs under gpg orchestration (sampling; docs/cmmac.md, "RL on GPG's placement")
+// the opt-in actor fine-tuned on GPG's placement (sampling; docs/cmmac.md, "RL on GPG's placement")
 const SHIPPED_GPG_BIN = path.join(ROOT, 'models', 'kais-cmmac-gpg.bin');
 const SHIPPED_GPG_TFJS = path.join(ROOT, 'models', 'kais-cmmac-gpg-tfjs');
 const N = 1000;

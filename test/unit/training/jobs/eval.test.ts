@@ -121,19 +121,47 @@ describe('kais eval', () => {
     expectUsageError(kais('eval', '--scenario', 'tiny', '--policies', 'jsq'), /--policies: "jsq" is not dispatch\/orchestration/);
   });
 
-  it('cmmac under gpg runs the shipped actor fine-tuned on GPG, sampling as that model says; under hpa the other one, argmax', () => {
+  it('cmmac runs the shipped argmax actor under hpa and gpg; the actor fine-tuned on GPG samples, as its file says', () => {
     const r = kais('eval', '--scenario', 'kais', '--frames', '1', '--policies', 'cmmac/hpa,cmmac/gpg,cmmac+guard/gpg,lec/hpa', '--json');
     expect(r.code).toBe(0);
     const j = JSON.parse(r.stdout) as { cmmacAct?: string; results: { policy: string; cmmacAct?: string }[] };
-    expect(j.results.map((x) => x.cmmacAct)).toEqual([undefined, 'sample', 'sample', undefined]);
-    expect(j.cmmacAct).toBeUndefined(); // not every cmmac pair sampled
-    // --cmmac-act overrides both models
+    expect(j.results.map((x) => x.cmmacAct)).toEqual([undefined, undefined, undefined, undefined]);
+    const s = JSON.parse(
+      kais(
+        'eval',
+        '--scenario',
+        'kais',
+        '--frames',
+        '1',
+        '--policies',
+        'cmmac/gpg,lec/hpa',
+        '--json',
+        '--checkpoint',
+        path.join(ROOT, 'models', 'kais-cmmac-gpg.bin'),
+      ).stdout,
+    ) as typeof j;
+    expect(s.results.map((x) => x.cmmacAct)).toEqual(['sample', undefined]);
+    expect(s.cmmacAct).toBe('sample'); // every cmmac pair sampled
+    // --cmmac-act overrides the model's act
     const o = JSON.parse(
-      kais('eval', '--scenario', 'kais', '--frames', '1', '--policies', 'cmmac/hpa,cmmac/gpg', '--cmmac-act', 'argmax', '--json').stdout,
+      kais(
+        'eval',
+        '--scenario',
+        'kais',
+        '--frames',
+        '1',
+        '--policies',
+        'cmmac/hpa,cmmac/gpg',
+        '--cmmac-act',
+        'argmax',
+        '--json',
+        '--checkpoint',
+        path.join(ROOT, 'models', 'kais-cmmac-gpg.bin'),
+      ).stdout,
     ) as typeof j;
     expect(o.results.map((x) => x.cmmacAct)).toEqual([undefined, undefined]);
     // --checkpoint takes an exported actor (.bin + .json) as well as a kais train file: the shipped one by name
-    // runs what the default runs; the gpg actor named under hpa samples, as its file says
+    // runs what the default runs; the gpg actor under hpa samples too
     const named = kais(
       'eval',
       '--scenario',
