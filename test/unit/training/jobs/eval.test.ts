@@ -122,75 +122,28 @@ describe('kais eval', () => {
   });
 
   it('cmmac runs the shipped argmax actor under hpa and gpg; the actor fine-tuned on GPG samples, as its file says', () => {
-    const r = kais('eval', '--scenario', 'kais', '--frames', '1', '--policies', 'cmmac/hpa,cmmac/gpg,cmmac+guard/gpg,lec/hpa', '--json');
-    expect(r.code).toBe(0);
-    const j = JSON.parse(r.stdout) as { cmmacAct?: string; results: { policy: string; cmmacAct?: string }[] };
+    type Report = { cmmacAct?: string; results: { policy: string; cmmacAct?: string; throughputRate: number; completedInTime: number }[] };
+    // one frame of kais, JSON
+    const run = (policies: string, ...extra: string[]): Report => {
+      const r = kais('eval', '--scenario', 'kais', '--frames', '1', '--policies', policies, '--json', ...extra);
+      expect(r.code).toBe(0);
+      return JSON.parse(r.stdout) as Report;
+    };
+    const model = (name: string) => ['--checkpoint', path.join(ROOT, 'models', name)];
+    const j = run('cmmac/hpa,cmmac/gpg,cmmac+guard/gpg,lec/hpa');
     expect(j.results.map((x) => x.cmmacAct)).toEqual([undefined, undefined, undefined, undefined]);
-    const s = JSON.parse(
-      kais(
-        'eval',
-        '--scenario',
-        'kais',
-        '--frames',
-        '1',
-        '--policies',
-        'cmmac/gpg,lec/hpa',
-        '--json',
-        '--checkpoint',
-        path.join(ROOT, 'models', 'kais-cmmac-gpg.bin'),
-      ).stdout,
-    ) as typeof j;
+    const s = run('cmmac/gpg,lec/hpa', ...model('kais-cmmac-gpg.bin'));
     expect(s.results.map((x) => x.cmmacAct)).toEqual(['sample', undefined]);
     expect(s.cmmacAct).toBe('sample'); // every cmmac pair sampled
     // --cmmac-act overrides the model's act
-    const o = JSON.parse(
-      kais(
-        'eval',
-        '--scenario',
-        'kais',
-        '--frames',
-        '1',
-        '--policies',
-        'cmmac/hpa,cmmac/gpg',
-        '--cmmac-act',
-        'argmax',
-        '--json',
-        '--checkpoint',
-        path.join(ROOT, 'models', 'kais-cmmac-gpg.bin'),
-      ).stdout,
-    ) as typeof j;
+    const o = run('cmmac/hpa,cmmac/gpg', '--cmmac-act', 'argmax', ...model('kais-cmmac-gpg.bin'));
     expect(o.results.map((x) => x.cmmacAct)).toEqual([undefined, undefined]);
     // --checkpoint takes an exported actor (.bin + .json) as well as a kais train file: the shipped one by name
     // runs what the default runs; the gpg actor under hpa samples too
-    const named = kais(
-      'eval',
-      '--scenario',
-      'kais',
-      '--frames',
-      '1',
-      '--policies',
-      'cmmac/hpa',
-      '--json',
-      '--checkpoint',
-      path.join(ROOT, 'models', 'kais-cmmac.bin'),
-    );
-    expect(named.code).toBe(0);
-    const n = (JSON.parse(named.stdout) as typeof j).results[0] as { throughputRate?: number; completedInTime?: number; cmmacAct?: string };
-    const d = j.results[0] as typeof n;
+    const n = run('cmmac/hpa', ...model('kais-cmmac.bin')).results[0];
+    const d = j.results[0];
     expect([n.throughputRate, n.completedInTime, n.cmmacAct]).toEqual([d.throughputRate, d.completedInTime, undefined]);
-    const gpgActor = kais(
-      'eval',
-      '--scenario',
-      'kais',
-      '--frames',
-      '1',
-      '--policies',
-      'cmmac/hpa',
-      '--json',
-      '--checkpoint',
-      path.join(ROOT, 'models', 'kais-cmmac-gpg.bin'),
-    );
-    expect((JSON.parse(gpgActor.stdout) as typeof j).results[0].cmmacAct).toBe('sample');
+    expect(run('cmmac/hpa', ...model('kais-cmmac-gpg.bin')).results[0].cmmacAct).toBe('sample');
   });
 
   it('--cmmac-act sample: cmmac draws from its policy, the same draws for the same seed; heuristics unchanged; a bad value exits 2', () => {
