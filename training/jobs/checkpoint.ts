@@ -105,7 +105,7 @@ export function loadCmmacCheckpoint(file: string, scenario: Scenario, options: {
 
 /**
  * The model the project ships for a scenario (`models/<scenario>-cmmac.bin`, made by the command in
- * docs/cmmac.md; under `orchestration` gpg `<scenario>-cmmac-gpg.bin` when it ships), acting as its `act` says unless `mode` is given, or null when none ships. A shipped file that does not fit (the scenario changed
+ * docs/cmmac.md; under an `orchestration` of actor-file.ts ORCHESTRATION_ACTORS, none today, `<scenario>-cmmac-<orchestration>.bin` when it ships), acting as its `act` says unless `mode` is given, or null when none ships. A shipped file that does not fit (the scenario changed
  * since it was trained, or it is corrupt) throws UsageError with one line.
  */
 export function loadDefaultCmmac(scenario: Scenario, options: { mode?: ActMode; orchestration?: string } = {}): CmmacDispatch | null {

@@ -185,7 +185,7 @@ function makeAnyDispatch(
     if (!fs.existsSync(checkpoint)) throw new UsageError(`--checkpoint: ${checkpoint} does not exist`);
     return ck.loadCmmacCheckpoint(checkpoint, scenario, { mode: act });
   }
-  // the shipped actor for the pair's orchestration (under gpg the one fine-tuned on GPG's placement, when it ships)
+  // the shipped actor for the pair's orchestration (shared/nets/actor-file.ts defaultModelPath: kais-cmmac.bin for every one today)
   const shipped = ck.loadDefaultCmmac?.(scenario, { mode: act, orchestration }) ?? null;
   if (!shipped) {
     throw new UsageError(`--policies: cmmac needs --checkpoint <db or actor .bin>: no trained model ships for scenario "${scenario.name}"`);
