@@ -56,6 +56,7 @@ import { loadScenario, topologyOf, type Scenario } from '../shared/scenario';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../training/workload';
 import { checkpointHead, defaultGpgModelPath, defaultModelPath, isActorFile, modelAct } from '../shared/nets/actor-file';
 import type { Fault } from '../shared/faults';
+import type { OrchestrationPolicy } from '../shared/policy';
 import { guardedDispatch } from '../shared/dispatch/guard';
 import { isOrchestrationPolicy, ORCHESTRATION_POLICIES } from '../shared/orchestration';
 import { Rng } from '../shared/rng';
@@ -224,6 +225,12 @@ export interface UpSummary {
    * did not answer. Counts as in shared/tally.ts.
    */
   perTarget: { target: string; live: TargetCounts; predicted: TargetCounts }[] | null;
+  /**
+   * Orchestration step by step (frame 0: the start placement; frame k: what the k-th step left), the
+   * replicas by which the live orchestrator's placement differs from the simulator's at the same
+   * step (summed |live - predicted| over services and nodes); frames the run reached.
+   */
+  placementVsPredicted: { frame: number; replicasDiffering: number }[];
   /** 1-minute load average and CPU count at the end: a live rate far below the prediction on a busy machine is CPU starvation. */
   loadAverage1m: number;
   cpus: number;
@@ -663,8 +670,12 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     });
     const { total, per, reasons, latencies } = replay;
 
-    const t0 = performance.now();
-    writePrediction(predictionFile, { ...prediction, startMs: Date.now() }); // scenario time 0 is now
+    // scenario time 0 is START_LEAD_MS from now, written ahead so that the orchestrator (which reads
+    // the file at most once a second) starts its placement steps' clock at it (PlacementLoop.alignTo)
+    const startMs = Date.now() + START_LEAD_MS;
+    writePrediction(predictionFile, { ...prediction, startMs });
+    await new Promise((r) => setTimeout(r, Math.max(0, startMs - Date.now())));
+    const t0 = performance.now() - Math.max(0, Date.now() - startMs);
     soFar = () => ({
       interrupted: true,
       elapsedS: +((performance.now() - t0) / 1000).toFixed(1),
@@ -790,6 +801,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       refusedShare: total.sent > 0 ? +(total.refused / total.sent).toFixed(4) : 0,
       evalDroppedShare: predicted.droppedShare,
       perTarget: liveTally ? compareTallies(liveTally, predicted.perTarget, predicted.perTarget.sent.length - 1) : null,
+      placementVsPredicted: comparePlacements(storedPlacements(dbFile), predicted.placements),
       vsEvalGlobalView: predictedGlobalView.rate > 0 ? throughputRate / predictedGlobalView.rate : 0,
       loadAverage1m: +os.loadavg()[0].toFixed(2),
       cpus: os.cpus().length,
@@ -832,6 +844,9 @@ export function compareTallies(
   const row = (t: TargetTally, i: number) => Object.fromEntries(TALLY_KEYS.map((k) => [k, t[k]?.[i] ?? 0])) as TargetCounts;
   return predicted.sent.map((_, i) => ({ target: i < numNodes ? `node ${i}` : 'cloud', live: row(live, i), predicted: row(predicted, i) }));
 }
+
+/** How far ahead of its load generator's start `kais up` announces it (the prediction file's startMs). */
+const START_LEAD_MS = 2000;
 
 /** The orchestrator's GPG (greedy, one decision per frame) of --gpg, for the prediction (tfjs loads only here). */
 function gpgPolicy(
@@ -878,6 +893,8 @@ export function predictRate(
   frameS: number;
   arrivedPerFrame: number[];
   completedInTimePerFrame: number[];
+  /** The placement the simulator held at each orchestration step k = 0, 1, ... (k = 0: the start), d[w][n] row-major as PlacementBody. */
+  placements: Int32Array[];
 } {
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { runEpisode } = require('../training/jobs/rollout') as typeof import('../training/jobs/rollout');
@@ -902,13 +919,17 @@ export function predictRate(
   const lastS = requests.length > 0 ? requests[requests.length - 1].deadlineS : 0;
   let arrivedPerFrame: number[] = [];
   let completedInTimePerFrame: number[] = [];
+  const placements: Int32Array[] = [];
   const res = runEpisode({
     scenario,
     requests,
     frames: Math.max(1, Math.ceil((lastS + 1) / frameS)),
     seed: a.seed,
     dispatch,
-    orchestration: a.orchestration === 'gpg' ? gpgPolicy(a.gpg!, scenario) : makeOrchestration(a.orchestration, scenario),
+    orchestration: recordingPlacements(
+      a.orchestration === 'gpg' ? gpgPolicy(a.gpg!, scenario) : makeOrchestration(a.orchestration, scenario),
+      placements,
+    ),
     nodeDequeue: 'edf',
     view,
     tally: true,
@@ -928,7 +949,71 @@ export function predictRate(
     frameS,
     arrivedPerFrame,
     completedInTimePerFrame,
+    placements,
   };
+}
+
+/**
+ * The policy unchanged, recording the placement it decides on at each step into `out`: the one
+ * the previous step left (out[0] the start), as the live loop's placement of frame k is the one
+ * its k-th step left (orchestrator/placement-loop.ts).
+ */
+export function recordingPlacements(inner: OrchestrationPolicy, out: Int32Array[]): OrchestrationPolicy {
+  return {
+    name: inner.name,
+    periodS: inner.periodS,
+    reset: inner.reset ? (seed, view) => inner.reset!(seed, view) : undefined,
+    decide(view) {
+      const N = view.numNodes;
+      const d = new Int32Array(view.numServices * N);
+      for (let w = 0; w < view.numServices; w++) for (let n = 0; n < N; n++) d[w * N + n] = view.replicas(n, w);
+      out.push(d);
+      return inner.decide(view);
+    },
+  };
+}
+
+/**
+ * Frame by frame, how far the live orchestrator's placement was from the one the simulator held at
+ * the same step: the replicas (summed over services and nodes) by which they differ. Frames present
+ * in both (the live run's last placement of each frame, a restart included); [] when either has none.
+ */
+export function comparePlacements(
+  live: readonly { frame: number; replicas: Int32Array }[],
+  predicted: readonly Int32Array[],
+): { frame: number; replicasDiffering: number }[] {
+  const byFrame = new Map<number, Int32Array>();
+  for (const p of live) byFrame.set(p.frame, p.replicas); // oldest first: a later version of a frame wins
+  const out: { frame: number; replicasDiffering: number }[] = [];
+  for (const [frame, d] of [...byFrame].sort((x, y) => x[0] - y[0])) {
+    const q = predicted[frame];
+    if (!q || q.length !== d.length) continue;
+    let diff = 0;
+    for (let i = 0; i < d.length; i++) diff += Math.abs(d[i] - q[i]);
+    out.push({ frame, replicasDiffering: diff });
+  }
+  return out;
+}
+
+/** The placements the orchestrator stored (its SQLite file, read-only), oldest first; [] when it cannot be read. */
+function storedPlacements(dbFile: string): { frame: number; replicas: Int32Array }[] {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const Database = require('better-sqlite3') as typeof import('better-sqlite3');
+    const db = new Database(dbFile, { readonly: true, fileMustExist: true });
+    try {
+      const rows = db.prepare('SELECT frame, replicas FROM placements ORDER BY version').all() as { frame: number; replicas: Buffer }[];
+      return rows.map((r) => {
+        const bytes = new Uint8Array(r.replicas.byteLength); // a fresh buffer: Int32Array needs 4-byte alignment
+        bytes.set(r.replicas);
+        return { frame: r.frame, replicas: new Int32Array(bytes.buffer) };
+      });
+    } finally {
+      db.close();
+    }
+  } catch {
+    return [];
+  }
 }
 
 /**
@@ -980,6 +1065,11 @@ function formatSummary(s: UpSummary): string {
                 `${r.target} sent ${r.live.sent}/${r.predicted.sent} refused ${r.live.refused}/${r.predicted.refused} expired ${r.live.expired}/${r.predicted.expired} completed ${r.live.completed}/${r.predicted.completed}${r.live.lost + r.predicted.lost > 0 ? ` lost ${r.live.lost}/${r.predicted.lost}` : ''}`,
             )
             .join('; ')}`,
+        ]
+      : []),
+    ...(s.placementVsPredicted.length > 0
+      ? [
+          `  placement, replicas differing from the predicted one at each step: ${s.placementVsPredicted.map((p) => p.replicasDiffering).join(' ')}`,
         ]
       : []),
     ...(s.vsEval < 0.9 && s.loadAverage1m > s.cpus

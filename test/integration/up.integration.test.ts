@@ -191,6 +191,11 @@ describe('kais up', () => {
     expect(s.evalPolicy).toBe('lec/gpg');
     expect(s.unanswered).toBe(0);
     expect(s.placementVersionsApplied as number).toBeGreaterThanOrEqual(3);
+    // step by step against the simulator's: the same start placement (one initial placement), then every step the run reached
+    const steps = s.placementVsPredicted as { frame: number; replicasDiffering: number }[];
+    expect(steps[0]).toEqual({ frame: 0, replicasDiffering: 0 });
+    expect(steps.length).toBeGreaterThanOrEqual(3);
+    expect(steps.map((p) => p.frame)).toEqual(steps.map((_, k) => k));
     expect(pidsIn(run.stderr).filter(alive)).toEqual([]);
     const missing = await kaisUp(['--scenario', 'tiny', '--orchestration', 'gpg', '--duration', '5']);
     expect(missing.code).toBe(2);
