@@ -879,6 +879,20 @@ export async function startOrchestrator(
     log(
       `prediction: ${cfg.prediction.initial.policy}, throughput rate ${cfg.prediction.initial.throughputRate} over ${cfg.prediction.initial.completedInTimePerFrame.length} frames (${cfg.prediction.file})`,
     );
+  // the placement steps on the run's scenario clock once the prediction says when scenario time 0 is
+  // (kais up writes startMs ahead of its load generator's start): PlacementLoop.alignTo
+  let alignTimer: NodeJS.Timeout | null = null;
+  if (prediction) {
+    const alignWhenKnown = (): boolean => {
+      const startMs = prediction.current().startMs;
+      if (startMs === null) return false;
+      loop.alignTo(startMs);
+      if (alignTimer) clearInterval(alignTimer);
+      alignTimer = null;
+      return true;
+    };
+    if (!alignWhenKnown()) alignTimer = setInterval(alignWhenKnown, 250);
+  }
   dashboard = new DashboardFeed({
     scenario: cfg.scenario,
     speed: cfg.speed,
@@ -948,6 +962,7 @@ export async function startOrchestrator(
       closing ??= (async () => {
         clearInterval(pruneTimer);
         if (injectTimer) clearTimeout(injectTimer);
+        if (alignTimer) clearInterval(alignTimer);
         await web.close();
         await loop.stop();
         await executor.close?.();

@@ -73,6 +73,9 @@ export class PlacementLoop {
   private d: Placement;
   private frame: number;
   private timer: NodeJS.Timeout | null = null;
+  /** alignTo's one-shot timers (the window's start, the first aligned step). */
+  private readonly alignTimers: NodeJS.Timeout[] = [];
+  private aligned = false;
   private running: Promise<void> = Promise.resolve();
   private stopped = false;
   private policyReady = false;
@@ -120,6 +123,50 @@ export class PlacementLoop {
     this.timer = setInterval(() => {
       this.running = this.running.then(() => this.tick()).catch((e) => log(`placement step failed: ${(e as Error).message}`));
     }, this.stepMs);
+  }
+
+  /**
+   * Puts the steps on a clock that started at `startMs` (Date.now() ms): step k at startMs + k
+   * stepMs, as the simulator orchestrates at k periodS of scenario time from 0. `kais up` passes the
+   * instant its load generator replays scenario time 0 (the prediction file's startMs, written ahead
+   * of it), so the live steps decide on the same stretches of traffic as the predicted ones; before
+   * this the steps counted from the orchestrator's own start, 1-2 s before the load, and the first
+   * window held that idle time and missed as much traffic at its end. When `startMs` is still
+   * ahead, a new window starts at it (the idle time before it is left out, as the simulator's first
+   * window starts at 0). The next step is the first boundary after now. Once; nothing for a policy
+   * that never decides (static publishes once per frame).
+   */
+  alignTo(startMs: number, nowMs = Date.now()): void {
+    if (this.stopped || this.aligned || this.policy.periodS <= 0 || !Number.isFinite(startMs)) return;
+    this.aligned = true;
+    const log = this.o.log ?? (() => undefined);
+    const stepMs = this.stepMs;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    if (startMs > nowMs)
+      this.alignTimers.push(
+        setTimeout(() => {
+          this.running = this.running
+            .then(async () => {
+              if (!this.stopped) await this.observe(false);
+            })
+            .catch((e) => log(`executor: ${(e as Error).message}`));
+        }, startMs - nowMs),
+      );
+    const k = Math.max(1, Math.floor((nowMs - startMs) / stepMs) + 1);
+    this.alignTimers.push(
+      setTimeout(
+        () => {
+          if (this.stopped) return;
+          const tick = () => {
+            this.running = this.running.then(() => this.tick()).catch((e) => log(`placement step failed: ${(e as Error).message}`));
+          };
+          tick();
+          this.timer = setInterval(tick, stepMs);
+        },
+        startMs + k * stepMs - nowMs,
+      ),
+    );
   }
 
   /** Why a deferred step waits now (the hold's reason), or null: none is deferred. */
@@ -194,6 +241,7 @@ export class PlacementLoop {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
+    for (const t of this.alignTimers) clearTimeout(t);
     await this.running;
   }
 
@@ -204,9 +252,10 @@ export class PlacementLoop {
    */
   forecast: Float64Array | null = null;
 
-  private async observe(): Promise<OrchestrationView | null> {
+  /** The executor's view, its window starting where the previous one ended; `forecast`: fold its rates into the forecast (not for alignTo's idle window). */
+  private async observe(forecast = true): Promise<OrchestrationView | null> {
     const view = await this.o.executor.observe();
-    if (view && view.window.windowS > 0) {
+    if (forecast && view && view.window.windowS > 0) {
       const rate = Float64Array.from(view.window.arrivals, (a) => a / view.window.windowS);
       this.forecast = this.forecast ? this.forecast.map((f, w) => 0.5 * f + 0.5 * rate[w]) : rate;
     }

@@ -164,6 +164,82 @@ describe('PlacementLoop', () => {
     expect(make('static').stepMs).toBe(2500);
   });
 
+  it("alignTo puts the steps on the run's clock: a new window at its start, steps at start + k stepMs", async () => {
+    jest.useFakeTimers({ now: 1_000_000 });
+    try {
+      const f = fakes();
+      let observed = 0;
+      const observe = f.executor.observe;
+      f.executor.observe = () => {
+        observed++;
+        return observe();
+      };
+      // hpa at speed 10: a step every 1.5 s; the load starts 2 s from now
+      const loop = loopOn(f, { policy: 'hpa', speed: 10 });
+      await loop.start();
+      expect(observed).toBe(1);
+      loop.alignTo(1_002_000);
+      loop.alignTo(1_009_000); // once: a second call changes nothing
+      await jest.advanceTimersByTimeAsync(1999);
+      expect(observed).toBe(1); // the steps that counted from start() (1.5 s) are gone
+      await jest.advanceTimersByTimeAsync(1);
+      expect(observed).toBe(2); // the window starts with the load
+      expect(f.published.map((p) => p.frame)).toEqual([0]);
+      await jest.advanceTimersByTimeAsync(1499);
+      expect(f.published.map((p) => p.frame)).toEqual([0]);
+      await jest.advanceTimersByTimeAsync(1); // start + 1.5 s
+      expect(f.published.map((p) => p.frame)).toEqual([0, 1]);
+      await jest.advanceTimersByTimeAsync(1500);
+      expect(f.published.map((p) => p.frame)).toEqual([0, 1, 2]);
+      await loop.stop();
+      await jest.advanceTimersByTimeAsync(10_000);
+      expect(f.published.map((p) => p.frame)).toEqual([0, 1, 2]);
+      await f.cluster.close();
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
+  it('alignTo to a start already past (a restarted orchestrator) steps at the next boundary and keeps the window', async () => {
+    jest.useFakeTimers({ now: 1_000_000 });
+    try {
+      const f = fakes();
+      let observed = 0;
+      const observe = f.executor.observe;
+      f.executor.observe = () => {
+        observed++;
+        return observe();
+      };
+      const loop = loopOn(f, { policy: 'hpa', speed: 10, startFrame: 4, publishStart: false });
+      await loop.start();
+      loop.alignTo(1_000_000 - 4_000); // boundaries at -4.0, -2.5, -1.0, +0.5 s from now
+      await jest.advanceTimersByTimeAsync(499);
+      expect({ observed, published: f.published.length }).toEqual({ observed: 1, published: 0 });
+      await jest.advanceTimersByTimeAsync(1);
+      expect(f.published.map((p) => p.frame)).toEqual([5]);
+      await loop.stop();
+      await f.cluster.close();
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
+  it('alignTo leaves a policy that never decides alone (static publishes once per frame from its start)', async () => {
+    jest.useFakeTimers({ now: 1_000_000 });
+    try {
+      const f = fakes();
+      const loop = loopOn(f, { frameMs: 1000 });
+      await loop.start();
+      loop.alignTo(1_000_500);
+      await jest.advanceTimersByTimeAsync(1000);
+      expect(f.published.map((p) => p.frame)).toEqual([0, 1]);
+      await loop.stop();
+      await f.cluster.close();
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
   it('the executor window is the difference of two reports: another reader of GET /state does not take it away', async () => {
     const cluster = new EmulatedCluster({ scenario: tiny, speed: 10 });
     await cluster.listen();
