@@ -82,7 +82,11 @@ export class EmulatedTarget {
   readonly busy: Int32Array;
   readonly waiting: Waiting[][];
   cpuUsed = 0;
-  /** Stats window, per service: requests accepted (queued), refused, their work, completed, failed after acceptance (expired, lost). */
+  /**
+   * Stats window, per service: requests accepted (queued), refused, their work, completed in time
+   * (the result can reach the device by its deadline: done by `expiresMs`), failed after acceptance
+   * (expired, lost, or done too late), as the simulator's window counts them (in time at the device).
+   */
   arrivals: Float64Array;
   refusals: Float64Array;
   workCoreS: Float64Array;
@@ -353,7 +357,12 @@ export class EmulatedTarget {
         this.integrate();
         this.busy[w]--;
         this.cpuUsed = Math.max(0, this.cpuUsed - need);
-        this.completed[w]++;
+        // in time iff its result gets back by the deadline: done by the latest start the agent gave
+        // (deadline - return time), as the simulator's doneAt <= deadline; the tally counts it either way.
+        // Until 2026-12-04 every completion counted in time here, so a live orchestration policy saw
+        // about half the failure rate the simulator's did (GPG's failed / arrivals feature)
+        if (endMs <= r.expiresMs) this.completed[w]++;
+        else this.failures[w]++;
         this.tally.completed++;
         r.done({
           status: 200,

@@ -97,6 +97,22 @@ describe('EmulatedTarget', () => {
     t.close();
   });
 
+  it('counts a completion in time in the window only when it is done by its latest start (deadline - return), as the simulator', async () => {
+    const t = node();
+    t.setReplicas(0, 1);
+    t.takeStats();
+    // one replica: the first runs 0-100 ms (done by its 500 ms), the second starts at 100 ms (before its
+    // 150 ms) and is done at 200 ms, too late for its result to be back in time; the third has no ttl
+    const [a, b, c] = await Promise.all([t.serve(0, 0.05, 500), t.serve(0, 0.05, 150), t.serve(0, 0.05)]);
+    expect([a.status, b.status, c.status]).toEqual([200, 200, 200]);
+    const s = t.takeStats();
+    expect(s.arrivals[0]).toBe(3);
+    expect(s.completed[0]).toBe(2);
+    expect(s.failures[0]).toBe(1);
+    expect(t.tally.completed).toBe(3); // the per-target tally counts what the node served
+    t.close();
+  });
+
   it('reports busy and ready replica-seconds per service over the window', async () => {
     const t = node();
     t.setReplicas(0, 2);
