@@ -281,8 +281,13 @@ export class EdgeCloudEnv {
       workCoreS: new Float64Array(W),
     };
     const win = this.window;
+    // what an executor can observe (shared/orchestration/executor.ts ReportView, the live cluster's
+    // report): requests waiting at a target, not those still on the wire to it (the agents' view and
+    // the dispatch policies' count those too, ClusterView.queueLen)
     this.orchView = Object.create(c, {
       window: { get: () => win },
+      queueLen: { value: (t: number) => c.waiting[t] },
+      serviceQueueLen: { value: (t: number, w: number) => c.queues[t * W + w].size },
     }) as OrchestrationView;
     this.executor = new SimExecutor(
       {
