@@ -5,6 +5,8 @@
  *
  * Per telemetry interval (the `load` section of a `telemetry` frame, shared/protocol/envelope.ts):
  * - arrivals and their CPU work per service, counted at this eAP's ingress;
+ * - per service, the requests answered in the interval in time (200 by the deadline) and otherwise
+ *   (the window's completedInTime and failed, counted at the device as the simulator counts them);
  * - per (target, service), the means over samples taken every `sampleMs` of: the requests this
  *   eAP sent there and had no answer to yet (`outstanding`: the orchestrator sums them over the
  *   agents), and the busy replicas and waiting requests this agent's view estimates (its own
@@ -23,6 +25,8 @@ export class LoadSampler {
   private readonly nominalWork: Float64Array;
   private arrivals: Float64Array;
   private work: Float64Array;
+  private inTime: Float64Array;
+  private failed: Float64Array;
   /** [t * W + w] sums over the interval's samples. */
   private outstanding: Float64Array;
   private busy: Float64Array;
@@ -40,6 +44,8 @@ export class LoadSampler {
     this.nominalWork = Float64Array.from(scenario.services, (s) => 0.12 * s.workScale);
     this.arrivals = new Float64Array(this.W);
     this.work = new Float64Array(this.W);
+    this.inTime = new Float64Array(this.W);
+    this.failed = new Float64Array(this.W);
     this.outstanding = new Float64Array(this.T * this.W);
     this.busy = new Float64Array(this.T * this.W);
     this.waiting = new Float64Array(this.T * this.W);
@@ -50,6 +56,12 @@ export class LoadSampler {
   arrival(w: number, workCoreS?: number): void {
     this.arrivals[w]++;
     this.work[w] += workCoreS ?? this.nominalWork[w];
+  }
+
+  /** A request of w was answered: with its result by its deadline (`inTime`), or not (late, refused, expired). */
+  answered(w: number, inTime: boolean): void {
+    if (inTime) this.inTime[w]++;
+    else this.failed[w]++;
   }
 
   /** One sample of the view (the interval's means are over these). */
@@ -104,6 +116,8 @@ export class LoadSampler {
       numServices: W,
       arrivals: Float32Array.from(this.arrivals),
       workCoreS: Float32Array.from(this.work),
+      completedInTime: Float32Array.from(this.inTime),
+      failed: Float32Array.from(this.failed),
       targets: Int32Array.from(rows),
       outstanding: mean(this.outstanding),
       busy: mean(this.busy),
@@ -111,6 +125,8 @@ export class LoadSampler {
     };
     this.arrivals.fill(0);
     this.work.fill(0);
+    this.inTime.fill(0);
+    this.failed.fill(0);
     this.outstanding.fill(0);
     this.busy.fill(0);
     this.waiting.fill(0);

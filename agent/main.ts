@@ -497,6 +497,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
         if (typeof parsed === 'string') return send(res, 400, { reason: parsed });
         loadSampler.arrival(parsed.service, parsed.workCoreS);
         void dispatcher.submit(parsed).then((r) => {
+          loadSampler.answered(parsed.service, r.status === 200 && r.latencyMs <= parsed.deadlineMs);
           const { status, ...rest } = r;
           send(res, status, rest);
         });

@@ -17,7 +17,8 @@
  * from its send to its answer).
  *
  * The window (since the board started, in scenario seconds; an executor takes the difference of
- * two reads): arrivals and their work are the sums of the agents' counts as their reports arrive
+ * two reads): arrivals and their work, and the requests answered in time and not (completedInTime,
+ * failed: zero from agents that do not report them), are the sums of the agents' counts as their reports arrive
  * (a report buffered while its link was down counts when it arrives); busy and ready
  * replica-seconds are integrated sample-and-hold between reports (each report moves the integral
  * to now with the figures held so far, then holds its own), so they lag the truth by up to one
@@ -94,6 +95,10 @@ export class LoadBoard implements LoadSource {
     for (let w = 0; w < W; w++) {
       this.cum.arrivals[w] += load.arrivals[w];
       this.cum.workCoreS[w] += load.workCoreS[w];
+      if (load.completedInTime && load.failed) {
+        this.cum.completedInTime[w] += load.completedInTime[w];
+        this.cum.failed[w] += load.failed[w];
+      }
     }
     if (sentTs - load.endTs > (this.o.staleMs ?? 5000)) {
       this.stats.stale++;

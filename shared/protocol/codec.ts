@@ -221,6 +221,7 @@ function toWire(frame: Frame): unknown {
                 ...l,
                 arrivals: bin(l.arrivals),
                 workCoreS: bin(l.workCoreS),
+                ...(l.completedInTime && l.failed ? { completedInTime: bin(l.completedInTime), failed: bin(l.failed) } : {}),
                 targets: bin(l.targets),
                 outstanding: bin(l.outstanding),
                 busy: bin(l.busy),
@@ -715,12 +716,18 @@ function readLoad(x: unknown, p: string): LoadBody {
   };
   const intervalMs = num(o, 'intervalMs', p, 0);
   if (intervalMs <= 0) throw new BadField(`${p}.intervalMs`, `must be > 0, got ${intervalMs}`);
+  if ((o.completedInTime === undefined) !== (o.failed === undefined))
+    throw new BadField(
+      `${p}.${o.completedInTime === undefined ? 'completedInTime' : 'failed'}`,
+      'is missing: completedInTime and failed come together',
+    );
   return {
     endTs: num(o, 'endTs', p, 0),
     intervalMs,
     numServices,
     arrivals: perService('arrivals'),
     workCoreS: perService('workCoreS'),
+    ...(o.completedInTime !== undefined ? { completedInTime: perService('completedInTime'), failed: perService('failed') } : {}),
     targets,
     outstanding: perTarget('outstanding'),
     busy: perTarget('busy'),

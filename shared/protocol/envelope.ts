@@ -241,6 +241,14 @@ export interface LoadBody {
   arrivals: Float32Array;
   /** [w] their CPU work, core-seconds (the request's `workCoreS`, else the service's nominal work). */
   workCoreS: Float32Array;
+  /**
+   * [w] requests of w this eAP answered in the interval with a result by their deadline, and those it
+   * answered otherwise (late, refused, expired): the window's completedInTime and failed as the
+   * simulator counts them (at the device). Optional (agents before 2026-12-04 do not send them);
+   * both or neither.
+   */
+  completedInTime?: Float32Array;
+  failed?: Float32Array;
   /** Targets reported, ascending, each once: edge node ids, numNodes = the cloud. */
   targets: Int32Array;
   /** [k * W + w] for targets[k]: requests of w this eAP sent there and had no answer to yet (mean over the interval). */

@@ -207,6 +207,10 @@ describe('agent offline buffer, real orchestrator on loopback', () => {
     // nothing lost, nothing twice: every request in a load report, every decision as experience
     const arrivals = telemetry.reduce((s, t) => s + t.body.load!.arrivals[0], 0);
     expect(arrivals).toBe(30);
+    // and every answer, in time or not (the orchestration window's completedInTime and failed)
+    const sum = (k: 'completedInTime' | 'failed') => telemetry.reduce((s, t) => s + t.body.load![k]![0], 0);
+    expect(sum('completedInTime') + sum('failed')).toBe(30);
+    expect(sum('completedInTime')).toBe(a.dispatcher.counters.inTime);
     expect(transitions).toBe(a.dispatcher.counters.decisionsFallback);
     expect(transitions).toBeGreaterThanOrEqual(30);
   }, 60_000);

@@ -85,6 +85,21 @@ describe('LoadBoard', () => {
     expect(win.readyReplicaS[2]).toBeCloseTo(15 * 2);
   });
 
+  test('the window counts the agents’ answers in time and not (completedInTime, failed); a report without them adds none', () => {
+    const board = new LoadBoard({ scenario, now: () => 0 });
+    const outcomes = (inTime: number[], failed: number[]) => ({
+      ...body({}, [5]),
+      completedInTime: Float32Array.from({ length: W }, (_, w) => inTime[w] ?? 0),
+      failed: Float32Array.from({ length: W }, (_, w) => failed[w] ?? 0),
+    });
+    board.add(0, outcomes([3, 1], [2]), 1000);
+    board.add(1, outcomes([4], [0, 2]), 1000);
+    board.add(1, body({}, [5]), 1000); // an agent from before 2026-12-04
+    const win = board.read().window;
+    expect(win.arrivals[0]).toBe(15);
+    expect([win.completedInTime[0], win.completedInTime[1], win.failed[0], win.failed[1]]).toEqual([7, 1, 2, 2]);
+  });
+
   test('a report buffered while the link was down adds its counts, not its figures', () => {
     const board = new LoadBoard({ scenario, now: () => 0 });
     board.add(0, body({ 3: { out: [4], busy: [4] } }, [9], 1000), 1000 + 60_000); // sent a minute after its interval
@@ -104,6 +119,9 @@ describe('LoadSampler', () => {
     const sampler = new LoadSampler(scenario, view, () => ms);
     sampler.arrival(3);
     sampler.arrival(3, 2);
+    sampler.answered(3, true);
+    sampler.answered(3, false);
+    sampler.answered(5, true);
     view.onSent(2, 3);
     view.onSent(2, 3); // 2 outstanding, 1 replica: 1 busy, 1 waiting
     sampler.sample();
@@ -119,12 +137,15 @@ describe('LoadSampler', () => {
     expect(b.arrivals[3]).toBe(2);
     expect(b.workCoreS[3]).toBeCloseTo(0.12 * scenario.services[3].workScale + 2);
     expect(b.intervalMs).toBe(1000);
+    expect([b.completedInTime![3], b.failed![3], b.completedInTime![5], b.failed![5]]).toEqual([1, 1, 1, 0]);
     const codec = new Codec();
     const r = codec.decode(codec.encode(makeFrame('telemetry', 1, { eap: 0, samples: [], load: b })));
     expect(r.ok).toBe(true);
     if (r.ok && r.frame.type === 'telemetry') expect(r.frame.body.load).toEqual(b);
     // the next interval starts empty
-    expect(sampler.take().targets.length).toBe(0);
+    const next = sampler.take();
+    expect(next.targets.length).toBe(0);
+    expect(next.completedInTime!.every((x) => x === 0) && next.failed!.every((x) => x === 0)).toBe(true);
   });
 
   test('the codec refuses a load section whose arrays do not fit', () => {
@@ -134,5 +155,12 @@ describe('LoadSampler', () => {
     expect(() => codec.encode(makeFrame('telemetry', 1, { eap: 0, samples: [], load: bad }))).toThrow(/load\.busy/);
     const unordered = { ...body({ 1: {}, 2: {} }), targets: Int32Array.from([2, 1]) };
     expect(() => codec.encode(makeFrame('telemetry', 1, { eap: 0, samples: [], load: unordered }))).toThrow(/load\.targets/);
+    const half = { ...b, completedInTime: new Float32Array(W) };
+    expect(() => codec.encode(makeFrame('telemetry', 1, { eap: 0, samples: [], load: half }))).toThrow(/load\.failed.*come together/);
+    const negative = { ...b, completedInTime: new Float32Array(W), failed: new Float32Array(W).fill(-1) };
+    expect(() => codec.encode(makeFrame('telemetry', 1, { eap: 0, samples: [], load: negative }))).toThrow(/load\.failed/);
+    // a report without them (an older agent) still decodes
+    const r = codec.decode(codec.encode(makeFrame('telemetry', 1, { eap: 0, samples: [], load: b })));
+    expect(r.ok && r.frame.type === 'telemetry' && r.frame.body.load?.completedInTime).toBeUndefined();
   });
 });
