@@ -11,10 +11,11 @@
  * Frame k covers scenario seconds [k frameS, (k+1) frameS); `arrivedPerFrame[k]` counts the requests
  * that arrived in it, `completedInTimePerFrame[k]` those answered within their deadline in it (by
  * the time of the answer, as the agents' telemetry counts theirs). Wall time t is scenario second
- * (t - startMs) x speed (the config's `speed`). `startMs` is null until the load starts: `kais up`
- * writes the file again (a rename) with it once its load generator starts, and the orchestrator
- * reads the file again when it changed (checked at most once a second), so a restarted
- * orchestrator finds it too.
+ * (t - startMs) x speed (the config's `speed`). `startMs` is null until the load is planned: `kais up`
+ * writes the file again (a rename) with it 2 s before its load generator starts at that instant,
+ * and the orchestrator reads the file again when it changed (checked at most once a second), so a
+ * restarted orchestrator finds it too. The orchestrator's placement steps take their clock from it
+ * (orchestrator/placement-loop.ts `alignTo`).
  */
 import * as fs from 'node:fs';
 import { UsageError } from '../shared/errors';
