@@ -23,12 +23,14 @@ describe('PlacementLoop', () => {
     const applied: ScaleOp[][] = [];
     const registry = { publishPlacement: (frame: number, d: Placement) => published.push({ frame, d }) } as unknown as ModelRegistry;
     const cluster = new EmulatedCluster({ scenario: tiny });
+    const counts = { observed: 0 };
     const executor: LiveExecutor = {
       apply: async (ops) => {
         applied.push([...ops]);
         return cluster.scale(ops);
       },
       observe: async () => {
+        counts.observed++;
         const r = cluster.report();
         // every service fully busy over a 15 s window
         r.window.windowS = 15;
@@ -37,7 +39,17 @@ describe('PlacementLoop', () => {
       },
       placement: async () => cluster.currentPlacement(),
     };
-    return { published, applied, registry, executor, cluster };
+    return { published, applied, registry, executor, cluster, counts };
+  }
+
+  /** Runs `body` on jest's fake clock, starting at 1,000,000 ms. */
+  async function onFakeClock(body: () => Promise<void>): Promise<void> {
+    jest.useFakeTimers({ now: 1_000_000 });
+    try {
+      await body();
+    } finally {
+      jest.useRealTimers();
+    }
   }
 
   /** A loop on `f`'s executor and registry: tiny, a fresh store's start (frame 0, published), a minute per frame; `o` overrides. */
@@ -164,26 +176,19 @@ describe('PlacementLoop', () => {
     expect(make('static').stepMs).toBe(2500);
   });
 
-  it("alignTo puts the steps on the run's clock: a new window at its start, steps at start + k stepMs", async () => {
-    jest.useFakeTimers({ now: 1_000_000 });
-    try {
+  it("alignTo puts the steps on the run's clock: a new window at its start, steps at start + k stepMs", () =>
+    onFakeClock(async () => {
       const f = fakes();
-      let observed = 0;
-      const observe = f.executor.observe;
-      f.executor.observe = () => {
-        observed++;
-        return observe();
-      };
       // hpa at speed 10: a step every 1.5 s; the load starts 2 s from now
       const loop = loopOn(f, { policy: 'hpa', speed: 10 });
       await loop.start();
-      expect(observed).toBe(1);
+      expect(f.counts.observed).toBe(1);
       loop.alignTo(1_002_000);
       loop.alignTo(1_009_000); // once: a second call changes nothing
       await jest.advanceTimersByTimeAsync(1999);
-      expect(observed).toBe(1); // the steps that counted from start() (1.5 s) are gone
+      expect(f.counts.observed).toBe(1); // the steps that counted from start() (1.5 s) are gone
       await jest.advanceTimersByTimeAsync(1);
-      expect(observed).toBe(2); // the window starts with the load
+      expect(f.counts.observed).toBe(2); // the window starts with the load
       expect(f.published.map((p) => p.frame)).toEqual([0]);
       await jest.advanceTimersByTimeAsync(1499);
       expect(f.published.map((p) => p.frame)).toEqual([0]);
@@ -195,38 +200,24 @@ describe('PlacementLoop', () => {
       await jest.advanceTimersByTimeAsync(10_000);
       expect(f.published.map((p) => p.frame)).toEqual([0, 1, 2]);
       await f.cluster.close();
-    } finally {
-      jest.useRealTimers();
-    }
-  });
+    }));
 
-  it('alignTo to a start already past (a restarted orchestrator) steps at the next boundary and keeps the window', async () => {
-    jest.useFakeTimers({ now: 1_000_000 });
-    try {
+  it('alignTo to a start already past (a restarted orchestrator) steps at the next boundary and keeps the window', () =>
+    onFakeClock(async () => {
       const f = fakes();
-      let observed = 0;
-      const observe = f.executor.observe;
-      f.executor.observe = () => {
-        observed++;
-        return observe();
-      };
       const loop = loopOn(f, { policy: 'hpa', speed: 10, startFrame: 4, publishStart: false });
       await loop.start();
       loop.alignTo(1_000_000 - 4_000); // boundaries at -4.0, -2.5, -1.0, +0.5 s from now
       await jest.advanceTimersByTimeAsync(499);
-      expect({ observed, published: f.published.length }).toEqual({ observed: 1, published: 0 });
+      expect({ observed: f.counts.observed, published: f.published.length }).toEqual({ observed: 1, published: 0 });
       await jest.advanceTimersByTimeAsync(1);
       expect(f.published.map((p) => p.frame)).toEqual([5]);
       await loop.stop();
       await f.cluster.close();
-    } finally {
-      jest.useRealTimers();
-    }
-  });
+    }));
 
-  it('alignTo leaves a policy that never decides alone (static publishes once per frame from its start)', async () => {
-    jest.useFakeTimers({ now: 1_000_000 });
-    try {
+  it('alignTo leaves a policy that never decides alone (static publishes once per frame from its start)', () =>
+    onFakeClock(async () => {
       const f = fakes();
       const loop = loopOn(f, { frameMs: 1000 });
       await loop.start();
@@ -235,10 +226,7 @@ describe('PlacementLoop', () => {
       expect(f.published.map((p) => p.frame)).toEqual([0, 1]);
       await loop.stop();
       await f.cluster.close();
-    } finally {
-      jest.useRealTimers();
-    }
-  });
+    }));
 
   it('the executor window is the difference of two reports: another reader of GET /state does not take it away', async () => {
     const cluster = new EmulatedCluster({ scenario: tiny, speed: 10 });
