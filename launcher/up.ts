@@ -62,6 +62,8 @@ import { isOrchestrationPolicy, ORCHESTRATION_POLICIES } from '../shared/orchest
 import { Rng } from '../shared/rng';
 import { humanLine } from '../shared/log';
 import { writePrediction, type Prediction } from '../orchestrator/prediction';
+import { Store } from '../orchestrator/store';
+import { placementOf } from '../shared/orchestration/placement';
 import { Replay } from './replay';
 import { TALLY_KEYS, type TargetTally } from '../shared/tally';
 import { writeSelfSignedPair } from '../shared/tls';
@@ -964,10 +966,7 @@ export function recordingPlacements(inner: OrchestrationPolicy, out: Int32Array[
     periodS: inner.periodS,
     reset: inner.reset ? (seed, view) => inner.reset!(seed, view) : undefined,
     decide(view) {
-      const N = view.numNodes;
-      const d = new Int32Array(view.numServices * N);
-      for (let w = 0; w < view.numServices; w++) for (let n = 0; n < N; n++) d[w * N + n] = view.replicas(n, w);
-      out.push(d);
+      out.push(Int32Array.from(placementOf(view).flat()));
       return inner.decide(view);
     },
   };
@@ -998,18 +997,11 @@ export function comparePlacements(
 /** The placements the orchestrator stored (its SQLite file, read-only), oldest first; [] when it cannot be read. */
 function storedPlacements(dbFile: string): { frame: number; replicas: Int32Array }[] {
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const Database = require('better-sqlite3') as typeof import('better-sqlite3');
-    const db = new Database(dbFile, { readonly: true, fileMustExist: true });
+    const store = Store.open(dbFile, { readonly: true });
     try {
-      const rows = db.prepare('SELECT frame, replicas FROM placements ORDER BY version').all() as { frame: number; replicas: Buffer }[];
-      return rows.map((r) => {
-        const bytes = new Uint8Array(r.replicas.byteLength); // a fresh buffer: Int32Array needs 4-byte alignment
-        bytes.set(r.replicas);
-        return { frame: r.frame, replicas: new Int32Array(bytes.buffer) };
-      });
+      return store.placements();
     } finally {
-      db.close();
+      store.close();
     }
   } catch {
     return [];

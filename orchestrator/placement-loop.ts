@@ -28,7 +28,7 @@
 import type { Placement } from '../shared/domain';
 import type { Scenario } from '../shared/scenario';
 import { ORCHESTRATION_POLICIES, makeOrchestrationPolicy, type OrchestrationPolicyName } from '../shared/orchestration';
-import { opsBetween, withOps } from '../shared/orchestration/placement';
+import { opsBetween, placementOf, withOps } from '../shared/orchestration/placement';
 import type { OrchestrationPolicy, OrchestrationView } from '../shared/policy';
 import type { LiveExecutor } from './executors';
 import type { ModelRegistry } from './registry';
@@ -61,11 +61,6 @@ export interface PlacementLoopOptions {
   admin?: { state: AdminState; onExpired?: (o: ScaleOverride) => void };
   /** Why the policy's steps wait now (null: they do not); a deferred step runs at `resume()`. */
   holdWhile?: () => string | null;
-}
-
-/** d[w][n] of a view: replicas including starting ones, excluding those being deleted. */
-export function placementOf(view: OrchestrationView): Placement {
-  return Array.from({ length: view.numServices }, (_, w) => Array.from({ length: view.numNodes }, (_, n) => view.replicas(n, w)));
 }
 
 export class PlacementLoop {
@@ -120,9 +115,7 @@ export class PlacementLoop {
       log(`executor: ${(e as Error).message}`);
     }
     if (this.o.publishStart) this.o.registry.publishPlacement(this.frame, this.d);
-    this.timer = setInterval(() => {
-      this.running = this.running.then(() => this.tick()).catch((e) => log(`placement step failed: ${(e as Error).message}`));
-    }, this.stepMs);
+    this.timer = setInterval(() => this.queueTick(), this.stepMs);
   }
 
   /**
@@ -158,15 +151,19 @@ export class PlacementLoop {
       setTimeout(
         () => {
           if (this.stopped) return;
-          const tick = () => {
-            this.running = this.running.then(() => this.tick()).catch((e) => log(`placement step failed: ${(e as Error).message}`));
-          };
-          tick();
-          this.timer = setInterval(tick, stepMs);
+          this.queueTick();
+          this.timer = setInterval(() => this.queueTick(), stepMs);
         },
         startMs + k * stepMs - nowMs,
       ),
     );
+  }
+
+  /** The timers' step: after any step in progress, a failure logged. */
+  private queueTick(): void {
+    this.running = this.running
+      .then(() => this.tick())
+      .catch((e) => (this.o.log ?? (() => undefined))(`placement step failed: ${(e as Error).message}`));
   }
 
   /** Why a deferred step waits now (the hold's reason), or null: none is deferred. */

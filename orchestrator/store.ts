@@ -774,19 +774,13 @@ export class Store {
   }
 
   placement(version: number): PlacementBody | null {
-    const row = this.db.prepare('SELECT * FROM placements WHERE version = ?').get(version) as
-      { version: number; frame: number; num_services: number; num_nodes: number; replicas: Buffer } | undefined;
-    if (!row) return null;
-    // Copied into a fresh buffer: Int32Array needs 4-byte alignment of the byte offset.
-    const bytes = new Uint8Array(row.replicas.byteLength);
-    bytes.set(row.replicas);
-    return {
-      version: row.version,
-      frame: row.frame,
-      numServices: row.num_services,
-      numNodes: row.num_nodes,
-      replicas: new Int32Array(bytes.buffer),
-    };
+    const row = this.db.prepare('SELECT * FROM placements WHERE version = ?').get(version) as PlacementRow | undefined;
+    return row ? placementBody(row) : null;
+  }
+
+  /** Every stored placement, oldest version first (`kais up` compares them with the simulator's). */
+  placements(): PlacementBody[] {
+    return (this.db.prepare('SELECT * FROM placements ORDER BY version').all() as PlacementRow[]).map(placementBody);
   }
 
   latestPlacement(): PlacementBody | null {
@@ -946,5 +940,26 @@ function agentFromRow(r: AgentRow): AgentRecord {
     placementVersion: r.placement_version,
     connected: r.connected === 1,
     lastSeenMs: r.last_seen_ms,
+  };
+}
+
+interface PlacementRow {
+  version: number;
+  frame: number;
+  num_services: number;
+  num_nodes: number;
+  replicas: Buffer;
+}
+
+function placementBody(row: PlacementRow): PlacementBody {
+  // Copied into a fresh buffer: Int32Array needs 4-byte alignment of the byte offset.
+  const bytes = new Uint8Array(row.replicas.byteLength);
+  bytes.set(row.replicas);
+  return {
+    version: row.version,
+    frame: row.frame,
+    numServices: row.num_services,
+    numNodes: row.num_nodes,
+    replicas: new Int32Array(bytes.buffer),
   };
 }

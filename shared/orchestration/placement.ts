@@ -18,6 +18,11 @@ import type { OrchestrationView } from '../policy';
 import type { Scenario } from '../scenario';
 import { capacityArrays, topologyOf } from '../scenario';
 
+/** d[w][n] of a view: replicas including starting ones, excluding those being deleted (what a placement frame carries). */
+export function placementOf(view: OrchestrationView): Placement {
+  return Array.from({ length: view.numServices }, (_, w) => Array.from({ length: view.numNodes }, (_, n) => view.replicas(n, w)));
+}
+
 /**
  * The initial placement d[w][n] of a scenario. `place(w, n)` is told of every replica in the
  * order it is placed (the simulator books its memory in that order).

@@ -125,6 +125,22 @@ describe('Store', () => {
     expect(s.latestPlacementVersion()).toBe(2);
   });
 
+  it('lists every stored placement oldest first, and reads them from a read-only handle on the same file', () => {
+    const s = openStore();
+    s.putPlacement(placementBody(1, 0, [[1, 0]]));
+    s.putPlacement(placementBody(2, 1, [[0, 2]]));
+    s.putPlacement(placementBody(3, 1, [[1, 1]]));
+    const ro = Store.open(s.path, { readonly: true });
+    const list = ro.placements();
+    ro.close();
+    expect(list.map((p) => [p.version, p.frame, Array.from(p.replicas)])).toEqual([
+      [1, 0, [1, 0]],
+      [2, 1, [0, 2]],
+      [3, 1, [1, 1]],
+    ]);
+    expect(list[2]).toEqual(s.placement(3));
+  });
+
   it('tracks agents across connect, apply and disconnect, and after a reopen', () => {
     const a = openStore();
     a.agentConnected(0, 's-0-1', { agentVersion: '0.1.0', weightVersion: null, placementVersion: null }, 1000);
