@@ -14,12 +14,10 @@ import * as path from 'node:path';
 import * as http from 'node:http';
 import { parseMetrics, sample } from '../support/prometheus';
 import { readConfig, startOrchestrator, type RunningOrchestrator } from '../../orchestrator/main';
-import { Store } from '../../orchestrator/store';
-import { actorShapes, initActorWeights } from '../../shared/nets/actor';
+import { storeWithRandomModel } from '../support/store-seed';
 import { Codec } from '../../shared/protocol/codec';
 import type { Transition } from '../../shared/protocol/envelope';
 import { rawAgent } from '../support/raw-agent';
-import { packWeights } from '../../shared/protocol/weights';
 import { Rng } from '../../shared/rng';
 import { loadScenario, topologyOf } from '../../shared/scenario';
 import { observationDim } from '../../shared/spaces';
@@ -77,16 +75,7 @@ function getText(url: string): Promise<string> {
 describe('poisoned experience from one agent', () => {
   it('is refused frame by frame, changes no published weight, is counted on /metrics and named in events', async () => {
     const db = path.join(dir, 'o.db');
-    const seedStore = Store.open(db);
-    const shapes = actorShapes(D, A);
-    seedStore.putModel(
-      packWeights(
-        initActorWeights(D, A, 3).map((data, i) => ({ shape: shapes[i], data })),
-        1,
-        'relu1',
-      ),
-    );
-    seedStore.close();
+    storeWithRandomModel(db, D, A);
     const cfgFile = path.join(dir, 'c.json');
     fs.writeFileSync(
       cfgFile,

@@ -23,11 +23,9 @@ import WebSocket from 'ws';
 import { AgentLink } from '../../agent/link';
 import { AgentRuntime } from '../../agent/runtime';
 import { readConfig, startOrchestrator, type RunningOrchestrator } from '../../orchestrator/main';
-import { Store } from '../../orchestrator/store';
-import { actorShapes, initActorWeights } from '../../shared/nets/actor';
+import { storeWithRandomModel } from '../support/store-seed';
 import { Codec } from '../../shared/protocol/codec';
 import { makeFrame, type Frame, type HelloBody, type Transition } from '../../shared/protocol/envelope';
-import { packWeights } from '../../shared/protocol/weights';
 import { Rng } from '../../shared/rng';
 import { loadScenario, topologyOf } from '../../shared/scenario';
 import { observationDim } from '../../shared/spaces';
@@ -105,16 +103,7 @@ describe('poisoning replay against a live orchestrator', () => {
   it('refuses and quarantines the attacker; learning goes on from the real agent only, which stays connected', async () => {
     // a stored model v1 to learn from, as a restarted orchestrator would have
     const db = path.join(dir, 'o.db');
-    const seedStore = Store.open(db);
-    const shapes = actorShapes(D, A);
-    seedStore.putModel(
-      packWeights(
-        initActorWeights(D, A, 3).map((data, i) => ({ shape: shapes[i], data })),
-        1,
-        'relu1',
-      ),
-    );
-    seedStore.close();
+    storeWithRandomModel(db, D, A);
     const cfgFile = path.join(dir, 'c.json');
     fs.writeFileSync(
       cfgFile,

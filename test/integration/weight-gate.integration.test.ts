@@ -17,13 +17,12 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { WeightGate, type GateConfig } from '../../orchestrator/gate';
 import { readConfig, startOrchestrator } from '../../orchestrator/main';
-import { Store } from '../../orchestrator/store';
-import { actorShapes, initActorWeights } from '../../shared/nets/actor';
+import { storeWithRandomModel } from '../support/store-seed';
+import { initActorWeights } from '../../shared/nets/actor';
 import { defaultModelPath, readActorFile } from '../../shared/nets/actor-file';
 import { Codec } from '../../shared/protocol/codec';
 import type { Transition } from '../../shared/protocol/envelope';
 import { rawAgent } from '../support/raw-agent';
-import { packWeights } from '../../shared/protocol/weights';
 import { Rng } from '../../shared/rng';
 import { loadScenario, topologyOf, type Scenario } from '../../shared/scenario';
 import { observationDim } from '../../shared/spaces';
@@ -165,16 +164,7 @@ describe('the gate in a live orchestrator', () => {
 
   it('does not publish a learned version the gate rejects; the verdict is an event, on /metrics and in the admin status', async () => {
     const db = path.join(dir, 'o.db');
-    const seedStore = Store.open(db);
-    const shapes = actorShapes(D, A);
-    seedStore.putModel(
-      packWeights(
-        initActorWeights(D, A, 3).map((data, i) => ({ shape: shapes[i], data })),
-        1,
-        'relu1',
-      ),
-    );
-    seedStore.close();
+    storeWithRandomModel(db, D, A);
     const cfgFile = path.join(dir, 'c.json');
     fs.writeFileSync(
       cfgFile,
