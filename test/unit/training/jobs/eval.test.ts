@@ -1,8 +1,9 @@
 /**
  * `kais eval` through the real CLI (dist/kais.js, built by `npm test` before jest runs).
  */
-import { spawnSync } from 'child_process';
+import { spawn, spawnSync } from 'child_process';
 import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 import { tmpDir } from '../../../support/tmp';
 
@@ -16,6 +17,34 @@ function kais(...args: string[]) {
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
+/**
+ * `kais ...args` as kais() does, without blocking: the long cmmac runs below are independent
+ * processes, so they run side by side on the machine's cores (at most that many at once; jest
+ * itself runs one test file at a time). Same processes, same outputs, same checks as one by one.
+ * The timeout is per process and counts from its start (a queued run waits without it).
+ */
+const CORES = Math.max(1, os.availableParallelism());
+let runningNow = 0;
+const waiting: (() => void)[] = [];
+async function kaisAsync(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  if (runningNow >= CORES) await new Promise<void>((go) => waiting.push(go));
+  runningNow++;
+  try {
+    return await new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, [KAIS, ...args], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 240000 });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ code, stdout, stderr }));
+    });
+  } finally {
+    runningNow--;
+    waiting.shift()?.();
+  }
+}
+
 function expectUsageError(r: { code: number | null; stderr: string }, pattern: RegExp) {
   expect(r.code).toBe(2);
   const lines = r.stderr.trim().split('\n');
@@ -24,11 +53,40 @@ function expectUsageError(r: { code: number | null; stderr: string }, pattern: R
   expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
 }
 
+interface CmmacStaticReport {
+  cmmacAct?: string;
+  slotS: number;
+  results: {
+    policy: string;
+    arrived: number;
+    throughputRate: number;
+    cloudShare: number;
+    completedInTime: number;
+    meanLatencyMs: number;
+  }[];
+}
+
+/**
+ * One frame of kais, cmmac/static and lec/static, JSON. The run without extra options is the same
+ * command for the --cmmac-act test (argmax, the default) and the --slot test (the scenario's slot):
+ * it runs once and both read its report.
+ */
+let cmmacStaticDefault: Promise<CmmacStaticReport> | null = null;
+function cmmacStatic(...extra: string[]): Promise<CmmacStaticReport> {
+  const go = async () => {
+    const r = await kaisAsync('eval', '--scenario', 'kais', '--frames', '1', '--policies', 'cmmac/static,lec/static', '--json', ...extra);
+    expect(r.code).toBe(0);
+    return JSON.parse(r.stdout) as CmmacStaticReport;
+  };
+  if (extra.length > 0) return go();
+  return (cmmacStaticDefault ??= go());
+}
+
 describe('kais eval', () => {
-  it('prints byte-identical JSON for the same seed, and the invariant holds for every policy (the shipped cmmac/gpg and cmmac/hpa among them)', () => {
+  it('prints byte-identical JSON for the same seed, and the invariant holds for every policy (the shipped cmmac/gpg and cmmac/hpa among them)', async () => {
     const args = ['eval', '--scenario', 'kais', '--workload', 'p4', '--seed', '7', '--frames', '10', '--json'];
-    const a = kais(...args);
-    const b = kais(...args);
+    // two separate processes, side by side (about 75 s each on one core: the two cmmac pairs)
+    const [a, b] = await Promise.all([kaisAsync(...args), kaisAsync(...args)]);
     expect(a.code).toBe(0);
     expect(a.stdout).toBe(b.stdout);
     const report = JSON.parse(a.stdout);
@@ -40,7 +98,7 @@ describe('kais eval', () => {
       expect(r.arrived).toBe(r.completedInTime + r.late + r.dropped + r.queuedAtEnd);
       expect(r.throughputRate).toBeCloseTo(r.completedInTime / r.arrived, 4);
     }
-  });
+  }, 300_000);
 
   it('stresses the kais cluster at the default load: best pair between 0.70 and 0.90 (calibrated to 0.80 on seeds 1-3), random/static clearly below it, the oracle above all', () => {
     const r = kais(
@@ -121,61 +179,53 @@ describe('kais eval', () => {
     expectUsageError(kais('eval', '--scenario', 'tiny', '--policies', 'jsq'), /--policies: "jsq" is not dispatch\/orchestration/);
   });
 
-  it('cmmac runs the shipped argmax actor under hpa and gpg; the actor fine-tuned on GPG samples, as its file says', () => {
+  it('cmmac runs the shipped argmax actor under hpa and gpg; the actor fine-tuned on GPG samples, as its file says', async () => {
     type Report = { cmmacAct?: string; results: { policy: string; cmmacAct?: string; throughputRate: number; completedInTime: number }[] };
     // one frame of kais, JSON
-    const run = (policies: string, ...extra: string[]): Report => {
-      const r = kais('eval', '--scenario', 'kais', '--frames', '1', '--policies', policies, '--json', ...extra);
+    const run = async (policies: string, ...extra: string[]): Promise<Report> => {
+      const r = await kaisAsync('eval', '--scenario', 'kais', '--frames', '1', '--policies', policies, '--json', ...extra);
       expect(r.code).toBe(0);
       return JSON.parse(r.stdout) as Report;
     };
     const model = (name: string) => ['--checkpoint', path.join(ROOT, 'models', name)];
-    const j = run('cmmac/hpa,cmmac/gpg,cmmac+guard/gpg,lec/hpa');
+    // the five runs are independent: started together (kaisAsync runs as many at once as there are cores)
+    const [j, s, o, named, gpgUnderHpa] = await Promise.all([
+      run('cmmac/hpa,cmmac/gpg,cmmac+guard/gpg,lec/hpa'),
+      run('cmmac/gpg,lec/hpa', ...model('kais-cmmac-gpg.bin')),
+      // --cmmac-act overrides the model's act
+      run('cmmac/hpa,cmmac/gpg', '--cmmac-act', 'argmax', ...model('kais-cmmac-gpg.bin')),
+      run('cmmac/hpa', ...model('kais-cmmac.bin')),
+      run('cmmac/hpa', ...model('kais-cmmac-gpg.bin')),
+    ]);
     expect(j.results.map((x) => x.cmmacAct)).toEqual([undefined, undefined, undefined, undefined]);
-    const s = run('cmmac/gpg,lec/hpa', ...model('kais-cmmac-gpg.bin'));
     expect(s.results.map((x) => x.cmmacAct)).toEqual(['sample', undefined]);
     expect(s.cmmacAct).toBe('sample'); // every cmmac pair sampled
-    // --cmmac-act overrides the model's act
-    const o = run('cmmac/hpa,cmmac/gpg', '--cmmac-act', 'argmax', ...model('kais-cmmac-gpg.bin'));
     expect(o.results.map((x) => x.cmmacAct)).toEqual([undefined, undefined]);
     // --checkpoint takes an exported actor (.bin + .json) as well as a kais train file: the shipped one by name
     // runs what the default runs; the gpg actor under hpa samples too
-    const n = run('cmmac/hpa', ...model('kais-cmmac.bin')).results[0];
+    const n = named.results[0];
     const d = j.results[0];
     expect([n.throughputRate, n.completedInTime, n.cmmacAct]).toEqual([d.throughputRate, d.completedInTime, undefined]);
-    expect(run('cmmac/hpa', ...model('kais-cmmac-gpg.bin')).results[0].cmmacAct).toBe('sample');
-  });
+    expect(gpgUnderHpa.results[0].cmmacAct).toBe('sample');
+  }, 180_000);
 
-  it('--cmmac-act sample: cmmac draws from its policy, the same draws for the same seed; heuristics unchanged; a bad value exits 2', () => {
-    const run = (extra: string[]) => {
-      const r = kais('eval', '--scenario', 'kais', '--frames', '1', '--policies', 'cmmac/static,lec/static', '--json', ...extra);
-      expect(r.code).toBe(0);
-      return JSON.parse(r.stdout) as {
-        cmmacAct?: string;
-        results: { policy: string; throughputRate: number; cloudShare: number; completedInTime: number }[];
-      };
-    };
-    const argmax = run([]);
-    const sample = run(['--cmmac-act', 'sample']);
+  it('--cmmac-act sample: cmmac draws from its policy, the same draws for the same seed; heuristics unchanged; a bad value exits 2', async () => {
+    // the sampled run twice (separate processes, side by side): the same draws for the same seed
+    const [argmax, sample, again] = await Promise.all([
+      cmmacStatic(),
+      cmmacStatic('--cmmac-act', 'sample'),
+      cmmacStatic('--cmmac-act', 'sample'),
+    ]);
     expect(argmax.cmmacAct).toBeUndefined(); // the default leaves the report as it was
     expect(sample.cmmacAct).toBe('sample');
-    expect(run(['--cmmac-act', 'sample'])).toEqual(sample);
+    expect(again).toEqual(sample);
     expect(sample.results[0].completedInTime).not.toBe(argmax.results[0].completedInTime);
     expect(sample.results[1]).toEqual(argmax.results[1]); // lec/static does not read the switch
     expectUsageError(kais('eval', '--scenario', 'tiny', '--cmmac-act', 'softmax'), /--cmmac-act/);
-  });
+  }, 180_000);
 
-  it('--slot: finer learning slots, same frames and requests, about the same results (dispatch is on arrival); the learned model still loads; a bad slot exits 2', () => {
-    const run = (extra: string[]) => {
-      const r = kais('eval', '--scenario', 'kais', '--frames', '1', '--policies', 'cmmac/static,lec/static', '--json', ...extra);
-      expect(r.code).toBe(0);
-      return JSON.parse(r.stdout) as {
-        slotS: number;
-        results: { policy: string; arrived: number; throughputRate: number; meanLatencyMs: number }[];
-      };
-    };
-    const coarse = run([]);
-    const fine = run(['--slot', '0.05']);
+  it('--slot: finer learning slots, same frames and requests, about the same results (dispatch is on arrival); the learned model still loads; a bad slot exits 2', async () => {
+    const [coarse, fine] = await Promise.all([cmmacStatic(), cmmacStatic('--slot', '0.05')]);
     expect(coarse.slotS).toBe(0.25);
     expect(fine.slotS).toBe(0.05);
     for (let i = 0; i < 2; i++) {
@@ -190,7 +240,7 @@ describe('kais eval', () => {
       /--slot: must divide the \S+ s frame of scenario tiny into whole slots, got 0.3/,
     );
     expectUsageError(kais('eval', '--scenario', 'tiny', '--slot', '0'), /--slot: expected a number > 0/);
-  });
+  }, 180_000);
 
   it("--view agent runs the policies on the live agent's view and says so in the JSON; a bad --view exits 2", () => {
     const r = kais('eval', '--scenario', 'tiny', '--frames', '1', '--policies', 'lec/hpa', '--view', 'agent', '--json');
