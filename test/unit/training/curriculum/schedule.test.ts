@@ -91,6 +91,22 @@ describe('loadCurriculum', () => {
       expect(loadValidation('default')).toBeNull();
     },
   );
+  (hasTrace ? it : it.skip)(
+    'loads gpg-placement-trace: RL on the GPG placement, P4 and the early trace window alternating, 5 episodes each (skipped without ../shared/data/alibaba)',
+    () => {
+      const ls = loadCurriculum(path.join(BUILT_IN_CURRICULUM, '..', 'gpg-placement-trace'));
+      expect(ls.map((l) => [l.name, l.traceWindowS ?? null])).toEqual([
+        ['01-p4', null],
+        ['02-tr', [-1100, 25000]],
+        ['03-p4', null],
+        ['04-tr', [-1100, 25000]],
+      ]);
+      for (const l of ls) {
+        expect(l).toMatchObject({ orchestration: 'gpg', externality: 1, episodeFrames: 3, maxEpisodes: 5, teacher: undefined });
+        expect(l.checkpointIn).toBeUndefined(); // each lesson goes on from the one before; the first from --init-from
+      }
+    },
+  );
   it('names the file and the field of a bad lesson', () => {
     const dir = tmpDir('kais-cur-');
     const f = path.join(dir, '01.json');
