@@ -36,6 +36,17 @@ function ip(args: string[]): void {
 }
 
 let labs = 0;
+let swept = false;
+
+/** Whether a process with this pid exists (signal 0 checks without sending anything). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
 
 export class NetnsLab {
   private readonly prefix: string;
@@ -51,6 +62,27 @@ export class NetnsLab {
    */
   constructor(private readonly lab: number = labs++) {
     this.prefix = `kais${process.pid}x${this.lab}`;
+    if (!swept) NetnsLab.sweepStale();
+    swept = true;
+  }
+
+  /**
+   * Deletes the namespaces of labs whose process is gone (a run killed before destroy(); their veths
+   * go with them): their addresses would shadow this lab's (same blocks), and its hosts would not reach
+   * each other. Returns the names deleted.
+   */
+  static sweepStale(): string[] {
+    const r = spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' });
+    if (r.status !== 0) return [];
+    const stale = r.stdout
+      .split('\n')
+      .map((l) => l.split(' ')[0])
+      .filter((name) => {
+        const m = /^kais(\d+)x\d+-/.exec(name);
+        return m !== null && !alive(Number(m[1]));
+      });
+    for (const name of stale) spawnSync('ip', ['netns', 'del', name]);
+    return stale;
   }
 
   /** null when namespaces can be made here, else the reason (for a skip message). */
