@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { tmpDir } from '../support/tmp';
+import { alive } from '../support/wait';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
@@ -60,15 +61,6 @@ function cli(args: string[]): Promise<Run> {
 
 function pidsIn(stderr: string): number[] {
   return [...stderr.matchAll(/pids? ?=?([\d ]+)/g)].flatMap((m) => m[1].trim().split(/\s+/).map(Number)).filter((p) => p > 0);
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function expectAccounted(s: Record<string, unknown>): void {

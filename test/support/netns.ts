@@ -10,6 +10,7 @@
  * namespace is named `kais<pid>-<host>` and deleted by `destroy()` (its veths go with it).
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { alive } from './wait';
 
 export interface LinkShape {
   /** One-way delay added on each side, ms (so the round trip gains twice this). */
@@ -37,16 +38,6 @@ function ip(args: string[]): void {
 
 let labs = 0;
 let swept = false;
-
-/** Whether a process with this pid exists (signal 0 checks without sending anything). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 export class NetnsLab {
   private readonly prefix: string;

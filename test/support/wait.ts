@@ -25,3 +25,13 @@ export function httpGet(port: number, p: string, token?: string): Promise<{ stat
       .on('error', reject);
   });
 }
+
+/** Whether a process with this pid exists (signal 0 checks without sending anything; EPERM: it exists, not ours). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
