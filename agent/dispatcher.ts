@@ -44,6 +44,18 @@ import { noTargetMeetsDeadline, RegimeGuard, type GuardSwitch, type RegimeGuardO
 import type { LocalClusterView } from './local-view';
 import { Proxy, type ProxyOutcome } from './proxy';
 
+/**
+ * Requests in flight at once, and waiting in the eAP queue. In flight, one service holds at most a
+ * quarter of the slots (256) and long requests an eighth (128). Sized so that the limits bind in a
+ * flood, not at the scenarios' own loads: on \`kais\` at its default load an agent has up to ~360
+ * requests in flight and ~150 of one service (\`kais up\`, 60 s; 1.5x: ~410 and ~140). At 256 /
+ * 64, the defaults until 2026-12-05, the agent held requests in its queue at every burst (p99 wait
+ * 0.2-0.9 s, up to 2.7 s at 1.5x), which the simulator, dispatching every request on arrival, does
+ * not do (docs/runtime.md, "Admission").
+ */
+export const DEFAULT_MAX_IN_FLIGHT = 1024;
+export const DEFAULT_MAX_QUEUED = 1024;
+
 export type DequeueRule = 'edf' | 'fifo';
 
 export const EXPERIENCE_MODES = ['explored', 'all', 'none'] as const;
@@ -79,7 +91,7 @@ export interface DispatcherOptions {
   scenario: Scenario;
   view: LocalClusterView;
   targets: Targets;
-  /** @defaultValue 256 */
+  /** @defaultValue DEFAULT_MAX_IN_FLIGHT (1024) */
   maxInFlight?: number;
   /** Slots one service may hold. @defaultValue max(8, maxInFlight / 4) */
   maxInFlightPerService?: number;
@@ -87,7 +99,7 @@ export interface DispatcherOptions {
   longDeadlineMs?: number;
   /** Slots long requests may hold together. @defaultValue max(4, maxInFlight / 8) */
   maxInFlightLong?: number;
-  /** Requests waiting in the eAP queue. @defaultValue 4 x maxInFlight */
+  /** Requests waiting in the eAP queue. @defaultValue DEFAULT_MAX_QUEUED (1024) */
   maxQueued?: number;
   /** Of them, of one service. @defaultValue maxQueued / 4 */
   maxQueuedPerService?: number;
@@ -249,7 +261,7 @@ export class Dispatcher {
   private queuedLong = 0;
   private readonly dequeue: DequeueRule;
   private readonly queue: Pending[] = [];
-  private readonly proxy = new Proxy();
+  private readonly proxy: Proxy;
   /** The rule without the actor: the heuristic of `policy`, or lec (cmmac's fallback). */
   private readonly fallback: DispatchPolicy;
   /** Whether `fallback` is the `policy` heuristic (then it always decides and weights are ignored). */
@@ -311,8 +323,11 @@ export class Dispatcher {
       this.guardPolicies[2] = makeHeuristicDispatch(guard.fallback, o.scenario);
       if (guard.mid) this.guardPolicies[1] = makeHeuristicDispatch(guard.mid.fallback, o.scenario);
     }
-    this.maxInFlight = o.maxInFlight ?? 256;
-    const queued = o.maxQueued ?? 4 * this.maxInFlight;
+    this.maxInFlight = o.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
+    // as many sockets per target as requests may be in flight: a smaller pool would queue requests
+    // inside node:http, a wait the admission limits and the simulator know nothing of
+    this.proxy = new Proxy(Math.max(1, this.maxInFlight));
+    const queued = o.maxQueued ?? DEFAULT_MAX_QUEUED;
     this.limits = {
       perService: o.maxInFlightPerService ?? Math.max(8, Math.floor(this.maxInFlight / 4)),
       longMs: o.longDeadlineMs ?? 30_000,

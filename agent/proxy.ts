@@ -32,8 +32,13 @@ interface ServeEndpoint {
 const NO_BODY_HEADERS = { 'content-length': 0 };
 
 export class Proxy {
-  private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  private readonly agent: http.Agent;
   private readonly endpoints = new Map<string, ServeEndpoint | null>();
+
+  /** \`maxSockets\`: open connections per target at most (the dispatcher passes its in-flight limit). */
+  constructor(maxSockets = 256) {
+    this.agent = new http.Agent({ keepAlive: true, maxSockets });
+  }
 
   /** `ttlMs`: real ms the target has before the result is useless (it drops the request unstarted after that). */
   forward(

@@ -4,6 +4,7 @@ import { allPlacedView, randomActor, tiny } from '../../support/tiny-agent';
 import { Dispatcher } from '../../../agent/dispatcher';
 import { LocalClusterView } from '../../../agent/local-view';
 import { placementBody } from '../../../shared/protocol/envelope';
+import { until } from '../../support/wait';
 
 /** A stub target answering every /serve with `status` after `delayMs`; records the query strings. */
 async function stub(status: number, delayMs = 0): Promise<{ url: string; seen: string[]; close: () => Promise<void> }> {
@@ -28,7 +29,8 @@ async function stub(status: number, delayMs = 0): Promise<{ url: string; seen: s
   };
 }
 
-function setup(nodes: string[], cloud: string, maxInFlight = 256) {
+/** `maxInFlight` null: the Dispatcher's default. */
+function setup(nodes: string[], cloud: string, maxInFlight: number | null = 256) {
   const view = new LocalClusterView(tiny, 0);
   // service 0 only on node 0
   view.applyPlacement(
@@ -39,7 +41,7 @@ function setup(nodes: string[], cloud: string, maxInFlight = 256) {
       [0, 0, 0],
     ]),
   );
-  const d = new Dispatcher({ scenario: tiny, view, targets: { nodes, cloud }, maxInFlight });
+  const d = new Dispatcher({ scenario: tiny, view, targets: { nodes, cloud }, maxInFlight: maxInFlight ?? undefined });
   return { view, d };
 }
 
@@ -59,6 +61,41 @@ describe('Dispatcher', () => {
     expect(r).toMatchObject({ status: 200, target: 0, procMs: 5 });
     expect(node.seen[0]).toMatch(/^\/serve\?service=0&work=0\.1&ttl=\d+$/);
     expect(d.counters.inTime).toBe(1);
+  });
+
+  it('with the default limits, a burst of 400 requests, 200 of each of two services, goes out at once (none waits in the eAP queue)', async () => {
+    // an agent on kais at its default load has up to ~360 requests in flight, ~150 of one service; at
+    // the old limits (256 in all, 64 a service) bursts waited in the eAP queue, which the simulator does not model
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => (release = r));
+    let seen = 0;
+    const server = http.createServer((req, res) => {
+      seen++;
+      req.resume();
+      void gate.then(() => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ procMs: 5, queuedMs: 0 }));
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    closers.push(
+      () =>
+        new Promise<void>((r) => {
+          server.closeAllConnections();
+          server.close(() => r());
+        }),
+    );
+    const { d } = setup([url, url, url], url, null);
+    const answers = Array.from({ length: 400 }, (_, i) => d.submit({ service: i % 2, deadlineMs: 10_000, payloadBytes: 0 }));
+    expect(d.queued).toBe(0);
+    expect(d.outstanding).toBe(400);
+    // every one reaches the target before any answer comes back (no socket pool limit below it either)
+    await until(() => seen === 400, 'the target to see all 400 requests', 10_000);
+    release();
+    const rs = await Promise.all(answers);
+    d.close();
+    expect(rs.every((r) => r.status === 200)).toBe(true);
   });
 
   it('retries once on the cloud when the edge node answers 503 full', async () => {
