@@ -241,6 +241,8 @@ export class Dispatcher {
   private readonly guardReset = [false, false, false];
   /** Told each answer's latency (real ms): the /metrics histogram (agent/metrics.ts) keeps the buckets. */
   onAnswer: ((latencyMs: number) => void) | null = null;
+  /** Told how long each request waited in the eAP queue before it was dispatched (real ms). */
+  onDispatch: ((queueWaitMs: number) => void) | null = null;
   private readonly view: LocalClusterView;
   private readonly scenario: Scenario;
   private readonly targets: Targets;
@@ -570,6 +572,7 @@ export class Dispatcher {
         this.answer(p, { status: 504, target: -1, latencyMs: performance.now() - p.t0, reason: 'expired in the eAP queue' });
         continue;
       }
+      this.onDispatch?.(performance.now() - p.t0);
       this.inFlight++;
       this.inFlightBySvc[p.req.service]++;
       if (p.long) this.inFlightLong++;

@@ -21,6 +21,7 @@
  *   kais_agent_detector_windows_total{kind}, kais_agent_detector_verdicts_total{verdict}
  *   kais_agent_node_health_events_total{kind, rule}                every event since the start
  *   kais_agent_latency_seconds                                     histogram, ingress to answer
+ *   kais_agent_queue_wait_seconds                                  histogram, ingress to dispatch (time in the eAP queue)
  * plus prom-client's defaults (process_cpu_seconds_total, process_resident_memory_bytes,
  * nodejs_eventloop_lag_seconds, ...) with the prefix `kais_agent_`.
  */
@@ -31,10 +32,13 @@ import type { HealthState } from './health';
 
 /** Latency buckets in seconds (10 ms .. 10 s, as the hand-written histogram had in ms). */
 const LATENCY_BUCKETS_S = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** eAP queue wait buckets in seconds: most requests leave it within a millisecond; seconds mean the admission limits bind. */
+const QUEUE_WAIT_BUCKETS_S = [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 
 export class AgentMetrics {
   readonly registry = new Registry();
   private readonly latency: Histogram;
+  private readonly queueWait: Histogram;
 
   constructor(d: Dispatcher, state: () => HealthState) {
     const r = this.registry;
@@ -145,6 +149,13 @@ export class AgentMetrics {
       registers: [r],
     });
     d.onAnswer = (ms) => this.latency.observe(ms / 1000);
+    this.queueWait = new Histogram({
+      name: 'kais_agent_queue_wait_seconds',
+      help: 'Time a request waited in the eAP queue, ingress to dispatch, seconds (long waits: the admission limits bind).',
+      buckets: QUEUE_WAIT_BUCKETS_S,
+      registers: [r],
+    });
+    d.onDispatch = (ms) => this.queueWait.observe(ms / 1000);
   }
 
   contentType(): string {

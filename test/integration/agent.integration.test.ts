@@ -244,6 +244,7 @@ describe('kais agent (process wiring)', () => {
     const after = parseMetrics(m.text);
     expect(sample(after, 'kais_agent_requests_total', { eap: '0', outcome: 'in_time' })).toBe(1);
     expect(sample(after, 'kais_agent_latency_seconds', { eap: '0' })).toBe(1); // the histogram's count
+    expect(sample(after, 'kais_agent_queue_wait_seconds', { eap: '0' })).toBe(1); // dispatched once
     expect(sample(after, 'kais_agent_process_resident_memory_bytes', { eap: '0' })).toBeGreaterThan(1e6);
     expect(sample(after, 'kais_agent_nodejs_eventloop_lag_seconds', { eap: '0' })).toBeGreaterThanOrEqual(0);
     // every counter only grows between two scrapes
