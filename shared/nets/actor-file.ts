@@ -66,11 +66,11 @@ export function modelDirs(): string[] {
  * Orchestrations under which the default actor is `<scenario>-cmmac-<orchestration>.bin` when it
  * ships, before `<scenario>-cmmac.bin`. Empty since session 25: session 24's actor fine-tuned on GPG's
  * placement was +0.6% on the P4 validation rule but -1.7% on the trace validation window (25,000-30,000
- * s). Its successor (session 27, P4 and trace lessons alternating: training/curriculum/gpg-placement-trace)
- * is level on the trace and 0.18% ahead by the mean of both rules, inside their noise, and has not been
- * held out on the trace windows or run live as a default (docs/cmmac.md "P4 and the trace alternating"),
- * so models/kais-cmmac-gpg.bin stays an opt-in (`--checkpoint models/kais-cmmac-gpg.bin`). Add 'gpg'
- * here to make it gpg's default.
+ * s). Its successors (sessions 27 and 28, P4 and trace lessons: training/curriculum/gpg-placement-trace
+ * and -trace-2) lead by both validation rules, and session 28's makes 1.041x the best heuristic pair on
+ * held-out P4 at the default load, but held out on the trace window 30,000-38,000 s it is 1.9% below
+ * the argmax default (docs/cmmac.md "Trace-heavier"), so models/kais-cmmac-gpg.bin stays an opt-in
+ * (`--checkpoint models/kais-cmmac-gpg.bin`). Add 'gpg' here to make it gpg's default.
  */
 const ORCHESTRATION_ACTORS: readonly string[] = [];
 

@@ -128,8 +128,8 @@ describe('kais up', () => {
     const t = JSON.parse(argmax.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
     expect(t.cmmacAct).toBeUndefined();
     expect((t.perEap as { decisionsDrawn: number }[]).every((e) => e.decisionsDrawn === 0)).toBe(true);
-    // another prediction: the sends per target differ (session 27's actor samples close to its argmax:
-    // the two 10 s predictions' throughput rates agreed to 4 decimals, 0.8882)
+    // another prediction: the sends per target differ (the gpg actors sample close to their argmax: with
+    // session 27's the two 10 s predictions' throughput rates agreed to 4 decimals, 0.8882)
     const predicted = (r: Record<string, unknown>) => (r.perTarget as { predicted: { sent: number } }[]).map((p) => p.predicted.sent);
     expect(predicted(t)).toHaveLength(predicted(s).length);
     expect(predicted(t)).not.toEqual(predicted(s));

@@ -85,7 +85,7 @@ describe('actorFit', () => {
 
   it('defaults to kais-cmmac.bin under every orchestration; the actor fine-tuned on GPG ships beside it, sampling', () => {
     const kais = loadScenario('kais');
-    // gpg included: kais-cmmac-gpg.bin is an opt-in since session 25 (session 27's is level with the default by validation)
+    // gpg included: kais-cmmac-gpg.bin is an opt-in since session 25 (session 28's leads by validation and on held-out P4, loses on a held-out trace window)
     for (const o of [undefined, 'gpg', 'hpa', 'static', 'gsp-ss']) expect(path.basename(defaultModelPath(kais, o)!)).toBe('kais-cmmac.bin');
     expect(defaultModelPath(loadScenario('tiny'), 'gpg')).toBeNull();
     // both fit kais, and the gpg one is deployed sampling (kais train --eval-act sample exported it)

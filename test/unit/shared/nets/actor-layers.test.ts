@@ -138,7 +138,7 @@ describe('the actor as a TensorFlow.js layers model', () => {
     expect(shipped.userDefinedMetadata.act).toBe(bin === SHIPPED_GPG_BIN ? 'sample' : undefined);
   });
 
-  it("the shipped models/kais-cmmac-gpg-tfjs computes the gpg actor's scores (log q within 1e-5) on the recorded observations", async () => {
+  it("the shipped models/kais-cmmac-gpg-tfjs computes the gpg actor's scores (log q within 2e-5) on the recorded observations", async () => {
     const { obs, masks, dim, A } = recordDecisions();
     const model = await tf.loadLayersModel(actorLayersFiles(SHIPPED_GPG_TFJS));
     const out = tf.tidy(() => model.predict(tf.tensor2d(obs, [N, dim])) as tf.Tensor2D);
@@ -162,7 +162,9 @@ describe('the actor as a TensorFlow.js layers model', () => {
       maskedPolicyRow(qOwn, i, masks[i], piOwn);
       if (argmaxMasked(pi) === argmaxMasked(piOwn)) sameArgmax++;
     }
-    expect(maxLogDiff).toBeLessThanOrEqual(1e-5);
+    // float32 in another order of operations: 1.1e-5 measured for the session-28 actor (its logits are
+    // larger than the first one's); another actor differs by > 1e-2, so 2e-5 still tells them apart
+    expect(maxLogDiff).toBeLessThanOrEqual(2e-5);
     expect(sameArgmax).toBe(N);
     expect(maxLogDiffOther).toBeGreaterThan(1e-2);
   });

@@ -107,6 +107,21 @@ describe('loadCurriculum', () => {
       }
     },
   );
+  (hasTrace ? it : it.skip)(
+    'loads gpg-placement-trace-2: its trace-heavier continuation, trace / P4 / trace (skipped without ../shared/data/alibaba)',
+    () => {
+      const ls = loadCurriculum(path.join(BUILT_IN_CURRICULUM, '..', 'gpg-placement-trace-2'));
+      expect(ls.map((l) => [l.name, l.traceWindowS ?? null])).toEqual([
+        ['05-tr', [-1100, 25000]],
+        ['06-p4', null],
+        ['07-tr', [-1100, 25000]],
+      ]);
+      for (const l of ls) {
+        expect(l).toMatchObject({ orchestration: 'gpg', externality: 1, episodeFrames: 3, maxEpisodes: 5, teacher: undefined });
+        expect(l.checkpointIn).toBeUndefined(); // the first goes on from --init-from (the end of gpg-placement-trace)
+      }
+    },
+  );
   it('names the file and the field of a bad lesson', () => {
     const dir = tmpDir('kais-cur-');
     const f = path.join(dir, '01.json');
