@@ -142,19 +142,14 @@ export class AgentMetrics {
           }),
       );
     }
-    this.latency = new Histogram({
-      name: 'kais_agent_latency_seconds',
-      help: 'End-to-end latency at the eAP, ingress to answer, seconds.',
-      buckets: LATENCY_BUCKETS_S,
-      registers: [r],
-    });
+    const histogram = (name: string, help: string, buckets: number[]) => new Histogram({ name, help, buckets, registers: [r] });
+    this.latency = histogram('kais_agent_latency_seconds', 'End-to-end latency at the eAP, ingress to answer, seconds.', LATENCY_BUCKETS_S);
     d.onAnswer = (ms) => this.latency.observe(ms / 1000);
-    this.queueWait = new Histogram({
-      name: 'kais_agent_queue_wait_seconds',
-      help: 'Time a request waited in the eAP queue, ingress to dispatch, seconds (long waits: the admission limits bind).',
-      buckets: QUEUE_WAIT_BUCKETS_S,
-      registers: [r],
-    });
+    this.queueWait = histogram(
+      'kais_agent_queue_wait_seconds',
+      'Time a request waited in the eAP queue, ingress to dispatch, seconds (long waits: the admission limits bind).',
+      QUEUE_WAIT_BUCKETS_S,
+    );
     d.onDispatch = (ms) => this.queueWait.observe(ms / 1000);
   }
 
