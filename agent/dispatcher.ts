@@ -47,14 +47,14 @@ import { Proxy, type ProxyOutcome } from './proxy';
 /**
  * Requests in flight at once, and waiting in the eAP queue. In flight, one service holds at most a
  * quarter of the slots (256) and long requests an eighth (128). Sized so that the limits bind in a
- * flood, not at the scenarios' own loads: on \`kais\` at its default load an agent has up to ~360
- * requests in flight and ~150 of one service (\`kais up\`, 60 s; 1.5x: ~410 and ~140). At 256 /
+ * flood, not at the scenarios' own loads: on `kais` at its default load an agent has up to ~360
+ * requests in flight and ~150 of one service (`kais up`, 60 s; 1.5x: ~410 and ~140). At 256 /
  * 64, the defaults until 2026-12-05, the agent held requests in its queue at every burst (p99 wait
  * 0.2-0.9 s, up to 2.7 s at 1.5x), which the simulator, dispatching every request on arrival, does
  * not do (docs/runtime.md, "Admission").
  */
-export const DEFAULT_MAX_IN_FLIGHT = 1024;
-export const DEFAULT_MAX_QUEUED = 1024;
+const DEFAULT_MAX_IN_FLIGHT = 1024;
+const DEFAULT_MAX_QUEUED = 1024;
 
 export type DequeueRule = 'edf' | 'fifo';
 
@@ -386,6 +386,12 @@ export class Dispatcher {
 
   get outstanding(): number {
     return this.inFlight + this.queue.length;
+  }
+
+  /** The admission limits in force (the options' values, or their defaults): requests in flight, queued, and long ones of each. */
+  get admission(): { inFlight: number; queued: number; inFlightLong: number; queuedLong: number } {
+    const l = this.limits;
+    return { inFlight: this.maxInFlight, queued: l.queued, inFlightLong: l.long, queuedLong: l.queuedLong };
   }
 
   /**

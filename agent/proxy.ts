@@ -35,8 +35,8 @@ export class Proxy {
   private readonly agent: http.Agent;
   private readonly endpoints = new Map<string, ServeEndpoint | null>();
 
-  /** \`maxSockets\`: open connections per target at most (the dispatcher passes its in-flight limit). */
-  constructor(maxSockets = 256) {
+  /** `maxSockets`: open connections per target at most (the dispatcher passes its in-flight limit). */
+  constructor(maxSockets: number) {
     this.agent = new http.Agent({ keepAlive: true, maxSockets });
   }
 

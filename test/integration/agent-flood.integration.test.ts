@@ -15,7 +15,7 @@ import { startAgent, type RunningAgent } from '../../agent/main';
 import { EmulatedCluster } from '../../orchestrator/emulated-cluster';
 import { initialPlacement } from '../../shared/orchestration/placement';
 import { placementBody } from '../../shared/protocol/envelope';
-import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_QUEUED, Dispatcher } from '../../agent/dispatcher';
+import { Dispatcher } from '../../agent/dispatcher';
 import { StateCache } from '../../agent/weights-cache';
 import { LocalClusterView } from '../../agent/local-view';
 import { loadScenario } from '../../shared/scenario';
@@ -91,8 +91,9 @@ describe('long-request flood against a live agent', () => {
     const normalAgent = new http.Agent({ keepAlive: true, maxSockets: 1024 }); // never queues a request on the device's side
     const rssBefore = process.memoryUsage().rss;
     const d = agent.dispatcher;
-    // long requests may hold an eighth of the in-flight slots and an eighth of the queue
-    const longShare = DEFAULT_MAX_IN_FLIGHT / 8 + DEFAULT_MAX_QUEUED / 8;
+    // long requests may hold their share of the in-flight slots and of the queue (an eighth of each by default)
+    const limits = d.admission;
+    const longShare = limits.inFlightLong + limits.queuedLong;
     let maxHeldLong = 0;
     const watchLong = setInterval(() => (maxHeldLong = Math.max(maxHeldLong, d.outstanding)), 5);
 
@@ -104,7 +105,7 @@ describe('long-request flood against a live agent', () => {
     while (d.counters.received < 600) await new Promise((r) => setTimeout(r, 10));
     clearInterval(watchLong);
     maxHeldLong = Math.max(maxHeldLong, d.outstanding);
-    const bound = DEFAULT_MAX_IN_FLIGHT + DEFAULT_MAX_QUEUED;
+    const bound = limits.inFlight + limits.queued;
     let maxOutstanding = 0;
     const watch = setInterval(() => (maxOutstanding = Math.max(maxOutstanding, d.outstanding)), 10);
 
@@ -143,8 +144,8 @@ describe('long-request flood against a live agent', () => {
     // of service 0 compete with the long ones for service 0's replicas and get a timely 503/504)
     const others = answers.filter((_, i) => i % scenario.services.length !== 0);
     expect(others.filter((a) => a.status === 200).length).toBeGreaterThan(0.9 * others.length);
-    // long requests past their share were refused at once (without the long limit all 600 would
-    // be held: they fit the overall limits), and the agent's holding is bounded
+    // long requests past their share were refused at once (without the long limit the per-service
+    // limits alone would let up to 512 of them be held, twice the share), and the agent's holding is bounded
     expect(maxHeldLong).toBeLessThanOrEqual(longShare);
     expect(d.counters.admissionRefused).toBeGreaterThan(0);
     expect(maxOutstanding).toBeLessThanOrEqual(bound);

@@ -91,37 +91,19 @@ describe('loadCurriculum', () => {
       expect(loadValidation('default')).toBeNull();
     },
   );
-  (hasTrace ? it : it.skip)(
-    'loads gpg-placement-trace: RL on the GPG placement, P4 and the early trace window alternating, 5 episodes each (skipped without ../shared/data/alibaba)',
-    () => {
-      const ls = loadCurriculum(path.join(BUILT_IN_CURRICULUM, '..', 'gpg-placement-trace'));
-      expect(ls.map((l) => [l.name, l.traceWindowS ?? null])).toEqual([
-        ['01-p4', null],
-        ['02-tr', [-1100, 25000]],
-        ['03-p4', null],
-        ['04-tr', [-1100, 25000]],
-      ]);
-      for (const l of ls) {
-        expect(l).toMatchObject({ orchestration: 'gpg', externality: 1, episodeFrames: 3, maxEpisodes: 5, teacher: undefined });
-        expect(l.checkpointIn).toBeUndefined(); // each lesson goes on from the one before; the first from --init-from
-      }
-    },
-  );
-  (hasTrace ? it : it.skip)(
-    'loads gpg-placement-trace-2: its trace-heavier continuation, trace / P4 / trace (skipped without ../shared/data/alibaba)',
-    () => {
-      const ls = loadCurriculum(path.join(BUILT_IN_CURRICULUM, '..', 'gpg-placement-trace-2'));
-      expect(ls.map((l) => [l.name, l.traceWindowS ?? null])).toEqual([
-        ['05-tr', [-1100, 25000]],
-        ['06-p4', null],
-        ['07-tr', [-1100, 25000]],
-      ]);
-      for (const l of ls) {
-        expect(l).toMatchObject({ orchestration: 'gpg', externality: 1, episodeFrames: 3, maxEpisodes: 5, teacher: undefined });
-        expect(l.checkpointIn).toBeUndefined(); // the first goes on from --init-from (the end of gpg-placement-trace)
-      }
-    },
-  );
+  (hasTrace ? it.each : it.skip.each)([
+    // RL on the GPG placement, P4 and the early trace window alternating
+    ['gpg-placement-trace', ['01-p4', '02-tr', '03-p4', '04-tr']],
+    // its trace-heavier continuation (the first lesson goes on from --init-from: the end of the one above)
+    ['gpg-placement-trace-2', ['05-tr', '06-p4', '07-tr']],
+  ])('loads %s: lessons %j of 5 episodes on the GPG placement (skipped without ../shared/data/alibaba)', (folder, names) => {
+    const ls = loadCurriculum(path.join(BUILT_IN_CURRICULUM, '..', folder));
+    expect(ls.map((l) => [l.name, l.traceWindowS ?? null])).toEqual(names.map((n) => [n, n.endsWith('-tr') ? [-1100, 25000] : null]));
+    for (const l of ls) {
+      expect(l).toMatchObject({ orchestration: 'gpg', externality: 1, episodeFrames: 3, maxEpisodes: 5, teacher: undefined });
+      expect(l.checkpointIn).toBeUndefined(); // each lesson goes on from the one before; the first from --init-from
+    }
+  });
   it('names the file and the field of a bad lesson', () => {
     const dir = tmpDir('kais-cur-');
     const f = path.join(dir, '01.json');
