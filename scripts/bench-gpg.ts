@@ -10,7 +10,7 @@ import { loadGpgOrchestration } from '../critic/gpg/load';
 import { GpgNet } from '../critic/gpg/gnn';
 import { defaultGpgModelPath } from '../shared/nets/actor-file';
 import { GpgOrchestration } from '../critic/gpg/policy';
-import type { OrchestrationView, ServiceWindowStats } from '../shared/policy';
+import type { OrchestrationPolicy, OrchestrationView, ServiceWindowStats } from '../shared/policy';
 import { loadScenario, type Scenario } from '../shared/scenario';
 import { Cluster } from '../training/sim/cluster';
 import type { BenchResult } from './bench';
@@ -30,9 +30,9 @@ function window(W: number): ServiceWindowStats {
 
 export function benchGpg(): BenchResult[] {
   const out: BenchResult[] = [];
-  const time = (label: string, s: Scenario, policy: GpgOrchestration & { dispose: () => void }, target: string): void => {
+  const time = (label: string, s: Scenario, policy: OrchestrationPolicy & { dispose: () => void }, target: string): void => {
     const view = Object.create(new Cluster(s), { window: { get: () => window(s.services.length) } }) as OrchestrationView;
-    policy.reset(1, view);
+    policy.reset?.(1, view);
     const times: number[] = [];
     for (let i = 0; i < 35; i++) {
       const t0 = performance.now();

@@ -11,6 +11,8 @@ import type { Scenario } from '../../shared/scenario';
 import type { GpgNet } from './gnn';
 import { gpgModelFromJson, modelNodesPerFrame, type GpgModelMeta } from './model';
 import { GpgOrchestration } from './policy';
+import { WithHpaScaleIn } from '../../shared/orchestration/scale-in';
+import type { OrchestrationPolicy } from '../../shared/policy';
 
 /** The net of a GPG model file for this scenario; a UsageError `<source>: <file>: <problem>` otherwise. */
 export function loadGpgNet(file: string, scenario: Scenario, source: string): GpgNet {
@@ -35,15 +37,23 @@ export function loadGpgModel(file: string, scenario: Scenario, source: string): 
 /**
  * The greedy GPG of a model file, deciding once per `periodS` (the scenario's frame unless given),
  * on the model's `nodesPerFrame` nodes (the scenario's `scaleNodesPerFrame` when the model names
- * none). dispose() frees its tfjs variables.
+ * none), followed by hpa's scale-in when the model names one (`scaleIn`). dispose() frees its tfjs
+ * variables.
  */
 export function loadGpgOrchestration(
   file: string,
   scenario: Scenario,
   source: string,
   periodS: number = scenario.slotS * scenario.slotsPerFrame,
-): GpgOrchestration & { dispose: () => void } {
+): OrchestrationPolicy & { dispose: () => void; nodesPerDecision: number } {
   const { net, meta } = loadGpgModel(file, scenario, source);
-  const policy = new GpgOrchestration(net, { periodS, nodesPerDecision: modelNodesPerFrame(meta, scenario), mode: 'greedy' });
-  return Object.assign(policy, { dispose: () => net.dispose() });
+  const nodesPerDecision = modelNodesPerFrame(meta, scenario);
+  const policy = withScaleIn(new GpgOrchestration(net, { periodS, nodesPerDecision, mode: 'greedy' }), meta);
+  return Object.assign(policy, { dispose: () => net.dispose(), nodesPerDecision });
+}
+
+/** GPG as its model runs it: followed by hpa's scale-in when the model names one. */
+export function withScaleIn(gpg: GpgOrchestration, meta: Pick<GpgModelMeta, 'scaleIn'>): OrchestrationPolicy {
+  const si = meta.scaleIn;
+  return si ? new WithHpaScaleIn(gpg, { targetUtilisation: si.targetUtilisation, keepPerEap: si.keepPerEap ?? false }) : gpg;
 }

@@ -18,6 +18,20 @@ export interface GpgModelMeta {
    * (the shipped kais model: trained at 2, run at 6, chosen on validation seeds; docs/gpg.md).
    */
   nodesPerFrame?: number;
+  /**
+   * hpa's scale-in after GPG's orders at each decision (shared/orchestration/scale-in.ts), with
+   * this target utilisation; absent: GPG alone. A run-time setting of the model like nodesPerFrame,
+   * chosen on validation seeds (docs/gpg.md, session 29).
+   */
+  scaleIn?: GpgScaleIn;
+}
+
+export interface GpgScaleIn {
+  rule: 'hpa';
+  /** hpa's target utilisation for the scale-in (hpa alone: 0.7). */
+  targetUtilisation: number;
+  /** Never remove the last replica of a service on an eAP. @defaultValue false */
+  keepPerEap?: boolean;
 }
 
 interface GpgModelJson extends GpgModelMeta {
@@ -80,6 +94,7 @@ export function gpgModelFromJson(text: string, numServices: number): { net: GpgN
   if (typeof m.weights !== 'string' || !Array.isArray(m.shapes)) throw new TypeError('weights or shapes missing');
   if (m.nodesPerFrame !== undefined && !(Number.isInteger(m.nodesPerFrame) && m.nodesPerFrame >= 1))
     throw new TypeError(`nodesPerFrame must be a whole number >= 1, got ${JSON.stringify(m.nodesPerFrame)}`);
+  const scaleIn = m.scaleIn === undefined ? undefined : scaleInOf(m.scaleIn);
   const net = new GpgNet(numServices, 1, m.config);
   const buf = Buffer.from(m.weights, 'base64');
   const want = net.shapes;
@@ -106,6 +121,20 @@ export function gpgModelFromJson(text: string, numServices: number): { net: GpgN
       scenario: String(m.scenario),
       trainedWith: m.trainedWith,
       ...(m.nodesPerFrame !== undefined ? { nodesPerFrame: m.nodesPerFrame } : {}),
+      ...(scaleIn ? { scaleIn } : {}),
     },
   };
+}
+
+/** A model's `scaleIn` field checked; a TypeError naming the problem otherwise. */
+function scaleInOf(v: unknown): GpgScaleIn {
+  const o = v as Partial<GpgScaleIn> | null;
+  if (typeof o !== 'object' || o === null || o.rule !== 'hpa')
+    throw new TypeError(`scaleIn must be {"rule": "hpa", "targetUtilisation": <0..1>, "keepPerEap"?: <bool>}, got ${JSON.stringify(v)}`);
+  const t = o.targetUtilisation;
+  if (typeof t !== 'number' || !(t > 0 && t <= 1))
+    throw new TypeError(`scaleIn.targetUtilisation must be a number in (0, 1], got ${JSON.stringify(t)}`);
+  if (o.keepPerEap !== undefined && typeof o.keepPerEap !== 'boolean')
+    throw new TypeError(`scaleIn.keepPerEap must be true or false, got ${JSON.stringify(o.keepPerEap)}`);
+  return { rule: 'hpa', targetUtilisation: t, ...(o.keepPerEap !== undefined ? { keepPerEap: o.keepPerEap } : {}) };
 }

@@ -133,12 +133,13 @@ export class Plan {
     return best;
   }
 
-  /** Node to remove a replica of w from (or -1). */
-  pickNodeToRemove(w: number): number {
+  /** Node to remove a replica of w from (or -1): the most allocated one holding w (and passing `allowed`). */
+  pickNodeToRemove(w: number, allowed?: (node: number) => boolean): number {
     let best = -1;
     let bestScore = Infinity;
     for (let n = 0; n < this.view.numNodes; n++) {
       if (this.replicas(n, w) <= 0) continue;
+      if (allowed && !allowed(n)) continue;
       const score = this.score(n);
       if (score < bestScore) {
         bestScore = score;

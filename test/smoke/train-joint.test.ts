@@ -150,11 +150,15 @@ describe('kais train --policies cmmac/gpg (smoke, tiny scenario)', () => {
     expect(fs.readFileSync(model, 'utf8')).toBe(fs.readFileSync(path.join(tmp, 'whole-gpg.json'), 'utf8'));
   });
 
-  it('--gpg-init starts GPG from a model: its weights, its entropy schedule and action budget continued; the export counts every update', () => {
-    // the first test's export (the GPG of its best evaluation, after n updates) with its own budget H = 3 as the
-    // starting model; lesson 1 runs without GPG, lesson 2 trains it once
+  it('--gpg-init starts GPG from a model: its weights, its entropy schedule, action budget and scale-in continued; the export counts every update', () => {
+    // the first test's export (the GPG of its best evaluation, after n updates) with its own budget H = 3 and
+    // hpa's scale-in as the starting model; lesson 1 runs without GPG, lesson 2 trains it once
     const model = path.join(tmp, 'whole-gpg-h3.json');
-    fs.writeFileSync(model, JSON.stringify({ ...JSON.parse(fs.readFileSync(path.join(tmp, 'whole-gpg.json'), 'utf8')), nodesPerFrame: 3 }));
+    const scaleIn = { rule: 'hpa', targetUtilisation: 0.5, keepPerEap: true };
+    fs.writeFileSync(
+      model,
+      JSON.stringify({ ...JSON.parse(fs.readFileSync(path.join(tmp, 'whole-gpg.json'), 'utf8')), nodesPerFrame: 3, scaleIn }),
+    );
     const n = JSON.parse(fs.readFileSync(model, 'utf8')).trainedWith.updates as number;
     expect(n).toBeGreaterThanOrEqual(1);
     const dir = path.join(tmp, 'init-lessons');
@@ -169,7 +173,11 @@ describe('kais train --policies cmmac/gpg (smoke, tiny scenario)', () => {
     const [c0, c1] = read(out).checkpoints;
     expect(c0.gpg).toBe(JSON.parse(fs.readFileSync(model, 'utf8')).weights); // lesson 1 does not touch GPG
     expect(c1.gpg).not.toBe(c0.gpg);
-    expect(JSON.parse(fs.readFileSync(again, 'utf8'))).toMatchObject({ nodesPerFrame: 3, trainedWith: { updates: n + 1, gpgInit: model } });
+    expect(JSON.parse(fs.readFileSync(again, 'utf8'))).toMatchObject({
+      nodesPerFrame: 3,
+      scaleIn,
+      trainedWith: { updates: n + 1, gpgInit: model },
+    });
   });
 
   describe('bad flags and lesson fields: exit 2 with one line, nothing written', () => {

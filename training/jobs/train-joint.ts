@@ -19,13 +19,13 @@
  * continues exactly.
  */
 import type { Request } from '../../shared/domain';
-import type { DispatchPolicy } from '../../shared/policy';
+import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
 import { Rng } from '../../shared/rng';
 import type { Scenario } from '../../shared/scenario';
 import type { DequeueName } from '../../shared/dequeue';
 import { GpgNet } from '../../critic/gpg/gnn';
-import { loadGpgModel } from '../../critic/gpg/load';
-import { gpgModelToJson, modelNodesPerFrame, updatesSeen } from '../../critic/gpg/model';
+import { loadGpgModel, withScaleIn } from '../../critic/gpg/load';
+import { gpgModelToJson, modelNodesPerFrame, updatesSeen, type GpgModelMeta, type GpgScaleIn } from '../../critic/gpg/model';
 import { GpgOrchestration, type GpgDecision } from '../../critic/gpg/policy';
 import { GpgLearner, type GpgEpisode, type GpgLearnerState } from '../../critic/gpg/update';
 import type { FrameStats } from '../sim/env';
@@ -56,6 +56,8 @@ export interface GpgPart {
   learner: GpgLearner;
   /** H, the nodes GPG changes per frame: --gpg-init's model's when it names one, else the scenario's. */
   nodesPerFrame: number;
+  /** hpa's scale-in after GPG's orders: --gpg-init's model's when it names one (it trains and ships with it). */
+  scaleIn?: GpgScaleIn;
 }
 
 /** A checkpoint's GPG state (state.gpg): float32 arrays as base64 of their little-endian bytes. */
@@ -73,7 +75,12 @@ export function newGpgPart(c: GpgRunSettings, scenario: Scenario): GpgPart {
     const m = loadGpgModel(c.gpgInit, scenario, '--gpg-init');
     const learner = new GpgLearner(m.net, { lr: c.gpgLr });
     learner.updates = updatesSeen(m.meta);
-    return { net: m.net, learner, nodesPerFrame: modelNodesPerFrame(m.meta, scenario) };
+    return {
+      net: m.net,
+      learner,
+      nodesPerFrame: modelNodesPerFrame(m.meta, scenario),
+      ...(m.meta.scaleIn ? { scaleIn: m.meta.scaleIn } : {}),
+    };
   }
   const net = new GpgNet(scenario.services.length, Rng.derive(c.seed, 'train/init-gpg').nextU32());
   return { net, learner: new GpgLearner(net, { lr: c.gpgLr }), nodesPerFrame: scenario.scaleNodesPerFrame };
@@ -124,21 +131,26 @@ export function restoreGpg(p: GpgPart, s: GpgCheckpointState | undefined): void 
   p.learner.setState(state);
 }
 
-/** GPG deciding once per frame: 'sample' while it learns (rollout r of episode k), 'greedy' when frozen and in evaluations. */
+/**
+ * GPG deciding once per frame: 'sample' while it learns (rollout r of episode k), 'greedy' when
+ * frozen and in evaluations; followed by hpa's scale-in when the part has one (its removals are
+ * part of the world GPG learns in, not GPG's decisions).
+ */
 export function gpgOrchestration(
   p: GpgPart,
   scenario: Scenario,
   mode: 'sample' | 'greedy',
   salt = 0,
   sink?: GpgDecision[],
-): GpgOrchestration {
-  return new GpgOrchestration(p.net, {
+): OrchestrationPolicy {
+  const gpg = new GpgOrchestration(p.net, {
     periodS: scenario.slotS * scenario.slotsPerFrame,
     nodesPerDecision: p.nodesPerFrame,
     mode,
     sampleSalt: salt,
     onDecision: sink ? (d) => sink.push(d) : undefined,
   });
+  return withScaleIn(gpg, p);
 }
 
 /** GPG's sampling salt of rollout r in episode k (r = 0: the training loop's own). */
@@ -203,10 +215,10 @@ export function asideRollouts(
 export function gpgModelText(
   p: GpgPart,
   weights: readonly Float32Array[],
-  meta: { scenario: string; trainedWith: Record<string, unknown> },
+  meta: Omit<GpgModelMeta, 'scaleIn'> & { trainedWith: Record<string, unknown> },
 ): string {
   p.net.setWeights(weights);
-  return gpgModelToJson(p.net, meta);
+  return gpgModelToJson(p.net, { ...meta, ...(p.scaleIn ? { scaleIn: p.scaleIn } : {}) });
 }
 
 /** The GPG weights stored in a checkpoint's state (for the export of a best found before a resume). */

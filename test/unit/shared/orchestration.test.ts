@@ -13,6 +13,7 @@ import type { Placement, ScaleOp } from '../../../shared/domain';
 import { faultState, faultTransitions, validateFaults } from '../../../shared/faults';
 import { ReportView, type ClusterReport } from '../../../shared/orchestration/executor';
 import { initialPlacement, opsBetween, withOps } from '../../../shared/orchestration/placement';
+import { WithHpaScaleIn } from '../../../shared/orchestration/scale-in';
 import type { OrchestrationPolicy, OrchestrationView, ServiceWindowStats } from '../../../shared/policy';
 import { loadScenario, validateScenario, type Scenario } from '../../../shared/scenario';
 
@@ -52,7 +53,12 @@ function simView(c: Cluster, win: ServiceWindowStats): OrchestrationView {
 function liveView(s: Scenario, e: EmulatedCluster, win: ServiceWindowStats, nowS: number, healthy?: (t: number) => boolean): ReportView {
   const r: ClusterReport = e.report();
   r.nowS = nowS;
-  r.window = {
+  r.window = windowOfReport(win);
+  return new ReportView(s, r, healthy);
+}
+
+function windowOfReport(win: ServiceWindowStats): ClusterReport['window'] {
+  return {
     windowS: win.windowS,
     arrivals: [...win.arrivals],
     busyReplicaS: [...win.busyReplicaS],
@@ -61,7 +67,6 @@ function liveView(s: Scenario, e: EmulatedCluster, win: ServiceWindowStats, nowS
     failed: [...win.failed],
     workCoreS: [...win.workCoreS],
   };
-  return new ReportView(s, r, healthy);
 }
 
 function decideTwice(
@@ -282,5 +287,113 @@ describe('one fault model', () => {
 
   it('rejects a fault naming a node that does not exist', () => {
     expect(() => validateFaults([{ node: 3, startS: 1, durationS: 1 }], 3)).toThrow(/needs a node in 0\.\.2/);
+  });
+});
+
+describe("hpa's scale-in after another policy (WithHpaScaleIn)", () => {
+  const s = loadScenario('kais');
+  const W = s.services.length;
+  /** A policy that gives these orders at its first decision, none after. */
+  const fixed = (ops: ScaleOp[]): OrchestrationPolicy => {
+    let calls = 0;
+    return { name: 'fixed', periodS: 25, decide: () => (calls++ === 0 ? ops : []) };
+  };
+  const replicasOn = (v: OrchestrationView, ops: readonly ScaleOp[], w: number, eap: number): number => {
+    let c = 0;
+    for (let n = 0; n < v.numNodes; n++) if (v.nodeEap(n) === eap) c += v.replicas(n, w);
+    for (const o of ops) if (o.service === w && v.nodeEap(o.node) === eap) c += o.delta;
+    return c;
+  };
+
+  it('after a policy that orders nothing, removes exactly what hpa would', () => {
+    // every service cold: hpa only scales in
+    const win = windowOf(
+      W,
+      Array.from({ length: W }, (_, w) => [0.05, 0.2, 0.3][w % 3]),
+      40,
+      25,
+    );
+    const view = simView(new Cluster(s), win);
+    const hpa = makeOrchestration('hpa', s);
+    hpa.reset?.(1, view);
+    const want = hpa.decide(view);
+    expect(want.length).toBeGreaterThan(0);
+    expect(want.every((o) => o.delta === -1)).toBe(true);
+    const p = new WithHpaScaleIn(fixed([]));
+    p.reset(1, view);
+    expect(p.decide(view)).toEqual(want);
+    expect(p.name).toBe('fixed');
+  });
+
+  it("keeps the inner policy's orders first, adds nothing itself and never removes from a node the inner policy just added to", () => {
+    // hot and cold services: hpa alone would add replicas of the hot ones
+    const win = windowOf(
+      W,
+      Array.from({ length: W }, (_, w) => (w % 2 === 0 ? 0.05 : 1)),
+      40,
+      25,
+    );
+    const view = simView(new Cluster(s), win);
+    const hpa = makeOrchestration('hpa', s);
+    hpa.reset?.(1, view);
+    expect(hpa.decide(view).some((o) => o.delta === 1)).toBe(true);
+    // the inner policy adds a replica of cold service 0 on node 0 and one of hot service 1 on node 1
+    const inner: ScaleOp[] = [
+      { service: 0, node: 0, delta: 1 },
+      { service: 1, node: 1, delta: 1 },
+    ];
+    const p = new WithHpaScaleIn(fixed(inner));
+    p.reset(1, view);
+    const ops = p.decide(view);
+    expect(ops.slice(0, 2)).toEqual(inner);
+    const removals = ops.slice(2);
+    expect(removals.length).toBeGreaterThan(0);
+    expect(removals.every((o) => o.delta === -1 && o.service % 2 === 0)).toBe(true);
+    expect(removals.some((o) => o.service === 0)).toBe(true);
+    expect(removals.some((o) => o.service === 0 && o.node === 0)).toBe(false);
+  });
+
+  it('with keepPerEap it trims only above one replica per eAP, and removes nothing from the initial placement', () => {
+    const win = windowOf(W, new Array<number>(W).fill(0.05), 40, 25);
+    const view = simView(new Cluster(s), win);
+    // the kais initial placement holds one replica of every service on every eAP
+    const p = new WithHpaScaleIn(fixed([]), { keepPerEap: true });
+    p.reset(1, view);
+    expect(p.decide(view)).toEqual([]);
+    // two more replicas of service 3 on eAP 0's nodes: those two go, the eAP's first one stays
+    const eap0 = Array.from({ length: view.numNodes }, (_, n) => n).filter((n) => view.nodeEap(n) === 0);
+    const inner: ScaleOp[] = [
+      { service: 3, node: eap0[1], delta: 1 },
+      { service: 3, node: eap0[2], delta: 1 },
+    ];
+    const q = new WithHpaScaleIn(fixed(inner), { keepPerEap: true });
+    q.reset(1, view);
+    const first = q.decide(view);
+    expect(first.slice(0, 2)).toEqual(inner);
+    // what it removes is service 3 on eAP 0, never on the nodes just given one, and every eAP keeps one
+    const trimmed = first.slice(2);
+    expect(trimmed.length).toBeGreaterThan(0);
+    expect(
+      trimmed.every((o) => o.delta === -1 && o.service === 3 && view.nodeEap(o.node) === 0 && !eap0.slice(1, 3).includes(o.node)),
+    ).toBe(true);
+    for (let e = 0; e < view.numEaps; e++) expect(replicasOn(view, first, 3, e)).toBeGreaterThanOrEqual(1);
+    // the next decision sees both added replicas held: two go (the eAP keeps one), nothing of the other services
+    const r = new EmulatedCluster({ scenario: s }).report();
+    for (const o of inner) {
+      r.ready[o.node * W + o.service] += 1;
+      r.usedMemGB[o.node] += s.services[o.service].memGB;
+    }
+    r.window = windowOfReport(win);
+    const held = new ReportView(s, r);
+    expect(replicasOn(held, [], 3, 0)).toBe(3);
+    const next = q.decide(held);
+    expect(next.map((o) => o.delta)).toEqual([-1, -1]);
+    expect(next.every((o) => o.service === 3 && held.nodeEap(o.node) === 0)).toBe(true);
+    expect(replicasOn(held, next, 3, 0)).toBe(1);
+    // without keepPerEap hpa's rule takes service 3 down to its minimum of one replica in the whole cluster
+    const all = new WithHpaScaleIn(fixed([]));
+    all.reset(1, held);
+    const ops = all.decide(held).filter((o) => o.service === 3);
+    expect(ops.length).toBe(6);
   });
 });

@@ -10,6 +10,7 @@ import * as tf from '@tensorflow/tfjs';
 import { defaultsOf } from '../../../../shared/config';
 import { defaultGpgModelPath } from '../../../../shared/nets/actor-file';
 import { loadGpgOrchestration } from '../../../../critic/gpg/load';
+import { WithHpaScaleIn } from '../../../../shared/orchestration/scale-in';
 import { EVAL_SPEC, runEval, type EvalArgs } from '../../../../training/jobs/eval';
 import { Cluster } from '../../../../training/sim/cluster';
 import { runEpisode } from '../../../../training/jobs/rollout';
@@ -412,9 +413,10 @@ describe('GPG model file', () => {
     fs.writeFileSync(file, gpgModelToJson(net, { scenario: 'tiny', nodesPerFrame: H }));
     const p = loadGpgOrchestration(file, tiny, '--gpg');
     expect(p.nodesPerDecision).toBe(H);
+    expect(p).toBeInstanceOf(GpgOrchestration);
     const v = viewOf(new Cluster(tiny), emptyWindow(tiny.services.length));
-    p.reset(1, v);
-    expect(p.act(graphState(v, graphSpecOf(v))).nodes.length).toBe(H);
+    p.reset?.(1, v);
+    expect((p as unknown as GpgOrchestration).act(graphState(v, graphSpecOf(v))).nodes.length).toBe(H);
     p.dispose();
     fs.writeFileSync(file, gpgModelToJson(net, { scenario: 'tiny' }));
     const q = loadGpgOrchestration(file, tiny, '--gpg');
@@ -422,6 +424,31 @@ describe('GPG model file', () => {
     q.dispose();
     fs.writeFileSync(file, JSON.stringify({ ...JSON.parse(text), nodesPerFrame: 0 }));
     expect(() => loadGpgOrchestration(file, tiny, '--gpg')).toThrow(/^--gpg: .*h\.json: nodesPerFrame must be a whole number >= 1, got 0$/);
+  });
+  it("runs with hpa's scale-in when the model names one (scaleIn), in every entry point that loads it", () => {
+    const net = new GpgNet(4, 9, SMALL);
+    const text = gpgModelToJson(net, { scenario: 'tiny', scaleIn: { rule: 'hpa', targetUtilisation: 0.5, keepPerEap: true } });
+    expect(gpgModelFromJson(text, 4).meta.scaleIn).toEqual({ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: true });
+    expect(gpgModelFromJson(gpgModelToJson(net, { scenario: 'tiny' }), 4).meta.scaleIn).toBeUndefined();
+    const bad: [unknown, RegExp][] = [
+      [{ rule: 'other', targetUtilisation: 0.5 }, /^scaleIn must be \{"rule": "hpa"/],
+      [{ rule: 'hpa', targetUtilisation: 0 }, /^scaleIn.targetUtilisation must be a number in \(0, 1\], got 0$/],
+      [{ rule: 'hpa', targetUtilisation: '0.5' }, /^scaleIn.targetUtilisation must be/],
+      [{ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: 1 }, /^scaleIn.keepPerEap must be true or false, got 1$/],
+    ];
+    for (const [scaleIn, msg] of bad) expect(() => gpgModelFromJson(JSON.stringify({ ...JSON.parse(text), scaleIn }), 4)).toThrow(msg);
+    const tiny = loadScenario('tiny');
+    const file = path.join(tmpDir('kais-gpg-scale-in-'), 's.json');
+    fs.writeFileSync(file, text);
+    const p = loadGpgOrchestration(file, tiny, '--gpg');
+    expect(p).toBeInstanceOf(WithHpaScaleIn);
+    expect(p.name).toBe('gpg');
+    expect((p as WithHpaScaleIn).inner).toBeInstanceOf(GpgOrchestration);
+    p.dispose();
+    fs.writeFileSync(file, JSON.stringify({ ...JSON.parse(text), scaleIn: { rule: 'hpa' } }));
+    expect(() => loadGpgOrchestration(file, tiny, '--gpg')).toThrow(
+      /^--gpg: .*s\.json: scaleIn.targetUtilisation must be a number in \(0, 1\], got undefined$/,
+    );
   });
 });
 

@@ -1,0 +1,89 @@
+/**
+ * An orchestration policy followed by hpa's scale-in. At each of the inner policy's decisions, after
+ * its orders, the HPA replica rule (hpa.ts: utilisation over the window against the target, 300 s
+ * stabilisation, at least minReplicas) gives each service a target count, and the wrapper removes
+ * replicas while the count after the inner orders is above it. It never adds: hpa's additions are
+ * left to the inner policy. So hpa's count is a ceiling on what stays: an inner addition of a
+ * service already at or above its target becomes a move (one removed elsewhere). Removals come from
+ * the most allocated node holding the service, never from a node the inner policy has just given
+ * one (no order undoes another), and with `keepPerEap` never the last one of the service on an eAP.
+ *
+ * Why: the learned orchestration (GPG) scales out and hardly ever scales in; the trace, whose
+ * service mix shifts, is where hpa wins by holding fewer replicas (docs/gpg.md, session 29).
+ */
+import type { ScaleOp } from '../domain';
+import type { OrchestrationPolicy, OrchestrationView } from '../policy';
+import { HpaRecommender, type HpaOptions } from './hpa';
+import { Plan } from './placement';
+
+export interface ScaleInOptions extends Partial<HpaOptions> {
+  /**
+   * Never remove the last replica of a service on an eAP that holds one (hpa counts replicas in the
+   * whole cluster and knows no eAPs). @defaultValue false
+   */
+  keepPerEap?: boolean;
+}
+
+export class WithHpaScaleIn implements OrchestrationPolicy {
+  readonly name: string;
+  readonly periodS: number;
+  private rule: HpaRecommender;
+
+  private readonly keepPerEap: boolean;
+
+  constructor(
+    readonly inner: OrchestrationPolicy,
+    private readonly options: ScaleInOptions = {},
+  ) {
+    this.name = inner.name;
+    this.periodS = inner.periodS;
+    this.rule = new HpaRecommender(0, options);
+    this.keepPerEap = options.keepPerEap ?? false;
+  }
+
+  reset(seed: number, view: OrchestrationView): void {
+    this.inner.reset?.(seed, view);
+    this.rule = new HpaRecommender(view.numServices, this.options);
+  }
+
+  decide(view: OrchestrationView): ScaleOp[] {
+    const innerOps = this.inner.decide(view);
+    const plan = new Plan(view);
+    const added = new Set<number>();
+    for (const op of innerOps) {
+      plan.add(op.service, op.node, op.delta);
+      if (op.delta > 0) added.add(op.node * view.numServices + op.service);
+    }
+    const now = view.nowS();
+    const win = view.window;
+    for (let w = 0; w < view.numServices; w++) {
+      let current = 0;
+      for (let n = 0; n < view.numNodes; n++) current += view.replicas(n, w);
+      const target = this.rule.recommend(
+        w,
+        current,
+        { busyReplicaS: win.busyReplicaS[w], readyReplicaS: win.readyReplicaS[w], arrivals: win.arrivals[w] },
+        now,
+        view.maxReplicasPerService,
+      );
+      let after = 0;
+      for (let n = 0; n < view.numNodes; n++) after += plan.replicas(n, w);
+      for (let k = Math.max(target, this.rule.o.minReplicas); k < after; k++) {
+        const n = plan.pickNodeToRemove(
+          w,
+          (m) => !added.has(m * view.numServices + w) && (!this.keepPerEap || onEap(plan, view, w, view.nodeEap(m)) > 1),
+        );
+        if (n < 0) break;
+        plan.add(w, n, -1);
+      }
+    }
+    return plan.ops;
+  }
+}
+
+/** Replicas of w on the nodes of one eAP, with the plan's orders. */
+function onEap(plan: Plan, view: OrchestrationView, w: number, eap: number): number {
+  let c = 0;
+  for (let n = 0; n < view.numNodes; n++) if (view.nodeEap(n) === eap) c += plan.replicas(n, w);
+  return c;
+}
