@@ -4,6 +4,11 @@
  * divergence (the live HPA chose nodes by CPU share alone, with no health check) is gone.
  */
 import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { loadGpgOrchestration } from '../../../critic/gpg/load';
+import { GpgNet } from '../../../critic/gpg/gnn';
+import { gpgModelToJson } from '../../../critic/gpg/model';
+import { tmpDir } from '../../support/tmp';
 import { makeOrchestration } from '../../../training/baselines/registry';
 import { PlacementLoop } from '../../../orchestrator/placement-loop';
 import { NullExecutor } from '../../../orchestrator/executors';
@@ -351,6 +356,31 @@ describe("hpa's scale-in after another policy (WithHpaScaleIn)", () => {
     expect(removals.every((o) => o.delta === -1 && o.service % 2 === 0)).toBe(true);
     expect(removals.some((o) => o.service === 0)).toBe(true);
     expect(removals.some((o) => o.service === 0 && o.node === 0)).toBe(false);
+  });
+
+  it('GPG with a scale-in, as loaded from a model file, gives the simulator and the orchestrator identical orders, removals included', () => {
+    const file = path.join(tmpDir('kais-scale-in-'), 'g.json');
+    const net = new GpgNet(W, 3, { hidden: [16], headHidden: [32, 16], embed: 8 });
+    fs.writeFileSync(file, gpgModelToJson(net, { scenario: 'kais', scaleIn: { rule: 'hpa', targetUtilisation: 0.5 } }));
+    net.dispose();
+    const win = windowOf(
+      W,
+      Array.from({ length: W }, (_, w) => [0.05, 0.95, 0.3][w % 3]),
+      40,
+      25,
+      30,
+    );
+    const orders = (view: OrchestrationView): ScaleOp[] => {
+      const p = loadGpgOrchestration(file, s, '--gpg');
+      p.reset?.(1, view);
+      const ops = p.decide(view);
+      p.dispose();
+      return ops;
+    };
+    const sim = orders(simView(new Cluster(s), win));
+    expect(orders(liveView(s, new EmulatedCluster({ scenario: s }), win, 0))).toEqual(sim);
+    // more removals than GPG alone could order (at most H nodes a decision): the scale-in ran
+    expect(sim.filter((o) => o.delta === -1).length).toBeGreaterThan(s.scaleNodesPerFrame);
   });
 
   it('with keepPerEap it trims only above one replica per eAP, and removes nothing from the initial placement', () => {
