@@ -33,6 +33,8 @@ describe('npm pack', () => {
       'models/kais-cmmac-tfjs/weights.bin',
       'models/kais-cmmac-gpg-tfjs/model.json',
       'models/kais-cmmac-gpg-tfjs/weights.bin',
+      'models/kais-gpg.json',
+      'models/kais-gpg-scale-in.json',
       'training/curriculum/lessons/01-clone-lec.json',
       'LICENSE',
       'README.md',

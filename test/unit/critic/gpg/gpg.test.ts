@@ -483,6 +483,18 @@ describe('the GPG models the project ships', () => {
     );
   });
 
+  it("the opt-in models/kais-gpg-scale-in.json is the default model with hpa's scale-in, nothing else", () => {
+    const kais = loadScenario('kais');
+    const dir = path.dirname(defaultGpgModelPath(kais)!);
+    const base = JSON.parse(fs.readFileSync(path.join(dir, 'kais-gpg.json'), 'utf8')) as Record<string, unknown>;
+    const { scaleIn, ...rest } = JSON.parse(fs.readFileSync(path.join(dir, 'kais-gpg-scale-in.json'), 'utf8')) as Record<string, unknown>;
+    expect(rest).toEqual(base);
+    expect(scaleIn).toEqual({ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: true });
+    const p = loadGpgOrchestration(path.join(dir, 'kais-gpg-scale-in.json'), kais, '--gpg');
+    expect(p).toBeInstanceOf(WithHpaScaleIn);
+    p.dispose();
+  });
+
   it('kais eval runs the shipped model for x/gpg when --gpg is left out: the same numbers as naming it', () => {
     const kais = loadScenario('kais');
     const args = { ...defaultsOf(EVAL_SPEC), scenario: 'kais', policies: 'lec/gpg', frames: 1, seed: 3, oracleMaxRequests: 0 } as EvalArgs;
