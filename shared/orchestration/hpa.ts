@@ -31,18 +31,8 @@ export class HpaOrchestration implements OrchestrationPolicy {
 
   decide(view: OrchestrationView): ScaleOp[] {
     const plan = new Plan(view);
-    const now = view.nowS();
-    const win = view.window;
     for (let w = 0; w < view.numServices; w++) {
-      let current = 0;
-      for (let n = 0; n < view.numNodes; n++) current += view.replicas(n, w);
-      const stable = this.rule.recommend(
-        w,
-        current,
-        { busyReplicaS: win.busyReplicaS[w], readyReplicaS: win.readyReplicaS[w], arrivals: win.arrivals[w] },
-        now,
-        view.maxReplicasPerService,
-      );
+      const { current, target: stable } = this.rule.onView(view, w);
       for (let k = current; k < stable; k++) {
         const n = plan.pickNodeForNew(w);
         if (n < 0) break;
@@ -94,6 +84,21 @@ export class HpaRecommender {
   constructor(numServices: number, options: Partial<HpaOptions> = {}) {
     this.o = { ...DEFAULT_HPA_OPTIONS, ...options };
     this.history = Array.from({ length: numServices }, () => []);
+  }
+
+  /** Service w's current edge replicas in a view and its target count from the view's window (recommend). */
+  onView(view: OrchestrationView, w: number): { current: number; target: number } {
+    let current = 0;
+    for (let n = 0; n < view.numNodes; n++) current += view.replicas(n, w);
+    const win = view.window;
+    const target = this.recommend(
+      w,
+      current,
+      { busyReplicaS: win.busyReplicaS[w], readyReplicaS: win.readyReplicaS[w], arrivals: win.arrivals[w] },
+      view.nowS(),
+      view.maxReplicasPerService,
+    );
+    return { current, target };
   }
 
   /** Target replica count of service w, given its current count and the window's figures. */

@@ -54,18 +54,8 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
       plan.add(op.service, op.node, op.delta);
       if (op.delta > 0) added.add(op.node * view.numServices + op.service);
     }
-    const now = view.nowS();
-    const win = view.window;
     for (let w = 0; w < view.numServices; w++) {
-      let current = 0;
-      for (let n = 0; n < view.numNodes; n++) current += view.replicas(n, w);
-      const target = this.rule.recommend(
-        w,
-        current,
-        { busyReplicaS: win.busyReplicaS[w], readyReplicaS: win.readyReplicaS[w], arrivals: win.arrivals[w] },
-        now,
-        view.maxReplicasPerService,
-      );
+      const { target } = this.rule.onView(view, w);
       let after = 0;
       for (let n = 0; n < view.numNodes; n++) after += plan.replicas(n, w);
       for (let k = Math.max(target, this.rule.o.minReplicas); k < after; k++) {
