@@ -125,6 +125,8 @@ async function main(): Promise<void> {
   } catch (e) {
     return fail(`INIT: ${initFile}: ${(e as Error).message}`);
   }
+  // the teacher's decisions and the evaluations here are GPG's alone
+  if (init.meta.scaleIn) fail(`INIT: ${initFile} runs with hpa's scale-in (scaleIn), which this script does not`);
   const data = readData(files);
   if (data.some((d) => d.decision.state.spec.numServices !== scenario.services.length))
     fail(`DATA: records of another scenario than ${scenario.name}`);

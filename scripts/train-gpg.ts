@@ -151,6 +151,13 @@ async function main(): Promise<void> {
       process.stderr.write(`train-gpg: INIT: ${initFile}: ${(e as Error).message}\n`);
       process.exit(2);
     }
+    if (m.meta.scaleIn) {
+      // the rollouts here run GPG alone: a model that runs with hpa's scale-in would be trained in another world
+      process.stderr.write(
+        `train-gpg: INIT: ${initFile} runs with hpa's scale-in (scaleIn), which this script does not; use kais train --gpg-init\n`,
+      );
+      process.exit(2);
+    }
     net = m.net;
     nodesPerFrame = modelNodesPerFrame(m.meta, scenario);
     // every update the model has seen, its init's included (before 2026-12-02 only the last run's count was read,

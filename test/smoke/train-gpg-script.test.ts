@@ -119,6 +119,21 @@ describe('train-gpg TRACES / EVAL_TRACE / NODES_PER_FRAME', () => {
     ],
     [
       'INIT',
+      'a model that runs with a scale-in',
+      () => {
+        expect(run({}).code).toBe(0);
+        const f = path.join(dir, 'scale-in.json');
+        fs.writeFileSync(
+          f,
+          JSON.stringify({ ...(JSON.parse(fs.readFileSync(out, 'utf8')) as object), scaleIn: { rule: 'hpa', targetUtilisation: 0.5 } }),
+        );
+        fs.rmSync(out);
+        return { INIT: f };
+      },
+      /^train-gpg: INIT: .*scale-in\.json runs with hpa's scale-in \(scaleIn\), which this script does not; use kais train --gpg-init\n$/,
+    ],
+    [
+      'INIT',
       'a model of another scenario',
       () => ({ INIT: path.join(__dirname, '..', '..', 'models', 'kais-gpg.json') }),
       /^train-gpg: INIT: .*kais-gpg\.json: made for 30 services, the scenario has 4\n$/,
