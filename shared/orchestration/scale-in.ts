@@ -29,8 +29,6 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
   readonly periodS: number;
   private rule: HpaRecommender;
 
-  private readonly keepPerEap: boolean;
-
   constructor(
     readonly inner: OrchestrationPolicy,
     private readonly options: ScaleInOptions = {},
@@ -38,7 +36,6 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
     this.name = inner.name;
     this.periodS = inner.periodS;
     this.rule = new HpaRecommender(0, options);
-    this.keepPerEap = options.keepPerEap ?? false;
   }
 
   reset(seed: number, view: OrchestrationView): void {
@@ -54,14 +51,16 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
       plan.add(op.service, op.node, op.delta);
       if (op.delta > 0) added.add(op.node * view.numServices + op.service);
     }
+    const keepPerEap = this.options.keepPerEap ?? false;
     for (let w = 0; w < view.numServices; w++) {
+      // hpa's target is at least minReplicas already
       const { target } = this.rule.onView(view, w);
       let after = 0;
       for (let n = 0; n < view.numNodes; n++) after += plan.replicas(n, w);
-      for (let k = Math.max(target, this.rule.o.minReplicas); k < after; k++) {
+      for (let k = target; k < after; k++) {
         const n = plan.pickNodeToRemove(
           w,
-          (m) => !added.has(m * view.numServices + w) && (!this.keepPerEap || onEap(plan, view, w, view.nodeEap(m)) > 1),
+          (m) => !added.has(m * view.numServices + w) && (!keepPerEap || onEap(plan, view, w, view.nodeEap(m)) > 1),
         );
         if (n < 0) break;
         plan.add(w, n, -1);
