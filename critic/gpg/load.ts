@@ -55,5 +55,10 @@ export function loadGpgOrchestration(
 /** GPG as its model runs it: followed by hpa's scale-in when the model names one. */
 export function withScaleIn(gpg: GpgOrchestration, meta: Pick<GpgModelMeta, 'scaleIn'>): OrchestrationPolicy {
   const si = meta.scaleIn;
-  return si ? new WithHpaScaleIn(gpg, { targetUtilisation: si.targetUtilisation, keepPerEap: si.keepPerEap ?? false }) : gpg;
+  if (!si) return gpg;
+  return new WithHpaScaleIn(gpg, {
+    targetUtilisation: si.targetUtilisation,
+    keepPerEap: si.keepPerEap ?? false,
+    maxFailedShare: si.maxFailedShare ?? 1,
+  });
 }

@@ -32,6 +32,8 @@ export interface GpgScaleIn {
   targetUtilisation: number;
   /** Never remove the last replica of a service on an eAP. @defaultValue false */
   keepPerEap?: boolean;
+  /** Remove none of a service whose failed share over the window is above this. @defaultValue 1 */
+  maxFailedShare?: number;
 }
 
 interface GpgModelJson extends GpgModelMeta {
@@ -130,11 +132,21 @@ export function gpgModelFromJson(text: string, numServices: number): { net: GpgN
 function scaleInOf(v: unknown): GpgScaleIn {
   const o = v as Partial<GpgScaleIn> | null;
   if (typeof o !== 'object' || o === null || o.rule !== 'hpa')
-    throw new TypeError(`scaleIn must be {"rule": "hpa", "targetUtilisation": <0..1>, "keepPerEap"?: <bool>}, got ${JSON.stringify(v)}`);
+    throw new TypeError(
+      `scaleIn must be {"rule": "hpa", "targetUtilisation": <0..1>, "keepPerEap"?: <bool>, "maxFailedShare"?: <0..1>}, got ${JSON.stringify(v)}`,
+    );
   const t = o.targetUtilisation;
   if (typeof t !== 'number' || !(t > 0 && t <= 1))
     throw new TypeError(`scaleIn.targetUtilisation must be a number in (0, 1], got ${JSON.stringify(t)}`);
   if (o.keepPerEap !== undefined && typeof o.keepPerEap !== 'boolean')
     throw new TypeError(`scaleIn.keepPerEap must be true or false, got ${JSON.stringify(o.keepPerEap)}`);
-  return { rule: 'hpa', targetUtilisation: t, ...(o.keepPerEap !== undefined ? { keepPerEap: o.keepPerEap } : {}) };
+  const f = o.maxFailedShare;
+  if (f !== undefined && (typeof f !== 'number' || !(f >= 0 && f <= 1)))
+    throw new TypeError(`scaleIn.maxFailedShare must be a number in [0, 1], got ${JSON.stringify(f)}`);
+  return {
+    rule: 'hpa',
+    targetUtilisation: t,
+    ...(o.keepPerEap !== undefined ? { keepPerEap: o.keepPerEap } : {}),
+    ...(f !== undefined ? { maxFailedShare: f } : {}),
+  };
 }

@@ -22,6 +22,13 @@ export interface ScaleInOptions extends Partial<HpaOptions> {
    * whole cluster and knows no eAPs). @defaultValue false
    */
   keepPerEap?: boolean;
+  /**
+   * Remove no replica of a service whose failed share over the window (failed / arrivals) is above
+   * this: never shrink a service that is missing its deadlines, whatever its utilisation says (under
+   * overload, requests fail for want of a replica near them while the cluster-wide utilisation looks
+   * low). 1: no such gate. @defaultValue 1
+   */
+  maxFailedShare?: number;
 }
 
 export class WithHpaScaleIn implements OrchestrationPolicy {
@@ -31,7 +38,7 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
 
   constructor(
     readonly inner: OrchestrationPolicy,
-    private readonly options: ScaleInOptions = {},
+    readonly options: ScaleInOptions = {},
   ) {
     this.name = inner.name;
     this.periodS = inner.periodS;
@@ -52,9 +59,13 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
       if (op.delta > 0) added.add(op.node * view.numServices + op.service);
     }
     const keepPerEap = this.options.keepPerEap ?? false;
+    const maxFailedShare = this.options.maxFailedShare ?? 1;
+    const win = view.window;
     for (let w = 0; w < view.numServices; w++) {
-      // hpa's target is at least minReplicas already
+      // hpa's target is at least minReplicas already; onView runs for every service, so that its
+      // stabilisation history does not depend on the gate
       const { target } = this.rule.onView(view, w);
+      if (win.failed[w] > maxFailedShare * win.arrivals[w]) continue;
       let after = 0;
       for (let n = 0; n < view.numNodes; n++) after += plan.replicas(n, w);
       for (let k = target; k < after; k++) {

@@ -426,4 +426,36 @@ describe("hpa's scale-in after another policy (WithHpaScaleIn)", () => {
     const ops = all.decide(held).filter((o) => o.service === 3);
     expect(ops.length).toBe(6);
   });
+
+  it('with maxFailedShare it removes nothing of a service whose failed share over the window is above it, and the rest as before', () => {
+    // every service idle, so hpa would take each down to one replica; services 0 and 1 miss deadlines
+    const win = windowOf(W, new Array<number>(W).fill(0.05), 40, 25);
+    win.failed[0] = 20; // half of its 40 arrivals
+    win.failed[1] = 4; // a tenth
+    const view = simView(new Cluster(s), win);
+    const run = (maxFailedShare?: number): ScaleOp[] => {
+      const p = new WithHpaScaleIn(fixed([]), maxFailedShare === undefined ? {} : { maxFailedShare });
+      p.reset(1, view);
+      return p.decide(view);
+    };
+    const services = (ops: ScaleOp[]): Set<number> => new Set(ops.map((o) => o.service));
+    const ungated = run();
+    expect(services(ungated).has(0) && services(ungated).has(1)).toBe(true);
+    // 1 is no gate at all
+    expect(run(1)).toEqual(ungated);
+    // 0.2 spares service 0 only; 0.05 spares both; every other service loses as many replicas as
+    // before (which node gives one up may change: the most allocated node is picked)
+    const removedPer = (ops: ScaleOp[]): number[] => {
+      const c = new Array<number>(W).fill(0);
+      for (const o of ops) c[o.service] -= o.delta;
+      return c;
+    };
+    const at02 = removedPer(run(0.2));
+    const all = removedPer(ungated);
+    expect(at02[0]).toBe(0);
+    expect(at02.slice(1)).toEqual(all.slice(1));
+    const at005 = removedPer(run(0.05));
+    expect(at005.slice(0, 2)).toEqual([0, 0]);
+    expect(at005.slice(2)).toEqual(all.slice(2));
+  });
 });

@@ -435,6 +435,8 @@ describe('GPG model file', () => {
       [{ rule: 'hpa', targetUtilisation: 0 }, /^scaleIn.targetUtilisation must be a number in \(0, 1\], got 0$/],
       [{ rule: 'hpa', targetUtilisation: '0.5' }, /^scaleIn.targetUtilisation must be/],
       [{ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: 1 }, /^scaleIn.keepPerEap must be true or false, got 1$/],
+      [{ rule: 'hpa', targetUtilisation: 0.5, maxFailedShare: 1.5 }, /^scaleIn.maxFailedShare must be a number in \[0, 1\], got 1.5$/],
+      [{ rule: 'hpa', targetUtilisation: 0.5, maxFailedShare: null }, /^scaleIn.maxFailedShare must be a number in \[0, 1\], got null$/],
     ];
     for (const [scaleIn, msg] of bad) expect(() => gpgModelFromJson(JSON.stringify({ ...JSON.parse(text), scaleIn }), 4)).toThrow(msg);
     const tiny = loadScenario('tiny');
@@ -444,7 +446,15 @@ describe('GPG model file', () => {
     expect(p).toBeInstanceOf(WithHpaScaleIn);
     expect(p.name).toBe('gpg');
     expect((p as WithHpaScaleIn).inner).toBeInstanceOf(GpgOrchestration);
+    expect((p as WithHpaScaleIn).options).toEqual({ targetUtilisation: 0.5, keepPerEap: true, maxFailedShare: 1 });
     p.dispose();
+    // maxFailedShare is carried through the file into the wrapper
+    const gated = { rule: 'hpa', targetUtilisation: 0.5, maxFailedShare: 0.2 } as const;
+    fs.writeFileSync(file, gpgModelToJson(net, { scenario: 'tiny', scaleIn: gated }));
+    expect(gpgModelFromJson(fs.readFileSync(file, 'utf8'), 4).meta.scaleIn).toEqual(gated);
+    const g = loadGpgOrchestration(file, tiny, '--gpg');
+    expect((g as WithHpaScaleIn).options).toEqual({ targetUtilisation: 0.5, keepPerEap: false, maxFailedShare: 0.2 });
+    g.dispose();
     fs.writeFileSync(file, JSON.stringify({ ...JSON.parse(text), scaleIn: { rule: 'hpa' } }));
     expect(() => loadGpgOrchestration(file, tiny, '--gpg')).toThrow(
       /^--gpg: .*s\.json: scaleIn.targetUtilisation must be a number in \(0, 1\], got undefined$/,
