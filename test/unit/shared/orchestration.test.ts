@@ -361,7 +361,10 @@ describe("hpa's scale-in after another policy (WithHpaScaleIn)", () => {
   it('GPG with a scale-in, as loaded from a model file, gives the simulator and the orchestrator identical orders, removals included', () => {
     const file = path.join(tmpDir('kais-scale-in-'), 'g.json');
     const net = new GpgNet(W, 3, { hidden: [16], headHidden: [32, 16], embed: 8 });
-    fs.writeFileSync(file, gpgModelToJson(net, { scenario: 'kais', scaleIn: { rule: 'hpa', targetUtilisation: 0.5 } }));
+    fs.writeFileSync(
+      file,
+      gpgModelToJson(net, { scenario: 'kais', scaleIn: { rule: 'hpa', targetUtilisation: 0.5, maxFailedShare: 0.3 } }),
+    );
     net.dispose();
     const win = windowOf(
       W,
@@ -370,6 +373,8 @@ describe("hpa's scale-in after another policy (WithHpaScaleIn)", () => {
       25,
       30,
     );
+    // idle service 0 misses half its deadlines: the gate keeps its replicas in both views
+    win.failed[0] = 20;
     const orders = (view: OrchestrationView): ScaleOp[] => {
       const p = loadGpgOrchestration(file, s, '--gpg');
       p.reset?.(1, view);
@@ -381,6 +386,9 @@ describe("hpa's scale-in after another policy (WithHpaScaleIn)", () => {
     expect(orders(liveView(s, new EmulatedCluster({ scenario: s }), win, 0))).toEqual(sim);
     // more removals than GPG alone could order (at most H nodes a decision): the scale-in ran
     expect(sim.filter((o) => o.delta === -1).length).toBeGreaterThan(s.scaleNodesPerFrame);
+    // ... on the other idle services, not on the failing one
+    expect(sim.some((o) => o.delta === -1 && o.service === 3)).toBe(true);
+    expect(sim.some((o) => o.delta === -1 && o.service === 0)).toBe(false);
   });
 
   it('with keepPerEap it trims only above one replica per eAP, and removes nothing from the initial placement', () => {
