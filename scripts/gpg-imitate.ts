@@ -3,10 +3,12 @@
  * "Imitating the search"). The search keeps, drops or changes the orders of greedy GPG's decisions by
  * simulated lookahead; this fine-tunes a GPG model to pick the same nodes and, on each, the search's
  * action (the no-op where it dropped the order) (critic/gpg/update.ts GpgLearner.imitate), then reports greedy GPG before and
- * after on evaluation seeds the data never saw.
+ * after on evaluation seeds the data never saw. GPG alone: the shipped model's scale-in (its `scaleIn`
+ * field) is not part of what is taught or evaluated, so INIT must be a model without one.
  *
  *   SEEDS=3001-3030 FRAMES=10 HORIZON=2 DATA_OUT=d1.jsonl node dist/scripts/gpg-lookahead.js
- *   DATA=d1.jsonl INIT=models/kais-gpg.json EPOCHS=20 BATCH=32 LR=1e-4 NODE_WEIGHT=1 SEED=1 \
+ *   node -e "const f=require('fs'),m=JSON.parse(f.readFileSync('models/kais-gpg.json','utf8'));delete m.scaleIn;f.writeFileSync('g.json',JSON.stringify(m))"
+ *   DATA=d1.jsonl INIT=g.json EPOCHS=20 BATCH=32 LR=1e-4 NODE_WEIGHT=1 SEED=1 \
  *     EVAL_SEEDS=951,952,953 EVAL_FRAMES=10 DISPATCH=lec OUT=gpg-imitated.json node dist/scripts/gpg-imitate.js
  *
  * The records of the last VALIDATE share of the data's seeds (default 0.2) are kept out of the steps:
@@ -126,7 +128,10 @@ async function main(): Promise<void> {
     return fail(`INIT: ${initFile}: ${(e as Error).message}`);
   }
   // the teacher's decisions and the evaluations here are GPG's alone
-  if (init.meta.scaleIn) fail(`INIT: ${initFile} runs with hpa's scale-in (scaleIn), which this script does not`);
+  if (init.meta.scaleIn)
+    fail(
+      `INIT: ${initFile} runs with hpa's scale-in (scaleIn), which this script does not (it trains GPG alone): use a copy of the model without the field`,
+    );
   const data = readData(files);
   if (data.some((d) => d.decision.state.spec.numServices !== scenario.services.length))
     fail(`DATA: records of another scenario than ${scenario.name}`);

@@ -5,7 +5,9 @@
  * replayed from the start with the orders chosen so far (the simulator is deterministic per seed),
  * the candidate is applied, greedy GPG continues, and the candidate's score is the throughput of
  * the HORIZON frames after it. The best candidate (ties: greedy's) is kept. The kept orders are then
- * replayed as one episode, beside greedy GPG and DISPATCH/hpa on the same requests.
+ * replayed as one episode, beside greedy GPG and DISPATCH/hpa on the same requests. The search is
+ * over GPG's orders alone: a model's scale-in (its `scaleIn` field, as the shipped kais model has since
+ * session 30) is not run here.
  *
  *   npm run build && SCENARIO=kais DISPATCH=lec SEEDS=951,952,953 FRAMES=10 HORIZON=2 LOAD=1 \
  *     GPG=models/kais-gpg.json node dist/scripts/gpg-lookahead.js

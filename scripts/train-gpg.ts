@@ -154,7 +154,7 @@ async function main(): Promise<void> {
     if (m.meta.scaleIn) {
       // the rollouts here run GPG alone: a model that runs with hpa's scale-in would be trained in another world
       process.stderr.write(
-        `train-gpg: INIT: ${initFile} runs with hpa's scale-in (scaleIn), which this script does not; use kais train --gpg-init\n`,
+        `train-gpg: INIT: ${initFile} runs with hpa's scale-in (scaleIn), which this script does not (it trains GPG alone): use kais train --gpg-init, or a copy of the model without the field\n`,
       );
       process.exit(2);
     }

@@ -130,7 +130,7 @@ describe('train-gpg TRACES / EVAL_TRACE / NODES_PER_FRAME', () => {
         fs.rmSync(out);
         return { INIT: f };
       },
-      /^train-gpg: INIT: .*scale-in\.json runs with hpa's scale-in \(scaleIn\), which this script does not; use kais train --gpg-init\n$/,
+      /^train-gpg: INIT: .*scale-in\.json runs with hpa's scale-in \(scaleIn\), which this script does not \(it trains GPG alone\): use kais train --gpg-init, or a copy of the model without the field\n$/,
     ],
     [
       'INIT',

@@ -493,16 +493,20 @@ describe('the GPG models the project ships', () => {
     );
   });
 
-  it("the opt-in models/kais-gpg-scale-in.json is the default model with hpa's scale-in, nothing else", () => {
+  it("the shipped kais model runs with hpa's scale-in gated by the failed share; the opt-in kais-gpg-scale-in.json differs from it in the gate only", () => {
     const kais = loadScenario('kais');
     const dir = path.dirname(defaultGpgModelPath(kais)!);
-    const base = JSON.parse(fs.readFileSync(path.join(dir, 'kais-gpg.json'), 'utf8')) as Record<string, unknown>;
-    const { scaleIn, ...rest } = JSON.parse(fs.readFileSync(path.join(dir, 'kais-gpg-scale-in.json'), 'utf8')) as Record<string, unknown>;
+    const read = (f: string): Record<string, unknown> => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as Record<string, unknown>;
+    const { scaleIn: shipped, ...base } = read('kais-gpg.json');
+    const { scaleIn: optIn, ...rest } = read('kais-gpg-scale-in.json');
     expect(rest).toEqual(base);
-    expect(scaleIn).toEqual({ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: true });
-    const p = loadGpgOrchestration(path.join(dir, 'kais-gpg-scale-in.json'), kais, '--gpg');
-    expect(p).toBeInstanceOf(WithHpaScaleIn);
-    p.dispose();
+    expect(shipped).toEqual({ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: true, maxFailedShare: 0.3 });
+    expect(optIn).toEqual({ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: true });
+    for (const f of ['kais-gpg.json', 'kais-gpg-scale-in.json']) {
+      const p = loadGpgOrchestration(path.join(dir, f), kais, '--gpg');
+      expect(p).toBeInstanceOf(WithHpaScaleIn);
+      p.dispose();
+    }
   });
 
   it('kais eval runs the shipped model for x/gpg when --gpg is left out: the same numbers as naming it', () => {
