@@ -98,7 +98,7 @@ export const UP_SPEC = {
   }),
   gpg: opt.file({
     describe:
-      'GPG model (JSON, scripts/train-gpg.ts) for --orchestration gpg; default: the one that ships for the scenario (models/<scenario>-gpg.json)',
+      'GPG model (JSON, scripts/train-gpg.ts) for --orchestration gpg, run with the hpa scale-in its scaleIn field names (docs/gpg.md); default: the one that ships for the scenario (models/<scenario>-gpg.json)',
   }),
   policy: opt.string({
     default: 'cmmac',

@@ -75,7 +75,7 @@ export const EVAL_SPEC = {
   }),
   gpg: opt.file({
     describe:
-      'GPG model (JSON, scripts/train-gpg.ts) for the gpg orchestration (x/gpg pairs); default: the one that ships for the scenario (models/<scenario>-gpg.json)',
+      'GPG model (JSON, scripts/train-gpg.ts) for the gpg orchestration (x/gpg pairs), run with the hpa scale-in its scaleIn field names (docs/gpg.md); default: the one that ships for the scenario (models/<scenario>-gpg.json)',
   }),
   frames: opt.integer({ default: 20, min: 1, max: MAX_FRAMES, describe: 'frames to simulate (100 slots of 0.25 s each)' }),
   seed: opt.integer({ default: 1, describe: 'random seed (same seed, same numbers)' }),
