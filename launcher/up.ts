@@ -396,10 +396,14 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   // the learned orchestration by default where its model ships, as kais eval's default pairs (static when none
   // ships, or the shipped one does not fit a scenario file of the same name); the shipped model is then loaded once
   let shippedLoaded = false;
+  // what the GPG model runs, for the log (critic/gpg/load.ts gpgSummary)
+  let gpgLine: string | null = null;
   if (a.orchestration === undefined) {
-    const fits = shipped !== null && gpgFits(shipped, scenario);
+    const summary = shipped !== null ? gpgFits(shipped, scenario) : null;
+    const fits = shipped !== null && summary !== null;
     a = { ...a, orchestration: fits ? 'gpg' : 'static', ...(fits && !gpgFlagGiven ? { gpg: shipped } : {}) };
     shippedLoaded = fits && !gpgFlagGiven;
+    if (shippedLoaded) gpgLine = summary;
   }
   if (!isOrchestrationPolicy(a.orchestration) && a.orchestration !== 'gpg')
     throw new UsageError(`--orchestration: one of ${ORCHESTRATION_POLICIES.join(', ')}, gpg, got ${a.orchestration}`);
@@ -411,7 +415,11 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       );
     a = { ...a, gpg: shipped };
   }
-  if (a.gpg && !shippedLoaded) gpgPolicy(a.gpg, scenario, gpgFlagGiven ? '--gpg' : 'the shipped GPG model').dispose();
+  if (a.gpg && !shippedLoaded) {
+    const p = gpgPolicy(a.gpg, scenario, gpgFlagGiven ? '--gpg' : 'the shipped GPG model');
+    gpgLine = p.summary;
+    p.dispose();
+  }
   if (!(a.explore > 0 && a.explore <= 1)) throw new UsageError(`--explore: must be a share in (0, 1], got ${a.explore}`);
   if (!Number.isInteger(a.learnBatch) || a.learnBatch < 1)
     throw new UsageError(`--learn-batch: must be a positive integer, got ${a.learnBatch}`);
@@ -465,6 +473,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     `kais eval predicts ${predicted.policy}: ${predicted.rate.toFixed(3)} for these ${requests.length} requests ` +
       `(${predictedGlobalView.rate.toFixed(3)} with --view global)`,
   );
+  if (a.orchestration === 'gpg' && gpgLine) log(`orchestration: ${gpgLine}`);
 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-up-'));
   const children: Child[] = [];
@@ -855,19 +864,23 @@ function gpgPolicy(
   file: string,
   scenario: Scenario,
   source = '--gpg',
-): import('../shared/policy').OrchestrationPolicy & { dispose: () => void } {
+): import('../shared/policy').OrchestrationPolicy & { dispose: () => void; summary: string } {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { loadGpgOrchestration } = require('../critic/gpg/load') as typeof import('../critic/gpg/load');
   return loadGpgOrchestration(file, scenario, source);
 }
 
-/** Whether a GPG model file loads for this scenario (the shipped one may not fit a scenario file named like a built-in). */
-function gpgFits(file: string, scenario: Scenario): boolean {
+/**
+ * Whether a GPG model file loads for this scenario (the shipped one may not fit a scenario file named
+ * like a built-in): what it runs (gpgSummary), or null.
+ */
+function gpgFits(file: string, scenario: Scenario): string | null {
   try {
-    gpgPolicy(file, scenario).dispose();
-    return true;
+    const p = gpgPolicy(file, scenario);
+    p.dispose();
+    return p.summary;
   } catch {
-    return false;
+    return null;
   }
 }
 

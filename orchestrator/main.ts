@@ -414,11 +414,16 @@ function readTlsSection(v: unknown, file: string, fail: (field: string, why: str
  * The learned orchestration (GPG, greedy) of `orchestration: "gpg"`, from its model file. tfjs
  * loads here, only for gpg; a model that does not fit the scenario is the config's error (exit 2).
  */
-async function learnedOrchestration(cfg: OrchestratorConfig): Promise<import('../shared/policy').OrchestrationPolicy> {
+async function learnedOrchestration(
+  cfg: OrchestratorConfig,
+  log: (line: string) => void,
+): Promise<import('../shared/policy').OrchestrationPolicy> {
   await loadBackend();
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { loadGpgOrchestration } = require('../critic/gpg/load') as typeof import('../critic/gpg/load');
-  return loadGpgOrchestration(cfg.gpgModel!, cfg.scenario, 'field "gpgModel"', cfg.frameS);
+  const policy = loadGpgOrchestration(cfg.gpgModel!, cfg.scenario, 'field "gpgModel"', cfg.frameS);
+  log(`orchestration: ${policy.summary}`);
+  return policy;
 }
 
 /** The stored admin state (JSON text), or none when absent or unreadable (logged: the admin sets it again). */
@@ -706,7 +711,7 @@ export async function startOrchestrator(
     scenario: cfg.scenario,
     registry,
     executor,
-    policy: cfg.orchestration === 'gpg' ? await learnedOrchestration(cfg) : cfg.orchestration,
+    policy: cfg.orchestration === 'gpg' ? await learnedOrchestration(cfg, log) : cfg.orchestration,
     start,
     startFrame: resumed ? stored!.frame : 0,
     publishStart: !resumed,

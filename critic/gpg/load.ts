@@ -45,11 +45,22 @@ export function loadGpgOrchestration(
   scenario: Scenario,
   source: string,
   periodS: number = scenario.slotS * scenario.slotsPerFrame,
-): OrchestrationPolicy & { dispose: () => void; nodesPerDecision: number } {
+): OrchestrationPolicy & { dispose: () => void; nodesPerDecision: number; summary: string } {
   const { net, meta } = loadGpgModel(file, scenario, source);
   const nodesPerDecision = modelNodesPerFrame(meta, scenario);
   const policy = withScaleIn(new GpgOrchestration(net, { periodS, nodesPerDecision, mode: 'greedy' }), meta);
-  return Object.assign(policy, { dispose: () => net.dispose(), nodesPerDecision });
+  return Object.assign(policy, { dispose: () => net.dispose(), nodesPerDecision, summary: gpgSummary(file, nodesPerDecision, meta) });
+}
+
+/** What a model file runs, in one line for an operator's log: the file, H and the scale-in if any. */
+export function gpgSummary(file: string, nodesPerDecision: number, meta: Pick<GpgModelMeta, 'scaleIn'>): string {
+  const head = `gpg ${file}: ${nodesPerDecision} node${nodesPerDecision === 1 ? '' : 's'} a decision`;
+  const si = meta.scaleIn;
+  if (!si) return `${head}, no scale-in`;
+  const parts = [`target utilisation ${si.targetUtilisation}`];
+  if (si.keepPerEap) parts.push('one replica kept per service and eAP');
+  if (si.maxFailedShare !== undefined && si.maxFailedShare < 1) parts.push(`no removal above a failed share of ${si.maxFailedShare}`);
+  return `${head}, then hpa's scale-in (${parts.join(', ')})`;
 }
 
 /** GPG as its model runs it: followed by hpa's scale-in when the model names one. */

@@ -181,10 +181,14 @@ describe('kais up', () => {
       '--policy',
       'lec',
       '--json',
+      '--verbose',
     ]);
     expect(run.code).toBe(0);
     const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
     expect(s.evalPolicy).toBe('lec/gpg');
+    // the orchestrator says what it runs: the model file, H and its scale-in (none in this file)
+    expect(run.stderr).toMatch(/^kais up: orchestration: gpg .*tiny-gpg\.json: 2 nodes a decision, no scale-in$/m);
+    expect(run.stderr).toMatch(/^\[orchestrator\] .*orchestration: gpg .*tiny-gpg\.json: 2 nodes a decision, no scale-in$/m);
     expect(s.unanswered).toBe(0);
     expect(s.placementVersionsApplied as number).toBeGreaterThanOrEqual(3);
     // step by step against the simulator's: the same start placement (one initial placement), then every step the run reached

@@ -447,6 +447,9 @@ describe('GPG model file', () => {
     expect(p.name).toBe('gpg');
     expect((p as WithHpaScaleIn).inner).toBeInstanceOf(GpgOrchestration);
     expect((p as WithHpaScaleIn).options).toEqual({ targetUtilisation: 0.5, keepPerEap: true, maxFailedShare: 1 });
+    expect(p.summary).toBe(
+      `gpg ${file}: ${tiny.scaleNodesPerFrame} nodes a decision, then hpa's scale-in (target utilisation 0.5, one replica kept per service and eAP)`,
+    );
     p.dispose();
     // maxFailedShare is carried through the file into the wrapper
     const gated = { rule: 'hpa', targetUtilisation: 0.5, maxFailedShare: 0.2 } as const;
@@ -454,6 +457,7 @@ describe('GPG model file', () => {
     expect(gpgModelFromJson(fs.readFileSync(file, 'utf8'), 4).meta.scaleIn).toEqual(gated);
     const g = loadGpgOrchestration(file, tiny, '--gpg');
     expect((g as WithHpaScaleIn).options).toEqual({ targetUtilisation: 0.5, keepPerEap: false, maxFailedShare: 0.2 });
+    expect(g.summary).toMatch(/then hpa's scale-in \(target utilisation 0\.5, no removal above a failed share of 0\.2\)$/);
     g.dispose();
     fs.writeFileSync(file, JSON.stringify({ ...JSON.parse(text), scaleIn: { rule: 'hpa' } }));
     expect(() => loadGpgOrchestration(file, tiny, '--gpg')).toThrow(
