@@ -59,13 +59,16 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
       if (op.delta > 0) added.add(op.node * view.numServices + op.service);
     }
     const keepPerEap = this.options.keepPerEap ?? false;
+    // 1 (the default) is no gate, even in a window where a service's failures outnumber its arrivals
+    // (requests that arrived before the window and failed in it)
     const maxFailedShare = this.options.maxFailedShare ?? 1;
+    const gated = maxFailedShare < 1;
     const win = view.window;
     for (let w = 0; w < view.numServices; w++) {
       // hpa's target is at least minReplicas already; onView runs for every service, so that its
       // stabilisation history does not depend on the gate
       const { target } = this.rule.onView(view, w);
-      if (win.failed[w] > maxFailedShare * win.arrivals[w]) continue;
+      if (gated && win.failed[w] > maxFailedShare * win.arrivals[w]) continue;
       let after = 0;
       for (let n = 0; n < view.numNodes; n++) after += plan.replicas(n, w);
       for (let k = target; k < after; k++) {

@@ -465,5 +465,19 @@ describe("hpa's scale-in after another policy (WithHpaScaleIn)", () => {
     const at005 = removedPer(run(0.05));
     expect(at005.slice(0, 2)).toEqual([0, 0]);
     expect(at005.slice(2)).toEqual(all.slice(2));
+    // a service whose failures outnumber its arrivals (arrived before the window, failed in it): 1 is
+    // still no gate, a gate below 1 spares it
+    const gone = windowOf(W, new Array<number>(W).fill(0.05), 40, 25);
+    gone.arrivals[2] = 0;
+    gone.failed[2] = 3;
+    const goneView = simView(new Cluster(s), gone);
+    const removedOf2 = (o: { maxFailedShare?: number }): number => {
+      const p = new WithHpaScaleIn(fixed([]), o);
+      p.reset(1, goneView);
+      return removedPer(p.decide(goneView))[2];
+    };
+    expect(removedOf2({})).toBeGreaterThan(0);
+    expect(removedOf2({ maxFailedShare: 1 })).toBe(removedOf2({}));
+    expect(removedOf2({ maxFailedShare: 0.99 })).toBe(0);
   });
 });
