@@ -12,9 +12,11 @@
  * passing), for the paper's GNN-vs-stacking comparison (docs/gpg.md).
  *
  * INIT=<model.json> fine-tunes a model (fresh Adam; the entropy schedule continues from every update
- * it has seen: critic/gpg/model.ts updatesSeen). DISPATCH=cmmac trains under the shipped cMMAC model
- * (models/<scenario>-cmmac.bin, argmax, frozen); LOADS=1,1.5 alternates the training load per update
- * (evaluations stay at LOAD).
+ * it has seen: critic/gpg/model.ts updatesSeen). An INIT with hpa's scale-in (`scaleIn`, as the
+ * shipped models/kais-gpg.json) is trained under it, every rollout and evaluation GPG then the
+ * scale-in, and the model written keeps the field; a copy without the field trains GPG alone.
+ * DISPATCH=cmmac trains under the shipped cMMAC model (models/<scenario>-cmmac.bin, argmax, frozen);
+ * LOADS=1,1.5 alternates the training load per update (evaluations stay at LOAD).
  *
  * TRACES=a.csv,b.csv trains on Alibaba trace windows (as kais eval --trace; cut the CSV to choose a
  * window) instead of WORKLOAD: update u replays window floor(u / #LOADS) mod #TRACES, so every window
@@ -34,7 +36,14 @@
  * evaluation seeds) every EVAL_EVERY updates; writes OUT (the model) and OUT's .curve.json.
  */
 import * as fs from 'node:fs';
-import { gpgModelFromJson, gpgModelToJson, modelNodesPerFrame, nodesPerFrameField, updatesSeen } from '../critic/gpg/model';
+import {
+  gpgModelFromJson,
+  gpgModelToJson,
+  modelNodesPerFrame,
+  nodesPerFrameField,
+  updatesSeen,
+  type GpgScaleIn,
+} from '../critic/gpg/model';
 import { DEFAULT_GPG_UPDATE } from '../critic/gpg/update';
 import { loadScenario } from '../shared/scenario';
 import { loadBackend } from '../shared/tf-backend';
@@ -142,6 +151,7 @@ async function main(): Promise<void> {
   let init: { weights: Float32Array[]; updates: number } | undefined;
   let net: ReturnType<typeof gpgModelFromJson>['net'] | undefined;
   let nodesPerFrame = scenario.scaleNodesPerFrame;
+  let scaleIn: GpgScaleIn | undefined;
   if (initFile) {
     let m: ReturnType<typeof gpgModelFromJson>;
     try {
@@ -151,13 +161,8 @@ async function main(): Promise<void> {
       process.stderr.write(`train-gpg: INIT: ${initFile}: ${(e as Error).message}\n`);
       process.exit(2);
     }
-    if (m.meta.scaleIn) {
-      // the rollouts here run GPG alone: a model that runs with hpa's scale-in would be trained in another world
-      process.stderr.write(
-        `train-gpg: INIT: ${initFile} runs with hpa's scale-in (scaleIn), which this script does not (it trains GPG alone): use kais train --gpg-init, or a copy of the model without the field\n`,
-      );
-      process.exit(2);
-    }
+    // a model that runs with hpa's scale-in is trained under it and keeps it
+    scaleIn = m.meta.scaleIn;
     net = m.net;
     nodesPerFrame = modelNodesPerFrame(m.meta, scenario);
     // every update the model has seen, its init's included (before 2026-12-02 only the last run's count was read,
@@ -172,14 +177,16 @@ async function main(): Promise<void> {
     }
   }
   const t0 = Date.now();
-  const r = trainGpg({ scenario, ...settings, nodesPerFrame, ...(net ? { net: net.config, init } : { net: { encoder } }) }, (line) =>
-    process.stdout.write(`${((Date.now() - t0) / 1000).toFixed(0)}s ${line}\n`),
+  const r = trainGpg(
+    { scenario, ...settings, nodesPerFrame, scaleIn, ...(net ? { net: net.config, init } : { net: { encoder } }) },
+    (line) => process.stdout.write(`${((Date.now() - t0) / 1000).toFixed(0)}s ${line}\n`),
   );
   fs.writeFileSync(
     out,
     gpgModelToJson(r.net, {
       scenario: scenario.name,
       ...nodesPerFrameField(nodesPerFrame, scenario),
+      ...(scaleIn ? { scaleIn } : {}),
       trainedWith: {
         ...settings,
         encoder: net?.config.encoder ?? encoder,

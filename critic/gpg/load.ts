@@ -64,7 +64,7 @@ export function gpgSummary(file: string, nodesPerDecision: number, meta: Pick<Gp
 }
 
 /** GPG as its model runs it: followed by hpa's scale-in when the model names one. */
-export function withScaleIn(gpg: GpgOrchestration, meta: Pick<GpgModelMeta, 'scaleIn'>): OrchestrationPolicy {
+export function withScaleIn(gpg: OrchestrationPolicy, meta: Pick<GpgModelMeta, 'scaleIn'>): OrchestrationPolicy {
   const si = meta.scaleIn;
   if (!si) return gpg;
   return new WithHpaScaleIn(gpg, {

@@ -16,6 +16,11 @@
  *                 one gradient step on the R rollouts
  *   every evalEvery updates: greedy GPG on held-out evaluation seeds, beside hpa on the same requests
  *
+ * With `scaleIn` (a model's field: hpa's scale-in after GPG's orders, shared/orchestration/scale-in.ts)
+ * every rollout and evaluation runs GPG followed by the scale-in, as the model runs in `kais eval`
+ * and live: GPG learns in the world it is deployed in. The scale-in's removals are operations of
+ * the frame like GPG's own (they cost opCost); the gradient is on GPG's decisions alone.
+ *
  * With `vine` (TRPO's vine procedure) an update's R rollouts are greedy except at one branch
  * decision b = u mod (frames - horizon): rollout 0 keeps the greedy decision there, the others
  * sample it; each runs b + 1 + horizon frames, its return is the reward of the horizon frames after
@@ -31,6 +36,8 @@ import type { Scenario } from '../../shared/scenario';
 import { round } from '../../shared/round';
 import { GpgNet, type GpgNetConfig } from '../../critic/gpg/gnn';
 import { GpgOrchestration, type GpgDecision } from '../../critic/gpg/policy';
+import { withScaleIn } from '../../critic/gpg/load';
+import type { GpgScaleIn } from '../../critic/gpg/model';
 import { GpgLearner, type GpgEpisode, type GpgUpdateOptions } from '../../critic/gpg/update';
 import { makeDispatch, makeOrchestration } from '../baselines/registry';
 import { loadDefaultCmmac } from './checkpoint';
@@ -92,6 +99,8 @@ export interface GpgTrainOptions {
    * null: the whole-episode REINFORCE above.
    */
   vine?: { horizon: number; perturb?: boolean } | null;
+  /** hpa's scale-in after GPG's orders in every rollout and evaluation (a model's `scaleIn`); absent: GPG alone. */
+  scaleIn?: GpgScaleIn;
 }
 
 export interface GpgEvalPoint {
@@ -180,11 +189,13 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
       sampleSalt,
       onDecision: sink ? (d) => sink.push(d) : undefined,
     });
+  // GPG as the model runs it: followed by its scale-in when it has one
+  const deployed = (gpg: OrchestrationPolicy): OrchestrationPolicy => withScaleIn(gpg, { scaleIn: o.scaleIn });
   const episode = (
     requests: ReturnType<typeof buildRequests>,
     seed: number,
     frames: number,
-    orchestration: GpgOrchestration | ReturnType<typeof makeOrchestration>,
+    orchestration: OrchestrationPolicy,
     onFrames?: (f: readonly FrameStats[]) => void,
   ): PolicyResult =>
     runEpisode({
@@ -215,7 +226,7 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
         load: o.load,
         durationS: o.evalFrames * frameS,
       });
-      const a = episode(requests, es, o.evalFrames, policyFor('greedy'));
+      const a = episode(requests, es, o.evalFrames, deployed(policyFor('greedy')));
       const b = episode(requests, es, o.evalFrames, makeOrchestration('hpa', s));
       gpg += a.throughputRate;
       hpa += b.throughputRate;
@@ -265,7 +276,7 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
         requests,
         o.seed + u,
         branchAt + 1 + vine.horizon,
-        new VineOrchestration(policyFor('greedy'), branch, branchAt),
+        deployed(new VineOrchestration(policyFor('greedy'), branch, branchAt)),
         (f) => (frames = f),
       );
       const rewards = gpgRewards(frames, branchAt + vine.horizon, frameS, o.opCost, o.replicaCost).slice(branchAt);
@@ -275,7 +286,13 @@ export function trainGpg(o: GpgTrainOptions, progress: (line: string) => void = 
     for (let r = 0; !vine && r < o.rollouts; r++) {
       const decisions: GpgDecision[] = [];
       let frames: readonly FrameStats[] = [];
-      const res = episode(requests, o.seed + u, o.frames, policyFor('sample', decisions, 1 + u * o.rollouts + r), (f) => (frames = f));
+      const res = episode(
+        requests,
+        o.seed + u,
+        o.frames,
+        deployed(policyFor('sample', decisions, 1 + u * o.rollouts + r)),
+        (f) => (frames = f),
+      );
       const rewards = gpgRewards(frames, decisions.length, frameS, o.opCost, o.replicaCost);
       episodes.push({ decisions: decisions.slice(0, rewards.length), rewards });
       thr += res.throughputRate;

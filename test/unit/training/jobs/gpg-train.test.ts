@@ -53,6 +53,37 @@ describe('GPG training', () => {
     expect(a.curve.every((p) => p.throughput > 0 && p.throughput <= 1)).toBe(true);
   });
 
+  it("with a model's scaleIn every rollout and evaluation runs GPG then hpa's scale-in, as the model runs; same seed, same numbers", () => {
+    const o: GpgTrainOptions = {
+      scenario: loadScenario('tiny'),
+      dispatch: 'lec',
+      workload: 'p4',
+      load: 1,
+      frames: 3,
+      rollouts: 2,
+      updates: 1,
+      seed: 5,
+      opCost: 0.002,
+      replicaCost: 0,
+      evalEvery: 1,
+      evalSeeds: [901],
+      evalFrames: 4,
+      net: { hidden: [8], headHidden: [16], embed: 4 },
+    };
+    const alone = trainGpg(o);
+    const under = { ...o, scaleIn: { rule: 'hpa' as const, targetUtilisation: 0.5 } };
+    const a = trainGpg(under);
+    // the evaluation's greedy GPG is the same net at update 0: the extra operations are the scale-in's removals
+    expect(a.evals[0].gpgOps).toBeGreaterThan(alone.evals[0].gpgOps);
+    expect(a.evals[0].hpa).toBe(alone.evals[0].hpa);
+    // the sampled rollouts ran under it too: another return from the same draws
+    expect(a.curve[0].meanReturn).not.toBe(alone.curve[0].meanReturn);
+    const b = trainGpg(under);
+    expect(b.curve).toEqual(a.curve);
+    expect(b.evals).toEqual(a.evals);
+    expect(b.net.getWeights()).toEqual(a.net.getWeights());
+  });
+
   /** A made-up v2017 window (not trace rows): `jobs` jobs of 1..3 tasks, one every `gapS` trace seconds. */
   function madeUpWindow(name: string, jobs: number, gapS: number): string {
     const lines: string[] = [];
