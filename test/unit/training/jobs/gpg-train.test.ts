@@ -10,6 +10,26 @@ import { loadScenario } from '../../../../shared/scenario';
 import { gpgRewards, trainGpg, type GpgTrainOptions } from '../../../../training/jobs/gpg-train';
 import { tmpDir } from '../../../support/tmp';
 
+/** A small GPG on the tiny scenario under lec: 2 updates of 2 rollouts of 3 frames, no evaluation. */
+function tinyOptions(): GpgTrainOptions {
+  return {
+    scenario: loadScenario('tiny'),
+    dispatch: 'lec',
+    workload: 'p4',
+    load: 1,
+    frames: 3,
+    rollouts: 2,
+    updates: 2,
+    seed: 5,
+    opCost: 0.002,
+    replicaCost: 0,
+    evalEvery: 0,
+    evalSeeds: [],
+    evalFrames: 2,
+    net: { hidden: [8], headHidden: [16], embed: 4 },
+  };
+}
+
 describe('GPG training', () => {
   afterEach(() => tf.disposeVariables());
 
@@ -26,22 +46,7 @@ describe('GPG training', () => {
   });
 
   it('same seed, same curve and same weights; another seed differs', () => {
-    const o: GpgTrainOptions = {
-      scenario: loadScenario('tiny'),
-      dispatch: 'lec',
-      workload: 'p4',
-      load: 1,
-      frames: 3,
-      rollouts: 2,
-      updates: 2,
-      seed: 5,
-      opCost: 0.002,
-      replicaCost: 0,
-      evalEvery: 0,
-      evalSeeds: [],
-      evalFrames: 2,
-      net: { hidden: [8], headHidden: [16], embed: 4 },
-    };
+    const o = tinyOptions();
     const a = trainGpg(o);
     const wa = a.net.getWeights();
     const b = trainGpg(o);
@@ -54,22 +59,7 @@ describe('GPG training', () => {
   });
 
   it("with a model's scaleIn every rollout and evaluation runs GPG then hpa's scale-in, as the model runs; same seed, same numbers", () => {
-    const o: GpgTrainOptions = {
-      scenario: loadScenario('tiny'),
-      dispatch: 'lec',
-      workload: 'p4',
-      load: 1,
-      frames: 3,
-      rollouts: 2,
-      updates: 1,
-      seed: 5,
-      opCost: 0.002,
-      replicaCost: 0,
-      evalEvery: 1,
-      evalSeeds: [901],
-      evalFrames: 4,
-      net: { hidden: [8], headHidden: [16], embed: 4 },
-    };
+    const o: GpgTrainOptions = { ...tinyOptions(), updates: 1, evalEvery: 1, evalSeeds: [901], evalFrames: 4 };
     const alone = trainGpg(o);
     const under = { ...o, scaleIn: { rule: 'hpa' as const, targetUtilisation: 0.5 } };
     const a = trainGpg(under);
