@@ -209,6 +209,11 @@ export interface UpSummary {
    * `vsEval` = throughputRate / evalThroughputRate.
    */
   evalPolicy: string;
+  /**
+   * What placed the replicas: the orchestration policy's name, and for gpg what its model runs (the
+   * file, H and the scale-in: critic/gpg/load.ts gpgSummary, the line the orchestrator logs).
+   */
+  orchestration: string;
   evalSlotS: number;
   evalThroughputRate: number;
   vsEval: number;
@@ -802,6 +807,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       ...(act === 'sample' ? { cmmacAct: 'sample' as const } : {}),
       tls: a.tls,
       evalPolicy: predicted.policy,
+      orchestration: a.orchestration === 'gpg' && gpgLine ? gpgLine : a.orchestration,
       evalSlotS: predicted.slotS,
       evalThroughputRate: predicted.rate,
       vsEval: predicted.rate > 0 ? throughputRate / predicted.rate : 0,

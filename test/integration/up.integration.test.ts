@@ -86,6 +86,10 @@ describe('kais up', () => {
     expect(s.policy).toBe('cmmac');
     expect(s.cmmacAct).toBeUndefined();
     expect(s.evalPolicy).toBe('cmmac/gpg'); // both shipped kais models by default
+    // the summary says what the GPG model ran: the shipped file and its gated scale-in
+    expect(s.orchestration).toMatch(
+      /^gpg \S*kais-gpg\.json: \d+ nodes a decision, then hpa's scale-in \(.*no removal above a failed share of 0\.3\)$/,
+    );
     expect(s.completedInTime as number).toBeGreaterThan(0);
     expect(s.placementVersionsApplied as number).toBeGreaterThanOrEqual(1);
     expect(s.nodeExclusions).toBe(0); // no failures played: QoS isolation must not fire on a healthy cluster
@@ -142,6 +146,7 @@ describe('kais up', () => {
     const n = (k: string) => s[k] as number;
     expect(s.policy).toBe('jsq');
     expect(s.evalPolicy).toBe('jsq/static');
+    expect(s.orchestration).toBe('static'); // no GPG ships for tiny
     expect(s.learning).toBe(false);
     expect(n('sent')).toBeGreaterThan(10);
     expect(n('unanswered')).toBe(0);
@@ -189,6 +194,7 @@ describe('kais up', () => {
     // the orchestrator says what it runs: the model file, H and its scale-in (none in this file)
     expect(run.stderr).toMatch(/^kais up: orchestration: gpg .*tiny-gpg\.json: 2 nodes a decision, no scale-in$/m);
     expect(run.stderr).toMatch(/^\[orchestrator\] .*orchestration: gpg .*tiny-gpg\.json: 2 nodes a decision, no scale-in$/m);
+    expect(s.orchestration).toMatch(/^gpg .*tiny-gpg\.json: 2 nodes a decision, no scale-in$/);
     expect(s.unanswered).toBe(0);
     expect(s.placementVersionsApplied as number).toBeGreaterThanOrEqual(3);
     // step by step against the simulator's: the same start placement (one initial placement), then every step the run reached

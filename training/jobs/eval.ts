@@ -149,6 +149,11 @@ export interface EvalReport {
    */
   cmmacAct?: 'sample';
   results: PolicyResult[];
+  /**
+   * Present when an x/gpg pair ran: what the GPG model runs (the file, H and the scale-in:
+   * critic/gpg/load.ts gpgSummary, the line `kais up` and the orchestrator log).
+   */
+  gpg?: string;
   /** An upper bound on the throughput rate no policy can pass on these requests (training/jobs/oracle.ts, ORACLE_RULE); null above ORACLE_MAX_REQUESTS requests. */
   oracle: { throughputRate: number; completedInTime: number; feasibleRate: number } | null;
   /** Present when oracle is null: why. */
@@ -202,7 +207,7 @@ function makeAnyOrchestration(
   name: string,
   scenario: Scenario,
   gpgFile: string | undefined,
-): OrchestrationPolicy & { dispose?: () => void } {
+): OrchestrationPolicy & { dispose?: () => void; summary?: string } {
   if (name !== 'gpg') return makeOrchestration(name, scenario);
   const file = gpgFile ?? defaultGpgModelPath(scenario);
   if (file === null)
@@ -304,6 +309,8 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
   const t0 = Date.now();
   const frameS = scenario.slotsPerFrame * scenario.slotS;
   let demand: FrameDemand | null = null;
+  // what the GPG model runs (one --gpg file for every x/gpg pair)
+  let gpgRuns: string | undefined;
   pairs.forEach((p, k) => {
     const { dispatch, orchestration } = parsePolicyPair(p);
     const act = dispatch.startsWith('cmmac') ? actOf(orchestration) : undefined;
@@ -335,6 +342,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
       );
     } else {
       const orch = makeAnyOrchestration(orchestration, scenario, a.gpg);
+      gpgRuns ??= orch.summary;
       r = episode(orch);
       orch.dispose?.();
     }
@@ -363,6 +371,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     // every cmmac pair sampled (each sampling pair's result says so too)
     ...(cmmacActs.length > 0 && cmmacActs.every((x) => x === 'sample') ? { cmmacAct: 'sample' as const } : {}),
     results,
+    ...(gpgRuns !== undefined ? { gpg: gpgRuns } : {}),
     oracle: ob
       ? { throughputRate: round(ob.throughputRate, 4), completedInTime: ob.completedInTime, feasibleRate: round(ob.feasibleRate, 4) }
       : null,
@@ -451,6 +460,7 @@ export function formatTable(r: EvalReport): string {
     r.oracle
       ? `oracle (upper bound)  ${r.oracle.throughputRate.toFixed(3)}  (${r.oracle.completedInTime} in time at most; ${(100 * r.oracle.feasibleRate).toFixed(1)}% of requests could be in time on an empty cluster; docs/simulator.md)`
       : `oracle (upper bound)  -  (not computed: ${r.oracleSkipped ?? 'skipped'})`,
+    ...(r.gpg !== undefined ? [`orchestration: ${r.gpg}`] : []),
   ].join('\n');
 }
 

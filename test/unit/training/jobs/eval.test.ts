@@ -180,7 +180,11 @@ describe('kais eval', () => {
   });
 
   it('cmmac runs the shipped argmax actor under hpa and gpg; the actor fine-tuned on GPG samples, as its file says', async () => {
-    type Report = { cmmacAct?: string; results: { policy: string; cmmacAct?: string; throughputRate: number; completedInTime: number }[] };
+    type Report = {
+      cmmacAct?: string;
+      gpg?: string;
+      results: { policy: string; cmmacAct?: string; throughputRate: number; completedInTime: number }[];
+    };
     // one frame of kais, JSON
     const run = async (policies: string, ...extra: string[]): Promise<Report> => {
       const r = await kaisAsync('eval', '--scenario', 'kais', '--frames', '1', '--policies', policies, '--json', ...extra);
@@ -207,6 +211,9 @@ describe('kais eval', () => {
     const d = j.results[0];
     expect([n.throughputRate, n.completedInTime, n.cmmacAct]).toEqual([d.throughputRate, d.completedInTime, undefined]);
     expect(gpgUnderHpa.results[0].cmmacAct).toBe('sample');
+    // the report says what the GPG model ran (the shipped file and its gated scale-in), only where a gpg pair ran
+    expect(j.gpg).toMatch(/^gpg \S*kais-gpg\.json: 6 nodes a decision, then hpa's scale-in \(.*no removal above a failed share of 0\.3\)$/);
+    expect(named.gpg).toBeUndefined();
   }, 180_000);
 
   it('--cmmac-act sample: cmmac draws from its policy, the same draws for the same seed; heuristics unchanged; a bad value exits 2', async () => {
@@ -327,6 +334,11 @@ describe('kais eval', () => {
     const gpg = run('--scenario', 'small', '--policies', 'lec/gpg', '--gpg', path.join(ROOT, 'models', 'small-gpg-lec.json'));
     expect(gpg.status).toBe(0);
     expect(gpg.stderr).toContain('backend loaded: true');
+    // the table's last line says what the GPG model ran; no such line without a gpg pair
+    expect(gpg.stdout.trimEnd().split('\n').pop()).toMatch(
+      /^orchestration: gpg \S*small-gpg-lec\.json: \d+ nodes a decision, no scale-in$/,
+    );
+    expect(tiny.stdout).not.toMatch(/^orchestration:/m);
   });
 
   it('adds decision latency to the table with --timing', () => {
