@@ -417,7 +417,7 @@ function readTlsSection(v: unknown, file: string, fail: (field: string, why: str
 async function learnedOrchestration(
   cfg: OrchestratorConfig,
   log: (line: string) => void,
-): Promise<import('../shared/policy').OrchestrationPolicy> {
+): Promise<import('../shared/policy').OrchestrationPolicy & { summary: string }> {
   await loadBackend();
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { loadGpgOrchestration } = require('../critic/gpg/load') as typeof import('../critic/gpg/load');
@@ -707,11 +707,12 @@ export async function startOrchestrator(
   const adminState = new AdminState(readAdminState(store.adminState(), log));
   const saveAdmin = () => guard.run('the admin state', () => store.putAdminState(JSON.stringify(adminState.snapshot())));
   const executor = await makeExecutor(cfg, log, loadBoard);
+  const policy = cfg.orchestration === 'gpg' ? await learnedOrchestration(cfg, log) : cfg.orchestration;
   const loop = new PlacementLoop({
     scenario: cfg.scenario,
     registry,
     executor,
-    policy: cfg.orchestration === 'gpg' ? await learnedOrchestration(cfg, log) : cfg.orchestration,
+    policy,
     start,
     startFrame: resumed ? stored!.frame : 0,
     publishStart: !resumed,
@@ -852,6 +853,8 @@ export async function startOrchestrator(
   const adminStatus = () => ({
     epoch: store.epoch,
     orchestration: cfg.orchestration,
+    // what places the replicas: the policy, or what the GPG model runs (its file, H, the scale-in)
+    orchestrationRuns: typeof policy === 'string' ? policy : policy.summary,
     agents: hub
       .sessions()
       .map((s) => ({ eap: s.eapId, session: s.sessionId, weightVersion: s.weightVersion, placementVersion: s.placementVersion })),

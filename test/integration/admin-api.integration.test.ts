@@ -100,10 +100,22 @@ describe('admin API', () => {
     expect(total(o2.loop.placement, 3)).toBe(4);
     const st = await call(o2.httpPort!, 'GET', '/v1/status');
     expect(st.body.overrides).toMatchObject([{ service: 3, replicas: 4, node: null, by: 'alice', reason: 'launch day' }]);
+    expect([st.body.orchestration, st.body.orchestrationRuns]).toEqual(['hpa', 'hpa']);
     const rel = await call(o2.httpPort!, 'POST', '/v1/scale/release', { service: 3, reason: 'over' });
     expect(rel.status).toBe(200);
     expect((await call(o2.httpPort!, 'GET', '/v1/status')).body.overrides).toEqual([]);
     expect(o2.store.events({ kind: 'admin-release' })[0].message).toMatch(/admin: service 3 back to the policy: over/);
+  });
+
+  it('says what places the replicas: the policy, or what the GPG model runs (its file, H and scale-in)', async () => {
+    const cfg = JSON.parse(fs.readFileSync(cfgFile, 'utf8')) as Record<string, unknown>;
+    const model = path.join(__dirname, '..', '..', 'models', 'small-gpg-lec.json');
+    fs.writeFileSync(cfgFile, JSON.stringify({ ...cfg, orchestration: 'gpg', gpgModel: model }));
+    const o = await start();
+    const st = await call(o.httpPort!, 'GET', '/v1/status');
+    expect(st.status).toBe(200);
+    expect(st.body.orchestration).toBe('gpg');
+    expect(st.body.orchestrationRuns).toMatch(/^gpg .*small-gpg-lec\.json: \d+ nodes a decision, no scale-in$/);
   });
 
   it('an override with a ttl ends by itself, with an event', async () => {
