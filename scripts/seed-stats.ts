@@ -15,14 +15,8 @@ export function seedList(v: string): number[] {
   });
 }
 
-/** Mean of a non-empty list. */
-export const mean = (a: number[]): number => a.reduce((x, y) => x + y, 0) / a.length;
-
-/** Standard error of the mean (sample standard deviation / sqrt(n)); 0 for one value. */
-export const se = (a: number[]): number => {
-  const m = mean(a);
-  return a.length > 1 ? Math.sqrt(a.reduce((x, y) => x + (y - m) ** 2, 0) / (a.length - 1) / a.length) : 0;
-};
+// the same statistics as `kais eval --seeds` (one definition)
+export { mean, se } from '../training/jobs/eval-seeds';
 
 /** Per-seed figures of seed-table.ts runs (JSON_OUT): per load, per pair, one value per seed in `seeds` order. */
 export interface SeedCells {

@@ -8,7 +8,7 @@
  */
 import * as fs from 'fs';
 import type { Argv, CommandModule } from 'yargs';
-import { namingFlags, opt, resolveOptions, yargsOptions, type OptionsOf } from '../../shared/config';
+import { givenOptions, namingFlags, opt, resolveOptions, yargsOptions, type OptionsOf } from '../../shared/config';
 import { MAX_FRAMES, MAX_LOAD } from './train-options';
 import type { DequeueName } from '../../shared/dequeue';
 import { DEQUEUE_NAMES } from '../../shared/dequeue';
@@ -29,6 +29,7 @@ import { renderScatter, renderSvg, stackSvgs, writeSvg } from './plot';
 import { round } from '../../shared/round';
 import { runEpisode, type PolicyResult } from './rollout';
 import { ORACLE_BYTES_PER_REQUEST, oracleBound } from './oracle';
+import { formatSeedsTable, parseSeeds, summariseSeeds, type EvalSeedsReport } from './eval-seeds';
 
 /**
  * Above this many requests `kais eval` leaves the oracle out (`oracle: null`, the reason in
@@ -79,6 +80,14 @@ export const EVAL_SPEC = {
   }),
   frames: opt.integer({ default: 20, min: 1, max: MAX_FRAMES, describe: 'frames to simulate (100 slots of 0.25 s each)' }),
   seed: opt.integer({ default: 1, describe: 'random seed (same seed, same numbers)' }),
+  seeds: opt.custom<number[] | undefined>(
+    'a-b or a,b,...',
+    {
+      describe:
+        "instead of --seed: the same evaluation on each of these seeds (at least 2), and each pair's mean, its standard error and the first pair's paired ratio to it (docs/simulator.md)",
+    },
+    parseSeeds,
+  ),
   load: opt.number({ default: 1, min: 0, minExclusive: true, max: MAX_LOAD, describe: 'multiplier on arrival rates' }),
   /** 'agent': the live agent's view (rollout.ts EpisodeOptions.view); 'global': the whole cluster's true state. */
   view: opt.choice(['agent', 'global'] as const, {
@@ -383,6 +392,37 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
   };
 }
 
+/** `kais eval --seeds`: runEval on every seed (one progress line per seed), and the per-pair means (eval-seeds.ts). */
+export function runEvalSeeds(
+  a: EvalArgs,
+  seeds: readonly number[],
+  progress: (line: string) => void = () => {},
+): EvalSeedsReport<EvalReport> {
+  if (seeds.length < 2) throw new UsageError('--seeds: give at least 2 seeds (for one seed: --seed)');
+  const runs: EvalReport[] = [];
+  const t0 = Date.now();
+  for (const [k, seed] of seeds.entries()) {
+    runs.push(runEval({ ...a, seed }, progress));
+    progress(`seed ${seed} done (${k + 1}/${seeds.length}, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  }
+  const r0 = runs[0];
+  return {
+    scenario: r0.scenario,
+    workload: r0.workload,
+    trace: r0.trace,
+    seeds: [...seeds],
+    frames: r0.frames,
+    load: r0.load,
+    dequeue: r0.dequeue,
+    slotS: r0.slotS,
+    view: r0.view,
+    filters: r0.filters,
+    ...summariseSeeds(runs),
+    ...(r0.gpg !== undefined ? { gpg: r0.gpg } : {}),
+    runs,
+  };
+}
+
 /** `--detector`: whether the learned stage runs (UsageError for a bad value or without --filters). */
 export function learnedDetectorOf(a: Pick<EvalArgs, 'detector' | 'filters'>): boolean {
   const d = a.detector ?? 'none';
@@ -471,10 +511,20 @@ export const evalCommand: CommandModule<object, object> = {
     yargsOptions(y.example('$0 eval --scenario kais --frames 2', 'every heuristic pair (and the shipped model) on 2 frames'), EVAL_SPEC),
   handler: namingFlags(EVAL_SPEC, async (argv) => {
     const args: EvalArgs = resolveOptions(EVAL_SPEC, argv);
+    if (args.seeds !== undefined) {
+      if (givenOptions(EVAL_SPEC, argv).seed !== undefined) throw new UsageError('--seeds: give --seed or --seeds, not both');
+      if (args.plot) throw new UsageError('--plot: draws one seed; drop --seeds, or --plot');
+    }
     // an entry point picks the backend: for a gpg pair, named or among the defaults (cmmac/gpg where a GPG model ships)
     const gpgPair = args.policies ? args.policies.split(',').some((p) => p.trim().endsWith('/gpg')) : shipsGpg(args.scenario);
     if (learnedDetectorOf(args) || gpgPair) await loadBackend();
-    const report = runEval(args, (line) => process.stderr.write(`kais: ${line}\n`));
+    const progress = (line: string) => process.stderr.write(`kais: ${line}\n`);
+    if (args.seeds !== undefined) {
+      const many = runEvalSeeds(args, args.seeds, progress);
+      process.stdout.write((args.json ? JSON.stringify(many) : formatSeedsTable(many)) + '\n');
+      return;
+    }
+    const report = runEval(args, progress);
     if (args.plot) writeSvg(args.plot, evalPlot(report));
     if (args.json) process.stdout.write(JSON.stringify(report) + '\n');
     else process.stdout.write(formatTable(report) + '\n');

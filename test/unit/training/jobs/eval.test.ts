@@ -173,6 +173,75 @@ describe('kais eval', () => {
     }
   });
 
+  it('--seeds: each seed as kais eval --seed prints it, and per pair the mean, its s.e. and the paired ratio of the first pair', () => {
+    const common = ['eval', '--scenario', 'tiny', '--frames', '2', '--policies', 'lec/hpa,jsq/static,random/static', '--json'];
+    const r = kais(...common, '--seeds', '3-5');
+    expect(r.code).toBe(0);
+    const rep = JSON.parse(r.stdout) as {
+      seeds: number[];
+      frames: number;
+      runs: {
+        seed: number;
+        results: { policy: string; throughputRate: number; replicaSeconds: number }[];
+        oracle: { throughputRate: number };
+      }[];
+      summary: {
+        policy: string;
+        throughputRate: { mean: number; se: number };
+        firstOverPair: { mean: number; se: number } | null;
+        replicaSeconds: { mean: number };
+      }[];
+      bestOther: { policy: string; firstOverPair: { mean: number; se: number } };
+      oracle: { mean: number };
+    };
+    expect(rep.seeds).toEqual([3, 4, 5]);
+    expect(rep.frames).toBe(2);
+    // every run is what kais eval --seed s --json prints
+    for (const [k, seed] of [3, 4, 5].entries()) {
+      const one = kais(...common, '--seed', String(seed));
+      expect(one.code).toBe(0);
+      expect(rep.runs[k]).toEqual(JSON.parse(one.stdout));
+    }
+    // the statistics, recomputed here from the runs
+    const m = (v: number[]) => v.reduce((a, b) => a + b, 0) / v.length;
+    const s = (v: number[]) => Math.sqrt(v.reduce((a, b) => a + (b - m(v)) ** 2, 0) / (v.length - 1) / v.length);
+    const rates = (k: number) => rep.runs.map((x) => x.results[k].throughputRate);
+    expect(rep.summary.map((x) => x.policy)).toEqual(['lec/hpa', 'jsq/static', 'random/static']);
+    for (const k of [0, 1, 2]) {
+      expect(rep.summary[k].throughputRate.mean).toBeCloseTo(m(rates(k)), 4);
+      expect(rep.summary[k].throughputRate.se).toBeCloseTo(s(rates(k)), 4);
+      expect(rep.summary[k].replicaSeconds.mean).toBeCloseTo(m(rep.runs.map((x) => x.results[k].replicaSeconds)), 1);
+    }
+    expect(rates(0)).not.toEqual(rates(1)); // the seeds differ, so the figures do
+    expect(rep.summary[0].firstOverPair).toBeNull();
+    for (const k of [1, 2]) {
+      const ratio = rates(0).map((x, i) => x / rates(k)[i]);
+      expect(rep.summary[k].firstOverPair!.mean).toBeCloseTo(m(ratio), 4);
+      expect(rep.summary[k].firstOverPair!.se).toBeCloseTo(s(ratio), 4);
+    }
+    const best = rep.summary[1].throughputRate.mean >= rep.summary[2].throughputRate.mean ? rep.summary[1] : rep.summary[2];
+    expect(rep.bestOther).toEqual({ policy: best.policy, firstOverPair: best.firstOverPair });
+    expect(rep.oracle.mean).toBeCloseTo(m(rep.runs.map((x) => x.oracle.throughputRate)), 4);
+    // a table without --json, with the seeds and the ratio to the best other pair
+    const t = kais('eval', '--scenario', 'tiny', '--frames', '2', '--policies', 'lec/hpa,jsq/static', '--seeds', '3,5');
+    expect(t.code).toBe(0);
+    expect(t.stdout).toMatch(/^scenario tiny, workload p4, seeds 3,5 \(2\), 2 frames/);
+    expect(t.stdout).toMatch(/policy\s+throughput \(s\.e\.\)\s+lec\/hpa \/ pair \(s\.e\.\)/);
+    expect(t.stdout).toMatch(/^lec\/hpa \/ the best other pair \(jsq\/static\): \d\.\d{3} \(\d\.\d{3}\), paired seed by seed$/m);
+    expect(t.stderr).toMatch(/seed 5 done \(2\/2/);
+  });
+
+  it('--seeds: a bad list, one seed, --seed beside it or --plot exit 2 with one line', () => {
+    const tiny = ['eval', '--scenario', 'tiny', '--frames', '1'];
+    expectUsageError(kais(...tiny, '--seeds', '5-3'), /--seeds: the range 5-3 runs backwards/);
+    expectUsageError(kais(...tiny, '--seeds', '1,x'), /--seeds: expected a-b or a comma-separated list of integers/);
+    expectUsageError(kais(...tiny, '--seeds', '1,2,1'), /--seeds: seed 1 is listed twice/);
+    expectUsageError(kais(...tiny, '--seeds', '7'), /--seeds: give at least 2 seeds \(for one seed: --seed\)/);
+    expectUsageError(kais(...tiny, '--seeds', '1-2000'), /--seeds: 2000 seeds, more than 1000/);
+    expectUsageError(kais(...tiny, '--seeds', '1-3', '--seed', '1'), /--seeds: give --seed or --seeds, not both/);
+    expectUsageError(kais(...tiny, '--seeds', '1-3', '--plot', path.join(tmp, 'x.svg')), /--plot: draws one seed; drop --seeds, or --plot/);
+  });
+
   it('refuses an unknown policy with exit code 2 and one line', () => {
     expectUsageError(
       kais('eval', '--scenario', 'tiny', '--policies', 'jsq/static,fastest/hpa'),
