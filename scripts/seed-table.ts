@@ -19,7 +19,7 @@
 import * as fs from 'node:fs';
 import { defaultsOf } from '../shared/config';
 import { loadBackend } from '../shared/tf-backend';
-import { EVAL_SPEC, runEval, type EvalArgs } from '../training/jobs/eval';
+import { EVAL_SPEC, runEvalSeeds, type EvalArgs, type EvalReport } from '../training/jobs/eval';
 import { mean, se, seedList, type SeedCells } from './seed-stats';
 
 async function main(): Promise<void> {
@@ -51,54 +51,51 @@ async function main(): Promise<void> {
     loads: {},
   };
   for (const load of loads) {
-    const rate = new Map<string, number[]>();
-    const replica = new Map<string, number[]>();
-    const ops = new Map<string, number[]>();
-    for (const p of pairs) {
-      rate.set(p, []);
-      replica.set(p, []);
-      ops.set(p, []);
-    }
-    for (const seed of seeds) {
-      const a = {
-        ...defaultsOf(EVAL_SPEC),
-        scenario,
-        workload: 'p4',
-        ...(trace ? { trace } : {}),
-        policies: pairs.join(','),
-        gpg: process.env.GPG,
-        checkpoint: process.env.CHECKPOINT,
-        cmmacAct: cmmacAct as 'argmax' | 'sample' | undefined,
-        frames,
-        seed,
-        load,
-        json: true,
-        dequeue: 'edf',
-        view: 'agent',
-        faultRate: 0,
-        faultDurationS: 60,
-        timing: false,
-        filters: false,
-        detector: 'none',
-        oracleMaxRequests: 0,
-      } as EvalArgs;
-      for (const r of runEval(a).results) {
-        rate.get(r.policy)?.push(r.throughputRate);
-        replica.get(r.policy)?.push(r.replicaSeconds);
-        ops.get(r.policy)?.push(r.schedulingCost);
-      }
-      process.stderr.write(`load ${load} seed ${seed} done\n`);
-    }
+    const a = {
+      ...defaultsOf(EVAL_SPEC),
+      scenario,
+      workload: 'p4',
+      ...(trace ? { trace } : {}),
+      policies: pairs.join(','),
+      gpg: process.env.GPG,
+      checkpoint: process.env.CHECKPOINT,
+      cmmacAct: cmmacAct as 'argmax' | 'sample' | undefined,
+      frames,
+      load,
+      json: true,
+      dequeue: 'edf',
+      view: 'agent',
+      faultRate: 0,
+      faultDurationS: 60,
+      timing: false,
+      filters: false,
+      detector: 'none',
+      oracleMaxRequests: 0,
+    } as EvalArgs;
+    // kais eval --seeds: the same runs and statistics
+    const many = runEvalSeeds(a, seeds, (line) => {
+      if (line.startsWith('seed ')) process.stderr.write(`load ${load} ${line}\n`);
+    });
+    const perSeed = (k: number, f: (r: EvalReport['results'][number]) => number) => many.runs.map((run) => f(run.results[k]));
     cells.loads[String(load)] = Object.fromEntries(
-      pairs.map((p) => [p, { rate: rate.get(p) as number[], replicaS: replica.get(p) as number[], ops: ops.get(p) as number[] }]),
+      pairs.map((p, k) => [
+        p,
+        {
+          rate: perSeed(k, (r) => r.throughputRate),
+          replicaS: perSeed(k, (r) => r.replicaSeconds),
+          ops: perSeed(k, (r) => r.schedulingCost),
+        },
+      ]),
     );
-    const refRates = rate.get(ref) as number[];
+    // from the unrounded per-seed figures (the summary's are rounded to 4 decimals), as before
+    const at = cells.loads[String(load)];
+    const refRates = at[pairs[0]].rate;
     for (const p of pairs) {
-      const v = rate.get(p) as number[];
+      const v = at[p].rate;
       const paired = refRates.map((x, i) => x / v[i]);
-      const ratio = p === ref ? '' : `${mean(paired).toFixed(3)} (${se(paired).toFixed(3)})`;
+      const ratio = p === pairs[0] ? '' : `${mean(paired).toFixed(3)} (${se(paired).toFixed(3)})`;
       console.log(
-        `| ${load}x | ${p} | ${mean(v).toFixed(3)} (${se(v).toFixed(3)}) | ${ratio} | ${Math.round(mean(replica.get(p) as number[])).toLocaleString('en-US')} | ${Math.round(mean(ops.get(p) as number[])).toLocaleString('en-US')} |`,
+        `| ${load}x | ${p} | ${mean(v).toFixed(3)} (${se(v).toFixed(3)}) | ${ratio} | ${Math.round(mean(at[p].replicaS)).toLocaleString('en-US')} | ${Math.round(mean(at[p].ops)).toLocaleString('en-US')} |`,
       );
     }
   }
