@@ -449,6 +449,30 @@ export function evalPlot(r: EvalReport): string {
   ]);
 }
 
+/** `--plot` with `--seeds`: each pair's throughput rate per frame and its place against replica-seconds, both as means over the seeds. */
+export function evalSeedsPlot(r: EvalSeedsReport<EvalReport>): string {
+  const n = r.runs.length;
+  const perFrame = (k: number): number[] =>
+    r.runs[0].results[k].throughputPerFrame.map((_, f) => r.runs.reduce((sum, run) => sum + run.results[k].throughputPerFrame[f], 0) / n);
+  const seeds = `${n} seeds`;
+  return stackSvgs([
+    renderSvg(
+      `throughput rate per frame, mean over ${seeds}: ${r.scenario}`,
+      r.summary.map((x, k) => ({ name: x.policy, values: perFrame(k) })),
+    ),
+    renderScatter(
+      `throughput rate vs resource cost, means over ${seeds}: ${r.scenario}`,
+      r.summary.map((x) => ({
+        name: `${x.policy} (${x.schedulingCost.mean.toFixed(1)} ops)`,
+        x: x.replicaSeconds.mean,
+        y: x.throughputRate.mean,
+      })),
+      'edge replica-seconds held (replicaSeconds)',
+      'throughput rate',
+    ),
+  ]);
+}
+
 /** The readable table printed on a terminal. */
 export function formatTable(r: EvalReport): string {
   const timed = r.results.some((x) => x.decisionP99Us !== null);
@@ -513,7 +537,6 @@ export const evalCommand: CommandModule<object, object> = {
     const args: EvalArgs = resolveOptions(EVAL_SPEC, argv);
     if (args.seeds !== undefined) {
       if (givenOptions(EVAL_SPEC, argv).seed !== undefined) throw new UsageError('--seeds: give --seed or --seeds, not both');
-      if (args.plot) throw new UsageError('--plot: draws one seed; drop --seeds, or --plot');
     }
     // an entry point picks the backend: for a gpg pair, named or among the defaults (cmmac/gpg where a GPG model ships)
     const gpgPair = args.policies ? args.policies.split(',').some((p) => p.trim().endsWith('/gpg')) : shipsGpg(args.scenario);
@@ -521,7 +544,9 @@ export const evalCommand: CommandModule<object, object> = {
     const progress = (line: string) => process.stderr.write(`kais: ${line}\n`);
     if (args.seeds !== undefined) {
       const many = runEvalSeeds(args, args.seeds, progress);
+      if (args.plot) writeSvg(args.plot, evalSeedsPlot(many));
       process.stdout.write((args.json ? JSON.stringify(many) : formatSeedsTable(many)) + '\n');
+      if (args.plot) (args.json ? process.stderr : process.stdout).write(`wrote ${args.plot}\n`);
       return;
     }
     const report = runEval(args, progress);
