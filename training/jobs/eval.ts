@@ -7,6 +7,7 @@
  * the report: a table on a terminal, or the JSON object with --json, and a plot with --plot.
  */
 import * as fs from 'fs';
+import * as path from 'path';
 import type { Argv, CommandModule } from 'yargs';
 import { givenOptions, namingFlags, opt, resolveOptions, yargsOptions, type OptionsOf } from '../../shared/config';
 import { MAX_FRAMES, MAX_LOAD } from './train-options';
@@ -80,6 +81,12 @@ export const EVAL_SPEC = {
   }),
   frames: opt.integer({ default: 20, min: 1, max: MAX_FRAMES, describe: 'frames to simulate (100 slots of 0.25 s each)' }),
   seed: opt.integer({ default: 1, describe: 'random seed (same seed, same numbers)' }),
+  jobs: opt.integer({
+    default: 1,
+    min: 1,
+    max: 256,
+    describe: 'with --seeds: how many seeds run at once, each in a worker thread (the numbers do not depend on it; each takes one core)',
+  }),
   seeds: opt.custom<number[] | undefined>(
     'a-b or a,b,...',
     {
@@ -405,6 +412,56 @@ export function runEvalSeeds(
     runs.push(runEval({ ...a, seed }, progress));
     progress(`seed ${seed} done (${k + 1}/${seeds.length}, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
   }
+  return seedsReport(seeds, runs);
+}
+
+/**
+ * `--seeds` with `--jobs N`: the seeds run N at a time, each in a worker thread (eval-worker.ts)
+ * that runs the same runEval; the report is the same as runEvalSeeds' (a test compares them).
+ */
+export async function runEvalSeedsParallel(
+  a: EvalArgs,
+  seeds: readonly number[],
+  jobs: number,
+  backend: boolean,
+  progress: (line: string) => void = () => {},
+): Promise<EvalSeedsReport<EvalReport>> {
+  if (seeds.length < 2) throw new UsageError('--seeds: give at least 2 seeds (for one seed: --seed)');
+  // loaded here: only a parallel run starts worker threads
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { SerialWorker } = require('../../orchestrator/serial-worker') as typeof import('../../orchestrator/serial-worker');
+  type Reply = { ok: true; report: EvalReport } | { ok: false; error: string };
+  const workers = Array.from(
+    { length: Math.min(jobs, seeds.length) },
+    () => new SerialWorker<unknown, Reply>(path.join(__dirname, 'eval-worker.js'), 'kais eval'),
+  );
+  const runs: EvalReport[] = new Array<EvalReport>(seeds.length);
+  const t0 = Date.now();
+  let next = 0;
+  let done = 0;
+  try {
+    await Promise.all(
+      workers.map(async (w) => {
+        while (next < seeds.length) {
+          const k = next++;
+          const r = (await w.call({ args: a, seed: seeds[k], backend })) as Extract<Reply, { ok: true }>;
+          runs[k] = r.report;
+          done++;
+          progress(`seed ${seeds[k]} done (${done}/${seeds.length}, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+        }
+      }),
+    );
+  } catch (e) {
+    const msg = (e as Error).message;
+    if (msg.startsWith('UsageError: ')) throw new UsageError(msg.slice('UsageError: '.length));
+    throw e;
+  } finally {
+    for (const w of workers) w.dispose();
+  }
+  return seedsReport(seeds, runs);
+}
+
+function seedsReport(seeds: readonly number[], runs: EvalReport[]): EvalSeedsReport<EvalReport> {
   const r0 = runs[0];
   return {
     scenario: r0.scenario,
@@ -535,15 +592,19 @@ export const evalCommand: CommandModule<object, object> = {
     yargsOptions(y.example('$0 eval --scenario kais --frames 2', 'every heuristic pair (and the shipped model) on 2 frames'), EVAL_SPEC),
   handler: namingFlags(EVAL_SPEC, async (argv) => {
     const args: EvalArgs = resolveOptions(EVAL_SPEC, argv);
-    if (args.seeds !== undefined) {
-      if (givenOptions(EVAL_SPEC, argv).seed !== undefined) throw new UsageError('--seeds: give --seed or --seeds, not both');
-    }
+    const given = givenOptions(EVAL_SPEC, argv);
+    if (args.seeds !== undefined && given.seed !== undefined) throw new UsageError('--seeds: give --seed or --seeds, not both');
+    if (args.seeds === undefined && given.jobs !== undefined) throw new UsageError('--jobs: runs seeds side by side; give --seeds too');
     // an entry point picks the backend: for a gpg pair, named or among the defaults (cmmac/gpg where a GPG model ships)
     const gpgPair = args.policies ? args.policies.split(',').some((p) => p.trim().endsWith('/gpg')) : shipsGpg(args.scenario);
-    if (learnedDetectorOf(args) || gpgPair) await loadBackend();
+    const backend = learnedDetectorOf(args) || gpgPair;
+    const parallel = args.seeds !== undefined && args.jobs > 1;
+    if (backend && !parallel) await loadBackend(); // a parallel run's workers load their own
     const progress = (line: string) => process.stderr.write(`kais: ${line}\n`);
     if (args.seeds !== undefined) {
-      const many = runEvalSeeds(args, args.seeds, progress);
+      const many = parallel
+        ? await runEvalSeedsParallel(args, args.seeds, args.jobs, backend, progress)
+        : runEvalSeeds(args, args.seeds, progress);
       if (args.plot) writeSvg(args.plot, evalSeedsPlot(many));
       process.stdout.write((args.json ? JSON.stringify(many) : formatSeedsTable(many)) + '\n');
       if (args.plot) (args.json ? process.stderr : process.stdout).write(`wrote ${args.plot}\n`);

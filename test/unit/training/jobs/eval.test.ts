@@ -195,6 +195,10 @@ describe('kais eval', () => {
       oracle: { mean: number };
     };
     expect(rep.seeds).toEqual([3, 4, 5]);
+    // --jobs 2: the seeds in worker threads side by side, the same report to the byte
+    const side = kais(...common, '--seeds', '3-5', '--jobs', '2');
+    expect(side.code).toBe(0);
+    expect(side.stdout).toBe(r.stdout);
     expect(rep.frames).toBe(2);
     // every run is what kais eval --seed s --json prints
     for (const [k, seed] of [3, 4, 5].entries()) {
@@ -238,7 +242,7 @@ describe('kais eval', () => {
     expect(svg).toMatch(/jsq\/static \(0\.0 ops\)/);
   });
 
-  it('--seeds: a bad list, one seed or --seed beside it exit 2 with one line', () => {
+  it('--seeds: a bad list, one seed, --seed beside it, --jobs without it or a bad policy in a worker exit 2 with one line', () => {
     const tiny = ['eval', '--scenario', 'tiny', '--frames', '1'];
     expectUsageError(kais(...tiny, '--seeds', '5-3'), /--seeds: the range 5-3 runs backwards/);
     expectUsageError(kais(...tiny, '--seeds', '1,x'), /--seeds: expected a-b or a comma-separated list of integers/);
@@ -246,6 +250,13 @@ describe('kais eval', () => {
     expectUsageError(kais(...tiny, '--seeds', '7'), /--seeds: give at least 2 seeds \(for one seed: --seed\)/);
     expectUsageError(kais(...tiny, '--seeds', '1-2000'), /--seeds: 2000 seeds, more than 1000/);
     expectUsageError(kais(...tiny, '--seeds', '1-3', '--seed', '1'), /--seeds: give --seed or --seeds, not both/);
+    expectUsageError(kais(...tiny, '--jobs', '2'), /--jobs: runs seeds side by side; give --seeds too/);
+    expectUsageError(kais(...tiny, '--seeds', '1-2', '--jobs', '0'), /--jobs: expected an integer >= 1/);
+    // a mistake found inside a worker thread: exit 2, its one line
+    expectUsageError(
+      kais(...tiny, '--seeds', '1-3', '--jobs', '2', '--policies', 'lec/nope'),
+      /--policies: unknown orchestration policy "nope"/,
+    );
   });
 
   it('refuses an unknown policy with exit code 2 and one line', () => {
