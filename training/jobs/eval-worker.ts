@@ -1,7 +1,7 @@
 /**
  * The worker thread of `kais eval --seeds ... --jobs N` (eval.ts runEvalSeedsParallel): it runs one
  * seed's whole evaluation (runEval) per message and sends the report back, as the same command with
- * `--seed s --json` prints it. It loads the tfjs backend once, before the first seed that needs it.
+ * `--seed s --json` prints it, with the progress lines runEval said. It loads the tfjs backend once, before the first seed that needs it.
  * A user's mistake comes back as `UsageError: <message>` so the command can exit 2 with it.
  */
 import { parentPort } from 'node:worker_threads';
@@ -22,7 +22,10 @@ parentPort?.on('message', (m: EvalWorkerRequest) => {
   void (async () => {
     try {
       if (m.backend) await (backend ??= loadBackend());
-      parentPort!.postMessage({ ok: true, report: runEval({ ...m.args, seed: m.seed }) });
+      // the lines a run says on the way (a trace's skipped rows, slow pairs), for the command to print
+      const lines: string[] = [];
+      const report = runEval({ ...m.args, seed: m.seed }, (line) => lines.push(line));
+      parentPort!.postMessage({ ok: true, report, lines });
     } catch (e) {
       const msg = e instanceof Error ? e.message : String(e);
       parentPort!.postMessage({ ok: false, error: e instanceof UsageError ? `UsageError: ${msg}` : msg });

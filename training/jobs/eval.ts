@@ -430,7 +430,7 @@ export async function runEvalSeedsParallel(
   // loaded here: only a parallel run starts worker threads
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { SerialWorker } = require('../../orchestrator/serial-worker') as typeof import('../../orchestrator/serial-worker');
-  type Reply = { ok: true; report: EvalReport } | { ok: false; error: string };
+  type Reply = { ok: true; report: EvalReport; lines: string[] } | { ok: false; error: string };
   const workers = Array.from(
     { length: Math.min(jobs, seeds.length) },
     () => new SerialWorker<unknown, Reply>(path.join(__dirname, 'eval-worker.js'), 'kais eval'),
@@ -446,6 +446,7 @@ export async function runEvalSeedsParallel(
           const k = next++;
           const r = (await w.call({ args: a, seed: seeds[k], backend })) as Extract<Reply, { ok: true }>;
           runs[k] = r.report;
+          for (const line of r.lines) progress(line);
           done++;
           progress(`seed ${seeds[k]} done (${done}/${seeds.length}, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
         }

@@ -389,6 +389,27 @@ describe('kais eval', () => {
     expect(r.code).toBe(0);
     expect(r.stderr.split('\n').filter((l) => /malformed/.test(l))).toHaveLength(1);
     expect(JSON.parse(r.stdout).trace).toBe(f);
+    // the same line from each seed's run, also when the seeds run in worker threads
+    for (const jobs of ['1', '2']) {
+      const m = kais(
+        'eval',
+        '--scenario',
+        'tiny',
+        '--trace',
+        f,
+        '--frames',
+        '1',
+        '--policies',
+        'jsq/static',
+        '--json',
+        '--seeds',
+        '1-2',
+        '--jobs',
+        jobs,
+      );
+      expect(m.code).toBe(0);
+      expect(m.stderr.split('\n').filter((l) => /malformed/.test(l))).toHaveLength(2);
+    }
   });
 
   it('refuses cmmac without a usable checkpoint, in one line', () => {
