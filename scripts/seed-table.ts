@@ -89,11 +89,11 @@ async function main(): Promise<void> {
     );
     // from the unrounded per-seed figures (the summary's are rounded to 4 decimals), as before
     const at = cells.loads[String(load)];
-    const refRates = at[pairs[0]].rate;
+    const refRates = at[ref].rate;
     for (const p of pairs) {
       const v = at[p].rate;
       const paired = refRates.map((x, i) => x / v[i]);
-      const ratio = p === pairs[0] ? '' : `${mean(paired).toFixed(3)} (${se(paired).toFixed(3)})`;
+      const ratio = p === ref ? '' : `${mean(paired).toFixed(3)} (${se(paired).toFixed(3)})`;
       console.log(
         `| ${load}x | ${p} | ${mean(v).toFixed(3)} (${se(v).toFixed(3)}) | ${ratio} | ${Math.round(mean(at[p].replicaS)).toLocaleString('en-US')} | ${Math.round(mean(at[p].ops)).toLocaleString('en-US')} |`,
       );

@@ -12,6 +12,7 @@
  * the pairs share each seed's requests, so the ratio's spread is much smaller than either mean's).
  */
 import { Problem } from '../../shared/config';
+import { alignedLines } from './text-table';
 
 /** The most seeds one command runs (each is a whole evaluation). */
 export const MAX_SEEDS = 1000;
@@ -149,16 +150,13 @@ export function formatSeedsTable(r: EvalSeedsReport): string {
       x.replicaSeconds.mean.toFixed(0),
       x.schedulingCost.mean.toFixed(1),
     ]);
-  const width = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
-  const line = (cells: string[]): string => cells.map((c, i) => (i === 0 ? c.padEnd(width[i]) : c.padStart(width[i]))).join('  ');
   const src = r.trace ? `trace ${r.trace}` : `workload ${r.workload}`;
   const s = r.seeds;
   const contiguous = s.every((x, k) => k === 0 || x === s[k - 1] + 1);
   const seedText = contiguous ? `seeds ${s[0]}..${s[s.length - 1]}` : `seeds ${s.join(',')}`;
   return [
     `scenario ${r.scenario}, ${src}, ${seedText} (${s.length}), ${r.frames} frames, load ${r.load}, dequeue ${r.dequeue}, ${r.slotS} s slots; mean (standard error) over the seeds`,
-    line(head),
-    ...rows.map(line),
+    ...alignedLines(head, rows),
     r.oracle ? `oracle (upper bound)  ${f(r.oracle)}` : 'oracle (upper bound)  -  (not computed on every seed)',
     ...(r.bestOther
       ? [`${first} / the best other pair (${r.bestOther.policy}): ${f(r.bestOther.firstOverPair)}, paired seed by seed`]

@@ -30,6 +30,7 @@ import { renderScatter, renderSvg, stackSvgs, writeSvg } from './plot';
 import { round } from '../../shared/round';
 import { runEpisode, type PolicyResult } from './rollout';
 import { ORACLE_BYTES_PER_REQUEST, oracleBound } from './oracle';
+import { alignedLines } from './text-table';
 import { formatSeedsTable, parseSeeds, summariseSeeds, type EvalSeedsReport } from './eval-seeds';
 
 /**
@@ -571,14 +572,11 @@ export function formatTable(r: EvalReport): string {
       ...(filtered ? [x.falseExclusionRate === null ? '-' : x.falseExclusionRate.toFixed(3)] : []),
       ...(timed ? [x.decisionP99Us === null ? '-' : x.decisionP99Us.toFixed(1)] : []),
     ]);
-  const width = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
-  const line = (cells: string[]): string => cells.map((c, i) => (i === 0 ? c.padEnd(width[i]) : c.padStart(width[i]))).join('  ');
   const src = r.trace ? `trace ${r.trace}` : `workload ${r.workload}`;
   const arrived = r.results[0]?.arrived ?? 0;
   return [
     `scenario ${r.scenario}, ${src}, seed ${r.seed}, ${r.frames} frames, load ${r.load}, ${arrived} requests, dequeue ${r.dequeue}, ${r.slotS} s slots${r.faults ? `, ${r.faults} node failures` : ''}`,
-    line(head),
-    ...rows.map(line),
+    ...alignedLines(head, rows),
     r.oracle
       ? `oracle (upper bound)  ${r.oracle.throughputRate.toFixed(3)}  (${r.oracle.completedInTime} in time at most; ${(100 * r.oracle.feasibleRate).toFixed(1)}% of requests could be in time on an empty cluster; docs/simulator.md)`
       : `oracle (upper bound)  -  (not computed: ${r.oracleSkipped ?? 'skipped'})`,
