@@ -131,6 +131,11 @@ export const EVAL_SPEC = {
       "with --filters: 'vgru' lets the learned detector decide the ambiguous windows, as the orchestrator does live (loads tfjs; slower); 'l2' adds the agent's L2 second stage on every window (kais agent --second-stage l2; docs/detect.md)",
   }),
   timing: opt.boolean({ default: false, describe: 'measure decision latency (decisionP99Us; not reproducible)' }),
+  calibration: opt.boolean({
+    default: false,
+    describe:
+      "score each decision's view against what happened: per pair, for the requests sent to the edge and to the cloud, how often the chosen target's expected completion time met the deadline and how often it then did (viewCalibration; docs/simulator.md)",
+  }),
   json: opt.boolean({ default: false, describe: 'print the JSON report on stdout' }),
   plot: opt.outFile({
     ext: /\.(svg|png)$/i,
@@ -344,6 +349,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
         view,
         faults,
         timing: a.timing,
+        calibration: a.calibration,
         deviceFilters: a.filters,
         learnedDetector: learned,
         secondStage: a.detector === 'l2',
@@ -581,7 +587,39 @@ export function formatTable(r: EvalReport): string {
       ? `oracle (upper bound)  ${r.oracle.throughputRate.toFixed(3)}  (${r.oracle.completedInTime} in time at most; ${(100 * r.oracle.feasibleRate).toFixed(1)}% of requests could be in time on an empty cluster; docs/simulator.md)`
       : `oracle (upper bound)  -  (not computed: ${r.oracleSkipped ?? 'skipped'})`,
     ...(r.gpg !== undefined ? [`orchestration: ${r.gpg}`] : []),
+    ...calibrationLines(r.results),
   ].join('\n');
+}
+
+/**
+ * With --calibration: per pair and side, the share of the decisions sent there, how many finished
+ * in time, how often the view's eta of the chosen target met the deadline, and how often those did.
+ */
+function calibrationLines(results: readonly PolicyResult[]): string[] {
+  // in the main table's order: best throughput first
+  const withCal = results.filter((x) => x.viewCalibration !== undefined).sort((x, y) => y.throughputRate - x.throughputRate);
+  if (withCal.length === 0) return [];
+  const share = (n: number, d: number) => (d > 0 ? (n / d).toFixed(3) : '-');
+  const head = ['view calibration', 'side', 'sent', 'in time', 'view: in time', 'in time when the view said so'];
+  const rows: string[][] = [];
+  for (const x of withCal) {
+    const c = x.viewCalibration!;
+    for (const [side, row] of [
+      ['edge', c.edge],
+      ['cloud', c.cloud],
+    ] as const) {
+      const finished = row.sent - row.unfinished;
+      rows.push([
+        x.policy,
+        side,
+        String(row.sent),
+        share(row.inTime, finished),
+        share(row.predictedInTime, row.sent),
+        share(row.inTimeWhenPredicted, row.predictedInTime),
+      ]);
+    }
+  }
+  return alignedLines(head, rows);
 }
 
 export const evalCommand: CommandModule<object, object> = {

@@ -15,6 +15,7 @@ import type { WindowScorer } from '../sim/telemetry';
 import { TopValues, nearestRankIndex } from '../sim/top-values';
 import type { RequestSource } from '../workload/source';
 import { isRequestSource } from '../workload/source';
+import { expectedCompletionS } from '../../shared/eta';
 
 export interface EpisodeOptions {
   scenario: Scenario;
@@ -45,6 +46,66 @@ export interface EpisodeOptions {
   tally?: boolean;
   /** Called at the end with each frame's figures (a learner's rewards: training/jobs/gpg-train.ts). */
   onFrames?: (frames: readonly FrameStats[]) => void;
+  /** Score each decision's view against what happened (`viewCalibration`; kais eval --calibration). */
+  calibration?: boolean;
+}
+
+/**
+ * The decisions sent to one side (edge nodes or the cloud) against what the deciding policy's view
+ * said of the chosen target at that instant: its expected completion time (shared/eta.ts, the
+ * estimate lec and the actor's observation use) met the request's slack or not. Counts of requests;
+ * the ones still in the system at the end count in `sent` and `unfinished` only.
+ */
+export interface CalibrationRow {
+  sent: number;
+  unfinished: number;
+  /** finished in time */
+  inTime: number;
+  /** the view's eta of the chosen target met the slack */
+  predictedInTime: number;
+  /** of those, finished in time */
+  inTimeWhenPredicted: number;
+}
+
+export interface ViewCalibration {
+  edge: CalibrationRow;
+  cloud: CalibrationRow;
+}
+
+/** Per request id: 0 no decision seen, else 1 + (cloud ? 2 : 0) + (the view's eta met the slack ? 1 : 0). */
+class DecisionLog {
+  private codes = new Uint8Array(1024);
+  private maxId = -1;
+  record(id: number, cloud: boolean, met: boolean): void {
+    if (id >= this.codes.length) {
+      let n = this.codes.length;
+      while (n <= id) n *= 2;
+      const grown = new Uint8Array(n);
+      grown.set(this.codes);
+      this.codes = grown;
+    }
+    this.codes[id] = 1 + (cloud ? 2 : 0) + (met ? 1 : 0);
+    if (id > this.maxId) this.maxId = id;
+  }
+  summarise(outcome: (id: number) => number): ViewCalibration {
+    const row = (): CalibrationRow => ({ sent: 0, unfinished: 0, inTime: 0, predictedInTime: 0, inTimeWhenPredicted: 0 });
+    const out: ViewCalibration = { edge: row(), cloud: row() };
+    for (let id = 0; id <= this.maxId; id++) {
+      const c = this.codes[id];
+      if (c === 0) continue;
+      const r = c >= 3 ? out.cloud : out.edge;
+      const met = (c - 1) % 2 === 1;
+      const o = outcome(id);
+      r.sent++;
+      if (met) r.predictedInTime++;
+      if (Number.isNaN(o)) r.unfinished++;
+      else if (o === 1) {
+        r.inTime++;
+        if (met) r.inTimeWhenPredicted++;
+      }
+    }
+    return out;
+  }
 }
 
 export interface PolicyResult {
@@ -83,6 +144,8 @@ export interface PolicyResult {
   cmmacAct?: 'sample';
   /** with `tally`: per target (edge nodes, then the cloud) the requests that reached it, refused, expired, completed, lost */
   perTarget?: TargetTally;
+  /** with `calibration`: each side's decisions against what the policy's view predicted (CalibrationRow) */
+  viewCalibration?: ViewCalibration;
 }
 
 /** The learned device detector's scorer for the simulator (critic/detector/core.ts: tfjs loads only when it is used). */
@@ -112,6 +175,7 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
   const times = new TopValues(0.99, o.timing ? (isRequestSource(o.requests) ? o.requests.count : o.requests.length) : 0);
   const actions: number[] = new Array(env.possibleAgents.length).fill(-1);
   const batched = policy.decideBatch !== undefined;
+  const log = o.calibration ? new DecisionLog() : null;
   while (!env.isDone) {
     const live = env.agents;
     if (batched) {
@@ -131,6 +195,16 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
       }
     } else {
       for (const b of live) actions[b] = policy.decide(observations[b], env.viewOf(b));
+    }
+    if (log) {
+      for (const b of live) {
+        const item = observations[b];
+        const view = env.viewOf(b);
+        const req = item.request;
+        const t = actions[b];
+        const eta = expectedCompletionS(view, b, t, req.service, req.inputMB);
+        log.record(req.id, t === view.cloudTarget, eta <= req.deadlineS - view.nowS());
+      }
     }
     observations = env.step(actions).observations;
   }
@@ -159,6 +233,7 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
     throughputPerFrame: env.frames.map((f) => round(f.arrived > 0 ? f.completedInTime / f.arrived : 0, 4)),
     ...(learned ? { learnedDetector: learned } : {}),
     ...(o.tally ? { perTarget: structuredClone(env.tally) } : {}),
+    ...(log ? { viewCalibration: log.summarise((id) => env.requestOutcome(id)) } : {}),
   };
 }
 

@@ -20,7 +20,7 @@ function kais(...args: string[]) {
 /**
  * `kais ...args` as kais() does, without blocking: the long cmmac runs below are independent
  * processes, so they run side by side on the machine's cores (at most that many at once; jest
- * itself runs one test file at a time). Same processes, same outputs, same checks as one by one.
+ * runs two test files at a time, jest.config.js). Same processes, same outputs, same checks as one by one.
  * The timeout is per process and counts from its start (a queued run waits without it).
  */
 const CORES = Math.max(1, os.availableParallelism());
@@ -454,6 +454,47 @@ describe('kais eval', () => {
     const r = kais('eval', '--scenario', 'tiny', '--frames', '1', '--policies', 'jsq/static', '--timing');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/decision p99 us/);
+  });
+
+  it('--calibration: per pair and side, what the view predicted of each decision against what happened; nothing else changes', () => {
+    const args = ['eval', '--scenario', 'tiny', '--frames', '2', '--seed', '3', '--policies', 'lec/hpa,round-robin/static', '--json'];
+    const plain = kais(...args);
+    const cal = kais(...args, '--calibration');
+    expect(plain.code).toBe(0);
+    expect(cal.code).toBe(0);
+    const a = JSON.parse(plain.stdout) as { results: Record<string, unknown>[] };
+    const b = JSON.parse(cal.stdout) as typeof a;
+    type Row = { sent: number; unfinished: number; inTime: number; predictedInTime: number; inTimeWhenPredicted: number };
+    for (let i = 0; i < a.results.length; i++) {
+      const { viewCalibration, ...rest } = b.results[i] as { viewCalibration: { edge: Row; cloud: Row } };
+      // scoring the decisions leaves every figure of the run as it was
+      expect(rest).toEqual(a.results[i]);
+      const r = a.results[i] as { arrived: number; completedInTime: number; queuedAtEnd: number; cloudShare: number };
+      const { edge, cloud } = viewCalibration;
+      // every in-time request was dispatched by the policy, on one side or the other
+      expect(edge.inTime + cloud.inTime).toBe(r.completedInTime);
+      // a decision per arrival that reached an eAP within the run; the unfinished ones are still in the system
+      expect(edge.sent + cloud.sent).toBeLessThanOrEqual(r.arrived);
+      expect(edge.sent + cloud.sent).toBeGreaterThan(r.arrived * 0.95);
+      expect(cloud.sent / (edge.sent + cloud.sent)).toBeCloseTo(r.cloudShare, 2);
+      expect(edge.unfinished + cloud.unfinished).toBeLessThanOrEqual(edge.sent + cloud.sent - r.completedInTime);
+      for (const row of [edge, cloud]) {
+        expect(row.predictedInTime).toBeLessThanOrEqual(row.sent);
+        expect(row.inTimeWhenPredicted).toBeLessThanOrEqual(Math.min(row.predictedInTime, row.inTime));
+        expect(row.sent).toBeGreaterThan(0);
+      }
+    }
+    // lec sends a request to the target with the smallest eta among those that meet its slack: the
+    // view it decides on says "in time" more often than round-robin's choices do
+    const share = (x: unknown) => {
+      const c = (x as { viewCalibration: { edge: Row; cloud: Row } }).viewCalibration;
+      return (c.edge.predictedInTime + c.cloud.predictedInTime) / (c.edge.sent + c.cloud.sent);
+    };
+    expect(share(b.results[0])).toBeGreaterThan(share(b.results[1]));
+    const table = kais(...args.slice(0, -1), '--calibration');
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/view calibration +side +sent +in time +view: in time +in time when the view said so/);
+    expect(table.stdout.split('\n').filter((l) => /^(lec\/hpa|round-robin\/static) +(edge|cloud) /.test(l))).toHaveLength(4);
   });
 
   it('writes a PNG plot', () => {
