@@ -13,6 +13,8 @@
  */
 import { Problem } from '../../shared/config';
 import { alignedLines } from './text-table';
+import { calibrationLines, poolCalibration } from './calibration-table';
+import type { ViewCalibration } from './rollout';
 
 /** The most seeds one command runs (each is a whole evaluation). */
 export const MAX_SEEDS = 1000;
@@ -71,7 +73,13 @@ export interface SeedsPairSummary {
 
 /** What the statistics read of one seed's report (eval.ts EvalReport has it; not imported, so this file needs nothing of eval.ts). */
 export interface SeedRun {
-  results: readonly { policy: string; throughputRate: number; replicaSeconds: number; schedulingCost: number }[];
+  results: readonly {
+    policy: string;
+    throughputRate: number;
+    replicaSeconds: number;
+    schedulingCost: number;
+    viewCalibration?: ViewCalibration;
+  }[];
   oracle: { throughputRate: number } | null;
 }
 
@@ -162,5 +170,22 @@ export function formatSeedsTable(r: EvalSeedsReport): string {
       ? [`${first} / the best other pair (${r.bestOther.policy}): ${f(r.bestOther.firstOverPair)}, paired seed by seed`]
       : []),
     ...(r.gpg !== undefined ? [`orchestration: ${r.gpg}`] : []),
+    ...pooledCalibration(r),
   ].join('\n');
+}
+
+/** With --calibration: each pair's counts added over the seeds, in the table's order. */
+function pooledCalibration(r: EvalSeedsReport): string[] {
+  const pooled = r.summary.map((x, k) => {
+    const cals = r.runs.map((run) => run.results[k].viewCalibration).filter((c): c is ViewCalibration => c !== undefined);
+    return {
+      policy: x.policy,
+      mean: x.throughputRate.mean,
+      viewCalibration: cals.length === r.runs.length ? poolCalibration(cals) : undefined,
+    };
+  });
+  return calibrationLines(
+    pooled.sort((x, y) => y.mean - x.mean),
+    'view calibration (seeds pooled)',
+  );
 }

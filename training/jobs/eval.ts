@@ -29,6 +29,7 @@ import type { WorkloadName } from '../workload';
 import { renderScatter, renderSvg, stackSvgs, writeSvg } from './plot';
 import { round } from '../../shared/round';
 import { runEpisode, type PolicyResult } from './rollout';
+import { calibrationLines } from './calibration-table';
 import { ORACLE_BYTES_PER_REQUEST, oracleBound } from './oracle';
 import { alignedLines } from './text-table';
 import { formatSeedsTable, parseSeeds, summariseSeeds, type EvalSeedsReport } from './eval-seeds';
@@ -587,39 +588,13 @@ export function formatTable(r: EvalReport): string {
       ? `oracle (upper bound)  ${r.oracle.throughputRate.toFixed(3)}  (${r.oracle.completedInTime} in time at most; ${(100 * r.oracle.feasibleRate).toFixed(1)}% of requests could be in time on an empty cluster; docs/simulator.md)`
       : `oracle (upper bound)  -  (not computed: ${r.oracleSkipped ?? 'skipped'})`,
     ...(r.gpg !== undefined ? [`orchestration: ${r.gpg}`] : []),
-    ...calibrationLines(r.results),
+    ...calibrationBlock(r.results),
   ].join('\n');
 }
 
-/**
- * With --calibration: per pair and side, the share of the decisions sent there, how many finished
- * in time, how often the view's eta of the chosen target met the deadline, and how often those did.
- */
-function calibrationLines(results: readonly PolicyResult[]): string[] {
-  // in the main table's order: best throughput first
-  const withCal = results.filter((x) => x.viewCalibration !== undefined).sort((x, y) => y.throughputRate - x.throughputRate);
-  if (withCal.length === 0) return [];
-  const share = (n: number, d: number) => (d > 0 ? (n / d).toFixed(3) : '-');
-  const head = ['view calibration', 'side', 'sent', 'in time', 'view: in time', 'in time when the view said so'];
-  const rows: string[][] = [];
-  for (const x of withCal) {
-    const c = x.viewCalibration!;
-    for (const [side, row] of [
-      ['edge', c.edge],
-      ['cloud', c.cloud],
-    ] as const) {
-      const finished = row.sent - row.unfinished;
-      rows.push([
-        x.policy,
-        side,
-        String(row.sent),
-        share(row.inTime, finished),
-        share(row.predictedInTime, row.sent),
-        share(row.inTimeWhenPredicted, row.predictedInTime),
-      ]);
-    }
-  }
-  return alignedLines(head, rows);
+/** With --calibration: the block of calibration-table.ts, in the main table's order (best throughput first). */
+function calibrationBlock(results: readonly PolicyResult[]): string[] {
+  return calibrationLines([...results].sort((x, y) => y.throughputRate - x.throughputRate));
 }
 
 export const evalCommand: CommandModule<object, object> = {

@@ -495,6 +495,36 @@ describe('kais eval', () => {
     expect(table.code).toBe(0);
     expect(table.stdout).toMatch(/view calibration +side +sent +in time +view: in time +in time when the view said so/);
     expect(table.stdout.split('\n').filter((l) => /^(lec\/hpa|round-robin\/static) +(edge|cloud) /.test(l))).toHaveLength(4);
+
+    // --seeds: each seed's report keeps its calibration, and the table adds the counts over the seeds
+    const many = [
+      'eval',
+      '--scenario',
+      'tiny',
+      '--frames',
+      '2',
+      '--seeds',
+      '3-4',
+      '--policies',
+      'lec/hpa,round-robin/static',
+      '--calibration',
+    ];
+    const j = kais(...many, '--json');
+    expect(j.code).toBe(0);
+    const runs = (JSON.parse(j.stdout) as { runs: { results: { policy: string; viewCalibration: { edge: Row; cloud: Row } }[] }[] }).runs;
+    // seed 3's run is the single run above, to the byte
+    expect(JSON.stringify(runs[0].results)).toBe(JSON.stringify(b.results));
+    const pooledText = kais(...many);
+    expect(pooledText.code).toBe(0);
+    expect(pooledText.stdout).toMatch(/view calibration \(seeds pooled\) +side +sent/);
+    for (const pair of ['lec/hpa', 'round-robin/static']) {
+      for (const side of ['edge', 'cloud'] as const) {
+        const sent = runs.reduce((n, run) => n + run.results.find((x) => x.policy === pair)!.viewCalibration[side].sent, 0);
+        const line = pooledText.stdout.split('\n').find((l) => l.startsWith(pair) && new RegExp(` ${side} `).test(l));
+        expect(line).toBeDefined();
+        expect(line!.trim().split(/ +/)[2]).toBe(String(sent));
+      }
+    }
   });
 
   it('writes a PNG plot', () => {
