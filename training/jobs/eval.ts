@@ -560,25 +560,24 @@ export function formatTable(r: EvalReport): string {
   if (r.faults > 0) head.push('lost to failures');
   if (filtered) head.push('false excl');
   if (timed) head.push('decision p99 us');
-  const rows = [...r.results]
-    .sort((x, y) => y.throughputRate - x.throughputRate)
-    .map((x) => [
-      x.policy,
-      x.throughputRate.toFixed(3),
-      String(x.completedInTime),
-      String(x.late),
-      String(x.dropped),
-      String(x.queuedAtEnd),
-      String(x.schedulingCost),
-      x.replicaSeconds.toFixed(0),
-      x.meanLatencyMs.toFixed(0),
-      x.p99LatencyMs.toFixed(0),
-      x.cloudShare.toFixed(2),
-      x.edgeImbalance.toFixed(2),
-      ...(r.faults > 0 ? [String(x.lostToFailedNodes)] : []),
-      ...(filtered ? [x.falseExclusionRate === null ? '-' : x.falseExclusionRate.toFixed(3)] : []),
-      ...(timed ? [x.decisionP99Us === null ? '-' : x.decisionP99Us.toFixed(1)] : []),
-    ]);
+  const sorted = [...r.results].sort((x, y) => y.throughputRate - x.throughputRate);
+  const rows = sorted.map((x) => [
+    x.policy,
+    x.throughputRate.toFixed(3),
+    String(x.completedInTime),
+    String(x.late),
+    String(x.dropped),
+    String(x.queuedAtEnd),
+    String(x.schedulingCost),
+    x.replicaSeconds.toFixed(0),
+    x.meanLatencyMs.toFixed(0),
+    x.p99LatencyMs.toFixed(0),
+    x.cloudShare.toFixed(2),
+    x.edgeImbalance.toFixed(2),
+    ...(r.faults > 0 ? [String(x.lostToFailedNodes)] : []),
+    ...(filtered ? [x.falseExclusionRate === null ? '-' : x.falseExclusionRate.toFixed(3)] : []),
+    ...(timed ? [x.decisionP99Us === null ? '-' : x.decisionP99Us.toFixed(1)] : []),
+  ]);
   const src = r.trace ? `trace ${r.trace}` : `workload ${r.workload}`;
   const arrived = r.results[0]?.arrived ?? 0;
   return [
@@ -588,13 +587,8 @@ export function formatTable(r: EvalReport): string {
       ? `oracle (upper bound)  ${r.oracle.throughputRate.toFixed(3)}  (${r.oracle.completedInTime} in time at most; ${(100 * r.oracle.feasibleRate).toFixed(1)}% of requests could be in time on an empty cluster; docs/simulator.md)`
       : `oracle (upper bound)  -  (not computed: ${r.oracleSkipped ?? 'skipped'})`,
     ...(r.gpg !== undefined ? [`orchestration: ${r.gpg}`] : []),
-    ...calibrationBlock(r.results),
+    ...calibrationLines(sorted),
   ].join('\n');
-}
-
-/** With --calibration: the block of calibration-table.ts, in the main table's order (best throughput first). */
-function calibrationBlock(results: readonly PolicyResult[]): string[] {
-  return calibrationLines([...results].sort((x, y) => y.throughputRate - x.throughputRate));
 }
 
 export const evalCommand: CommandModule<object, object> = {

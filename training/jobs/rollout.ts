@@ -72,29 +72,25 @@ export interface ViewCalibration {
   cloud: CalibrationRow;
 }
 
-/** Per request id: 0 no decision seen, else 1 + (cloud ? 2 : 0) + (the view's eta met the slack ? 1 : 0). */
+/** Per request id (dense 0..count-1): SEEN | CLOUD | MET flags of the policy's decision on it, 0 when it had none. */
+const SEEN = 1;
+const CLOUD = 2;
+const MET = 4;
 class DecisionLog {
-  private codes = new Uint8Array(1024);
-  private maxId = -1;
+  private readonly flags: Uint8Array;
+  constructor(count: number) {
+    this.flags = new Uint8Array(count);
+  }
   record(id: number, cloud: boolean, met: boolean): void {
-    if (id >= this.codes.length) {
-      let n = this.codes.length;
-      while (n <= id) n *= 2;
-      const grown = new Uint8Array(n);
-      grown.set(this.codes);
-      this.codes = grown;
-    }
-    this.codes[id] = 1 + (cloud ? 2 : 0) + (met ? 1 : 0);
-    if (id > this.maxId) this.maxId = id;
+    this.flags[id] = SEEN | (cloud ? CLOUD : 0) | (met ? MET : 0);
   }
   summarise(outcome: (id: number) => number): ViewCalibration {
     const row = (): CalibrationRow => ({ sent: 0, unfinished: 0, inTime: 0, predictedInTime: 0, inTimeWhenPredicted: 0 });
     const out: ViewCalibration = { edge: row(), cloud: row() };
-    for (let id = 0; id <= this.maxId; id++) {
-      const c = this.codes[id];
-      if (c === 0) continue;
-      const r = c >= 3 ? out.cloud : out.edge;
-      const met = (c - 1) % 2 === 1;
+    this.flags.forEach((f, id) => {
+      if (f === 0) return;
+      const r = f & CLOUD ? out.cloud : out.edge;
+      const met = (f & MET) !== 0;
       const o = outcome(id);
       r.sent++;
       if (met) r.predictedInTime++;
@@ -103,7 +99,7 @@ class DecisionLog {
         r.inTime++;
         if (met) r.inTimeWhenPredicted++;
       }
-    }
+    });
     return out;
   }
 }
@@ -172,10 +168,11 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
   let { observations } = env.reset({ seed: o.seed });
   policy.reset?.(o.seed, env.view);
   // decision wall times: the largest 1% of them (one decision per request at most)
-  const times = new TopValues(0.99, o.timing ? (isRequestSource(o.requests) ? o.requests.count : o.requests.length) : 0);
+  const count = isRequestSource(o.requests) ? o.requests.count : o.requests.length;
+  const times = new TopValues(0.99, o.timing ? count : 0);
   const actions: number[] = new Array(env.possibleAgents.length).fill(-1);
   const batched = policy.decideBatch !== undefined;
-  const log = o.calibration ? new DecisionLog() : null;
+  const log = o.calibration ? new DecisionLog(count) : null;
   while (!env.isDone) {
     const live = env.agents;
     if (batched) {
