@@ -204,6 +204,11 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
         /02-rl\.json: field "traceWindowS" must be \[from, to\]/,
       ],
       ['broken JSON', (d) => fs.writeFileSync(path.join(d, '01-clone.json'), '{"name": '), /01-clone\.json: not a readable JSON lesson/],
+      [
+        'a cloud of no VMs',
+        (d) => edit(d, '02-rl.json', { cloudVms: 0 }),
+        /02-rl\.json: field "cloudVms" must be a whole number of VMs in \[1, 1000000\] or \[min, max\] of them with min < max, got 0/,
+      ],
     ];
     it.each(cases)('%s', (_what, spoil, message) => {
       const dir = fs.mkdtempSync(path.join(tmp, 'bad-'));
@@ -213,6 +218,33 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
       const r = kais('train', '--scenario', 'tiny', '--curriculum', dir, '--out', out);
       expectUsageExit(r, message, out);
     });
+  });
+
+  it("simulates the lesson's cloud (cloudVms) in its training episodes, and the run's cloud everywhere else", () => {
+    // the same two lessons with a four-VM cloud (tiny has one) in the RL lesson, drawn from [2, 4] in another run
+    const runWith = (cloudVms: number | [number, number], name: string) => {
+      const dir = path.join(tmp, name);
+      writeLessons(dir);
+      edit(dir, '02-rl.json', { cloudVms });
+      const out = path.join(tmp, `${name}.db`);
+      const r = kais('train', '--scenario', 'tiny', '--curriculum', dir, '--seed', '5', '--eval-every', '2', '--out', out);
+      expect(r.code).toBe(0);
+      return { stderr: r.stderr, metrics: read(out).metrics };
+    };
+    const whole = read(path.join(tmp, 'whole.db')).metrics;
+    const four = runWith(4, 'cloud4');
+    expect(four.stderr).toMatch(
+      /lesson 2\/2 "02-rl" starts at frame 2: p4 x1, 2-frame episodes, hpa, edf, RL, at most 2 episodes, a cloud of 4 VMs/,
+    );
+    expect(four.stderr).not.toMatch(/lesson 1\/2 .* a cloud of/);
+    // lesson 1 is the same run; lesson 2's episodes ran on a larger cloud: more requests served in time
+    expect(four.metrics.slice(0, 2)).toEqual(whole.slice(0, 2));
+    const inTime = (ms: Record<string, unknown>[]) => ms.slice(2).reduce((a, m) => a + (m['charts/inTimeShare'] as number), 0);
+    expect(inTime(four.metrics)).toBeGreaterThan(inTime(whole));
+    // a range: drawn per episode from the run's seed, so the same run twice gives the same numbers
+    const range = runWith([2, 4], 'cloud2-4');
+    expect(range.stderr).toMatch(/a cloud of 2-4 VMs/);
+    expect(runWith([2, 4], 'cloud2-4-again').metrics).toEqual(range.metrics);
   });
 
   it('replays a window of a trace in a lesson, each episode from another start', () => {

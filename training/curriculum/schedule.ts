@@ -61,6 +61,14 @@ export interface Lesson {
   entropyCoef?: number;
   teamShare?: number;
   externality?: number;
+  /**
+   * Optional: the cloud's VMs in this lesson's training episodes (the scenario's when left out), a
+   * number or a range [min, max] drawn anew for each episode (uniform integers, seeded by the run's
+   * seed and the episode): lessons where the cloud, not the edge, is the scarce side. Arrivals,
+   * evaluations and the checkpoints' scenario stay the run's; only the simulated cloud of the
+   * training episodes changes (docs/cmmac.md "A lesson with a smaller cloud").
+   */
+  cloudVms?: number | [number, number];
   /** Set by loadCurriculum: the file the lesson came from (for error messages; not a JSON field). */
   source?: string;
 }
@@ -99,6 +107,7 @@ const DEQUEUES = ['fifo', 'edf', 'discounted'];
 const FIELDS = [
   'name', 'description', 'scenario', 'workload', 'load', 'episodeFrames', 'orchestration', 'maxEpisodes', 'promotion',
   'checkpointIn', 'checkpointFrom', 'checkpointOut', 'teacher', 'trace', 'traceWindowS', 'dequeue', 'lr', 'entropyCoef', 'teamShare', 'externality', 'learn',
+  'cloudVms',
 ];
 const PARTS = ['cmmac', 'gpg'];
 
@@ -179,7 +188,16 @@ export function validateLesson(raw: unknown, source: string): Lesson {
     teamShare: optNum('teamShare', 0, 10),
     externality: optNum('externality', 0, 100),
     ...(learn ? { learn } : {}),
+    ...(r.cloudVms !== undefined ? { cloudVms: cloudVmsField(r.cloudVms, fail) } : {}),
   };
+}
+
+/** A lesson's cloudVms: a whole number of VMs >= 1, or [min, max] of them with min < max. */
+function cloudVmsField(v: unknown, fail: (field: string, problem: string) => never): number | [number, number] {
+  const ok = (x: unknown): x is number => typeof x === 'number' && Number.isInteger(x) && x >= 1 && x <= 1e6;
+  if (ok(v)) return v;
+  if (Array.isArray(v) && v.length === 2 && ok(v[0]) && ok(v[1]) && v[0] < v[1]) return [v[0], v[1]];
+  return fail('cloudVms', `must be a whole number of VMs in [1, 1000000] or [min, max] of them with min < max, got ${JSON.stringify(v)}`);
 }
 
 /** The shipped lessons (JSON is not compiled into dist/, so from dist/ look back at the sources). */

@@ -5,6 +5,8 @@
  * same history; promotion itself is schedule.ts's pure decidePromotion.
  */
 import type { DequeueName } from '../../shared/dequeue';
+import type { Rng } from '../../shared/rng';
+import type { Scenario } from '../../shared/scenario';
 import type { WorkloadName } from '../workload';
 import { decidePromotion, type Lesson, type PromotionDecision } from './schedule';
 
@@ -62,6 +64,8 @@ export interface EpisodePlan {
   externality: number;
   /** the parts that learn (`kais train --policies cmmac/gpg`); cmmac alone otherwise */
   learn: ('cmmac' | 'gpg')[];
+  /** the cloud's VMs in the training episodes (lesson field cloudVms: a number, or a range drawn per episode); null: the scenario's */
+  cloudVms: number | [number, number] | null;
 }
 
 /** The run's options a plan falls back on. */
@@ -94,7 +98,18 @@ export function singlePlan(c: RunSettings): EpisodePlan {
     teamShare: c.teamShare,
     externality: c.externality ?? 0,
     learn: ['cmmac'],
+    cloudVms: null,
   };
+}
+
+/**
+ * The scenario an episode simulates under a plan's cloudVms: the run's (null), its cloud with that many
+ * VMs, or with a number drawn from [min, max] by `rng` (one draw; the caller seeds it per episode).
+ */
+export function withCloudVms(s: Scenario, cloudVms: EpisodePlan['cloudVms'], rng: Rng): Scenario {
+  if (cloudVms === null) return s;
+  const vms = typeof cloudVms === 'number' ? cloudVms : cloudVms[0] + rng.int(cloudVms[1] - cloudVms[0] + 1);
+  return { ...s, cloud: { ...s.cloud, vms } };
 }
 
 export function lessonPlan(l: Lesson, c: RunSettings): EpisodePlan {
@@ -111,6 +126,7 @@ export function lessonPlan(l: Lesson, c: RunSettings): EpisodePlan {
     teamShare: l.teamShare ?? c.teamShare,
     externality: l.externality ?? c.externality ?? 0,
     learn: l.learn ?? ['cmmac'],
+    cloudVms: l.cloudVms ?? null,
   };
 }
 

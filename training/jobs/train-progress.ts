@@ -143,6 +143,7 @@ export function lessonStartLine(
     `lesson ${cur.lesson + 1}/${lessons.length} "${lesson.name}" starts at frame ${framesDone}: ${what} x${lesson.load}, ` +
     `${lesson.episodeFrames}-frame episodes, ${lesson.orchestration}, ${plan.dequeue}, ${lesson.teacher ? `cloning ${lesson.teacher}` : 'RL'}, at most ${lesson.maxEpisodes} episodes` +
     (lesson.learn ? `, learning ${lesson.learn.join(' and ')}` : '') +
+    (plan.cloudVms !== null ? `, a cloud of ${typeof plan.cloudVms === 'number' ? plan.cloudVms : plan.cloudVms.join('-')} VMs` : '') +
     (lesson.checkpointIn ? `, from checkpoint "${lesson.checkpointIn}"` : '') +
     (origin ? ` (${origin.which === 'best' ? 'its best evaluation' : 'where that lesson ended'}, frame ${origin.frame})` : '') +
     (lesson.checkpointFrom === 'best' && origin?.which === 'last' ? ': that lesson ran no evaluation' : '')

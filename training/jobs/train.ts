@@ -55,7 +55,7 @@ import { buildState } from '../../critic/cmmac/state';
 import { EdgeCloudEnv } from '../sim/env';
 import { episodeRequests } from '../workload/window';
 import { makeOrchestration } from '../baselines/registry';
-import { CurriculumTracker, lessonPlan, singlePlan, type CheckpointLabel, type LessonRecord } from '../curriculum/tracker';
+import { CurriculumTracker, lessonPlan, singlePlan, withCloudVms, type CheckpointLabel, type LessonRecord } from '../curriculum/tracker';
 import { CheckpointDb, checkScenario } from '../../shared/nets/checkpoint-db';
 import { exportBestActor, initFrom, newRunNets, restoreNets, resumeFrom, saveCheckpoint, type BestEval } from './train-checkpoint';
 import {
@@ -241,6 +241,9 @@ async function run(
       { scenario, ...plan, seed: epSeed, durationS: epFrames * scenario.slotsPerFrame * scenario.slotS, warn: log },
       Rng.derive(config.seed, `train/trace-window-${episode}`),
     );
+    // the simulated cluster of this episode: the run's scenario, or with the lesson's cloud (cloudVms);
+    // arrivals (above), the nets' shape and the evaluations stay the run's
+    const epScenario = withCloudVms(scenario, plan.cloudVms, Rng.derive(config.seed, `train/cloud-${episode}`));
     // which parts learn (cmmac alone outside --policies cmmac/gpg); a part that does not acts frozen
     const cmmacLearns = plan.learn.includes('cmmac');
     const gpgLearns = plan.learn.includes('gpg');
@@ -252,7 +255,7 @@ async function run(
       Object.assign(
         gpgAside,
         asideRollouts(gpg!, config, {
-          scenario,
+          scenario: epScenario,
           requests,
           frames: epFrames,
           seed: epSeed,
@@ -274,7 +277,7 @@ async function run(
         }),
       );
     }
-    const env = new EdgeCloudEnv(scenario, {
+    const env = new EdgeCloudEnv(epScenario, {
       requests,
       frames: epFrames,
       orchestration:

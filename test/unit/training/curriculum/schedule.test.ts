@@ -136,6 +136,15 @@ describe('loadCurriculum', () => {
     expect(() => validateLesson({ ...lesson, lr: 0 }, 'x.json')).toThrow(/field "lr" must be a number/);
     expect(() => validateLesson({ ...lesson, externality: -1 }, 'x.json')).toThrow(/field "externality" must be a number/);
   });
+  it('reads cloudVms, a whole number of VMs or a [min, max] range of them, and names anything else', () => {
+    expect(validateLesson(lesson, 'x.json').cloudVms).toBeUndefined();
+    expect(validateLesson({ ...lesson, cloudVms: 8 }, 'x.json').cloudVms).toBe(8);
+    expect(validateLesson({ ...lesson, cloudVms: [8, 15] }, 'x.json').cloudVms).toEqual([8, 15]);
+    for (const bad of [0, 2.5, '8', [8, 8], [15, 8], [0, 4], [1, 2, 3]])
+      expect(() => validateLesson({ ...lesson, cloudVms: bad }, 'x.json')).toThrow(
+        `x.json: field "cloudVms" must be a whole number of VMs in [1, 1000000] or [min, max] of them with min < max, got ${JSON.stringify(bad)}`,
+      );
+  });
   it('resolves a relative trace path against the lesson file and checks that it exists', () => {
     const dir = tmpDir('kais-cur-');
     fs.writeFileSync(path.join(dir, 'rows.csv'), '1,2,j,t,1,Terminated,50,0.01\n');

@@ -1,4 +1,6 @@
-import { CurriculumTracker } from '../../../../training/curriculum/tracker';
+import { CurriculumTracker, withCloudVms } from '../../../../training/curriculum/tracker';
+import { Rng } from '../../../../shared/rng';
+import { loadScenario } from '../../../../shared/scenario';
 import { validateLesson, type Lesson } from '../../../../training/curriculum/schedule';
 
 const base = { scenario: 'tiny', workload: 'p4' as const, load: 1, episodeFrames: 2, orchestration: 'hpa' };
@@ -77,5 +79,22 @@ describe('validateLesson: checkpointFrom', () => {
     expect(() => validateLesson({ ...noIn, checkpointFrom: 'best' }, 'b.json')).toThrow(
       'b.json: field "checkpointFrom" needs a "checkpointIn" to start from',
     );
+  });
+});
+
+describe("withCloudVms: the scenario of a training episode under a lesson's cloudVms", () => {
+  const kais = loadScenario('kais');
+  it("is the run's scenario without the field, and changes nothing but the cloud's VMs with it", () => {
+    expect(withCloudVms(kais, null, new Rng(1))).toBe(kais);
+    const s = withCloudVms(kais, 8, new Rng(1));
+    expect(s.cloud).toEqual({ ...kais.cloud, vms: 8 });
+    expect({ ...s, cloud: kais.cloud }).toEqual(kais);
+    expect(kais.cloud.vms).toBe(15); // the run's scenario is not touched
+  });
+  it('draws a range per episode: every value of [min, max], none outside, the same for the same seed', () => {
+    const draw = (seed: number) => withCloudVms(kais, [8, 11], Rng.derive(seed, 'train/cloud-0')).cloud.vms;
+    const seen = Array.from({ length: 200 }, (_, i) => draw(i));
+    expect(new Set(seen)).toEqual(new Set([8, 9, 10, 11]));
+    expect(Array.from({ length: 200 }, (_, i) => draw(i))).toEqual(seen);
   });
 });
