@@ -66,7 +66,7 @@ export interface Lesson {
    * number or a range [min, max] drawn anew for each episode (uniform integers, seeded by the run's
    * seed and the episode): lessons where the cloud, not the edge, is the scarce side. Arrivals,
    * evaluations and the checkpoints' scenario stay the run's; only the simulated cloud of the
-   * training episodes changes (docs/cmmac.md "A lesson with a smaller cloud").
+   * training episodes changes (docs/cmmac.md "Curriculum"; docs/gpg.md "A smaller cloud in training").
    */
   cloudVms?: number | [number, number];
   /** Set by loadCurriculum: the file the lesson came from (for error messages; not a JSON field). */

@@ -149,8 +149,10 @@ export function formatSeedsTable(r: EvalSeedsReport): string {
   const first = r.summary[0].policy;
   const f = (m: MeanSe, d = 3) => `${m.mean.toFixed(d)} (${m.se.toFixed(d)})`;
   const head = ['policy', 'throughput (s.e.)', `${first} / pair (s.e.)`, 'replica-s', 'cost'];
-  const rows = [...r.summary]
-    .sort((x, y) => y.throughputRate.mean - x.throughputRate.mean)
+  // pair indices by mean throughput, for the table and the calibration block alike
+  const order = r.summary.map((_, k) => k).sort((a, b) => r.summary[b].throughputRate.mean - r.summary[a].throughputRate.mean);
+  const rows = order
+    .map((k) => r.summary[k])
     .map((x) => [
       x.policy,
       f(x.throughputRate),
@@ -170,22 +172,15 @@ export function formatSeedsTable(r: EvalSeedsReport): string {
       ? [`${first} / the best other pair (${r.bestOther.policy}): ${f(r.bestOther.firstOverPair)}, paired seed by seed`]
       : []),
     ...(r.gpg !== undefined ? [`orchestration: ${r.gpg}`] : []),
-    ...pooledCalibration(r),
+    ...pooledCalibration(r, order),
   ].join('\n');
 }
 
-/** With --calibration: each pair's counts added over the seeds, in the table's order. */
-function pooledCalibration(r: EvalSeedsReport): string[] {
-  const pooled = r.summary.map((x, k) => {
+/** With --calibration: each pair's counts added over the seeds, pairs in `order` (the table's). */
+function pooledCalibration(r: EvalSeedsReport, order: readonly number[]): string[] {
+  const pooled = order.map((k) => {
     const cals = r.runs.map((run) => run.results[k].viewCalibration).filter((c): c is ViewCalibration => c !== undefined);
-    return {
-      policy: x.policy,
-      mean: x.throughputRate.mean,
-      viewCalibration: cals.length === r.runs.length ? poolCalibration(cals) : undefined,
-    };
+    return { policy: r.summary[k].policy, viewCalibration: cals.length === r.runs.length ? poolCalibration(cals) : undefined };
   });
-  return calibrationLines(
-    pooled.sort((x, y) => y.mean - x.mean),
-    'view calibration (seeds pooled)',
-  );
+  return calibrationLines(pooled, 'view calibration (seeds pooled)');
 }
