@@ -22,6 +22,8 @@ import type { ExperienceBody } from '../shared/protocol/envelope';
 import type { HeadActivation } from '../shared/nets/actor';
 import { SerialWorker } from './serial-worker';
 import type { Scenario } from '../shared/scenario';
+import { DISPATCH_HEURISTICS } from '../shared/dispatch';
+import type { ActorSpec, GateWorkerReply, GateWorkerRequest, ShadowResult } from '../shared/gate-contract';
 
 export interface GateConfig {
   /** Shortfall against the current version and the best heuristic tolerated (0..0.5). */
@@ -54,29 +56,10 @@ export function gateConfigProblem(c: GateConfig): { field: string; why: string }
     return { field: 'arrivals', why: `must be an integer in [1, 1000000], got ${c.arrivals}` };
   if (!(Number.isFinite(c.seconds) && c.seconds >= 1 && c.seconds <= 600))
     return { field: 'seconds', why: `must be a number of seconds in [1, 600], got ${c.seconds}` };
-  const known = ['lec', 'round-robin', 'p2c', 'jsq', 'greedy', 'random', 'onsocmax', 'prob'];
+  const known: readonly string[] = DISPATCH_HEURISTICS;
   if (!Array.isArray(c.heuristics) || c.heuristics.length === 0 || !c.heuristics.every((h) => known.includes(h)))
     return { field: 'heuristics', why: `must be a non-empty list of ${known.join(', ')}` };
   return null;
-}
-
-interface ActorSpec {
-  version: number | null;
-  head: HeadActivation;
-  arrays: Float32Array[];
-}
-
-/** What the worker measures (training/jobs/gate.ts ShadowResult). */
-export interface ShadowNumbers {
-  requests: number;
-  durationS: number;
-  candidate: number;
-  current: number | null;
-  /** The best heuristic run ('' and NaN when the evaluation stopped before any). */
-  heuristic: { name: string; rate: number };
-  /** Stopped early: the candidate was already below a rate by more than the margin. */
-  stopped: boolean;
-  ms: number;
 }
 
 export interface GateVerdict {
@@ -86,7 +69,7 @@ export interface GateVerdict {
   current: number | null;
   pass: boolean;
   reason: string;
-  numbers: ShadowNumbers | null;
+  numbers: ShadowResult | null;
   atMs: number;
 }
 
@@ -98,9 +81,6 @@ export interface GateStats {
   /** Wall time of the last evaluation (ms). */
   lastMs: number;
 }
-
-type Req = { kind: 'evaluate'; input: unknown } | { kind: 'ping' };
-type Rep = { ok: true; result: ShadowNumbers } | { ok: false; error: string };
 
 /** Where the compiled worker is: dist/training/jobs/gate-worker.js (from dist/orchestrator, or from the sources under jest). */
 export function defaultGateWorker(): string {
@@ -115,7 +95,7 @@ export class WeightGate {
   readonly recent: GateVerdict[] = [];
   /** Rejected candidates, newest first, at most `keepRejected`. */
   readonly rejected: { verdict: GateVerdict; arrays: Float32Array[]; head: HeadActivation }[] = [];
-  private readonly worker: SerialWorker<Req, Rep>;
+  private readonly worker: SerialWorker<GateWorkerRequest, GateWorkerReply>;
   private seed = 0;
   /** Ring of the newest arrivals: eAP, service, slot (no observation is kept: the replay needs none). */
   private readonly ring: Int32Array;
@@ -137,7 +117,7 @@ export class WeightGate {
     if (problem) throw new TypeError(`WeightGate: gate.${problem.field} ${problem.why}`);
     const file = o.workerFile ?? defaultGateWorker();
     if (!fs.existsSync(file)) throw new TypeError(`WeightGate: no gate worker at ${file} (npm run build makes it)`);
-    this.worker = new SerialWorker<Req, Rep>(file, 'gate');
+    this.worker = new SerialWorker<GateWorkerRequest, GateWorkerReply>(file, 'gate');
     this.ring = new Int32Array(3 * o.config.arrivals);
   }
 
@@ -178,7 +158,7 @@ export class WeightGate {
   /** Measures `candidate` against `current` and decides; never throws (a failure is a rejection). */
   async check(candidate: ActorSpec & { version: number }, current: ActorSpec | null): Promise<GateVerdict> {
     const c = this.o.config;
-    let numbers: ShadowNumbers | null = null;
+    let numbers: ShadowResult | null = null;
     let pass = false;
     let reason: string;
     try {
@@ -197,7 +177,9 @@ export class WeightGate {
           ...(this.o.act === 'sample' ? { act: 'sample' as const } : {}),
         },
       });
-      numbers = (r as { ok: true; result: ShadowNumbers }).result;
+      // a worker's { ok: false } rejects the call (serial-worker.ts); only a ping answers null
+      if (!r.ok || r.result === null) throw new Error('the gate worker answered an evaluation with no result');
+      numbers = r.result;
       this.stats.lastMs = numbers.ms;
       const bar = (x: number) => (1 - c.margin) * x;
       const cur = numbers.current;

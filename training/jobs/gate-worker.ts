@@ -5,10 +5,8 @@
  * of it.
  */
 import { parentPort } from 'node:worker_threads';
-import { shadowEvaluate, type ShadowInput, type ShadowResult } from './gate';
-
-export type GateWorkerRequest = { kind: 'evaluate'; input: ShadowInput } | { kind: 'ping' };
-export type GateWorkerReply = { ok: true; result: ShadowResult | null } | { ok: false; error: string };
+import type { GateWorkerReply, GateWorkerRequest } from '../../shared/gate-contract';
+import { shadowEvaluate } from './gate';
 
 if (parentPort) {
   const port = parentPort;
