@@ -1,0 +1,65 @@
+/**
+ * scripts/placement-search.ts as a process (the built dist/scripts/placement-search.js): the climb
+ * over fixed placements runs, reports each step and the check on other seeds, gives the same numbers
+ * for the same seed, and a placement it wrote scores the same when read back; bad settings exit 2
+ * with one line.
+ */
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { tmpDir } from '../support/tmp';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const SCRIPT = path.join(ROOT, 'dist', 'scripts', 'placement-search.js');
+
+function run(env: Record<string, string>) {
+  const r = spawnSync(process.execPath, [SCRIPT], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 120_000,
+    env: { ...process.env, SCENARIO: 'small', SEED: '1', FRAMES: '2', ITERS: '2', RANDOM: '2', ...env },
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('scripts/placement-search', () => {
+  it('climbs from static and hpa, checks the result on other seeds, and reads back what it wrote', () => {
+    const dir = tmpDir('kais-psearch-');
+    const out = path.join(dir, 'p.json');
+    const r = run({ OUT: out, CHECK_SEEDS: '2-3', CHECK_FRAMES: '2' });
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^start static: 0\.\d{4} \(replica-s \d+\)\nstart hpa: 0\.\d{4} \(replica-s \d+\)\n/);
+    const best = /\nbest on seed 1, 2 frames: (0\.\d{4} \(replica-s \d+\))\n/.exec(r.stdout);
+    expect(best).not.toBeNull();
+    expect(r.stdout).toMatch(
+      /\nseed 2: lec\/fixed 0\.\d{4} \(\d+\) {2}lec\/hpa 0\.\d{4} \(\d+\) {2}lec\/static 0\.\d{4} \(\d+\)\nseed 3: /,
+    );
+    expect(r.stdout).toMatch(/\nlec\/fixed mean 0\.\d{4}\nlec\/hpa mean 0\.\d{4}\nlec\/static mean 0\.\d{4}\n$/);
+    // same seed, same numbers
+    expect(run({ OUT: out, CHECK_SEEDS: '2-3', CHECK_FRAMES: '2' }).stdout).toBe(r.stdout);
+    // on small the climb finds a better placement than both starts: OUT holds it, and read back
+    // (FROM, no step) it scores what the climb said, on the same seed
+    expect(r.stdout).toMatch(/\nstep 0: \S+ -> 0\.\d{4} \(replica-s \d+\) of \d+\n/);
+    const saved = JSON.parse(fs.readFileSync(out, 'utf8')) as { seed: number; rate: number };
+    expect(saved.seed).toBe(1);
+    expect(`${saved.rate.toFixed(4)} `).toBe(best![1].slice(0, 7));
+    const back = run({ FROM: out, ITERS: '0' });
+    expect(back.stderr).toBe('');
+    expect(back.stdout).toBe(`start FROM: ${best![1]}\nbest on seed 1, 2 frames: ${best![1]}\n`);
+  }, 120_000);
+
+  it.each([
+    [{ LOAD: '0' }, /^placement-search: LOAD must be a number in \(0, 100\], got 0$/],
+    [{ FRAMES: '1.5' }, /^placement-search: FRAMES must be a whole number >= 1, got 1\.5$/],
+    [{ DISPATCH: 'cmmac' }, /^placement-search: DISPATCH must be a dispatch heuristic \(.*lec\), got cmmac$/],
+    [{ TRACE: 'none.csv' }, /^placement-search: TRACE: none\.csv does not exist$/],
+    [{ FROM: 'package.json' }, /^placement-search: FROM: package\.json holds no placement of \d+ services x \d+ nodes/],
+    [{ FROM: 'none.json' }, /^placement-search: FROM: cannot read none\.json/],
+  ])('%j exits 2 with one line', (env, problem) => {
+    const r = run(env);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim()).toMatch(problem);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+  });
+});
