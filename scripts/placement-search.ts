@@ -16,8 +16,8 @@
  * drawn at random (removal, addition or trade), and keeps the best if it is better; it stops when
  * none is, or after ITERS steps. The placement is applied at the first decision (1 s in) and then
  * held. CHECK_SEEDS (a-b or a,b,...) then runs CHECK_POLICIES (default DISPATCH/fixed,
- * DISPATCH/hpa, DISPATCH/static; `fixed` is the placement found) on those seeds for CHECK_FRAMES
- * (default 20).
+ * DISPATCH/hpa, DISPATCH/static; `fixed` is the placement found; the dispatcher may be any name of
+ * scripts/policy-by-name.ts, e.g. cmmac or cmmac+guard) on those seeds for CHECK_FRAMES (default 20).
  *
  * TRACE (an Alibaba batch_task CSV window, as kais eval --trace; default: P4), LOAD (1), SEED
  * (2001), FRAMES (10), ITERS (40), RANDOM (20), DISPATCH (lec; any dispatch heuristic), OUT (the
@@ -35,6 +35,7 @@ import { makeDispatch, makeOrchestration } from '../training/baselines/registry'
 import { runEpisode } from '../training/jobs/rollout';
 import { openWorkload } from '../training/workload';
 import type { RequestSource } from '../training/workload/source';
+import { policyByName } from './policy-by-name';
 import { seedList } from './seed-stats';
 
 /** A whole number or a number in a range from the environment, or a one-line UsageError naming it. */
@@ -269,7 +270,7 @@ function main(): void {
     for (const pair of pairs) {
       const [d, o] = pair.split('/');
       const orchestration = o === 'fixed' ? held(best.p) : makeOrchestration(o, sc);
-      const r = runEpisode({ scenario: sc, requests, frames: checkFrames, seed: s, dispatch: makeDispatch(d, sc), orchestration });
+      const r = runEpisode({ scenario: sc, requests, frames: checkFrames, seed: s, dispatch: policyByName(d, sc), orchestration });
       sums.set(pair, [...(sums.get(pair) ?? []), r.throughputRate]);
       row.push(`${pair} ${r.throughputRate.toFixed(4)} (${Math.round(r.replicaSeconds)})`);
     }
