@@ -3,33 +3,24 @@
  * GPG's orders runs and reports it beside greedy GPG and hpa; bad settings and a missing model exit 2
  * with one line.
  */
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { teacherDecision, type ImitationRecord } from '../../critic/gpg/imitate';
+import { runScript } from '../support/cli';
 import { writeSyntheticTrace } from '../support/trace';
 
 const ROOT = path.resolve(__dirname, '..', '..');
-const SCRIPT = path.join(ROOT, 'dist', 'scripts', 'gpg-lookahead.js');
 
-function run(env: Record<string, string>) {
-  const r = spawnSync(process.execPath, [SCRIPT], {
-    cwd: ROOT,
-    encoding: 'utf8',
-    timeout: 120_000,
-    env: {
-      ...process.env,
-      SCENARIO: 'small',
-      GPG: path.join(ROOT, 'models', 'small-gpg-lec.json'),
-      SEEDS: '1',
-      FRAMES: '3',
-      HORIZON: '1',
-      ...env,
-    },
+const run = (env: Record<string, string>) =>
+  runScript('gpg-lookahead', {
+    SCENARIO: 'small',
+    GPG: path.join(ROOT, 'models', 'small-gpg-lec.json'),
+    SEEDS: '1',
+    FRAMES: '3',
+    HORIZON: '1',
+    ...env,
   });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
 
 describe('scripts/gpg-lookahead', () => {
   it('searches over the orders and reports the search, greedy GPG and hpa per seed and on average', () => {

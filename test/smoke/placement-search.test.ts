@@ -4,23 +4,13 @@
  * for the same seed, and a placement it wrote scores the same when read back; bad settings exit 2
  * with one line.
  */
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { expectUsageExit, runScript } from '../support/cli';
 import { tmpDir } from '../support/tmp';
 
-const ROOT = path.resolve(__dirname, '..', '..');
-const SCRIPT = path.join(ROOT, 'dist', 'scripts', 'placement-search.js');
-
-function run(env: Record<string, string>) {
-  const r = spawnSync(process.execPath, [SCRIPT], {
-    cwd: ROOT,
-    encoding: 'utf8',
-    timeout: 120_000,
-    env: { ...process.env, SCENARIO: 'small', SEED: '1', FRAMES: '2', ITERS: '2', RANDOM: '2', ...env },
-  });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const run = (env: Record<string, string>) =>
+  runScript('placement-search', { SCENARIO: 'small', SEED: '1', FRAMES: '2', ITERS: '2', RANDOM: '2', ...env });
 
 describe('scripts/placement-search', () => {
   it('climbs from static and hpa, checks the result on other seeds, and reads back what it wrote', () => {
@@ -50,16 +40,13 @@ describe('scripts/placement-search', () => {
   }, 120_000);
 
   it.each([
-    [{ LOAD: '0' }, /^placement-search: LOAD must be a number in \(0, 100\], got 0$/],
-    [{ FRAMES: '1.5' }, /^placement-search: FRAMES must be a whole number >= 1, got 1\.5$/],
-    [{ DISPATCH: 'cmmac' }, /^placement-search: DISPATCH must be a dispatch heuristic \(.*lec\), got cmmac$/],
-    [{ TRACE: 'none.csv' }, /^placement-search: TRACE: none\.csv does not exist$/],
+    [{ LOAD: '0' }, /^placement-search: LOAD must be a number in \(0, 100\], got 0/],
+    [{ FRAMES: '1.5' }, /^placement-search: FRAMES must be a whole number >= 1, got 1\.5/],
+    [{ DISPATCH: 'cmmac' }, /^placement-search: DISPATCH must be a dispatch heuristic \(.*lec\), got cmmac/],
+    [{ TRACE: 'none.csv' }, /^placement-search: TRACE: none\.csv does not exist/],
     [{ FROM: 'package.json' }, /^placement-search: FROM: package\.json holds no placement of \d+ services x \d+ nodes/],
     [{ FROM: 'none.json' }, /^placement-search: FROM: cannot read none\.json/],
   ])('%j exits 2 with one line', (env, problem) => {
-    const r = run(env);
-    expect(r.code).toBe(2);
-    expect(r.stderr.trim()).toMatch(problem);
-    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expectUsageExit(run(env), problem);
   });
 });

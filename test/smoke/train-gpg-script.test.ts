@@ -4,24 +4,16 @@
  * budget, or an INIT model that is missing, malformed or of another scenario, exits 2 with one line
  * before training, and writes nothing. An INIT with hpa's scale-in trains under it and keeps it.
  */
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { expectUsageExit } from '../support/cli';
+import { expectUsageExit, runScript } from '../support/cli';
 
-const SCRIPT = path.join(__dirname, '..', '..', 'dist', 'scripts', 'train-gpg.js');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-train-gpg-'));
 const out = path.join(dir, 'gpg.json');
 
-function run(env: Record<string, string>) {
-  const r = spawnSync(process.execPath, [SCRIPT], {
-    encoding: 'utf8',
-    timeout: 120_000,
-    env: { ...process.env, SCENARIO: 'tiny', UPDATES: '2', ROLLOUTS: '2', FRAMES: '2', EVAL_EVERY: '0', OUT: out, ...env },
-  });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const run = (env: Record<string, string>) =>
+  runScript('train-gpg', { SCENARIO: 'tiny', UPDATES: '2', ROLLOUTS: '2', FRAMES: '2', EVAL_EVERY: '0', OUT: out, ...env });
 
 /** A made-up v2017 window (not trace rows). */
 function window(name: string): string {

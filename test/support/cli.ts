@@ -20,6 +20,22 @@ export function runKais(args: string[], timeoutMs = 60_000): KaisRun {
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
+/**
+ * Runs a research script, `dist/scripts/<name>.js`, to the end (at most `timeoutMs`) with `env` over
+ * this process's environment, from the repository root (the scripts' settings are environment
+ * variables, docs in each script's header).
+ */
+export function runScript(name: string, env: Record<string, string>, timeoutMs = 120_000): KaisRun {
+  const root = path.join(__dirname, '..', '..');
+  const r = spawnSync(process.execPath, [path.join(root, 'dist', 'scripts', `${name}.js`)], {
+    cwd: root,
+    encoding: 'utf8',
+    timeout: timeoutMs,
+    env: { ...process.env, ...env },
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
 /** Exit 2 with one line matching `problem`; `notWritten`, when given, must not exist afterwards. */
 export function expectUsageExit(r: KaisRun, problem: RegExp, notWritten?: string): void {
   expect(r.code).toBe(2);
