@@ -18,13 +18,17 @@
  * held. CHECK_SEEDS (a-b or a,b,...) then runs CHECK_POLICIES (default DISPATCH/fixed,
  * DISPATCH/hpa, DISPATCH/static; `fixed` is the placement found; the dispatcher may be any name of
  * scripts/policy-by-name.ts, e.g. cmmac or cmmac+guard) on those seeds for CHECK_FRAMES (default 20).
+ * The orchestration `mpc` in a check pair repeats the climb at every frame boundary, MPC_STEPS
+ * steps (default 6) from the placement of the moment, scored by DISPATCH on the last frame's
+ * arrivals replayed (past arrivals only), and orders the way to the best it found: a search that
+ * follows a moving mix, where `fixed` holds what the first climb found with the window's mix known.
  *
  * TRACE (an Alibaba batch_task CSV window, as kais eval --trace; default: P4), LOAD (1), SEED
  * (2001), FRAMES (10), ITERS (40), RANDOM (20), DISPATCH (lec; any dispatch heuristic), OUT (the
  * best placement so far, written after every step). Progress on stdout.
  */
 import * as fs from 'node:fs';
-import type { Placement } from '../shared/domain';
+import type { Placement, Request } from '../shared/domain';
 import type { OrchestrationPolicy, OrchestrationView } from '../shared/policy';
 import { initialPlacement, opsBetween, placementOf } from '../shared/orchestration/placement';
 import { Rng } from '../shared/rng';
@@ -33,7 +37,7 @@ import { DISPATCH_HEURISTICS, isDispatchHeuristic } from '../shared/dispatch';
 import { capacityArrays, loadScenario, topologyOf } from '../shared/scenario';
 import { makeDispatch, makeOrchestration } from '../training/baselines/registry';
 import { runEpisode } from '../training/jobs/rollout';
-import { openWorkload } from '../training/workload';
+import { drain, openWorkload } from '../training/workload';
 import type { RequestSource } from '../training/workload/source';
 import { policyByName } from './policy-by-name';
 import { seedList } from './seed-stats';
@@ -68,6 +72,7 @@ function settings() {
     iters: num('ITERS', 40, whole(0), 'a whole number >= 0'),
     randomMoves: num('RANDOM', 20, whole(0), 'a whole number >= 0'),
     checkFrames: num('CHECK_FRAMES', 20, whole(1), 'a whole number >= 1'),
+    mpcSteps: num('MPC_STEPS', 6, whole(1), 'a whole number >= 1'),
   };
 }
 let S: ReturnType<typeof settings>;
@@ -110,19 +115,63 @@ function held(target: Placement): OrchestrationPolicy & { failed: Float64Array; 
   };
 }
 
-function score(p: Placement, s = S.seed, f = S.frames): Scored {
+/**
+ * DISPATCH's episode on `p` held: the search's episodes (SEED, FRAMES), or, with `requests` given,
+ * mpc's replay of 2 frames scored on the second.
+ */
+function score(p: Placement, s = S.seed, f = S.frames, requests?: Request[]): Scored {
   const { sc, dispatch } = S;
   const o = held(p);
   const r = runEpisode({
     scenario: sc,
-    requests: requestsOf(s, f),
-    frames: f,
+    requests: requests ?? requestsOf(s, f),
+    frames: requests ? 2 : f,
     seed: s,
     dispatch: makeDispatch(dispatch, sc),
     orchestration: o,
   });
   const util = o.busy.map((b, w) => (o.ready[w] > 0 ? b / o.ready[w] : 1));
-  return { rate: r.throughputRate, replicaS: r.replicaSeconds, failed: o.failed, util };
+  return { rate: requests ? r.throughputPerFrame[1] : r.throughputRate, replicaS: r.replicaSeconds, failed: o.failed, util };
+}
+
+/**
+ * `mpc`: at every frame boundary, MPC_STEPS steps of the climb from the placement now, each
+ * candidate scored by DISPATCH on the last frame's arrivals (of `all`, the episode's requests, up to
+ * now: no hindsight) replayed twice from an empty cluster, the second time scored. Its orders are
+ * the way from the placement now to the best found.
+ */
+function mpc(all: Request[], seed: number): OrchestrationPolicy & { evals: number } {
+  const rng = Rng.derive(seed, 'placement-search/mpc');
+  const policy = {
+    name: 'mpc',
+    periodS: S.frameS,
+    evals: 0,
+    decide(v: OrchestrationView) {
+      const from = v.nowS() - S.frameS;
+      const last = all.filter((r) => r.arrivalS >= from && r.arrivalS < from + S.frameS);
+      const replay: Request[] = [];
+      for (const k of [0, 1])
+        for (const r of last) {
+          const shift = k * S.frameS - from;
+          replay.push({ ...r, id: replay.length, arrivalS: r.arrivalS + shift, deadlineS: r.deadlineS + shift });
+        }
+      const now = placementOf(v);
+      let best = { p: now, s: score(now, seed, 2, replay) };
+      policy.evals++;
+      for (let it = 0; it < S.mpcSteps; it++) {
+        let top: typeof best | null = null;
+        for (const c of neighbours(best.p, best.s, rng)) {
+          const s = score(c.p, seed, 2, replay);
+          policy.evals++;
+          if (!top || s.rate > top.s.rate) top = { p: c.p, s };
+        }
+        if (!top || top.s.rate <= best.s.rate) break;
+        best = top;
+      }
+      return opsBetween(now, best.p);
+    },
+  };
+  return policy;
 }
 
 /** hpa's placement at its last decision of an episode under the dispatcher. */
@@ -265,14 +314,15 @@ function main(): void {
   const pairs = (process.env.CHECK_POLICIES ?? `${dispatch}/fixed,${dispatch}/hpa,${dispatch}/static`).split(',');
   const sums = new Map<string, number[]>();
   for (const s of seedList(process.env.CHECK_SEEDS)) {
-    const requests = requestsOf(s, checkFrames);
+    const requests = drain(requestsOf(s, checkFrames));
     const row: string[] = [];
     for (const pair of pairs) {
       const [d, o] = pair.split('/');
-      const orchestration = o === 'fixed' ? held(best.p) : makeOrchestration(o, sc);
+      const orchestration = o === 'fixed' ? held(best.p) : o === 'mpc' ? mpc(requests, s) : makeOrchestration(o, sc);
       const r = runEpisode({ scenario: sc, requests, frames: checkFrames, seed: s, dispatch: policyByName(d, sc), orchestration });
       sums.set(pair, [...(sums.get(pair) ?? []), r.throughputRate]);
-      row.push(`${pair} ${r.throughputRate.toFixed(4)} (${Math.round(r.replicaSeconds)})`);
+      const ops = o === 'mpc' || o === 'hpa' ? `, ${r.schedulingCost} operations` : '';
+      row.push(`${pair} ${r.throughputRate.toFixed(4)} (${Math.round(r.replicaSeconds)}${ops})`);
     }
     console.log(`seed ${s}: ${row.join('  ')}`);
   }

@@ -23,7 +23,7 @@ describe('scripts/placement-search', () => {
     const best = /\nbest on seed 1, 2 frames: (0\.\d{4} \(replica-s \d+\))\n/.exec(r.stdout);
     expect(best).not.toBeNull();
     expect(r.stdout).toMatch(
-      /\nseed 2: lec\/fixed 0\.\d{4} \(\d+\) {2}lec\/hpa 0\.\d{4} \(\d+\) {2}lec\/static 0\.\d{4} \(\d+\)\nseed 3: /,
+      /\nseed 2: lec\/fixed 0\.\d{4} \(\d+\) {2}lec\/hpa 0\.\d{4} \(\d+, \d+ operations\) {2}lec\/static 0\.\d{4} \(\d+\)\nseed 3: /,
     );
     expect(r.stdout).toMatch(/\nlec\/fixed mean 0\.\d{4}\nlec\/hpa mean 0\.\d{4}\nlec\/static mean 0\.\d{4}\n$/);
     // same seed, same numbers
@@ -39,12 +39,27 @@ describe('scripts/placement-search', () => {
     expect(back.stdout).toBe(`start FROM: ${best![1]}\nbest on seed 1, 2 frames: ${best![1]}\n`);
   }, 120_000);
 
+  it("checks with mpc: the climb repeated every frame on the last frame's arrivals, the same numbers for the same seed", () => {
+    const env = { ITERS: '0', MPC_STEPS: '1', CHECK_SEEDS: '2', CHECK_FRAMES: '3', CHECK_POLICIES: 'lec/mpc,lec/hpa' };
+    const r = run(env);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/\nseed 2: lec\/mpc 0\.\d{4} \(\d+, \d+ operations\) {2}lec\/hpa 0\.\d{4} \(\d+, \d+ operations\)\n/);
+    // mpc ordered something: its replica-seconds are not the initial placement's (the static start's)
+    const start = /start static: 0\.\d{4} \(replica-s (\d+)\)/.exec(r.stdout)!;
+    const mpcLine = /lec\/mpc 0\.\d{4} \((\d+), (\d+) operations\)/.exec(r.stdout)!;
+    expect(Number(mpcLine[2])).toBeGreaterThan(0);
+    expect(Number(mpcLine[1])).not.toBe((Number(start[1]) * 3) / 2);
+    expect(run(env).stdout).toBe(r.stdout);
+  }, 120_000);
+
   it.each([
     [{ LOAD: '0' }, /^placement-search: LOAD must be a number in \(0, 100\], got 0/],
     [{ FRAMES: '1.5' }, /^placement-search: FRAMES must be a whole number >= 1, got 1\.5/],
     [{ DISPATCH: 'cmmac' }, /^placement-search: DISPATCH must be a dispatch heuristic \(.*lec\), got cmmac/],
     [{ TRACE: 'none.csv' }, /^placement-search: TRACE: none\.csv does not exist/],
     [{ FROM: 'package.json' }, /^placement-search: FROM: package\.json holds no placement of \d+ services x \d+ nodes/],
+    [{ MPC_STEPS: '0' }, /^placement-search: MPC_STEPS must be a whole number >= 1, got 0/],
     [{ FROM: 'none.json' }, /^placement-search: FROM: cannot read none\.json/],
   ])('%j exits 2 with one line', (env, problem) => {
     expectUsageExit(run(env), problem);
