@@ -13,8 +13,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as http from 'node:http';
 import { parseMetrics, sample } from '../support/prometheus';
-import { readConfig, startOrchestrator, type RunningOrchestrator } from '../../orchestrator/main';
-import { storeWithRandomModel } from '../support/store-seed';
+import { learningOrchestrator } from '../support/store-seed';
 import { Codec } from '../../shared/protocol/codec';
 import type { Transition } from '../../shared/protocol/envelope';
 import { rawAgent } from '../support/raw-agent';
@@ -74,23 +73,13 @@ function getText(url: string): Promise<string> {
 
 describe('poisoned experience from one agent', () => {
   it('is refused frame by frame, changes no published weight, is counted on /metrics and named in events', async () => {
-    const db = path.join(dir, 'o.db');
-    storeWithRandomModel(db, D, A);
-    const cfgFile = path.join(dir, 'c.json');
-    fs.writeFileSync(
-      cfgFile,
-      JSON.stringify({
-        scenario: 'small',
-        agentTokens: { 0: 'tok-0', 1: 'tok-1' },
-        learner: 'cmmac',
-        learnBatch: 64,
-        detector: 'none',
-        actorHead: 'relu1',
-        heartbeatMs: 1000,
-        intake: { quarantineAfter: 100, quarantineS: 30 },
-      }),
+    const o = await learningOrchestrator(
+      dir,
+      D,
+      A,
+      { agentTokens: { 0: 'tok-0', 1: 'tok-1' }, intake: { quarantineAfter: 100, quarantineS: 30 } },
+      { httpPort: 0, log: () => undefined },
     );
-    const o: RunningOrchestrator = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
     cleanups.push(() => o.close());
     const before = o.registry.weightVersion;
     expect(before).toBe(1);

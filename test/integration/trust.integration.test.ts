@@ -22,8 +22,7 @@ import * as path from 'node:path';
 import WebSocket from 'ws';
 import { AgentLink } from '../../agent/link';
 import { AgentRuntime } from '../../agent/runtime';
-import { readConfig, startOrchestrator, type RunningOrchestrator } from '../../orchestrator/main';
-import { storeWithRandomModel } from '../support/store-seed';
+import { learningOrchestrator } from '../support/store-seed';
 import { Codec } from '../../shared/protocol/codec';
 import { makeFrame, type Frame, type HelloBody, type Transition } from '../../shared/protocol/envelope';
 import { Rng } from '../../shared/rng';
@@ -102,24 +101,14 @@ const hello = (eapId: number, token: string, instance: string): HelloBody => ({
 describe('poisoning replay against a live orchestrator', () => {
   it('refuses and quarantines the attacker; learning goes on from the real agent only, which stays connected', async () => {
     // a stored model v1 to learn from, as a restarted orchestrator would have
-    const db = path.join(dir, 'o.db');
-    storeWithRandomModel(db, D, A);
-    const cfgFile = path.join(dir, 'c.json');
-    fs.writeFileSync(
-      cfgFile,
-      JSON.stringify({
-        scenario: 'small',
-        agentTokens: { 0: 'tok-0', 1: 'tok-1' },
-        learner: 'cmmac',
-        learnBatch: 64,
-        detector: 'none',
-        actorHead: 'relu1',
-        heartbeatMs: 1000,
-        intake: { quarantineAfter: 5, quarantineS: 30 },
-      }),
-    );
     const logs: string[] = [];
-    const o: RunningOrchestrator = await startOrchestrator(readConfig(cfgFile), { dbPath: db, log: (l) => logs.push(l) });
+    const o = await learningOrchestrator(
+      dir,
+      D,
+      A,
+      { agentTokens: { 0: 'tok-0', 1: 'tok-1' }, intake: { quarantineAfter: 5, quarantineS: 30 } },
+      { log: (l) => logs.push(l) },
+    );
     cleanups.push(() => o.close());
 
     // ---- the real agent of eAP 0 ----

@@ -16,8 +16,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { WeightGate, type GateConfig } from '../../orchestrator/gate';
-import { readConfig, startOrchestrator } from '../../orchestrator/main';
-import { storeWithRandomModel } from '../support/store-seed';
+import { readConfig } from '../../orchestrator/main';
+import { learningOrchestrator } from '../support/store-seed';
 import { initActorWeights } from '../../shared/nets/actor';
 import { defaultModelPath, readActorFile } from '../../shared/nets/actor-file';
 import { Codec } from '../../shared/protocol/codec';
@@ -163,26 +163,18 @@ describe('the gate in a live orchestrator', () => {
   beforeAll(needWorker);
 
   it('does not publish a learned version the gate rejects; the verdict is an event, on /metrics and in the admin status', async () => {
-    const db = path.join(dir, 'o.db');
-    storeWithRandomModel(db, D, A);
-    const cfgFile = path.join(dir, 'c.json');
-    fs.writeFileSync(
-      cfgFile,
-      JSON.stringify({
-        scenario: 'small',
+    const o = await learningOrchestrator(
+      dir,
+      D,
+      A,
+      {
         agentTokens: { 0: 'tok-0' },
         adminToken: 'admin-token-0123456789',
-        learner: 'cmmac',
-        learnBatch: 64,
-        detector: 'none',
-        actorHead: 'relu1',
-        heartbeatMs: 1000,
         // v1 is a random actor: neither it nor one update of it comes near lec
         gate: { margin: 0, minRequests: 10, arrivals: 1000, seconds: 10, heuristics: ['lec'] },
-      }),
+      },
+      { httpPort: 0, log: () => undefined },
     );
-    const cfg = readConfig(cfgFile);
-    const o = await startOrchestrator(cfg, { dbPath: db, httpPort: 0, log: () => undefined });
     cleanups.push(() => o.close());
     expect(o.gate).not.toBeNull();
 
