@@ -89,6 +89,9 @@ function requestsOf(s: number, f: number): RequestSource {
   const { sc, trace, load, frameS } = S;
   return openWorkload({ scenario: sc, workload: 'p4', ...(trace ? { tracePath: trace } : {}), seed: s, load, durationS: f * frameS });
 }
+/** The search's requests (SEED, FRAMES), opened once: a source reads anew for every episode. */
+let searchRequests: RequestSource | null = null;
+const searchSource = (): RequestSource => (searchRequests ??= requestsOf(S.seed, S.frames));
 
 /** Applies `target` at its first decision, then holds it; sums the window statistics of every decision. */
 function held(target: Placement): OrchestrationPolicy & { failed: Float64Array; busy: Float64Array; ready: Float64Array } {
@@ -116,22 +119,51 @@ function held(target: Placement): OrchestrationPolicy & { failed: Float64Array; 
 }
 
 /**
- * DISPATCH's episode on `p` held: the search's episodes (SEED, FRAMES), or, with `requests` given,
- * mpc's replay of 2 frames scored on the second.
+ * DISPATCH's episode on `p` held: the search's (SEED's requests, FRAMES frames, the episode's rate),
+ * or mpc's (`replay`: one frame's arrivals twice, 2 frames, the second frame's rate).
  */
-function score(p: Placement, s = S.seed, f = S.frames, requests?: Request[]): Scored {
-  const { sc, dispatch } = S;
+function score(p: Placement, replay?: { requests: Request[]; seed: number }): Scored {
+  const { sc, dispatch, seed, frames } = S;
   const o = held(p);
   const r = runEpisode({
     scenario: sc,
-    requests: requests ?? requestsOf(s, f),
-    frames: requests ? 2 : f,
-    seed: s,
+    requests: replay ? replay.requests : searchSource(),
+    frames: replay ? 2 : frames,
+    seed: replay ? replay.seed : seed,
     dispatch: makeDispatch(dispatch, sc),
     orchestration: o,
   });
   const util = o.busy.map((b, w) => (o.ready[w] > 0 ? b / o.ready[w] : 1));
-  return { rate: requests ? r.throughputPerFrame[1] : r.throughputRate, replicaS: r.replicaSeconds, failed: o.failed, util };
+  return { rate: replay ? r.throughputPerFrame[1] : r.throughputRate, replicaS: r.replicaSeconds, failed: o.failed, util };
+}
+
+/**
+ * The climb: up to `steps` times, the best of `neighbours` if it beats the best so far, else stop.
+ * `onStep` hears of every step (the change taken, or null when none was better).
+ */
+function climb(
+  start: { p: Placement; s: Scored },
+  steps: number,
+  rng: Rng,
+  scoreOf: (p: Placement) => Scored,
+  onStep: (best: { p: Placement; s: Scored }, what: string | null, tried: number) => void = () => undefined,
+): { p: Placement; s: Scored } {
+  let best = start;
+  for (let it = 0; it < steps; it++) {
+    const cands = neighbours(best.p, best.s, rng);
+    let top: { p: Placement; s: Scored; what: string } | null = null;
+    for (const c of cands) {
+      const s = scoreOf(c.p);
+      if (!top || s.rate > top.s.rate) top = { ...c, s };
+    }
+    if (!top || top.s.rate <= best.s.rate) {
+      onStep(best, null, cands.length);
+      break;
+    }
+    best = { p: top.p, s: top.s };
+    onStep(best, top.what, cands.length);
+  }
+  return best;
 }
 
 /**
@@ -140,12 +172,11 @@ function score(p: Placement, s = S.seed, f = S.frames, requests?: Request[]): Sc
  * now: no hindsight) replayed twice from an empty cluster, the second time scored. Its orders are
  * the way from the placement now to the best found.
  */
-function mpc(all: Request[], seed: number): OrchestrationPolicy & { evals: number } {
+function mpc(all: Request[], seed: number): OrchestrationPolicy {
   const rng = Rng.derive(seed, 'placement-search/mpc');
-  const policy = {
+  return {
     name: 'mpc',
     periodS: S.frameS,
-    evals: 0,
     decide(v: OrchestrationView) {
       const from = v.nowS() - S.frameS;
       const last = all.filter((r) => r.arrivalS >= from && r.arrivalS < from + S.frameS);
@@ -156,22 +187,10 @@ function mpc(all: Request[], seed: number): OrchestrationPolicy & { evals: numbe
           replay.push({ ...r, id: replay.length, arrivalS: r.arrivalS + shift, deadlineS: r.deadlineS + shift });
         }
       const now = placementOf(v);
-      let best = { p: now, s: score(now, seed, 2, replay) };
-      policy.evals++;
-      for (let it = 0; it < S.mpcSteps; it++) {
-        let top: typeof best | null = null;
-        for (const c of neighbours(best.p, best.s, rng)) {
-          const s = score(c.p, seed, 2, replay);
-          policy.evals++;
-          if (!top || s.rate > top.s.rate) top = { p: c.p, s };
-        }
-        if (!top || top.s.rate <= best.s.rate) break;
-        best = top;
-      }
-      return opsBetween(now, best.p);
+      const scoreOf = (p: Placement) => score(p, { requests: replay, seed });
+      return opsBetween(now, climb({ p: now, s: scoreOf(now) }, S.mpcSteps, rng, scoreOf).p);
     },
   };
-  return policy;
 }
 
 /** hpa's placement at its last decision of an episode under the dispatcher. */
@@ -188,7 +207,7 @@ function hpaPlacement(): Placement {
       return hpa.decide(v);
     },
   };
-  runEpisode({ scenario: sc, requests: requestsOf(seed, frames), frames, seed, dispatch: makeDispatch(dispatch, sc), orchestration: spy });
+  runEpisode({ scenario: sc, requests: searchSource(), frames, seed, dispatch: makeDispatch(dispatch, sc), orchestration: spy });
   return last;
 }
 
@@ -288,41 +307,39 @@ function main(): void {
     console.log(`start ${name}: ${fmt(s)}`);
     if (!best || s.rate > best.s.rate) best = { p, s };
   }
-  const rng = Rng.derive(seed, 'placement-search');
-  for (let it = 0; it < iters && best; it++) {
-    let top: { p: Placement; s: Scored; what: string } | null = null;
-    const cands = neighbours(best.p, best.s, rng);
-    for (const c of cands) {
-      const s = score(c.p);
-      if (!top || s.rate > top.s.rate) top = { ...c, s };
-    }
-    if (!top || top.s.rate <= best.s.rate) {
-      console.log(`step ${it}: none of ${cands.length} is better than ${best.s.rate.toFixed(4)}; stop`);
-      break;
-    }
-    best = { p: top.p, s: top.s };
-    console.log(`step ${it}: ${top.what} -> ${fmt(top.s)} of ${cands.length}`);
-    if (process.env.OUT)
-      fs.writeFileSync(
-        process.env.OUT,
-        JSON.stringify({ trace, load, seed, frames, dispatch, rate: best.s.rate, placement: best.p }) + '\n',
-      );
-  }
   if (!best) return;
+  let step = 0;
+  best = climb(best, iters, Rng.derive(seed, 'placement-search'), score, (b, what, tried) => {
+    if (what === null) {
+      console.log(`step ${step}: none of ${tried} is better than ${b.s.rate.toFixed(4)}; stop`);
+      return;
+    }
+    console.log(`step ${step++}: ${what} -> ${fmt(b.s)} of ${tried}`);
+    if (process.env.OUT)
+      fs.writeFileSync(process.env.OUT, JSON.stringify({ trace, load, seed, frames, dispatch, rate: b.s.rate, placement: b.p }) + '\n');
+  });
   console.log(`best on seed ${seed}, ${frames} frames: ${fmt(best.s)}`);
   if (!process.env.CHECK_SEEDS) return;
   const pairs = (process.env.CHECK_POLICIES ?? `${dispatch}/fixed,${dispatch}/hpa,${dispatch}/static`).split(',');
   const sums = new Map<string, number[]>();
   for (const s of seedList(process.env.CHECK_SEEDS)) {
-    const requests = drain(requestsOf(s, checkFrames));
+    const source = requestsOf(s, checkFrames);
+    // mpc reads the past frame's arrivals, so it needs them all in memory; the others read as they go
+    const all = pairs.some((x) => x.endsWith('/mpc')) ? drain(source) : null;
     const row: string[] = [];
     for (const pair of pairs) {
       const [d, o] = pair.split('/');
-      const orchestration = o === 'fixed' ? held(best.p) : o === 'mpc' ? mpc(requests, s) : makeOrchestration(o, sc);
-      const r = runEpisode({ scenario: sc, requests, frames: checkFrames, seed: s, dispatch: policyByName(d, sc), orchestration });
+      const orchestration = o === 'fixed' ? held(best.p) : o === 'mpc' ? mpc(all!, s) : makeOrchestration(o, sc);
+      const r = runEpisode({
+        scenario: sc,
+        requests: all ?? source,
+        frames: checkFrames,
+        seed: s,
+        dispatch: policyByName(d, sc),
+        orchestration,
+      });
       sums.set(pair, [...(sums.get(pair) ?? []), r.throughputRate]);
-      const ops = o === 'mpc' || o === 'hpa' ? `, ${r.schedulingCost} operations` : '';
-      row.push(`${pair} ${r.throughputRate.toFixed(4)} (${Math.round(r.replicaSeconds)}${ops})`);
+      row.push(`${pair} ${r.throughputRate.toFixed(4)} (${Math.round(r.replicaSeconds)}, ${r.schedulingCost} operations)`);
     }
     console.log(`seed ${s}: ${row.join('  ')}`);
   }
