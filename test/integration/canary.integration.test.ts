@@ -18,7 +18,6 @@ import { spawnSync } from 'node:child_process';
 import Database from 'better-sqlite3';
 import WebSocket from 'ws';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { Hub } from '../../orchestrator/hub';
 import { readConfig, startOrchestrator, type RunningOrchestrator } from '../../orchestrator/main';
@@ -33,18 +32,14 @@ import { rawAgent, type RawAgent } from '../support/raw-agent';
 import { parseMetrics, sample } from '../support/prometheus';
 import { until as waitUntil, httpGet as get } from '../support/wait';
 import { expectConfigError } from '../support/config-error';
+import { perTestDir } from '../support/tmp';
 
 const ROOT = path.resolve(__dirname, '../..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
 const ADMIN = 'admin-token-0123456789';
 
-let dir: string;
-const cleanups: (() => unknown)[] = [];
-beforeEach(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-canary-'))));
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-  fs.rmSync(dir, { recursive: true, force: true });
-});
+const tmp = perTestDir('kais-canary-');
+const { cleanups } = tmp;
 
 const until = (cond: () => boolean, what: string, ms = 60_000): Promise<void> => waitUntil(cond, what, ms);
 
@@ -55,7 +50,7 @@ const D = observationDim({ numServices: topo.numServices, numTargets: A, numEaps
 
 /** A store holding a random actor as v1; the orchestrator's config (canary on, gate and learner off). */
 function setUp(extra: Record<string, unknown>): { db: string; cfgFile: string; v1: WeightsBody } {
-  const db = path.join(dir, 'o.db');
+  const db = path.join(tmp.dir, 'o.db');
   const s = Store.open(db);
   const shapes = actorShapes(D, A);
   const v1 = packWeights(
@@ -65,7 +60,7 @@ function setUp(extra: Record<string, unknown>): { db: string; cfgFile: string; v
   );
   s.putModel(v1);
   s.close();
-  const cfgFile = path.join(dir, 'c.json');
+  const cfgFile = path.join(tmp.dir, 'c.json');
   fs.writeFileSync(
     cfgFile,
     JSON.stringify({
@@ -397,11 +392,11 @@ describe('canary config', () => {
     [{ bogus: 1 }, /field "canary\.bogus" is not a field of canary \(known: share, windowS, /],
     ['yes', /field "canary" must be true, false, null or an object$/],
   ])('%j is a one-line usage error naming the file and field', (canary, problem) => {
-    expectConfigError(path.join(dir, 'c.json'), { scenario: 'small', canary }, problem);
+    expectConfigError(path.join(tmp.dir, 'c.json'), { scenario: 'small', canary }, problem);
   });
 
   it('a drill start out of range, or both drills at once, is a one-line usage error', () => {
-    const f = path.join(dir, 'c.json');
+    const f = path.join(tmp.dir, 'c.json');
     expectConfigError(
       f,
       { scenario: 'small', injectSameWeightsAfterS: -1 },
@@ -417,7 +412,7 @@ describe('canary config', () => {
   });
 
   it('needs a control eAP: a one-eAP scenario is refused', () => {
-    const f = path.join(dir, 'c.json');
+    const f = path.join(tmp.dir, 'c.json');
     fs.writeFileSync(f, JSON.stringify({ scenario: 'tiny', canary: true }));
     expect(() => readConfig(f)).toThrow(/field "canary" needs at least 2 eAPs \(canary and control\), the scenario has 1$/);
     fs.writeFileSync(f, JSON.stringify({ scenario: 'small', canary: true }));
@@ -428,9 +423,9 @@ describe('canary config', () => {
 
   const cli = fs.existsSync(KAIS) ? it : it.skip;
   cli('kais orchestrator exits 2 with that one line (needs dist/: npm run build)', () => {
-    const f = path.join(dir, 'c.json');
+    const f = path.join(tmp.dir, 'c.json');
     fs.writeFileSync(f, JSON.stringify({ scenario: 'small', canary: { windowS: -3 } }));
-    const r = spawnSync(process.execPath, [KAIS, 'orchestrator', '--config', f, '--db', path.join(dir, 'x.db')], {
+    const r = spawnSync(process.execPath, [KAIS, 'orchestrator', '--config', f, '--db', path.join(tmp.dir, 'x.db')], {
       encoding: 'utf8',
       timeout: 30_000,
     });

@@ -5,8 +5,6 @@
  *
  * No sleeps: every wait is on an event, bounded by a timeout that fails the test.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Packr } from 'msgpackr';
 import WebSocket from 'ws';
@@ -19,6 +17,7 @@ import { Codec } from '../../shared/protocol/codec';
 import { makeFrame, type Frame, type WelcomeBody } from '../../shared/protocol/envelope';
 import { Rng } from '../../shared/rng';
 import { sampleFrames } from '../unit/shared/protocol/sample-frames';
+import { perTestDir } from '../support/tmp';
 
 const TOKEN = 'integration-token';
 const MAX_FRAME = 64 * 1024;
@@ -30,16 +29,8 @@ const inboundCodec = new Codec();
 // Fixtures
 // ---------------------------------------------------------------------------------------------
 
-const cleanups: (() => unknown)[] = [];
-let dir: string;
-
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'kais-hub-'));
-});
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-  rmSync(dir, { recursive: true, force: true });
-});
+const tmp = perTestDir('kais-hub-');
+const { cleanups } = tmp;
 
 /** Resolves with the listener's arguments the first time `pred` holds; rejects after `ms`. */
 function waitFor<A extends unknown[]>(
@@ -63,7 +54,7 @@ function waitFor<A extends unknown[]>(
   });
 }
 
-async function orchestrator(file = join(dir, 'orchestrator.db'), options: Partial<HubOptions> = {}) {
+async function orchestrator(file = join(tmp.dir, 'orchestrator.db'), options: Partial<HubOptions> = {}) {
   const store = Store.open(file);
   const hub = await startHub(store, { token: TOKEN, heartbeatMs: 1000, maxFrameBytes: MAX_FRAME, ...options });
   const registry = new ModelRegistry(store, hub);
@@ -471,7 +462,7 @@ describe('hub with real agent links', () => {
   });
 
   it('an agent reconnects after the hub restarts on the same port and SQLite file, with the same model version', async () => {
-    const file = join(dir, 'restart.db');
+    const file = join(tmp.dir, 'restart.db');
     const first = await orchestrator(file);
     const port = first.hub.port;
     const [a] = await connectedAgents(first.hub, [0]);

@@ -8,7 +8,6 @@
  * stabilises over 3 s. gsp-ss (every frame: 0.25 s) places from the reported CPU work.
  */
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { deploymentName } from '../../orchestrator/kubernetes-executor';
 import { readConfig, startOrchestrator, type RunningOrchestrator } from '../../orchestrator/main';
@@ -18,6 +17,7 @@ import type { LoadBody } from '../../shared/protocol/envelope';
 import { loadScenario } from '../../shared/scenario';
 import { FakeKubeApi } from '../support/kube-api';
 import { rawAgent } from '../support/raw-agent';
+import { perTestDir } from '../support/tmp';
 
 const NS = 'kais';
 const scenario = loadScenario('tiny'); // 1 eAP, 3 edge nodes, 4 services, 4 replicas per service at most
@@ -25,21 +25,16 @@ const W = scenario.services.length;
 const N = 3;
 
 let api: FakeKubeApi;
-let dir: string;
-const cleanups: (() => unknown)[] = [];
+const tmp = perTestDir('kais-k8s-load-');
+const { cleanups } = tmp;
 
 beforeEach(async () => {
   api = new FakeKubeApi();
   await api.listen();
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-k8s-load-'));
-  fs.writeFileSync(path.join(dir, 'kubeconfig'), api.kubeconfig());
+  const a = api;
+  cleanups.push(() => a.close()); // the first pushed, so the last to run: after every orchestrator has closed
+  fs.writeFileSync(path.join(tmp.dir, 'kubeconfig'), api.kubeconfig());
   for (let n = 0; n < N; n++) api.addNode(`edge-${n}`, { 'kais.io/node-index': String(n) });
-});
-
-afterEach(async () => {
-  for (const f of cleanups.splice(0).reverse()) await f();
-  await api.close();
-  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 const replicasOf = (w: number) => {
@@ -89,7 +84,7 @@ function loadBody(
 
 describe('hpa on the Kubernetes executor, from the agents’ load reports', () => {
   test('scales up a service its agents report busy and back down when they report it idle', async () => {
-    const cfgFile = path.join(dir, 'cfg.json');
+    const cfgFile = path.join(tmp.dir, 'cfg.json');
     fs.writeFileSync(
       cfgFile,
       JSON.stringify({
@@ -97,14 +92,14 @@ describe('hpa on the Kubernetes executor, from the agents’ load reports', () =
         orchestration: 'hpa',
         speed: 100,
         executor: 'kubernetes',
-        kubernetes: { kubeconfig: path.join(dir, 'kubeconfig'), namespace: NS, image: 'img:1' },
+        kubernetes: { kubeconfig: path.join(tmp.dir, 'kubeconfig'), namespace: NS, image: 'img:1' },
         learner: 'none',
         detector: 'none',
       }),
     );
     const lines: string[] = [];
     const o: RunningOrchestrator = await startOrchestrator(readConfig(cfgFile), {
-      dbPath: path.join(dir, 'o.db'),
+      dbPath: path.join(tmp.dir, 'o.db'),
       log: (l) => lines.push(l),
     });
     cleanups.push(() => o.close());
@@ -151,7 +146,7 @@ describe('hpa on the Kubernetes executor, from the agents’ load reports', () =
   }, 40_000);
 
   test('gsp-ss places from the demand the agents report: the busy service gets replicas, services without arrivals none', async () => {
-    const cfgFile = path.join(dir, 'cfg.json');
+    const cfgFile = path.join(tmp.dir, 'cfg.json');
     fs.writeFileSync(
       cfgFile,
       JSON.stringify({
@@ -159,12 +154,12 @@ describe('hpa on the Kubernetes executor, from the agents’ load reports', () =
         orchestration: 'gsp-ss',
         speed: 100,
         executor: 'kubernetes',
-        kubernetes: { kubeconfig: path.join(dir, 'kubeconfig'), namespace: NS, image: 'img:1' },
+        kubernetes: { kubeconfig: path.join(tmp.dir, 'kubeconfig'), namespace: NS, image: 'img:1' },
         learner: 'none',
         detector: 'none',
       }),
     );
-    const o = await startOrchestrator(readConfig(cfgFile), { dbPath: path.join(dir, 'o.db') });
+    const o = await startOrchestrator(readConfig(cfgFile), { dbPath: path.join(tmp.dir, 'o.db') });
     cleanups.push(() => o.close());
     const start = replicasOf(0);
     expect([1, 2, 3].some((w) => replicasOf(w) > 0)).toBe(true);
@@ -188,7 +183,7 @@ describe('hpa on the Kubernetes executor, from the agents’ load reports', () =
   }, 40_000);
 
   test('a telemetry load section of the wrong shape is refused by the intake (KAIS_ERR_INVALID) and moves nothing', async () => {
-    const cfgFile = path.join(dir, 'cfg.json');
+    const cfgFile = path.join(tmp.dir, 'cfg.json');
     fs.writeFileSync(
       cfgFile,
       JSON.stringify({
@@ -196,12 +191,12 @@ describe('hpa on the Kubernetes executor, from the agents’ load reports', () =
         orchestration: 'hpa',
         speed: 100,
         executor: 'kubernetes',
-        kubernetes: { kubeconfig: path.join(dir, 'kubeconfig'), namespace: NS, image: 'img:1' },
+        kubernetes: { kubeconfig: path.join(tmp.dir, 'kubeconfig'), namespace: NS, image: 'img:1' },
         learner: 'none',
         detector: 'none',
       }),
     );
-    const o = await startOrchestrator(readConfig(cfgFile), { dbPath: path.join(dir, 'o.db') });
+    const o = await startOrchestrator(readConfig(cfgFile), { dbPath: path.join(tmp.dir, 'o.db') });
     cleanups.push(() => o.close());
     const agent = await rawAgent(
       o.hub.url,

@@ -8,9 +8,6 @@
  *
  * No sleeps: every wait is on a reply or a condition polled against a deadline.
  */
-import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
 import * as http from 'node:http';
 import { parseMetrics, sample } from '../support/prometheus';
 import { learningOrchestrator } from '../support/store-seed';
@@ -21,6 +18,7 @@ import { Rng } from '../../shared/rng';
 import { loadScenario, topologyOf } from '../../shared/scenario';
 import { observationDim } from '../../shared/spaces';
 import { until as waitUntil } from '../support/wait';
+import { perTestDir } from '../support/tmp';
 
 const scenario = loadScenario('small');
 const topo = topologyOf(scenario);
@@ -29,13 +27,8 @@ const D = observationDim({ numServices: topo.numServices, numTargets: A, numEaps
 /** Sends what a broken agent would: no outgoing validation. */
 const codec = new Codec({ validateOutgoing: false });
 
-let dir: string;
-const cleanups: (() => unknown)[] = [];
-beforeEach(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-poison-'))));
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-  fs.rmSync(dir, { recursive: true, force: true });
-});
+const tmp = perTestDir('kais-poison-');
+const { cleanups } = tmp;
 
 const until = (cond: () => boolean, what: string, ms = 20_000): Promise<void> => waitUntil(cond, what, ms);
 
@@ -74,7 +67,7 @@ function getText(url: string): Promise<string> {
 describe('poisoned experience from one agent', () => {
   it('is refused frame by frame, changes no published weight, is counted on /metrics and named in events', async () => {
     const o = await learningOrchestrator(
-      dir,
+      tmp.dir,
       D,
       A,
       { agentTokens: { 0: 'tok-0', 1: 'tok-1' }, intake: { quarantineAfter: 100, quarantineS: 30 } },

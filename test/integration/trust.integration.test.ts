@@ -16,9 +16,6 @@
  *
  * No sleeps: every wait is on an event or a condition polled against a deadline.
  */
-import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
 import WebSocket from 'ws';
 import { AgentLink } from '../../agent/link';
 import { AgentRuntime } from '../../agent/runtime';
@@ -29,6 +26,7 @@ import { Rng } from '../../shared/rng';
 import { loadScenario, topologyOf } from '../../shared/scenario';
 import { observationDim } from '../../shared/spaces';
 import { until as waitUntil } from '../support/wait';
+import { perTestDir } from '../support/tmp';
 
 const scenario = loadScenario('small');
 const topo = topologyOf(scenario);
@@ -36,13 +34,8 @@ const A = topo.numNodes + 1;
 const D = observationDim({ numServices: topo.numServices, numTargets: A, numEaps: topo.numEaps });
 const codec = new Codec();
 
-let dir: string;
-const cleanups: (() => unknown)[] = [];
-beforeEach(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-trust-'))));
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-  fs.rmSync(dir, { recursive: true, force: true });
-});
+const tmp = perTestDir('kais-trust-');
+const { cleanups } = tmp;
 
 /** Polls `cond` every 20 ms until it holds; rejects after `ms`. */
 const until = (cond: () => boolean, what: string, ms = 20_000): Promise<void> => waitUntil(cond, what, ms);
@@ -103,7 +96,7 @@ describe('poisoning replay against a live orchestrator', () => {
     // a stored model v1 to learn from, as a restarted orchestrator would have
     const logs: string[] = [];
     const o = await learningOrchestrator(
-      dir,
+      tmp.dir,
       D,
       A,
       { agentTokens: { 0: 'tok-0', 1: 'tok-1' }, intake: { quarantineAfter: 5, quarantineS: 30 } },

@@ -13,7 +13,6 @@
  * - Config: bad gate fields exit 2 with one line naming the field.
  */
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { WeightGate, type GateConfig } from '../../orchestrator/gate';
 import { readConfig } from '../../orchestrator/main';
@@ -30,17 +29,13 @@ import { buildRequests } from '../../training/workload';
 import { parseMetrics, sample } from '../support/prometheus';
 import { until as waitUntil, httpGet as get } from '../support/wait';
 import { expectConfigError } from '../support/config-error';
+import { perTestDir } from '../support/tmp';
 
 const ROOT = path.resolve(__dirname, '../..');
 const WORKER = path.join(ROOT, 'dist', 'training', 'jobs', 'gate-worker.js');
 
-let dir: string;
-const cleanups: (() => unknown)[] = [];
-beforeEach(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-gate-'))));
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-  fs.rmSync(dir, { recursive: true, force: true });
-});
+const tmp = perTestDir('kais-gate-');
+const { cleanups } = tmp;
 
 const dims = (s: Scenario) => {
   const t = topologyOf(s);
@@ -164,7 +159,7 @@ describe('the gate in a live orchestrator', () => {
 
   it('does not publish a learned version the gate rejects; the verdict is an event, on /metrics and in the admin status', async () => {
     const o = await learningOrchestrator(
-      dir,
+      tmp.dir,
       D,
       A,
       {
@@ -249,11 +244,11 @@ describe('gate config', () => {
     [{ foo: 1 }, /field "gate.foo" is not a field of gate \(known: margin, minRequests, arrivals, seconds, heuristics\)$/],
     ['yes', /field "gate" must be true, false, null or an object$/],
   ])('%j is a one-line usage error naming the field', (gate, problem) => {
-    expectConfigError(path.join(dir, 'bad.json'), { scenario: 'tiny', gate }, problem);
+    expectConfigError(path.join(tmp.dir, 'bad.json'), { scenario: 'tiny', gate }, problem);
   });
 
   it('the bad-weights drill takes null or seconds, anything else is a one-line error', () => {
-    const f = path.join(dir, 'inj.json');
+    const f = path.join(tmp.dir, 'inj.json');
     fs.writeFileSync(f, JSON.stringify({ scenario: 'tiny', injectBadWeightsAfterS: -1 }));
     expect(() => readConfig(f)).toThrow(/field "injectBadWeightsAfterS" must be null or a number of seconds in \[0, 86400\], got -1$/);
     fs.writeFileSync(f, JSON.stringify({ scenario: 'tiny', injectBadWeightsAfterS: 12 }));
@@ -261,7 +256,7 @@ describe('gate config', () => {
   });
 
   it('true means the defaults; absent means off', () => {
-    const f = path.join(dir, 'ok.json');
+    const f = path.join(tmp.dir, 'ok.json');
     fs.writeFileSync(f, JSON.stringify({ scenario: 'tiny', gate: true }));
     expect(readConfig(f).gate).toMatchObject({ margin: 0.01, minRequests: 500 });
     fs.writeFileSync(f, JSON.stringify({ scenario: 'tiny' }));
