@@ -19,8 +19,8 @@
  * DISPATCH/hpa, DISPATCH/static; `fixed` is the placement found; the dispatcher may be any name of
  * scripts/policy-by-name.ts, e.g. cmmac or cmmac+guard) on those seeds for CHECK_FRAMES (default 20).
  * The orchestration `mpc` in a check pair repeats the climb at every frame boundary, MPC_STEPS
- * steps (default 6) from the placement of the moment, scored by DISPATCH on the last frame's
- * arrivals replayed (past arrivals only), and orders the way to the best it found: a search that
+ * steps (default 6) from the placement of the moment, scored by DISPATCH on the last MPC_HISTORY
+ * frames' arrivals (default 1) replayed after a warm-up frame (past arrivals only), and orders the way to the best it found: a search that
  * follows a moving mix, where `fixed` holds what the first climb found with the window's mix known.
  *
  * TRACE (an Alibaba batch_task CSV window, as kais eval --trace; default: P4), LOAD (1), SEED
@@ -73,6 +73,7 @@ function settings() {
     randomMoves: num('RANDOM', 20, whole(0), 'a whole number >= 0'),
     checkFrames: num('CHECK_FRAMES', 20, whole(1), 'a whole number >= 1'),
     mpcSteps: num('MPC_STEPS', 6, whole(1), 'a whole number >= 1'),
+    mpcHistory: num('MPC_HISTORY', 1, whole(1), 'a whole number >= 1'),
   };
 }
 let S: ReturnType<typeof settings>;
@@ -120,21 +121,23 @@ function held(target: Placement): OrchestrationPolicy & { failed: Float64Array; 
 
 /**
  * DISPATCH's episode on `p` held: the search's (SEED's requests, FRAMES frames, the episode's rate),
- * or mpc's (`replay`: one frame's arrivals twice, 2 frames, the second frame's rate).
+ * or mpc's (`replay`: a warm-up frame and `frames` frames of past arrivals, the mean rate of all but
+ * the warm-up).
  */
-function score(p: Placement, replay?: { requests: Request[]; seed: number }): Scored {
+function score(p: Placement, replay?: { requests: Request[]; frames: number; seed: number }): Scored {
   const { sc, dispatch, seed, frames } = S;
   const o = held(p);
   const r = runEpisode({
     scenario: sc,
     requests: replay ? replay.requests : searchSource(),
-    frames: replay ? 2 : frames,
+    frames: replay ? replay.frames + 1 : frames,
     seed: replay ? replay.seed : seed,
     dispatch: makeDispatch(dispatch, sc),
     orchestration: o,
   });
   const util = o.busy.map((b, w) => (o.ready[w] > 0 ? b / o.ready[w] : 1));
-  return { rate: replay ? r.throughputPerFrame[1] : r.throughputRate, replicaS: r.replicaSeconds, failed: o.failed, util };
+  const scored = replay ? r.throughputPerFrame.slice(1).reduce((a, b) => a + b, 0) / replay.frames : r.throughputRate;
+  return { rate: scored, replicaS: r.replicaSeconds, failed: o.failed, util };
 }
 
 /**
@@ -168,26 +171,28 @@ function climb(
 
 /**
  * `mpc`: at every frame boundary, MPC_STEPS steps of the climb from the placement now, each
- * candidate scored by DISPATCH on the last frame's arrivals (of `all`, the episode's requests, up to
- * now: no hindsight) replayed twice from an empty cluster, the second time scored. Its orders are
- * the way from the placement now to the best found.
+ * candidate scored by DISPATCH on the last MPC_HISTORY frames' arrivals (of `all`, the episode's
+ * requests, up to now: no hindsight; fewer in the first frames), replayed in order from an empty
+ * cluster after a warm-up frame (a copy of the oldest of them), the warm-up not scored. Its orders
+ * are the way from the placement now to the best found.
  */
 function mpc(all: Request[], seed: number): OrchestrationPolicy {
   const rng = Rng.derive(seed, 'placement-search/mpc');
+  const { frameS } = S;
   return {
     name: 'mpc',
-    periodS: S.frameS,
+    periodS: frameS,
     decide(v: OrchestrationView) {
-      const from = v.nowS() - S.frameS;
-      const last = all.filter((r) => r.arrivalS >= from && r.arrivalS < from + S.frameS);
+      const frames = Math.max(1, Math.min(S.mpcHistory, Math.round(v.nowS() / frameS)));
+      const from = v.nowS() - frames * frameS;
+      const past = all.filter((r) => r.arrivalS >= from && r.arrivalS < v.nowS());
       const replay: Request[] = [];
-      for (const k of [0, 1])
-        for (const r of last) {
-          const shift = k * S.frameS - from;
-          replay.push({ ...r, id: replay.length, arrivalS: r.arrivalS + shift, deadlineS: r.deadlineS + shift });
-        }
+      const add = (r: Request, shift: number) =>
+        replay.push({ ...r, id: replay.length, arrivalS: r.arrivalS + shift, deadlineS: r.deadlineS + shift });
+      for (const r of past) if (r.arrivalS < from + frameS) add(r, -from); // the warm-up
+      for (const r of past) add(r, frameS - from);
       const now = placementOf(v);
-      const scoreOf = (p: Placement) => score(p, { requests: replay, seed });
+      const scoreOf = (p: Placement) => score(p, { requests: replay, frames, seed });
       return opsBetween(now, climb({ p: now, s: scoreOf(now) }, S.mpcSteps, rng, scoreOf).p);
     },
   };

@@ -39,8 +39,8 @@ describe('scripts/placement-search', () => {
     expect(back.stdout).toBe(`start FROM: ${best![1]}\nbest on seed 1, 2 frames: ${best![1]}\n`);
   }, 120_000);
 
-  it("checks with mpc: the climb repeated every frame on the last frame's arrivals, the same numbers for the same seed", () => {
-    const env = { ITERS: '0', MPC_STEPS: '1', CHECK_SEEDS: '2', CHECK_FRAMES: '3', CHECK_POLICIES: 'lec/mpc,lec/hpa,lec/static' };
+  it("checks with mpc: the climb repeated every frame on the last frames' arrivals, the same numbers for the same seed", () => {
+    const env = { ITERS: '0', MPC_STEPS: '1', MPC_HISTORY: '2', CHECK_SEEDS: '2', CHECK_FRAMES: '3', CHECK_POLICIES: 'lec/mpc,lec/hpa,lec/static' };
     const r = run(env);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
@@ -63,6 +63,7 @@ describe('scripts/placement-search', () => {
     [{ TRACE: 'none.csv' }, /^placement-search: TRACE: none\.csv does not exist/],
     [{ FROM: 'package.json' }, /^placement-search: FROM: package\.json holds no placement of \d+ services x \d+ nodes/],
     [{ MPC_STEPS: '0' }, /^placement-search: MPC_STEPS must be a whole number >= 1, got 0/],
+    [{ MPC_HISTORY: '0' }, /^placement-search: MPC_HISTORY must be a whole number >= 1, got 0/],
     [{ FROM: 'none.json' }, /^placement-search: FROM: cannot read none\.json/],
   ])('%j exits 2 with one line', (env, problem) => {
     expectUsageExit(run(env), problem);
