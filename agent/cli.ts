@@ -19,7 +19,8 @@ import { UsageError } from '../shared/errors';
 import { loadScenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';
 import { checkLivePolicy, LIVE_POLICIES } from '../shared/dispatch';
-import { DEFAULT_GUARD, GUARD_FALLBACKS, guardOptionsProblem, type RegimeGuardOptions } from '../shared/dispatch/guard';
+import type { RegimeGuardOptions } from '../shared/dispatch/guard';
+import { GUARD_SPEC, guardFromFlags } from '../shared/dispatch/guard-options';
 import { EXPERIENCE_MODES, type Targets } from './dispatcher';
 import { startAgent } from './main';
 import { lineLogger, processLogger } from '../shared/log';
@@ -87,40 +88,7 @@ export const AGENT_SPEC = {
     describe:
       "regime guard over cmmac: while this eAP's share of requests no target can serve in time (lec's estimate) says overload, --guard-fallback decides instead (docs/safe-learning.md)",
   }),
-  guardFallback: opt.choice(GUARD_FALLBACKS, {
-    default: DEFAULT_GUARD.fallback,
-    describe: 'with --guard: the heuristic that decides in overload',
-  }),
-  guardEnter: opt.number({
-    default: DEFAULT_GUARD.enter,
-    min: 0,
-    minExclusive: true,
-    max: 1,
-    describe: 'with --guard: late share at or above which the fallback takes over',
-  }),
-  guardExit: opt.number({
-    default: DEFAULT_GUARD.exit,
-    min: 0,
-    max: 1,
-    describe: 'with --guard: late share at or below which cmmac takes back over (below --guard-enter)',
-  }),
-  guardMid: opt.choice(['none', ...GUARD_FALLBACKS] as const, {
-    default: DEFAULT_GUARD.mid?.fallback ?? 'none',
-    describe: "with --guard: the heuristic of the middle level (between --guard-mid-enter and --guard-enter); 'none': two levels",
-  }),
-  guardMidEnter: opt.number({
-    default: DEFAULT_GUARD.mid?.enter ?? 0.2,
-    min: 0,
-    minExclusive: true,
-    max: 1,
-    describe: 'with --guard and --guard-mid: late share at or above which the middle heuristic takes over (below --guard-enter)',
-  }),
-  guardMidExit: opt.number({
-    default: DEFAULT_GUARD.mid?.exit ?? 0.15,
-    min: 0,
-    max: 1,
-    describe: 'with --guard and --guard-mid: late share at or below which cmmac takes back over from it (below --guard-mid-enter)',
-  }),
+  ...GUARD_SPEC,
   offlineBuffer: opt.integer({
     default: DEFAULT_OFFLINE_BUFFER,
     min: 0,
@@ -176,24 +144,8 @@ export const agentCommand: CommandModule<object, object> = {
     if (a.eap >= topo.numEaps)
       throw new UsageError(`--eap: expected an integer in 0..${topo.numEaps - 1} (scenario ${scenario.name}), got ${a.eap}`);
     const policy = checkLivePolicy(a.policy);
-    if (a.guardExit >= a.guardEnter)
-      throw new UsageError(`--guard-exit: must be below --guard-enter (${a.guardEnter}), got ${a.guardExit}`);
-    const guard: RegimeGuardOptions | null = a.guard
-      ? {
-          ...DEFAULT_GUARD,
-          fallback: a.guardFallback,
-          enter: a.guardEnter,
-          exit: a.guardExit,
-          mid: a.guardMid === 'none' ? null : { fallback: a.guardMid, enter: a.guardMidEnter, exit: a.guardMidExit },
-        }
-      : null;
-    const guardProblem = guard ? guardOptionsProblem(guard) : null;
-    if (guardProblem) {
-      // guardOptionsProblem names the field first ('mid.enter must be ...'): name the flag instead
-      const [field] = guardProblem.split(' ', 1);
-      const flag: Record<string, string> = { 'mid.fallback': 'guard-mid', 'mid.enter': 'guard-mid-enter', 'mid.exit': 'guard-mid-exit' };
-      throw new UsageError(`--${flag[field] ?? `guard-${field}`}: ${guardProblem.slice(field.length + 1)}`);
-    }
+    const flagged = guardFromFlags(a); // checked with or without --guard: a wrong flag is named either way
+    const guard: RegimeGuardOptions | null = a.guard ? flagged : null;
     const targets = readTargets(a.targets, topo.numNodes);
     if (a.secondStage === 'l2' && !a.deviceFilters)
       throw new UsageError('--second-stage l2: needs the device filters (drop --no-device-filters)');

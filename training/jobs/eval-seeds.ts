@@ -103,6 +103,8 @@ export interface EvalSeedsReport<R extends SeedRun = SeedRun> {
   oracle: MeanSe | null;
   /** What the GPG model runs, when an x/gpg pair ran. */
   gpg?: string;
+  /** What the guard of the cmmac+guard pairs runs, when one ran (eval.ts EvalReport.guard). */
+  guard?: string;
   /** Each seed's report, as `kais eval --seed s --json` prints it. */
   runs: R[];
 }
@@ -172,6 +174,7 @@ export function formatSeedsTable(r: EvalSeedsReport): string {
       ? [`${first} / the best other pair (${r.bestOther.policy}): ${f(r.bestOther.firstOverPair)}, paired seed by seed`]
       : []),
     ...(r.gpg !== undefined ? [`orchestration: ${r.gpg}`] : []),
+    ...(r.guard !== undefined ? [`cmmac+guard: ${r.guard}`] : []),
     ...pooledCalibration(r, order),
   ].join('\n');
 }

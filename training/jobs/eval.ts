@@ -20,7 +20,8 @@ import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
 import { loadScenario, scenarioWithSlot } from '../../shared/scenario';
 import type { Scenario } from '../../shared/scenario';
 import { makeDispatch, makeOrchestration, parsePolicyPair } from '../baselines/registry';
-import { guardedDispatch } from '../../shared/dispatch/guard';
+import { guardedDispatch, type RegimeGuardOptions } from '../../shared/dispatch/guard';
+import { GUARD_SPEC, guardFromFlags, guardSummary } from '../../shared/dispatch/guard-options';
 import { frameDemand, HINDSIGHT_TARGETS, HindsightOrchestration, type FrameDemand } from '../baselines/hindsight';
 import type { Fault } from '../sim/faults';
 import { faultsFromRate, faultsFromServerEvents } from '../sim/faults';
@@ -77,6 +78,7 @@ export const EVAL_SPEC = {
     describe:
       'how cmmac picks a target: argmax (the most likely) or sample (drawn from the policy, seeded per run: as kais agent --explore 1; docs/cmmac.md)',
   }),
+  ...GUARD_SPEC,
   gpg: opt.file({
     describe:
       'GPG model (JSON, scripts/train-gpg.ts) for the gpg orchestration (x/gpg pairs), run with the hpa scale-in its scaleIn field names (docs/gpg.md); default: the one that ships for the scenario (models/<scenario>-gpg.json)',
@@ -177,6 +179,8 @@ export interface EvalReport {
    * critic/gpg/load.ts gpgSummary, the line `kais up` and the orchestrator log).
    */
   gpg?: string;
+  /** Present when a cmmac+guard pair ran: its guard (the --guard-* flags) in one line (guard-options.ts guardSummary). */
+  guard?: string;
   /** An upper bound on the throughput rate no policy can pass on these requests (training/jobs/oracle.ts, ORACLE_RULE); null above ORACLE_MAX_REQUESTS requests. */
   oracle: { throughputRate: number; completedInTime: number; feasibleRate: number } | null;
   /** Present when oracle is null: why. */
@@ -195,11 +199,12 @@ function makeAnyDispatch(
   modelScenario: Scenario = scenario,
   act?: 'argmax' | 'sample',
   orchestration?: string,
+  guard?: RegimeGuardOptions,
 ): DispatchPolicy {
   if (name === 'cmmac+guard') {
-    // the learned dispatcher behind the regime guard (shared/dispatch/guard.ts), as the agent runs it with --guard
+    // the learned dispatcher behind the regime guard (shared/dispatch/guard.ts), as the agent runs it with --guard and the same --guard-* flags
     const learned = makeAnyDispatch('cmmac', scenario, checkpoint, modelScenario, act, orchestration);
-    return guardedDispatch(learned, scenario);
+    return guardedDispatch(learned, scenario, guard);
   }
   if (name !== 'cmmac') return makeDispatch(name, scenario);
   // a model is checked against the scenario it was trained on (the slot length does not change its inputs)
@@ -291,10 +296,11 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     .map((s) => s.trim())
     .filter((s) => s.length > 0);
   if (pairs.length === 0) throw new UsageError('--policies: empty list');
+  const guard = guardFromFlags(a);
   // validate every policy name before the long part starts
   for (const p of pairs) {
     const { dispatch, orchestration } = parsePolicyPair(p);
-    makeAnyDispatch(dispatch, scenario, a.checkpoint, base, a.cmmacAct, orchestration);
+    makeAnyDispatch(dispatch, scenario, a.checkpoint, base, a.cmmacAct, orchestration, guard);
     if (orchestration !== 'hindsight') makeAnyOrchestration(orchestration, scenario, a.gpg)?.dispose?.();
   }
   // how cmmac acts in a pair: --cmmac-act, else as its model says (kais train --eval-act sample exports
@@ -344,7 +350,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
         requests,
         frames,
         seed: a.seed,
-        dispatch: makeAnyDispatch(dispatch, scenario, a.checkpoint, base, act, orchestration),
+        dispatch: makeAnyDispatch(dispatch, scenario, a.checkpoint, base, act, orchestration, guard),
         orchestration: orch,
         nodeDequeue,
         view,
@@ -396,6 +402,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     ...(cmmacActs.length > 0 && cmmacActs.every((x) => x === 'sample') ? { cmmacAct: 'sample' as const } : {}),
     results,
     ...(gpgRuns !== undefined ? { gpg: gpgRuns } : {}),
+    ...(pairs.some((p) => parsePolicyPair(p).dispatch === 'cmmac+guard') ? { guard: guardSummary(guard) } : {}),
     oracle: ob
       ? { throughputRate: round(ob.throughputRate, 4), completedInTime: ob.completedInTime, feasibleRate: round(ob.feasibleRate, 4) }
       : null,
@@ -485,6 +492,7 @@ function seedsReport(seeds: readonly number[], runs: EvalReport[]): EvalSeedsRep
     filters: r0.filters,
     ...summariseSeeds(runs),
     ...(r0.gpg !== undefined ? { gpg: r0.gpg } : {}),
+    ...(r0.guard !== undefined ? { guard: r0.guard } : {}),
     runs,
   };
 }
@@ -587,6 +595,7 @@ export function formatTable(r: EvalReport): string {
       ? `oracle (upper bound)  ${r.oracle.throughputRate.toFixed(3)}  (${r.oracle.completedInTime} in time at most; ${(100 * r.oracle.feasibleRate).toFixed(1)}% of requests could be in time on an empty cluster; docs/simulator.md)`
       : `oracle (upper bound)  -  (not computed: ${r.oracleSkipped ?? 'skipped'})`,
     ...(r.gpg !== undefined ? [`orchestration: ${r.gpg}`] : []),
+    ...(r.guard !== undefined ? [`cmmac+guard: ${r.guard}`] : []),
     ...calibrationLines(sorted),
   ].join('\n');
 }

@@ -271,6 +271,7 @@ describe('kais eval', () => {
     type Report = {
       cmmacAct?: string;
       gpg?: string;
+      guard?: string;
       results: { policy: string; cmmacAct?: string; throughputRate: number; completedInTime: number }[];
     };
     // one frame of kais, JSON
@@ -302,6 +303,45 @@ describe('kais eval', () => {
     // the report says what the GPG model ran (the shipped file and its gated scale-in), only where a gpg pair ran
     expect(j.gpg).toMatch(/^gpg \S*kais-gpg\.json: 6 nodes a decision, then hpa's scale-in \(.*no removal above a failed share of 0\.3\)$/);
     expect(named.gpg).toBeUndefined();
+    // and what the guard of the cmmac+guard pair ran (the shipped guard), only where such a pair ran
+    expect(j.guard).toBe(
+      'lec from a late share of 0.2 (back at 0.15), round-robin from a late share of 0.45 (back at 0.35); half-life 200 decisions, dwell 200',
+    );
+    expect(named.guard).toBeUndefined();
+  }, 180_000);
+
+  it('--guard-* set the guard of cmmac+guard pairs as kais agent --guard does: a different guard, other numbers; a bad one exits 2', async () => {
+    type Report = { guard?: string; results: { policy: string; throughputRate: number; completedInTime: number }[] };
+    const run = async (...extra: string[]): Promise<Report> => {
+      const r = await kaisAsync(
+        'eval',
+        '--scenario',
+        'kais',
+        '--frames',
+        '2',
+        '--load',
+        '2',
+        '--policies',
+        'cmmac+guard/hpa,lec/hpa',
+        '--json',
+        ...extra,
+      );
+      expect(r.code).toBe(0);
+      return JSON.parse(r.stdout) as Report;
+    };
+    const [shipped, twoLevels] = await Promise.all([run(), run('--guard-enter', '0.3', '--guard-exit', '0.2', '--guard-mid', 'none')]);
+    expect(twoLevels.guard).toBe('round-robin from a late share of 0.3 (back at 0.2); half-life 200 decisions, dwell 200');
+    expect(twoLevels.results[0].throughputRate).not.toBe(shipped.results[0].throughputRate);
+    // the heuristic pair does not see the flags
+    expect(twoLevels.results[1]).toEqual(shipped.results[1]);
+    // checked before anything runs, whatever the pairs
+    const tiny = ['eval', '--scenario', 'tiny', '--frames', '1', '--policies', 'lec/hpa'];
+    expectUsageError(
+      kais(...tiny, '--guard-enter', '0.3', '--guard-exit', '0.5'),
+      /^kais: --guard-exit: must be below --guard-enter \(0\.3\), got 0\.5$/,
+    );
+    expectUsageError(kais(...tiny, '--guard-mid-enter', '0.5'), /^kais: --guard-mid-enter: must be in \(0, enter=0\.45\), got 0\.5$/);
+    expectUsageError(kais(...tiny, '--guard-fallback', 'greedy'), /--guard-fallback/);
   }, 180_000);
 
   it('--cmmac-act sample: cmmac draws from its policy, the same draws for the same seed; heuristics unchanged; a bad value exits 2', async () => {

@@ -1,0 +1,79 @@
+/**
+ * The regime guard's settings as command-line options, declared once for every command that runs
+ * the guard: `kais agent --guard` (the live agent) and `kais eval` (its cmmac+guard pairs), so what
+ * an operator sets on an agent can be evaluated in the simulator with the same flags.
+ */
+import { defaultsOf, opt, type OptionsOf } from '../config';
+import { UsageError } from '../errors';
+import { DEFAULT_GUARD, GUARD_FALLBACKS, guardOptionsProblem, type RegimeGuardOptions } from './guard';
+
+export const GUARD_SPEC = {
+  guardFallback: opt.choice(GUARD_FALLBACKS, {
+    default: DEFAULT_GUARD.fallback,
+    describe: "the regime guard's (kais agent --guard, kais eval's cmmac+guard pairs) heuristic that decides in overload",
+  }),
+  guardEnter: opt.number({
+    default: DEFAULT_GUARD.enter,
+    min: 0,
+    minExclusive: true,
+    max: 1,
+    describe: 'with the guard: late share at or above which the fallback takes over',
+  }),
+  guardExit: opt.number({
+    default: DEFAULT_GUARD.exit,
+    min: 0,
+    max: 1,
+    describe: 'with the guard: late share at or below which cmmac takes back over (below --guard-enter)',
+  }),
+  guardMid: opt.choice(['none', ...GUARD_FALLBACKS] as const, {
+    default: DEFAULT_GUARD.mid?.fallback ?? 'none',
+    describe: "with the guard: the heuristic of the middle level (between --guard-mid-enter and --guard-enter); 'none': two levels",
+  }),
+  guardMidEnter: opt.number({
+    default: DEFAULT_GUARD.mid?.enter ?? 0.2,
+    min: 0,
+    minExclusive: true,
+    max: 1,
+    describe: 'with the guard and --guard-mid: late share at or above which the middle heuristic takes over (below --guard-enter)',
+  }),
+  guardMidExit: opt.number({
+    default: DEFAULT_GUARD.mid?.exit ?? 0.15,
+    min: 0,
+    max: 1,
+    describe: 'with the guard and --guard-mid: late share at or below which cmmac takes back over from it (below --guard-mid-enter)',
+  }),
+};
+
+/**
+ * The guard the flags describe (DEFAULT_GUARD's half-life and dwell; a flag left out keeps
+ * DEFAULT_GUARD's value), or a UsageError naming the flag at fault.
+ */
+export function guardFromFlags(given: Partial<OptionsOf<typeof GUARD_SPEC>>): RegimeGuardOptions {
+  const a = { ...defaultsOf(GUARD_SPEC), ...definedOf(given) } as OptionsOf<typeof GUARD_SPEC>;
+  if (a.guardExit >= a.guardEnter) throw new UsageError(`--guard-exit: must be below --guard-enter (${a.guardEnter}), got ${a.guardExit}`);
+  const guard: RegimeGuardOptions = {
+    ...DEFAULT_GUARD,
+    fallback: a.guardFallback,
+    enter: a.guardEnter,
+    exit: a.guardExit,
+    mid: a.guardMid === 'none' ? null : { fallback: a.guardMid, enter: a.guardMidEnter, exit: a.guardMidExit },
+  };
+  const problem = guardOptionsProblem(guard);
+  if (problem) {
+    // guardOptionsProblem names the field first ('mid.enter must be ...'): name the flag instead
+    const [field] = problem.split(' ', 1);
+    const flag: Record<string, string> = { 'mid.fallback': 'guard-mid', 'mid.enter': 'guard-mid-enter', 'mid.exit': 'guard-mid-exit' };
+    throw new UsageError(`--${flag[field] ?? `guard-${field}`}: ${problem.slice(field.length + 1)}`);
+  }
+  return guard;
+}
+
+const definedOf = <T extends object>(o: T): Partial<T> =>
+  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+
+/** The guard in one line, for a report: its levels with their hysteresis, half-life and dwell. */
+export function guardSummary(g: RegimeGuardOptions): string {
+  const level = (name: string, enter: number, exit: number) => `${name} from a late share of ${enter} (back at ${exit})`;
+  const levels = [...(g.mid ? [level(g.mid.fallback, g.mid.enter, g.mid.exit)] : []), level(g.fallback, g.enter, g.exit)];
+  return `${levels.join(', ')}; half-life ${g.halfLife} decisions, dwell ${g.minDwell}`;
+}
