@@ -58,6 +58,7 @@ import { checkpointHead, defaultGpgModelPath, defaultModelPath, isActorFile, mod
 import type { Fault } from '../shared/faults';
 import type { OrchestrationPolicy } from '../shared/policy';
 import { guardedDispatch } from '../shared/dispatch/guard';
+import { GUARD_SPEC, guardFlags, guardFromFlags } from '../shared/dispatch/guard-options';
 import { isOrchestrationPolicy, ORCHESTRATION_POLICIES } from '../shared/orchestration';
 import { Rng } from '../shared/rng';
 import { humanLine } from '../shared/log';
@@ -120,8 +121,9 @@ export const UP_SPEC = {
   restartOrchestrator: opt.boolean({ default: true, describe: 'restart the orchestrator if it dies' }),
   guard: opt.boolean({
     default: false,
-    describe: "agents run cmmac behind the regime guard (kais agent --guard's defaults; docs/safe-learning.md)",
+    describe: 'agents run cmmac behind the regime guard, set by the --guard-* flags as on kais agent (docs/safe-learning.md)',
   }),
+  ...GUARD_SPEC,
   gate: opt.boolean({
     default: false,
     describe:
@@ -430,6 +432,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     throw new UsageError(`--learn-batch: must be a positive integer, got ${a.learnBatch}`);
   const policy = checkLivePolicy(a.policy);
   const heuristic = policy !== 'cmmac';
+  const guard = guardFromFlags(a); // checked with or without --guard, as kais agent does
   if (a.checkpoint && !fs.existsSync(a.checkpoint)) throw new UsageError(`--checkpoint: ${a.checkpoint} does not exist`);
   const topo = topologyOf(scenario);
   if (!Number.isInteger(a.faults) || a.faults < 0 || a.faults > topo.numNodes)
@@ -659,7 +662,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
           '--seed',
           String(a.seed),
           ...(a.deviceFilters ? [] : ['--no-device-filters']),
-          ...(a.guard ? ['--guard'] : []),
+          ...(a.guard ? ['--guard', ...guardFlags(guard)] : []),
           ...(tls ? ['--tls-ca', tls.cert, '--tls-cert', tls.cert, '--tls-key', tls.key] : []),
         ],
         a.verbose,
@@ -899,7 +902,7 @@ function gpgFits(file: string, scenario: Scenario): string | null {
 export function predictRate(
   base: Scenario,
   requests: Request[],
-  a: Pick<UpArgs, 'seed' | 'orchestration' | 'gpg'> & { guard?: boolean },
+  a: Pick<UpArgs, 'seed' | 'orchestration' | 'gpg'> & { guard?: boolean } & Partial<OptionsOf<typeof GUARD_SPEC>>,
   policy: LivePolicyName,
   checkpoint: string | undefined,
   view: 'global' | 'agent' = 'agent',
@@ -933,7 +936,7 @@ export function predictRate(
     ? new PerEapDispatch(() => makeHeuristicDispatch(policy, scenario)) // reset(seed) seeds each eAP's instance as the agent seeds its own
     : learned
       ? a.guard
-        ? guardedDispatch(learned, scenario) // the agents' --guard: the same rule, one state per eAP
+        ? guardedDispatch(learned, scenario, guardFromFlags(a)) // the agents' --guard: the same rule and flags, one state per eAP
         : learned
       : makeDispatch('lec', scenario);
   const frameS = scenario.slotS * scenario.slotsPerFrame;

@@ -68,6 +68,21 @@ export function guardFromFlags(given: Partial<OptionsOf<typeof GUARD_SPEC>>): Re
   return guard;
 }
 
+/** The command-line flags that make `g` (guardFromFlags' inverse; half-life and dwell are not flags): what `kais up` passes its agents. */
+export function guardFlags(g: RegimeGuardOptions): string[] {
+  return [
+    '--guard-fallback',
+    g.fallback,
+    '--guard-enter',
+    String(g.enter),
+    '--guard-exit',
+    String(g.exit),
+    '--guard-mid',
+    g.mid ? g.mid.fallback : 'none',
+    ...(g.mid ? ['--guard-mid-enter', String(g.mid.enter), '--guard-mid-exit', String(g.mid.exit)] : []),
+  ];
+}
+
 const definedOf = <T extends object>(o: T): Partial<T> =>
   Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 

@@ -59,6 +59,16 @@ describe('kais up --policy', () => {
     expect(plain.policy).toBe('cmmac/hpa');
     expect(guarded.rate).not.toBe(plain.rate);
     expect(predictRate(kais, reqs, { seed: 2, orchestration: 'hpa', guard: true }, 'cmmac', model).rate).toBe(guarded.rate);
+    // the --guard-* flags reach the prediction as they reach the agents: another guard, another rate
+    const twoLevels = predictRate(
+      kais,
+      reqs,
+      { seed: 2, orchestration: 'hpa', guard: true, guardEnter: 0.3, guardExit: 0.2, guardMid: 'none' },
+      'cmmac',
+      model,
+    );
+    expect(twoLevels.policy).toBe('cmmac+guard/hpa');
+    expect(twoLevels.rate).not.toBe(guarded.rate);
   });
 
   it.each([
@@ -66,7 +76,11 @@ describe('kais up --policy', () => {
       ['up', '--policy', 'fastest'],
       /^kais: --policy: unknown policy "fastest" \(known: cmmac, random, round-robin, jsq, p2c, greedy, onsocmax, prob, lec\)$/,
     ],
-  ])('%j exits 2 with one line naming --policy and the known names', (args, pattern) => {
+    [
+      ['up', '--guard', '--guard-enter', '0.3', '--guard-exit', '0.5'],
+      /^kais: --guard-exit: must be below --guard-enter \(0\.3\), got 0\.5$/,
+    ],
+  ])('%j exits 2 with one line naming the flag', (args, pattern) => {
     const r = spawnSync(process.execPath, [KAIS, ...args], { encoding: 'utf8', timeout: 60000 });
     expect(r.status).toBe(2);
     const lines = r.stderr.trim().split('\n');

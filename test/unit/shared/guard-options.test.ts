@@ -1,0 +1,47 @@
+/**
+ * The guard's flags (shared/dispatch/guard-options.ts): what kais agent, kais eval and kais up
+ * read, and what kais up passes its agents, are one guard both ways.
+ */
+import { DEFAULT_GUARD, type RegimeGuardOptions } from '../../../shared/dispatch/guard';
+import { guardFlags, guardFromFlags, guardSummary } from '../../../shared/dispatch/guard-options';
+import { UsageError } from '../../../shared/errors';
+
+/** `--guard-x v ...` as the parsed options yargs would give (camelCase keys, numbers as numbers). */
+function parse(flags: string[]): Record<string, string | number> {
+  const out: Record<string, string | number> = {};
+  for (let k = 0; k < flags.length; k += 2) {
+    const key = flags[k].slice(2).replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+    const v = flags[k + 1];
+    out[key] = Number.isNaN(Number(v)) ? v : Number(v);
+  }
+  return out;
+}
+
+describe('guard flags', () => {
+  it('no flag given: the shipped guard', () => {
+    expect(guardFromFlags({})).toEqual(DEFAULT_GUARD);
+  });
+
+  const twoLevels: RegimeGuardOptions = { ...DEFAULT_GUARD, fallback: 'p2c', enter: 0.3, exit: 0.2, mid: null };
+  const threeLevels: RegimeGuardOptions = { ...DEFAULT_GUARD, enter: 0.3, exit: 0.2, mid: { fallback: 'jsq', enter: 0.1, exit: 0.05 } };
+  it.each([DEFAULT_GUARD, twoLevels, threeLevels])('guardFlags and guardFromFlags are inverses: %j', (g) => {
+    expect(guardFromFlags(parse(guardFlags(g)))).toEqual(g);
+  });
+
+  it('a summary names every level with its hysteresis', () => {
+    expect(guardSummary(twoLevels)).toBe('p2c from a late share of 0.3 (back at 0.2); half-life 200 decisions, dwell 200');
+    expect(guardSummary(threeLevels)).toBe(
+      'jsq from a late share of 0.1 (back at 0.05), round-robin from a late share of 0.3 (back at 0.2); half-life 200 decisions, dwell 200',
+    );
+  });
+
+  it.each([
+    [{ guardEnter: 0.3, guardExit: 0.3 }, /^--guard-exit: must be below --guard-enter \(0\.3\), got 0\.3$/],
+    [{ guardMidEnter: 0.5 }, /^--guard-mid-enter: must be in \(0, enter=0\.45\), got 0\.5$/],
+    [{ guardMidExit: 0.25 }, /^--guard-mid-exit: must be in \[0, mid\.enter=0\.2\), got 0\.25$/],
+    [{ guardFallback: 'greedy' as never }, /^--guard-fallback: must be one of round-robin, lec, p2c, jsq, got greedy$/],
+  ])('%j: a UsageError naming the flag', (given, problem) => {
+    expect(() => guardFromFlags(given)).toThrow(UsageError);
+    expect(() => guardFromFlags(given)).toThrow(problem);
+  });
+});
