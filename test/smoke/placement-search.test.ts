@@ -40,7 +40,14 @@ describe('scripts/placement-search', () => {
   }, 120_000);
 
   it("checks with mpc: the climb repeated every frame on the last frames' arrivals, the same numbers for the same seed", () => {
-    const env = { ITERS: '0', MPC_STEPS: '1', MPC_HISTORY: '2', CHECK_SEEDS: '2', CHECK_FRAMES: '3', CHECK_POLICIES: 'lec/mpc,lec/hpa,lec/static' };
+    const env = {
+      ITERS: '0',
+      MPC_STEPS: '1',
+      MPC_HISTORY: '2',
+      CHECK_SEEDS: '2',
+      CHECK_FRAMES: '3',
+      CHECK_POLICIES: 'lec/mpc,lec/hpa,lec/static',
+    };
     const r = run(env);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
