@@ -139,6 +139,31 @@ describe('kais up', () => {
     expect(predicted(t)).not.toEqual(predicted(s));
   }, 90_000);
 
+  it('--guard with --guard-* flags: every agent runs that guard, and the prediction is cmmac behind it', async () => {
+    const run = await kaisUp([
+      '--duration',
+      '5',
+      '--no-learn',
+      '--json',
+      '--verbose',
+      '--guard',
+      '--guard-enter',
+      '0.3',
+      '--guard-exit',
+      '0.2',
+      '--guard-mid',
+      'none',
+    ]);
+    expect(run.code).toBe(0);
+    const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    expect(s.evalPolicy).toMatch(/^cmmac\+guard\//);
+    // each agent logs its guard at start (agent/main.ts): two levels, round-robin from 0.3, no lec level
+    const said = [...run.stderr.matchAll(/^\[agent (\d+)\] regime guard: (.*)$/gm)].map((m) => [Number(m[1]), m[2]] as const);
+    expect(said.map(([b]) => b).sort()).toEqual([0, 1, 2, 3, 4]);
+    for (const [, line] of said) expect(line).toBe('round-robin decides while the late share is >= 0.3, until it is <= 0.2');
+    expect(pidsIn(run.stderr).filter(alive)).toEqual([]);
+  }, 60_000);
+
   it('runs a heuristic policy in every agent and in the prediction, and names it (--policy jsq, tiny, 5 s)', async () => {
     const run = await kaisUp(['--scenario', 'tiny', '--duration', '5', '--policy', 'jsq', '--json']);
     expect(run.code).toBe(0);
