@@ -47,6 +47,9 @@ function kaisUp(args: string[], onStderrLine: (line: string, child: ChildProcess
   });
 }
 
+/** The JSON summary `kais up --json` prints last. */
+const summaryOf = (run: Run): Record<string, unknown> => JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+
 /** One kais command (status, scale, ...) to its end. */
 function cli(args: string[]): Promise<Run> {
   return new Promise((resolve) => {
@@ -80,7 +83,7 @@ describe('kais up', () => {
     expect(run.code).toBe(0);
     // the default (gpg placement on kais) runs the argmax actor kais-cmmac.bin
     expect(run.stderr).toMatch(/using the shipped model \S*kais-cmmac\.bin/);
-    const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    const s = summaryOf(run);
     expectAccounted(s);
     expect(s.durationS).toBe(10);
     expect(s.policy).toBe('cmmac');
@@ -111,7 +114,7 @@ describe('kais up', () => {
     const run = await kaisUp(['--duration', '10', '--no-learn', '--json', '--checkpoint', path.join(ROOT, 'models', 'kais-cmmac-gpg.bin')]);
     expect(run.code).toBe(0);
     expect(run.stderr).not.toMatch(/using the shipped model/);
-    const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    const s = summaryOf(run);
     expectAccounted(s);
     expect(s.cmmacAct).toBe('sample');
     expect(s.learning).toBe(false);
@@ -129,7 +132,7 @@ describe('kais up', () => {
     fs.writeFileSync(`${model}.json`, JSON.stringify(meta));
     const argmax = await kaisUp(['--duration', '10', '--checkpoint', model, '--no-learn', '--json']);
     expect(argmax.code).toBe(0);
-    const t = JSON.parse(argmax.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    const t = summaryOf(argmax);
     expect(t.cmmacAct).toBeUndefined();
     expect((t.perEap as { decisionsDrawn: number }[]).every((e) => e.decisionsDrawn === 0)).toBe(true);
     // another prediction: the sends per target differ (the gpg actors sample close to their argmax: with
@@ -140,22 +143,10 @@ describe('kais up', () => {
   }, 90_000);
 
   it('--guard with --guard-* flags: every agent runs that guard, and the prediction is cmmac behind it', async () => {
-    const run = await kaisUp([
-      '--duration',
-      '5',
-      '--no-learn',
-      '--json',
-      '--verbose',
-      '--guard',
-      '--guard-enter',
-      '0.3',
-      '--guard-exit',
-      '0.2',
-      '--guard-mid',
-      'none',
-    ]);
+    const guard = ['--guard', '--guard-enter', '0.3', '--guard-exit', '0.2', '--guard-mid', 'none'];
+    const run = await kaisUp(['--duration', '5', '--no-learn', '--json', '--verbose', ...guard]);
     expect(run.code).toBe(0);
-    const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    const s = summaryOf(run);
     expect(s.evalPolicy).toMatch(/^cmmac\+guard\//);
     // each agent logs its guard at start (agent/main.ts): two levels, round-robin from 0.3, no lec level
     const said = [...run.stderr.matchAll(/^\[agent (\d+)\] regime guard: (.*)$/gm)].map((m) => [Number(m[1]), m[2]] as const);
@@ -167,7 +158,7 @@ describe('kais up', () => {
   it('runs a heuristic policy in every agent and in the prediction, and names it (--policy jsq, tiny, 5 s)', async () => {
     const run = await kaisUp(['--scenario', 'tiny', '--duration', '5', '--policy', 'jsq', '--json']);
     expect(run.code).toBe(0);
-    const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    const s = summaryOf(run);
     const n = (k: string) => s[k] as number;
     expect(s.policy).toBe('jsq');
     expect(s.evalPolicy).toBe('jsq/static');
@@ -214,7 +205,7 @@ describe('kais up', () => {
       '--verbose',
     ]);
     expect(run.code).toBe(0);
-    const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    const s = summaryOf(run);
     expect(s.evalPolicy).toBe('lec/gpg');
     // the orchestrator says what it runs: the model file, H and its scale-in (none in this file)
     expect(run.stderr).toMatch(/^kais up: orchestration: gpg .*tiny-gpg\.json: 2 nodes a decision, no scale-in$/m);
@@ -288,7 +279,7 @@ describe('kais up', () => {
     await checked;
     expect(orchestratorUrl).toMatch(/^wss:\/\//);
     expect(run.code).toBe(0);
-    const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    const s = summaryOf(run);
     expect(s).toMatchObject({ tls: true, unanswered: 0 });
     expect(s.completedInTime as number).toBeGreaterThan(0);
     expect((s.perEap as { placementVersion: number | null }[]).every((e) => e.placementVersion !== null)).toBe(true);
@@ -322,7 +313,7 @@ describe('kais up', () => {
     // every decision explored, so a short run fills the batches
     const run = await kaisUp(['--duration', '15', '--json', '--learn-batch', '256', '--explore', '1', '--verbose']);
     expect(run.code).toBe(0);
-    const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    const s = summaryOf(run);
     expectAccounted(s);
     expect(s.learning).toBe(true);
     // v1 = the shipped model, then at least one version learned from this run's experience
@@ -348,7 +339,7 @@ describe('kais up', () => {
     });
     expect(run.code).toBe(0);
     expect(killed).toBeGreaterThan(0);
-    const s = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+    const s = summaryOf(run);
     expectAccounted(s);
     expect(s.orchestratorRestarts).toBe(1);
     // the restarted orchestrator resumed the stored model version (the shipped model is v1, the
