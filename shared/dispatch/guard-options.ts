@@ -1,16 +1,17 @@
 /**
  * The regime guard's settings as command-line options, declared once for every command that runs
- * the guard: `kais agent --guard` (the live agent) and `kais eval` (its cmmac+guard pairs), so what
- * an operator sets on an agent can be evaluated in the simulator with the same flags.
+ * the guard: `kais agent --guard` (the live agent), `kais up --guard` (passes them to its agents and
+ * its prediction) and `kais eval` (its cmmac+guard pairs), so what an operator sets on an agent can
+ * be evaluated in the simulator with the same flags.
  */
-import { defaultsOf, opt, type OptionsOf } from '../config';
+import { opt, resolveOptions, type OptionsOf } from '../config';
 import { UsageError } from '../errors';
 import { DEFAULT_GUARD, GUARD_FALLBACKS, guardOptionsProblem, type RegimeGuardOptions } from './guard';
 
 export const GUARD_SPEC = {
   guardFallback: opt.choice(GUARD_FALLBACKS, {
     default: DEFAULT_GUARD.fallback,
-    describe: "the regime guard's (kais agent --guard, kais eval's cmmac+guard pairs) heuristic that decides in overload",
+    describe: "the regime guard's (kais agent / kais up --guard, kais eval's cmmac+guard pairs) heuristic that decides in overload",
   }),
   guardEnter: opt.number({
     default: DEFAULT_GUARD.enter,
@@ -46,10 +47,11 @@ export const GUARD_SPEC = {
 
 /**
  * The guard the flags describe (DEFAULT_GUARD's half-life and dwell; a flag left out keeps
- * DEFAULT_GUARD's value), or a UsageError naming the flag at fault.
+ * DEFAULT_GUARD's value), or a UsageError naming the flag at fault. Values that come in through
+ * code are parsed and checked by GUARD_SPEC as the command line's are.
  */
 export function guardFromFlags(given: Partial<OptionsOf<typeof GUARD_SPEC>>): RegimeGuardOptions {
-  const a = { ...defaultsOf(GUARD_SPEC), ...definedOf(given) } as OptionsOf<typeof GUARD_SPEC>;
+  const a = resolveOptions(GUARD_SPEC, given);
   if (a.guardExit >= a.guardEnter) throw new UsageError(`--guard-exit: must be below --guard-enter (${a.guardEnter}), got ${a.guardExit}`);
   const guard: RegimeGuardOptions = {
     ...DEFAULT_GUARD,
@@ -82,9 +84,6 @@ export function guardFlags(g: RegimeGuardOptions): string[] {
     ...(g.mid ? ['--guard-mid-enter', String(g.mid.enter), '--guard-mid-exit', String(g.mid.exit)] : []),
   ];
 }
-
-const definedOf = <T extends object>(o: T): Partial<T> =>
-  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 
 /** The guard in one line, for a report: its levels with their hysteresis, half-life and dwell. */
 export function guardSummary(g: RegimeGuardOptions): string {

@@ -39,7 +39,9 @@ describe('guard flags', () => {
     [{ guardEnter: 0.3, guardExit: 0.3 }, /^--guard-exit: must be below --guard-enter \(0\.3\), got 0\.3$/],
     [{ guardMidEnter: 0.5 }, /^--guard-mid-enter: must be in \(0, enter=0\.45\), got 0\.5$/],
     [{ guardMidExit: 0.25 }, /^--guard-mid-exit: must be in \[0, mid\.enter=0\.2\), got 0\.25$/],
-    [{ guardFallback: 'greedy' as never }, /^--guard-fallback: must be one of round-robin, lec, p2c, jsq, got greedy$/],
+    // checked by the flag's own parser, as on the command line
+    [{ guardFallback: 'greedy' as never }, /^--guard-fallback: expected one of round-robin, lec, p2c, jsq, got "greedy"$/],
+    [{ guardEnter: 0 }, /^--guard-enter: expected a number > 0 and <= 1, got 0$/],
   ])('%j: a UsageError naming the flag', (given, problem) => {
     expect(() => guardFromFlags(given)).toThrow(UsageError);
     expect(() => guardFromFlags(given)).toThrow(problem);
