@@ -236,9 +236,11 @@ export class Dispatcher {
   /** Told every switch of the regime guard (the runtime logs it and reports it to the orchestrator). */
   onGuardSwitch: ((s: GuardSwitch) => void) | null = null;
   private readonly guard: RegimeGuard | null;
-  /** The guard's heuristics by level: [1] the middle one (guard.mid), [2] the top one; each reset before its first decision. */
-  private readonly guardPolicies: (DispatchPolicy | null)[] = [null, null, null];
-  private readonly guardReset = [false, false, false];
+  /** The guard's heuristics by level: [1] the middle one (guard.mid), [2] the top one, [3] the spreading share's (guard.spread); each reset before its first decision. */
+  private readonly guardPolicies: (DispatchPolicy | null)[] = [null, null, null, null];
+  private readonly guardReset = [false, false, false, false];
+  /** With guard.spread: the draws of its spreading share. */
+  private readonly guardCoin: Rng | null;
   /** Told each answer's latency (real ms): the /metrics histogram (agent/metrics.ts) keeps the buckets. */
   onAnswer: ((latencyMs: number) => void) | null = null;
   /** Told how long each request waited in the eAP queue before it was dispatched (real ms). */
@@ -324,6 +326,7 @@ export class Dispatcher {
     if (guard) {
       this.guardPolicies[2] = makeHeuristicDispatch(guard.fallback, o.scenario);
       if (guard.mid) this.guardPolicies[1] = makeHeuristicDispatch(guard.mid.fallback, o.scenario);
+      if (guard.spread) this.guardPolicies[3] = makeHeuristicDispatch(guard.spread.fallback, o.scenario);
     }
     this.maxInFlight = o.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
     // as many sockets per target as requests may be in flight: a smaller pool would queue requests
@@ -349,6 +352,7 @@ export class Dispatcher {
     this.explore = o.explore ?? 0;
     this.actSeed = o.actSeed ?? 0;
     this.coin = Rng.derive(this.actSeed, 'agent/explore');
+    this.guardCoin = guard?.spread ? Rng.derive(this.actSeed, 'agent/guard-spread') : null;
     this.experienceCapacity = o.experienceCapacity ?? 4096;
     this.experienceMode = o.experience ?? 'explored';
     if (!EXPERIENCE_MODES.includes(this.experienceMode))
@@ -636,7 +640,7 @@ export class Dispatcher {
         this.counters.guardSwitches++;
         this.onGuardSwitch?.(sw);
       }
-      const level = this.guard.level;
+      const level = this.guardCoin ? this.guard.decider(this.guardCoin.next()) : this.guard.level;
       const p = this.guardPolicies[level];
       if (level > 0 && p) {
         if (!this.guardReset[level]) {

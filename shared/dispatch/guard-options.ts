@@ -43,6 +43,31 @@ export const GUARD_SPEC = {
     max: 1,
     describe: 'with the guard and --guard-mid: late share at or below which cmmac takes back over from it (below --guard-mid-enter)',
   }),
+  guardSpread: opt.choice(['none', ...GUARD_FALLBACKS] as const, {
+    default: DEFAULT_GUARD.spread?.fallback ?? 'none',
+    describe:
+      "with the guard: the heuristic of the spreading share, which takes a share of the requests (drawn per request) rising with the late share from --guard-spread-from to --guard-spread-to, whatever level decides; 'none': no spreading share",
+  }),
+  guardSpreadFrom: opt.number({
+    default: DEFAULT_GUARD.spread?.from ?? 0.2,
+    min: 0,
+    max: 1,
+    describe: 'with the guard and --guard-spread: late share at which the spreading share starts to rise from 0',
+  }),
+  guardSpreadTo: opt.number({
+    default: DEFAULT_GUARD.spread?.to ?? 0.4,
+    min: 0,
+    max: 1,
+    describe:
+      'with the guard and --guard-spread: late share at which the spreading share reaches --guard-spread-max (above --guard-spread-from)',
+  }),
+  guardSpreadMax: opt.number({
+    default: DEFAULT_GUARD.spread?.max ?? 1,
+    min: 0,
+    minExclusive: true,
+    max: 1,
+    describe: 'with the guard and --guard-spread: the largest share of requests the spreading share takes',
+  }),
 };
 
 /**
@@ -59,12 +84,22 @@ export function guardFromFlags(given: Partial<OptionsOf<typeof GUARD_SPEC>>): Re
     enter: a.guardEnter,
     exit: a.guardExit,
     mid: a.guardMid === 'none' ? null : { fallback: a.guardMid, enter: a.guardMidEnter, exit: a.guardMidExit },
+    spread:
+      a.guardSpread === 'none' ? null : { fallback: a.guardSpread, from: a.guardSpreadFrom, to: a.guardSpreadTo, max: a.guardSpreadMax },
   };
   const problem = guardOptionsProblem(guard);
   if (problem) {
     // guardOptionsProblem names the field first ('mid.enter must be ...'): name the flag instead
     const [field] = problem.split(' ', 1);
-    const flag: Record<string, string> = { 'mid.fallback': 'guard-mid', 'mid.enter': 'guard-mid-enter', 'mid.exit': 'guard-mid-exit' };
+    const flag: Record<string, string> = {
+      'mid.fallback': 'guard-mid',
+      'mid.enter': 'guard-mid-enter',
+      'mid.exit': 'guard-mid-exit',
+      'spread.fallback': 'guard-spread',
+      'spread.from': 'guard-spread-from',
+      'spread.to': 'guard-spread-to',
+      'spread.max': 'guard-spread-max',
+    };
     throw new UsageError(`--${flag[field] ?? `guard-${field}`}: ${problem.slice(field.length + 1)}`);
   }
   return guard;
@@ -82,6 +117,11 @@ export function guardFlags(g: RegimeGuardOptions): string[] {
     '--guard-mid',
     g.mid ? g.mid.fallback : 'none',
     ...(g.mid ? ['--guard-mid-enter', String(g.mid.enter), '--guard-mid-exit', String(g.mid.exit)] : []),
+    '--guard-spread',
+    g.spread ? g.spread.fallback : 'none',
+    ...(g.spread
+      ? ['--guard-spread-from', String(g.spread.from), '--guard-spread-to', String(g.spread.to), '--guard-spread-max', String(g.spread.max)]
+      : []),
   ];
 }
 
@@ -89,5 +129,7 @@ export function guardFlags(g: RegimeGuardOptions): string[] {
 export function guardSummary(g: RegimeGuardOptions): string {
   const level = (name: string, enter: number, exit: number) => `${name} from a late share of ${enter} (back at ${exit})`;
   const levels = [...(g.mid ? [level(g.mid.fallback, g.mid.enter, g.mid.exit)] : []), level(g.fallback, g.enter, g.exit)];
-  return `${levels.join(', ')}; half-life ${g.halfLife} decisions, dwell ${g.minDwell}`;
+  const sp = g.spread;
+  const spread = sp ? `; ${sp.fallback} takes a share rising to ${sp.max} between late shares ${sp.from} and ${sp.to}` : '';
+  return `${levels.join(', ')}${spread}; half-life ${g.halfLife} decisions, dwell ${g.minDwell}`;
 }

@@ -15,6 +15,7 @@ import type { ClusterView, DispatchItem, DispatchPolicy } from '../policy';
 import type { Scenario } from '../scenario';
 import { expectedCompletionS } from '../eta';
 import { makeHeuristicDispatch } from './index';
+import { Rng } from '../rng';
 
 export const GUARD_FALLBACKS = ['round-robin', 'lec', 'p2c', 'jsq'] as const;
 export type GuardFallbackName = (typeof GUARD_FALLBACKS)[number];
@@ -35,6 +36,24 @@ export interface RegimeGuardOptions {
    * and `enter` (with hysteresis at mid.exit), the `fallback` above `enter`. null: two levels.
    */
   mid?: { fallback: GuardFallbackName; enter: number; exit: number } | null;
+  /**
+   * An optional spreading share: whatever level decides, a share of the eAP's requests, drawn per
+   * request, goes to `fallback` instead; the share rises linearly with the late share, from 0 at
+   * `from` to `max` at `to` (and stays at `max` above). Unlike a level it does not switch: under
+   * overload it settles where spreading holds the late share (docs/gpg.md, "A spreading share").
+   * null: none.
+   */
+  spread?: GuardSpread | null;
+}
+
+export interface GuardSpread {
+  fallback: GuardFallbackName;
+  /** Late share at which the spreading share starts to rise from 0 (0..1). */
+  from: number;
+  /** Late share at which it reaches `max` (from..1]. */
+  to: number;
+  /** The largest share of requests it takes (0..1]. */
+  max: number;
 }
 
 /**
@@ -52,6 +71,7 @@ export const DEFAULT_GUARD: RegimeGuardOptions = {
   halfLife: 200,
   minDwell: 200,
   mid: { fallback: 'lec', enter: 0.2, exit: 0.15 },
+  spread: null,
 };
 
 /** The problem with `o` in one phrase, or null when it is valid. */
@@ -69,6 +89,14 @@ export function guardOptionsProblem(o: RegimeGuardOptions): string | null {
     if (!Number.isFinite(m.enter) || m.enter <= 0 || m.enter >= o.enter)
       return `mid.enter must be in (0, enter=${o.enter}), got ${m.enter}`;
     if (!Number.isFinite(m.exit) || m.exit < 0 || m.exit >= m.enter) return `mid.exit must be in [0, mid.enter=${m.enter}), got ${m.exit}`;
+  }
+  const sp = o.spread;
+  if (sp) {
+    if (!(GUARD_FALLBACKS as readonly string[]).includes(sp.fallback))
+      return `spread.fallback must be one of ${GUARD_FALLBACKS.join(', ')}, got ${String(sp.fallback)}`;
+    if (!Number.isFinite(sp.from) || sp.from < 0 || sp.from >= 1) return `spread.from must be in [0, 1), got ${sp.from}`;
+    if (!Number.isFinite(sp.to) || sp.to <= sp.from || sp.to > 1) return `spread.to must be in (spread.from=${sp.from}, 1], got ${sp.to}`;
+    if (!Number.isFinite(sp.max) || sp.max <= 0 || sp.max > 1) return `spread.max must be in (0, 1], got ${sp.max}`;
   }
   return null;
 }
@@ -124,6 +152,21 @@ export class RegimeGuard {
     return this.share;
   }
 
+  /** The share of requests the spread heuristic takes at the late share now (0 without `spread`). */
+  get spreadShare(): number {
+    const sp = this.o.spread;
+    if (!sp || this.share <= sp.from) return 0;
+    return sp.max * Math.min(1, (this.share - sp.from) / (sp.to - sp.from));
+  }
+
+  /**
+   * Who decides the request just observed, given a uniform draw `u` in [0, 1) (called only with
+   * `spread`): 3, the spread heuristic, when u falls below spreadShare, else the level.
+   */
+  decider(u: number): 0 | 1 | 2 | 3 {
+    return u < this.spreadShare ? 3 : this.lvl;
+  }
+
   /**
    * Takes one decision's signal (`late`: no target meets its deadline); returns the switch it
    * caused, or null. `fallback` then says who decides this request.
@@ -152,12 +195,16 @@ export class RegimeGuard {
 export class GuardedDispatch implements DispatchPolicy {
   readonly name: string;
   private guards: RegimeGuard[] = [];
-  /** Decisions taken by the fallback, for which no target met the deadline, and in all, and switches, since reset(). */
+  /** Decisions taken by the fallbacks (spread included), for which no target met the deadline, and in all, and switches, since reset(). */
   fallbackDecisions = 0;
+  /** Of fallbackDecisions, those the spreading share (o.spread) took. */
+  spreadDecisions = 0;
   lateDecisions = 0;
   decisions = 0;
   switches = 0;
   private readonly learnedItems: DispatchItem[] = [];
+  /** The spreading share's draws: seeded in reset(), one stream for every eAP, drawn in decision order. */
+  private coin = new Rng(0);
 
   constructor(
     private readonly learned: DispatchPolicy,
@@ -166,9 +213,12 @@ export class GuardedDispatch implements DispatchPolicy {
     private readonly onSwitch: (s: GuardSwitch) => void = () => {},
     /** The heuristic of the middle level (o.mid); required when o.mid is set. */
     private readonly midPolicy: DispatchPolicy | null = null,
+    /** The heuristic of the spreading share (o.spread); required when o.spread is set. */
+    private readonly spreadPolicy: DispatchPolicy | null = null,
   ) {
     this.name = `${learned.name}+guard`;
     if (o.mid && !midPolicy) throw new TypeError('GuardedDispatch: o.mid needs its policy');
+    if (o.spread && !spreadPolicy) throw new TypeError('GuardedDispatch: o.spread needs its policy');
     const problem = guardOptionsProblem(o);
     if (problem) throw new RangeError(`regime guard: ${problem}`);
   }
@@ -177,8 +227,11 @@ export class GuardedDispatch implements DispatchPolicy {
     this.learned.reset?.(seed, view);
     this.fallbackPolicy.reset?.(seed, view);
     this.midPolicy?.reset?.(seed, view);
+    this.spreadPolicy?.reset?.(seed, view);
     this.guards = Array.from({ length: view.numEaps }, (_, b) => new RegimeGuard(this.o, b));
+    this.coin = Rng.derive(seed, 'guard/spread');
     this.fallbackDecisions = 0;
+    this.spreadDecisions = 0;
     this.lateDecisions = 0;
     this.decisions = 0;
     this.switches = 0;
@@ -200,8 +253,10 @@ export class GuardedDispatch implements DispatchPolicy {
       this.onSwitch(s);
     }
     this.decisions++;
-    if (g.fallback) this.fallbackDecisions++;
-    return g.level === 0 ? null : g.level === 1 ? this.midPolicy : this.fallbackPolicy;
+    const by = this.o.spread ? g.decider(this.coin.next()) : g.level;
+    if (by === 3) this.spreadDecisions++;
+    if (by > 0) this.fallbackDecisions++;
+    return by === 0 ? null : by === 1 ? this.midPolicy : by === 2 ? this.fallbackPolicy : this.spreadPolicy;
   }
 
   decide(item: DispatchItem, view: ClusterView): number {
@@ -226,6 +281,7 @@ export class GuardedDispatch implements DispatchPolicy {
     this.learned.onFrame?.(view);
     this.fallbackPolicy.onFrame?.(view);
     this.midPolicy?.onFrame?.(view);
+    this.spreadPolicy?.onFrame?.(view);
   }
 }
 
@@ -237,5 +293,6 @@ export function guardedDispatch(
   onSwitch?: (s: GuardSwitch) => void,
 ): GuardedDispatch {
   const mid = o.mid ? makeHeuristicDispatch(o.mid.fallback, scenario) : null;
-  return new GuardedDispatch(learned, makeHeuristicDispatch(o.fallback, scenario), o, onSwitch, mid);
+  const spread = o.spread ? makeHeuristicDispatch(o.spread.fallback, scenario) : null;
+  return new GuardedDispatch(learned, makeHeuristicDispatch(o.fallback, scenario), o, onSwitch, mid, spread);
 }

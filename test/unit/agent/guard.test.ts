@@ -85,6 +85,27 @@ describe('Dispatcher with the regime guard', () => {
     expect(d.counters.guardSwitches).toBe(4);
   });
 
+  it('with a spreading share: round-robin takes the requests its share draws, the level never switches', () => {
+    // half-life 1: the late share is 1/2 after one late request, 3/4 after two; the share is 0 up to 0.2, 1 from 0.6
+    const { d, seen, req } = guardedDispatcher({
+      fallback: 'lec',
+      enter: 1,
+      exit: 0.9,
+      halfLife: 1,
+      minDwell: 0,
+      spread: { fallback: 'round-robin', from: 0.2, to: 0.6, max: 1 },
+    });
+    expect(d.choose(req(100)).version).toBe(7);
+    d.choose(req(-1));
+    const spread = Array.from({ length: 10 }, () => d.choose(req(-1))); // late share above 0.6: a share of 1
+    for (const x of spread) expect(x.version).toBeNull();
+    expect(d.guardState).toMatchObject({ fallback: false, level: 0 });
+    for (let i = 0; i < 4; i++) d.choose(req(100)); // 0.06: a share of 0, the actor again
+    expect(d.choose(req(100)).version).toBe(7);
+    expect(seen).toHaveLength(0);
+    expect(d.counters.decisionsGuarded).toBeGreaterThanOrEqual(10);
+  });
+
   it('without weights the guard does not count: lec decides as before', () => {
     const view = new LocalClusterView(tiny, 0);
     const d = new Dispatcher({
@@ -135,6 +156,11 @@ describe('kais agent guard flags', () => {
       ['--guard', '--guard-mid', 'lec', '--guard-mid-enter', '0.2', '--guard-mid-exit', '0.3'],
       /^kais: --guard-mid-exit: must be in \[0, mid.enter=0.2\), got 0.3$/,
     ],
+    [
+      ['--guard', '--guard-spread', 'round-robin', '--guard-spread-from', '0.5', '--guard-spread-to', '0.4'],
+      /^kais: --guard-spread-to: must be in \(spread.from=0.5, 1\], got 0.4$/,
+    ],
+    [['--guard-spread', 'cmmac'], /^kais: --guard-spread: expected one of none, round-robin, lec, p2c, jsq, got "cmmac"$/],
   ])('%j exits 2 with one line naming the flag', (extra, pattern) => {
     const r = spawnSync(
       process.execPath,

@@ -24,7 +24,8 @@ describe('guard flags', () => {
 
   const twoLevels: RegimeGuardOptions = { ...DEFAULT_GUARD, fallback: 'p2c', enter: 0.3, exit: 0.2, mid: null };
   const threeLevels: RegimeGuardOptions = { ...DEFAULT_GUARD, enter: 0.3, exit: 0.2, mid: { fallback: 'jsq', enter: 0.1, exit: 0.05 } };
-  it.each([DEFAULT_GUARD, twoLevels, threeLevels])('guardFlags and guardFromFlags are inverses: %j', (g) => {
+  const spreading: RegimeGuardOptions = { ...DEFAULT_GUARD, spread: { fallback: 'round-robin', from: 0.2, to: 0.4, max: 0.8 } };
+  it.each([DEFAULT_GUARD, twoLevels, threeLevels, spreading])('guardFlags and guardFromFlags are inverses: %j', (g) => {
     expect(guardFromFlags(parse(guardFlags(g)))).toEqual(g);
   });
 
@@ -33,6 +34,16 @@ describe('guard flags', () => {
     expect(guardSummary(threeLevels)).toBe(
       'jsq from a late share of 0.1 (back at 0.05), round-robin from a late share of 0.3 (back at 0.2); half-life 200 decisions, dwell 200',
     );
+    expect(guardSummary(spreading)).toBe(
+      'lec from a late share of 0.2 (back at 0.15), round-robin from a late share of 0.45 (back at 0.35); round-robin takes a share rising to 0.8 between late shares 0.2 and 0.4; half-life 200 decisions, dwell 200',
+    );
+  });
+
+  it('--guard-spread with its range: the spreading share, the levels unchanged', () => {
+    expect(guardFromFlags({ guardSpread: 'p2c', guardSpreadFrom: 0.1, guardSpreadTo: 0.3 })).toEqual({
+      ...DEFAULT_GUARD,
+      spread: { fallback: 'p2c', from: 0.1, to: 0.3, max: 1 },
+    });
   });
 
   it.each([
@@ -42,6 +53,12 @@ describe('guard flags', () => {
     // checked by the flag's own parser, as on the command line
     [{ guardFallback: 'greedy' as never }, /^--guard-fallback: expected one of round-robin, lec, p2c, jsq, got "greedy"$/],
     [{ guardEnter: 0 }, /^--guard-enter: expected a number > 0 and <= 1, got 0$/],
+    [
+      { guardSpread: 'round-robin', guardSpreadFrom: 0.4, guardSpreadTo: 0.3 },
+      /^--guard-spread-to: must be in \(spread\.from=0\.4, 1\], got 0\.3$/,
+    ],
+    [{ guardSpread: 'round-robin', guardSpreadFrom: 1 }, /^--guard-spread-from: must be in \[0, 1\), got 1$/],
+    [{ guardSpreadMax: 0 }, /^--guard-spread-max: expected a number > 0 and <= 1, got 0$/],
   ])('%j: a UsageError naming the flag', (given, problem) => {
     expect(() => guardFromFlags(given)).toThrow(UsageError);
     expect(() => guardFromFlags(given)).toThrow(problem);

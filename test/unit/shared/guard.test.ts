@@ -77,7 +77,34 @@ describe('RegimeGuard', () => {
     expect(g.lateShare).toBeLessThanOrEqual(0.1);
   });
 
+  it('a spreading share: 0 up to spread.from, linear to spread.max at spread.to, max above; decider draws against it', () => {
+    const g = new RegimeGuard(
+      { ...OPTS, enter: 1, exit: 0.9, halfLife: 1, spread: { fallback: 'round-robin', from: 0.2, to: 0.6, max: 0.5 } },
+      0,
+    );
+    const at = (late: boolean) => {
+      g.observe(late);
+      return g.spreadShare;
+    };
+    expect(at(false)).toBe(0);
+    expect(g.decider(0)).toBe(0);
+    // half-life 1: the share halves towards each signal, 0 -> 0.5 -> 0.75 -> 0.875
+    expect(at(true)).toBeCloseTo((0.5 * (0.5 - 0.2)) / 0.4, 12);
+    expect(g.decider(0.37)).toBe(3);
+    expect(g.decider(0.38)).toBe(0);
+    expect(at(true)).toBe(0.5);
+    expect(at(true)).toBe(0.5);
+    expect(g.level).toBe(0); // the levels do not move: enter 1 is never reached
+    expect(g.decider(0.49)).toBe(3);
+    expect(g.decider(0.5)).toBe(0);
+    expect(new RegimeGuard(OPTS, 0).spreadShare).toBe(0);
+  });
+
   it.each([
+    [{ spread: { fallback: 'round-robin', from: 0.4, to: 0.4, max: 1 } }, /^spread.to must be in \(spread.from=0.4, 1\]/],
+    [{ spread: { fallback: 'round-robin', from: -0.1, to: 0.4, max: 1 } }, /^spread.from must be in \[0, 1\)/],
+    [{ spread: { fallback: 'round-robin', from: 0.1, to: 0.4, max: 0 } }, /^spread.max must be in \(0, 1\]/],
+    [{ spread: { fallback: 'greedy', from: 0.1, to: 0.4, max: 1 } }, /^spread.fallback must be one of/],
     [{ mid: { fallback: 'lec', enter: 0.6, exit: 0.1 } }, /^mid.enter must be in \(0, enter=0.5\)/],
     [{ mid: { fallback: 'lec', enter: 0.3, exit: 0.3 } }, /^mid.exit must be in \[0, mid.enter=0.3\)/],
     [{ enter: 0 }, /^enter must be in \(0, 1\]/],
@@ -116,8 +143,13 @@ describe('GuardedDispatch in the simulator', () => {
   };
   // lec stands in for the learned policy (no model ships for tiny); greedy as the fallback; two levels
   const guarded = (o: Partial<RegimeGuardOptions>, seen: GuardSwitch[]) =>
-    new GuardedDispatch(makeDispatch('lec', tiny), makeDispatch('greedy', tiny), { ...DEFAULT_GUARD, mid: null, ...o }, (s) =>
-      seen.push(s),
+    new GuardedDispatch(
+      makeDispatch('lec', tiny),
+      makeDispatch('greedy', tiny),
+      { ...DEFAULT_GUARD, mid: null, ...o },
+      (s) => seen.push(s),
+      null,
+      o.spread ? makeDispatch(o.spread.fallback, tiny) : null,
     );
 
   it('with a threshold the late share never reaches, decides exactly as the learned policy does', () => {
@@ -147,5 +179,32 @@ describe('GuardedDispatch in the simulator', () => {
       mine.forEach((s, k) => expect(s.fallback).toBe(k % 2 === 0));
     }
     expect(a.throughputRate).not.toBe(b.throughputRate);
+  });
+
+  it('with a spreading share: round-robin takes requests as the late share rises, the levels never switch, same seed same numbers', () => {
+    const spread = { fallback: 'round-robin' as const, from: 0.02, to: 0.1, max: 0.6 };
+    const seen: GuardSwitch[] = [];
+    const g = guarded({ enter: 1, exit: 0.9, halfLife: 5, spread }, seen);
+    const a = run(3, g);
+    expect(seen).toHaveLength(0);
+    expect(g.lateDecisions).toBeGreaterThan(0);
+    expect(g.spreadDecisions).toBeGreaterThan(0);
+    expect(g.spreadDecisions).toBe(g.fallbackDecisions);
+    expect(g.spreadDecisions).toBeLessThanOrEqual(0.6 * g.decisions);
+    expect(a.throughputRate).not.toBe(run(3, makeDispatch('lec', tiny)).throughputRate);
+    const again = guarded({ enter: 1, exit: 0.9, halfLife: 5, spread }, []);
+    expect(run(3, again)).toEqual(a);
+    expect(again.spreadDecisions).toBe(g.spreadDecisions);
+    // a range the late share never reaches: exactly the learned policy
+    const idle = guarded({ enter: 1, exit: 0.9, spread: { ...spread, from: 0.98, to: 0.99 } }, []);
+    expect(run(3, idle).throughputRate).toBe(run(3, makeDispatch('lec', tiny)).throughputRate);
+    expect(idle.spreadDecisions).toBe(0);
+  });
+
+  it('refuses a spreading share without its policy', () => {
+    const o = { ...DEFAULT_GUARD, spread: { fallback: 'round-robin' as const, from: 0.2, to: 0.4, max: 1 } };
+    expect(
+      () => new GuardedDispatch(makeDispatch('lec', tiny), makeDispatch('greedy', tiny), o, undefined, makeDispatch('lec', tiny)),
+    ).toThrow(/o.spread needs its policy/);
   });
 });
