@@ -12,7 +12,7 @@
  * a small grid below).
  */
 import { loadScenario, type Scenario } from '../shared/scenario';
-import { DEFAULT_GUARD, GuardedDispatch, type RegimeGuardOptions } from '../shared/dispatch/guard';
+import { DEFAULT_GUARD, guardedDispatch, type RegimeGuardOptions } from '../shared/dispatch/guard';
 import type { DispatchPolicy } from '../shared/policy';
 import { buildRequests } from '../training/workload';
 import { runEpisode } from '../training/jobs/rollout';
@@ -84,13 +84,7 @@ function main(): void {
       let all = 0;
       let late = 0;
       const r = seeds.map((s) => {
-        const p = new GuardedDispatch(
-          cmmac,
-          makeDispatch(g.fallback, scenario),
-          g,
-          undefined,
-          g.mid ? makeDispatch(g.mid.fallback, scenario) : null,
-        );
+        const p = guardedDispatch(cmmac, scenario, g);
         const x = rate(scenario, p, s, load, frames);
         fb += p.fallbackDecisions;
         late += p.lateDecisions;
