@@ -133,7 +133,10 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     const m = o.guard.mid;
     log(
       `regime guard: ${o.guard.fallback} decides while the late share is >= ${o.guard.enter}, until it is <= ${o.guard.exit}` +
-        (m ? `; ${m.fallback} from ${m.enter} until ${m.exit}` : ''),
+        (m ? `; ${m.fallback} from ${m.enter} until ${m.exit}` : '') +
+        (o.guard.spread
+          ? `; ${o.guard.spread.fallback} takes a share rising to ${o.guard.spread.max} between late shares ${o.guard.spread.from} and ${o.guard.spread.to}`
+          : ''),
     );
     const names = ['cmmac', m?.fallback ?? '', o.guard.fallback];
     dispatcher.onGuardSwitch = (s) => {

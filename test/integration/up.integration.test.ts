@@ -143,15 +143,30 @@ describe('kais up', () => {
   }, 90_000);
 
   it('--guard with --guard-* flags: every agent runs that guard, and the prediction is cmmac behind it', async () => {
-    const guard = ['--guard', '--guard-enter', '0.3', '--guard-exit', '0.2', '--guard-mid', 'none'];
+    const guard = [
+      '--guard',
+      '--guard-enter',
+      '0.3',
+      '--guard-exit',
+      '0.2',
+      '--guard-mid',
+      'none',
+      '--guard-spread',
+      'p2c',
+      '--guard-spread-to',
+      '0.5',
+    ];
     const run = await kaisUp(['--duration', '5', '--no-learn', '--json', '--verbose', ...guard]);
     expect(run.code).toBe(0);
     const s = summaryOf(run);
     expect(s.evalPolicy).toMatch(/^cmmac\+guard\//);
-    // each agent logs its guard at start (agent/main.ts): two levels, round-robin from 0.3, no lec level
+    // each agent logs its guard at start (agent/main.ts): two levels, round-robin from 0.3, no lec level, a p2c spreading share
     const said = [...run.stderr.matchAll(/^\[agent (\d+)\] regime guard: (.*)$/gm)].map((m) => [Number(m[1]), m[2]] as const);
     expect(said.map(([b]) => b).sort()).toEqual([0, 1, 2, 3, 4]);
-    for (const [, line] of said) expect(line).toBe('round-robin decides while the late share is >= 0.3, until it is <= 0.2');
+    for (const [, line] of said)
+      expect(line).toBe(
+        'round-robin decides while the late share is >= 0.3, until it is <= 0.2; p2c takes a share rising to 1 between late shares 0.2 and 0.5',
+      );
     expect(pidsIn(run.stderr).filter(alive)).toEqual([]);
   }, 60_000);
 
