@@ -8,7 +8,9 @@
  * slack. The guard keeps an exponentially weighted share of requests for which none does (the
  * "late share", half-life `halfLife` decisions) and switches with hysteresis: to the fallback when
  * it reaches `enter`, back to the learned policy when it falls to `exit` (< enter), and never
- * twice within `minDwell` decisions. One state per eAP, so the simulator (one policy instance for
+ * twice within `minDwell` decisions. An optional spreading share (`spread`) sends a share of the
+ * requests, drawn per request and rising with the late share, to a spreading heuristic whatever
+ * level decides. One state per eAP, so the simulator (one policy instance for
  * every eAP) and the live agent (one eAP) run the same rule on the same numbers.
  */
 import type { ClusterView, DispatchItem, DispatchPolicy } from '../policy';
@@ -40,7 +42,8 @@ export interface RegimeGuardOptions {
    * An optional spreading share: whatever level decides, a share of the eAP's requests, drawn per
    * request, goes to `fallback` instead; the share rises linearly with the late share, from 0 at
    * `from` to `max` at `to` (and stays at `max` above). Unlike a level it does not switch: under
-   * overload it settles where spreading holds the late share (docs/gpg.md, "A spreading share").
+   * overload it settles where spreading holds the late share (docs/gpg.md, "A spreading share in
+   * the guard").
    * null: none.
    */
   spread?: GuardSpread | null;
