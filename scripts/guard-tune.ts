@@ -6,10 +6,16 @@
  * to cmmac, and the share of decisions the fallback took; then the worst ratio over the loads.
  *
  *   SEEDS=1-6 LOADS=0.5,1,1.5,2 FRAMES=3 node dist/scripts/guard-tune.js
+ *   # under the shipped GPG on a trace window, against heuristic pairs (docs/gpg.md, "A spreading share in the guard"):
+ *   SEEDS=902-904 LOADS=1.5 FRAMES=20 TRACE=val.csv ORCHESTRATION=gpg \
+ *     HEURISTICS='lec/hpa;lec/static;round-robin/hpa;random/hpa' GRID='[{}]' node dist/scripts/guard-tune.js
  *
- * SEEDS (default 1-6), LOADS (default 0.5,1,1.5,2), FRAMES (default 3), HEURISTICS (default
- * lec;round-robin;p2c), GRID (JSON list of partial RegimeGuardOptions over DEFAULT_GUARD; default
- * a small grid below).
+ * SEEDS (default 1-6), LOADS (default 0.5,1,1.5,2), FRAMES (default 3), TRACE (a trace window's
+ * CSV; default P4 arrivals), ORCHESTRATION (what cmmac and the guards run on: hpa, the default, or
+ * gpg, the shipped model, or any baseline), HEURISTICS (dispatch heuristics on ORCHESTRATION, or
+ * dispatch/orchestration pairs; default lec;round-robin;p2c), GRID (JSON list of partial
+ * RegimeGuardOptions over DEFAULT_GUARD; default a small grid below). Each ratio has its paired
+ * standard error over the seeds.
  */
 import { loadScenario, type Scenario } from '../shared/scenario';
 import { DEFAULT_GUARD, guardedDispatch, type RegimeGuardOptions } from '../shared/dispatch/guard';
@@ -18,6 +24,9 @@ import { buildRequests } from '../training/workload';
 import { runEpisode } from '../training/jobs/rollout';
 import { makeDispatch, makeOrchestration } from '../training/baselines/registry';
 import { policyByName } from './policy-by-name';
+import type { OrchestrationPolicy } from '../shared/policy';
+import { loadGpgOrchestration } from '../critic/gpg/load';
+import { defaultGpgModelPath } from '../shared/nets/actor-file';
 
 function seedList(v: string): number[] {
   const range = /^(\d+)-(\d+)$/.exec(v);
@@ -42,19 +51,32 @@ const DEFAULT_GRID: Partial<RegimeGuardOptions>[] = [
   { enter: 0.3, exit: 0.15, fallback: 'lec' },
 ];
 
-function rate(scenario: Scenario, dispatch: DispatchPolicy, seed: number, load: number, frames: number): number {
+/** A fresh orchestration policy by name: `gpg` is the shipped model (with its dispose), anything else a baseline. */
+function orchestrationByName(name: string, scenario: Scenario): OrchestrationPolicy & { dispose?: () => void } {
+  if (name !== 'gpg') return makeOrchestration(name, scenario);
+  const file = defaultGpgModelPath(scenario);
+  if (!file) throw new Error(`ORCHESTRATION=gpg: no shipped ${scenario.name} GPG model`);
+  return loadGpgOrchestration(file, scenario, 'the shipped GPG model');
+}
+
+function rate(scenario: Scenario, dispatch: DispatchPolicy, orchestration: string, seed: number, load: number, frames: number): number {
   const durationS = frames * scenario.slotsPerFrame * scenario.slotS;
-  const requests = buildRequests({ scenario, workload: 'p4', tracePath: null, seed, load, durationS });
-  return runEpisode({
-    scenario,
-    requests,
-    frames,
-    seed,
-    dispatch,
-    orchestration: makeOrchestration('hpa', scenario),
-    nodeDequeue: 'edf',
-    view: 'agent',
-  }).throughputRate;
+  const requests = buildRequests({ scenario, workload: 'p4', tracePath: process.env.TRACE ?? null, seed, load, durationS });
+  const orch = orchestrationByName(orchestration, scenario);
+  try {
+    return runEpisode({ scenario, requests, frames, seed, dispatch, orchestration: orch, nodeDequeue: 'edf', view: 'agent' })
+      .throughputRate;
+  } finally {
+    orch.dispose?.();
+  }
+}
+
+/** The mean of the per-seed ratios a[i] / b[i] and its standard error. */
+function pairedRatio(a: number[], b: number[]): { mean: number; se: number } {
+  const r = a.map((x, i) => x / b[i]);
+  const m = mean(r);
+  const se = r.length > 1 ? Math.sqrt(r.reduce((v, x) => v + (x - m) ** 2, 0) / (r.length - 1) / r.length) : 0;
+  return { mean: m, se };
 }
 
 function main(): void {
@@ -63,17 +85,26 @@ function main(): void {
   if (seeds.some((s) => s >= 2000 && s <= 2009)) throw new Error('SEEDS: 2000-2009 are the held-out seeds; tune on others');
   const loads = (process.env.LOADS ?? '0.5,1,1.5,2').split(',').map(Number);
   const frames = Number(process.env.FRAMES ?? 3);
+  const orchestration = process.env.ORCHESTRATION ?? 'hpa';
+  // a heuristic alone runs on ORCHESTRATION; "d/o" is a pair
   const heuristics = (process.env.HEURISTICS ?? 'lec;round-robin;p2c').split(';');
+  const pairOf = (n: string): [string, string] => {
+    const [d, o] = n.split('/');
+    return [d, o ?? orchestration];
+  };
   const grid = (process.env.GRID ? (JSON.parse(process.env.GRID) as Partial<RegimeGuardOptions>[]) : DEFAULT_GRID).map(
     (g): RegimeGuardOptions => ({ ...DEFAULT_GUARD, ...g }),
   );
-  console.log(`kais, hpa, p4, ${frames} frames, seeds ${seeds.join(',')}, loads ${loads.join(',')}`);
+  console.log(`kais, ${orchestration}, ${process.env.TRACE ?? 'p4'}, ${frames} frames, seeds ${seeds.join(',')}, loads ${loads.join(',')}`);
   const cmmac = policyByName('cmmac', scenario);
   const worst = grid.map(() => ({ best: Infinity, cmmac: Infinity }));
   for (const load of loads) {
     const h: Record<string, number[]> = {};
-    for (const n of heuristics) h[n] = seeds.map((s) => rate(scenario, makeDispatch(n, scenario), s, load, frames));
-    const c = seeds.map((s) => rate(scenario, cmmac, s, load, frames));
+    for (const n of heuristics) {
+      const [d, o] = pairOf(n);
+      h[n] = seeds.map((s) => rate(scenario, makeDispatch(d, scenario), o, s, load, frames));
+    }
+    const c = seeds.map((s) => rate(scenario, cmmac, orchestration, s, load, frames));
     const bestName = heuristics.reduce((a, b) => (mean(h[b]) > mean(h[a]) ? b : a));
     const best = mean(h[bestName]);
     console.log(
@@ -85,19 +116,20 @@ function main(): void {
       let late = 0;
       const r = seeds.map((s) => {
         const p = guardedDispatch(cmmac, scenario, g);
-        const x = rate(scenario, p, s, load, frames);
+        const x = rate(scenario, p, orchestration, s, load, frames);
         fb += p.fallbackDecisions;
         late += p.lateDecisions;
         all += p.decisions;
         return x;
       });
+      const paired = pairedRatio(r, h[bestName]);
       const vsBest = mean(r) / best;
       const vsC = mean(r) / mean(c);
       worst[k].best = Math.min(worst[k].best, vsBest);
       // the 0.5% bar applies where unguarded cmmac is the best
       if (mean(c) >= best) worst[k].cmmac = Math.min(worst[k].cmmac, vsC);
       console.log(
-        `  ${JSON.stringify(g)}: ${mean(r).toFixed(4)} = ${vsBest.toFixed(3)}x best, ${vsC.toFixed(3)}x cmmac, fallback ${((100 * fb) / all).toFixed(1)}%, late ${((100 * late) / all).toFixed(1)}%`,
+        `  ${JSON.stringify(g)}: ${mean(r).toFixed(4)} = ${vsBest.toFixed(3)}x best (paired ${paired.mean.toFixed(3)}, s.e. ${paired.se.toFixed(3)}), ${vsC.toFixed(3)}x cmmac, fallback ${((100 * fb) / all).toFixed(1)}%, late ${((100 * late) / all).toFixed(1)}%`,
       );
     });
   }
