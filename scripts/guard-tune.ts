@@ -1,6 +1,6 @@
 /**
  * Tunes the regime guard (shared/dispatch/guard.ts) on TRAINING-SIDE seeds only (never the
- * held-out 2000-2009 of test-seeds.ts): for every seed and load, the heuristics, unguarded cmmac
+ * held-out 2000-2009 of test-seeds.ts or 2001-2010 of the GPG bars; they exit 2): for every seed and load, the heuristics, unguarded cmmac
  * and cmmac behind each guard setting of a small grid, on the same requests (kais, hpa, EDF, agent
  * view, as `kais eval`). Per setting: per load the mean rate, its ratio to the best heuristic and
  * to cmmac, and the share of decisions the fallback took; then the worst ratio over the loads.
@@ -18,7 +18,11 @@
  * standard error over the seeds.
  */
 import { loadScenario, type Scenario } from '../shared/scenario';
-import { DEFAULT_GUARD, guardedDispatch, type RegimeGuardOptions } from '../shared/dispatch/guard';
+import * as fs from 'node:fs';
+import { DEFAULT_GUARD, guardedDispatch, guardOptionsProblem, type RegimeGuardOptions } from '../shared/dispatch/guard';
+import { DISPATCH_HEURISTICS, isDispatchHeuristic } from '../shared/dispatch/index';
+import { isOrchestrationPolicy } from '../shared/orchestration';
+import { UsageError } from '../shared/errors';
 import type { DispatchPolicy } from '../shared/policy';
 import { buildRequests } from '../training/workload';
 import { runEpisode } from '../training/jobs/rollout';
@@ -82,9 +86,15 @@ function pairedRatio(a: number[], b: number[]): { mean: number; se: number } {
 function main(): void {
   const scenario = loadScenario('kais');
   const seeds = seedList(process.env.SEEDS ?? '1-6');
-  if (seeds.some((s) => s >= 2000 && s <= 2009)) throw new Error('SEEDS: 2000-2009 are the held-out seeds; tune on others');
+  if (seeds.length === 0 || seeds.some((s) => !Number.isInteger(s) || s < 0))
+    throw new UsageError(`SEEDS must be a range a-b or a comma list of whole numbers, got ${process.env.SEEDS}`);
+  if (seeds.some((s) => s >= 2000 && s <= 2010)) throw new UsageError('SEEDS: 2000-2010 are the held-out seeds; tune on others');
+  const trace = process.env.TRACE;
+  if (trace !== undefined && !fs.existsSync(trace)) throw new UsageError(`TRACE: ${trace} does not exist`);
   const loads = (process.env.LOADS ?? '0.5,1,1.5,2').split(',').map(Number);
+  if (loads.some((l) => !(l > 0))) throw new UsageError(`LOADS must be positive numbers, got ${process.env.LOADS}`);
   const frames = Number(process.env.FRAMES ?? 3);
+  if (!Number.isInteger(frames) || frames < 1) throw new UsageError(`FRAMES must be a whole number >= 1, got ${process.env.FRAMES}`);
   const orchestration = process.env.ORCHESTRATION ?? 'hpa';
   // a heuristic alone runs on ORCHESTRATION; "d/o" is a pair
   const heuristics = (process.env.HEURISTICS ?? 'lec;round-robin;p2c').split(';');
@@ -92,9 +102,27 @@ function main(): void {
     const [d, o] = n.split('/');
     return [d, o ?? orchestration];
   };
-  const grid = (process.env.GRID ? (JSON.parse(process.env.GRID) as Partial<RegimeGuardOptions>[]) : DEFAULT_GRID).map(
-    (g): RegimeGuardOptions => ({ ...DEFAULT_GUARD, ...g }),
-  );
+  let given: Partial<RegimeGuardOptions>[] = DEFAULT_GRID;
+  if (process.env.GRID) {
+    try {
+      given = JSON.parse(process.env.GRID) as Partial<RegimeGuardOptions>[];
+    } catch (e) {
+      throw new UsageError(`GRID: not JSON: ${(e as Error).message}`);
+    }
+    if (!Array.isArray(given)) throw new UsageError('GRID must be a JSON list of guard settings');
+  }
+  const grid = given.map((g): RegimeGuardOptions => ({ ...DEFAULT_GUARD, ...g }));
+  grid.forEach((g, k) => {
+    const problem = guardOptionsProblem(g);
+    if (problem) throw new UsageError(`GRID[${k}]: ${problem}`);
+  });
+  for (const n of heuristics) {
+    const [d, o] = pairOf(n);
+    if (!isDispatchHeuristic(d)) throw new UsageError(`HEURISTICS: ${d} is not a dispatch heuristic (${DISPATCH_HEURISTICS.join(', ')})`);
+    if (o !== 'gpg' && !isOrchestrationPolicy(o)) throw new UsageError(`HEURISTICS: ${o} is not an orchestration policy`);
+  }
+  if (orchestration !== 'gpg' && !isOrchestrationPolicy(orchestration))
+    throw new UsageError(`ORCHESTRATION must be gpg or an orchestration baseline, got ${orchestration}`);
   console.log(`kais, ${orchestration}, ${process.env.TRACE ?? 'p4'}, ${frames} frames, seeds ${seeds.join(',')}, loads ${loads.join(',')}`);
   const cmmac = policyByName('cmmac', scenario);
   const worst = grid.map(() => ({ best: Infinity, cmmac: Infinity }));
@@ -134,7 +162,16 @@ function main(): void {
     });
   }
   console.log('worst over the loads (x best heuristic; x cmmac where cmmac is the best):');
-  grid.forEach((g, k) => console.log(`  ${JSON.stringify(g)}: ${worst[k].best.toFixed(3)}, ${worst[k].cmmac.toFixed(3)}`));
+  grid.forEach((g, k) =>
+    console.log(
+      `  ${JSON.stringify(g)}: ${worst[k].best.toFixed(3)}, ${Number.isFinite(worst[k].cmmac) ? worst[k].cmmac.toFixed(3) : '- (cmmac never the best)'}`,
+    ),
+  );
 }
 
-main();
+try {
+  main();
+} catch (e) {
+  process.stderr.write(`guard-tune: ${(e as Error).message}\n`);
+  process.exit(e instanceof UsageError ? 2 : 1);
+}
