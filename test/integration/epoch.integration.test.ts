@@ -67,20 +67,23 @@ describe('a deleted orchestrator database', () => {
 
   it('starts a new epoch after a restart, and the agents adopt its weights and placement within 10 s, saying why', async () => {
     const cfg = path.join(dir, 'c.json');
-    // speed 100: a placement frame every 0.25 s, so the agents hold placement versions well above 1
-    fs.writeFileSync(
-      cfg,
+    const cfg2 = path.join(dir, 'c2.json');
+    const config = (speed: number) =>
       JSON.stringify({
         scenario: 'kais',
         checkpoint: MODEL,
         learner: 'none',
         detector: 'none',
-        speed: 100,
+        speed,
         heartbeatMs: 500,
         pruneS: 0.2,
         agentTokens: { 0: 't0', 1: 't1' },
-      }),
-    );
+      });
+    // speed 100: a placement frame every 0.25 s, so the agents hold placement versions of 4 and more
+    fs.writeFileSync(cfg, config(100));
+    // the restarted one at speed 5: a frame every 5 s, so within the 10 s the agents have to adopt it
+    // it has published version 3 at most, below what they hold, however long their reconnect takes
+    fs.writeFileSync(cfg2, config(5));
     const db = path.join(dir, 'o.db');
     const first = orchestrator(['--config', cfg, '--db', db, '--port', '0']);
     const r1 = await first.ready;
@@ -132,7 +135,7 @@ describe('a deleted orchestrator database', () => {
     // killed and restarted on the same port with the same --db path: a new store, a new epoch
     first.child.kill('SIGKILL');
     await first.exited;
-    const second = orchestrator(['--config', cfg, '--db', db, '--port', String(port)]);
+    const second = orchestrator(['--config', cfg2, '--db', db, '--port', String(port)]);
     const r2 = await second.ready;
     const t0 = Date.now();
     expect(r2.weightVersion).toBe(1);
