@@ -35,6 +35,7 @@ import { DEFAULT_OFFLINE_BUFFER, Outbox, type OutRecord } from './outbox';
 import { MAX_DEVICE_WINDOWS, MAX_GUARD_SWITCHES, type GuardSwitchReport } from '../shared/protocol/envelope';
 import { agentPolicySeed, type LivePolicyName } from '../shared/dispatch';
 import type { RegimeGuardOptions } from '../shared/dispatch/guard';
+import { guardSummary } from '../shared/dispatch/guard-options';
 import { topologyOf } from '../shared/scenario';
 
 export const AGENT_VERSION = '0.1.0';
@@ -131,13 +132,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const takeGuardSwitches = (): { guard?: GuardSwitchReport[] } => (guardSwitches.length > 0 ? { guard: guardSwitches.splice(0) } : {});
   if (o.guard && !heuristic) {
     const m = o.guard.mid;
-    log(
-      `regime guard: ${o.guard.fallback} decides while the late share is >= ${o.guard.enter}, until it is <= ${o.guard.exit}` +
-        (m ? `; ${m.fallback} from ${m.enter} until ${m.exit}` : '') +
-        (o.guard.spread
-          ? `; ${o.guard.spread.fallback} takes a share rising to ${o.guard.spread.max} between late shares ${o.guard.spread.from} and ${o.guard.spread.to}`
-          : ''),
-    );
+    log(`regime guard: ${guardSummary(o.guard)}`);
     const names = ['cmmac', m?.fallback ?? '', o.guard.fallback];
     dispatcher.onGuardSwitch = (s) => {
       log(`regime guard: to ${names[s.level]} at decision ${s.decision} (late share ${s.lateShare.toFixed(3)})`);

@@ -26,23 +26,10 @@ import { UsageError } from '../shared/errors';
 import type { DispatchPolicy } from '../shared/policy';
 import { buildRequests } from '../training/workload';
 import { runEpisode } from '../training/jobs/rollout';
-import { makeDispatch, makeOrchestration } from '../training/baselines/registry';
+import { makeDispatch } from '../training/baselines/registry';
 import { policyByName } from './policy-by-name';
-import type { OrchestrationPolicy } from '../shared/policy';
-import { loadGpgOrchestration } from '../critic/gpg/load';
-import { defaultGpgModelPath } from '../shared/nets/actor-file';
-
-function seedList(v: string): number[] {
-  const range = /^(\d+)-(\d+)$/.exec(v);
-  if (range) {
-    const out: number[] = [];
-    for (let s = Number(range[1]); s <= Number(range[2]); s++) out.push(s);
-    return out;
-  }
-  return v.split(',').map(Number);
-}
-
-const mean = (a: number[]): number => a.reduce((x, y) => x + y, 0) / a.length;
+import { makeAnyOrchestration } from '../training/jobs/eval';
+import { mean, se, seedList } from './seed-stats';
 
 const DEFAULT_GRID: Partial<RegimeGuardOptions>[] = [
   { enter: 0.2, exit: 0.1 },
@@ -55,18 +42,10 @@ const DEFAULT_GRID: Partial<RegimeGuardOptions>[] = [
   { enter: 0.3, exit: 0.15, fallback: 'lec' },
 ];
 
-/** A fresh orchestration policy by name: `gpg` is the shipped model (with its dispose), anything else a baseline. */
-function orchestrationByName(name: string, scenario: Scenario): OrchestrationPolicy & { dispose?: () => void } {
-  if (name !== 'gpg') return makeOrchestration(name, scenario);
-  const file = defaultGpgModelPath(scenario);
-  if (!file) throw new Error(`ORCHESTRATION=gpg: no shipped ${scenario.name} GPG model`);
-  return loadGpgOrchestration(file, scenario, 'the shipped GPG model');
-}
-
 function rate(scenario: Scenario, dispatch: DispatchPolicy, orchestration: string, seed: number, load: number, frames: number): number {
   const durationS = frames * scenario.slotsPerFrame * scenario.slotS;
   const requests = buildRequests({ scenario, workload: 'p4', tracePath: process.env.TRACE ?? null, seed, load, durationS });
-  const orch = orchestrationByName(orchestration, scenario);
+  const orch = makeAnyOrchestration(orchestration, scenario, undefined);
   try {
     return runEpisode({ scenario, requests, frames, seed, dispatch, orchestration: orch, nodeDequeue: 'edf', view: 'agent' })
       .throughputRate;
@@ -75,18 +54,15 @@ function rate(scenario: Scenario, dispatch: DispatchPolicy, orchestration: strin
   }
 }
 
-/** The mean of the per-seed ratios a[i] / b[i] and its standard error. */
-function pairedRatio(a: number[], b: number[]): { mean: number; se: number } {
-  const r = a.map((x, i) => x / b[i]);
-  const m = mean(r);
-  const se = r.length > 1 ? Math.sqrt(r.reduce((v, x) => v + (x - m) ** 2, 0) / (r.length - 1) / r.length) : 0;
-  return { mean: m, se };
-}
-
 function main(): void {
   const scenario = loadScenario('kais');
-  const seeds = seedList(process.env.SEEDS ?? '1-6');
-  if (seeds.length === 0 || seeds.some((s) => !Number.isInteger(s) || s < 0))
+  let seeds: number[] = [];
+  try {
+    seeds = seedList(process.env.SEEDS ?? '1-6');
+  } catch {
+    // not a seed: reported below, with the rest of the settings
+  }
+  if (seeds.length === 0 || seeds.some((s) => s < 0))
     throw new UsageError(`SEEDS must be a range a-b or a comma list of whole numbers, got ${process.env.SEEDS}`);
   if (seeds.some((s) => s >= 2000 && s <= 2010)) throw new UsageError('SEEDS: 2000-2010 are the held-out seeds; tune on others');
   const trace = process.env.TRACE;
@@ -150,14 +126,14 @@ function main(): void {
         all += p.decisions;
         return x;
       });
-      const paired = pairedRatio(r, h[bestName]);
+      const ratios = r.map((x, i) => x / h[bestName][i]);
       const vsBest = mean(r) / best;
       const vsC = mean(r) / mean(c);
       worst[k].best = Math.min(worst[k].best, vsBest);
       // the 0.5% bar applies where unguarded cmmac is the best
       if (mean(c) >= best) worst[k].cmmac = Math.min(worst[k].cmmac, vsC);
       console.log(
-        `  ${JSON.stringify(g)}: ${mean(r).toFixed(4)} = ${vsBest.toFixed(3)}x best (paired ${paired.mean.toFixed(3)}, s.e. ${paired.se.toFixed(3)}), ${vsC.toFixed(3)}x cmmac, fallback ${((100 * fb) / all).toFixed(1)}%, late ${((100 * late) / all).toFixed(1)}%`,
+        `  ${JSON.stringify(g)}: ${mean(r).toFixed(4)} = ${vsBest.toFixed(3)}x best (paired ${mean(ratios).toFixed(3)}, s.e. ${se(ratios).toFixed(3)}), ${vsC.toFixed(3)}x cmmac, fallback ${((100 * fb) / all).toFixed(1)}%, late ${((100 * late) / all).toFixed(1)}%`,
       );
     });
   }

@@ -160,12 +160,12 @@ describe('kais up', () => {
     expect(run.code).toBe(0);
     const s = summaryOf(run);
     expect(s.evalPolicy).toMatch(/^cmmac\+guard\//);
-    // each agent logs its guard at start (agent/main.ts): two levels, round-robin from 0.3, no lec level, a p2c spreading share
+    // each agent logs its guard at start (agent/main.ts, guardSummary): round-robin from 0.3, no lec level, a p2c spreading share
     const said = [...run.stderr.matchAll(/^\[agent (\d+)\] regime guard: (.*)$/gm)].map((m) => [Number(m[1]), m[2]] as const);
     expect(said.map(([b]) => b).sort()).toEqual([0, 1, 2, 3, 4]);
     for (const [, line] of said)
       expect(line).toBe(
-        'round-robin decides while the late share is >= 0.3, until it is <= 0.2; p2c takes a share rising to 1 between late shares 0.2 and 0.5',
+        'round-robin from a late share of 0.3 (back at 0.2); p2c takes a share rising to 1 between late shares 0.2 and 0.5; half-life 200 decisions, dwell 200',
       );
     expect(pidsIn(run.stderr).filter(alive)).toEqual([]);
   }, 60_000);

@@ -231,7 +231,7 @@ function makeAnyDispatch(
  * the project ships for the scenario (models/<scenario>-gpg.json); the other names are the shared
  * heuristics. A GPG policy holds tfjs variables: dispose() frees them.
  */
-function makeAnyOrchestration(
+export function makeAnyOrchestration(
   name: string,
   scenario: Scenario,
   gpgFile: string | undefined,
