@@ -6,7 +6,10 @@
  */
 import { opt, resolveOptions, type OptionsOf } from '../config';
 import { UsageError } from '../errors';
-import { DEFAULT_GUARD, GUARD_FALLBACKS, guardOptionsProblem, type RegimeGuardOptions } from './guard';
+import { DEFAULT_GUARD, GUARD_FALLBACKS, guardOptionsProblem, MEASURED_SPREAD, type RegimeGuardOptions } from './guard';
+
+/** What the --guard-spread-* flags default to: the shipped guard's share, else the measured opt-in. */
+const SPREAD_DEFAULT = DEFAULT_GUARD.spread ?? MEASURED_SPREAD;
 
 export const GUARD_SPEC = {
   guardFallback: opt.choice(GUARD_FALLBACKS, {
@@ -49,20 +52,20 @@ export const GUARD_SPEC = {
       "with the guard: the heuristic of the spreading share, which takes a share of the requests (drawn per request) rising with the late share from --guard-spread-from to --guard-spread-to, whatever level decides; 'none': no spreading share",
   }),
   guardSpreadFrom: opt.number({
-    default: DEFAULT_GUARD.spread?.from ?? 0.2,
+    default: SPREAD_DEFAULT.from,
     min: 0,
     max: 1,
     describe: 'with the guard and --guard-spread: late share at which the spreading share starts to rise from 0',
   }),
   guardSpreadTo: opt.number({
-    default: DEFAULT_GUARD.spread?.to ?? 0.4,
+    default: SPREAD_DEFAULT.to,
     min: 0,
     max: 1,
     describe:
       'with the guard and --guard-spread: late share at which the spreading share reaches --guard-spread-max (above --guard-spread-from)',
   }),
   guardSpreadMax: opt.number({
-    default: DEFAULT_GUARD.spread?.max ?? 1,
+    default: SPREAD_DEFAULT.max,
     min: 0,
     minExclusive: true,
     max: 1,

@@ -77,6 +77,13 @@ export const DEFAULT_GUARD: RegimeGuardOptions = {
   spread: null,
 };
 
+/**
+ * The spreading share chosen on validation under GPG and measured once on held-out data (docs/gpg.md,
+ * "A spreading share in the guard"): round-robin, rising from a late share of 0.2 to every request
+ * at 0.35. An opt-in, not part of DEFAULT_GUARD; the --guard-spread-* flags default to it.
+ */
+export const MEASURED_SPREAD: GuardSpread = { fallback: 'round-robin', from: 0.2, to: 0.35, max: 1 };
+
 /** The problem with `o` in one phrase, or null when it is valid. */
 export function guardOptionsProblem(o: RegimeGuardOptions): string | null {
   if (!(GUARD_FALLBACKS as readonly string[]).includes(o.fallback))

@@ -2,7 +2,7 @@
  * The guard's flags (shared/dispatch/guard-options.ts): what kais agent, kais eval and kais up
  * read, and what kais up passes its agents, are one guard both ways.
  */
-import { DEFAULT_GUARD, type RegimeGuardOptions } from '../../../shared/dispatch/guard';
+import { DEFAULT_GUARD, MEASURED_SPREAD, type RegimeGuardOptions } from '../../../shared/dispatch/guard';
 import { guardFlags, guardFromFlags, guardSummary } from '../../../shared/dispatch/guard-options';
 import { UsageError } from '../../../shared/errors';
 
@@ -37,6 +37,11 @@ describe('guard flags', () => {
     expect(guardSummary(spreading)).toBe(
       'lec from a late share of 0.2 (back at 0.15), round-robin from a late share of 0.45 (back at 0.35); round-robin takes a share rising to 0.8 between late shares 0.2 and 0.4; half-life 200 decisions, dwell 200',
     );
+  });
+
+  it('--guard-spread alone: the measured spreading share (round-robin, 0.2 to 0.35, max 1), the levels unchanged', () => {
+    expect(MEASURED_SPREAD).toEqual({ fallback: 'round-robin', from: 0.2, to: 0.35, max: 1 });
+    expect(guardFromFlags({ guardSpread: 'round-robin' })).toEqual({ ...DEFAULT_GUARD, spread: MEASURED_SPREAD });
   });
 
   it('--guard-spread with its range: the spreading share, the levels unchanged', () => {
