@@ -23,9 +23,16 @@
  * frames' arrivals (default 1) replayed after a warm-up frame (past arrivals only), and orders the way to the best it found: a search that
  * follows a moving mix, where `fixed` holds what the first climb found with the window's mix known.
  *
+ * OBJECTIVE=lean climbs the other way, for the replica route of issue 16's bar (the same
+ * throughput with fewer replica-seconds): a placement is better if it keeps at least FLOOR (default
+ * 0.99) times DISPATCH/hpa's rate on SEED and FRAMES and holds fewer replica-seconds (equal ones: the
+ * higher rate); below the floor, the higher rate. Its neighbours offer a replica less of every
+ * service, not only of the 6 least busy. It prints DISPATCH/hpa's rate and replica-seconds first.
+ *
  * TRACE (an Alibaba batch_task CSV window, as kais eval --trace; default: P4), LOAD (1), SEED
- * (2001), FRAMES (10), ITERS (40), RANDOM (20), DISPATCH (lec; any dispatch heuristic), OUT (the
- * best placement so far, written after every step). Progress on stdout.
+ * (2001), FRAMES (10), ITERS (40), RANDOM (20), DISPATCH (lec; any dispatch heuristic), OBJECTIVE
+ * (rate or lean), FLOOR (0.99), OUT (the best placement so far, written after every step). Progress
+ * on stdout.
  */
 import * as fs from 'node:fs';
 import type { Placement, Request } from '../shared/domain';
@@ -58,7 +65,11 @@ function settings() {
     throw new UsageError(`DISPATCH must be a dispatch heuristic (${DISPATCH_HEURISTICS.join(', ')}), got ${dispatch}`);
   const trace = process.env.TRACE || undefined;
   if (trace !== undefined && !fs.existsSync(trace)) throw new UsageError(`TRACE: ${trace} does not exist`);
+  const objective = process.env.OBJECTIVE || 'rate';
+  if (objective !== 'rate' && objective !== 'lean') throw new UsageError(`OBJECTIVE must be rate or lean, got ${objective}`);
   return {
+    objective,
+    floor: num('FLOOR', 0.99, (x) => Number.isFinite(x) && x > 0 && x <= 1, 'a number in (0, 1]'),
     sc,
     frameS: sc.slotsPerFrame * sc.slotS,
     N: topologyOf(sc).numNodes,
@@ -140,6 +151,18 @@ function score(p: Placement, replay?: { requests: Request[]; frames: number; see
   return { rate: scored, replicaS: r.replicaSeconds, failed: o.failed, util };
 }
 
+/** Whether `a` beats `b`: the higher rate, or with OBJECTIVE=lean above `floor` the fewer replica-seconds. */
+type Better = (a: Scored, b: Scored) => boolean;
+const higherRate: Better = (a, b) => a.rate > b.rate;
+function leaner(floor: number): Better {
+  return (a, b) => {
+    const fa = a.rate >= floor;
+    if (fa !== b.rate >= floor) return fa;
+    if (!fa) return a.rate > b.rate;
+    return a.replicaS < b.replicaS - 1e-6 || (Math.abs(a.replicaS - b.replicaS) <= 1e-6 && a.rate > b.rate);
+  };
+}
+
 /**
  * The climb: up to `steps` times, the best of `neighbours` if it beats the best so far, else stop.
  * `onStep` hears of every step (the change taken, or null when none was better).
@@ -150,6 +173,7 @@ function climb(
   rng: Rng,
   scoreOf: (p: Placement) => Scored,
   onStep: (best: { p: Placement; s: Scored }, what: string | null, tried: number) => void = () => undefined,
+  better: Better = higherRate,
 ): { p: Placement; s: Scored } {
   let best = start;
   for (let it = 0; it < steps; it++) {
@@ -157,9 +181,9 @@ function climb(
     let top: { p: Placement; s: Scored; what: string } | null = null;
     for (const c of cands) {
       const s = scoreOf(c.p);
-      if (!top || s.rate > top.s.rate) top = { ...c, s };
+      if (!top || better(s, top.s)) top = { ...c, s };
     }
-    if (!top || top.s.rate <= best.s.rate) {
+    if (!top || !better(top.s, best.s)) {
       onStep(best, null, cands.length);
       break;
     }
@@ -198,8 +222,8 @@ function mpc(all: Request[], seed: number): OrchestrationPolicy {
   };
 }
 
-/** hpa's placement at its last decision of an episode under the dispatcher. */
-function hpaPlacement(): Placement {
+/** hpa's placement at its last decision of an episode under the dispatcher, and the episode's rate and replica-seconds. */
+function hpaPlacement(): { p: Placement; rate: number; replicaS: number } {
   const { sc, seed, frames, dispatch } = S;
   const hpa = makeOrchestration('hpa', sc);
   let last: Placement = initialPlacement(sc);
@@ -212,8 +236,8 @@ function hpaPlacement(): Placement {
       return hpa.decide(v);
     },
   };
-  runEpisode({ scenario: sc, requests: searchSource(), frames, seed, dispatch: makeDispatch(dispatch, sc), orchestration: spy });
-  return last;
+  const r = runEpisode({ scenario: sc, requests: searchSource(), frames, seed, dispatch: makeDispatch(dispatch, sc), orchestration: spy });
+  return { p: last, rate: r.throughputRate, replicaS: r.replicaSeconds };
 }
 
 const total = (p: Placement, w: number) => p[w].reduce((a, b) => a + b, 0);
@@ -242,7 +266,7 @@ function neighbours(p: Placement, s: Scored, rng: Rng): { p: Placement; what: st
   const cold = [...Array(W).keys()]
     .filter((w) => total(p, w) > 1)
     .sort((a, b) => s.util[a] - s.util[b])
-    .slice(0, 6);
+    .slice(0, S.objective === 'lean' ? W : 6);
   for (const w of hot) {
     if (total(p, w) >= sc.maxReplicasPerService) continue;
     const byFree = nodes.filter((n) => fits(w, n, free(n))).sort((a, b) => free(b) - free(a));
@@ -300,29 +324,57 @@ function main(): void {
   S = settings();
   const { sc, seed, frames, iters, trace, load, dispatch, checkFrames } = S;
   const fmt = (s: Scored) => `${s.rate.toFixed(4)} (replica-s ${Math.round(s.replicaS)})`;
+  const hpa = process.env.FROM && S.objective === 'rate' ? null : hpaPlacement();
+  let better = higherRate;
+  if (S.objective === 'lean') {
+    better = leaner(S.floor * hpa!.rate);
+    console.log(
+      `${dispatch}/hpa: ${hpa!.rate.toFixed(4)} (replica-s ${Math.round(hpa!.replicaS)}); floor ${(S.floor * hpa!.rate).toFixed(4)}`,
+    );
+  }
   const starts: [string, Placement][] = process.env.FROM
     ? [['FROM', readPlacement(process.env.FROM)]]
     : [
         ['static', initialPlacement(sc)],
-        ['hpa', hpaPlacement()],
+        ['hpa', hpa!.p],
       ];
   let best: { p: Placement; s: Scored } | null = null;
   for (const [name, p] of starts) {
     const s = score(p);
     console.log(`start ${name}: ${fmt(s)}`);
-    if (!best || s.rate > best.s.rate) best = { p, s };
+    if (!best || better(s, best.s)) best = { p, s };
   }
   if (!best) return;
   let step = 0;
-  best = climb(best, iters, Rng.derive(seed, 'placement-search'), score, (b, what, tried) => {
-    if (what === null) {
-      console.log(`step ${step}: none of ${tried} is better than ${b.s.rate.toFixed(4)}; stop`);
-      return;
-    }
-    console.log(`step ${step++}: ${what} -> ${fmt(b.s)} of ${tried}`);
-    if (process.env.OUT)
-      fs.writeFileSync(process.env.OUT, JSON.stringify({ trace, load, seed, frames, dispatch, rate: b.s.rate, placement: b.p }) + '\n');
-  });
+  best = climb(
+    best,
+    iters,
+    Rng.derive(seed, 'placement-search'),
+    score,
+    (b, what, tried) => {
+      if (what === null) {
+        console.log(`step ${step}: none of ${tried} is better than ${b.s.rate.toFixed(4)}; stop`);
+        return;
+      }
+      console.log(`step ${step++}: ${what} -> ${fmt(b.s)} of ${tried}`);
+      if (process.env.OUT)
+        fs.writeFileSync(
+          process.env.OUT,
+          JSON.stringify({
+            trace,
+            load,
+            seed,
+            frames,
+            dispatch,
+            objective: S.objective,
+            rate: b.s.rate,
+            replicaS: b.s.replicaS,
+            placement: b.p,
+          }) + '\n',
+        );
+    },
+    better,
+  );
   console.log(`best on seed ${seed}, ${frames} frames: ${fmt(best.s)}`);
   if (!process.env.CHECK_SEEDS) return;
   const pairs = (process.env.CHECK_POLICIES ?? `${dispatch}/fixed,${dispatch}/hpa,${dispatch}/static`).split(',');

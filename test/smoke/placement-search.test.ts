@@ -63,7 +63,31 @@ describe('scripts/placement-search', () => {
     expect(run(env).stdout).toBe(r.stdout);
   }, 120_000);
 
+  it("OBJECTIVE=lean: every step holds fewer replica-seconds and keeps FLOOR times hpa's rate", () => {
+    const env = { FRAMES: '4', ITERS: '3', OBJECTIVE: 'lean', FLOOR: '0.95' };
+    const r = run(env);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const head = /^lec\/hpa: (0\.\d{4}) \(replica-s (\d+)\); floor (0\.\d{4})\n/.exec(r.stdout);
+    expect(head).not.toBeNull();
+    const floor = Number(head![3]);
+    expect(floor).toBeCloseTo(0.95 * Number(head![1]), 3);
+    const steps = [...r.stdout.matchAll(/\nstep \d+: \S+ -> (0\.\d{4}) \(replica-s (\d+)\) of \d+/g)].map((m) => [
+      Number(m[1]),
+      Number(m[2]),
+    ]);
+    // small's hpa holds more than it needs at this floor: the climb takes replicas away
+    expect(steps.length).toBeGreaterThanOrEqual(2);
+    for (let i = 0; i < steps.length; i++) {
+      expect(steps[i][0]).toBeGreaterThanOrEqual(floor - 1e-4);
+      if (i > 0) expect(steps[i][1]).toBeLessThan(steps[i - 1][1]);
+    }
+    expect(run(env).stdout).toBe(r.stdout);
+  }, 120_000);
+
   it.each([
+    [{ OBJECTIVE: 'cheap' }, /^placement-search: OBJECTIVE must be rate or lean, got cheap/],
+    [{ FLOOR: '1.5' }, /^placement-search: FLOOR must be a number in \(0, 1\], got 1\.5/],
     [{ LOAD: '0' }, /^placement-search: LOAD must be a number in \(0, 100\], got 0/],
     [{ FRAMES: '1.5' }, /^placement-search: FRAMES must be a whole number >= 1, got 1\.5/],
     [{ DISPATCH: 'cmmac' }, /^placement-search: DISPATCH must be a dispatch heuristic \(.*lec\), got cmmac/],
