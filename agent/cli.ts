@@ -14,7 +14,7 @@
  */
 import type { Argv, CommandModule } from 'yargs';
 import { namingFlags, opt, readInputFile, resolveOptions, yargsOptions } from '../shared/config';
-import { checkPortFree, exitWithParent, listenProblem, resolveSecret } from '../shared/lifecycle';
+import { checkHost, checkPortFree, exitWithParent, listenProblem, resolveSecret } from '../shared/lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadScenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';
@@ -157,6 +157,7 @@ export const agentCommand: CommandModule<object, object> = {
     const orchestratorCa = a.tlsCa !== undefined ? loadCa(a.tlsCa, '--tls-ca') : undefined;
     if (orchestratorCa !== undefined && !a.orchestrator.startsWith('wss:'))
       throw new UsageError(`--tls-ca: the orchestrator URL ${a.orchestrator} is not wss://`);
+    await checkHost('host', a.host);
     await checkPortFree('port', a.port);
     const log = lineLogger(processLogger('agent', { eap: a.eap })); // JSON lines on stderr (shared/log.ts)
     const agent = await startAgent({

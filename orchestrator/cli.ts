@@ -6,7 +6,7 @@
  */
 import type { Argv, CommandModule } from 'yargs';
 import { namingFlags, opt, resolveOptions, yargsOptions } from '../shared/config';
-import { checkPortFree, exitWithParent, listenProblem } from '../shared/lifecycle';
+import { checkHost, checkPortFree, exitWithParent, listenProblem } from '../shared/lifecycle';
 import { UsageError } from '../shared/errors';
 import { readConfig, startOrchestrator } from './main';
 import { lineLogger, processLogger } from '../shared/log';
@@ -44,6 +44,8 @@ export const orchestratorCommand: CommandModule<object, object> = {
   handler: namingFlags(ORCHESTRATOR_SPEC, async (argv) => {
     const a = resolveOptions(ORCHESTRATOR_SPEC, argv);
     const cfg = readConfig(a.config);
+    await checkHost('host', a.host);
+    await checkHost('http-host', a.httpHost);
     await checkPortFree('port', a.port);
     await checkPortFree('http-port', a.httpPort);
     const log = lineLogger(processLogger('orchestrator')); // JSON lines on stderr (shared/log.ts)

@@ -30,3 +30,17 @@ export function errorToJSON(e: unknown): { name: string; code?: string; message:
   if (e instanceof Error) return { name: e.name, message: e.message };
   return { name: 'Error', message: String(e) };
 }
+
+/**
+ * Runs `f`, and a UsageError it throws names `flag` instead of the flag or setting its message
+ * starts with: a checker shared by several flags (a trace, a policy name) speaks of the one the user
+ * gave (`--eval-trace`, `--teacher`, TRACE), not of the flag it was first written for.
+ */
+export function asFlag<T>(flag: string, f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof UsageError) throw new UsageError(e.message.replace(/^(--[a-z][a-z0-9-]*|[A-Z][A-Z0-9_]*):/, `${flag}:`), e.code);
+    throw e;
+  }
+}

@@ -57,6 +57,26 @@ export function listenProblem(e: unknown, flag: string, port: number): UsageErro
 }
 
 /**
+ * Checks at the door that `host` is an address this machine can listen on (a name that resolves to
+ * one of its own addresses, or 0.0.0.0 / ::), so a mistyped --host is one line, not a resolver or
+ * bind error after the command has started.
+ */
+export async function checkHost(flag: string, host: string): Promise<void> {
+  const probe = net.createServer();
+  const problem = await new Promise<UsageError | null>((resolve) => {
+    probe.once('error', (e: NodeJS.ErrnoException) => {
+      if (e.code === 'ENOTFOUND' || e.code === 'EAI_AGAIN' || e.code === 'EAI_FAIL')
+        resolve(new UsageError(`--${flag}: cannot resolve ${host}`));
+      else if (e.code === 'EADDRNOTAVAIL') resolve(new UsageError(`--${flag}: ${host} is not an address of this machine`));
+      else resolve(new UsageError(`--${flag}: cannot listen on ${host} (${e.message})`));
+    });
+    probe.listen(0, host, () => resolve(null));
+  });
+  await new Promise<void>((resolve) => (probe.listening ? probe.close(() => resolve()) : resolve()));
+  if (problem) throw problem;
+}
+
+/**
  * Checks at the door that a fixed port can be listened on (0: any free one, nothing to check), so
  * a busy port is one line before the command starts anything. A port taken between this check and
  * the real listen still fails with listenProblem's line.

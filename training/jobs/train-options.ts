@@ -9,16 +9,17 @@
  */
 import * as fs from 'fs';
 import { checkOptions, opt, defaultsOf, Problem, type OptionsOf } from '../../shared/config';
-import { UsageError } from '../../shared/errors';
+import { UsageError, asFlag } from '../../shared/errors';
 import { DEQUEUE_NAMES } from '../../shared/dequeue';
 import type { HeadActivation } from '../../shared/nets/dense-f32';
 import type { DispatchPolicy } from '../../shared/policy';
 import { loadScenario, type Scenario } from '../../shared/scenario';
 import { makeTrainTeacher } from '../baselines/teacher';
-import { makeDispatch, makeOrchestration } from '../baselines/registry';
+import { ORCHESTRATION_BASELINES, makeDispatch, makeOrchestration } from '../baselines/registry';
 import { checkTraceWindow, loadCurriculum, loadValidation, type Lesson } from '../curriculum/schedule';
 import { DEFAULT_WORKLOAD, WORKLOAD_NAMES } from '../workload';
 import { traceHasRowsIn } from '../workload/window';
+import { loadTrace } from '../workload/alibaba';
 import { scenarioFingerprint } from '../../shared/nets/checkpoint-db';
 import { observationDim, type ObservationShape } from '../../agent/observation';
 import { stateDim } from '../../critic/cmmac/state';
@@ -320,8 +321,13 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
   const scenario = loadScenario(opts.scenario);
   if (opts.curriculum === 'none') opts.curriculum = null;
   checkOptions(TRAIN_SPEC, opts);
-  makeOrchestration(opts.orchestration, loadScenario(opts.scenario));
-  if (!makeTrainTeacher(opts.teacher)) makeDispatch(opts.teacher, loadScenario(opts.scenario));
+  if (!(ORCHESTRATION_BASELINES as readonly string[]).includes(opts.orchestration))
+    throw new UsageError(
+      `--orchestration: "${opts.orchestration}" cannot be held fixed while dispatch learns (${ORCHESTRATION_BASELINES.join(', ')}; GPG trains with --policies cmmac/gpg)`,
+    );
+  if (!makeTrainTeacher(opts.teacher)) asFlag('--teacher', () => makeDispatch(opts.teacher, scenario));
+  // a bad trace fails now, before --out is created or anything is printed (a resume replays the stored one)
+  if (opts.trace && (!opts.resume || !fs.existsSync(opts.out) || fs.statSync(opts.out).size === 0)) loadTrace(opts.trace);
   if (opts.curriculum && (given.episodeFrames !== undefined || given.bcFrames !== undefined)) {
     throw new UsageError(
       `--episode-frames/--bc-frames: a curriculum sets these per lesson (episodeFrames, teacher); pass --curriculum none to train a single lesson from the flags`,
@@ -367,7 +373,7 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
     if (!opts.evalTrace) throw new UsageError('--eval-trace-window: needs --eval-trace (or a curriculum with a validation.json)');
   }
   // an empty validation window fails now, not at the first evaluation
-  if (fresh && opts.evalTrace && !traceHasRowsIn(opts.evalTrace, opts.evalTraceWindowS)) {
+  if (fresh && opts.evalTrace && !asFlag('--eval-trace', () => traceHasRowsIn(opts.evalTrace!, opts.evalTraceWindowS))) {
     throw new UsageError(`--eval-trace: ${opts.evalTrace} has no rows in the window [${opts.evalTraceWindowS.join(', ')}]`);
   }
   if (!opts.resume && fs.existsSync(opts.out) && fs.statSync(opts.out).size > 0) {

@@ -427,6 +427,24 @@ describe('bad input, every command, in-process: exit 2 and one line', () => {
   });
 });
 
+describe('the line names the flag the user gave, and nothing is created before it', () => {
+  it.each([
+    [TRAIN('--teacher', 'nope'), /^kais: --teacher: unknown dispatch policy "nope"/],
+    [TRAIN('--orchestration', 'nope'), /^kais: --orchestration: "nope" cannot be held fixed while dispatch learns \(static, hpa, gsp-ss;/],
+    [TRAIN('--orchestration', 'gpg'), /^kais: --orchestration: "gpg" cannot be held fixed/],
+    [TRAIN('--eval-trace', f('folder')), /^kais: --eval-trace: folder \S+ holds no batch_task\.csv$/],
+    [TRAIN('--eval-trace', f('empty')), /^kais: --eval-trace: \S+ is empty/],
+    [TRAIN('--trace', f('empty')), /^kais: --trace: \S+ is empty/],
+    [TRAIN('--trace', f('trace-cols.csv')), /^kais: --trace: /],
+  ])('kais %j', async (args, message) => {
+    const r = await runInProcess(args);
+    expectOneLineExit2(r);
+    expect(r.stderr.trim()).toMatch(message);
+    // a bad trace is found before --out is created: a second try is not told the file exists
+    expect(fs.existsSync(f('train-out.db'))).toBe(false);
+  });
+});
+
 describe('bad input through the built CLI (dist/kais.js)', () => {
   it.concurrent.each(SPAWNED.map((c) => [name(c), c] as const))('kais %s', async (_name, args) => {
     expectOneLineExit2(await spawnKais(args));
@@ -452,6 +470,28 @@ describe('a port already in use, through the built CLI', () => {
     const r = await spawnKais(args(port));
     expectOneLineExit2(r);
     expect(r.stderr.trim().split('\n').pop()).toMatch(message);
+  });
+});
+
+describe('a --host this machine cannot listen on, through the built CLI: one line, nothing created', () => {
+  it.concurrent.each([
+    [
+      'agent, a name that does not resolve',
+      AGENT('--host', 'no-such-host.invalid'),
+      /^kais: --host: cannot resolve no-such-host\.invalid$/,
+    ],
+    [
+      'agent, an address of another machine',
+      AGENT('--host', '192.0.2.1'),
+      /^kais: --host: 192\.0\.2\.1 is not an address of this machine$/,
+    ],
+    ['orchestrator --host', ORCH('--host', 'no-such-host.invalid', '--db', f('host-test.db')), /^kais: --host: cannot resolve/],
+    ['orchestrator --http-host', ORCH('--http-host', '192.0.2.1', '--db', f('host-test.db')), /^kais: --http-host: 192\.0\.2\.1 is not/],
+  ])('kais %s', async (_name, args, message) => {
+    const r = await spawnKais(args);
+    expectOneLineExit2(r);
+    expect(r.stderr.trim()).toMatch(message);
+    expect(fs.existsSync(f('host-test.db'))).toBe(false);
   });
 });
 
