@@ -18,11 +18,12 @@
  * standard error over the seeds.
  */
 import { loadScenario, type Scenario } from '../shared/scenario';
-import * as fs from 'node:fs';
 import { DEFAULT_GUARD, guardedDispatch, guardOptionsProblem, type RegimeGuardOptions } from '../shared/dispatch/guard';
 import { DISPATCH_HEURISTICS, isDispatchHeuristic } from '../shared/dispatch/index';
 import { isOrchestrationPolicy } from '../shared/orchestration';
-import { UsageError } from '../shared/errors';
+import { UsageError, asFlag } from '../shared/errors';
+import { loadTrace } from '../training/workload/alibaba';
+import { MAX_FRAMES, MAX_LOAD } from '../training/jobs/train-options';
 import type { DispatchPolicy } from '../shared/policy';
 import { buildRequests } from '../training/workload';
 import { runEpisode } from '../training/jobs/rollout';
@@ -56,36 +57,43 @@ function rate(scenario: Scenario, dispatch: DispatchPolicy, orchestration: strin
 
 function main(): void {
   const scenario = loadScenario('kais');
-  let seeds: number[] = [];
-  try {
-    seeds = seedList(process.env.SEEDS ?? '1-6');
-  } catch {
-    // not a seed: reported below, with the rest of the settings
-  }
-  if (seeds.length === 0 || seeds.some((s) => s < 0))
-    throw new UsageError(`SEEDS must be a range a-b or a comma list of whole numbers, got ${process.env.SEEDS}`);
+  const seeds = seedList(process.env.SEEDS ?? '1-6');
   if (seeds.some((s) => s >= 2000 && s <= 2010)) throw new UsageError('SEEDS: 2000-2010 are the held-out seeds; tune on others');
+  const orchestration = process.env.ORCHESTRATION || 'hpa';
+  if (orchestration !== 'gpg' && !isOrchestrationPolicy(orchestration))
+    throw new UsageError(`ORCHESTRATION must be gpg or an orchestration baseline, got ${orchestration}`);
   const trace = process.env.TRACE;
-  if (trace !== undefined && !fs.existsSync(trace)) throw new UsageError(`TRACE: ${trace} does not exist`);
-  const loads = (process.env.LOADS ?? '0.5,1,1.5,2').split(',').map(Number);
-  if (loads.some((l) => !(l > 0))) throw new UsageError(`LOADS must be positive numbers, got ${process.env.LOADS}`);
+  // the window is read now: a bad file is one line before anything runs
+  if (trace !== undefined) asFlag('TRACE', () => loadTrace(trace));
+  const loadText = process.env.LOADS ?? '0.5,1,1.5,2';
+  const loads = loadText.split(',').map((l) => (l.trim() === '' ? NaN : Number(l)));
+  if (loads.some((l) => !(l > 0 && l <= MAX_LOAD))) throw new UsageError(`LOADS must be numbers in (0, ${MAX_LOAD}], got ${loadText}`);
   const frames = Number(process.env.FRAMES ?? 3);
-  if (!Number.isInteger(frames) || frames < 1) throw new UsageError(`FRAMES must be a whole number >= 1, got ${process.env.FRAMES}`);
-  const orchestration = process.env.ORCHESTRATION ?? 'hpa';
+  if (!Number.isInteger(frames) || frames < 1 || frames > MAX_FRAMES)
+    throw new UsageError(`FRAMES must be a whole number in [1, ${MAX_FRAMES}], got ${process.env.FRAMES}`);
   // a heuristic alone runs on ORCHESTRATION; "d/o" is a pair
   const heuristics = (process.env.HEURISTICS ?? 'lec;round-robin;p2c').split(';');
   const pairOf = (n: string): [string, string] => {
-    const [d, o] = n.split('/');
+    const [d, o, ...rest] = n.split('/');
+    if (rest.length > 0) throw new UsageError(`HEURISTICS: ${n} is not a dispatch heuristic or a dispatch/orchestration pair`);
     return [d, o ?? orchestration];
   };
   let given: Partial<RegimeGuardOptions>[] = DEFAULT_GRID;
   if (process.env.GRID) {
+    let parsed: unknown;
     try {
-      given = JSON.parse(process.env.GRID) as Partial<RegimeGuardOptions>[];
+      parsed = JSON.parse(process.env.GRID);
     } catch (e) {
       throw new UsageError(`GRID: not JSON: ${(e as Error).message}`);
     }
-    if (!Array.isArray(given)) throw new UsageError('GRID must be a JSON list of guard settings');
+    if (!Array.isArray(parsed)) throw new UsageError('GRID must be a JSON list of guard settings');
+    parsed.forEach((g: unknown, k) => {
+      if (typeof g !== 'object' || g === null || Array.isArray(g)) throw new UsageError(`GRID[${k}]: not an object of guard settings`);
+      const unknown = Object.keys(g).find((key) => !(key in DEFAULT_GUARD));
+      if (unknown !== undefined)
+        throw new UsageError(`GRID[${k}]: unknown setting "${unknown}" (known: ${Object.keys(DEFAULT_GUARD).join(', ')})`);
+    });
+    given = parsed as Partial<RegimeGuardOptions>[];
   }
   const grid = given.map((g): RegimeGuardOptions => ({ ...DEFAULT_GUARD, ...g }));
   grid.forEach((g, k) => {
@@ -97,8 +105,6 @@ function main(): void {
     if (!isDispatchHeuristic(d)) throw new UsageError(`HEURISTICS: ${d} is not a dispatch heuristic (${DISPATCH_HEURISTICS.join(', ')})`);
     if (o !== 'gpg' && !isOrchestrationPolicy(o)) throw new UsageError(`HEURISTICS: ${o} is not an orchestration policy`);
   }
-  if (orchestration !== 'gpg' && !isOrchestrationPolicy(orchestration))
-    throw new UsageError(`ORCHESTRATION must be gpg or an orchestration baseline, got ${orchestration}`);
   console.log(`kais, ${orchestration}, ${process.env.TRACE ?? 'p4'}, ${frames} frames, seeds ${seeds.join(',')}, loads ${loads.join(',')}`);
   const cmmac = policyByName('cmmac', scenario);
   const worst = grid.map(() => ({ best: Infinity, cmmac: Infinity }));

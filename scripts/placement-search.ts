@@ -379,7 +379,7 @@ function main(): void {
   if (!process.env.CHECK_SEEDS) return;
   const pairs = (process.env.CHECK_POLICIES ?? `${dispatch}/fixed,${dispatch}/hpa,${dispatch}/static`).split(',');
   const sums = new Map<string, number[]>();
-  for (const s of seedList(process.env.CHECK_SEEDS)) {
+  for (const s of seedList(process.env.CHECK_SEEDS, 'CHECK_SEEDS')) {
     const source = requestsOf(s, checkFrames);
     // mpc reads the past frame's arrivals, so it needs them all in memory; the others read as they go
     const all = pairs.some((x) => x.endsWith('/mpc')) ? drain(source) : null;

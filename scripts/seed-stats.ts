@@ -1,18 +1,18 @@
 /** Seed lists and per-seed statistics shared by the measurement scripts (test-seeds.ts, seed-table.ts). */
+import { Problem } from '../shared/config';
+import { UsageError } from '../shared/errors';
+import { parseSeeds } from '../training/jobs/eval-seeds';
 
-/** SEEDS as \`a-b\` (inclusive) or \`a,b,...\`. */
-export function seedList(v: string): number[] {
-  const range = /^(\d+)-(\d+)$/.exec(v);
-  if (range) {
-    const out: number[] = [];
-    for (let s = Number(range[1]); s <= Number(range[2]); s++) out.push(s);
-    return out;
-  }
-  return v.split(',').map((s) => {
-    const n = Number(s);
-    if (!Number.isInteger(n)) throw new Error(`SEEDS: not a seed: ${s}`);
-    return n;
-  });
+/**
+ * A script's seeds (SEEDS, CHECK_SEEDS): one whole number, or `kais eval --seeds`' a-b / a,b,...
+ * (parseSeeds: no repeats, at most MAX_SEEDS); a one-line UsageError naming `name` otherwise.
+ */
+export function seedList(v: string, name = 'SEEDS'): number[] {
+  const t = v.trim();
+  if (/^\d+$/.test(t) && Number.isSafeInteger(Number(t))) return [Number(t)];
+  const seeds = parseSeeds(t);
+  if (seeds instanceof Problem) throw new UsageError(`${name}: ${seeds.why}`);
+  return seeds;
 }
 
 // the same statistics as `kais eval --seeds` (one definition)

@@ -21,6 +21,7 @@ import { defaultsOf } from '../shared/config';
 import { loadBackend } from '../shared/tf-backend';
 import { EVAL_SPEC, runEvalSeeds, type EvalArgs, type EvalReport } from '../training/jobs/eval';
 import { mean, se, seedList, type SeedCells } from './seed-stats';
+import { UsageError } from '../shared/errors';
 
 async function main(): Promise<void> {
   await loadBackend(); // the backend kais eval runs a gpg pair on
@@ -104,5 +105,5 @@ async function main(): Promise<void> {
 
 main().catch((e) => {
   process.stderr.write(`seed-table: ${(e as Error).message}\n`);
-  process.exit(1);
+  process.exit(e instanceof UsageError ? 2 : 1);
 });

@@ -24,6 +24,7 @@ import { buildRequests } from '../training/workload';
 import { oracleBound } from '../training/jobs/oracle';
 import { episodeRate } from './policy-by-name';
 import { mean, se, seedList } from './seed-stats';
+import { UsageError } from '../shared/errors';
 
 function main(): void {
   const scenario = loadScenario('kais');
@@ -75,4 +76,9 @@ function main(): void {
   }
 }
 
-main();
+try {
+  main();
+} catch (e) {
+  process.stderr.write(`test-seeds: ${(e as Error).message}\n`);
+  process.exit(e instanceof UsageError ? 2 : 1);
+}

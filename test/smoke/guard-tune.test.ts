@@ -47,13 +47,25 @@ describe('scripts/guard-tune', () => {
 
   it.each([
     [{ SEEDS: '2001-2003' }, /^guard-tune: SEEDS: 2000-2010 are the held-out seeds; tune on others/],
-    [{ SEEDS: 'x' }, /^guard-tune: SEEDS must be a range a-b or a comma list of whole numbers, got x/],
-    [{ FRAMES: '0' }, /^guard-tune: FRAMES must be a whole number >= 1, got 0/],
-    [{ TRACE: '/nonexistent/w.csv' }, /^guard-tune: TRACE: \/nonexistent\/w\.csv does not exist/],
+    [{ SEEDS: 'x' }, /^guard-tune: SEEDS: expected a-b or a comma-separated list of integers, got "x"/],
+    [{ SEEDS: '' }, /^guard-tune: SEEDS: expected a-b/],
+    [{ SEEDS: ',1' }, /^guard-tune: SEEDS: expected a-b/],
+    [{ SEEDS: '1,1' }, /^guard-tune: SEEDS: seed 1 is listed twice/],
+    [{ SEEDS: '3000-500000' }, /^guard-tune: SEEDS: 497001 seeds, more than 1000/],
+    [{ FRAMES: '0' }, /^guard-tune: FRAMES must be a whole number in \[1, 100000\], got 0/],
+    [{ FRAMES: '1e9' }, /^guard-tune: FRAMES must be a whole number in \[1, 100000\], got 1e9/],
+    [{ LOADS: '1000' }, /^guard-tune: LOADS must be numbers in \(0, 100\], got 1000/],
+    [{ LOADS: '1,' }, /^guard-tune: LOADS must be numbers in \(0, 100\], got 1,/],
+    [{ TRACE: '/nonexistent/w.csv' }, /^guard-tune: TRACE: cannot read \/nonexistent\/w\.csv/],
+    [{ TRACE: '/tmp' }, /^guard-tune: TRACE: folder \/tmp holds/],
     [{ HEURISTICS: 'cmmac/hpa' }, /^guard-tune: HEURISTICS: cmmac is not a dispatch heuristic/],
+    [{ HEURISTICS: 'lec/hpa/x' }, /^guard-tune: HEURISTICS: lec\/hpa\/x is not a dispatch heuristic or a dispatch\/orchestration pair/],
     [{ ORCHESTRATION: 'magic' }, /^guard-tune: ORCHESTRATION must be gpg or an orchestration baseline, got magic/],
+    [{ ORCHESTRATION: 'magic', HEURISTICS: 'lec' }, /^guard-tune: ORCHESTRATION must be gpg or an orchestration baseline, got magic/],
     [{ GRID: '[{"spread":{"fallback":"round-robin","from":0.4,"to":0.3,"max":1}}]' }, /^guard-tune: GRID\[0\]: spread\.to must be in/],
     [{ GRID: '{' }, /^guard-tune: GRID: not JSON/],
+    [{ GRID: '[{"bogus":1}]' }, /^guard-tune: GRID\[0\]: unknown setting "bogus" \(known: /],
+    [{ GRID: '[null]' }, /^guard-tune: GRID\[0\]: not an object of guard settings/],
   ])('%j exits 2 with one line', (env, problem) => {
     expectUsageExit(run(env), problem);
   });
