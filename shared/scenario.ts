@@ -188,10 +188,11 @@ export function validateScenario(raw: unknown, source: string): Scenario {
     maxReplicasPerService: num(r, 'maxReplicasPerService', 'maxReplicasPerService', 1, 1e6, true),
     queueCapPerReplica: num(r, 'queueCapPerReplica', 'queueCapPerReplica', 1, 1e6),
     workload: {
-      ratePerS: num(wl, 'ratePerS', 'workload.ratePerS', 0),
-      inputMB: num(wl, 'inputMB', 'workload.inputMB', 0),
-      deadlineBaseS: num(wl, 'deadlineBaseS', 'workload.deadlineBaseS', 0),
-      deadlineSlack: num(wl, 'deadlineSlack', 'workload.deadlineSlack', 0),
+      // bounded: an absurd rate is a typo, not a cluster (it would draw requests until memory runs out)
+      ratePerS: num(wl, 'ratePerS', 'workload.ratePerS', 0, 100_000),
+      inputMB: num(wl, 'inputMB', 'workload.inputMB', 0, 1e6),
+      deadlineBaseS: num(wl, 'deadlineBaseS', 'workload.deadlineBaseS', 0, 86_400),
+      deadlineSlack: num(wl, 'deadlineSlack', 'workload.deadlineSlack', 0, 1e6),
     },
   };
   // every service must be servable somewhere: on an edge node with both its CPU and its memory, or

@@ -13,6 +13,7 @@ import * as os from 'os';
 import * as path from 'path';
 import Database from 'better-sqlite3';
 import { runCli } from '../../../kais';
+import TINY_RAW from '../../../shared/scenarios/tiny.json';
 
 const ROOT = path.resolve(__dirname, '../../..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
@@ -28,6 +29,11 @@ fs.writeFileSync(f('array.json'), '[1, 2, 3]');
 fs.writeFileSync(f('unknown-field.json'), JSON.stringify({ scenario: 'tiny', color: 'blue' }));
 fs.writeFileSync(f('orchestrator.json'), JSON.stringify({ scenario: 'tiny', learner: 'none', detector: 'none' }));
 fs.writeFileSync(f('bad-scenario.json'), JSON.stringify({ name: 'x', eaps: 'many' }));
+// tiny with an absurd arrival rate (it drew requests until memory ran out)
+fs.writeFileSync(
+  f('rate-scenario.json'),
+  JSON.stringify({ ...TINY_RAW, workload: { ...(TINY_RAW as { workload: object }).workload, ratePerS: 1e308 } }),
+);
 fs.writeFileSync(f('wrong-scenario-config.json'), JSON.stringify({ scenario: 'nope' }));
 fs.writeFileSync(f('bad-speed-config.json'), JSON.stringify({ scenario: 'tiny', speed: -3 }));
 fs.writeFileSync(f('bad-heartbeat-config.json'), JSON.stringify({ scenario: 'tiny', heartbeatMs: 1e15 }));
@@ -436,6 +442,7 @@ describe('the line names the flag the user gave, and nothing is created before i
     [TRAIN('--eval-trace', f('empty')), /^kais: --eval-trace: \S+ is empty/],
     [TRAIN('--trace', f('empty')), /^kais: --trace: \S+ is empty/],
     [TRAIN('--trace', f('trace-cols.csv')), /^kais: --trace: /],
+    [EVAL('--scenario', f('rate-scenario.json')), /workload\.ratePerS/],
   ])('kais %j', async (args, message) => {
     const r = await runInProcess(args);
     expectOneLineExit2(r);
