@@ -437,25 +437,14 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   const topo = topologyOf(scenario);
   if (!Number.isInteger(a.faults) || a.faults < 0 || a.faults > topo.numNodes)
     throw new UsageError(`--faults: must be an integer in 0..${topo.numNodes}, got ${a.faults}`);
+  if (a.canary && !heuristic && topo.numEaps < 2)
+    throw new UsageError(`--canary: needs at least 2 eAPs (canary and control); scenario ${scenario.name} has ${topo.numEaps}`);
   const faultPlan = planFaults(a.faults, a.duration * a.speed, topo.numNodes, a.seed);
   // The orchestrator's weights frames carry the actor head; agents are also told it (--actor-head)
   // for a stored model published before heads were carried.
   // without --checkpoint, the learned policy the project ships for the scenario, when there is one
   // a heuristic policy needs no model: none is published (the agents would ignore it) and none learned
-  let checkpoint = heuristic ? undefined : a.checkpoint;
-  if (heuristic)
-    log(
-      `--policy ${policy}: every agent dispatches with ${policy}; no model is published, nothing is learned${a.checkpoint ? ` (--checkpoint ${a.checkpoint} ignored)` : ''}`,
-    );
-  else if (!checkpoint) {
-    // the actor shipped for the scenario and the orchestration (shared/nets/actor-file.ts defaultModelPath)
-    const shipped = defaultModelPath(scenario, a.orchestration);
-    if (shipped) {
-      checkpoint = shipped;
-      log(`using the shipped model ${shipped}`);
-    }
-  }
-  const actorHead = checkpoint ? checkpointHead(checkpoint) : 'softplus1';
+  // the requests first: a bad --trace is the only line, before anything is said or started
   const requests: Request[] = buildRequests({
     scenario,
     workload: a.workload,
@@ -465,6 +454,28 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     durationS: a.duration * a.speed,
     warn: log,
   });
+  let checkpoint = heuristic ? undefined : a.checkpoint;
+  if (heuristic) {
+    // what only a learned policy uses is said to be ignored, not dropped in silence
+    const ignored = [
+      a.checkpoint ? `--checkpoint ${a.checkpoint}` : '',
+      a.guard ? '--guard' : '',
+      a.gate ? '--gate' : '',
+      a.canary ? '--canary' : '',
+      a.inject !== 'none' ? `--inject ${a.inject}` : '',
+    ].filter((x) => x !== '');
+    log(
+      `--policy ${policy}: every agent dispatches with ${policy}; no model is published, nothing is learned${ignored.length > 0 ? ` (${ignored.join(', ')} ignored)` : ''}`,
+    );
+  } else if (!checkpoint) {
+    // the actor shipped for the scenario and the orchestration (shared/nets/actor-file.ts defaultModelPath)
+    const shipped = defaultModelPath(scenario, a.orchestration);
+    if (shipped) {
+      checkpoint = shipped;
+      log(`using the shipped model ${shipped}`);
+    }
+  }
+  const actorHead = checkpoint ? checkpointHead(checkpoint) : 'softplus1';
 
   const learning = a.learn && checkpoint !== undefined;
   // a model chosen sampling (kais train --eval-act sample: act "sample") is deployed sampling: every
@@ -568,10 +579,10 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         actorHead,
         learner: learning ? 'cmmac' : 'none',
         learnBatch: a.learnBatch,
-        ...(a.gate ? { gate: true } : {}),
-        ...(a.canary ? { canary: true } : {}),
-        ...(a.inject === 'bad-weights' ? { injectBadWeightsAfterS: a.duration / 3 } : {}),
-        ...(a.inject === 'same-weights' ? { injectSameWeightsAfterS: a.duration / 3 } : {}),
+        ...(a.gate && !heuristic ? { gate: true } : {}),
+        ...(a.canary && !heuristic ? { canary: true } : {}),
+        ...(a.inject === 'bad-weights' && !heuristic ? { injectBadWeightsAfterS: a.duration / 3 } : {}),
+        ...(a.inject === 'same-weights' && !heuristic ? { injectSameWeightsAfterS: a.duration / 3 } : {}),
         ...(tls ? { tls } : {}),
         prediction: predictionFile,
       }),

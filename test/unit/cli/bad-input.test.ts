@@ -241,6 +241,9 @@ const CASES: string[][] = [
   UP('--checkpoint', f('foreign.db')),
   UP('--trace', '/dev/zero'),
   UP('--trace', f('binary.bin')),
+  UP('--trace', f('empty')),
+  UP('--canary'),
+  UP('--trace', f('trace-cols.csv')),
   UP('--scenario', 'kais', '--scenario', 'x'),
   // agent
   ['agent'],
@@ -443,6 +446,8 @@ describe('the line names the flag the user gave, and nothing is created before i
     [TRAIN('--trace', f('empty')), /^kais: --trace: \S+ is empty/],
     [TRAIN('--trace', f('trace-cols.csv')), /^kais: --trace: /],
     [EVAL('--scenario', f('rate-scenario.json')), /workload\.ratePerS/],
+    // kais has a shipped model: the bad trace is still the only line (it was said after "using the shipped model")
+    [['up', '--scenario', 'kais', '--duration', '1', '--trace', f('empty')], /^kais: --trace: \S+ is empty/],
   ])('kais %j', async (args, message) => {
     const r = await runInProcess(args);
     expectOneLineExit2(r);
