@@ -55,6 +55,7 @@ export const GUARD_SPEC = {
     default: SPREAD_DEFAULT.from,
     min: 0,
     max: 1,
+    maxExclusive: true,
     describe: 'with the guard and --guard-spread: late share at which the spreading share starts to rise from 0',
   }),
   guardSpreadTo: opt.number({
@@ -90,11 +91,22 @@ export function guardFromFlags(given: Partial<OptionsOf<typeof GUARD_SPEC>>): Re
     spread:
       a.guardSpread === 'none' ? null : { fallback: a.guardSpread, from: a.guardSpreadFrom, to: a.guardSpreadTo, max: a.guardSpreadMax },
   };
-  const problem = guardOptionsProblem(guard);
+  // a level's flags are checked while the level is 'none' too (as every --guard-* flag is checked
+  // with or without --guard), when they were set: the middle level's defaults are not held
+  // against a low --guard-enter of a guard without one
+  const midSet = a.guardMidEnter !== GUARD_SPEC.guardMidEnter.default || a.guardMidExit !== GUARD_SPEC.guardMidExit.default;
+  const checked: RegimeGuardOptions = {
+    ...guard,
+    mid: guard.mid ?? (midSet ? { fallback: a.guardFallback, enter: a.guardMidEnter, exit: a.guardMidExit } : null),
+    spread: guard.spread ?? { fallback: a.guardFallback, from: a.guardSpreadFrom, to: a.guardSpreadTo, max: a.guardSpreadMax },
+  };
+  const problem = guardOptionsProblem(checked);
   if (problem) {
-    // guardOptionsProblem names the field first ('mid.enter must be ...'): name the flag instead
-    const [field] = problem.split(' ', 1);
+    // guardOptionsProblem speaks of fields ('mid.enter must be in (0, enter=0.45)'): name the flags instead
     const flag: Record<string, string> = {
+      fallback: 'guard-fallback',
+      enter: 'guard-enter',
+      exit: 'guard-exit',
       'mid.fallback': 'guard-mid',
       'mid.enter': 'guard-mid-enter',
       'mid.exit': 'guard-mid-exit',
@@ -103,7 +115,9 @@ export function guardFromFlags(given: Partial<OptionsOf<typeof GUARD_SPEC>>): Re
       'spread.to': 'guard-spread-to',
       'spread.max': 'guard-spread-max',
     };
-    throw new UsageError(`--${flag[field] ?? `guard-${field}`}: ${problem.slice(field.length + 1)}`);
+    const [field] = problem.split(' ', 1);
+    const rest = problem.slice(field.length + 1).replace(/(mid\.enter|spread\.from|enter)=/g, (_m, f: string) => `--${flag[f]}=`);
+    throw new UsageError(`--${flag[field] ?? `guard-${field}`}: ${rest}`);
   }
   return guard;
 }

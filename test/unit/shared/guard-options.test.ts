@@ -22,6 +22,15 @@ describe('guard flags', () => {
     expect(guardFromFlags({})).toEqual(DEFAULT_GUARD);
   });
 
+  it("a guard without a middle level may enter below the middle level's default", () => {
+    expect(guardFromFlags({ guardMid: 'none', guardEnter: 0.15, guardExit: 0.1 })).toEqual({
+      ...DEFAULT_GUARD,
+      mid: null,
+      enter: 0.15,
+      exit: 0.1,
+    });
+  });
+
   const twoLevels: RegimeGuardOptions = { ...DEFAULT_GUARD, fallback: 'p2c', enter: 0.3, exit: 0.2, mid: null };
   const threeLevels: RegimeGuardOptions = { ...DEFAULT_GUARD, enter: 0.3, exit: 0.2, mid: { fallback: 'jsq', enter: 0.1, exit: 0.05 } };
   const spreading: RegimeGuardOptions = { ...DEFAULT_GUARD, spread: { fallback: 'round-robin', from: 0.2, to: 0.4, max: 0.8 } };
@@ -53,16 +62,24 @@ describe('guard flags', () => {
 
   it.each([
     [{ guardEnter: 0.3, guardExit: 0.3 }, /^--guard-exit: must be below --guard-enter \(0\.3\), got 0\.3$/],
-    [{ guardMidEnter: 0.5 }, /^--guard-mid-enter: must be in \(0, enter=0\.45\), got 0\.5$/],
-    [{ guardMidExit: 0.25 }, /^--guard-mid-exit: must be in \[0, mid\.enter=0\.2\), got 0\.25$/],
+    [{ guardMidEnter: 0.5 }, /^--guard-mid-enter: must be in \(0, --guard-enter=0\.45\), got 0\.5$/],
+    [{ guardMidExit: 0.25 }, /^--guard-mid-exit: must be in \[0, --guard-mid-enter=0\.2\), got 0\.25$/],
     // checked by the flag's own parser, as on the command line
     [{ guardFallback: 'greedy' as never }, /^--guard-fallback: expected one of round-robin, lec, p2c, jsq, got "greedy"$/],
     [{ guardEnter: 0 }, /^--guard-enter: expected a number > 0 and <= 1, got 0$/],
     [
       { guardSpread: 'round-robin', guardSpreadFrom: 0.4, guardSpreadTo: 0.3 },
-      /^--guard-spread-to: must be in \(spread\.from=0\.4, 1\], got 0\.3$/,
+      /^--guard-spread-to: must be in \(--guard-spread-from=0\.4, 1\], got 0\.3$/,
     ],
-    [{ guardSpread: 'round-robin', guardSpreadFrom: 1 }, /^--guard-spread-from: must be in \[0, 1\), got 1$/],
+    [{ guardSpread: 'round-robin', guardSpreadFrom: 1 }, /^--guard-spread-from: expected a number >= 0 and < 1, got 1$/],
+    // a level's flags are checked while the level is off, as every guard flag is without --guard
+    [{ guardSpreadFrom: 0.5, guardSpreadTo: 0.4 }, /^--guard-spread-to: must be in \(--guard-spread-from=0\.5, 1\], got 0\.4$/],
+    [{ guardMid: 'none', guardMidEnter: 0.9 }, /^--guard-mid-enter: must be in \(0, --guard-enter=0\.45\), got 0\.9$/],
+    [{ guardMid: 'none', guardMidExit: 0.9 }, /^--guard-mid-exit: must be in \[0, --guard-mid-enter=0\.2\), got 0\.9$/],
+    [
+      { guardMid: 'none', guardEnter: 0.15, guardExit: 0.1, guardMidEnter: 0.3 },
+      /^--guard-mid-enter: must be in \(0, --guard-enter=0\.15\)/,
+    ],
     [{ guardSpreadMax: 0 }, /^--guard-spread-max: expected a number > 0 and <= 1, got 0$/],
   ])('%j: a UsageError naming the flag', (given, problem) => {
     expect(() => guardFromFlags(given)).toThrow(UsageError);

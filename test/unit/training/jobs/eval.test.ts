@@ -340,7 +340,10 @@ describe('kais eval', () => {
       kais(...tiny, '--guard-enter', '0.3', '--guard-exit', '0.5'),
       /^kais: --guard-exit: must be below --guard-enter \(0\.3\), got 0\.5$/,
     );
-    expectUsageError(kais(...tiny, '--guard-mid-enter', '0.5'), /^kais: --guard-mid-enter: must be in \(0, enter=0\.45\), got 0\.5$/);
+    expectUsageError(
+      kais(...tiny, '--guard-mid-enter', '0.5'),
+      /^kais: --guard-mid-enter: must be in \(0, --guard-enter=0\.45\), got 0\.5$/,
+    );
     expectUsageError(kais(...tiny, '--guard-fallback', 'greedy'), /--guard-fallback/);
   }, 180_000);
 
