@@ -83,7 +83,14 @@ async function call(a: Common, method: string, path: string, body?: unknown): Pr
   });
   if (reply.status === 401) throw new UsageError('--admin-token-file: the orchestrator refused the admin token');
   if (reply.status === 403) throw new UsageError(`--orchestrator: ${String(reply.body.reason)}`);
-  if (reply.status >= 400) throw new UsageError(`${String(reply.body.reason ?? `HTTP ${reply.status}`)}`);
+  // the API names its body fields (replicas: ..., ttlS: ...): the line names the flag that carried it
+  if (reply.status >= 400)
+    throw new UsageError(
+      String(reply.body.reason ?? `HTTP ${reply.status}`).replace(
+        /^(service|replicas|node|reason|by|ttlS):/,
+        (_m, f: string) => `--${f === 'ttlS' ? 'ttl' : f}:`,
+      ),
+    );
   return reply.body;
 }
 
@@ -134,7 +141,10 @@ export const statusCommand: CommandModule<object, object> = {
 const SCALE_SPEC = {
   ...COMMON,
   service: opt.integer({ demand: true, min: 0, describe: 'service id' }),
-  replicas: opt.integer({ min: 0, describe: 'replicas in total (or on --node) while the override holds' }),
+  replicas: opt.integer({
+    min: 0,
+    describe: "replicas while the override holds: in total (1 up to the scenario's maxReplicasPerService), or on --node (0 or more)",
+  }),
   node: opt.integer({ min: 0, describe: 'hold the count on this edge node only' }),
   ttl: opt.number({
     min: 0,
@@ -161,6 +171,9 @@ export const scaleCommand: CommandModule<object, object> = {
     const a = resolveOptions(SCALE_SPEC, argv);
     if (a.release && a.replicas !== undefined) throw new UsageError('--release: give --replicas or --release, not both');
     if (!a.release && a.replicas === undefined) throw new UsageError('--replicas: how many (or --release to end the override)');
+    // a release ends the service's override, whatever it held: these would be dropped in silence
+    if (a.release && a.node !== undefined) throw new UsageError('--node: only with --replicas (--release ends the whole override)');
+    if (a.release && a.ttl !== undefined) throw new UsageError('--ttl: only with --replicas');
     const r = a.release
       ? await call(a, 'POST', '/v1/scale/release', { service: a.service, reason: a.reason, by: a.by })
       : await call(a, 'POST', '/v1/scale', {
@@ -195,6 +208,7 @@ export const nodesCommand: CommandModule<object, object> = {
     if (a.hold !== undefined && a.readmit !== undefined) throw new UsageError('--hold: give --hold or --readmit, not both');
     const change = a.hold !== undefined ? 'hold' : a.readmit !== undefined ? 'readmit' : null;
     if (change && !a.reason) throw new UsageError(`--reason: say why you ${change === 'hold' ? 'hold the node out' : 're-admit the node'}`);
+    if (!change && a.reason) throw new UsageError('--reason: only with --hold or --readmit (listing the nodes records nothing)');
     const s = change
       ? await call(a, 'POST', `/v1/nodes/${change}`, { node: change === 'hold' ? a.hold : a.readmit, reason: a.reason, by: a.by })
       : await call(a, 'GET', '/v1/status');

@@ -265,7 +265,10 @@ describe('kais up', () => {
         const bad = await cli(['scale', ...admin, '--service', '99', '--replicas', '1', '--reason', 'x']);
         expect(bad.code).toBe(2);
         expect(bad.stderr.trim().split('\n')).toHaveLength(1);
-        expect(bad.stderr).toMatch(/service: must be an integer in 0\.\.3/);
+        // the API's field is named by the flag that carried it
+        expect(bad.stderr).toMatch(/^kais: --service: must be an integer in 0\.\.3/);
+        const zero = await cli(['scale', ...admin, '--service', '1', '--replicas', '0', '--reason', 'x']);
+        expect(zero.stderr).toMatch(/^kais: --replicas: must be an integer in 1\.\.\d+/);
         child.kill('SIGINT'); // done: a partial summary is enough
       })();
     });

@@ -446,6 +446,15 @@ describe('the line names the flag the user gave, and nothing is created before i
     [TRAIN('--trace', f('empty')), /^kais: --trace: \S+ is empty/],
     [TRAIN('--trace', f('trace-cols.csv')), /^kais: --trace: /],
     [EVAL('--scenario', f('rate-scenario.json')), /workload\.ratePerS/],
+    [
+      ['scale', '--orchestrator', 'http://127.0.0.1:1', '--service', '1', '--release', '--ttl', '5', '--reason', 'x'],
+      /^kais: --ttl: only with --replicas/,
+    ],
+    [
+      ['scale', '--orchestrator', 'http://127.0.0.1:1', '--service', '1', '--release', '--node', '2', '--reason', 'x'],
+      /^kais: --node: only with --replicas/,
+    ],
+    [['nodes', '--orchestrator', 'http://127.0.0.1:1', '--reason', 'x'], /^kais: --reason: only with --hold or --readmit/],
     // kais has a shipped model: the bad trace is still the only line (it was said after "using the shipped model")
     [['up', '--scenario', 'kais', '--duration', '1', '--trace', f('empty')], /^kais: --trace: \S+ is empty/],
   ])('kais %j', async (args, message) => {
