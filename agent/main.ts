@@ -149,7 +149,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   }
   if (heuristic) {
     log(
-      `policy ${policy}: every decision is ${policy}'s, actor weights are ignored; ` +
+      `policy ${policy}: every decision is ${policy}'s, actor weights are ignored${o.guard ? ', --guard is ignored (it guards cmmac)' : ''}; ` +
         ((o.experience ?? 'explored') === 'all'
           ? 'every decision is sent as experience without a weight version (the online learner skips those)'
           : 'no experience is sent'),

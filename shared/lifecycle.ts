@@ -37,6 +37,9 @@ export function resolveSecret(o: {
   fileFlag: string;
   env: string;
 }): string {
+  // an empty --token '' is a mistake (an unset shell variable), not "no token": say so
+  if (o.inline !== undefined && o.inline !== null && o.inline.trim() === '')
+    throw new UsageError(`--${o.inlineFlag}: empty (give the token, or leave the flag out)`);
   if (o.inline && o.fromFile)
     throw new UsageError(`--${o.inlineFlag}: give the token once, with --${o.fileFlag} (not shown in ps) or --${o.inlineFlag}, not both`);
   if (o.fromFile) return o.fromFile;

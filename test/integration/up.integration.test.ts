@@ -171,10 +171,11 @@ describe('kais up', () => {
   }, 60_000);
 
   it('runs a heuristic policy in every agent and in the prediction, and names it (--policy jsq, tiny, 5 s)', async () => {
-    const run = await kaisUp(['--scenario', 'tiny', '--duration', '5', '--policy', 'jsq', '--guard', '--canary', '--json']);
+    const run = await kaisUp(['--scenario', 'tiny', '--duration', '5', '--policy', 'jsq', '--guard', '--canary', '--json', '--verbose']);
     expect(run.code).toBe(0);
     // what only a learned policy uses is said to be ignored
     expect(run.stderr).toMatch(/--policy jsq: every agent dispatches with jsq; .* \(--guard, --canary ignored\)/);
+    expect(run.stderr).toMatch(/^\[agent 0\] warn: policy jsq: every decision is jsq's, actor weights are ignored, --guard is ignored/m);
     const s = summaryOf(run);
     const n = (k: string) => s[k] as number;
     expect(s.policy).toBe('jsq');

@@ -296,6 +296,8 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     .map((s) => s.trim())
     .filter((s) => s.length > 0);
   if (pairs.length === 0) throw new UsageError('--policies: empty list');
+  const twice = pairs.find((p, k) => pairs.indexOf(p) !== k);
+  if (twice !== undefined) throw new UsageError(`--policies: ${twice} is listed twice`);
   const guard = guardFromFlags(a);
   // validate every policy name before the long part starts
   for (const p of pairs) {
@@ -303,6 +305,15 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     makeAnyDispatch(dispatch, scenario, a.checkpoint, base, a.cmmacAct, orchestration, guard);
     if (orchestration !== 'hindsight') makeAnyOrchestration(orchestration, scenario, a.gpg)?.dispose?.();
   }
+  // a model flag no pair uses is said to be ignored, not dropped in silence
+  const parsed = pairs.map((p) => parsePolicyPair(p));
+  const usesCmmac = parsed.some((p) => p.dispatch.startsWith('cmmac'));
+  const ignored = [
+    ...(a.checkpoint !== undefined && !usesCmmac ? ['--checkpoint (no cmmac pair)'] : []),
+    ...(a.cmmacAct !== undefined && !usesCmmac ? ['--cmmac-act (no cmmac pair)'] : []),
+    ...(a.gpg !== undefined && !parsed.some((p) => p.orchestration === 'gpg') ? ['--gpg (no gpg pair)'] : []),
+  ];
+  if (ignored.length > 0) progress(`ignored: ${ignored.join(', ')}`);
   // how cmmac acts in a pair: --cmmac-act, else as its model says (kais train --eval-act sample exports
   // act: sample); the shipped model can differ by orchestration (defaultModelPath)
   const actOf = (orchestration: string): 'argmax' | 'sample' =>

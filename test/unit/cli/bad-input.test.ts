@@ -280,6 +280,7 @@ const CASES: string[][] = [
   AGENT('--token-file', f('token-empty')),
   AGENT('--token-file', f('token-big')),
   AGENT('--token', 'a', '--token-file', f('text.txt')),
+  AGENT('--token', ''),
   // orchestrator
   ['orchestrator'],
   ['orchestrator', '--config', f('missing.json')],

@@ -104,6 +104,9 @@ describe('option specs', () => {
     expect(() =>
       resolveSecret({ inline: 'a', inlineFlag: 'token', fromFile: 'b', fileFlag: 'token-file', env: 'KAIS_TEST_TOKEN' }),
     ).toThrow(/^--token: give the token once/);
+    expect(() => resolveSecret({ inline: '', inlineFlag: 'token', fileFlag: 'token-file', env: 'KAIS_TEST_TOKEN' })).toThrow(
+      /^--token: empty/,
+    );
     process.env.KAIS_TEST_TOKEN = 'from-env';
     expect(resolveSecret({ inlineFlag: 'token', fileFlag: 'token-file', env: 'KAIS_TEST_TOKEN' })).toBe('from-env');
     delete process.env.KAIS_TEST_TOKEN;

@@ -265,6 +265,31 @@ describe('kais eval', () => {
       /--policies: unknown dispatch policy "fastest"/,
     );
     expectUsageError(kais('eval', '--scenario', 'tiny', '--policies', 'jsq'), /--policies: "jsq" is not dispatch\/orchestration/);
+    expectUsageError(
+      kais('eval', '--scenario', 'tiny', '--policies', 'jsq/static,lec/hpa,jsq/static'),
+      /^kais: --policies: jsq\/static is listed twice$/,
+    );
+  });
+
+  it('says which model flags no pair uses, and runs as without them', () => {
+    const plain = kais('eval', '--scenario', 'tiny', '--frames', '1', '--policies', 'lec/hpa', '--json');
+    const r = kais(
+      'eval',
+      '--scenario',
+      'tiny',
+      '--frames',
+      '1',
+      '--policies',
+      'lec/hpa',
+      '--json',
+      '--checkpoint',
+      'package.json',
+      '--gpg',
+      'package.json',
+    );
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/^kais: ignored: --checkpoint \(no cmmac pair\), --gpg \(no gpg pair\)$/m);
+    expect(r.stdout).toBe(plain.stdout);
   });
 
   it('cmmac runs the shipped argmax actor under hpa and gpg; the actor fine-tuned on GPG samples, as its file says', async () => {
