@@ -125,7 +125,7 @@ function statusText(s: Record<string, unknown>): string {
   return lines.join('\n');
 }
 
-const STATUS_SPEC = { ...COMMON };
+export const STATUS_SPEC = { ...COMMON };
 export const statusCommand: CommandModule<object, object> = {
   command: 'status',
   describe: 'show a running orchestrator: agents, versions, placement per service, overrides and held nodes',
@@ -138,7 +138,7 @@ export const statusCommand: CommandModule<object, object> = {
   }),
 };
 
-const SCALE_SPEC = {
+export const SCALE_SPEC = {
   ...COMMON,
   service: opt.integer({ demand: true, min: 0, describe: 'service id' }),
   replicas: opt.integer({
@@ -154,7 +154,7 @@ const SCALE_SPEC = {
   }),
   release: opt.boolean({ default: false, describe: 'end the override: the service goes back to the policy' }),
   reason: opt.string({ demand: true, describe: 'why (recorded in the event)' }),
-  by: opt.string({ default: process.env.USER ?? 'admin', describe: 'who (recorded in the event)' }),
+  by: opt.string({ default: process.env.USER ?? 'admin', defaultText: '$USER, else admin', describe: 'who (recorded in the event)' }),
 };
 export const scaleCommand: CommandModule<object, object> = {
   command: 'scale',
@@ -188,12 +188,12 @@ export const scaleCommand: CommandModule<object, object> = {
   }),
 };
 
-const NODES_SPEC = {
+export const NODES_SPEC = {
   ...COMMON,
   hold: opt.integer({ min: 0, describe: 'hold this edge node out (its replicas leave, none comes)' }),
   readmit: opt.integer({ min: 0, describe: 'give a held node back to the policy' }),
   reason: opt.optString({ describe: 'why (needed with --hold and --readmit)' }),
-  by: opt.string({ default: process.env.USER ?? 'admin', describe: 'who (recorded in the event)' }),
+  by: opt.string({ default: process.env.USER ?? 'admin', defaultText: '$USER, else admin', describe: 'who (recorded in the event)' }),
 };
 export const nodesCommand: CommandModule<object, object> = {
   command: 'nodes',
