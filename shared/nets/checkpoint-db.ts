@@ -103,6 +103,9 @@ export class CheckpointDb {
       }
     } catch (e) {
       if (e instanceof UsageError) throw e;
+      // an exported actor read without its sidecar looks like a broken database: say what is missing
+      if (mode === 'read' && path.endsWith('.bin') && !fs.existsSync(`${path}.json`))
+        throw checkpointError(path, `no ${path}.json beside it: an exported actor is the .bin and its .json (kais export writes both)`);
       throw checkpointError(path, oneLine(e));
     }
     return new CheckpointDb(db, path);

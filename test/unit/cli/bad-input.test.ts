@@ -448,6 +448,10 @@ describe('the line names the flag the user gave, and nothing is created before i
     [TRAIN('--trace', f('trace-cols.csv')), /^kais: --trace: /],
     [EVAL('--scenario', f('rate-scenario.json')), /workload\.ratePerS/],
     [
+      EVAL('--policies', 'cmmac/hpa', '--checkpoint', f('binary.bin')),
+      /no \S+binary\.bin\.json beside it: an exported actor is the \.bin and its \.json/,
+    ],
+    [
       ['scale', '--orchestrator', 'http://127.0.0.1:1', '--service', '1', '--release', '--ttl', '5', '--reason', 'x'],
       /^kais: --ttl: only with --replicas/,
     ],
