@@ -9,7 +9,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import type { Argv, CommandModule } from 'yargs';
-import { givenOptions, namingFlags, opt, resolveOptions, yargsOptions, type OptionsOf } from '../../shared/config';
+import { flagOf, givenOptions, namingFlags, opt, resolveOptions, yargsOptions, type OptionsOf } from '../../shared/config';
 import { MAX_FRAMES, MAX_LOAD } from './train-options';
 import type { DequeueName } from '../../shared/dequeue';
 import { DEQUEUE_NAMES } from '../../shared/dequeue';
@@ -627,6 +627,14 @@ export const evalCommand: CommandModule<object, object> = {
     const parallel = args.seeds !== undefined && args.jobs > 1;
     if (backend && !parallel) await loadBackend(); // a parallel run's workers load their own
     const progress = (line: string) => process.stderr.write(`kais: ${line}\n`);
+    // a --guard-* flag without a cmmac+guard pair (named or among the defaults) changes nothing: say so
+    guardFromFlags(args); // a wrong guard flag is the one line, before any notice
+    const guardGiven = Object.keys(GUARD_SPEC).filter((k) => given[k as keyof typeof given] !== undefined);
+    const pairsText = args.policies ?? defaultPolicies(loadScenario(args.scenario)).join(',');
+    if (guardGiven.length > 0 && !pairsText.includes('+guard'))
+      progress(
+        `ignored: ${guardGiven.map((k) => `--${flagOf(k, GUARD_SPEC[k as keyof typeof GUARD_SPEC])}`).join(', ')} (no cmmac+guard pair)`,
+      );
     if (args.seeds !== undefined) {
       const many = parallel
         ? await runEvalSeedsParallel(args, args.seeds, args.jobs, backend, progress)

@@ -290,6 +290,9 @@ describe('kais eval', () => {
     expect(r.code).toBe(0);
     expect(r.stderr).toMatch(/^kais: ignored: --checkpoint \(no cmmac pair\), --gpg \(no gpg pair\)$/m);
     expect(r.stdout).toBe(plain.stdout);
+    const g = kais('eval', '--scenario', 'tiny', '--frames', '1', '--policies', 'lec/hpa', '--json', '--guard-enter', '0.5');
+    expect(g.stderr).toMatch(/^kais: ignored: --guard-enter \(no cmmac\+guard pair\)$/m);
+    expect(g.stdout).toBe(plain.stdout);
   });
 
   it('cmmac runs the shipped argmax actor under hpa and gpg; the actor fine-tuned on GPG samples, as its file says', async () => {
