@@ -156,8 +156,8 @@ export function saveCheckpoint(
   );
 }
 
-/** --init-from: the actor and critic of another run's latest checkpoint (same scenario); returns its frame. */
-export function initFrom(file: string, scenario: Scenario, n: Pick<TrainNets, 'actor' | 'critic'>): number {
+/** --init-from's checkpoint: another run's latest (same scenario), or a UsageError naming the flag. */
+function initCheckpoint(file: string, scenario: Scenario): NonNullable<ReturnType<CheckpointDb['latest']>> {
   const src = CheckpointDb.open(file, 'read');
   try {
     const cfg = src.config<{ scenarioFingerprint: string; scenario: string }>();
@@ -165,12 +165,23 @@ export function initFrom(file: string, scenario: Scenario, n: Pick<TrainNets, 'a
     checkScenario(file, cfg, scenario);
     const ck = src.latest();
     if (!ck) throw new UsageError(`--init-from ${file}: no checkpoint written yet`);
-    n.actor.setWeights(ck.actor);
-    n.critic.setWeights(ck.critic);
-    return ck.frame;
+    return ck;
   } finally {
     src.close();
   }
+}
+
+/** --init-from, checked before the run's --out is created (train-options.ts). */
+export function checkInitFrom(file: string, scenario: Scenario): void {
+  initCheckpoint(file, scenario);
+}
+
+/** --init-from: the actor and critic of another run's latest checkpoint (same scenario); returns its frame. */
+export function initFrom(file: string, scenario: Scenario, n: Pick<TrainNets, 'actor' | 'critic'>): number {
+  const ck = initCheckpoint(file, scenario);
+  n.actor.setWeights(ck.actor);
+  n.critic.setWeights(ck.critic);
+  return ck.frame;
 }
 
 /** Best held-out evaluation so far (meta key 'best' of the checkpoint file). */

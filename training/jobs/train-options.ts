@@ -348,6 +348,12 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
     if (gpgFlags.length > 0)
       throw new UsageError(`--${gpgFlags[0].replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}: only with --policies cmmac/gpg`);
   }
+  // --init-from: a file that is not a usable run fails now, before --out is created
+  if (fresh && opts.initFrom) {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { checkInitFrom } = require('./train-checkpoint') as typeof import('./train-checkpoint');
+    checkInitFrom(opts.initFrom, scenario);
+  }
   // --gpg-init: a model that does not fit the scenario fails now, before anything is written
   if (fresh && opts.gpgInit) {
     // lazily: tfjs loads only when a model is named (kais train --help stays light)

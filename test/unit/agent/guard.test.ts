@@ -150,15 +150,15 @@ describe('kais agent guard flags', () => {
         '--guard-mid-exit',
         '0.1',
       ],
-      /^kais: --guard-mid-enter: must be in \(0, enter=0.35\), got 0.4$/,
+      /^kais: --guard-mid-enter: must be in \(0, --guard-enter=0.35\), got 0.4$/,
     ],
     [
       ['--guard', '--guard-mid', 'lec', '--guard-mid-enter', '0.2', '--guard-mid-exit', '0.3'],
-      /^kais: --guard-mid-exit: must be in \[0, mid.enter=0.2\), got 0.3$/,
+      /^kais: --guard-mid-exit: must be in \[0, --guard-mid-enter=0.2\), got 0.3$/,
     ],
     [
       ['--guard', '--guard-spread', 'round-robin', '--guard-spread-from', '0.5', '--guard-spread-to', '0.4'],
-      /^kais: --guard-spread-to: must be in \(spread.from=0.5, 1\], got 0.4$/,
+      /^kais: --guard-spread-to: must be in \(--guard-spread-from=0.5, 1\], got 0.4$/,
     ],
     [['--guard-spread', 'cmmac'], /^kais: --guard-spread: expected one of none, round-robin, lec, p2c, jsq, got "cmmac"$/],
   ])('%j exits 2 with one line naming the flag', (extra, pattern) => {

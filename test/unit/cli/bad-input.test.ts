@@ -434,6 +434,8 @@ afterAll(() => {
 describe('bad input, every command, in-process: exit 2 and one line', () => {
   it.each(CASES.map((c) => [name(c), c] as const))('kais %s', async (_name, args) => {
     expectOneLineExit2(await runInProcess(args));
+    // nothing is left behind: a refused kais train created no --out (a second try would be told it exists)
+    expect(fs.existsSync(f('train-out.db'))).toBe(false);
   });
 });
 
