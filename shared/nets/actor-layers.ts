@@ -23,6 +23,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
+import { UsageError } from '../errors';
 import { actorArrayCount, ACTOR_HIDDEN, TARGET_SCORER_HIDDEN, type HeadActivation, type TargetBlock } from './actor-f32';
 
 export interface ActorLayersSpec {
@@ -104,8 +105,28 @@ export interface ActorLayersMeta {
 }
 
 /**
+ * Refuses, with a UsageError naming it, a folder that cannot take a layers model: `dir` is not a
+ * folder, or a folder (or anything but a file) is where model.json or weights.bin must go.
+ * Writes nothing.
+ */
+export function checkLayersTarget(dir: string): void {
+  const st = fs.statSync(dir, { throwIfNoEntry: false });
+  if (!st) return; // writeActorLayers creates it
+  if (!st.isDirectory()) throw new UsageError(`${dir}: exists and is not a folder`);
+  for (const name of [LAYERS_MODEL_FILE, LAYERS_WEIGHTS_FILE]) {
+    const file = path.join(dir, name);
+    const f = fs.statSync(file, { throwIfNoEntry: false });
+    if (f && !f.isFile())
+      throw new UsageError(`${file}: is ${f.isDirectory() ? 'a folder' : 'not a regular file'}, expected the layers model's file ${name}`);
+  }
+}
+
+/**
  * Writes `dir/model.json` + `dir/weights.bin` (the folder is created) for the actor of `arrays`.
- * Returns the paths written.
+ * Returns the paths written. The target is checked before anything is written (checkLayersTarget);
+ * both files go to temporary files that are renamed into place only when both are written, and a
+ * failure removes the temporary files (and the folders this call created). A file that cannot be
+ * written is a UsageError naming it.
  */
 export async function writeActorLayers(
   dir: string,
@@ -113,14 +134,18 @@ export async function writeActorLayers(
   spec: ActorLayersSpec,
   meta: ActorLayersMeta,
 ): Promise<string[]> {
+  checkLayersTarget(dir);
   const model = actorLayersModel(arrays, spec);
+  const temps: string[] = [];
+  let created: string | undefined;
+  let done = false;
   try {
     model.setUserDefinedMetadata({
       ...meta,
       output: 'scores q >= 1 per target, before masking (not probabilities): pi = q*mask / sum(q*mask); log q are masked-softmax logits',
       mask: `0/1 per target, also in the observation: target t's bit is observation[${spec.targetBlock ? `${spec.targetBlock.offset} + ${spec.targetBlock.stride} t` : 'W + 3 + 14 t'}] (1 = may be chosen; the cloud, the last target, always may)`,
     });
-    fs.mkdirSync(dir, { recursive: true });
+    created = asUsage(dir, 'cannot create', () => fs.mkdirSync(dir, { recursive: true }));
     const modelFile = path.join(dir, LAYERS_MODEL_FILE);
     const weightsFile = path.join(dir, LAYERS_WEIGHTS_FILE);
     await model.save(
@@ -135,20 +160,57 @@ export async function writeActorLayers(
           ...(artifacts.userDefinedMetadata ? { userDefinedMetadata: artifacts.userDefinedMetadata } : {}),
         };
         const data = tf.io.CompositeArrayBuffer.join(artifacts.weightData as ArrayBuffer | ArrayBuffer[]);
-        writeAtomic(weightsFile, Buffer.from(data));
-        writeAtomic(modelFile, `${JSON.stringify(json, null, 1)}\n`);
+        const weightsTemp = writeTemp(weightsFile, Buffer.from(data), temps);
+        const modelTemp = writeTemp(modelFile, `${JSON.stringify(json, null, 1)}\n`, temps);
+        asUsage(weightsFile, 'cannot write', () => fs.renameSync(weightsTemp, weightsFile));
+        asUsage(modelFile, 'cannot write', () => fs.renameSync(modelTemp, modelFile));
         return { modelArtifactsInfo: tf.io.getModelArtifactsInfoForJSON(artifacts) };
       }),
     );
+    done = true;
     return [modelFile, weightsFile];
   } finally {
     model.dispose();
+    if (!done) {
+      for (const t of temps) {
+        try {
+          fs.rmSync(t, { force: true });
+        } catch {
+          // not ours to remove (not a file)
+        }
+      }
+      // the folders this call created, deepest first, while empty
+      if (created !== undefined) {
+        for (let d = path.resolve(dir); ; d = path.dirname(d)) {
+          try {
+            fs.rmdirSync(d);
+          } catch {
+            break;
+          }
+          if (d === path.resolve(created)) break;
+        }
+      }
+    }
   }
 }
 
-function writeAtomic(file: string, data: string | Buffer): void {
-  fs.writeFileSync(`${file}.tmp`, data);
-  fs.renameSync(`${file}.tmp`, file);
+/** Writes `data` to a temporary file beside `file` (listed in `temps`); returns its path. */
+function writeTemp(file: string, data: string | Buffer, temps: string[]): string {
+  const temp = `${file}.${process.pid}.tmp`;
+  temps.push(temp);
+  asUsage(file, 'cannot write', () => fs.writeFileSync(temp, data));
+  return temp;
+}
+
+/** Runs a file operation on `file`; a file system error (with a code) becomes a UsageError naming `file`. */
+function asUsage<T>(file: string, what: string, f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (typeof code === 'string' && code.startsWith('E')) throw new UsageError(`${file}: ${what} (${code})`);
+    throw e;
+  }
 }
 
 /**

@@ -186,12 +186,13 @@ function readSmdStyle(input: string, only?: string[]): Entity[] {
     if (!fs.existsSync(path.join(input, sub)))
       throw new UsageError(`${path.join(input, sub)}: missing folder (expected train/, test/, test_label/)`);
   }
-  const stems = fs
+  const all = fs
     .readdirSync(path.join(input, 'test'))
     .filter((f) => /\.csv(\.gz)?$/.test(f))
     .map((f) => f.replace(/\.csv(\.gz)?$/, ''))
-    .filter((s) => !only || only.includes(s))
     .sort();
+  checkEntityNames(input, all, only, (n) => [n]);
+  const stems = all.filter((s) => !only || only.includes(s));
   if (stems.length === 0)
     throw new UsageError(`${path.join(input, 'test')}: no .csv or .csv.gz files${only ? ` matching --entities` : ''}`);
   return stems.map((name) => {
@@ -222,24 +223,87 @@ function parseTime(s: string): number {
   return t;
 }
 
-function readNab(input: string, only?: string[]): Entity[] {
-  const labelsFile = path.join(input, 'labels', 'combined_windows.json');
-  let windowsByFile: Record<string, [string, string][]>;
+/** A value of a label file, short, for an error message. */
+function shown(v: unknown): string {
+  const s = v === undefined ? 'nothing' : JSON.stringify(v);
+  return s.length > 40 ? `${s.slice(0, 40)}...` : s;
+}
+
+/**
+ * Every name of `only` (--entities) must name an entity of `all`; `namesOf` gives the names an
+ * entity answers to. Throws UsageError naming the first unknown one.
+ */
+function checkEntityNames(input: string, all: string[], only: string[] | undefined, namesOf: (entity: string) => string[]): void {
+  if (!only) return;
+  const known = new Set(all.flatMap(namesOf));
+  const unknown = only.find((n) => !known.has(n));
+  if (unknown === undefined) return;
+  const list = all.length > 8 ? `${all.slice(0, 8).join(', ')}, ...` : all.join(', ');
+  throw new UsageError(`--entities: no entity named ${JSON.stringify(unknown)} in ${input} (it has ${all.length ? list : 'none'})`);
+}
+
+/** Shape of combined_windows.json, as the error messages state it. */
+const NAB_LABELS_SHAPE = 'an object mapping each data file ("<category>/<name>.csv") to a list of [start, end] timestamp pairs';
+
+/**
+ * Reads `labels/combined_windows.json`: every key's windows as [start, end] in ms. Throws UsageError
+ * naming the file, the key and what is wrong (not an object, not a list of pairs, a timestamp that
+ * does not parse, a window that ends before it starts).
+ */
+function readNabWindows(labelsFile: string): Map<string, [number, number][]> {
+  let raw: unknown;
   try {
-    windowsByFile = JSON.parse(readText(labelsFile)) as Record<string, [string, string][]>;
+    raw = JSON.parse(readText(labelsFile));
   } catch (e) {
     if (e instanceof UsageError) throw e;
     throw new UsageError(`${labelsFile}:1: not valid JSON`);
   }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
+    throw new UsageError(`${labelsFile}: expected ${NAB_LABELS_SHAPE}, got ${shown(raw)}`);
+  const out = new Map<string, [number, number][]>();
+  for (const [key, wins] of Object.entries(raw as Record<string, unknown>)) {
+    const at = `${labelsFile}: ${JSON.stringify(key)}`;
+    if (!Array.isArray(wins)) throw new UsageError(`${at}: expected a list of [start, end] timestamp pairs, got ${shown(wins)}`);
+    out.set(
+      key,
+      wins.map((w: unknown, j) => {
+        if (!Array.isArray(w) || w.length !== 2 || w.some((x) => typeof x !== 'string'))
+          throw new UsageError(`${at}: window ${j + 1}: expected a [start, end] pair of timestamp strings, got ${shown(w)}`);
+        const [a, b] = (w as string[]).map((x) => {
+          const t = parseTime(x);
+          if (!Number.isFinite(t)) throw new UsageError(`${at}: window ${j + 1}: bad timestamp ${shown(x)}`);
+          return t;
+        });
+        if (b < a) throw new UsageError(`${at}: window ${j + 1}: ends (${w[1]}) before it starts (${w[0]})`);
+        return [a, b];
+      }),
+    );
+  }
+  return out;
+}
+
+/** Rows of a NAB series that are its history at least (then 15% of it, NAB_PROBATION). */
+const NAB_MIN_HISTORY = 24;
+
+function readNab(input: string, only: string[] | undefined, T: number): Entity[] {
+  const labelsFile = path.join(input, 'labels', 'combined_windows.json');
+  const windowsByFile = readNabWindows(labelsFile);
+  const keys = [...windowsByFile.keys()].sort().filter((key) => fs.existsSync(path.join(input, 'data', key))); // labels may list series not present in this split
+  const nameOf = (key: string): string => key.replace(/\.csv$/, '');
+  checkEntityNames(input, keys.map(nameOf), only, (name) => [name, path.basename(name)]);
   const out: Entity[] = [];
-  for (const key of Object.keys(windowsByFile).sort()) {
-    const name = key.replace(/\.csv$/, '');
+  for (const key of keys) {
+    const name = nameOf(key);
     if (only && !only.includes(name) && !only.includes(path.basename(name))) continue;
     const file = path.join(input, 'data', key);
-    if (!fs.existsSync(file)) continue; // labels may list series not present in this split
     const ls = lines(readText(file));
     if (ls.length < 2) throw new UsageError(`${file}: no data rows`);
     const n = ls.length - 1;
+    const minRows = NAB_MIN_HISTORY + T;
+    if (n < minRows)
+      throw new UsageError(
+        `${file}: ${n} data rows, need at least ${minRows} (${NAB_MIN_HISTORY} rows of history, then a ${T}-row window to score)`,
+      );
     const times = new Float64Array(n);
     const values = new Float64Array(n);
     for (let i = 0; i < n; i++) {
@@ -253,8 +317,8 @@ function readNab(input: string, only?: string[]): Entity[] {
       times[i] = t;
       values[i] = v;
     }
-    const wins = windowsByFile[key].map(([a, b]) => [parseTime(a), parseTime(b)]);
-    const cut = Math.max(24, Math.floor(n * NAB_PROBATION));
+    const wins = windowsByFile.get(key)!;
+    const cut = Math.max(NAB_MIN_HISTORY, Math.floor(n * NAB_PROBATION));
     const labels = new Uint8Array(n - cut);
     for (let i = cut; i < n; i++) labels[i - cut] = wins.some(([a, b]) => times[i] >= a && times[i] <= b) ? 1 : 0;
     out.push({ name, train: values.slice(0, cut), test: values.slice(cut), cols: 1, labels });
@@ -264,10 +328,14 @@ function readNab(input: string, only?: string[]): Entity[] {
   return out;
 }
 
-/** SMD-style when `test/` exists, NAB when `labels/combined_windows.json` exists. */
-export function readInput(input: string, only?: string[]): Entity[] {
+/**
+ * SMD-style when `test/` exists, NAB when `labels/combined_windows.json` exists. `only`: the
+ * entities to read (--entities; every name must be one of the folder's). `T`: the window length
+ * (a NAB series must have a window to score after its history).
+ */
+export function readInput(input: string, only?: string[], T = 12): Entity[] {
   if (!fs.existsSync(input) || !fs.statSync(input).isDirectory()) throw new UsageError(`--input ${input}: no such folder`);
-  if (fs.existsSync(path.join(input, 'labels', 'combined_windows.json'))) return readNab(input, only);
+  if (fs.existsSync(path.join(input, 'labels', 'combined_windows.json'))) return readNab(input, only, T);
   return readSmdStyle(input, only);
 }
 
@@ -622,7 +690,7 @@ export function summarise(
 
 /** The whole job without printing: DESIGN.md §4 report plus a per-entity breakdown. */
 export async function runDetect(o: DetectOptions): Promise<{ report: DetectReport; perEntity: EntitySummary[] }> {
-  const entities = readInput(o.input, o.entities);
+  const entities = readInput(o.input, o.entities, o.rules.windowSize ?? 12);
   const c = combinationOf(o);
   const results: EntityResult[] = [];
   let rulesNs = 0;
@@ -803,7 +871,7 @@ const CODE_VERDICT: Verdict[] = ['healthy', 'ambiguous', 'faulty'];
  * metrics (average precision over the pooled held-out scores).
  */
 export async function runLomo(o: DetectOptions): Promise<{ folds: LomoFold[]; pooled: LomoFold }> {
-  const entities = readInput(o.input, o.entities);
+  const entities = readInput(o.input, o.entities, o.rules.windowSize ?? 12);
   if (entities.length < 2) throw new UsageError(`--lomo needs at least 2 entities, got ${entities.length}`);
   const configs: LomoConfig[] = [];
   const etas = o.learned.eta !== undefined ? [o.learned.eta] : LOMO_GRID.eta;

@@ -11,7 +11,7 @@ import * as fs from 'fs';
 import type { Argv, CommandModule } from 'yargs';
 import { namingFlags, opt, resolveOptions, yargsOptions, type OptionsOf } from '../../shared/config';
 import { UsageError } from '../../shared/errors';
-import { writeActorLayers, type ActorLayersMeta } from '../../shared/nets/actor-layers';
+import { checkLayersTarget, writeActorLayers, type ActorLayersMeta } from '../../shared/nets/actor-layers';
 import { loadScenario, topologyOf } from '../../shared/scenario';
 import { observationDim, targetBlockOf } from '../../shared/spaces';
 import { loadBackend } from '../../shared/tf-backend';
@@ -67,6 +67,7 @@ function checkpointMeta(file: string): ActorLayersMeta {
 
 /** Writes the layers model of `checkpoint`'s actor into `dir`; returns the files written. */
 export async function exportLayers(checkpoint: string, dir: string, scenarioName?: string | null): Promise<string[]> {
+  checkLayersTarget(dir); // a folder that cannot take the files is refused before anything is read or written
   const meta = checkpointMeta(checkpoint);
   const scenario = loadScenario(scenarioName ?? meta.scenario);
   checkScenario(checkpoint, meta, scenario);

@@ -177,6 +177,105 @@ describe('reading detect input', () => {
   it('names the label file when it is shorter than the test file', () => {
     expect(() => readInput(makeSmdFolder({ shortLabels: true }))).toThrow(/node-a\.txt:451: label file ends after 450 lines/);
   });
+
+  it('--entities: an unknown name is refused even when another is known (it was ignored)', () => {
+    const dir = makeSmdFolder();
+    expect(() => readInput(dir, ['node-a', 'nosuch'])).toThrow(UsageError);
+    expect(() => readInput(dir, ['node-a', 'nosuch'])).toThrow(`--entities: no entity named "nosuch" in ${dir} (it has node-a)`);
+    expect(readInput(dir, ['node-a']).map((e) => e.name)).toEqual(['node-a']);
+  });
+});
+
+/** A NAB-style folder: `data/cat/<name>.csv` of `rows` rows (5-minute steps from 2014-01-01) and `labels` as combined_windows.json. */
+function makeNabFolder(labels: unknown, opts: { rows?: number; names?: string[] } = {}): string {
+  const dir = tmpDir('kais-nab-');
+  fs.mkdirSync(path.join(dir, 'data', 'cat'), { recursive: true });
+  fs.mkdirSync(path.join(dir, 'labels'));
+  const start = Date.parse('2014-01-01T00:00:00Z');
+  const lines = ['timestamp,value'];
+  for (let i = 0; i < (opts.rows ?? 200); i++)
+    lines.push(`${new Date(start + i * 300_000).toISOString().replace('T', ' ').slice(0, 19)},${(50 + Math.sin(i)).toFixed(3)}`);
+  for (const name of opts.names ?? ['a']) fs.writeFileSync(path.join(dir, 'data', 'cat', `${name}.csv`), lines.join('\n') + '\n');
+  fs.writeFileSync(path.join(dir, 'labels', 'combined_windows.json'), typeof labels === 'string' ? labels : JSON.stringify(labels));
+  return dir;
+}
+
+describe('reading a NAB-style folder', () => {
+  const labelsOf = (dir: string): string => path.join(dir, 'labels', 'combined_windows.json');
+  /** The UsageError readInput throws on `dir` (fails when it returns or throws anything else). */
+  const refusal = (dir: string, only?: string[]): string => {
+    try {
+      readInput(dir, only);
+    } catch (e) {
+      expect(e).toBeInstanceOf(UsageError);
+      return (e as Error).message;
+    }
+    throw new Error('readInput did not refuse');
+  };
+
+  it('labels the rows inside a window and the others not', () => {
+    const [e] = readInput(makeNabFolder({ 'cat/a.csv': [['2014-01-01 10:00:00.000000', '2014-01-01 10:10:00.000000']] }));
+    // rows 120, 121, 122 (5-minute steps) are in the window; the first 30 rows (15%) are history
+    expect(e.name).toBe('cat/a');
+    expect(Array.from(e.labels).flatMap((x, i) => (x ? [i + 30] : []))).toEqual([120, 121, 122]);
+  });
+
+  it.each([
+    ['null', /combined_windows\.json: expected an object mapping each data file .* to a list of \[start, end\] timestamp pairs, got null$/],
+    ['[]', /combined_windows\.json: expected an object .*, got \[\]$/],
+    ['5', /combined_windows\.json: expected an object .*, got 5$/],
+    ['{"cat/a.csv": null}', /combined_windows\.json: "cat\/a\.csv": expected a list of \[start, end\] timestamp pairs, got null$/],
+    ['{"cat/a.csv": "x"}', /combined_windows\.json: "cat\/a\.csv": expected a list of \[start, end\] timestamp pairs, got "x"$/],
+    [
+      '{"cat/a.csv": [[1, 2]]}',
+      /combined_windows\.json: "cat\/a\.csv": window 1: expected a \[start, end\] pair of timestamp strings, got \[1,2\]$/,
+    ],
+    ['{"cat/a.csv": [["2014-01-01 00:10:00"]]}', /"cat\/a\.csv": window 1: expected a \[start, end\] pair of timestamp strings/],
+    ['{"cat/a.csv": [null]}', /"cat\/a\.csv": window 1: expected a \[start, end\] pair of timestamp strings, got null$/],
+  ])('refuses a label file holding %s, naming the file, the key and the shape expected', (text, re) => {
+    const dir = makeNabFolder(text);
+    const m = refusal(dir);
+    expect(m.startsWith(labelsOf(dir))).toBe(true);
+    expect(m).toMatch(re);
+  });
+
+  it('refuses a window whose timestamps do not parse, or that ends before it starts (they labelled every row normal)', () => {
+    const dir = makeNabFolder({ 'cat/a.csv': [['garbage', 'nope']] });
+    expect(refusal(dir)).toBe(`${labelsOf(dir)}: "cat/a.csv": window 1: bad timestamp "garbage"`);
+    const late = makeNabFolder({
+      'cat/a.csv': [
+        ['2014-01-01 10:00:00', '2014-01-01 10:10:00'],
+        ['2014-01-01 12:00:00', 'nope'],
+      ],
+    });
+    expect(refusal(late)).toBe(`${labelsOf(late)}: "cat/a.csv": window 2: bad timestamp "nope"`);
+    const back = makeNabFolder({ 'cat/a.csv': [['2014-01-01 10:10:00', '2014-01-01 10:00:00']] });
+    expect(refusal(back)).toMatch(/"cat\/a\.csv": window 1: ends \(2014-01-01 10:00:00\) before it starts \(2014-01-01 10:10:00\)$/);
+  });
+
+  it('refuses a series too short for its history and one window, naming the file and the minimum (was a RangeError)', () => {
+    for (const rows of [1, 3, 24, 35]) {
+      const dir = makeNabFolder({ 'cat/a.csv': [] }, { rows });
+      expect(refusal(dir)).toBe(
+        `${path.join(dir, 'data', 'cat', 'a.csv')}: ${rows} data rows, need at least 36 (24 rows of history, then a 12-row window to score)`,
+      );
+    }
+    expect(readInput(makeNabFolder({ 'cat/a.csv': [] }, { rows: 36 }))[0].labels.length).toBe(12);
+    // a longer window needs more rows
+    expect(() => readInput(makeNabFolder({ 'cat/a.csv': [] }, { rows: 36 }), undefined, 20)).toThrow(/36 data rows, need at least 44/);
+  });
+
+  it('--entities: every name must be a series of the folder (an unknown one was ignored when another was known)', () => {
+    const dir = makeNabFolder({ 'cat/a.csv': [], 'cat/m1.csv': [], 'cat/gone.csv': [] }, { names: ['a', 'm1'] });
+    expect(refusal(dir, ['m1', 'nosuch'])).toBe(`--entities: no entity named "nosuch" in ${dir} (it has cat/a, cat/m1)`);
+    expect(refusal(dir, ['nosuch'])).toMatch(/^--entities: no entity named "nosuch"/);
+    // listed in the labels but without a data file: not an entity of this folder
+    expect(refusal(dir, ['gone'])).toMatch(/^--entities: no entity named "gone"/);
+    expect(refusal(dir, ['m1', ''])).toMatch(/^--entities: no entity named ""/);
+    // the full name and the file stem both name a series
+    expect(readInput(dir, ['m1']).map((e) => e.name)).toEqual(['cat/m1']);
+    expect(readInput(dir, ['cat/a', 'm1']).map((e) => e.name)).toEqual(['cat/a', 'cat/m1']);
+  });
 });
 
 describe('runDetect', () => {

@@ -1,0 +1,72 @@
+/**
+ * `kais export` (training/jobs/export.ts) writes model.json + weights.bin all or nothing: a target
+ * that cannot take them is refused (a UsageError naming it: exit 2) before anything is written, and
+ * a failure leaves no temporary file behind. (That the export computes the actor's function:
+ * test/unit/shared/nets/actor-layers.test.ts.)
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+import { exportLayers } from '../../../../training/jobs/export';
+import { UsageError } from '../../../../shared/errors';
+import { tmpDir } from '../../../support/tmp';
+
+const ROOT = path.resolve(__dirname, '../../../..');
+const SHIPPED_BIN = path.join(ROOT, 'models', 'kais-cmmac.bin');
+
+/** A target folder holding an old weights.bin and `extra` (paths of folders inside it). */
+function target(...folders: string[]): string {
+  const dir = tmpDir('kais-export-');
+  fs.writeFileSync(path.join(dir, 'weights.bin'), 'old');
+  for (const f of folders) fs.mkdirSync(path.join(dir, f));
+  return dir;
+}
+
+/** The UsageError `exportLayers` rejects with (fails when it resolves or rejects with anything else). */
+async function refusal(dir: string): Promise<string> {
+  const e = await exportLayers(SHIPPED_BIN, dir).then(
+    () => null,
+    (err: unknown) => err,
+  );
+  expect(e).toBeInstanceOf(UsageError);
+  return (e as Error).message;
+}
+
+describe('kais export: all or nothing', () => {
+  it('writes model.json and weights.bin over old ones, and no temporary file stays', async () => {
+    const dir = target();
+    fs.writeFileSync(path.join(dir, 'model.json'), 'old');
+    const files = await exportLayers(SHIPPED_BIN, dir);
+    expect(files).toEqual([path.join(dir, 'model.json'), path.join(dir, 'weights.bin')]);
+    expect(fs.readdirSync(dir).sort()).toEqual(['model.json', 'weights.bin']);
+    expect(JSON.parse(fs.readFileSync(path.join(dir, 'model.json'), 'utf8')).format).toBe('layers-model');
+    expect(fs.statSync(path.join(dir, 'weights.bin')).size).toBeGreaterThan(1000);
+  });
+
+  it.each(['model.json', 'weights.bin'])(
+    'refuses a folder where %s must go, naming it, before writing anything (it replaced weights.bin, then failed on a rename)',
+    async (name) => {
+      const dir = name === 'weights.bin' ? tmpDir('kais-export-') : target(name);
+      if (name === 'weights.bin') fs.mkdirSync(path.join(dir, name));
+      const before = fs.readdirSync(dir).sort();
+      expect(await refusal(dir)).toBe(`${path.join(dir, name)}: is a folder, expected the layers model's file ${name}`);
+      expect(fs.readdirSync(dir).sort()).toEqual(before);
+      if (name === 'model.json') expect(fs.readFileSync(path.join(dir, 'weights.bin'), 'utf8')).toBe('old');
+    },
+  );
+
+  it('refuses a --layers that is a file', async () => {
+    const file = path.join(tmpDir('kais-export-'), 'f');
+    fs.writeFileSync(file, 'x');
+    expect(await refusal(file)).toBe(`${file}: exists and is not a folder`);
+    expect(fs.readFileSync(file, 'utf8')).toBe('x');
+  });
+
+  it('a file that cannot be written is named, the files already there are kept, and the temporary files are removed', async () => {
+    // the temporary model.json cannot be made (a folder holds its name): weights.bin's is already written then
+    const blocker = `model.json.${process.pid}.tmp`;
+    const dir = target(blocker);
+    expect(await refusal(dir)).toBe(`${path.join(dir, 'model.json')}: cannot write (EISDIR)`);
+    expect(fs.readdirSync(dir).sort()).toEqual([blocker, 'weights.bin']);
+    expect(fs.readFileSync(path.join(dir, 'weights.bin'), 'utf8')).toBe('old');
+  });
+});
