@@ -39,6 +39,13 @@
  * - `PUT /placement` `{d: number[][]}` replaces the replica table, `GET /placement` returns it.
  * A created replica reserves its memory at once and serves after the scenario's replicaStartupS
  * (/ speed), as in the simulator; until then requests for it are refused (503 `no replica`).
+ *
+ * Bad requests are refused, never a crash of the process (every node and the admin server live in
+ * it): a request target that is no URL, a missing or malformed query parameter, a body that is not
+ * the JSON object the route takes, an index out of range, a table or order list breaking the
+ * executors' rules: 400 `{reason}` naming the field; a known path with another method 405, an
+ * unknown path 404. The admin server checks the token from the headers alone (401 before a byte
+ * of the body is read) and reads at most adminBodyCap bytes (413 above it).
  */
 import { bearerMatches } from '../shared/auth';
 import * as http from 'node:http';
@@ -417,6 +424,8 @@ export class EmulatedCluster {
   private readonly t0Ms: number;
   /** Per-service statistics since the start (the report's window). */
   private readonly totals: WindowReport;
+  /** Largest admin request body read, bytes (adminBodyCap). */
+  private readonly adminBodyCap: number;
 
   constructor(private readonly o: EmulatedClusterOptions) {
     const s = o.scenario;
@@ -427,6 +436,8 @@ export class EmulatedCluster {
     this.placement = initialPlacement(s);
     this.applyPlacement(this.placement);
     validateFaults(o.faults ?? [], nodes.length);
+    checkFaultTimes(o.faults ?? [], speed);
+    this.adminBodyCap = adminBodyCap(s);
     this.t0Ms = performance.now();
     this.totals = emptyWindow(s.services.length);
     this.telemetry = new NodeTelemetryModel(nodes.length, o.telemetryPeriodS ?? 1, Rng.derive(o.seed ?? 1, 'emulated-telemetry'));
@@ -631,70 +642,271 @@ export class EmulatedCluster {
 
   private handleServe(t: EmulatedTarget, req: http.IncomingMessage, res: http.ServerResponse): void {
     req.resume();
-    const url = new URL(req.url ?? '/', 'http://x');
-    if (req.method === 'GET' && url.pathname === '/healthz') return json(res, 200, { ok: true, node: t.id });
-    if (req.method === 'GET' && url.pathname === '/telemetry' && !t.isCloud) {
+    // `new URL` throws on a target such as `//[`: unguarded, one such request took every node down
+    const url = requestUrl(req);
+    if (url === null) return json(res, 400, { reason: 'url: not a request target this server can read' });
+    const refused = routeRefusal(t.isCloud ? CLOUD_ROUTES : NODE_ROUTES, req.method, url.pathname);
+    if (refused) return json(res, refused.status, { reason: refused.reason }, refused.headers);
+    if (url.pathname === '/healthz') return json(res, 200, { ok: true, node: t.id });
+    if (url.pathname === '/telemetry') {
       const x = this.samples[t.id];
       return json(res, 200, { seq: this.telemetrySeq, cpu: x[0], mem: x[1], disk: x[2], upload: x[3] });
     }
-    if (req.method !== 'POST' || url.pathname !== '/serve') return json(res, 404, { reason: 'no such route' });
-    const w = Number(url.searchParams.get('service'));
-    const workText = url.searchParams.get('work');
-    const work = workText === null ? null : Number(workText);
-    const ttlText = url.searchParams.get('ttl');
-    const ttl = ttlText === null ? null : Number(ttlText);
-    if (ttl !== null && (!Number.isFinite(ttl) || ttl < 0)) return json(res, 400, { reason: `bad ttl ${ttlText}` });
-    if (!Number.isInteger(w) || w < 0 || w >= t.replicas.length)
-      return json(res, 400, { reason: `bad service ${url.searchParams.get('service')}` });
-    if (work !== null && (!Number.isFinite(work) || work < 0 || work > 3600)) return json(res, 400, { reason: `bad work ${workText}` });
+    // POST /serve: service is required (an absent or empty one was read as service 0), ttl optional
+    // but never empty (`ttl=` was read as 0 ms: expired at once)
+    const q = url.searchParams;
+    const W = t.replicas.length;
+    const w = wholeNumber(q.get('service'));
+    if (w === null || w >= W)
+      return json(res, 400, { reason: `service: must be an integer in 0..${W - 1}, got ${shown(q.get('service'))}` });
+    const ttlText = q.get('ttl');
+    const ttl = ttlText === null ? null : wholeNumber(ttlText);
+    if (ttlText !== null && ttl === null)
+      return json(res, 400, { reason: `ttl: must be whole milliseconds >= 0 when given, got ${shown(ttlText)}` });
+    const workText = q.get('work');
+    const work = workText === null || workText.trim() !== workText || workText === '' ? null : Number(workText);
+    if (workText !== null && (work === null || !Number.isFinite(work) || work < 0 || work > 3600))
+      return json(res, 400, { reason: `work: must be core-seconds in 0..3600 when given, got ${shown(workText)}` });
     void t.serve(w, work, ttl).then((r) => json(res, r.status, r.body));
   }
 
   private handleAdmin(req: http.IncomingMessage, res: http.ServerResponse): void {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
+    // an answer given before the body is read closes the connection: the rest of the body is not read
+    // (Node drops the socket once the answer is out) and the next request cannot start inside it
+    const early = (status: number, reason: string, headers: http.OutgoingHttpHeaders = {}) =>
+      json(res, status, { reason }, hasBody(req) ? { ...headers, connection: 'close' } : headers);
+    const url = requestUrl(req);
+    if (url === null) return early(400, 'url: not a request target this server can read');
+    const path = url.pathname;
+    const refused = routeRefusal(ADMIN_ROUTES, req.method, path);
+    if (refused) return early(refused.status, refused.reason, refused.headers);
+    if (req.method === 'GET') {
+      req.resume();
+      if (path === '/state') return json(res, 200, this.report());
+      if (path === '/placement') return json(res, 200, { d: this.currentPlacement() });
+      if (path === '/tally') return json(res, 200, this.tally());
+      return json(res, 200, { ...this.failureLosses(), states: this.targets.filter((t) => !t.isCloud).map((t) => t.fault) });
+    }
+    // changes: the token from the headers alone, before a byte of the body is read (it was read
+    // whole first, so 300 MB without a token cost 300 MB before the 401)
+    if (!bearerMatches(req.headers.authorization, this.o.adminToken ?? null))
+      return early(401, 'admin token required: Authorization: Bearer <token> (kais node --admin-token-file)');
+    const tooLarge = `body: over ${this.adminBodyCap} bytes`;
+    if (Number(req.headers['content-length'] ?? 0) > this.adminBodyCap) return early(413, tooLarge);
+    let chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      if (res.headersSent) return;
+      size += c.length;
+      if (size <= this.adminBodyCap) return void chunks.push(c);
+      chunks = [];
+      early(413, tooLarge);
+    });
     req.on('end', () => {
-      const path = (req.url ?? '/').split('?')[0];
-      if (req.method !== 'GET' && !bearerMatches(req.headers.authorization, this.o.adminToken ?? null)) {
-        return json(res, 401, { reason: 'admin token required: Authorization: Bearer <token> (kais node --admin-token-file)' });
+      if (res.headersSent) return;
+      let body: unknown;
+      try {
+        body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      } catch {
+        return json(res, 400, { reason: 'body: not JSON' });
       }
-      if (req.method === 'GET' && path === '/state') return json(res, 200, this.report());
-      if (req.method === 'POST' && path === '/scale') {
-        try {
-          const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { ops: ScaleOp[] };
-          if (!Array.isArray(body?.ops)) throw new TypeError('body must be {ops: [{service, node, delta}]}');
-          return json(res, 200, this.scale(body.ops));
-        } catch (e) {
-          return json(res, 400, { reason: (e as Error).message });
-        }
+      // a mistake of ours answers 500 and leaves the process up (a throw here was uncaught: every node down)
+      let r: ServeResult;
+      try {
+        r = this.change(req.method === 'POST' ? 'POST' : 'PUT', path, body);
+      } catch (e) {
+        r = { status: 500, body: { reason: `internal error: ${(e as Error).message}` } };
       }
-      if (req.method === 'GET' && path === '/placement') return json(res, 200, { d: this.currentPlacement() });
-      if (req.method === 'PUT' && path === '/fault') {
-        try {
-          const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { node: number; state: NodeFault };
-          if (!NODE_FAULT_STATES.includes(body.state))
-            throw new TypeError(`state must be ok, abnormal or failed, got ${JSON.stringify(body.state)}`);
-          this.setFault(body.node, body.state);
-          return json(res, 200, { ok: true });
-        } catch (e) {
-          return json(res, 400, { reason: (e as Error).message });
-        }
-      }
-      if (req.method === 'GET' && path === '/tally') return json(res, 200, this.tally());
-      if (req.method === 'GET' && path === '/faults')
-        return json(res, 200, { ...this.failureLosses(), states: this.targets.filter((t) => !t.isCloud).map((t) => t.fault) });
-      if (req.method === 'PUT' && path === '/placement') {
-        try {
-          const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { d: Placement };
-          this.applyPlacement(body.d);
-          return json(res, 200, { ok: true });
-        } catch (e) {
-          return json(res, 400, { reason: (e as Error).message });
-        }
-      }
-      json(res, 404, { reason: 'no such route' });
+      json(res, r.status, r.body);
     });
   }
+
+  /**
+   * A change the admin server was asked for, its body parsed: checked field by field first (every
+   * index an integer in range before it indexes anything: `"__proto__"` or `"length"` as a node did
+   * reach the tables), so a mistake is a 400 naming the field, never a raw JavaScript message.
+   */
+  private change(method: 'POST' | 'PUT', path: string, body: unknown): ServeResult {
+    const bad = (reason: string): ServeResult => ({ status: 400, body: { reason } });
+    if (!isObject(body)) return bad('body: must be a JSON object');
+    const W = this.o.scenario.services.length;
+    const N = this.targets.length - 1;
+    if (method === 'POST' && path === '/scale') {
+      if (!Array.isArray(body.ops)) return bad('ops: must be a list of {service, node, delta}');
+      const ops: ScaleOp[] = [];
+      for (const [i, op] of (body.ops as unknown[]).entries()) {
+        if (!isObject(op)) return bad(`ops[${i}]: must be an object {service, node, delta}`);
+        if (!indexIn(op.service, W)) return bad(`ops[${i}].service: must be an integer in 0..${W - 1}`);
+        if (!indexIn(op.node, N)) return bad(`ops[${i}].node: must be an integer in 0..${N - 1}`);
+        if (op.delta !== 1 && op.delta !== -1) return bad(`ops[${i}].delta: must be 1 or -1`);
+        ops.push({ service: op.service, node: op.node, delta: op.delta });
+      }
+      return { status: 200, body: { ...this.scale(ops) } };
+    }
+    if (path === '/fault') {
+      if (!indexIn(body.node, N)) return bad(`node: must be an integer in 0..${N - 1}`);
+      const state = NODE_FAULT_STATES.find((s) => s === body.state);
+      if (state === undefined) return bad(`state: must be ok, abnormal or failed, got ${shown(body.state)}`);
+      this.setFault(body.node, state);
+      return { status: 200, body: { ok: true } };
+    }
+    // PUT /placement
+    const problem = this.placementProblem(body.d);
+    if (problem !== null) return bad(problem);
+    this.applyPlacement(body.d as Placement);
+    return { status: 200, body: { ok: true } };
+  }
+
+  /**
+   * Why a replica table from outside cannot be held, or null: the shape (W rows of N non-negative
+   * integers) and the rules POST /scale applies to each new replica (shared/orchestration/executor.ts),
+   * to the table as a whole: no new replica on a failed node, each node with the CPU for one request of
+   * every service it hosts and the memory for all its replicas (removed ones still serving included,
+   * as reservedMemGB counts them), at most maxReplicasPerService of a service. Unchecked, a table of a
+   * million replicas was taken and the node "held" them all (usedMemGB 250000).
+   */
+  placementProblem(d: unknown): string | null {
+    const s = this.o.scenario;
+    const W = s.services.length;
+    const N = this.targets.length - 1;
+    if (!Array.isArray(d) || d.length !== W)
+      return `d: must be ${W} rows (one per service) of ${N} non-negative integers (one per edge node)`;
+    for (let w = 0; w < W; w++) {
+      const row: unknown = d[w];
+      if (!Array.isArray(row) || row.length !== N || !row.every((k) => Number.isInteger(k) && k >= 0))
+        return `d[${w}]: must be ${N} non-negative integers (one per edge node)`;
+      const total = (row as number[]).reduce((a, b) => a + b, 0);
+      if (total > s.maxReplicasPerService)
+        return `d[${w}]: ${total} replicas of service ${w}, more than maxReplicasPerService (${s.maxReplicasPerService})`;
+    }
+    const table = d as number[][];
+    for (let n = 0; n < N; n++) {
+      const t = this.targets[n];
+      let memGB = 0;
+      for (let w = 0; w < W; w++) {
+        const k = table[w][n];
+        const svc = s.services[w];
+        if (t.fault === 'failed' && k > this.placement[w][n]) return `d[${w}][${n}]: node ${n} has failed, no new replica there`;
+        if (k > 0 && !fitsReplica(t.cpuCores, Infinity, svc.cpuCores, 0))
+          return `d[${w}][${n}]: a replica of service ${w} needs ${svc.cpuCores} cores, node ${n} has ${t.cpuCores}`;
+        memGB += Math.max(k, t.busy[w]) * svc.memGB;
+      }
+      if (!fitsReplica(Infinity, t.memGB, 0, memGB))
+        return `d[*][${n}]: the replicas need ${+memGB.toFixed(3)} GB of memory, node ${n} has ${t.memGB} GB`;
+    }
+    return null;
+  }
+}
+
+/**
+ * The least admin request body read, bytes: the orchestrator's HTTP API's cap (orchestrator/http.ts,
+ * 64 KiB). adminBodyCap raises it for a scenario whose largest honest body is bigger.
+ */
+export const ADMIN_BODY_BYTES = 64 * 1024;
+/** The most admin request body ever read, bytes, whatever the scenario: what one request may cost. */
+export const ADMIN_BODY_BYTES_MAX = 8 * 1024 * 1024;
+
+/**
+ * The admin body cap of a scenario: ADMIN_BODY_BYTES, or the largest honest body when that is bigger
+ * (a POST /scale removing and making again every replica the scenario allows, 2 W maxReplicasPerService
+ * orders of at most 64 bytes, e.g. 160 KB for the large scenario; a PUT /placement is far smaller), at
+ * most ADMIN_BODY_BYTES_MAX: the executor's orders must never be refused for their size.
+ */
+export function adminBodyCap(s: Scenario): number {
+  const orders = 2 * s.services.length * s.maxReplicasPerService * 64;
+  return Math.min(ADMIN_BODY_BYTES_MAX, Math.max(ADMIN_BODY_BYTES, orders));
+}
+
+/** The longest a Node timer can wait (ms, 2^31 - 1, about 24.8 days): a longer one fires at once, with a warning. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Checks that every change the faults make can be scheduled: a fault is played by timers of
+ * (scenario seconds x 1000 / speed) ms, and a time past MAX_TIMER_MS fired at once (a startS of 1e12
+ * failed the node at the start, a durationS of 1e12 recovered it at once) with Node's non-JSON
+ * TimeoutOverflowWarning. Throws TypeError naming the fault and its field.
+ */
+function checkFaultTimes(faults: readonly Fault[], speed: number): void {
+  // the real ms exactly as listen() computes them
+  const tooLate = (scenarioS: number) => !((scenarioS * 1000) / speed <= MAX_TIMER_MS);
+  const why = `past the ${Math.floor((MAX_TIMER_MS / 1000) * speed)} s of scenario time a timer can wait at speed ${speed} (2^31 - 1 ms, about 24.8 days of real time)`;
+  faults.forEach((f, i) => {
+    if (tooLate(f.startS)) throw new TypeError(`faults[${i}].startS: ${f.startS} s is ${why}`);
+    if (tooLate(f.startS + f.durationS))
+      throw new TypeError(`faults[${i}].durationS: the failure would end at ${f.startS + f.durationS} s, ${why}`);
+  });
+}
+
+/** The routes of a node server, a cloud server and the admin server, with the methods each answers. */
+const NODE_ROUTES: ReadonlyMap<string, readonly string[]> = new Map([
+  ['/healthz', ['GET']],
+  ['/telemetry', ['GET']],
+  ['/serve', ['POST']],
+]);
+const CLOUD_ROUTES: ReadonlyMap<string, readonly string[]> = new Map([
+  ['/healthz', ['GET']],
+  ['/serve', ['POST']],
+]);
+const ADMIN_ROUTES: ReadonlyMap<string, readonly string[]> = new Map([
+  ['/state', ['GET']],
+  ['/placement', ['GET', 'PUT']],
+  ['/scale', ['POST']],
+  ['/fault', ['PUT']],
+  ['/faults', ['GET']],
+  ['/tally', ['GET']],
+]);
+
+/** 404 for a path the server does not have, 405 (with Allow) for another method on one it has, else null. */
+function routeRefusal(
+  routes: ReadonlyMap<string, readonly string[]>,
+  method: string | undefined,
+  path: string,
+): { status: number; reason: string; headers: http.OutgoingHttpHeaders } | null {
+  const methods = routes.get(path);
+  if (methods === undefined) return { status: 404, reason: `no such route (known: ${[...routes.keys()].join(', ')})`, headers: {} };
+  if (method === undefined || !methods.includes(method))
+    return { status: 405, reason: `${path} answers ${methods.join(', ')} only`, headers: { allow: methods.join(', ') } };
+  return null;
+}
+
+/** The request's URL, or null when its target is none (`//[`: `new URL` throws). */
+function requestUrl(req: http.IncomingMessage): URL | null {
+  try {
+    return new URL(req.url ?? '/', 'http://x');
+  } catch {
+    return null;
+  }
+}
+
+/** Whether the request carries a body (a length above 0, or chunks). */
+function hasBody(req: http.IncomingMessage): boolean {
+  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+}
+
+/** A query parameter holding a whole number (digits only: no sign, blank, fraction or exponent), else null. */
+function wholeNumber(text: string | null): number | null {
+  return text !== null && /^\d{1,15}$/.test(text) ? Number(text) : null;
+}
+
+/**
+ * A value from a request, for a reason: a string quoted and cut to 40 characters, a number, boolean
+ * or null as JSON, anything else by its kind (never JSON.stringify of a request's object: one nested
+ * 60000 deep overflows the stack).
+ */
+function shown(x: unknown): string {
+  if (typeof x === 'string') return JSON.stringify(x.length > 40 ? `${x.slice(0, 40)}...` : x);
+  if (x === null || typeof x === 'number' || typeof x === 'boolean') return String(x);
+  return Array.isArray(x) ? 'a list' : x === undefined ? 'nothing' : `an ${typeof x}`;
+}
+
+/** A JSON object (not null, not a list). */
+function isObject(x: unknown): x is Record<string, unknown> {
+  return typeof x === 'object' && x !== null && !Array.isArray(x);
+}
+
+/** An integer in 0..n-1 (a number: the string "0" is not one). */
+function indexIn(x: unknown, n: number): x is number {
+  return typeof x === 'number' && Number.isInteger(x) && x >= 0 && x < n;
 }
 
 function listen(server: http.Server, port: number, host: string): Promise<void> {
@@ -707,8 +919,8 @@ function listen(server: http.Server, port: number, host: string): Promise<void> 
   });
 }
 
-function json(res: http.ServerResponse, status: number, body: unknown): void {
+function json(res: http.ServerResponse, status: number, body: unknown, headers: http.OutgoingHttpHeaders = {}): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
   res.end(text);
 }

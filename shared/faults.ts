@@ -51,20 +51,26 @@ export function faultTransitions(
   return out.sort((a, b) => a.atS - b.atS);
 }
 
+/** The fields a fault may have: any other is a mistake (a misspelt precursorS was silently the default). */
+const FAULT_FIELDS: readonly string[] = ['node', 'startS', 'durationS', 'precursorS'];
+
 /** Checks a list of faults read from outside (JSON); throws TypeError naming the first bad one. */
 export function validateFaults(raw: unknown, numNodes: number): Fault[] {
   if (!Array.isArray(raw)) throw new TypeError('faults must be a list of {node, startS, durationS, precursorS?}');
-  return raw.map((f: unknown) => {
+  return raw.map((f: unknown, i) => {
     const o = (typeof f === 'object' && f !== null ? f : {}) as Record<string, unknown>;
+    const unknown = Array.isArray(f) ? undefined : Object.keys(o).find((k) => !FAULT_FIELDS.includes(k));
+    if (unknown !== undefined) throw new TypeError(`faults[${i}].${unknown}: unknown field (a fault has ${FAULT_FIELDS.join(', ')})`);
+    // finite: JSON's 1e400 is Infinity
+    const time = (x: unknown) => typeof x === 'number' && Number.isFinite(x) && x >= 0;
     const ok =
       Number.isInteger(o.node) &&
       (o.node as number) >= 0 &&
       (o.node as number) < numNodes &&
-      typeof o.startS === 'number' &&
-      o.startS >= 0 &&
-      typeof o.durationS === 'number' &&
-      o.durationS > 0 &&
-      (o.precursorS === undefined || (typeof o.precursorS === 'number' && o.precursorS >= 0));
+      time(o.startS) &&
+      time(o.durationS) &&
+      (o.durationS as number) > 0 &&
+      (o.precursorS === undefined || time(o.precursorS));
     if (!ok)
       throw new TypeError(
         `fault ${JSON.stringify(f)}: needs a node in 0..${numNodes - 1}, startS >= 0, durationS > 0, precursorS >= 0 if given`,
