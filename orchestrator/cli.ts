@@ -61,6 +61,8 @@ export const orchestratorCommand: CommandModule<object, object> = {
       const onHttp = (e as NodeJS.ErrnoException & { port?: number }).port === a.httpPort && a.httpPort !== a.port;
       const busy = onHttp ? listenProblem(e, 'http-port', a.httpPort) : listenProblem(e, 'port', a.port);
       if (busy) throw busy;
+      // a config field found wrong at start (the GPG model, the Kubernetes cluster): name the file too
+      if (e instanceof UsageError && e.message.startsWith('field "')) throw new UsageError(`${a.config}: ${e.message}`);
       if (isStoreError(e)) throw new UsageError(`--db ${a.db}: cannot use it as the orchestrator's store (${e.message.split('\n')[0]})`);
       throw e;
     });

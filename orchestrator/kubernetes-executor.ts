@@ -30,6 +30,7 @@
  * cannot `require` it), once, when the first executor starts.
  */
 import * as fs from 'node:fs';
+import { UsageError } from '../shared/errors';
 import type * as K8s from '@kubernetes/client-node';
 import type { Placement, ScaleOp } from '../shared/domain';
 import type { ClusterReport, ScaleReport, WindowReport } from '../shared/orchestration/executor';
@@ -170,13 +171,26 @@ export class KubernetesExecutor implements LiveExecutor {
   async start(): Promise<void> {
     this.k8s = await loadKubernetesClient();
     this.kc = new this.k8s.KubeConfig();
-    if (this.o.kubeconfig) {
-      if (!fs.existsSync(this.o.kubeconfig)) throw new Error(`kubernetes: kubeconfig ${this.o.kubeconfig} does not exist`);
-      this.kc.loadFromFile(this.o.kubeconfig);
-    } else this.kc.loadFromCluster();
+    // what the operator configured and we cannot use is one line naming the field, not a stack
+    const where = this.o.kubeconfig ? `field "kubernetes.kubeconfig": ${this.o.kubeconfig}` : 'field "kubernetes" (in-cluster)';
+    try {
+      if (this.o.kubeconfig) {
+        if (!fs.existsSync(this.o.kubeconfig)) throw new Error('does not exist');
+        this.kc.loadFromFile(this.o.kubeconfig);
+      } else this.kc.loadFromCluster();
+    } catch (e) {
+      throw new UsageError(`${where}: not a usable kubeconfig (${String((e as Error).message).split('\n')[0]})`);
+    }
+    if (!this.kc.getCurrentCluster()) throw new UsageError(`${where}: names no current cluster (set current-context)`);
     this.apps = this.kc.makeApiClient(this.k8s.AppsV1Api);
     this.core = this.kc.makeApiClient(this.k8s.CoreV1Api);
-    await this.relist();
+    try {
+      await this.relist();
+    } catch (e) {
+      throw new UsageError(
+        `${where}: cannot list the kais Deployments in namespace ${this.o.namespace} (${String((e as Error).message).split('\n')[0]})`,
+      );
+    }
     void this.watch();
   }
 

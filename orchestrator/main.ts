@@ -70,6 +70,9 @@ import type { OnlineLearner } from './learner';
 import { ModelRegistry, startHub } from './registry';
 import { DEFAULT_STORE_LIMITS, isStoreWriteError, Store, StoreError, type MetricPoint, type StoreLimits } from './store';
 
+/** What an `Authorization: Bearer` header can carry: printable ASCII without spaces. */
+const BEARER_TOKEN = /^[\x21-\x7e]+$/;
+
 export interface OrchestratorConfig {
   scenario: Scenario;
   orchestration: OrchestrationName;
@@ -157,8 +160,18 @@ function readCanarySection(v: unknown, numEaps: number, fail: (field: string, wh
 
 /** The config's `kubernetes` section (only with executor "kubernetes"; every field optional). */
 function readKubernetesSection(v: unknown, on: boolean, fail: (field: string, why: string) => never): OrchestratorConfig['kubernetes'] {
-  if (v === undefined || v === null)
+  // in-cluster (no kubeconfig) needs the pod's service environment, which a process outside a pod lacks
+  const inCluster = () =>
+    process.env.KUBERNETES_SERVICE_HOST
+      ? null
+      : fail(
+          'kubernetes.kubeconfig',
+          'is null (in-cluster), but this process runs outside a pod (no $KUBERNETES_SERVICE_HOST): name a kubeconfig file',
+        );
+  if (v === undefined || v === null) {
+    if (on) inCluster();
     return on ? { kubeconfig: null, namespace: 'kais', image: 'kais:latest', nodeLabel: DEFAULT_NODE_LABEL } : null;
+  }
   if (!on) return fail('kubernetes', 'is read only with executor "kubernetes"');
   if (typeof v !== 'object' || Array.isArray(v)) return fail('kubernetes', 'must be an object');
   const o = v as Record<string, unknown>;
@@ -173,12 +186,14 @@ function readKubernetesSection(v: unknown, on: boolean, fail: (field: string, wh
         : fail(`kubernetes.${k}`, 'must be a non-empty string');
   const kubeconfig = o.kubeconfig === undefined || o.kubeconfig === null ? null : str('kubeconfig', '');
   if (kubeconfig !== null && !fs.existsSync(kubeconfig)) fail('kubernetes.kubeconfig', `${kubeconfig} does not exist (null: in-cluster)`);
+  if (kubeconfig !== null && !fs.statSync(kubeconfig).isFile()) fail('kubernetes.kubeconfig', `${kubeconfig} is not a file`);
   const namespace = str('namespace', 'kais');
   if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(namespace))
     fail('kubernetes.namespace', `must be a DNS-1123 label, got ${JSON.stringify(namespace)}`);
   const nodeLabel = str('nodeLabel', DEFAULT_NODE_LABEL);
   if (!/^([a-z0-9.-]+\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(nodeLabel))
     fail('kubernetes.nodeLabel', `is not a label key: ${JSON.stringify(nodeLabel)}`);
+  if (kubeconfig === null) inCluster();
   return { kubeconfig, namespace, image: str('image', 'kais:latest'), nodeLabel };
 }
 
@@ -257,11 +272,19 @@ export function readConfig(file: string): OrchestratorConfig {
     const v = o[k] === undefined ? d : o[k];
     return typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : fail(k, `must be a positive number, got ${JSON.stringify(v)}`);
   };
-  const scenario = loadScenario(str('scenario', 'kais'));
+  // the config's field, not a --scenario flag this command does not have
+  let scenario: Scenario;
+  try {
+    scenario = loadScenario(str('scenario', 'kais'));
+  } catch (e) {
+    return fail('scenario', (e as Error).message.replace(/^--scenario: /, ''));
+  }
   const orchestration = str('orchestration', 'static');
   if (!(ORCHESTRATION_NAMES as string[]).includes(orchestration)) fail('orchestration', `must be one of ${ORCHESTRATION_NAMES.join(', ')}`);
   const adminToken = strOrNull('adminToken');
   if (adminToken !== null && adminToken.length < 16) fail('adminToken', 'must be at least 16 characters (or null: the admin API off)');
+  // what an Authorization: Bearer header can carry: printable ASCII, no spaces
+  if (adminToken !== null && !BEARER_TOKEN.test(adminToken)) fail('adminToken', 'must be printable ASCII without spaces (a Bearer token)');
   // gpg without a model: the one that ships for the scenario (models/<scenario>-gpg.json), as kais eval's and kais up's
   const gpgModel = strOrNull('gpgModel') ?? (orchestration === 'gpg' ? defaultGpgModelPath(scenario) : null);
   if (orchestration === 'gpg' && gpgModel === null)
@@ -271,11 +294,17 @@ export function readConfig(file: string): OrchestratorConfig {
     );
   if (gpgModel !== null && !(fs.existsSync(gpgModel) && fs.statSync(gpgModel).isFile())) fail('gpgModel', `${gpgModel} is not a file`);
   if (gpgModel !== null && fs.statSync(gpgModel).size > 64 * 1048576) fail('gpgModel', `${gpgModel} is over 64 MiB`);
+  if (o.gpgModel !== undefined && o.gpgModel !== null && orchestration !== 'gpg')
+    fail('gpgModel', `is read only with orchestration "gpg" (this config: "${orchestration}")`);
   const agentTokens: Record<number, string> = {};
   if (o.agentTokens !== undefined) {
-    if (typeof o.agentTokens !== 'object' || o.agentTokens === null) fail('agentTokens', 'must be an object {eapId: token}');
+    if (typeof o.agentTokens !== 'object' || o.agentTokens === null || Array.isArray(o.agentTokens))
+      fail('agentTokens', 'must be an object {eapId: token}');
+    const numEaps = topologyOf(scenario).numEaps;
     for (const [k, v] of Object.entries(o.agentTokens as object)) {
       if (!/^\d+$/.test(k) || typeof v !== 'string') fail(`agentTokens.${k}`, 'must map an eAP id to a string token');
+      if (Number(k) >= numEaps) fail(`agentTokens.${k}`, `names no eAP of scenario ${scenario.name} (eAPs 0..${numEaps - 1})`);
+      if ((v as string).trim() === '') fail(`agentTokens.${k}`, 'is empty: no agent could present it');
       agentTokens[Number(k)] = v as string;
     }
   }
@@ -283,12 +312,15 @@ export function readConfig(file: string): OrchestratorConfig {
   if (!Number.isInteger(heartbeatMs) || heartbeatMs < 100 || heartbeatMs > 3_600_000)
     fail('heartbeatMs', `must be an integer number of ms in 100..3600000, got ${heartbeatMs}`);
   const executor = strOrNull('executor');
-  if (executor !== null && executor !== 'kubernetes' && !/^https?:\/\//.test(executor))
-    fail('executor', 'must be an http:// URL of a kais node admin server, "kubernetes" or null');
+  if (executor !== null && executor !== 'kubernetes' && !(/^https?:\/\//.test(executor) && URL.canParse(executor)))
+    fail('executor', `must be an http:// URL of a kais node admin server, "kubernetes" or null, got ${JSON.stringify(executor)}`);
   const kubernetes = readKubernetesSection(o.kubernetes, executor === 'kubernetes', fail);
   const executorToken = strOrNull('executorToken');
+  if (executorToken !== null && (executor === null || executor === 'kubernetes'))
+    fail('executorToken', 'is read only with an executor URL (the kais node admin server it authenticates to)');
   const checkpoint = strOrNull('checkpoint');
   if (checkpoint !== null && !fs.existsSync(checkpoint)) fail('checkpoint', `${checkpoint} does not exist`);
+  if (checkpoint !== null && !fs.statSync(checkpoint).isFile()) fail('checkpoint', `${checkpoint} is not a file`);
   const actorHead = str('actorHead', 'softplus1');
   if (actorHead !== 'relu1' && actorHead !== 'softplus1') fail('actorHead', `must be relu1 or softplus1, got ${JSON.stringify(actorHead)}`);
   const learner = str('learner', 'cmmac');
@@ -351,6 +383,12 @@ export function readConfig(file: string): OrchestratorConfig {
   const injectSameWeightsAfterS = injectAfter('injectSameWeightsAfterS');
   if (injectBadWeightsAfterS !== null && injectSameWeightsAfterS !== null)
     fail('injectSameWeightsAfterS', 'cannot be set together with injectBadWeightsAfterS (one drill a run)');
+  // the drill goes through the publish path, which only the learner or the canary runs
+  if ((injectBadWeightsAfterS ?? injectSameWeightsAfterS) !== null && learner === 'none' && (o.canary ?? false) === false)
+    fail(
+      injectBadWeightsAfterS !== null ? 'injectBadWeightsAfterS' : 'injectSameWeightsAfterS',
+      'needs "learner": "cmmac" or a canary (the drill goes through their publish path)',
+    );
   return {
     scenario,
     orchestration: orchestration as OrchestrationName,
@@ -511,12 +549,29 @@ export async function startOrchestrator(
   const log = opts.log ?? (() => undefined);
   // the checkpoint's actor, read once and checked against the scenario before anything starts
   const ck = cfg.checkpoint ? deployableActor(cfg.checkpoint, cfg.scenario) : null;
+  // the GPG model and the executor (a Kubernetes one lists its Deployments) before the store is
+  // opened: a config they refuse leaves no new store behind
+  const policy = cfg.orchestration === 'gpg' ? await learnedOrchestration(cfg, log) : cfg.orchestration;
+  // an executor that cannot see load on its cluster (Kubernetes) takes it from the agents' telemetry
+  const loadBoard = cfg.executor === 'kubernetes' ? new LoadBoard({ scenario: cfg.scenario, speed: cfg.speed }) : null;
+  const executor = await makeExecutor(cfg, log, loadBoard);
   let store: Store;
   try {
     store = Store.open(opts.dbPath, { limits: cfg.limits });
   } catch (e) {
+    await executor.close?.();
     if (e instanceof StoreError) throw new UsageError(`--db: ${e.message}`);
     throw e;
+  }
+  // one store, one cluster: the stored placement, overrides and holds index this scenario's services and nodes
+  const shape = topologyOf(cfg.scenario);
+  const boundTo = store.bindScenario(`${cfg.scenario.name} (${shape.numServices} services x ${shape.numNodes} nodes)`);
+  if (boundTo !== null) {
+    store.close();
+    await executor.close?.();
+    throw new UsageError(
+      `--db ${opts.dbPath}: holds the state of scenario ${boundTo}; this config runs ${cfg.scenario.name} (use another --db)`,
+    );
   }
   const guard = new StoreGuard(log);
   /** Stored (when the store takes it) and logged. */
@@ -647,8 +702,6 @@ export async function startOrchestrator(
 
   /** The weight gate (set below when the learner is on and the config has `gate`): sees every arrival. */
   let gate: WeightGate | null = null;
-  // an executor that cannot see load on its cluster (Kubernetes) takes it from the agents' telemetry
-  const loadBoard = cfg.executor === 'kubernetes' ? new LoadBoard({ scenario: cfg.scenario, speed: cfg.speed }) : null;
   hub.on('frame', (session, frame) => {
     if (frame.type === 'experience') {
       gate?.observe(frame.body);
@@ -706,8 +759,6 @@ export async function startOrchestrator(
   // the admin's overrides and holds, as the store kept them (orchestrator/admin.ts)
   const adminState = new AdminState(readAdminState(store.adminState(), log));
   const saveAdmin = () => guard.run('the admin state', () => store.putAdminState(JSON.stringify(adminState.snapshot())));
-  const executor = await makeExecutor(cfg, log, loadBoard);
-  const policy = cfg.orchestration === 'gpg' ? await learnedOrchestration(cfg, log) : cfg.orchestration;
   const loop = new PlacementLoop({
     scenario: cfg.scenario,
     registry,

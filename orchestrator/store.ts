@@ -590,6 +590,19 @@ export class Store {
     return n;
   }
 
+  /**
+   * Binds the store to one cluster shape: the first start records `key` (the scenario's name and
+   * its services x nodes); a later start with another key gets the recorded one back (the caller
+   * refuses it: the stored placement, overrides and holds are of another cluster). null: bound now
+   * or already to this key.
+   */
+  bindScenario(key: string): string | null {
+    const had = this.meta('scenario');
+    if (had !== null && had !== key) return had;
+    if (had === null) this.db.prepare(`INSERT INTO meta (key, value) VALUES ('scenario', ?)`).run(key);
+    return null;
+  }
+
   /** The admin's overrides and holds (orchestrator/admin.ts), as JSON text; null when none were ever set. */
   adminState(): string | null {
     return this.meta('admin');

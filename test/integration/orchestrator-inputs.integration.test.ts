@@ -15,9 +15,9 @@ const ROOT = path.resolve(__dirname, '..', '..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
 const MODEL = path.join(ROOT, 'models', 'kais-cmmac.bin');
 
-function kais(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function kais(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [KAIS, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [KAIS, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let stdout = '';
     let stderr = '';
     child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -105,5 +105,63 @@ describe('kais orchestrator refuses bad stores and configs at start', () => {
     });
     // refused before the store was created
     expect(fs.existsSync(path.join(dir, 'fresh-5.db'))).toBe(false);
+  });
+
+  it('refuses config fields that could not work or would be ignored, naming the file and the field, and creates no store', async () => {
+    const k8s = { KUBERNETES_SERVICE_HOST: '' };
+    const cases: [unknown, RegExp][] = [
+      [{ scenario: 'nope' }, /: field "scenario" unknown scenario "nope"/],
+      [{ scenario: 'tiny', agentTokens: { 999: 'abc' } }, /field "agentTokens\.999" names no eAP of scenario tiny \(eAPs 0\.\.0\)$/],
+      [{ scenario: 'tiny', agentTokens: { 0: ' ' } }, /field "agentTokens\.0" is empty/],
+      [{ scenario: 'tiny', agentTokens: ['abc'] }, /field "agentTokens" must be an object/],
+      [{ scenario: 'tiny', executorToken: 'x' }, /field "executorToken" is read only with an executor URL/],
+      [{ scenario: 'tiny', gpgModel: MODEL }, /field "gpgModel" is read only with orchestration "gpg" \(this config: "static"\)$/],
+      [
+        { scenario: 'tiny', learner: 'none', injectBadWeightsAfterS: 5 },
+        /field "injectBadWeightsAfterS" needs "learner": "cmmac" or a canary/,
+      ],
+      [{ scenario: 'tiny', executor: 'http://exa mple' }, /field "executor" must be an http:\/\/ URL/],
+      [{ scenario: 'tiny', adminToken: ' '.repeat(16) }, /field "adminToken" must be printable ASCII without spaces/],
+      [{ scenario: 'tiny', checkpoint: dir }, /field "checkpoint" \S+ is not a file$/],
+      [{ scenario: 'tiny', executor: 'kubernetes', kubernetes: { kubeconfig: dir } }, /field "kubernetes\.kubeconfig" \S+ is not a file$/],
+      [
+        { scenario: 'tiny', executor: 'kubernetes' },
+        /field "kubernetes\.kubeconfig" is null \(in-cluster\), but this process runs outside a pod/,
+      ],
+      // found when the model is read (tfjs), still before the store
+      [
+        { scenario: 'kais', orchestration: 'gpg', gpgModel: MODEL, learner: 'none', detector: 'none' },
+        /^kais: --config \S+bad-cfg-12\.json: field "gpgModel": \S+: not JSON/,
+      ],
+    ];
+    const runs = await Promise.all(
+      cases.map(([cfg], i) =>
+        kais(['orchestrator', '--config', config(`bad-cfg-${i}.json`, cfg), '--db', path.join(dir, `cfg-${i}.db`)], k8s),
+      ),
+    );
+    runs.forEach((r, i) => {
+      const lines = r.stderr.trim().split('\n');
+      expect({ case: cases[i][0], code: r.code, lines: lines.length }).toEqual({ case: cases[i][0], code: 2, lines: 1 });
+      expect(lines[0]).toMatch(cases[i][1]);
+      expect(fs.existsSync(path.join(dir, `cfg-${i}.db`))).toBe(false);
+    });
+  });
+
+  it("refuses a store that holds another scenario's state", async () => {
+    const db = path.join(dir, 'bound.db');
+    const s = Store.open(db);
+    expect(s.bindScenario('kais (30 services x 40 nodes)')).toBeNull();
+    s.close();
+    const r = await kais([
+      'orchestrator',
+      '--config',
+      config('tiny-on-kais.json', { scenario: 'tiny', learner: 'none', detector: 'none' }),
+      '--db',
+      db,
+    ]);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim()).toMatch(
+      /^kais: --db \S+bound\.db: holds the state of scenario kais \(30 services x 40 nodes\); this config runs tiny \(use another --db\)$/,
+    );
   });
 });
