@@ -466,7 +466,13 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   // ---- HTTP ----
   const metrics = new AgentMetrics(dispatcher, () => state);
   const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
-    const url = req.url ?? '/';
+    // routes are paths: a query string does not change which
+    const url = (req.url ?? '/').split('?')[0];
+    const allowed = url === '/request' ? 'POST' : url === '/healthz' || url === '/readyz' || url === '/metrics' ? 'GET' : null;
+    if (allowed !== null && req.method !== allowed) {
+      send(res, 405, { reason: `${url} takes ${allowed}, not ${req.method}` });
+      return;
+    }
     if (req.method === 'GET' && url === '/healthz') {
       send(res, state.draining ? 503 : 200, healthJson(dispatcher, state));
       return;
@@ -488,8 +494,8 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       return;
     }
     if (req.method === 'POST' && url === '/request') {
-      readBody(req, (err, body) => {
-        if (err) return send(res, 400, { reason: err });
+      readBody(req, (err, body, status) => {
+        if (err) return send(res, status ?? 400, { reason: err });
         if (state.draining) return send(res, 503, { reason: 'draining' });
         const parsed = parseIngress(body!, o.scenario.services.length);
         if (typeof parsed === 'string') return send(res, 400, { reason: parsed });
@@ -558,7 +564,7 @@ function send(res: http.ServerResponse, status: number, body: unknown): void {
   res.end(text);
 }
 
-function readBody(req: http.IncomingMessage, cb: (err: string | null, body: string | null) => void): void {
+function readBody(req: http.IncomingMessage, cb: (err: string | null, body: string | null, status?: number) => void): void {
   // a device's body is a few dozen bytes: one chunk, decoded as is
   let first: Buffer | null = null;
   let more: Buffer[] | null = null;
@@ -568,7 +574,7 @@ function readBody(req: http.IncomingMessage, cb: (err: string | null, body: stri
     size += c.length;
     if (size > MAX_BODY_BYTES && !failed) {
       failed = true;
-      cb(`body over ${MAX_BODY_BYTES} bytes`, null);
+      cb(`body over ${MAX_BODY_BYTES} bytes`, null, 413);
       req.resume();
       return;
     }
@@ -589,6 +595,9 @@ function readBody(req: http.IncomingMessage, cb: (err: string | null, body: stri
   });
 }
 
+/** The largest payload a request may declare (10 GB). */
+const MAX_PAYLOAD_BYTES = 1e10;
+
 /** The ingress body, or one line saying what is wrong with it. */
 export function parseIngress(text: string, numServices: number): IngressRequest | string {
   let raw: unknown;
@@ -606,8 +615,9 @@ export function parseIngress(text: string, numServices: number): IngressRequest 
   if (typeof deadlineMs !== 'number' || !Number.isFinite(deadlineMs) || deadlineMs <= 0 || deadlineMs > 3_600_000) {
     return `deadlineMs must be a number in (0, 3600000], got ${JSON.stringify(deadlineMs)}`;
   }
-  if (typeof payloadBytes !== 'number' || !Number.isFinite(payloadBytes) || payloadBytes < 0) {
-    return `payloadBytes must be a number >= 0, got ${JSON.stringify(payloadBytes)}`;
+  // bounded: the emulated transfer of a larger payload overflows the timers (and no device sends 10 GB)
+  if (typeof payloadBytes !== 'number' || !Number.isFinite(payloadBytes) || payloadBytes < 0 || payloadBytes > MAX_PAYLOAD_BYTES) {
+    return `payloadBytes must be a number in [0, ${MAX_PAYLOAD_BYTES}], got ${JSON.stringify(payloadBytes)}`;
   }
   if (workCoreS !== undefined && (typeof workCoreS !== 'number' || !Number.isFinite(workCoreS) || workCoreS < 0 || workCoreS > 3600)) {
     return `workCoreS must be a number in [0, 3600], got ${JSON.stringify(workCoreS)}`;

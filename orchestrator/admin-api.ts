@@ -38,6 +38,9 @@ export interface AdminReply {
 }
 
 const bad = (reason: string): AdminReply => ({ status: 400, body: { reason } });
+/** C0 and C1 control characters (newlines, escapes), DEL included. */
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 export class AdminApi {
   private readonly numNodes: number;
@@ -56,13 +59,21 @@ export class AdminApi {
       if (!Number.isInteger(limit) || limit < 1 || limit > 1000) return bad('limit: must be an integer in 1..1000');
       return { status: 200, body: { events: this.d.events({ sinceMs: since, kind: query.get('kind') ?? undefined, limit }) } };
     }
-    if (method !== 'POST') return { status: 404, body: { reason: `no ${method} ${path} here` } };
+    // the route first: a known path with the wrong method is 405, an unknown one 404, before the body is judged
+    const gets = ['/v1/status', '/v1/forecast', '/v1/events'];
+    const posts = ['/v1/scale', '/v1/scale/release', '/v1/nodes/hold', '/v1/nodes/readmit'];
+    const allowed = gets.includes(path) ? 'GET' : posts.includes(path) ? 'POST' : null;
+    if (allowed === null) return { status: 404, body: { reason: `no ${path} here (known: ${[...gets, ...posts].join(', ')})` } };
+    if (method !== allowed) return { status: 405, body: { reason: `${path} takes ${allowed}, not ${method}` } };
     if (typeof body !== 'object' || body === null || Array.isArray(body)) return bad('body: must be a JSON object');
     const b = body as Record<string, unknown>;
     const reason = b.reason;
     if (typeof reason !== 'string' || reason.trim() === '' || reason.length > 500) return bad('reason: say why, in 1..500 characters');
+    // kept in events and printed by kais status: no line breaks or terminal escapes
+    if (CONTROL.test(reason)) return bad('reason: one line of text (no control characters)');
     const by = b.by === undefined ? 'admin' : b.by;
     if (typeof by !== 'string' || by.trim() === '' || by.length > 100) return bad('by: who, in 1..100 characters');
+    if (CONTROL.test(by)) return bad('by: one line of text (no control characters)');
     const int = (k: string, lo: number, hi: number): number | string =>
       Number.isInteger(b[k]) && (b[k] as number) >= lo && (b[k] as number) <= hi
         ? (b[k] as number)

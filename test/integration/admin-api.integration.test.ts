@@ -157,6 +157,9 @@ describe('admin API', () => {
       [{ service: 1, replicas: 2, reason: 'x', ttlS: -1 }, /^ttlS: must be seconds/],
       [{ service: 1, replicas: 2, reason: 'x', node: 1000 }, /^node: must be an integer in 0\.\./],
       ['not an object', /^body: must be a JSON object$/],
+      // kept in events and printed by kais status: one line, no terminal escapes
+      [{ service: 1, replicas: 2, reason: 'line1\nservice  replicas' }, /^reason: one line of text/],
+      [{ service: 1, replicas: 2, reason: 'x', by: '\u001b[31mRED' }, /^by: one line of text/],
     ];
     for (const [body, msg] of cases) {
       const r = await call(port, 'POST', '/v1/scale', body);
@@ -164,5 +167,11 @@ describe('admin API', () => {
       expect(r.body.reason).toMatch(msg);
     }
     expect(o.store.events({ kind: 'admin-scale' })).toHaveLength(0);
+    // the route before the body: a known path with the wrong method is 405, an unknown path 404
+    expect((await call(port, 'GET', '/v1/scale')).status).toBe(405);
+    expect((await call(port, 'POST', '/v1/status', {})).status).toBe(405);
+    const nope = await call(port, 'POST', '/v1/nope', {});
+    expect(nope.status).toBe(404);
+    expect(nope.body.reason).toMatch(/^no \/v1\/nope here \(known: /);
   });
 });

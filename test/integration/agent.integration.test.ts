@@ -237,6 +237,11 @@ describe('kais agent (process wiring)', () => {
     expect(bad.status).toBe(400);
     expect(bad.body.reason).toMatch(/service must be an integer in 0\.\.3/);
     expect((await post(a.port, 'not json')).status).toBe(400);
+    // a body over the cap is 413; a known path with the wrong method 405; a query string does not change the route
+    const big = await post(a.port, `{"pad":"${'x'.repeat(70_000)}"}`);
+    expect([big.status, big.body.reason]).toEqual([413, 'body over 65536 bytes']);
+    expect((await get(a.port, '/request')).status).toBe(405);
+    expect((await get(a.port, '/healthz?verbose=1')).status).toBe(200);
     const before = parseMetrics((await get(a.port, '/metrics')).text);
     await post(a.port, request);
     const m = await get(a.port, '/metrics');
