@@ -12,7 +12,7 @@ import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import Database from 'better-sqlite3';
-import { runCli } from '../../../kais';
+import { runInProcess } from '../../support/in-process';
 import TINY_RAW from '../../../shared/scenarios/tiny.json';
 
 const ROOT = path.resolve(__dirname, '../../..');
@@ -370,41 +370,6 @@ function spawnKais(args: string[]): Promise<Outcome> {
       },
     );
   });
-}
-
-class Exit extends Error {
-  constructor(readonly code: number) {
-    super(`process.exit(${code})`);
-  }
-}
-
-/**
- * `kais <args>` in this process: the same yargs pipeline and handlers. The first process.exit ends
- * the run as it would end the process (it throws here; what happens after it is not output).
- */
-async function runInProcess(args: string[]): Promise<Outcome> {
-  let stderr = '';
-  let exitCode: number | null = null;
-  const exit = jest.spyOn(process, 'exit').mockImplementation(((code?: number) => {
-    exitCode ??= code ?? 0;
-    throw new Exit(code ?? 0);
-  }) as never);
-  const err = jest.spyOn(process.stderr, 'write').mockImplementation(((chunk: string | Uint8Array) => {
-    if (exitCode === null) stderr += String(chunk);
-    return true;
-  }) as never);
-  const out = jest.spyOn(process.stdout, 'write').mockImplementation((() => true) as never);
-  try {
-    await runCli(args);
-    exitCode ??= 0;
-  } catch (e) {
-    if (exitCode === null) stderr += `threw: ${e instanceof Error ? e.stack : String(e)}`;
-  } finally {
-    exit.mockRestore();
-    err.mockRestore();
-    out.mockRestore();
-  }
-  return { code: exitCode, signal: null, stderr };
 }
 
 function expectOneLineExit2(r: Outcome): void {

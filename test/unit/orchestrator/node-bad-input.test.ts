@@ -9,7 +9,7 @@ import * as fs from 'fs';
 import * as http from 'http';
 import * as os from 'os';
 import * as path from 'path';
-import { runCli } from '../../../kais';
+import { runInProcess } from '../../support/in-process';
 import { ADMIN_BODY_BYTES, adminBodyCap, EmulatedCluster } from '../../../orchestrator/emulated-cluster';
 import type { Placement } from '../../../shared/domain';
 import { loadScenario } from '../../../shared/scenario';
@@ -302,37 +302,6 @@ describe('EmulatedCluster refuses faults its timers cannot play', () => {
 });
 
 // ----------------------------------------------------------------------- the command, in-process
-
-class Exit extends Error {
-  constructor(readonly code: number) {
-    super(`process.exit(${code})`);
-  }
-}
-
-/** `kais <args>` in this process (the yargs pipeline and handler): its exit code and stderr up to the exit. */
-async function runInProcess(args: string[]): Promise<{ code: number | null; stderr: string }> {
-  let stderr = '';
-  let code: number | null = null;
-  const exit = jest.spyOn(process, 'exit').mockImplementation(((c?: number) => {
-    code ??= c ?? 0;
-    throw new Exit(c ?? 0);
-  }) as never);
-  const err = jest.spyOn(process.stderr, 'write').mockImplementation(((chunk: string | Uint8Array) => {
-    if (code === null) stderr += String(chunk);
-    return true;
-  }) as never);
-  const out = jest.spyOn(process.stdout, 'write').mockImplementation((() => true) as never);
-  try {
-    await runCli(args);
-  } catch (e) {
-    if (code === null) stderr += `threw: ${e instanceof Error ? e.stack : String(e)}`;
-  } finally {
-    exit.mockRestore();
-    err.mockRestore();
-    out.mockRestore();
-  }
-  return { code, stderr };
-}
 
 describe('kais node refuses at the door (exit 2, one line naming the flag)', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-node-bad-input-'));
