@@ -49,49 +49,86 @@ async function call(a: Common, method: string, path: string, body?: unknown): Pr
     throw new UsageError(`--tls-ca: the orchestrator URL ${a.orchestrator} is not https://`);
   const request = url.protocol === 'https:' ? https.request : http.request;
   const text = body === undefined ? '' : JSON.stringify(body);
+  const notKais = (what: string) =>
+    new UsageError(`--orchestrator ${a.orchestrator}: answered ${what} (not a kais orchestrator's HTTP port?)`);
   const reply = await new Promise<{ status: number; body: Record<string, unknown> }>((resolve, reject) => {
+    // one deadline for the whole exchange (a server that trickles a byte at a time does not reset it)
+    const deadline = setTimeout(() => req.destroy(new Error(`no whole answer in ${ANSWER_DEADLINE_MS / 1000} s`)), ANSWER_DEADLINE_MS);
+    const settle = (f: () => void) => {
+      clearTimeout(deadline);
+      f();
+    };
     const req = request(
       url,
       {
         method,
         agent: false,
         ...(ca !== undefined ? { ca } : {}),
-        timeout: 30_000,
         headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
       },
       (res) => {
-        let t = '';
-        res.on('data', (c: Buffer) => (t += c.toString()));
+        const chunks: Buffer[] = [];
+        let size = 0;
+        let ended = false;
+        res.on('data', (c: Buffer) => {
+          size += c.length;
+          if (size > MAX_ANSWER_BYTES) req.destroy(new Error(`an answer over ${MAX_ANSWER_BYTES} bytes`));
+          else chunks.push(c);
+        });
         res.on('end', () => {
+          ended = true;
+          let body: unknown;
           try {
-            resolve({ status: res.statusCode ?? 0, body: t ? (JSON.parse(t) as Record<string, unknown>) : {} });
+            body = size > 0 ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : {};
           } catch {
-            reject(
-              new UsageError(
-                `--orchestrator ${a.orchestrator}: answered something that is not JSON (not a kais orchestrator's HTTP port?)`,
-              ),
-            );
+            return settle(() => reject(notKais('something that is not JSON')));
           }
+          if (typeof body !== 'object' || body === null || Array.isArray(body))
+            return settle(() => reject(notKais('JSON that is not an object')));
+          settle(() => resolve({ status: res.statusCode ?? 0, body: body as Record<string, unknown> }));
+        });
+        // the connection closed before the whole answer: never a silent success
+        res.on('close', () => {
+          if (!ended)
+            settle(() => reject(new UsageError(`--orchestrator ${a.orchestrator}: the connection closed before the whole answer`)));
         });
       },
     );
-    req.on('timeout', () => req.destroy(new Error('no answer in 30 s')));
     req.on('error', (e) =>
-      reject(e instanceof UsageError ? e : new UsageError(`--orchestrator ${a.orchestrator}: cannot reach it (${e.message})`)),
+      settle(() =>
+        reject(e instanceof UsageError ? e : new UsageError(`--orchestrator ${a.orchestrator}: cannot reach it (${e.message})`)),
+      ),
     );
     req.end(text);
   });
+  const reason = typeof reply.body.reason === 'string' ? oneLine(reply.body.reason) : `HTTP ${reply.status}`;
   if (reply.status === 401) throw new UsageError('--admin-token-file: the orchestrator refused the admin token');
-  if (reply.status === 403) throw new UsageError(`--orchestrator: ${String(reply.body.reason)}`);
+  if (reply.status === 403) throw new UsageError(`--orchestrator: ${reason}`);
   // the API names its body fields (replicas: ..., ttlS: ...): the line names the flag that carried it
   if (reply.status >= 400)
-    throw new UsageError(
-      String(reply.body.reason ?? `HTTP ${reply.status}`).replace(
-        /^(service|replicas|node|reason|by|ttlS):/,
-        (_m, f: string) => `--${f === 'ttlS' ? 'ttl' : f}:`,
-      ),
-    );
+    throw new UsageError(reason.replace(/^(service|replicas|node|reason|by|ttlS):/, (_m, f: string) => `--${f === 'ttlS' ? 'ttl' : f}:`));
+  if (reply.status !== 200) throw notKais(`HTTP ${reply.status}`);
   return reply.body;
+}
+
+/** The whole exchange with the orchestrator, and the largest answer read (a status of a large cluster is well under it). */
+const ANSWER_DEADLINE_MS = 30_000;
+const MAX_ANSWER_BYTES = 16 * 1048576;
+
+/** Text from the server made safe for a terminal: one line, control characters shown as '?'. */
+// eslint-disable-next-line no-control-regex
+const oneLine = (t: string): string => t.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+
+/** A status answer (GET /v1/status, and the answers of the changes), checked before it is printed. */
+function asStatus(a: Common, s: Record<string, unknown>): Record<string, unknown> {
+  const ok =
+    Array.isArray(s.placement) &&
+    s.placement.every((row) => Array.isArray(row) && row.every((x) => Number.isInteger(x))) &&
+    Array.isArray(s.agents) &&
+    Array.isArray(s.overrides) &&
+    Array.isArray(s.holds);
+  if (!ok) throw new UsageError(`--orchestrator ${a.orchestrator}: answered JSON that is not a kais status`);
+  return s;
 }
 
 function table(rows: (string | number)[][]): string {
@@ -119,9 +156,10 @@ function statusText(s: Record<string, unknown>): string {
   ];
   for (const o of s.overrides as Record<string, unknown>[])
     lines.push(
-      `override: service ${String(o.service)} -> ${String(o.replicas)}${o.node === null ? ' in total' : ` on node ${String(o.node)}`} by ${String(o.by)}: ${String(o.reason)}${o.untilMs ? ` (until ${new Date(o.untilMs as number).toISOString()})` : ''}`,
+      `override: service ${String(o.service)} -> ${String(o.replicas)}${o.node === null ? ' in total' : ` on node ${String(o.node)}`} by ${oneLine(String(o.by))}: ${oneLine(String(o.reason))}${o.untilMs ? ` (until ${new Date(o.untilMs as number).toISOString()})` : ''}`,
     );
-  for (const h of s.holds as Record<string, unknown>[]) lines.push(`held: node ${String(h.node)} by ${String(h.by)}: ${String(h.reason)}`);
+  for (const h of s.holds as Record<string, unknown>[])
+    lines.push(`held: node ${String(h.node)} by ${oneLine(String(h.by))}: ${oneLine(String(h.reason))}`);
   return lines.join('\n');
 }
 
@@ -133,7 +171,7 @@ export const statusCommand: CommandModule<object, object> = {
     yargsOptions(y.example(`${ADMIN_TOKEN_ENV}=... $0 status --orchestrator http://127.0.0.1:7001`, 'the table'), STATUS_SPEC),
   handler: namingFlags(STATUS_SPEC, async (argv) => {
     const a = resolveOptions(STATUS_SPEC, argv);
-    const s = await call(a, 'GET', '/v1/status');
+    const s = asStatus(a, await call(a, 'GET', '/v1/status'));
     process.stdout.write(a.json ? `${JSON.stringify(s)}\n` : `${statusText(s)}\n`);
   }),
 };
@@ -184,7 +222,9 @@ export const scaleCommand: CommandModule<object, object> = {
           reason: a.reason,
           by: a.by,
         });
-    process.stdout.write(a.json ? `${JSON.stringify(r)}\n` : `${String(r.message)} (placement v${String(r.placementVersion)})\n`);
+    if (typeof r.message !== 'string' || !Number.isInteger(r.placementVersion))
+      throw new UsageError(`--orchestrator ${a.orchestrator}: answered JSON that is not a kais scale answer`);
+    process.stdout.write(a.json ? `${JSON.stringify(r)}\n` : `${oneLine(r.message)} (placement v${String(r.placementVersion)})\n`);
   }),
 };
 
@@ -209,9 +249,12 @@ export const nodesCommand: CommandModule<object, object> = {
     const change = a.hold !== undefined ? 'hold' : a.readmit !== undefined ? 'readmit' : null;
     if (change && !a.reason) throw new UsageError(`--reason: say why you ${change === 'hold' ? 'hold the node out' : 're-admit the node'}`);
     if (!change && a.reason) throw new UsageError('--reason: only with --hold or --readmit (listing the nodes records nothing)');
-    const s = change
-      ? await call(a, 'POST', `/v1/nodes/${change}`, { node: change === 'hold' ? a.hold : a.readmit, reason: a.reason, by: a.by })
-      : await call(a, 'GET', '/v1/status');
+    const s = asStatus(
+      a,
+      change
+        ? await call(a, 'POST', `/v1/nodes/${change}`, { node: change === 'hold' ? a.hold : a.readmit, reason: a.reason, by: a.by })
+        : await call(a, 'GET', '/v1/status'),
+    );
     if (a.json) return void process.stdout.write(`${JSON.stringify(s)}\n`);
     const placement = s.placement as number[][];
     const held = new Map((s.holds as { node: number; by: string; reason: string }[]).map((h) => [h.node, h]));
@@ -219,8 +262,8 @@ export const nodesCommand: CommandModule<object, object> = {
     const rows: (string | number)[][] = [['node', 'replicas', 'held']];
     for (let n = 0; n < N; n++) {
       const h = held.get(n);
-      rows.push([n, placement.reduce((x, row) => x + row[n], 0), h ? `by ${h.by}: ${h.reason}` : '']);
+      rows.push([n, placement.reduce((x, row) => x + row[n], 0), h ? `by ${oneLine(String(h.by))}: ${oneLine(String(h.reason))}` : '']);
     }
-    process.stdout.write(`${change ? `${String(s.message)}\n` : ''}${table(rows)}\n`);
+    process.stdout.write(`${change ? `${oneLine(String(s.message))}\n` : ''}${table(rows)}\n`);
   }),
 };
