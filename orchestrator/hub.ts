@@ -142,6 +142,8 @@ export interface DenialInfo {
   /** The session concerned (the live one for a duplicate hello, the quarantined one), null if none. */
   sessionId: string | null;
   message: string;
+  /** The peer's address (the socket's remote address), null if unknown. */
+  remote: string | null;
 }
 
 /** What the hub tells the rest of the orchestrator about one welcomed session. */
@@ -217,7 +219,11 @@ class Session {
   readonly unacked = new Map<number, { kind: PushKind; version: number }>();
   helloTimer: NodeJS.Timeout | null = null;
 
-  constructor(readonly ws: WebSocket) {}
+  constructor(
+    readonly ws: WebSocket,
+    /** The peer's address, null if unknown. */
+    readonly remote: string | null,
+  ) {}
 }
 
 const MAX_UNACKED = 64;
@@ -500,8 +506,8 @@ export class Hub extends TypedEmitter<HubEvents> {
   // Sessions
   // ------------------------------------------------------------------------------------------
 
-  private accept(ws: WebSocket, _req: IncomingMessage): void {
-    const s = new Session(ws);
+  private accept(ws: WebSocket, req: IncomingMessage): void {
+    const s = new Session(ws, req.socket.remoteAddress ?? null);
     if (this.closed) {
       ws.terminate();
       return;
@@ -623,6 +629,7 @@ export class Hub extends TypedEmitter<HubEvents> {
       eapId: info.eapId,
       sessionId: info.sessionId,
       message: `session quarantined for ${this.quarantineMs} ms: ${why}`,
+      remote: s.remote,
     });
   }
 
@@ -637,7 +644,7 @@ export class Hub extends TypedEmitter<HubEvents> {
       s.closing = true;
       this.refuse(s, code, message, seq);
       s.ws.close(closeCode, kind);
-      this.emitSafe('denied', { kind, eapId: hello.eapId, sessionId, message });
+      this.emitSafe('denied', { kind, eapId: hello.eapId, sessionId, message, remote: s.remote });
     };
     if (hello.eapId >= this.numEaps) {
       this.stats.authFailures++;

@@ -623,15 +623,39 @@ export async function startOrchestrator(
   });
   const registry = new ModelRegistry(store, hub);
   registryRef = registry;
-  hub.on('denied', (d) => event(d.kind, d.message, d.eapId, d.sessionId));
-  // a client that does not trust the certificate (or speaks ws:// to wss://): an event, at most one a minute per address
-  const tlsSeen = new Map<string, number>();
-  hub.on('tlsError', (f) => {
-    const key = f.remote ?? '?';
-    if (Date.now() - (tlsSeen.get(key) ?? -Infinity) < 60_000) return;
-    tlsSeen.set(key, Date.now());
-    event('tls-refused', `TLS handshake from ${key} failed: ${f.reason} (further ones from it within a minute are counted, not logged)`);
-  });
+  // refusals any peer can provoke before it is authenticated (a failed TLS handshake, a refused
+  // hello): an event (stored, logged) at most once a minute per kind and address; the ones in
+  // between are counted (kais_orchestrator_events_total) and their number is carried by the next one
+  const refusalSeen = new Map<string, { atMs: number; suppressed: number }>();
+  const limitedEvent = (kind: string, remote: string | null, message: string, eap: number | null = null, session: string | null = null) => {
+    const from = remote ?? '?';
+    const key = `${kind} ${from}`;
+    const now = Date.now();
+    const seen = refusalSeen.get(key);
+    if (seen && now - seen.atMs < 60_000) {
+      seen.suppressed++;
+      eventTotals[kind] = (eventTotals[kind] ?? 0) + 1;
+      return;
+    }
+    // bounded: addresses quiet for a minute are forgotten when the map grows large
+    if (!seen && refusalSeen.size >= 10_000) for (const [k, v] of refusalSeen) if (now - v.atMs >= 60_000) refusalSeen.delete(k);
+    refusalSeen.set(key, { atMs: now, suppressed: 0 });
+    event(kind, seen?.suppressed ? `${message} (and ${seen.suppressed} more from ${from} since the previous one)` : message, eap, session);
+  };
+  const helloRefusals = new Set<string>(['auth', 'unknown-eap', 'duplicate-hello']);
+  hub.on('denied', (d) =>
+    helloRefusals.has(d.kind)
+      ? limitedEvent(d.kind, d.remote, `hello refused: ${d.message}`, d.eapId, d.sessionId)
+      : event(d.kind, d.message, d.eapId, d.sessionId),
+  );
+  // a client that does not trust the certificate (or speaks ws:// to wss://)
+  hub.on('tlsError', (f) =>
+    limitedEvent(
+      'tls-refused',
+      f.remote,
+      `TLS handshake from ${f.remote ?? '?'} failed: ${f.reason} (further ones from it within a minute are counted, not logged)`,
+    ),
+  );
   hub.on('sessionClosed', (s) => intake.sessionClosed(s.sessionId));
   // frames the codec or the hub refused before the intake saw them (NaN rewards): counted and named too
   hub.on('refused', (info, body) => intake.refusedUpstream(info, body));
