@@ -173,6 +173,11 @@ export class KubernetesExecutor implements LiveExecutor {
     this.kc = new this.k8s.KubeConfig();
     // what the operator configured and we cannot use is one line naming the field, not a stack
     const where = this.o.kubeconfig ? `field "kubernetes.kubeconfig": ${this.o.kubeconfig}` : 'field "kubernetes" (in-cluster)';
+    // in-cluster needs the pod's service environment (checked here, at start: a config is valid wherever it is read)
+    if (!this.o.kubeconfig && !process.env.KUBERNETES_SERVICE_HOST)
+      throw new UsageError(
+        'field "kubernetes.kubeconfig" is null (in-cluster), but this process runs outside a pod (no $KUBERNETES_SERVICE_HOST): name a kubeconfig file',
+      );
     try {
       if (this.o.kubeconfig) {
         if (!fs.existsSync(this.o.kubeconfig)) throw new Error('does not exist');

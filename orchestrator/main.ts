@@ -160,18 +160,8 @@ function readCanarySection(v: unknown, numEaps: number, fail: (field: string, wh
 
 /** The config's `kubernetes` section (only with executor "kubernetes"; every field optional). */
 function readKubernetesSection(v: unknown, on: boolean, fail: (field: string, why: string) => never): OrchestratorConfig['kubernetes'] {
-  // in-cluster (no kubeconfig) needs the pod's service environment, which a process outside a pod lacks
-  const inCluster = () =>
-    process.env.KUBERNETES_SERVICE_HOST
-      ? null
-      : fail(
-          'kubernetes.kubeconfig',
-          'is null (in-cluster), but this process runs outside a pod (no $KUBERNETES_SERVICE_HOST): name a kubeconfig file',
-        );
-  if (v === undefined || v === null) {
-    if (on) inCluster();
+  if (v === undefined || v === null)
     return on ? { kubeconfig: null, namespace: 'kais', image: 'kais:latest', nodeLabel: DEFAULT_NODE_LABEL } : null;
-  }
   if (!on) return fail('kubernetes', 'is read only with executor "kubernetes"');
   if (typeof v !== 'object' || Array.isArray(v)) return fail('kubernetes', 'must be an object');
   const o = v as Record<string, unknown>;
@@ -193,7 +183,6 @@ function readKubernetesSection(v: unknown, on: boolean, fail: (field: string, wh
   const nodeLabel = str('nodeLabel', DEFAULT_NODE_LABEL);
   if (!/^([a-z0-9.-]+\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(nodeLabel))
     fail('kubernetes.nodeLabel', `is not a label key: ${JSON.stringify(nodeLabel)}`);
-  if (kubeconfig === null) inCluster();
   return { kubeconfig, namespace, image: str('image', 'kais:latest'), nodeLabel };
 }
 

@@ -237,3 +237,22 @@ export function checkScenario(path: string, cfg: { scenarioFingerprint: string; 
     );
   }
 }
+
+/**
+ * `kais train --init-from`'s checkpoint: another run's latest (same scenario), or a UsageError
+ * naming the flag. Read before the new run's --out is created (training/jobs/train-options.ts) and
+ * again when the run starts (train-checkpoint.ts initFrom).
+ */
+export function initCheckpoint(file: string, scenario: Scenario): CheckpointRow {
+  const src = CheckpointDb.open(file, 'read');
+  try {
+    const cfg = src.config<{ scenarioFingerprint: string; scenario: string }>();
+    if (!cfg) throw new UsageError(`--init-from ${file}: no config row`);
+    checkScenario(file, cfg, scenario);
+    const ck = src.latest();
+    if (!ck) throw new UsageError(`--init-from ${file}: no checkpoint written yet`);
+    return ck;
+  } finally {
+    src.close();
+  }
+}

@@ -14,7 +14,7 @@ import { targetBlockOf, type ObservationShape } from '../../agent/observation';
 import { packWeights, weightsToBytes } from '../../shared/protocol/weights';
 import { CmmacLearner } from '../../critic/cmmac/learner';
 import type { CurriculumState } from '../curriculum/tracker';
-import { CheckpointDb, checkScenario, type CheckpointRow, type CheckpointState } from '../../shared/nets/checkpoint-db';
+import { CheckpointDb, initCheckpoint, type CheckpointRow, type CheckpointState } from '../../shared/nets/checkpoint-db';
 import type { TrainConfig } from './train-options';
 import { gpgStateOf, restoreGpg, type GpgCheckpointState, type GpgPart } from './train-joint';
 
@@ -154,26 +154,6 @@ export function saveCheckpoint(
     metrics.map((x) => ({ frame: x.frame, json: x })),
     meta,
   );
-}
-
-/** --init-from's checkpoint: another run's latest (same scenario), or a UsageError naming the flag. */
-function initCheckpoint(file: string, scenario: Scenario): NonNullable<ReturnType<CheckpointDb['latest']>> {
-  const src = CheckpointDb.open(file, 'read');
-  try {
-    const cfg = src.config<{ scenarioFingerprint: string; scenario: string }>();
-    if (!cfg) throw new UsageError(`--init-from ${file}: no config row`);
-    checkScenario(file, cfg, scenario);
-    const ck = src.latest();
-    if (!ck) throw new UsageError(`--init-from ${file}: no checkpoint written yet`);
-    return ck;
-  } finally {
-    src.close();
-  }
-}
-
-/** --init-from, checked before the run's --out is created (train-options.ts). */
-export function checkInitFrom(file: string, scenario: Scenario): void {
-  initCheckpoint(file, scenario);
 }
 
 /** --init-from: the actor and critic of another run's latest checkpoint (same scenario); returns its frame. */

@@ -20,6 +20,7 @@ import { checkTraceWindow, loadCurriculum, loadValidation, type Lesson } from '.
 import { DEFAULT_WORKLOAD, WORKLOAD_NAMES } from '../workload';
 import { traceHasRowsIn } from '../workload/window';
 import { loadTrace } from '../workload/alibaba';
+import { initCheckpoint } from '../../shared/nets/checkpoint-db';
 import { scenarioFingerprint } from '../../shared/nets/checkpoint-db';
 import { observationDim, type ObservationShape } from '../../agent/observation';
 import { stateDim } from '../../critic/cmmac/state';
@@ -350,9 +351,7 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
   }
   // --init-from: a file that is not a usable run fails now, before --out is created
   if (fresh && opts.initFrom) {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const { checkInitFrom } = require('./train-checkpoint') as typeof import('./train-checkpoint');
-    checkInitFrom(opts.initFrom, scenario);
+    initCheckpoint(opts.initFrom, scenario);
   }
   // --gpg-init: a model that does not fit the scenario fails now, before anything is written
   if (fresh && opts.gpgInit) {
