@@ -8,9 +8,14 @@
  *      time x `--speed`, each request POSTed to its eAP's agent.
  * A live summary goes to stderr every 2 s; after `--duration` seconds of load it waits for every
  * answer (at most 30 s), stops the processes (SIGTERM: agents drain) and prints the summary (the
- * DESIGN.md JSON with `--json`). Ctrl-C (SIGINT) or SIGTERM: a partial summary of what ran so far
- * (elapsed time, the counts, the throughput rate so far; PartialSummary), then the processes stop
- * and it exits with 130.
+ * DESIGN.md JSON with `--json`). Ctrl-C (SIGINT) or SIGTERM, at any time from the prediction on: a
+ * partial summary of what ran so far (elapsed time, the counts, the throughput rate so far;
+ * PartialSummary, valid JSON with `--json`, `beforeLoad` when no request was sent yet), then the
+ * processes stop, the temporary folder is removed and it exits with 130; a repeated signal while
+ * that runs only says "stopping..." once.
+ *
+ * A child that exits by itself during the run (killed, crashed) gets one line quoting its last one
+ * and an entry in the summary's `childExits`; the progress line shows a dead agent's rate as `down`.
  *
  * Accounting, from the device's side (the generator): a request is `completedInTime` (200 within
  * its deadline), `late` (200 after it), `refused` (any other answer; `refusedReasons` counts the
@@ -29,7 +34,8 @@
  * it (PerEapDispatch), so live / predicted compares like with like across policies.
  *
  * If the orchestrator process dies during the run (a crash, or SIGKILL from a test: its pid is on
- * stderr), it is restarted on the same port with the same SQLite file after 1 s, doubling up to
+ * stderr), it is restarted on the same ports (WebSocket and HTTP: the admin and dashboard lines
+ * stay valid) with the same SQLite file after 1 s, doubling up to
  * 30 s while it keeps dying within 30 s of its start; one that refuses to start (exit 2: an
  * unusable store or config) is not restarted, with its one line in the log
  * (`--no-restart-orchestrator` turns restarts off); agents keep dispatching meanwhile.
@@ -196,6 +202,12 @@ export interface UpSummary {
   weightVersionsApplied: number;
   placementVersionsApplied: number;
   orchestratorRestarts: number;
+  /**
+   * Children that exited on their own during the run (killed, crashed: not stopped by kais up),
+   * oldest first, each with its last stderr line; [] when none did. An orchestrator that exited is
+   * here too (and restarted unless --no-restart-orchestrator); an agent or the emulated cluster is not restarted.
+   */
+  childExits: ChildExit[];
   /** Whether the orchestrator learned online (agents then explore `--explore` of their decisions). */
   learning: boolean;
   /** Present only when the model acts by sampling (its act is sample): the agents and the prediction drew every decision from the policy. */
@@ -331,6 +343,12 @@ class Child {
   }
 }
 
+/** The line of a restarted orchestrator's ready message (`v-`: no version yet). */
+export function restartLine(pid: number, r: Record<string, unknown>): string {
+  const v = (x: unknown) => (x === null || x === undefined ? '-' : String(x));
+  return `orchestrator pid=${pid} back on ${String(r.url)} (weights v${v(r.weightVersion)}, placement v${v(r.placementVersion)}, resumed ${String(r.resumed)})`;
+}
+
 /** Event kinds `kais up` shows as lines and lists in its summary (issue 17 item 4). */
 const SAFE_LEARNING_KINDS = /^(gate-|canary-|inject$|guard-)/;
 
@@ -440,81 +458,152 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   if (a.canary && !heuristic && topo.numEaps < 2)
     throw new UsageError(`--canary: needs at least 2 eAPs (canary and control); scenario ${scenario.name} has ${topo.numEaps}`);
   const faultPlan = planFaults(a.faults, a.duration * a.speed, topo.numNodes, a.seed);
-  // The orchestrator's weights frames carry the actor head; agents are also told it (--actor-head)
-  // for a stored model published before heads were carried.
-  // without --checkpoint, the learned policy the project ships for the scenario, when there is one
-  // a heuristic policy needs no model: none is published (the agents would ignore it) and none learned
-  // the requests first: a bad --trace is the only line, before anything is said or started
-  const requests: Request[] = buildRequests({
-    scenario,
-    workload: a.workload,
-    tracePath: a.trace ?? null,
-    seed: a.seed,
-    load: a.load,
-    durationS: a.duration * a.speed,
-    warn: log,
-  });
-  let checkpoint = heuristic ? undefined : a.checkpoint;
-  if (heuristic) {
-    // what only a learned policy uses is said to be ignored, not dropped in silence
-    const ignored = [
-      a.checkpoint ? `--checkpoint ${a.checkpoint}` : '',
-      a.guard ? '--guard' : '',
-      a.gate ? '--gate' : '',
-      a.canary ? '--canary' : '',
-      a.inject !== 'none' ? `--inject ${a.inject}` : '',
-    ].filter((x) => x !== '');
-    log(
-      `--policy ${policy}: every agent dispatches with ${policy}; no model is published, nothing is learned${ignored.length > 0 ? ` (${ignored.join(', ')} ignored)` : ''}`,
-    );
-  } else if (!checkpoint) {
-    // the actor shipped for the scenario and the orchestration (shared/nets/actor-file.ts defaultModelPath)
-    const shipped = defaultModelPath(scenario, a.orchestration);
-    if (shipped) {
-      checkpoint = shipped;
-      log(`using the shipped model ${shipped}`);
-    }
-  }
-  const actorHead = checkpoint ? checkpointHead(checkpoint) : 'softplus1';
-
-  const learning = a.learn && checkpoint !== undefined;
-  // a model chosen sampling (kais train --eval-act sample: act "sample") is deployed sampling: every
-  // agent draws every decision from the policy (--explore 1), as the prediction does
-  const act = checkpoint ? modelAct(checkpoint) : 'argmax';
-  if (act === 'sample')
-    log(
-      `the model acts by sampling (act: sample): the orchestrator tells the agents, which draw every decision from the policy (explore 1${learning ? `; --explore ${a.explore} is not used` : ''})`,
-    );
-  // the prediction, before any process starts (it takes the CPU for a moment)
-  const predicted = predictRate(scenario, requests, a, policy, checkpoint);
-  const predictedGlobalView = predictRate(scenario, requests, a, policy, checkpoint, 'global');
-  log(
-    `kais eval predicts ${predicted.policy}: ${predicted.rate.toFixed(3)} for these ${requests.length} requests ` +
-      `(${predictedGlobalView.rate.toFixed(3)} with --view global)`,
-  );
-  if (a.orchestration === 'gpg' && gpgLine) log(`orchestration: ${gpgLine}`);
-
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-up-'));
+  // Ctrl-C (SIGINT) or SIGTERM from here on, the prediction included: a partial summary of what is
+  // known (valid JSON with --json), the processes stop, the temporary folder goes, exit 130. A
+  // repeated signal while that runs only says so once: it must not kill this process before the cleanup
+  let dir: string | null = null;
   const children: Child[] = [];
   let stopping = false;
+  let interrupted = false; // a signal came: onSignal stops everything and exits 130
+  let finishing = false; // the run ended: its own cleanup runs, a signal only says so
+  let saidStopping = false;
   let orchestratorRestarts = 0;
+  // children that exited on their own during the run (killed, crashed), oldest first
+  const childExits: ChildExit[] = [];
+  const upStartMs = performance.now();
+  // a child that exited by itself (not stopped by kais up): one line quoting its last one, and the summary's childExits
+  const noteExit = (c: Child, code: number | null, signal: NodeJS.Signals | null): void => {
+    if (stopping) return;
+    childExits.push({
+      name: c.name,
+      pid: c.pid,
+      code,
+      signal,
+      atS: +((performance.now() - upStartMs) / 1000).toFixed(1),
+      lastLine: c.lastLine,
+    });
+    if (c.name !== 'orchestrator' || !a.restartOrchestrator)
+      log(`${c.name} (pid ${c.pid}) exited (${signal ?? code}${c.lastLine ? `: ${c.lastLine}` : ''}); not restarted`);
+  };
+  // the prediction once made (for the partial summary)
+  let known: { policy: string; rate: number } | null = null;
   // what ran so far, for a Ctrl-C: set once the load generator starts
   let soFar: (() => PartialSummary) | null = null;
-  const onSignal = () => {
+  const beforeLoad = (): PartialSummary => ({
+    interrupted: true,
+    elapsedS: 0,
+    durationS: a.duration,
+    scenario: scenario.name,
+    workload: a.trace ? 'trace' : a.workload,
+    speed: a.speed,
+    policy,
+    sent: 0,
+    completedInTime: 0,
+    late: 0,
+    refused: 0,
+    unanswered: 0,
+    open: 0,
+    throughputRate: 0,
+    evalPolicy: known?.policy ?? null,
+    evalThroughputRate: known?.rate ?? null,
+    beforeLoad: true,
+    ...(childExits.length > 0 ? { childExits } : {}),
+  });
+  const removeDir = () => {
+    if (dir !== null) fs.rmSync(dir, { recursive: true, force: true });
+  };
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (interrupted || finishing) {
+      if (!saidStopping) {
+        saidStopping = true;
+        log(`${signal}: stopping...`);
+      }
+      return;
+    }
+    interrupted = true;
     stopping = true;
     const p = soFar?.() ?? null;
-    process.stdout.write(
-      a.json ? `${JSON.stringify(p ?? { interrupted: true, elapsedS: 0, sent: 0 })}\n` : `${formatPartial(p, a.duration)}\n`,
-    );
-    void Promise.all(children.map((c) => c.stop(3000))).then(() => {
-      fs.rmSync(dir, { recursive: true, force: true });
-      process.exit(130);
+    const withExits = p && childExits.length > 0 ? { ...p, childExits } : p;
+    process.stdout.write(a.json ? `${JSON.stringify(withExits ?? beforeLoad())}\n` : `${formatPartial(withExits, a.duration)}\n`);
+    void Promise.allSettled(children.map((c) => c.stop(3000))).then(() => {
+      try {
+        removeDir();
+      } finally {
+        process.exit(130);
+      }
     });
   };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  // where the run stops once interrupted: onSignal cleans up and exits
+  const halted = () => new Promise<never>(() => undefined);
+  // lets a signal that came during synchronous work (the prediction) be handled
+  const yieldToSignals = () => new Promise<void>((resolve) => setImmediate(resolve));
 
   try {
+    // The orchestrator's weights frames carry the actor head; agents are also told it (--actor-head)
+    // for a stored model published before heads were carried.
+    // without --checkpoint, the learned policy the project ships for the scenario, when there is one
+    // a heuristic policy needs no model: none is published (the agents would ignore it) and none learned
+    // the requests first: a bad --trace is the only line, before anything is said or started
+    const requests: Request[] = buildRequests({
+      scenario,
+      workload: a.workload,
+      tracePath: a.trace ?? null,
+      seed: a.seed,
+      load: a.load,
+      durationS: a.duration * a.speed,
+      warn: log,
+    });
+    let checkpoint = heuristic ? undefined : a.checkpoint;
+    if (heuristic) {
+      // what only a learned policy uses is said to be ignored, not dropped in silence
+      const ignored = [
+        a.checkpoint ? `--checkpoint ${a.checkpoint}` : '',
+        a.guard ? '--guard' : '',
+        a.gate ? '--gate' : '',
+        a.canary ? '--canary' : '',
+        a.inject !== 'none' ? `--inject ${a.inject}` : '',
+      ].filter((x) => x !== '');
+      log(
+        `--policy ${policy}: every agent dispatches with ${policy}; no model is published, nothing is learned${ignored.length > 0 ? ` (${ignored.join(', ')} ignored)` : ''}`,
+      );
+    } else if (!checkpoint) {
+      // the actor shipped for the scenario and the orchestration (shared/nets/actor-file.ts defaultModelPath)
+      const shipped = defaultModelPath(scenario, a.orchestration);
+      if (shipped) {
+        checkpoint = shipped;
+        log(`using the shipped model ${shipped}`);
+      }
+    }
+    const actorHead = checkpoint ? checkpointHead(checkpoint) : 'softplus1';
+
+    const learning = a.learn && checkpoint !== undefined;
+    // a model chosen sampling (kais train --eval-act sample: act "sample") is deployed sampling: every
+    // agent draws every decision from the policy (--explore 1), as the prediction does
+    const act = checkpoint ? modelAct(checkpoint) : 'argmax';
+    if (act === 'sample')
+      log(
+        `the model acts by sampling (act: sample): the orchestrator tells the agents, which draw every decision from the policy (explore 1${learning ? `; --explore ${a.explore} is not used` : ''})`,
+      );
+    // the prediction, before any process starts (it takes the CPU for a moment)
+    await yieldToSignals();
+    if (interrupted) await halted();
+    const predicted = predictRate(scenario, requests, a, policy, checkpoint);
+    known = predicted;
+    await yieldToSignals();
+    if (interrupted) await halted();
+    const predictedGlobalView = predictRate(scenario, requests, a, policy, checkpoint, 'global');
+    log(
+      `kais eval predicts ${predicted.policy}: ${predicted.rate.toFixed(3)} for these ${requests.length} requests ` +
+        `(${predictedGlobalView.rate.toFixed(3)} with --view global)`,
+    );
+    if (a.orchestration === 'gpg' && gpgLine) log(`orchestration: ${gpgLine}`);
+
+    if (interrupted) await halted();
+    const runDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-up-'));
+    dir = runDir;
+
     // 1. emulated cluster
     const node = new Child(
       'node',
@@ -529,12 +618,12 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         ...(faultPlan.length > 0 ? ['--faults', JSON.stringify(faultPlan)] : []),
       ],
       a.verbose,
-      () => undefined,
+      (code, signal) => noteExit(node, code, signal),
     );
     children.push(node);
     const nodeReady = await node.ready;
     log(`emulated cluster pid=${node.pid} admin=${String(nodeReady.admin)}`);
-    const targetsFile = path.join(dir, 'targets.json');
+    const targetsFile = path.join(runDir, 'targets.json');
     fs.writeFileSync(targetsFile, JSON.stringify({ nodes: nodeReady.nodes, cloud: nodeReady.cloud }));
 
     // 2. orchestrator (restarted on the same port if it dies). Every eAP gets a token of its own
@@ -543,18 +632,18 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     const agentTokens = Object.fromEntries(
       Array.from({ length: topo.numEaps }, (_, b) => [b, crypto.randomBytes(24).toString('base64url')]),
     );
-    const configFile = path.join(dir, 'orchestrator.json');
+    const configFile = path.join(runDir, 'orchestrator.json');
     // --tls: one self-signed pair for the run (its own CA), for the orchestrator and the agents' ingress
-    const tls = a.tls ? (await writeSelfSignedPair(path.join(dir, 'tls'))).files : null;
+    const tls = a.tls ? (await writeSelfSignedPair(path.join(runDir, 'tls'))).files : null;
     const ca = tls ? fs.readFileSync(tls.cert, 'utf8') : undefined;
     const web = tls ? 'https' : 'http';
     // the admin API's token (kais status / scale / nodes), in a file only this user reads
     const adminToken = crypto.randomBytes(24).toString('base64url');
-    const adminTokenFile = path.join(dir, 'admin-token');
+    const adminTokenFile = path.join(runDir, 'admin-token');
     fs.writeFileSync(adminTokenFile, `${adminToken}\n`, { mode: 0o600 });
     // the simulator's prediction for the dashboard (orchestrator/prediction.ts): written again with
     // the start time once the load begins, so the orchestrator can lay its frames on the wall clock
-    const predictionFile = path.join(dir, 'prediction.json');
+    const predictionFile = path.join(runDir, 'prediction.json');
     const prediction: Prediction = {
       policy: predicted.policy,
       throughputRate: predicted.rate,
@@ -588,8 +677,10 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       }),
       { mode: 0o600 },
     );
-    const dbFile = path.join(dir, 'orchestrator.db');
+    const dbFile = path.join(runDir, 'orchestrator.db');
     let orchestratorPort = 0;
+    // its HTTP port (admin API, dashboard, metrics) is kept across restarts too, so the admin and dashboard lines stay valid
+    let orchestratorHttpPort = 0;
     // restarts back off: 1 s, doubling while the orchestrator keeps dying within 30 s of its start
     // (up to 30 s); one that refuses to start (exit 2: its store or config is unusable, e.g. an
     // unwritable or corrupt database) is not restarted, and its one line says why
@@ -598,13 +689,30 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       const startedMs = Date.now();
       const c = new Child(
         'orchestrator',
-        ['orchestrator', '--config', configFile, '--db', dbFile, '--port', String(orchestratorPort)],
+        [
+          'orchestrator',
+          '--config',
+          configFile,
+          '--db',
+          dbFile,
+          '--port',
+          String(orchestratorPort),
+          '--http-port',
+          String(orchestratorHttpPort),
+        ],
         a.verbose,
         (code, signal) => {
+          noteExit(c, code, signal);
           if (stopping || !a.restartOrchestrator) return;
           if (code === 2) {
-            log(`orchestrator refused to start (exit 2): ${c.lastLine}; not restarting it (agents keep dispatching)`);
-            return;
+            if (orchestratorHttpPort !== 0 && /--http-port/.test(c.lastLine)) {
+              // its HTTP port was taken meanwhile: a free one, and the admin and dashboard lines again once it is up
+              log(`orchestrator could not take its HTTP port again (${c.lastLine}); restarting it on a free one`);
+              orchestratorHttpPort = 0;
+            } else {
+              log(`orchestrator refused to start (exit 2): ${c.lastLine}; not restarting it (agents keep dispatching)`);
+              return;
+            }
           }
           restartDelayMs = Date.now() - startedMs > 30_000 ? 1000 : restartDelayMs;
           const delay = restartDelayMs;
@@ -618,10 +726,14 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
             const next = startOrchestrator();
             children.push(next);
             next.ready.then(
-              (r) =>
-                log(
-                  `orchestrator pid=${next.pid} back on ${String(r.url)} (weights v${String(r.weightVersion)}, placement v${String(r.placementVersion)}, resumed ${String(r.resumed)})`,
-                ),
+              (r) => {
+                log(restartLine(next.pid, r));
+                // the same HTTP port as a rule; should it have taken another, the lines that name it
+                if (r.httpPort && r.httpPort !== orchestratorHttpPort) {
+                  orchestratorHttpPort = r.httpPort as number;
+                  adminLines();
+                }
+              },
               (e: Error) => log(`orchestrator restart failed: ${e.message}`),
             );
           }, delay);
@@ -629,22 +741,26 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       );
       return c;
     };
+    // the admin and dashboard lines, for the orchestrator's HTTP port
+    const adminLines = (): void => {
+      if (!orchestratorHttpPort) return;
+      log(
+        `admin: kais status --orchestrator ${web}://127.0.0.1:${orchestratorHttpPort} --admin-token-file ${adminTokenFile}${tls ? ` --tls-ca ${tls.cert}` : ''}`,
+      );
+      log(
+        `dashboard: ${web}://127.0.0.1:${orchestratorHttpPort}/dashboard (admin token: the first line of ${adminTokenFile}${tls ? `; the certificate is self-signed: ${tls.cert}` : ''})`,
+      );
+    };
     const orch = startOrchestrator();
     children.push(orch);
     const orchReady = await orch.ready;
     orchestratorPort = orchReady.port as number;
+    orchestratorHttpPort = (orchReady.httpPort as number | undefined) ?? 0;
     log(
       `orchestrator pid=${orch.pid} url=${String(orchReady.url)}` +
         (orchReady.httpPort ? ` metrics ${web}://127.0.0.1:${String(orchReady.httpPort)}/metrics` : ''),
     );
-    if (orchReady.httpPort) {
-      log(
-        `admin: kais status --orchestrator ${web}://127.0.0.1:${String(orchReady.httpPort)} --admin-token-file ${adminTokenFile}${tls ? ` --tls-ca ${tls.cert}` : ''}`,
-      );
-      log(
-        `dashboard: ${web}://127.0.0.1:${String(orchReady.httpPort)}/dashboard (admin token: the first line of ${adminTokenFile}${tls ? `; the certificate is self-signed: ${tls.cert}` : ''})`,
-      );
-    }
+    adminLines();
 
     // 3. agents
     const agents = Array.from({ length: topo.numEaps }, (_, b) => {
@@ -663,7 +779,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
           '--speed',
           String(a.speed),
           '--cache',
-          path.join(dir, `agent-${b}`),
+          path.join(runDir, `agent-${b}`),
           '--actor-head',
           actorHead,
           // a sampling model: no --explore, the agents take explore 1 from the orchestrator's welcome (act: sample)
@@ -677,7 +793,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
           ...(tls ? ['--tls-ca', tls.cert, '--tls-cert', tls.cert, '--tls-key', tls.key] : []),
         ],
         a.verbose,
-        () => undefined,
+        (code, signal) => noteExit(c, code, signal),
         { [AGENT_TOKEN_ENV]: agentTokens[b] },
       );
       children.push(c);
@@ -725,8 +841,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     const safeEvents: UpSummary['safeLearningEvents'] = [];
     let eventsSinceMs = 0;
     const pollEvents = async () => {
-      if (!orchReady.httpPort) return;
-      const base = `${web}://127.0.0.1:${String(orchReady.httpPort)}/v1/events?since=${eventsSinceMs}&limit=1000`;
+      if (!orchestratorHttpPort) return;
+      const base = `${web}://127.0.0.1:${orchestratorHttpPort}/v1/events?since=${eventsSinceMs}&limit=1000`;
       const page = await getJson(base, 2000, ca, adminToken);
       const list = (page?.events ?? []) as { tsMs: number; kind: string; eap: number | null; message: string }[];
       for (const e of list) {
@@ -742,7 +858,13 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       void health().then((hs) => {
         const t = ((performance.now() - t0) / 1000).toFixed(0);
         const rates = per
-          .map((c) => (c.sent - 0 > 0 ? (c.completedInTime / Math.max(1, c.completedInTime + c.late + c.refused)).toFixed(2) : '-'))
+          .map((c, b) =>
+            agents[b].exited
+              ? 'down'
+              : c.sent - 0 > 0
+                ? (c.completedInTime / Math.max(1, c.completedInTime + c.late + c.refused)).toFixed(2)
+                : '-',
+          )
           .join(' ');
         const wv = hs.map((h) => (h?.weightVersion ?? '-') as string).join(',');
         const pv = hs.map((h) => (h?.placementVersion ?? '-') as string).join(',');
@@ -760,6 +882,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
 
     await replay.run(t0);
     clearInterval(live);
+    if (interrupted) await halted();
     await pollEvents();
     replay.close();
     const hs = await health();
@@ -817,6 +940,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       weightVersionsApplied: Math.max(0, ...perEap.map((e) => e.weightsApplied)),
       placementVersionsApplied: Math.max(0, ...perEap.map((e) => e.placementsApplied)),
       orchestratorRestarts,
+      childExits,
       learning,
       ...(act === 'sample' ? { cmmacAct: 'sample' as const } : {}),
       tls: a.tls,
@@ -856,11 +980,17 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       perEap,
     };
   } finally {
+    // interrupted: onSignal prints the partial summary, stops the processes, removes the folder and exits 130
+    if (interrupted) await halted();
+    finishing = true;
     stopping = true;
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-    await Promise.all(children.map((c) => c.stop()));
-    fs.rmSync(dir, { recursive: true, force: true });
+    try {
+      await Promise.all(children.map((c) => c.stop()));
+    } finally {
+      removeDir();
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    }
   }
 }
 
@@ -1061,8 +1191,25 @@ export interface PartialSummary {
   unanswered: number;
   open: number;
   throughputRate: number;
-  evalPolicy: string;
-  evalThroughputRate: number;
+  /** null: interrupted before the prediction was made. */
+  evalPolicy: string | null;
+  evalThroughputRate: number | null;
+  /** Present (true) when interrupted before the load generator started (during the prediction or the processes' start). */
+  beforeLoad?: true;
+  /** Children that exited on their own before the interruption (UpSummary.childExits). */
+  childExits?: ChildExit[];
+}
+
+/** A child process (`node`, `orchestrator`, `agent <b>`) that exited during the run, not stopped by `kais up`. */
+export interface ChildExit {
+  name: string;
+  pid: number;
+  code: number | null;
+  signal: string | null;
+  /** Seconds since `kais up` started. */
+  atS: number;
+  /** Its last stderr line, as text ('' if none). */
+  lastLine: string;
 }
 
 /** The partial summary's text (null: interrupted before the load generator started). */
@@ -1071,7 +1218,8 @@ export function formatPartial(p: PartialSummary | null, durationS: number): stri
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
   return [
     `kais up: interrupted after ${p.elapsedS} s of ${p.durationS} s (${p.scenario}, ${p.workload}, speed ${p.speed}, policy ${p.policy})`,
-    `sent ${p.sent}: in time ${p.completedInTime}, late ${p.late}, refused ${p.refused}, unanswered ${p.unanswered}, still open ${p.open}; throughput rate so far ${pct(p.throughputRate)} (kais eval predicts ${p.evalPolicy} ${pct(p.evalThroughputRate)} for the whole run)`,
+    `sent ${p.sent}: in time ${p.completedInTime}, late ${p.late}, refused ${p.refused}, unanswered ${p.unanswered}, still open ${p.open}; throughput rate so far ${pct(p.throughputRate)}${p.evalPolicy !== null && p.evalThroughputRate !== null ? ` (kais eval predicts ${p.evalPolicy} ${pct(p.evalThroughputRate)} for the whole run)` : ''}`,
+    ...(p.childExits ?? []).map((e) => `  ${e.name} exited (${e.signal ?? e.code}) after ${e.atS} s${e.lastLine ? `: ${e.lastLine}` : ''}`),
   ].join('\n');
 }
 
@@ -1109,6 +1257,13 @@ function formatSummary(s: UpSummary): string {
         : `  eAP ${e.eap}: sent ${e.sent}, rate ${pct(e.throughputRate)}, ${e.policy ?? '?'} decisions ${e.decisionsFallback}`,
     ),
   ];
+  if (s.childExits.length > 0)
+    lines.push(
+      'exited during the run:',
+      ...s.childExits.map(
+        (e) => `  ${e.name} (pid ${e.pid}) after ${e.atS} s: ${e.signal ?? e.code}${e.lastLine ? `: ${e.lastLine}` : ''}`,
+      ),
+    );
   if (s.safeLearningEvents.length > 0)
     lines.push(
       'safe-learning events:',

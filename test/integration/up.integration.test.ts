@@ -4,6 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as http from 'node:http';
 import * as path from 'node:path';
 import { tmpDir } from '../support/tmp';
 import { alive } from '../support/wait';
@@ -308,15 +309,27 @@ describe('kais up', () => {
 
   it('prints a partial summary of what ran so far on Ctrl-C, exits 130 and leaves no process behind', async () => {
     let interrupted = false;
+    let again = false;
+    let runDir = '';
     const run = await kaisUp(['--scenario', 'tiny', '--duration', '60', '--policy', 'jsq'], (line, child) => {
+      // the run's temporary folder (the admin token is there)
+      const d = /--admin-token-file (\S+)\/admin-token/.exec(line);
+      if (d) runDir = d[1];
       // the first live line with requests sent: Ctrl-C
       if (!interrupted && /t=\d+s sent=[1-9]/.test(line)) {
         interrupted = true;
+        // Ctrl-C again as soon as the partial summary shows, while the processes stop: it must not cut the cleanup short
+        child.stdout!.once('data', () => {
+          again = child.kill('SIGINT');
+        });
         child.kill('SIGINT');
       }
     });
     expect(interrupted).toBe(true);
+    expect(again).toBe(true);
     expect(run.code).toBe(130);
+    expect(runDir).toMatch(/kais-up-/);
+    expect(fs.existsSync(runDir)).toBe(false);
     const m =
       /^kais up: interrupted after ([\d.]+) s of 60 s \(tiny, p4, speed 1, policy jsq\)\nsent (\d+): in time (\d+), late \d+, refused \d+, unanswered \d+, still open \d+; throughput rate so far ([\d.]+)% \(kais eval predicts jsq\/static [\d.]+% for the whole run\)\n$/.exec(
         run.stdout,
@@ -327,6 +340,83 @@ describe('kais up', () => {
     expect(elapsed).toBeLessThan(60);
     expect(sent).toBeGreaterThan(0);
     expect(rate).toBeCloseTo((100 * inTime) / sent, 1);
+    expect(pidsIn(run.stderr).filter(alive)).toEqual([]);
+  }, 60_000);
+
+  it('on Ctrl-C during the prediction (before any process starts): the partial summary as JSON with what is known, exit 130', async () => {
+    let interrupted = false;
+    // the shipped model's line comes just before the prediction, which takes seconds on kais
+    const run = await kaisUp(['--duration', '60', '--json'], (line, child) => {
+      if (!interrupted && /using the shipped model/.test(line)) {
+        interrupted = true;
+        child.kill('SIGINT');
+      }
+    });
+    expect(interrupted).toBe(true);
+    expect(run.code).toBe(130);
+    const s = summaryOf(run);
+    expect(s).toMatchObject({
+      interrupted: true,
+      beforeLoad: true,
+      elapsedS: 0,
+      durationS: 60,
+      scenario: 'kais',
+      workload: 'p4',
+      speed: 1,
+      policy: 'cmmac',
+      sent: 0,
+      open: 0,
+    });
+    expect(s.evalPolicy === null || s.evalPolicy === 'cmmac/gpg').toBe(true);
+    expect(pidsIn(run.stderr)).toEqual([]); // nothing was started
+  }, 60_000);
+
+  it('reports a child that died (exit line, childExits, agent down) and restarts the orchestrator on its HTTP port', async () => {
+    let httpPort = 0;
+    let orchestratorPid = -1;
+    let agentPid = -1;
+    let healthz: Promise<number | string> | null = null;
+    const run = await kaisUp(['--scenario', 'tiny', '--policy', 'jsq', '--duration', '8', '--json'], (line) => {
+      const h = /admin: kais status --orchestrator http:\/\/127\.0\.0\.1:(\d+)/.exec(line);
+      if (h && httpPort === 0) httpPort = Number(h[1]);
+      const o = /orchestrator pid=(\d+)/.exec(line);
+      if (o && orchestratorPid < 0) orchestratorPid = Number(o[1]);
+      const g = /agents up \(pids (\d+)/.exec(line);
+      if (g) {
+        agentPid = Number(g[1]);
+        process.kill(agentPid, 'SIGKILL');
+        process.kill(orchestratorPid, 'SIGKILL');
+      }
+      // the restarted orchestrator answers on the HTTP port the admin and dashboard lines named
+      if (/back on ws:/.test(line) && healthz === null) {
+        healthz = new Promise((resolve) => {
+          http
+            .get(`http://127.0.0.1:${httpPort}/healthz`, (res) => {
+              res.resume();
+              resolve(res.statusCode ?? 0);
+            })
+            .on('error', (e) => resolve(e.message));
+        });
+      }
+    });
+    expect(run.code).toBe(0);
+    expect(httpPort).toBeGreaterThan(0);
+    expect(healthz).not.toBeNull();
+    expect(await healthz!).toBe(200);
+    // no model with --policy jsq: no weight version, said as v-
+    expect(run.stderr).toMatch(/back on ws:\/\/\S+ \(weights v-, placement v\d+, resumed true\)/);
+    expect(run.stderr).toMatch(new RegExp(`agent 0 \\(pid ${agentPid}\\) exited \\(SIGKILL(: .+)?\\); not restarted`));
+    expect(run.stderr).toMatch(/rate per eAP down/);
+    const s = summaryOf(run);
+    expect(s.orchestratorRestarts).toBe(1);
+    const exits = s.childExits as { name: string; pid: number; signal: string | null }[];
+    expect(exits).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ name: 'agent 0', pid: agentPid, signal: 'SIGKILL' }),
+        expect.objectContaining({ name: 'orchestrator', pid: orchestratorPid, signal: 'SIGKILL' }),
+      ]),
+    );
+    expect(exits).toHaveLength(2);
     expect(pidsIn(run.stderr).filter(alive)).toEqual([]);
   }, 60_000);
 
@@ -363,6 +453,7 @@ describe('kais up', () => {
     const s = summaryOf(run);
     expectAccounted(s);
     expect(s.orchestratorRestarts).toBe(1);
+    expect(s.childExits).toEqual([expect.objectContaining({ name: 'orchestrator', pid: killed, signal: 'SIGKILL' })]);
     // the restarted orchestrator resumed the stored model version (the shipped model is v1, the
     // learner may have added some) and the stored placement instead of starting over
     const back = /back on ws:\/\/\S+ \(weights v(\d+), placement v\d+, resumed true\)/.exec(run.stderr);
