@@ -214,8 +214,9 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   };
 
   // Cached state first: the agent dispatches with it before (or without) the orchestrator.
-  let cachedWeights = heuristic ? null : (cache?.loadWeights() ?? null);
-  let cachedPlacement = cache?.loadPlacement() ?? null;
+  const cacheIgnored = (why: string) => log(`cache file ignored: ${why}`);
+  let cachedWeights = heuristic ? null : (cache?.loadWeights(cacheIgnored) ?? null);
+  let cachedPlacement = cache?.loadPlacement(cacheIgnored) ?? null;
   if (cachedWeights) {
     try {
       dispatcher.setWeights(cachedWeights);

@@ -76,11 +76,16 @@ export class StateCache {
     this.write('weights.bin', weightsToBytes(body, { trusted: true }));
   }
 
-  loadWeights(): WeightsBody | null {
+  /**
+   * The cached weights, or null: none cached, or a file that does not verify (`ignored` hears why,
+   * so a damaged cache is said, not dropped in silence).
+   */
+  loadWeights(ignored: (why: string) => void = () => undefined): WeightsBody | null {
     let body: WeightsBody;
     try {
       body = weightsFromBytes(fs.readFileSync(this.file('weights.bin')));
-    } catch {
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') ignored(`${this.file('weights.bin')}: ${(e as Error).message.split('\n')[0]}`);
       return null;
     }
     try {
@@ -96,9 +101,11 @@ export class StateCache {
     this.write('placement.json', JSON.stringify({ ...body, replicas: Array.from(body.replicas) }));
   }
 
-  loadPlacement(): PlacementBody | null {
+  /** The cached placement, or null: none cached, or a file that does not read as one (`ignored` hears why). */
+  loadPlacement(ignored: (why: string) => void = () => undefined): PlacementBody | null {
+    const file = this.file('placement.json');
     try {
-      const raw = JSON.parse(fs.readFileSync(this.file('placement.json'), 'utf8')) as Record<string, unknown>;
+      const raw = JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
       const { version, frame, numServices, numNodes, replicas, epoch } = raw;
       if (
         !Number.isSafeInteger(version) ||
@@ -109,6 +116,7 @@ export class StateCache {
         replicas.length !== (numServices as number) * (numNodes as number) ||
         !replicas.every((k) => Number.isInteger(k) && k >= 0)
       ) {
+        ignored(`${file}: not a placement (version, frame, numServices x numNodes replicas)`);
         return null;
       }
       const body: PlacementBody = {
@@ -120,7 +128,8 @@ export class StateCache {
       };
       if (typeof epoch === 'string' && EPOCH_PATTERN.test(epoch)) body.epoch = epoch;
       return body;
-    } catch {
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') ignored(`${file}: ${(e as Error).message.split('\n')[0]}`);
       return null;
     }
   }

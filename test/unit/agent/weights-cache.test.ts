@@ -30,15 +30,26 @@ describe('StateCache', () => {
     expect(again.loadPlacement()).toEqual(p);
   });
 
-  it('returns null for an empty, truncated or corrupt cache instead of failing', () => {
+  it('returns null for an empty, truncated or corrupt cache instead of failing, and says why for a damaged file', () => {
     const c = new StateCache(dir);
-    expect(c.loadWeights()).toBeNull();
-    expect(c.loadPlacement()).toBeNull();
+    const said: string[] = [];
+    const ignored = (why: string) => said.push(why);
+    // nothing cached: null, and nothing to say
+    expect(c.loadWeights(ignored)).toBeNull();
+    expect(c.loadPlacement(ignored)).toBeNull();
+    expect(said).toEqual([]);
     c.saveWeights(packWeights([{ shape: [3], data: Float32Array.from([1, 2, 3]) }], 1));
     const f = path.join(dir, 'weights.bin');
     fs.writeFileSync(f, fs.readFileSync(f).subarray(0, 20));
-    expect(c.loadWeights()).toBeNull();
+    expect(c.loadWeights(ignored)).toBeNull();
     fs.writeFileSync(path.join(dir, 'placement.json'), '{"version":1,"frame":0,"numServices":1,"numNodes":2,"replicas":[1]}');
-    expect(c.loadPlacement()).toBeNull();
+    expect(c.loadPlacement(ignored)).toBeNull();
+    fs.writeFileSync(path.join(dir, 'placement.json'), '{"version":1,"fra');
+    expect(c.loadPlacement(ignored)).toBeNull();
+    expect(said).toEqual([
+      expect.stringMatching(/weights\.bin: \S/),
+      expect.stringMatching(/placement\.json: not a placement/),
+      expect.stringMatching(/placement\.json: \S/),
+    ]);
   });
 });
