@@ -76,6 +76,13 @@ export class CheckpointDb {
     let db: Database.Database;
     try {
       db = new Database(path, { readonly: mode === 'read', fileMustExist: mode === 'read' });
+      // a damaged file (pages overwritten where no checksum of ours looks) is refused before a
+      // resume writes more into it; quick_check reads every page once
+      const check = String(db.pragma('quick_check(1)', { simple: true }));
+      if (check !== 'ok') {
+        db.close();
+        throw checkpointError(path, `a damaged database (SQLite quick_check: ${check.split('\n')[0]})`);
+      }
       // another program's database is refused before anything is written into it
       const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((t) => t.name);
       const foreign = tables.filter((t) => !CHECKPOINT_TABLES.includes(t));
