@@ -38,9 +38,9 @@ export interface AdminReply {
 }
 
 const bad = (reason: string): AdminReply => ({ status: 400, body: { reason } });
-/** C0 and C1 control characters (newlines, escapes), DEL included. */
+/** C0 and C1 control characters (newlines, escapes), DEL included: refused in reason/by, masked by kais status. */
 // eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+export const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 export class AdminApi {
   private readonly numNodes: number;

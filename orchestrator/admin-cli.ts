@@ -14,6 +14,7 @@ import type { Argv, CommandModule } from 'yargs';
 import { namingFlags, opt, resolveOptions, yargsOptions } from '../shared/config';
 import { UsageError } from '../shared/errors';
 import { resolveSecret } from '../shared/lifecycle';
+import { CONTROL } from './admin-api';
 
 export const ADMIN_TOKEN_ENV = 'KAIS_ADMIN_TOKEN';
 
@@ -115,9 +116,9 @@ async function call(a: Common, method: string, path: string, body?: unknown): Pr
 const ANSWER_DEADLINE_MS = 30_000;
 const MAX_ANSWER_BYTES = 16 * 1048576;
 
-/** Text from the server made safe for a terminal: one line, control characters shown as '?'. */
-// eslint-disable-next-line no-control-regex
-const oneLine = (t: string): string => t.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+/** Text from the server made safe for a terminal: one line, control characters (admin-api's CONTROL) shown as '?'. */
+const CONTROL_ALL = new RegExp(CONTROL.source, 'g');
+const oneLine = (t: string): string => t.replace(CONTROL_ALL, '?');
 
 /** A status answer (GET /v1/status, and the answers of the changes), checked before it is printed. */
 function asStatus(a: Common, s: Record<string, unknown>): Record<string, unknown> {

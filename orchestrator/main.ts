@@ -45,6 +45,7 @@ import { defaultGpgModelPath, deployableActor } from '../shared/nets/actor-file'
 import { topologyOf } from '../shared/scenario';
 import { Intake, type IntakeEvent } from './intake';
 import { UsageError } from '../shared/errors';
+import { isBearerToken } from '../shared/auth';
 import { round } from '../shared/round';
 import { loadBackend } from '../shared/tf-backend';
 import { placementMatrix } from '../shared/protocol/envelope';
@@ -69,9 +70,6 @@ import { AdminApi } from './admin-api';
 import type { OnlineLearner } from './learner';
 import { ModelRegistry, startHub } from './registry';
 import { DEFAULT_STORE_LIMITS, isStoreWriteError, Store, StoreError, type MetricPoint, type StoreLimits } from './store';
-
-/** What an `Authorization: Bearer` header can carry: printable ASCII without spaces. */
-const BEARER_TOKEN = /^[\x21-\x7e]+$/;
 
 export interface OrchestratorConfig {
   scenario: Scenario;
@@ -273,7 +271,7 @@ export function readConfig(file: string): OrchestratorConfig {
   const adminToken = strOrNull('adminToken');
   if (adminToken !== null && adminToken.length < 16) fail('adminToken', 'must be at least 16 characters (or null: the admin API off)');
   // what an Authorization: Bearer header can carry: printable ASCII, no spaces
-  if (adminToken !== null && !BEARER_TOKEN.test(adminToken)) fail('adminToken', 'must be printable ASCII without spaces (a Bearer token)');
+  if (adminToken !== null && !isBearerToken(adminToken)) fail('adminToken', 'must be printable ASCII without spaces (a Bearer token)');
   // gpg without a model: the one that ships for the scenario (models/<scenario>-gpg.json), as kais eval's and kais up's
   const gpgModel = strOrNull('gpgModel') ?? (orchestration === 'gpg' ? defaultGpgModelPath(scenario) : null);
   if (orchestration === 'gpg' && gpgModel === null)

@@ -18,12 +18,10 @@ import { loadScenario, topologyOf } from '../shared/scenario';
 import { validateFaults, type Fault } from '../shared/faults';
 import { EmulatedCluster } from './emulated-cluster';
 import { processLogger } from '../shared/log';
+import { isBearerToken } from '../shared/auth';
 
 /** Environment variable holding the admin token when --admin-token-file is not given. */
 export const NODE_ADMIN_TOKEN_ENV = 'KAIS_NODE_ADMIN_TOKEN';
-
-/** What `Authorization: Bearer <token>` can carry: printable ASCII without spaces (headers are trimmed, bytes above 0x7e mangled). */
-const BEARER_TOKEN = /^[\x21-\x7e]+$/;
 
 /** The options of `kais node`, declared once (shared/config.ts makes the flags, checks and docs). */
 export const NODE_SPEC = {
@@ -59,7 +57,7 @@ export const nodeCommand: CommandModule<object, object> = {
     });
     // a token no header can carry (binary bytes in the file, blanks in the variable) was taken, and
     // every change was then refused 401: say so at the door
-    if (given && !BEARER_TOKEN.test(given))
+    if (given && !isBearerToken(given))
       throw new UsageError(
         `--admin-token-file: ${a.adminTokenFile ? "the file's first line" : `$${NODE_ADMIN_TOKEN_ENV}`} is not a token an HTTP header can carry (Authorization: Bearer <token> needs printable ASCII without spaces)`,
       );

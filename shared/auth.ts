@@ -7,6 +7,11 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 
 const sha256 = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
 
+/** Whether `token` can be carried by `Authorization: Bearer <token>`: printable ASCII without spaces (headers are trimmed, bytes above 0x7e mangled). */
+export function isBearerToken(token: string): boolean {
+  return /^[\x21-\x7e]+$/.test(token);
+}
+
 /** Whether an Authorization header carries the token; no token (null): anything goes. */
 export function bearerMatches(header: string | undefined, token: string | null): boolean {
   if (token === null) return true;
