@@ -1,17 +1,16 @@
 /**
- * shared/nets/checkpoint-db.ts: a checkpoint file damaged where no checksum of ours looks (pages of
- * the metrics table overwritten) is refused in one line before a resume writes more into it.
+ * shared/nets/checkpoint-db.ts: a checkpoint file damaged where no checksum of ours looks (an older
+ * checkpoint's weight pages overwritten) is refused in one line before a resume writes more into it.
  */
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { CheckpointDb } from '../../../../shared/nets/checkpoint-db';
 import { UsageError } from '../../../../shared/errors';
+import { tmpDir } from '../../../support/tmp';
 
 describe('CheckpointDb', () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-ckdb-'));
-  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const dir = tmpDir('kais-ckdb-');
 
   it('refuses a file whose pages were overwritten, for reading and for a resume, and leaves it as it was', () => {
     const file = path.join(dir, 'run.db');
