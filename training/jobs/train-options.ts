@@ -327,8 +327,6 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
       `--orchestration: "${opts.orchestration}" cannot be held fixed while dispatch learns (${ORCHESTRATION_BASELINES.join(', ')}; GPG trains with --policies cmmac/gpg)`,
     );
   if (!makeTrainTeacher(opts.teacher)) asFlag('--teacher', () => makeDispatch(opts.teacher, scenario));
-  // a bad trace fails now, before --out is created or anything is printed (a resume replays the stored one)
-  if (opts.trace && (!opts.resume || !fs.existsSync(opts.out) || fs.statSync(opts.out).size === 0)) loadTrace(opts.trace);
   if (opts.curriculum && (given.episodeFrames !== undefined || given.bcFrames !== undefined)) {
     throw new UsageError(
       `--episode-frames/--bc-frames: a curriculum sets these per lesson (episodeFrames, teacher); pass --curriculum none to train a single lesson from the flags`,
@@ -338,6 +336,8 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
     throw new UsageError(`--resume: --out ${opts.out} does not exist, so there is no run to continue (leave out --resume to start one)`);
   // bad lesson files fail before anything is written (a resume reads the stored lessons instead)
   const fresh = !opts.resume || fs.statSync(opts.out).size === 0;
+  // a bad trace fails now, before --out is created or anything is printed (a resume replays the stored one)
+  if (fresh && opts.trace) loadTrace(opts.trace);
   if (fresh && opts.policies === 'cmmac/gpg' && !opts.curriculum)
     throw new UsageError(
       `--policies cmmac/gpg: trains through lessons that say which part learns; pass --curriculum joint (kais) or a folder of lessons`,
