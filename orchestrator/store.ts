@@ -25,13 +25,17 @@
  *
  * Opening checks the file before writing anything into it: not a SQLite file, a truncated or
  * corrupt one, or the SQLite file of something else (a `kais train` checkpoint, any other
- * program's) is refused with a `StoreError` saying which, and the file is left untouched.
+ * program's) is refused with a `StoreError` saying which, and the file is left untouched (a `-wal`
+ * or `-shm` that the refused open made beside it is removed again). A zero-byte file (a process
+ * killed before its first write) is not refused: the store starts fresh there, and says so in one
+ * log line.
  */
 import * as fs from 'node:fs';
 import * as nodePath from 'node:path';
 import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { KaisError } from '../shared/errors';
+import { lineLogger, processLogger } from '../shared/log';
 import { Codec } from '../shared/protocol/codec';
 import type { EapId } from '../shared/domain';
 import { makeFrame, type ExperienceBody, type PlacementBody, type WeightsBody } from '../shared/protocol/envelope';
@@ -116,6 +120,11 @@ export interface StoreOptions {
   readonly?: boolean;
   /** Size and age limits enforced by `prune()`. @defaultValue DEFAULT_STORE_LIMITS */
   limits?: Partial<StoreLimits>;
+  /**
+   * Where the open reports what the operator should know (a zero-byte file started fresh).
+   * @defaultValue an `orchestrator` JSON-lines logger on stderr (shared/log.ts)
+   */
+  log?: (line: string) => void;
 }
 
 /** What the store remembers of one eAP's agent. */
@@ -377,43 +386,52 @@ export class Store {
     const readonly = options.readonly ?? false;
     let epochIsNew = false;
     checkStorePath(path, readonly);
+    const emptyFile = path !== ':memory:' && path !== '' && fs.statSync(path, { throwIfNoEntry: false })?.size === 0;
+    const absent = absentCompanions(path);
     try {
-      this.db = new Database(path, { readonly, fileMustExist: readonly });
-    } catch (e) {
-      throw new StoreError(`${path}: cannot open (${(e as Error).message})`);
-    }
-    try {
-      this.checkFile(readonly);
-      if (!readonly) {
-        const fresh = this.tableNames().length === 0;
-        // incremental vacuum must be chosen before the first table exists: pages freed by prune()
-        // go back to the file system instead of staying in the file at its peak size
-        if (fresh) this.db.pragma('auto_vacuum = INCREMENTAL');
-        this.db.pragma('journal_mode = WAL');
-        // NORMAL in WAL mode: a committed transaction survives a process crash (SIGKILL); only an
-        // OS crash or power loss can roll back the last few.
-        this.db.pragma('synchronous = NORMAL');
-        // the -wal file is truncated back to this size after a checkpoint (a flood must not leave it at its peak)
-        this.db.pragma('journal_size_limit = 16777216');
-        if (this.limits.fileMaxBytes > 0 && Number.isFinite(this.limits.fileMaxBytes)) {
-          const page = Number(this.db.pragma('page_size', { simple: true }));
-          this.db.pragma(`max_page_count = ${Math.max(16, Math.floor(this.limits.fileMaxBytes / page))}`);
+      try {
+        this.db = new Database(path, { readonly, fileMustExist: readonly });
+      } catch (e) {
+        throw new StoreError(`${path}: cannot open (${(e as Error).message})`);
+      }
+      try {
+        this.checkFile(readonly);
+        if (!readonly) {
+          const fresh = this.tableNames().length === 0;
+          // incremental vacuum must be chosen before the first table exists: pages freed by prune()
+          // go back to the file system instead of staying in the file at its peak size
+          if (fresh) this.db.pragma('auto_vacuum = INCREMENTAL');
+          this.db.pragma('journal_mode = WAL');
+          // NORMAL in WAL mode: a committed transaction survives a process crash (SIGKILL); only an
+          // OS crash or power loss can roll back the last few.
+          this.db.pragma('synchronous = NORMAL');
+          // the -wal file is truncated back to this size after a checkpoint (a flood must not leave it at its peak)
+          this.db.pragma('journal_size_limit = 16777216');
+          if (this.limits.fileMaxBytes > 0 && Number.isFinite(this.limits.fileMaxBytes)) {
+            const page = Number(this.db.pragma('page_size', { simple: true }));
+            this.db.pragma(`max_page_count = ${Math.max(16, Math.floor(this.limits.fileMaxBytes / page))}`);
+          }
+          this.db.exec(SCHEMA);
+          epochIsNew = this.meta('epoch') === null;
+          this.db
+            .prepare(`INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?), ('experience_capacity', ?), ('epoch', ?)`)
+            .run(String(STORE_SCHEMA_VERSION), String(requested), newEpoch());
         }
-        this.db.exec(SCHEMA);
-        epochIsNew = this.meta('epoch') === null;
-        this.db
-          .prepare(`INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?), ('experience_capacity', ?), ('epoch', ?)`)
-          .run(String(STORE_SCHEMA_VERSION), String(requested), newEpoch());
+      } catch (e) {
+        this.db.close();
+        if (e instanceof StoreError) throw e;
+        throw new StoreError(`${path}: cannot use as a store (${(e as Error).message})`);
+      }
+      const schema = this.meta('schema_version');
+      if (schema !== String(STORE_SCHEMA_VERSION)) {
+        this.db.close();
+        throw new StoreError(`${path} has store schema version ${schema}, this build reads ${STORE_SCHEMA_VERSION}`);
       }
     } catch (e) {
-      this.db.close();
-      if (e instanceof StoreError) throw e;
-      throw new StoreError(`${path}: cannot use as a store (${(e as Error).message})`);
-    }
-    const schema = this.meta('schema_version');
-    if (schema !== String(STORE_SCHEMA_VERSION)) {
-      this.db.close();
-      throw new StoreError(`${path} has store schema version ${schema}, this build reads ${STORE_SCHEMA_VERSION}`);
+      // a refused file is left as it was: the -wal / -shm SQLite made beside it go again (unless
+      // the file is locked: then another process has it open, and they may be that process's)
+      if (!/\bis locked\b/.test((e as Error).message)) removeFiles(absent);
+      throw e;
     }
     this.experienceCapacity = Number(this.meta('experience_capacity'));
     this.epoch = this.meta('epoch') ?? 'none';
@@ -425,6 +443,11 @@ export class Store {
     this.experienceBytesHeld = last.b;
     this.createdNow = epochIsNew;
     this.fileId = fileIdentity(path);
+    // a zero-byte file is what a process killed before its first write leaves: starting over is
+    // the exact resume, but not a silent one
+    if (emptyFile && epochIsNew) {
+      (options.log ?? lineLogger(processLogger('orchestrator')))(`${path} is empty (0 bytes): starting a fresh store`);
+    }
   }
 
   /**
@@ -932,6 +955,16 @@ export class Store {
 /** A fresh epoch id: creation time and 48 random bits, e.g. `mf3k2x1a-9c0e4b7d21aa`. */
 function newEpoch(): string {
   return `${Date.now().toString(36)}-${randomBytes(6).toString('hex')}`;
+}
+
+/** The `-wal` / `-shm` companions of `path` that do not exist (yet). */
+function absentCompanions(path: string): string[] {
+  if (path === ':memory:' || path === '') return [];
+  return [`${path}-wal`, `${path}-shm`].filter((f) => fs.lstatSync(f, { throwIfNoEntry: false }) === undefined);
+}
+
+function removeFiles(files: readonly string[]): void {
+  for (const f of files) fs.rmSync(f, { force: true });
 }
 
 function fileIdentity(path: string): string | null {

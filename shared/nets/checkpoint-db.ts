@@ -14,7 +14,9 @@
  * Every write is one transaction, so a killed run leaves the last complete checkpoint.
  *
  * Anything unreadable (not SQLite, truncated, missing tables, bad checksum, another scenario)
- * throws UsageError with one line naming the file.
+ * throws UsageError with one line naming the file (a `-wal` or `-shm` the refused open made beside
+ * it is removed again). A zero-byte file opened to write (a run killed before its first write)
+ * starts fresh, with one log line saying so.
  */
 import * as fs from 'fs';
 import Database from 'better-sqlite3';
@@ -70,10 +72,19 @@ export class CheckpointDb {
     readonly path: string,
   ) {}
 
-  /** Opens (and for `create`, initialises) a checkpoint file. */
-  static open(path: string, mode: 'create' | 'read'): CheckpointDb {
+  /**
+   * Opens (and for `create`, initialises) a checkpoint file. `log` gets the line of a zero-byte
+   * file that `create` starts fresh (default: stderr, as `kais train` logs).
+   */
+  static open(
+    path: string,
+    mode: 'create' | 'read',
+    log: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
+  ): CheckpointDb {
     if (mode === 'read' && !fs.existsSync(path)) throw new UsageError(`${path}: no such checkpoint file`, 'KAIS_ERR_CHECKPOINT');
-    let db: Database.Database;
+    let emptyFile = fs.statSync(path, { throwIfNoEntry: false })?.size === 0;
+    const absent = [`${path}-wal`, `${path}-shm`].filter((f) => fs.lstatSync(f, { throwIfNoEntry: false }) === undefined);
+    let db: Database.Database | null = null;
     try {
       db = new Database(path, { readonly: mode === 'read', fileMustExist: mode === 'read' });
       // a damaged file (pages overwritten where no checksum of ours looks) is refused before a
@@ -86,6 +97,7 @@ export class CheckpointDb {
       // another program's database is refused before anything is written into it
       const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((t) => t.name);
       const foreign = tables.filter((t) => !CHECKPOINT_TABLES.includes(t));
+      emptyFile &&= tables.length === 0;
       if (foreign.length > 0 || (tables.length > 0 && !tables.includes('meta'))) {
         db.close();
         throw checkpointError(
@@ -109,12 +121,19 @@ export class CheckpointDb {
         throw checkpointError(path, `format ${fmt.value}, this build reads ${CHECKPOINT_FORMAT}`);
       }
     } catch (e) {
+      // a refused file is left as it was: no -wal / -shm of this open stays beside it
+      // (unless the file is locked: then another process has it open, and they may be that process's)
+      if (db?.open) db.close();
+      if (!/\bis locked\b/.test(oneLine(e))) for (const f of absent) fs.rmSync(f, { force: true });
       if (e instanceof UsageError) throw e;
       // an exported actor read without its sidecar looks like a broken database: say what is missing
       if (mode === 'read' && path.endsWith('.bin') && !fs.existsSync(`${path}.json`))
         throw checkpointError(path, `no ${path}.json beside it: an exported actor is the .bin and its .json (kais export writes both)`);
       throw checkpointError(path, oneLine(e));
     }
+    // a zero-byte file is what a run killed before its first write leaves: starting over is the
+    // exact resume, but not a silent one
+    if (emptyFile && mode === 'create') log(`${path} is empty (0 bytes): starting a fresh run`);
     return new CheckpointDb(db, path);
   }
 

@@ -1,10 +1,13 @@
 /**
  * shared/nets/checkpoint-db.ts: a checkpoint file damaged where no checksum of ours looks (an older
- * checkpoint's weight pages overwritten) is refused in one line before a resume writes more into it.
+ * checkpoint's weight pages overwritten) is refused in one line before a resume writes more into it;
+ * a truncated one is refused without leaving a new -wal / -shm beside it; a zero-byte one opened to
+ * write starts fresh with one line saying so.
  */
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import Database from 'better-sqlite3';
 import { CheckpointDb } from '../../../../shared/nets/checkpoint-db';
 import { UsageError } from '../../../../shared/errors';
 import { tmpDir } from '../../../support/tmp';
@@ -50,5 +53,42 @@ describe('CheckpointDb', () => {
       );
     }
     expect(crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex')).toBe(before);
+  });
+
+  it('starts a zero-byte file fresh for writing, with one line naming it, and refuses it for reading', () => {
+    const sub = fs.mkdtempSync(path.join(dir, 'empty-'));
+    const file = path.join(sub, 'run.db');
+    fs.writeFileSync(file, '');
+    const lines: string[] = [];
+    expect(() => CheckpointDb.open(file, 'read', (line) => lines.push(line))).toThrow(UsageError);
+    expect(lines).toEqual([]);
+    const db = CheckpointDb.open(file, 'create', (line) => lines.push(line));
+    expect(db.config()).toBeNull();
+    db.writeConfig({ scenario: 'tiny' });
+    db.close();
+    expect(lines).toEqual([`${file} is empty (0 bytes): starting a fresh run`]);
+    // written once, it is resumed without a line
+    CheckpointDb.open(file, 'create', (line) => lines.push(line)).close();
+    expect(lines).toHaveLength(1);
+    expect(fs.readdirSync(sub)).toEqual(['run.db']);
+  });
+
+  it('refuses a truncated file (a WAL one too) and leaves no -wal / -shm of its own beside it', () => {
+    const sub = fs.mkdtempSync(path.join(dir, 'trunc-'));
+    const file = path.join(sub, 'run.db');
+    const db = CheckpointDb.open(file, 'create');
+    db.writeConfig({ scenario: 'tiny', pad: 'x'.repeat(20_000) });
+    db.close();
+    // a file in WAL mode (as an orchestrator store passed by mistake is): SQLite makes a -wal and -shm when it opens it
+    const raw = new Database(file);
+    raw.pragma('journal_mode = WAL');
+    raw.close();
+    fs.truncateSync(file, 8192);
+    const before = fs.readFileSync(file);
+    for (const mode of ['read', 'create'] as const) {
+      expect(() => CheckpointDb.open(file, mode)).toThrow(/run\.db: not a usable kais checkpoint/);
+      expect(fs.readdirSync(sub)).toEqual(['run.db']);
+    }
+    expect(fs.readFileSync(file).equals(before)).toBe(true);
   });
 });
