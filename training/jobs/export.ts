@@ -8,6 +8,7 @@
  * models/kais-cmmac-gpg-tfjs/ (the opt-in actor fine-tuned on GPG, sampling) the same way from models/kais-cmmac-gpg.bin.
  */
 import * as fs from 'fs';
+import * as path from 'path';
 import type { Argv, CommandModule } from 'yargs';
 import { namingFlags, opt, resolveOptions, yargsOptions, type OptionsOf } from '../../shared/config';
 import { UsageError } from '../../shared/errors';
@@ -65,9 +66,54 @@ function checkpointMeta(file: string): ActorLayersMeta {
   };
 }
 
+/**
+ * The folder a layers model is to be written into, checked by trying it: checkLayersTarget's rules,
+ * then a missing folder is made (one level at a time: Node's recursive mkdir never returns under
+ * /proc) and removed again, an existing one takes a probe file that is removed again. So a folder
+ * the files cannot go into (a read-only or special file system, one `access` calls writable for
+ * root) is refused before any work (`kais train --export-layers` before it trains), and nothing is
+ * left behind. A problem is a UsageError starting with the path.
+ */
+export function checkLayersDir(dir: string): void {
+  const made: string[] = [];
+  let doing = 'create';
+  try {
+    checkLayersTarget(dir);
+    if (fs.statSync(dir, { throwIfNoEntry: false })) {
+      doing = 'write files into';
+      const probe = path.join(dir, `.kais-probe-${process.pid}-${Math.random().toString(36).slice(2)}`);
+      fs.closeSync(fs.openSync(probe, 'wx'));
+      fs.unlinkSync(probe);
+    } else {
+      // the levels that do not exist yet, the top one first (a link to nothing: mkdir says EEXIST)
+      const missing: string[] = [];
+      for (let p = path.resolve(dir); !fs.lstatSync(p, { throwIfNoEntry: false }); p = path.dirname(p)) {
+        missing.unshift(p);
+        if (path.dirname(p) === p) break;
+      }
+      if (missing.length === 0) missing.push(path.resolve(dir));
+      for (const m of missing) {
+        fs.mkdirSync(m);
+        made.push(m);
+      }
+    }
+  } catch (e) {
+    if (e instanceof UsageError) throw e;
+    throw new UsageError(`${dir}: cannot ${doing} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message.split('\n')[0]})`);
+  } finally {
+    for (const m of made.reverse()) {
+      try {
+        fs.rmdirSync(m);
+      } catch {
+        // not empty any more: what another process put there is not ours to remove
+      }
+    }
+  }
+}
+
 /** Writes the layers model of `checkpoint`'s actor into `dir`; returns the files written. */
 export async function exportLayers(checkpoint: string, dir: string, scenarioName?: string | null): Promise<string[]> {
-  checkLayersTarget(dir); // a folder that cannot take the files is refused before anything is read or written
+  checkLayersDir(dir); // a folder that cannot take the files is refused before anything is read or written
   const meta = checkpointMeta(checkpoint);
   const scenario = loadScenario(scenarioName ?? meta.scenario);
   checkScenario(checkpoint, meta, scenario);

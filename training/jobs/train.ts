@@ -70,7 +70,7 @@ import {
 } from './train-options';
 import { evalActOf, evaluateActor, viewOfRun } from './train-eval';
 import { learnFrame, memo } from './train-learn';
-import { exportLayers } from './export';
+import { checkLayersDir, exportLayers } from './export';
 import { round } from './rollout';
 import { CmmacDispatch } from '../../agent/actor-policy';
 import { nodesPerFrameField } from '../../critic/gpg/model';
@@ -144,6 +144,15 @@ export async function train(
     return await run(config, scenario, shape, db, stored !== null, log, stop);
   } finally {
     db.close();
+  }
+}
+
+/** --export-layers checked by trying it (export.ts checkLayersDir; its problems name the flag). */
+function exportLayersTarget(dir: string): void {
+  try {
+    checkLayersDir(dir);
+  } catch (e) {
+    throw e instanceof UsageError ? new UsageError(`--export-layers ${e.message}`, e.code) : e;
   }
 }
 
@@ -571,6 +580,8 @@ export const trainCommand: CommandModule<object, object> = {
     yargsOptions(y.example('$0 train --scenario tiny --frames 6 --out /tmp/tiny.db', 'a tiny run in seconds'), TRAIN_CLI_SPEC),
   handler: namingFlags(TRAIN_CLI_SPEC, async (argv) => {
     const { plot: plotFile, exportLayers: layersDir, ...given } = givenOptions(TRAIN_CLI_SPEC, argv);
+    // the layers model is written after training: a folder that cannot take it is refused now, before --out is created
+    if (layersDir) exportLayersTarget(layersDir);
     const scenario = given.scenario ?? TRAIN_SPEC.scenario.default ?? 'kais';
     // Ctrl-C: stop at the next decision slot, keep the last checkpoint; a second one exits at the next chance
     const stop = new AbortController();

@@ -70,6 +70,8 @@ fs.writeFileSync(f('smd-garbage/test_label/m.txt'), 'x\n');
   fs.writeFileSync(f('truncated.db'), head);
   fs.writeFileSync(f('corrupt.db'), Buffer.concat([Buffer.from('SQLite format 3\0', 'latin1'), Buffer.alloc(4000, 0xab)]));
 }
+// a folder where kais train --export-layers must write model.json
+fs.mkdirSync(f('layers-taken/model.json'), { recursive: true });
 let haveFifo = true;
 try {
   execFileSync('mkfifo', [f('fifo')]);
@@ -427,6 +429,7 @@ describe('the line names the flag the user gave, and nothing is created before i
       /^kais: --node: only with --replicas/,
     ],
     [['nodes', '--orchestrator', 'http://127.0.0.1:1', '--reason', 'x'], /^kais: --reason: only with --hold or --readmit/],
+    [['nodes', '--orchestrator', 'http://127.0.0.1:1', '--by', 'x'], /^kais: --by: only with --hold or --readmit/],
     // kais has a shipped model: the bad trace is still the only line (it was said after "using the shipped model")
     [['up', '--scenario', 'kais', '--duration', '1', '--trace', f('empty')], /^kais: --trace: \S+ is empty/],
   ])('kais %j', async (args, message) => {
@@ -436,6 +439,44 @@ describe('the line names the flag the user gave, and nothing is created before i
     // a bad trace is found before --out is created: a second try is not told the file exists
     expect(fs.existsSync(f('train-out.db'))).toBe(false);
   });
+});
+
+/**
+ * `kais train --export-layers`: the layers model is written after training, so a folder that cannot
+ * take it is refused before training starts and before --out is made (it was refused at the end,
+ * after the training, with --out written; under /proc the run never ended).
+ */
+const LAYERS_REFUSED: [string, RegExp][] = [
+  [f('text.txt'), /^kais: --export-layers: \S+text\.txt exists and is not a folder$/],
+  [f('text.txt/sub'), /^kais: --export-layers: \S+text\.txt is not a folder, so \S+ cannot be created$/],
+  [f('layers-taken'), /^kais: --export-layers \S+layers-taken\/model\.json: is a folder, expected the layers model's file model\.json$/],
+  // sysfs takes no new folder (EPERM even for root, whom access() calls able to write anywhere)
+  ...(fs.existsSync('/sys/kernel')
+    ? [['/sys/kais-export-layers', /^kais: --export-layers[ :].*\/sys\/kais-export-layers/] as [string, RegExp]]
+    : []),
+];
+
+describe('kais train --export-layers: a folder that cannot take the model is refused before training, and --out is not made', () => {
+  it.each(LAYERS_REFUSED.map(([target, message]) => [target.replaceAll(dir, '<tmp>'), target, message] as const))(
+    'in-process: %s',
+    async (_name, target, message) => {
+      const r = await runInProcess(TRAIN('--export-layers', target));
+      expectOneLineExit2(r);
+      expect(r.stderr.trim()).toMatch(message);
+      expect(fs.existsSync(f('train-out.db'))).toBe(false);
+    },
+  );
+
+  (fs.existsSync('/proc/self') ? it : it.skip)(
+    "through the built CLI, under /proc (where Node's recursive mkdir never returns: the run hung after training)",
+    async () => {
+      // a hang (the old behaviour) ends in the test's timeout
+      const r = await spawnKais(TRAIN('--export-layers', '/proc/kais-export-layers'));
+      expectOneLineExit2(r);
+      expect(r.stderr.trim()).toMatch(/^kais: --export-layers[ :].*\/proc\/kais-export-layers/);
+      expect(fs.existsSync(f('train-out.db'))).toBe(false);
+    },
+  );
 });
 
 describe('bad input through the built CLI (dist/kais.js)', () => {

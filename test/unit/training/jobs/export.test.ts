@@ -6,7 +6,7 @@
  */
 import * as fs from 'fs';
 import * as path from 'path';
-import { exportLayers } from '../../../../training/jobs/export';
+import { checkLayersDir, exportLayers } from '../../../../training/jobs/export';
 import { UsageError } from '../../../../shared/errors';
 import { tmpDir } from '../../../support/tmp';
 
@@ -68,5 +68,37 @@ describe('kais export: all or nothing', () => {
     expect(await refusal(dir)).toBe(`${path.join(dir, 'model.json')}: cannot write (EISDIR)`);
     expect(fs.readdirSync(dir).sort()).toEqual([blocker, 'weights.bin']);
     expect(fs.readFileSync(path.join(dir, 'weights.bin'), 'utf8')).toBe('old');
+  });
+});
+
+describe('checkLayersDir: the target tried before any work (kais train --export-layers checks it before training)', () => {
+  it('a folder to be made (several levels) passes, and nothing of it is left', () => {
+    const base = tmpDir('kais-export-');
+    expect(() => checkLayersDir(path.join(base, 'a', 'b', 'c'))).not.toThrow();
+    expect(fs.readdirSync(base)).toEqual([]);
+  });
+
+  it('an existing folder passes, and its probe file is gone', () => {
+    const dir = target();
+    expect(() => checkLayersDir(dir)).not.toThrow();
+    expect(fs.readdirSync(dir)).toEqual(['weights.bin']);
+  });
+
+  it('a path under a file is refused naming it (not a raw ENOTDIR)', () => {
+    const file = path.join(tmpDir('kais-export-'), 'f');
+    fs.writeFileSync(file, 'x');
+    expect(() => checkLayersDir(path.join(file, 'sub'))).toThrow(new UsageError(`${path.join(file, 'sub')}: cannot create (ENOTDIR)`));
+  });
+
+  // sysfs and procfs take no new folder, even for root (whom access() calls able to write anywhere);
+  // under /proc Node's recursive mkdir never returns, so kais export hung there
+  const special = [
+    ['/sys/kais-export-layers', '/sys/kernel'],
+    ['/proc/kais-export-layers/x', '/proc/self'],
+  ].filter(([, there]) => fs.existsSync(there));
+  it.each(special.map(([dir]) => dir))('refuses %s: cannot create, and nothing is made', (dir) => {
+    expect(() => checkLayersDir(dir)).toThrow(UsageError);
+    expect(() => checkLayersDir(dir)).toThrow(new RegExp(`^${dir}: cannot create \\(E[A-Z]+\\)$`));
+    expect(fs.existsSync(dir)).toBe(false);
   });
 });
