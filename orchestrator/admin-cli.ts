@@ -234,7 +234,8 @@ export const NODES_SPEC = {
   hold: opt.integer({ min: 0, describe: 'hold this edge node out (its replicas leave, none comes)' }),
   readmit: opt.integer({ min: 0, describe: 'give a held node back to the policy' }),
   reason: opt.optString({ describe: 'why (needed with --hold and --readmit)' }),
-  by: opt.string({ default: process.env.USER ?? 'admin', defaultText: '$USER, else admin', describe: 'who (recorded in the event)' }),
+  // no default in the spec: a --by given without a change is refused; $USER fills it in at the change
+  by: opt.optString({ defaultText: '$USER, else admin', describe: 'who (recorded with --hold and --readmit)' }),
 };
 export const nodesCommand: CommandModule<object, object> = {
   command: 'nodes',
@@ -250,10 +251,12 @@ export const nodesCommand: CommandModule<object, object> = {
     const change = a.hold !== undefined ? 'hold' : a.readmit !== undefined ? 'readmit' : null;
     if (change && !a.reason) throw new UsageError(`--reason: say why you ${change === 'hold' ? 'hold the node out' : 're-admit the node'}`);
     if (!change && a.reason) throw new UsageError('--reason: only with --hold or --readmit (listing the nodes records nothing)');
+    if (!change && a.by !== undefined) throw new UsageError('--by: only with --hold or --readmit (listing the nodes records nothing)');
+    const by = a.by ?? (process.env.USER || 'admin');
     const s = asStatus(
       a,
       change
-        ? await call(a, 'POST', `/v1/nodes/${change}`, { node: change === 'hold' ? a.hold : a.readmit, reason: a.reason, by: a.by })
+        ? await call(a, 'POST', `/v1/nodes/${change}`, { node: change === 'hold' ? a.hold : a.readmit, reason: a.reason, by })
         : await call(a, 'GET', '/v1/status'),
     );
     if (a.json) return void process.stdout.write(`${JSON.stringify(s)}\n`);
