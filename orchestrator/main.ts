@@ -71,6 +71,15 @@ import type { OnlineLearner } from './learner';
 import { ModelRegistry, startHub } from './registry';
 import { DEFAULT_STORE_LIMITS, isStoreWriteError, Store, StoreError, type MetricPoint, type StoreLimits } from './store';
 
+/**
+ * Refusals any peer can provoke unauthenticated (refused hellos, failed TLS handshakes) make an
+ * event at most once per this window, ms, per kind and address (startOrchestrator's
+ * `refusalWindowMs` overrides it).
+ */
+export const REFUSAL_WINDOW_MS = 60_000;
+/** Addresses with a refusal window open at once; refusals from further ones share one entry per kind. */
+export const REFUSAL_ADDRESSES = 10_000;
+
 export interface OrchestratorConfig {
   scenario: Scenario;
   orchestration: OrchestrationName;
@@ -531,7 +540,18 @@ export interface RunningOrchestrator {
 
 export async function startOrchestrator(
   cfg: OrchestratorConfig,
-  opts: { port?: number; host?: string; dbPath: string; log?: (line: string) => void; httpPort?: number | null; httpHost?: string },
+  opts: {
+    port?: number;
+    host?: string;
+    dbPath: string;
+    log?: (line: string) => void;
+    httpPort?: number | null;
+    httpHost?: string;
+    /** The window of the refusal events (refused hellos, failed TLS handshakes), ms; REFUSAL_WINDOW_MS unless a test sets it shorter. */
+    refusalWindowMs?: number;
+    /** At most this many addresses with a refusal window open at once (REFUSAL_ADDRESSES); set lower by tests. */
+    refusalAddresses?: number;
+  },
 ): Promise<RunningOrchestrator> {
   const log = opts.log ?? (() => undefined);
   // the checkpoint's actor, read once and checked against the scenario before anything starts
@@ -561,14 +581,18 @@ export async function startOrchestrator(
     );
   }
   const guard = new StoreGuard(log);
-  /** Stored (when the store takes it) and logged. */
   const eventTotals: Record<string, number> = {};
   let dashboard: DashboardFeed | null = null;
-  const event = (kind: string, message: string, eap: number | null = null, session: string | null = null) => {
-    eventTotals[kind] = (eventTotals[kind] ?? 0) + 1;
+  /** Stored (when the store takes it) and logged, not counted (a refusal window's closing event: its refusals were counted as they came). */
+  const record = (kind: string, message: string, eap: number | null = null, session: string | null = null) => {
     dashboard?.event({ tsMs: Date.now(), kind, eap, message });
     log(`event ${kind}${eap !== null ? ` eAP ${eap}` : ''}${session !== null ? ` session ${session}` : ''}: ${message}`);
     guard.run('an event', () => store.recordEvent({ kind, eap, session, message }));
+  };
+  /** Counted (kais_orchestrator_events_total), stored and logged. */
+  const event = (kind: string, message: string, eap: number | null = null, session: string | null = null) => {
+    eventTotals[kind] = (eventTotals[kind] ?? 0) + 1;
+    record(kind, message, eap, session);
   };
   if (store.createdNow) {
     event(
@@ -611,22 +635,54 @@ export async function startOrchestrator(
   const registry = new ModelRegistry(store, hub);
   registryRef = registry;
   // refusals any peer can provoke before it is authenticated (a failed TLS handshake, a refused
-  // hello): an event (stored, logged) at most once a minute per kind and address; the ones in
-  // between are counted (kais_orchestrator_events_total) and their number is carried by the next one
-  const refusalSeen = new Map<string, { atMs: number; suppressed: number }>();
+  // hello): an event (stored, logged) at most once a window (a minute) per kind and address; the
+  // ones in between are counted (kais_orchestrator_events_total) and their number is carried by the
+  // next event. A window in which refusals were left out ends with one closing event (at warn) with
+  // their number, and every entry is dropped when its window ends: the map holds only the addresses
+  // refused within the last window, and at most REFUSAL_ADDRESSES of them (refusals from further
+  // addresses share one entry per kind, "other addresses")
+  const refusalWindowMs = opts.refusalWindowMs ?? REFUSAL_WINDOW_MS;
+  const refusalAddresses = opts.refusalAddresses ?? REFUSAL_ADDRESSES;
+  const windowText = refusalWindowMs === 60_000 ? 'a minute' : `${refusalWindowMs / 1000} s`;
+  const refusalSeen = new Map<string, { atMs: number; suppressed: number; timer: NodeJS.Timeout }>();
+  // the end of a window, by Date.now (a timer that runs early, or under a clock a test holds, waits again)
+  const closeWhenOver = (key: string, kind: string, from: string, delayMs: number): NodeJS.Timeout => {
+    const timer = setTimeout(() => {
+      const seen = refusalSeen.get(key);
+      if (!seen || seen.timer !== timer) return;
+      const left = seen.atMs + refusalWindowMs - Date.now();
+      if (left > 0) {
+        seen.timer = closeWhenOver(key, kind, from, left);
+        return;
+      }
+      refusalSeen.delete(key);
+      // stored and logged, not counted again: its refusals were counted as they came
+      if (seen.suppressed > 0)
+        record(
+          kind,
+          `${seen.suppressed} more refused from ${from} within ${windowText} of the previous ${kind} event (counted, not logged one by one); none since`,
+        );
+    }, delayMs);
+    timer.unref();
+    return timer;
+  };
   const limitedEvent = (kind: string, remote: string | null, message: string, eap: number | null = null, session: string | null = null) => {
-    const from = remote ?? '?';
-    const key = `${kind} ${from}`;
+    let from = remote ?? '?';
+    let key = `${kind} ${from}`;
+    if (!refusalSeen.has(key) && refusalSeen.size >= refusalAddresses) {
+      from = 'other addresses';
+      key = `${kind} ${from}`;
+    }
     const now = Date.now();
     const seen = refusalSeen.get(key);
-    if (seen && now - seen.atMs < 60_000) {
+    if (seen && now - seen.atMs < refusalWindowMs) {
       seen.suppressed++;
       eventTotals[kind] = (eventTotals[kind] ?? 0) + 1;
       return;
     }
-    // bounded: addresses quiet for a minute are forgotten when the map grows large
-    if (!seen && refusalSeen.size >= 10_000) for (const [k, v] of refusalSeen) if (now - v.atMs >= 60_000) refusalSeen.delete(k);
-    refusalSeen.set(key, { atMs: now, suppressed: 0 });
+    // the window is over but its timer has not run yet: this one carries the count instead
+    if (seen) clearTimeout(seen.timer);
+    refusalSeen.set(key, { atMs: now, suppressed: 0, timer: closeWhenOver(key, kind, from, refusalWindowMs) });
     event(kind, seen?.suppressed ? `${message} (and ${seen.suppressed} more from ${from} since the previous one)` : message, eap, session);
   };
   const helloRefusals = new Set<string>(['auth', 'unknown-eap', 'duplicate-hello']);
@@ -1042,6 +1098,9 @@ export async function startOrchestrator(
         detector?.dispose();
         registry.dispose();
         await hub.close();
+        // no refusal comes after the hub: the windows still open end without their closing events
+        for (const seen of refusalSeen.values()) clearTimeout(seen.timer);
+        refusalSeen.clear();
         store.close();
       })();
       return closing;
