@@ -734,7 +734,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
                   adminLines();
                 }
               },
-              (e: Error) => log(`orchestrator restart failed: ${e.message}`),
+              // one that exits before it is ready was said by its exit (restarting, on a free HTTP port, or not): nothing more
+              () => undefined,
             );
           }, delay);
         },

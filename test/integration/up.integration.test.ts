@@ -63,6 +63,27 @@ function cli(args: string[]): Promise<Run> {
   });
 }
 
+/**
+ * Listens on 127.0.0.1:port as soon as it is free (a SIGKILLed process's port is freed as it dies:
+ * retried on EADDRINUSE until then); answers every request 418, so nobody mistakes it for the orchestrator.
+ */
+async function occupy(port: number, ms = 10_000): Promise<http.Server> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const s = http.createServer((_req, res) => {
+      res.statusCode = 418;
+      res.end('not the orchestrator');
+    });
+    const err = await new Promise<NodeJS.ErrnoException | null>((resolve) => {
+      s.once('error', resolve);
+      s.listen(port, '127.0.0.1', () => resolve(null));
+    });
+    if (!err) return s;
+    if (err.code !== 'EADDRINUSE' || Date.now() > end) throw err;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 function pidsIn(stderr: string): number[] {
   return [...stderr.matchAll(/pids? ?=?([\d ]+)/g)].flatMap((m) => m[1].trim().split(/\s+/).map(Number)).filter((p) => p > 0);
 }
@@ -419,6 +440,93 @@ describe('kais up', () => {
     expect(exits).toHaveLength(2);
     expect(pidsIn(run.stderr).filter(alive)).toEqual([]);
   }, 60_000);
+
+  it('restarts the orchestrator on a free HTTP port when its own was taken meanwhile, and names the new one', async () => {
+    // kais up is held (SIGSTOP) while its orchestrator is SIGKILLed and its HTTP port is taken by
+    // another listener, then let go (SIGCONT): the restart finds the port taken whatever the machine's speed
+    let httpPort = 0;
+    let orchestratorPid = -1;
+    const adminPorts: number[] = [];
+    const dashboardPorts: number[] = [];
+    let blocker: http.Server | null = null;
+    let taken: Promise<void> | null = null;
+    let metrics: Promise<{ status: number; text: string } | string> | null = null;
+    try {
+      const run = await kaisUp(['--scenario', 'tiny', '--policy', 'jsq', '--duration', '15', '--json'], (line, child) => {
+        const h = /admin: kais status --orchestrator http:\/\/127\.0\.0\.1:(\d+)/.exec(line);
+        if (h) adminPorts.push(Number(h[1]));
+        if (h && httpPort === 0) httpPort = Number(h[1]);
+        const d = /dashboard: http:\/\/127\.0\.0\.1:(\d+)\/dashboard/.exec(line);
+        if (d) dashboardPorts.push(Number(d[1]));
+        const o = /orchestrator pid=(\d+)/.exec(line);
+        if (o && orchestratorPid < 0) orchestratorPid = Number(o[1]);
+        if (/agents up/.test(line) && taken === null && orchestratorPid > 0 && httpPort > 0) {
+          taken = (async () => {
+            process.kill(child.pid!, 'SIGSTOP');
+            try {
+              process.kill(orchestratorPid, 'SIGKILL');
+              blocker = await occupy(httpPort);
+            } finally {
+              process.kill(child.pid!, 'SIGCONT');
+            }
+          })();
+        }
+        // the new admin line: the port it names answers as the orchestrator (its metrics)
+        if (h && adminPorts.length === 2) {
+          metrics = new Promise((resolve) => {
+            http
+              .get(`http://127.0.0.1:${h[1]}/metrics`, (res) => {
+                let text = '';
+                res.on('data', (c: Buffer) => (text += c.toString()));
+                res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+              })
+              .on('error', (e) => resolve(e.message));
+          });
+        }
+      });
+      await taken;
+      expect(run.code).toBe(0);
+      expect(httpPort).toBeGreaterThan(0);
+      expect(blocker).not.toBeNull();
+      // the first restart (same HTTP port) refused to start, the fallback said so, then a free port
+      expect(run.stderr).toMatch(
+        new RegExp(
+          `orchestrator could not take its HTTP port again \\(.*--http-port: ${httpPort} is already in use.*\\); restarting it on a free one`,
+        ),
+      );
+      expect(run.stderr).toMatch(
+        new RegExp(`orchestrator exited \\(2: .*--http-port: ${httpPort} is already in use\\); restarting in 2 s on port \\d+`),
+      );
+      expect(run.stderr).not.toMatch(/restart failed/); // its exit said it all
+      expect(run.stderr).toMatch(/back on ws:\/\/\S+ \(weights v-, placement v\d+, resumed true\)/);
+      // the admin and dashboard lines again, naming the new port
+      expect(adminPorts).toHaveLength(2);
+      expect(dashboardPorts).toHaveLength(2);
+      expect(dashboardPorts[0]).toBe(httpPort);
+      const newPort = adminPorts[1];
+      expect(newPort).not.toBe(httpPort);
+      expect(dashboardPorts[1]).toBe(newPort);
+      expect(run.stderr.indexOf(`dashboard: http://127.0.0.1:${newPort}/dashboard`)).toBeGreaterThan(
+        run.stderr.indexOf('orchestrator could not take its HTTP port again'),
+      );
+      // it answered there as the orchestrator
+      expect(metrics).not.toBeNull();
+      const m = await metrics!;
+      expect(typeof m === 'string' ? m : m.status).toBe(200);
+      expect(typeof m === 'string' ? m : m.text).toMatch(/^# TYPE kais_orchestrator_\w+ (counter|gauge)$/m);
+      // and the run finished normally: two restarts, the SIGKILL and the refused start among the exits
+      const s = summaryOf(run);
+      expect(s.orchestratorRestarts).toBe(2);
+      expect(s.childExits).toEqual([
+        expect.objectContaining({ name: 'orchestrator', pid: orchestratorPid, signal: 'SIGKILL' }),
+        expect.objectContaining({ name: 'orchestrator', code: 2, signal: null }),
+      ]);
+      for (const e of s.perEap as Record<string, number>[]) expect(e.completedInTime).toBeGreaterThan(0);
+      expect(pidsIn(run.stderr).filter(alive)).toEqual([]);
+    } finally {
+      await new Promise<void>((resolve) => (blocker ? blocker.close(() => resolve()) : resolve()));
+    }
+  }, 90_000);
 
   it('learns online: the orchestrator publishes new weight versions that the agents apply', async () => {
     // every decision explored, so a short run fills the batches
