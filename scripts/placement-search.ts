@@ -22,6 +22,8 @@
  * steps (default 6) from the placement of the moment, scored by DISPATCH on the last MPC_HISTORY
  * frames' arrivals (default 1) replayed after a warm-up frame (past arrivals only), and orders the way to the best it found: a search that
  * follows a moving mix, where `fixed` holds what the first climb found with the window's mix known.
+ * With OBJECTIVE=lean its climb is the lean one, the floor FLOOR x the rate of the placement of the
+ * moment on the same replay (FLOOR=1: a replica goes only where the replay loses nothing by it).
  *
  * OBJECTIVE=lean climbs the other way, for the replica route of issue 16's bar (the same
  * throughput with fewer replica-seconds): a placement is better if it keeps at least FLOOR (default
@@ -217,7 +219,10 @@ function mpc(all: Request[], seed: number): OrchestrationPolicy {
       for (const r of past) add(r, frameS - from);
       const now = placementOf(v);
       const scoreOf = (p: Placement) => score(p, { requests: replay, frames, seed });
-      return opsBetween(now, climb({ p: now, s: scoreOf(now) }, S.mpcSteps, rng, scoreOf).p);
+      const start = { p: now, s: scoreOf(now) };
+      // OBJECTIVE=lean: fewer replica-seconds at FLOOR x the rate of the placement of the moment on the replay
+      const better = S.objective === 'lean' ? leaner(S.floor * start.s.rate) : higherRate;
+      return opsBetween(now, climb(start, S.mpcSteps, rng, scoreOf, undefined, better).p);
     },
   };
 }

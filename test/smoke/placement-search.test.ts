@@ -85,6 +85,22 @@ describe('scripts/placement-search', () => {
     expect(run(env).stdout).toBe(r.stdout);
   }, 120_000);
 
+  it('mpc with OBJECTIVE=lean and FLOOR=1: each frame takes replicas away only where the replay loses nothing, so it holds fewer than the rate mpc', () => {
+    const env = { ITERS: '0', MPC_STEPS: '2', MPC_HISTORY: '1', CHECK_SEEDS: '2', CHECK_FRAMES: '4', CHECK_POLICIES: 'lec/mpc,lec/static' };
+    const mpcLine = (stdout: string) =>
+      /\nseed 2: lec\/mpc 0\.\d{4} \((\d+), (\d+) operations\) {2}lec\/static 0\.\d{4} \((\d+), 0 operations\)\n/.exec(stdout);
+    const lean = run({ ...env, OBJECTIVE: 'lean', FLOOR: '1' });
+    expect(lean.stderr).toBe('');
+    const rate = run(env);
+    const [l, r] = [mpcLine(lean.stdout), mpcLine(rate.stdout)];
+    expect(l).not.toBeNull();
+    expect(r).not.toBeNull();
+    expect(Number(l![2])).toBeGreaterThan(0);
+    expect(Number(l![1])).toBeLessThan(Number(l![3])); // below static's replica-seconds
+    expect(Number(l![1])).toBeLessThan(Number(r![1]));
+    expect(run({ ...env, OBJECTIVE: 'lean', FLOOR: '1' }).stdout).toBe(lean.stdout);
+  }, 120_000);
+
   it.each([
     [{ OBJECTIVE: 'cheap' }, /^placement-search: OBJECTIVE must be rate or lean, got cheap/],
     [{ FLOOR: '1.5' }, /^placement-search: FLOOR must be a number in \(0, 1\], got 1\.5/],
