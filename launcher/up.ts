@@ -507,7 +507,12 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     evalPolicy: known?.policy ?? null,
     evalThroughputRate: known?.rate ?? null,
     beforeLoad: true,
+    ...afterStart(),
+  });
+  // what the partial summary adds when children exited or the orchestrator was restarted
+  const afterStart = () => ({
     ...(childExits.length > 0 ? { childExits } : {}),
+    ...(orchestratorRestarts > 0 ? { orchestratorRestarts } : {}),
   });
   const removeDir = () => {
     if (dir !== null) fs.rmSync(dir, { recursive: true, force: true });
@@ -523,7 +528,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     interrupted = true;
     stopping = true;
     const p = soFar?.() ?? null;
-    const withExits = p && childExits.length > 0 ? { ...p, childExits } : p;
+    const withExits = p ? { ...p, ...afterStart() } : p;
     process.stdout.write(a.json ? `${JSON.stringify(withExits ?? beforeLoad())}\n` : `${formatPartial(withExits, a.duration)}\n`);
     void Promise.allSettled(children.map((c) => c.stop(3000))).then(() => {
       try {
@@ -1199,6 +1204,8 @@ export interface PartialSummary {
   beforeLoad?: true;
   /** Children that exited on their own before the interruption (UpSummary.childExits). */
   childExits?: ChildExit[];
+  /** Present when the orchestrator was restarted before the interruption (UpSummary.orchestratorRestarts). */
+  orchestratorRestarts?: number;
 }
 
 /** A child process (`node`, `orchestrator`, `agent <b>`) that exited during the run, not stopped by `kais up`. */
@@ -1221,6 +1228,7 @@ export function formatPartial(p: PartialSummary | null, durationS: number): stri
     `kais up: interrupted after ${p.elapsedS} s of ${p.durationS} s (${p.scenario}, ${p.workload}, speed ${p.speed}, policy ${p.policy})`,
     `sent ${p.sent}: in time ${p.completedInTime}, late ${p.late}, refused ${p.refused}, unanswered ${p.unanswered}, still open ${p.open}; throughput rate so far ${pct(p.throughputRate)}${p.evalPolicy !== null && p.evalThroughputRate !== null ? ` (kais eval predicts ${p.evalPolicy} ${pct(p.evalThroughputRate)} for the whole run)` : ''}`,
     ...(p.childExits ?? []).map((e) => `  ${e.name} exited (${e.signal ?? e.code}) after ${e.atS} s${e.lastLine ? `: ${e.lastLine}` : ''}`),
+    ...(p.orchestratorRestarts ? [`  orchestrator restarts ${p.orchestratorRestarts}`] : []),
   ].join('\n');
 }
 

@@ -451,8 +451,11 @@ describe('kais up', () => {
     let blocker: http.Server | null = null;
     let taken: Promise<void> | null = null;
     let metrics: Promise<{ status: number; text: string } | string> | null = null;
+    let answered = false;
+    let stopped = false;
     try {
-      const run = await kaisUp(['--scenario', 'tiny', '--policy', 'jsq', '--duration', '15', '--json'], (line, child) => {
+      // a long run, ended by Ctrl-C once the new port has answered: no race with the run's end on a busy machine
+      const run = await kaisUp(['--scenario', 'tiny', '--policy', 'jsq', '--duration', '300', '--json'], (line, child) => {
         const h = /admin: kais status --orchestrator http:\/\/127\.0\.0\.1:(\d+)/.exec(line);
         if (h) adminPorts.push(Number(h[1]));
         if (h && httpPort === 0) httpPort = Number(h[1]);
@@ -481,11 +484,19 @@ describe('kais up', () => {
                 res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
               })
               .on('error', (e) => resolve(e.message));
+          }).then((answer) => {
+            answered = true;
+            return answer;
           });
+        }
+        // Ctrl-C once the new port has answered and requests are being sent
+        if (answered && !stopped && /t=\d+s sent=[1-9]/.test(line)) {
+          stopped = true;
+          child.kill('SIGINT');
         }
       });
       await taken;
-      expect(run.code).toBe(0);
+      expect(run.code).toBe(130);
       expect(httpPort).toBeGreaterThan(0);
       expect(blocker).not.toBeNull();
       // the first restart (same HTTP port) refused to start, the fallback said so, then a free port
@@ -514,14 +525,15 @@ describe('kais up', () => {
       const m = await metrics!;
       expect(typeof m === 'string' ? m : m.status).toBe(200);
       expect(typeof m === 'string' ? m : m.text).toMatch(/^# TYPE kais_orchestrator_\w+ (counter|gauge)$/m);
-      // and the run finished normally: two restarts, the SIGKILL and the refused start among the exits
+      // the summary (partial: Ctrl-C ended the run): two restarts, the SIGKILL and the refused start among the exits
       const s = summaryOf(run);
+      expect(s.interrupted).toBe(true);
       expect(s.orchestratorRestarts).toBe(2);
       expect(s.childExits).toEqual([
         expect.objectContaining({ name: 'orchestrator', pid: orchestratorPid, signal: 'SIGKILL' }),
         expect.objectContaining({ name: 'orchestrator', code: 2, signal: null }),
       ]);
-      for (const e of s.perEap as Record<string, number>[]) expect(e.completedInTime).toBeGreaterThan(0);
+      expect(s.sent).toBeGreaterThan(0);
       expect(pidsIn(run.stderr).filter(alive)).toEqual([]);
     } finally {
       await new Promise<void>((resolve) => (blocker ? blocker.close(() => resolve()) : resolve()));
