@@ -78,4 +78,18 @@ function parser(args: string[]) {
   );
 }
 
-if (require.main === module) void runCli(hideBin(process.argv));
+/**
+ * A standard output that cannot take what a command writes (`> /dev/full`, a full disk): one line
+ * and exit 1, not an unhandled 'error' event's stack (or tfjs-wasm's exit 7). A reader that went
+ * away (`| head`: EPIPE) has what it wanted: exit 0, quietly.
+ */
+export function onStdoutError(e: NodeJS.ErrnoException): never {
+  if (e.code === 'EPIPE') process.exit(0);
+  process.stderr.write(`kais: cannot write to standard output (${e.code ?? e.message})\n`);
+  process.exit(1);
+}
+
+if (require.main === module) {
+  process.stdout.on('error', onStdoutError);
+  void runCli(hideBin(process.argv));
+}
