@@ -15,7 +15,8 @@
  * replaying), CRLF line endings, blank lines. In v2018 the task name is unique only within its job.
  *
  * A row is malformed when it has the wrong number of columns, a non-numeric arrival time, or a
- * non-empty numeric field that is not a number. Malformed rows under 1% of all rows are skipped and
+ * non-empty numeric field that is not a number. A field of spaces only is not empty but malformed
+ * (`Number(" ")` is 0: a blank create time read as 0 would stretch the replayed window). Malformed rows under 1% of all rows are skipped and
  * reported in one summary line through `warn`; 1% or more is a UsageError naming the file and the
  * first bad line.
  */
@@ -101,9 +102,11 @@ export function resolveTracePath(tracePath: string): string {
   throw new UsageError(`--trace: folder ${tracePath} holds several batch_task files (${names.join(', ')}); name one`);
 }
 
-/** Number, null for an empty field, NaN for garbage. */
+/** Number, null for an empty field, NaN for garbage (a field of spaces only included). */
 function numOrNull(s: string): number | null {
   if (s.length === 0) return null;
+  // Number() reads "", " " and "\t" as 0: a blank field is not a time or a size
+  if (s.trim().length === 0) return NaN;
   const v = Number(s);
   return Number.isFinite(v) ? v : NaN;
 }

@@ -34,6 +34,8 @@
  * | inputMB   | workload.inputMB x exp(0.5 z - 0.125), z ~ N(0,1) seeded (mean-1 lognormal, sigma    |
  * |           | 0.5), clamped to [0.05, 5]                                                           |
  * | id        | dense 0..n-1 in arrival order; only arrivals in [0, durationS) are kept              |
+ * | gaps      | one gap between consecutive used arrivals of >= 1 h covering over half their span: |
+ * |           | a warning line; over 1e7 s: a UsageError (checkReplayGaps, below)                   |
  *
  * Seeded draws: Rng.derive(seed, "workload/trace") gives u in row order, piece by piece;
  * Rng.derive(seed, "workload/shape") gives j then z per request in id order. Same rows + same
@@ -161,7 +163,7 @@ export function shapedRequests(gen: TaskGen, opts: ShapeOptions): RequestSource 
 
 export interface TraceToRequestsOptions extends ShapeOptions {
   load: number;
-  /** Receives at most one line (the wrap-around notice). */
+  /** Receives at most two lines: the gap warning (checkReplayGaps) and the wrap-around notice. */
   warn?: (line: string) => void;
   /** Names the trace in messages (the file path). */
   source?: string;
@@ -172,7 +174,7 @@ export function toRequests(rows: readonly TraceRow[], opts: TraceToRequestsOptio
   return drain(traceSource(rows, opts));
 }
 
-/** The requests of toRequests as a stream (source.ts); the wrap-around notice is given here, once. */
+/** The requests of toRequests as a stream (source.ts); the gap warning and the wrap-around notice are given here, once. */
 export function traceSource(rows: readonly TraceRow[], opts: TraceToRequestsOptions): RequestSource {
   const { scenario, durationS, load } = opts;
   const source = opts.source ?? 'trace';
@@ -186,6 +188,7 @@ export function traceSource(rows: readonly TraceRow[], opts: TraceToRequestsOpti
   const used = sorted.length > wanted ? sorted.slice(0, wanted) : sorted;
   const n = used.length;
   const t0 = used[0].arrivalS;
+  checkReplayGaps(used, source, opts.warn);
 
   const numServices = scenario.services.length;
   const numEaps = scenario.eaps.length;
@@ -241,6 +244,56 @@ export function traceSource(rows: readonly TraceRow[], opts: TraceToRequestsOpti
     );
   }
   return shapedRequests(tasks, opts);
+}
+
+/**
+ * Gaps in the trace times that would distort the replay. Compression is set by the span of the
+ * rows replayed, so a single outlier time (a 0 among rows at 1e5 s, a 1e15 typed for 1e5) stretches
+ * the span and every other row arrives in a short burst: the run sees an overload that is not in
+ * the trace. What is checked is the largest gap between consecutive sorted arrivals of those rows:
+ *
+ * - a gap that covers more than half of the span AND lasts at least an hour gets one warning line
+ *   (the replay is kept: a quiet stretch may be real). Both are needed: in short prefixes of real
+ *   traces a quiet stretch does cover half the span (the shared v2017 excerpt's first 50 rows: a
+ *   482 s gap over 913 s), but no Alibaba batch trace has an hour without one task created (the
+ *   excerpt's longest gap is 482 s, its usual windows' at most 150 s).
+ * - a gap over 1e7 s (116 days: more than ten times the longest Alibaba trace, v2018's 8 days) is
+ *   no trace window at all but a broken time: a UsageError naming the file and the two times.
+ *
+ * Rows outside a documented time range are not dropped instead: the traces document no range
+ * (create times before 0 are real: tasks created before the trace window).
+ */
+export const REPLAY_GAP = { share: 0.5, minWarnS: 3600, maxS: 1e7 } as const;
+
+function checkReplayGaps(sorted: readonly TraceRow[], source: string, warn?: (line: string) => void): void {
+  const n = sorted.length;
+  if (n < 2) return;
+  let gap = 0;
+  let at = 0;
+  for (let i = 1; i < n; i++) {
+    const d = sorted[i].arrivalS - sorted[i - 1].arrivalS;
+    if (d > gap) {
+      gap = d;
+      at = i;
+    }
+  }
+  const first = sorted[0].arrivalS;
+  const last = sorted[n - 1].arrivalS;
+  const span = last - first + 1;
+  if (!(gap > REPLAY_GAP.share * span) || gap < REPLAY_GAP.minWarnS) return;
+  const [a, b] = [sorted[at - 1].arrivalS, sorted[at].arrivalS];
+  const where = `between trace times ${a} and ${b} (rows replayed: ${n}, times ${first} .. ${last})`;
+  if (gap > REPLAY_GAP.maxS) {
+    throw new UsageError(
+      `--trace: ${source}: a gap of ${gap} s without tasks ${where} is longer than any Alibaba trace (${REPLAY_GAP.maxS} s): ` +
+        `a broken time? fix or remove that row, or replay a window without it`,
+    );
+  }
+  const share = gap / span;
+  warn?.(
+    `kais: ${source}: a gap of ${gap} s without tasks ${where} is ${(100 * share).toFixed(1)}% of their span: ` +
+      `the replay compresses the other rows into ${(100 * (1 - share)).toFixed(1)}% of the run (an outlier time?)`,
+  );
 }
 
 function fmt(x: number): string {

@@ -125,6 +125,19 @@ describe('loadTrace', () => {
     expect(lines[0]).toMatch(/first at line 6: time "five" is not a number/);
   });
 
+  it('skips a row whose time or numeric field holds only spaces (Number(" ") is 0, not a time)', () => {
+    const text = rowsWithBadLines(400, [])
+      .replace(/^5,15,/m, ' ,15,')
+      .replace(/^7,17,/m, '7,\t,')
+      .replace(/^9,19,(.*),50,/m, '9,19,$1,  ,');
+    const lines: string[] = [];
+    const t = loadTrace(tmpFile('batch_task.csv', text), (l) => lines.push(l));
+    expect(t.rows).toHaveLength(397);
+    expect(t.rows.some((r) => r.arrivalS === 0 && r.taskId !== '0')).toBe(false);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/skipped 3 malformed rows of 400 \(first at line 6: time " " is not a number\)/);
+  });
+
   it('rejects a file with 1% or more malformed rows, naming the file and the first bad line', () => {
     const f = tmpFile('batch_task.csv', rowsWithBadLines(100, [41]));
     expect(() => loadTrace(f)).toThrow(UsageError);

@@ -3,7 +3,9 @@ import * as path from 'path';
 import type { Request } from '../../../../shared/domain';
 import { loadScenario, type Scenario } from '../../../../shared/scenario';
 import { loadTrace, type TraceRow } from '../../../../training/workload/alibaba';
+import { UsageError } from '../../../../shared/errors';
 import { toRequests, traceTaskCoreS } from '../../../../training/workload/to-requests';
+import { windowRequests } from '../../../../training/workload/window';
 
 const tiny = loadScenario('tiny');
 const kais = loadScenario('kais');
@@ -159,6 +161,55 @@ describe('toRequests', () => {
   });
 });
 
+describe('toRequests: one outlier time', () => {
+  /** 500 tasks, one a trace second from t0 on, as `kais eval --trace` replays them. */
+  const evenRows = (t0: number): TraceRow[] =>
+    Array.from({ length: 500 }, (_, i) => ({
+      arrivalS: t0 + i,
+      endS: t0 + i + 30,
+      jobId: String(1000 + (i % 19)),
+      taskId: String(i),
+      instances: 1,
+      status: 'Terminated',
+      planCpu: 50,
+      planMem: 0.5,
+    }));
+  const outlier = (arrivalS: number): TraceRow => ({ ...evenRows(0)[0], arrivalS, endS: null, jobId: '99', taskId: 'x' });
+  const run = (rows: TraceRow[]) => {
+    const lines: string[] = [];
+    // 60 s at 18 requests/s: every row is replayed (the window wraps: that notice is not looked at here)
+    const reqs = toRequests(rows, { scenario: tiny, seed: 1, load: 1, durationS: 60, warn: (l) => lines.push(l), source: 'w.csv' });
+    return { lines: lines.filter((l) => /gap/.test(l)), reqs };
+  };
+
+  it('refuses a gap longer than any trace (1e15 or -1e15 among times 0..499), naming the file and the times', () => {
+    for (const t of [1e15, -1e15]) {
+      expect(() => run([...evenRows(0), outlier(t)])).toThrow(UsageError);
+      expect(() => run([...evenRows(0), outlier(t)])).toThrow(
+        new RegExp(
+          `^--trace: w\\.csv: a gap of \\d+ s without tasks between trace times ${t < 0 ? '-1000000000000000 and 0' : '499 and 1000000000000000'} .* longer than any Alibaba trace`,
+        ),
+      );
+    }
+  });
+
+  it('warns, in one line, when one gap of an hour or more covers over half the span (a 0 among times 100000..100499)', () => {
+    const { lines, reqs } = run([...evenRows(100000), outlier(0)]);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toBe(
+      'kais: w.csv: a gap of 100000 s without tasks between trace times 0 and 100000 (rows replayed: 501, times 0 .. 100499) ' +
+        'is 99.5% of their span: the replay compresses the other rows into 0.5% of the run (an outlier time?)',
+    );
+    expect(reqs.length).toBeGreaterThan(0);
+  });
+
+  it('is quiet about the same rows without the outlier, and about a short quiet stretch (under an hour)', () => {
+    expect(run(evenRows(100000)).lines).toEqual([]);
+    // 2,000 s of nothing between two bursts: over half the span, but a trace can be that quiet
+    expect(run([...evenRows(0), ...evenRows(2500)]).lines).toEqual([]);
+  });
+});
+
 const DATA = path.resolve(__dirname, '../../../../../shared/data/alibaba');
 const d = fs.existsSync(DATA) ? describe : describe.skip;
 if (!fs.existsSync(DATA)) console.warn(`skipping the real-trace tests: ${DATA} is absent`);
@@ -186,6 +237,25 @@ d('toRequests on the real Alibaba v2017 excerpt', () => {
     const reqs = toRequests(rows, { scenario: kais, seed: 1, load: 1, durationS: 300, warn: () => {} });
     expectValid(reqs, kais, 300);
     expect(medianOf(reqs.map((r) => r.workCoreS / kais.services[r.service].workScale))).toBeCloseTo(0.12, 2);
+  });
+
+  it('says nothing about gaps on the whole file, its prefixes, or the 25000 < t <= 30000 window', () => {
+    const lines: string[] = [];
+    const warn = (l: string) => lines.push(l);
+    // the replayed rows are the first ratePerS x durationS by time: a few, some thousands, all (and the file again)
+    for (const [scenario, durationS] of [
+      [tiny, 3],
+      [tiny, 60],
+      [kais, 2],
+      [tiny, 3500],
+    ] as const)
+      toRequests(rows, { scenario, seed: 1, load: 1, durationS, warn });
+    const w = rows.filter((r) => r.arrivalS > 25000 && r.arrivalS <= 30000);
+    for (const durationS of [5, 60]) toRequests(w, { scenario: kais, seed: 2, load: 1, durationS, warn });
+    // a training window replayed from starts spread over it (rows before the start move after its end)
+    for (const start of [25001, 26000, 27500, 29999])
+      windowRequests({ scenario: tiny, trace: DATA, window: [25001, 30000], start, seed: 3, load: 1, durationS: 30, warn });
+    expect(lines.filter((l) => /gap/.test(l))).toEqual([]);
   });
 
   it('gives the same requests for the same seed', () => {
