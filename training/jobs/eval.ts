@@ -15,7 +15,7 @@ import type { DequeueName } from '../../shared/dequeue';
 import { DEQUEUE_NAMES } from '../../shared/dequeue';
 import { loadBackend } from '../../shared/tf-backend';
 import { UsageError } from '../../shared/errors';
-import { defaultGpgModelPath, defaultModelPath, modelAct } from '../../shared/nets/actor-file';
+import { checkpointHead, defaultGpgModelPath, defaultModelPath, modelAct } from '../../shared/nets/actor-file';
 import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
 import { loadScenario, scenarioWithSlot } from '../../shared/scenario';
 import type { Scenario } from '../../shared/scenario';
@@ -27,7 +27,7 @@ import type { Fault } from '../sim/faults';
 import { faultsFromRate, faultsFromServerEvents } from '../sim/faults';
 import { DEFAULT_WORKLOAD, WORKLOAD_NAMES, openWorkload } from '../workload';
 import type { WorkloadName } from '../workload';
-import { renderScatter, renderSvg, stackSvgs, writeSvg } from './plot';
+import { isPlotWriteError, renderScatter, renderSvg, stackSvgs, writeSvg } from './plot';
 import { round } from '../../shared/round';
 import { runEpisode, type PolicyResult } from './rollout';
 import { calibrationLines } from './calibration-table';
@@ -216,6 +216,8 @@ function makeAnyDispatch(
   };
   if (checkpoint) {
     if (!fs.existsSync(checkpoint)) throw new UsageError(`--checkpoint: ${checkpoint} does not exist`);
+    // the file's head checked first (an unknown one is refused, not run as relu1: actor-file.ts actorHeadOf)
+    checkpointHead(checkpoint);
     return ck.loadCmmacCheckpoint(checkpoint, scenario, { mode: act });
   }
   // the shipped actor for the pair's orchestration (shared/nets/actor-file.ts defaultModelPath: kais-cmmac.bin for every one today)
@@ -336,7 +338,8 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     seed: a.seed,
     load: a.load,
     durationS,
-    warn: progress,
+    // the workload's lines carry their "kais: " already; progress adds its own (one, not two)
+    warn: (line) => progress(line.replace(/^kais: /, '')),
   });
   const numNodes = scenario.eaps.reduce((s, e) => s + e.nodes.length, 0);
   let faults: Fault[] = [];
@@ -639,16 +642,31 @@ export const evalCommand: CommandModule<object, object> = {
       const many = parallel
         ? await runEvalSeedsParallel(args, args.seeds, args.jobs, backend, progress)
         : runEvalSeeds(args, args.seeds, progress);
-      if (args.plot) writeSvg(args.plot, evalSeedsPlot(many));
       process.stdout.write((args.json ? JSON.stringify(many) : formatSeedsTable(many)) + '\n');
-      if (args.plot) (args.json ? process.stderr : process.stdout).write(`wrote ${args.plot}\n`);
+      if (args.plot) writePlotAfterReport(args.plot, () => evalSeedsPlot(many), args.json);
       return;
     }
     const report = runEval(args, progress);
-    if (args.plot) writeSvg(args.plot, evalPlot(report));
     if (args.json) process.stdout.write(JSON.stringify(report) + '\n');
     else process.stdout.write(formatTable(report) + '\n');
-    // stdout holds only the JSON with --json
-    if (args.plot) (args.json ? process.stderr : process.stdout).write(`wrote ${args.plot}\n`);
+    if (args.plot) writePlotAfterReport(args.plot, () => evalPlot(report), args.json);
   }),
 };
+
+/**
+ * `--plot`, once the report is out: a plot that cannot be written (a full disk) does not take the
+ * results with it. Its failure is one line and exit code 1 (the file system's, not a usage error);
+ * writeSvg leaves no part-written file. Success says "wrote <file>" (on stderr with --json: stdout
+ * holds only the JSON).
+ */
+function writePlotAfterReport(file: string, svg: () => string, json: boolean): void {
+  try {
+    writeSvg(file, svg());
+  } catch (e) {
+    if (!isPlotWriteError(e)) throw e;
+    process.stderr.write(`kais: ${e.message}\n`);
+    process.exitCode = 1;
+    return;
+  }
+  (json ? process.stderr : process.stdout).write(`wrote ${file}\n`);
+}

@@ -204,7 +204,20 @@ export function writePlot(file: string, title: string, series: Series[], xLabel?
   writeSvg(file, renderSvg(title, series, xLabel, yLabel));
 }
 
-/** Writes an SVG as .svg, or rendered as .png; the file name's extension decides. */
+/** The code of the UsageError writeSvg throws when the file system refuses the plot (not the user's flag: exit 1). */
+export const PLOT_WRITE_FAILED = 'KAIS_ERR_PLOT_WRITE';
+
+/** Whether `e` is writeSvg's I/O failure (a full disk, a read-only folder), as against a bad --plot name. */
+export function isPlotWriteError(e: unknown): e is UsageError {
+  return e instanceof UsageError && e.code === PLOT_WRITE_FAILED;
+}
+
+/**
+ * Writes an SVG as .svg, or rendered as .png; the file name's extension decides. Atomically: the
+ * bytes go to a temporary file in the same folder, renamed over `file` once all are written, so a
+ * full disk leaves the previous plot (or none), never a 0-byte .svg or a cut .png; the temporary
+ * file is removed on failure. The failure is a UsageError with code PLOT_WRITE_FAILED (one line).
+ */
 export function writeSvg(file: string, svg: string): void {
   const ext = path.extname(file).toLowerCase();
   let data: string | Buffer;
@@ -215,9 +228,16 @@ export function writeSvg(file: string, svg: string): void {
     const { Resvg } = require('@resvg/resvg-js') as typeof import('@resvg/resvg-js');
     data = new Resvg(svg, { font: { loadSystemFonts: true, defaultFontFamily: 'DejaVu Sans' } }).render().asPng();
   } else throw new UsageError(`--plot: ${file}: the file must end in .svg or .png`);
+  const temp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`);
   try {
-    fs.writeFileSync(file, data);
+    fs.writeFileSync(temp, data);
+    fs.renameSync(temp, file);
   } catch (e) {
-    throw new UsageError(`--plot: cannot write ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+    try {
+      fs.rmSync(temp, { force: true });
+    } catch {
+      // the message below says what failed; a temp file that cannot be removed either is left
+    }
+    throw new UsageError(`--plot: cannot write ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`, PLOT_WRITE_FAILED);
   }
 }

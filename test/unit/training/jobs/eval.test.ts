@@ -459,6 +459,9 @@ describe('kais eval', () => {
     const r = kais('eval', '--scenario', 'tiny', '--trace', f, '--frames', '1', '--policies', 'jsq/static', '--json');
     expect(r.code).toBe(0);
     expect(r.stderr.split('\n').filter((l) => /malformed/.test(l))).toHaveLength(1);
+    // one "kais: " prefix, not two (the workload's line carries it, and so did the progress printer)
+    expect(r.stderr.split('\n')).toContain(`kais: ${f}: skipped 1 malformed rows of 301 (first at line 101: 3 columns, expected 8)`);
+    expect(r.stderr).not.toMatch(/kais: kais:/);
     expect(JSON.parse(r.stdout).trace).toBe(f);
     // the same line from each seed's run, also when the seeds run in worker threads
     for (const jobs of ['1', '2']) {
@@ -480,6 +483,7 @@ describe('kais eval', () => {
       );
       expect(m.code).toBe(0);
       expect(m.stderr.split('\n').filter((l) => /malformed/.test(l))).toHaveLength(2);
+      expect(m.stderr).not.toMatch(/kais: kais:/);
     }
   });
 
@@ -603,6 +607,50 @@ describe('kais eval', () => {
     const r = kais('eval', '--scenario', 'tiny', '--frames', '1', '--policies', 'jsq/static', '--plot', plot);
     expect(r.code).toBe(0);
     expect(fs.readFileSync(plot).subarray(1, 4).toString()).toBe('PNG');
+  });
+
+  it('prints the report before the plot; a plot the disk refuses is one line and exit 1, leaving no part of it', () => {
+    // a preload: the disk is full for files whose name holds "full-disk" (half the bytes land, then ENOSPC)
+    const probe = path.join(tmp, 'full-disk-probe.js');
+    fs.writeFileSync(
+      probe,
+      [
+        "const fs = require('fs');",
+        'const real = fs.writeFileSync;',
+        'fs.writeFileSync = function (file, data, ...rest) {',
+        "  if (typeof file !== 'string' || !file.includes('full-disk.')) return real.call(fs, file, data, ...rest);",
+        "  const b = typeof data === 'string' ? Buffer.from(data) : data;",
+        '  real.call(fs, file, b.subarray(0, b.length >> 1));',
+        "  throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });",
+        '};',
+      ].join('\n') + '\n',
+    );
+    const dir = tmpDir('kais-eval-plot-');
+    for (const [name, extra] of [
+      ['full-disk.svg', ['--json']],
+      ['full-disk.png', []],
+      ['full-disk.svg', ['--json', '--seeds', '1,2']],
+    ] as const) {
+      const plot = path.join(dir, name);
+      const r = spawnSync(
+        process.execPath,
+        ['-r', probe, KAIS, 'eval', '--scenario', 'tiny', '--frames', '1', '--policies', 'jsq/static', '--plot', plot, ...extra],
+        { encoding: 'utf8', timeout: 120000 },
+      );
+      expect(r.status).toBe(1);
+      // the results are out: the JSON on stdout (or the table), whatever became of the plot
+      if (extra.includes('--json')) expect(JSON.parse(r.stdout)).toHaveProperty(extra.includes('--seeds') ? 'seeds' : 'results');
+      else expect(r.stdout).toMatch(/jsq\/static/);
+      expect(r.stdout).not.toMatch(/wrote/);
+      // with --seeds, after the "seed n done" progress lines
+      expect(
+        r.stderr
+          .trim()
+          .split('\n')
+          .filter((l) => !/^kais: seed \d+ done/.test(l)),
+      ).toEqual([`kais: --plot: cannot write ${plot}: ENOSPC`]);
+      expect(fs.readdirSync(dir)).toEqual([]);
+    }
   });
 
   it('injects node failures at the real event times of the server event file', () => {

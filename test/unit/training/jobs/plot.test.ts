@@ -1,4 +1,14 @@
-import { renderScatter, renderSvg, seriesStyle } from '../../../../training/jobs/plot';
+import * as fs from 'fs';
+import * as path from 'path';
+import { isPlotWriteError, renderScatter, renderSvg, seriesStyle, writeSvg } from '../../../../training/jobs/plot';
+import { tmpDir } from '../../../support/tmp';
+
+// fs.writeFileSync as a jest.fn that writes for real unless a test makes it fail (a full disk, below):
+// the modules see their own copy of `fs`'s properties, so the function is replaced in the module itself
+jest.mock('fs', () => {
+  const real = jest.requireActual<typeof import('fs')>('fs');
+  return { ...real, writeFileSync: jest.fn(real.writeFileSync) };
+});
 
 /** The stroke colour and dash pattern of each polyline, in order. */
 function lineStyles(svg: string): string[] {
@@ -46,5 +56,59 @@ describe('plot styles', () => {
     const markers = [...svg.matchAll(/<circle cx="[\d.]+" cy="[\d.]+" r="5" ([^/]+)\/>/g)].map((m) => m[1]);
     expect(markers).toHaveLength(50); // point and legend marker
     expect(new Set(markers).size).toBe(25);
+  });
+});
+
+describe('writeSvg', () => {
+  const svg = renderSvg('t', [{ name: 'a', values: [0.5, 0.6] }]);
+
+  /** The next fs.writeFileSync as on a full disk: half the bytes land, then ENOSPC. */
+  function fullDisk(): void {
+    const real = jest.requireActual<typeof import('fs')>('fs').writeFileSync;
+    (fs.writeFileSync as jest.Mock).mockImplementationOnce((file: string, data: string | Buffer) => {
+      const bytes = typeof data === 'string' ? Buffer.from(data) : data;
+      real(file, bytes.subarray(0, bytes.length >> 1));
+      throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+    });
+  }
+
+  it('writes the whole file and leaves nothing else in the folder', () => {
+    const dir = tmpDir('kais-plot-');
+    writeSvg(path.join(dir, 'p.svg'), svg);
+    expect(fs.readFileSync(path.join(dir, 'p.svg'), 'utf8')).toBe(svg);
+    expect(fs.readdirSync(dir)).toEqual(['p.svg']);
+  });
+
+  it('on a full disk: one-line I/O error, no part-written plot (.svg or .png), no temporary file, the previous plot kept', () => {
+    const dir = tmpDir('kais-plot-');
+    for (const name of ['new.svg', 'new.png']) {
+      fullDisk();
+      let err: unknown;
+      try {
+        writeSvg(path.join(dir, name), svg);
+      } catch (e) {
+        err = e;
+      }
+      expect(isPlotWriteError(err)).toBe(true);
+      expect((err as Error).message).toBe(`--plot: cannot write ${path.join(dir, name)}: ENOSPC`);
+    }
+    expect(fs.readdirSync(dir)).toEqual([]);
+    const old = path.join(dir, 'old.svg');
+    fs.writeFileSync(old, 'the previous plot');
+    fullDisk();
+    expect(() => writeSvg(old, svg)).toThrow(/cannot write .*old\.svg: ENOSPC/);
+    expect(fs.readFileSync(old, 'utf8')).toBe('the previous plot');
+    expect(fs.readdirSync(dir)).toEqual(['old.svg']);
+  });
+
+  it('refuses another extension as a usage error, not an I/O one', () => {
+    let err: unknown;
+    try {
+      writeSvg(path.join(tmpDir('kais-plot-'), 'p.pdf'), svg);
+    } catch (e) {
+      err = e;
+    }
+    expect((err as Error).message).toMatch(/must end in \.svg or \.png/);
+    expect(isPlotWriteError(err)).toBe(false);
   });
 });
