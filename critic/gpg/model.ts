@@ -3,7 +3,7 @@
  * and its weights (little-endian float32, base64, in variable order). Pure: the callers read and
  * write the files (kais eval, the training script, the orchestrator).
  */
-import { GpgNet, type GpgNetConfig } from './gnn';
+import { DEFAULT_GPG_NET, GpgNet, type GpgNetConfig } from './gnn';
 
 export const GPG_MODEL_FORMAT = 'kais-gpg-v1';
 
@@ -82,6 +82,58 @@ export function gpgModelToJson(net: GpgNet, meta: GpgModelMeta): string {
   return JSON.stringify(out) + '\n';
 }
 
+/** The fields a model file may hold (gpgModelToJson writes them); any other is refused. */
+const MODEL_FIELDS: readonly string[] = [
+  'format',
+  'scenario',
+  'trainedWith',
+  'nodesPerFrame',
+  'scaleIn',
+  'numServices',
+  'config',
+  'shapes',
+  'weights',
+];
+
+/**
+ * Bounds of a model's `config` (the net is built from it before its weights are read, so an absurd
+ * value would hang or exhaust memory: 1e9 message-passing rounds run on every decision, layers of
+ * 1e5 units ask for 4e10 bytes). Every model made so far is E 16, 2 rounds, 64-32 / 128-64-32
+ * (DEFAULT_GPG_NET); the bounds leave room for nets several times larger while keeping the largest
+ * net they allow near 60 MB of weights.
+ */
+export const GPG_CONFIG_LIMITS = { embed: 256, rounds: 8, layers: 6, width: 512 } as const;
+
+/** A model's `config` checked field by field (absent fields: DEFAULT_GPG_NET's); a TypeError naming the field otherwise. */
+export function gpgNetConfigOf(v: unknown): GpgNetConfig {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new TypeError(`config must be an object, got ${JSON.stringify(v)}`);
+  const c = v as Record<string, unknown>;
+  const known = Object.keys(DEFAULT_GPG_NET);
+  for (const k of Object.keys(c)) if (!known.includes(k)) throw new TypeError(`config: unknown field "${k}" (fields: ${known.join(', ')})`);
+  const int = (name: string, x: unknown, max: number): number => {
+    if (typeof x !== 'number' || !Number.isInteger(x) || x < 1 || x > max)
+      throw new TypeError(`${name} must be an integer in 1..${max}, got ${JSON.stringify(x) ?? String(x)}`);
+    return x;
+  };
+  const layers = (name: 'hidden' | 'headHidden'): number[] => {
+    const x = c[name];
+    if (x === undefined) return [...DEFAULT_GPG_NET[name]];
+    if (!Array.isArray(x) || x.length > GPG_CONFIG_LIMITS.layers)
+      throw new TypeError(`config.${name} must be a list of at most ${GPG_CONFIG_LIMITS.layers} layer widths, got ${JSON.stringify(x)}`);
+    return x.map((w, i) => int(`config.${name}[${i}]`, w, GPG_CONFIG_LIMITS.width));
+  };
+  const encoder = c.encoder ?? DEFAULT_GPG_NET.encoder;
+  if (encoder !== 'gnn' && encoder !== 'stack')
+    throw new TypeError(`config.encoder must be "gnn" or "stack", got ${JSON.stringify(encoder)}`);
+  return {
+    encoder,
+    embed: c.embed === undefined ? DEFAULT_GPG_NET.embed : int('config.embed', c.embed, GPG_CONFIG_LIMITS.embed),
+    rounds: c.rounds === undefined ? DEFAULT_GPG_NET.rounds : int('config.rounds', c.rounds, GPG_CONFIG_LIMITS.rounds),
+    hidden: layers('hidden'),
+    headHidden: layers('headHidden'),
+  };
+}
+
 /** The net of a model's text; a TypeError naming the problem when it is not one, or not for numServices. */
 export function gpgModelFromJson(text: string, numServices: number): { net: GpgNet; meta: GpgModelMeta } {
   let m: GpgModelJson;
@@ -92,31 +144,33 @@ export function gpgModelFromJson(text: string, numServices: number): { net: GpgN
   }
   if (typeof m !== 'object' || m === null || m.format !== GPG_MODEL_FORMAT)
     throw new TypeError(`not a GPG model (format must be "${GPG_MODEL_FORMAT}")`);
+  for (const k of Object.keys(m))
+    if (!MODEL_FIELDS.includes(k)) throw new TypeError(`unknown field "${k}" (fields: ${MODEL_FIELDS.join(', ')})`);
   if (m.numServices !== numServices) throw new TypeError(`made for ${m.numServices} services, the scenario has ${numServices}`);
   if (typeof m.weights !== 'string' || !Array.isArray(m.shapes)) throw new TypeError('weights or shapes missing');
   if (m.nodesPerFrame !== undefined && !(Number.isInteger(m.nodesPerFrame) && m.nodesPerFrame >= 1))
     throw new TypeError(`nodesPerFrame must be a whole number >= 1, got ${JSON.stringify(m.nodesPerFrame)}`);
   const scaleIn = m.scaleIn === undefined ? undefined : scaleInOf(m.scaleIn);
-  const net = new GpgNet(numServices, 1, m.config);
-  const buf = Buffer.from(m.weights, 'base64');
-  const want = net.shapes;
-  if (JSON.stringify(want) !== JSON.stringify(m.shapes)) {
+  const net = new GpgNet(numServices, 1, gpgNetConfigOf(m.config));
+  try {
+    const buf = Buffer.from(m.weights, 'base64');
+    const want = net.shapes;
+    if (JSON.stringify(want) !== JSON.stringify(m.shapes))
+      throw new TypeError(`its shapes do not match its config (${JSON.stringify(m.shapes).slice(0, 80)})`);
+    const total = want.reduce((s, sh) => s + sh.reduce((p, d) => p * d, 1), 0);
+    if (buf.length !== total * 4) throw new TypeError(`holds ${buf.length} weight bytes, the net needs ${total * 4}`);
+    let o = 0;
+    const arrays = want.map((sh) => {
+      const a = new Float32Array(sh.reduce((p, d) => p * d, 1));
+      for (let i = 0; i < a.length; i++, o += 4) a[i] = buf.readFloatLE(o);
+      if (!a.every(Number.isFinite)) throw new TypeError('holds a weight that is not a finite number');
+      return a;
+    });
+    net.setWeights(arrays);
+  } catch (e) {
     net.dispose();
-    throw new TypeError(`its shapes do not match its config (${JSON.stringify(m.shapes).slice(0, 80)})`);
+    throw e;
   }
-  const total = want.reduce((s, sh) => s + sh.reduce((p, d) => p * d, 1), 0);
-  if (buf.length !== total * 4) {
-    net.dispose();
-    throw new TypeError(`holds ${buf.length} weight bytes, the net needs ${total * 4}`);
-  }
-  let o = 0;
-  const arrays = want.map((sh) => {
-    const a = new Float32Array(sh.reduce((p, d) => p * d, 1));
-    for (let i = 0; i < a.length; i++, o += 4) a[i] = buf.readFloatLE(o);
-    if (!a.every(Number.isFinite)) throw new TypeError('holds a weight that is not a finite number');
-    return a;
-  });
-  net.setWeights(arrays);
   return {
     net,
     meta: {

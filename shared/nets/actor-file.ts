@@ -101,10 +101,45 @@ export function defaultGpgModelPath(scenario: Scenario): string | null {
   return null;
 }
 
+/** The actor heads there are (shared/nets/dense-f32.ts HeadActivation). */
+export const HEAD_ACTIVATIONS: readonly HeadActivation[] = ['relu1', 'softplus1'];
+
+/**
+ * The `head` field of an actor's file, checked: an unknown value is refused, not run as relu1 (the
+ * nets take anything but 'softplus1' for relu1, so "softplus" or a typo would run the wrong net).
+ * Where it is missing differs by file:
+ * - an exported actor's `<file>.json`: refused. Exported actors appeared after the head option
+ *   (commits 1bf0b8c then 95888ce, 2026-11-29) and every one was written with its head, so a
+ *   sidecar without one was not written by kais and its head is unknown.
+ * - a `kais train` database's config: `relu1`, the only head before the option existed (databases
+ *   written before 1bf0b8c hold none), as loadCmmacFromDb has always read it.
+ * UsageError naming the file and the field.
+ */
+export function actorHeadOf(file: string, head: unknown, source: 'sidecar' | 'database'): HeadActivation {
+  if (head === undefined && source === 'database') return 'relu1';
+  if (typeof head === 'string' && (HEAD_ACTIVATIONS as readonly string[]).includes(head)) return head as HeadActivation;
+  const where = source === 'sidecar' ? `${file}.json: head` : `${file}: config head`;
+  const got = head === undefined ? 'missing' : `got ${JSON.stringify(head) ?? String(head)}`;
+  throw new UsageError(`${where} must be ${HEAD_ACTIVATIONS.join(' or ')} (the actor's output head), ${got}`, 'KAIS_ERR_CHECKPOINT');
+}
+
+/** An exported actor's `<file>.json`, its head checked (actorHeadOf). UsageError (one line) if unreadable. */
+function readSidecar(file: string): ExportedActorMeta {
+  let meta: unknown;
+  try {
+    meta = JSON.parse(fs.readFileSync(`${file}.json`, 'utf8'));
+  } catch (e) {
+    throw checkpointError(file, oneLine(e));
+  }
+  if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) throw checkpointError(file, `${file}.json holds no JSON object`);
+  const m = meta as ExportedActorMeta;
+  return { ...m, head: actorHeadOf(file, m.head, 'sidecar') };
+}
+
 /** Actor tensors (with shapes) and head of an exported actor file, for publishing as weights. */
 export function readActorFile(file: string): { shapes: number[][]; tensors: Float32Array[]; head: HeadActivation } {
+  const meta = readSidecar(file);
   try {
-    const meta = JSON.parse(fs.readFileSync(`${file}.json`, 'utf8')) as ExportedActorMeta;
     const body = weightsFromBytes(fs.readFileSync(file));
     return { shapes: body.shapes, tensors: body.tensors, head: meta.head };
   } catch (e) {
@@ -114,19 +149,14 @@ export function readActorFile(file: string): { shapes: number[][]; tensors: Floa
 
 /**
  * Head of a checkpoint's actor: an exported actor's `.json`, or a `kais train` database's config
- * (`relu1` when it has none, as loadCmmacFromDb reads it). UsageError (one line) if unreadable.
+ * (`relu1` when it has none, as loadCmmacFromDb reads it); checked by actorHeadOf. UsageError (one
+ * line) if unreadable or not a known head.
  */
 export function checkpointHead(path: string): HeadActivation {
-  if (isActorFile(path)) {
-    try {
-      return (JSON.parse(fs.readFileSync(`${path}.json`, 'utf8')) as ExportedActorMeta).head;
-    } catch (e) {
-      throw checkpointError(path, oneLine(e));
-    }
-  }
+  if (isActorFile(path)) return readSidecar(path).head;
   const db = CheckpointDb.open(path, 'read');
   try {
-    return db.config<{ head?: HeadActivation }>()?.head ?? 'relu1';
+    return actorHeadOf(path, db.config<{ head?: unknown }>()?.head, 'database');
   } finally {
     db.close();
   }
@@ -152,7 +182,7 @@ export function checkpointActor(path: string): {
   try {
     const ck = db.latest(db.meta<{ frame: number }>('best')?.frame);
     if (!ck) throw checkpointError(path, 'no checkpoint written yet');
-    const head = db.config<{ head?: HeadActivation }>()?.head ?? 'relu1';
+    const head = actorHeadOf(path, db.config<{ head?: unknown }>()?.head, 'database');
     return { tensors: ck.actor.map((data, i) => ({ shape: ck.actorShapes[i], data })), head, act };
   } finally {
     db.close();

@@ -7,7 +7,14 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { actorShapes, ACTOR_HIDDEN } from '../../../../shared/nets/actor-f32';
-import { checkpointActor, defaultModelPath, deployableActor, modelAct, readActorFile } from '../../../../shared/nets/actor-file';
+import {
+  checkpointActor,
+  checkpointHead,
+  defaultModelPath,
+  deployableActor,
+  modelAct,
+  readActorFile,
+} from '../../../../shared/nets/actor-file';
 import { actorFit, actorHolds, scenarioActor } from '../../../../shared/nets/actor-fit';
 import { CheckpointDb, type CheckpointRow } from '../../../../shared/nets/checkpoint-db';
 import { loadScenario } from '../../../../shared/scenario';
@@ -104,5 +111,68 @@ describe('actorFit', () => {
     expect(() => deployableActor(file, loadScenario('tiny'))).toThrow(
       /holds an actor with \d+ inputs and 41 actions; scenario tiny needs \d+ inputs and 4 actions/,
     );
+  });
+});
+
+describe('the head of an actor file', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-head-'));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const shipped = path.resolve(__dirname, '../../../../models/kais-cmmac.bin');
+  const meta = JSON.parse(fs.readFileSync(`${shipped}.json`, 'utf8')) as Record<string, unknown>;
+
+  /** The shipped actor's weights with a sidecar whose head is `head` (left out when undefined). */
+  function exported(name: string, head: unknown): string {
+    const file = path.join(dir, `${name}.bin`);
+    fs.copyFileSync(shipped, file);
+    const m: Record<string, unknown> = { ...meta, head };
+    if (head === undefined) delete m.head;
+    fs.writeFileSync(`${file}.json`, JSON.stringify(m));
+    return file;
+  }
+
+  function database(name: string, head: unknown): string {
+    const file = path.join(dir, `${name}.db`);
+    const db = CheckpointDb.open(file, 'create');
+    db.writeConfig(head === undefined ? {} : { head });
+    db.writeCheckpoint(row(1, 3, 0.5), []);
+    db.close();
+    return file;
+  }
+
+  it('reads the two heads there are, from every shipped actor and from exported files', () => {
+    const models = path.resolve(__dirname, '../../../../models');
+    for (const name of fs.readdirSync(models).filter((n) => n.endsWith('.bin'))) {
+      expect(['relu1', 'softplus1']).toContain(readActorFile(path.join(models, name)).head);
+    }
+    for (const head of ['relu1', 'softplus1']) {
+      const file = exported(`ok-${head}`, head);
+      expect(readActorFile(file).head).toBe(head);
+      expect(checkpointHead(file)).toBe(head);
+      expect(checkpointActor(file).head).toBe(head);
+    }
+  });
+
+  it.each([
+    ['"bogus"', 'bogus', 'got "bogus"'],
+    ['"softplus" (not softplus1)', 'softplus', 'got "softplus"'],
+    ['a number', 1, 'got 1'],
+    ['null', null, 'got null'],
+    ['nothing (exported actors always carried one)', undefined, 'missing'],
+  ])("refuses an exported actor whose head is %s, naming the file's .json and the field", (_name, head, got) => {
+    const file = exported('bad', head);
+    const message = `${file}.json: head must be relu1 or softplus1 (the actor's output head), ${got}`;
+    expect(() => readActorFile(file)).toThrow(message);
+    expect(() => checkpointHead(file)).toThrow(message);
+    expect(() => checkpointActor(file)).toThrow(message);
+  });
+
+  it('takes a kais train database without a head as relu1 (written before the option), and refuses an unknown one', () => {
+    const old = database('old', undefined);
+    expect(checkpointHead(old)).toBe('relu1');
+    expect(checkpointActor(old).head).toBe('relu1');
+    const bad = database('bogus', 'bogus');
+    const message = `${bad}: config head must be relu1 or softplus1 (the actor's output head), got "bogus"`;
+    expect(() => checkpointHead(bad)).toThrow(message);
+    expect(() => checkpointActor(bad)).toThrow(message);
   });
 });
