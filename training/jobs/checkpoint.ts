@@ -11,7 +11,7 @@ import type { Scenario } from '../../shared/scenario';
 import { CmmacDispatch, type ActMode } from '../../agent/actor-policy';
 import { ACTOR_HIDDEN, type HeadActivation } from '../../shared/nets/actor-f32';
 import { actorFit, scenarioActor } from '../../shared/nets/actor-fit';
-import { defaultModelPath, isActorFile, modelAct, type ExportedActorMeta } from '../../shared/nets/actor-file';
+import { actorHeadOf, defaultModelPath, isActorFile, modelAct, type ExportedActorMeta } from '../../shared/nets/actor-file';
 import { CheckpointDb, checkpointError as bad, checkScenario, oneLine } from '../../shared/nets/checkpoint-db';
 
 /** Config fields loadCmmacFromDb needs (a subset of the train config). */
@@ -58,7 +58,7 @@ export function loadCmmacFromDb(
       weights: ck.actor,
       version: ck.state.weightVersion,
       mode,
-      head: cfg.head ?? 'relu1',
+      head: actorHeadOf(path, cfg.head, 'database'),
     });
   } finally {
     db.close();
@@ -90,7 +90,7 @@ export function loadActorFile(file: string, scenario: Scenario, options: { mode?
     queueCapPerReplica: scenario.queueCapPerReplica,
     weights: arrays,
     mode,
-    head: meta.head,
+    head: actorHeadOf(file, meta.head, 'sidecar'),
   });
 }
 

@@ -17,7 +17,7 @@ import { loadScenario, topologyOf } from '../../shared/scenario';
 import { observationDim, targetBlockOf } from '../../shared/spaces';
 import { loadBackend } from '../../shared/tf-backend';
 import { CheckpointDb, checkScenario } from '../../shared/nets/checkpoint-db';
-import { checkpointActor, isActorFile, modelAct } from '../../shared/nets/actor-file';
+import { actorHeadOf, checkpointActor, isActorFile, modelAct } from '../../shared/nets/actor-file';
 
 export const EXPORT_SPEC = {
   checkpoint: opt.file({
@@ -56,7 +56,7 @@ function checkpointMeta(file: string): ActorLayersMeta {
   return {
     scenario: m.scenario,
     scenarioFingerprint: m.scenarioFingerprint,
-    head: m.head ?? 'relu1',
+    head: actorHeadOf(file, m.head, isActorFile(file) ? 'sidecar' : 'database'),
     obsDim: Number(m.obsDim),
     numActions: Number(m.numActions),
     ...(m.frame !== undefined ? { frame: m.frame } : {}),

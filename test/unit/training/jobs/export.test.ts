@@ -8,6 +8,8 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { checkLayersDir, exportLayers } from '../../../../training/jobs/export';
 import { UsageError } from '../../../../shared/errors';
+import { loadScenario } from '../../../../shared/scenario';
+import { loadActorFile } from '../../../../training/jobs/checkpoint';
 import { tmpDir } from '../../../support/tmp';
 
 const ROOT = path.resolve(__dirname, '../../../..');
@@ -100,5 +102,27 @@ describe('checkLayersDir: the target tried before any work (kais train --export-
     expect(() => checkLayersDir(dir)).toThrow(UsageError);
     expect(() => checkLayersDir(dir)).toThrow(new RegExp(`^${dir}: cannot create \\(E[A-Z]+\\)$`));
     expect(fs.existsSync(dir)).toBe(false);
+  });
+});
+
+describe("an exported actor's head: kais export and the cmmac loader refuse one that is not relu1 or softplus1", () => {
+  const dir = tmpDir('kais-export-head-');
+  const file = path.join(dir, 'a.bin');
+  fs.copyFileSync(path.join(__dirname, '../../../../models/kais-cmmac.bin'), file);
+  const meta = JSON.parse(fs.readFileSync(path.join(__dirname, '../../../../models/kais-cmmac.bin.json'), 'utf8')) as Record<
+    string,
+    unknown
+  >;
+  fs.writeFileSync(`${file}.json`, JSON.stringify({ ...meta, head: 'bogus' }));
+
+  it('kais export: one line naming the field, nothing written', async () => {
+    const out = path.join(dir, 'layers');
+    await expect(exportLayers(file, out)).rejects.toThrow(/a\.bin\.json: head must be relu1 or softplus1 .*got "bogus"/);
+    expect(fs.existsSync(path.join(out, 'model.json'))).toBe(false);
+  });
+
+  it('loadActorFile (kais eval --checkpoint, kais up): the same line', () => {
+    expect(() => loadActorFile(file, loadScenario('kais'))).toThrow(UsageError);
+    expect(() => loadActorFile(file, loadScenario('kais'))).toThrow(/head must be relu1 or softplus1/);
   });
 });
