@@ -81,9 +81,11 @@ export function loadScenario(nameOrFile: string): Scenario {
   const text = readInputFile(nameOrFile, '--scenario');
   let raw: unknown;
   try {
-    raw = JSON.parse(text);
+    // a UTF-8 byte order mark (Windows editors write one) is not part of the JSON
+    raw = JSON.parse(text.startsWith('\uFEFF') ? text.slice(1) : text);
   } catch (e) {
-    throw new UsageError(`${nameOrFile}: not valid JSON (${(e as Error).message})`);
+    // the parser quotes the file: its control characters are escaped, not printed to the terminal
+    throw new UsageError(`${nameOrFile}: not valid JSON (${escapeControl((e as Error).message)})`);
   }
   const s = validateScenario(raw, nameOrFile);
   if (!s.name) s.name = path.basename(nameOrFile, '.json');
@@ -96,30 +98,68 @@ function isObj(v: unknown): v is Obj {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** Validates every field; throws a UsageError naming the source and the field path. */
-export function validateScenario(raw: unknown, source: string): Scenario {
-  const fail = (field: string, problem: string): never => {
-    throw new UsageError(`${source}: field "${field}" ${problem}`, 'KAIS_ERR_SCENARIO');
-  };
-  const obj = (v: unknown, field: string): Obj => (isObj(v) ? v : fail(field, 'must be an object'));
-  const num = (o: Obj, key: string, field: string, min: number, max = Infinity, integer = false): number => {
-    const v = o[key];
-    if (typeof v !== 'number' || !Number.isFinite(v)) return fail(field, `must be a number, got ${JSON.stringify(v)}`);
-    if (integer && !Number.isInteger(v)) return fail(field, `must be an integer, got ${v}`);
-    if (v < min || v > max) return fail(field, `must be in [${min}, ${max}], got ${v}`);
-    return v;
-  };
-  const link = (o: Obj, key: string, field: string): LinkSpec => {
-    const l = obj(o[key], field);
-    return { latencyMs: num(l, 'latencyMs', `${field}.latencyMs`, 0, 60000), mbps: num(l, 'mbps', `${field}.mbps`, 1e-6) };
-  };
+/** `s` with its control characters (C0, DEL, C1) written as \uXXXX escapes, safe to print. */
+function escapeControl(s: string): string {
+  // eslint-disable-next-line no-control-regex
+  return s.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
 
-  const r = obj(raw, '(root)');
-  // dispatchBudgetPerSlot: a per-eAP dispatch budget per slot until edge-cloud-v1; accepted and
-  // ignored since the simulator dispatches on arrival (edge-cloud-v2), so older files still load
-  if (r.dispatchBudgetPerSlot !== undefined) num(r, 'dispatchBudgetPerSlot', 'dispatchBudgetPerSlot', 1, 1e6, true);
-  const known = new Set([
+/**
+ * Bounds on a scenario's size, so that what the simulator, the agent and the orchestrator build from
+ * it fits in memory and time and in their Int32 counters. Generous for real clusters (the built-in
+ * `large` is 10 eAPs, 100 nodes, 30 services and ~31,000 requests a frame): measured with
+ * `kais eval --policies lec/hpa --frames 1`, a scenario at the limits takes up to about 1 GB and
+ * seconds to tens of seconds a frame; past them eval ran out of memory (100,000 services), threw a
+ * RangeError (100,000 eAPs), took 10 GB (200,000 nodes) or never finished a frame.
+ */
+export const SCENARIO_LIMITS = {
+  eaps: 1000,
+  /** Edge nodes in all eAPs together. */
+  nodes: 5000,
+  services: 1000,
+  /** nodes x services: per (node, service) queues and counters (5000 x 1000 took 4.5 GB and a minute to start). */
+  nodeServices: 200_000,
+  /** eAPs x nodes x services: each eAP's view of the cluster (1000 x 1000 x 200 took 3 GB). */
+  eapNodeServices: 20_000_000,
+  /**
+   * slotsPerFrame x (nodes + 1) x (eAPs + services): the per-slot bookkeeping of one frame, each
+   * eAP's view of every target and the per-(target, service) state (1e4 slots of 1000 eAPs x 1000
+   * nodes took 40 s a frame).
+   */
+  slotCellsPerFrame: 5_000_000_000,
+  /** Expected requests per frame at load 1, workload.ratePerS x slotS x slotsPerFrame (3.6e9 never finished). */
+  requestsPerFrame: 5_000_000,
+  cloudVms: 100_000,
+  vcpuPerVm: 1024,
+  memGBPerVm: 65_536,
+  /**
+   * The cloud's vCPUs (vms x vcpuPerVm): one pool holding floor(vCPUs / cpuCores) replicas of each
+   * service, counted in Int32 arrays; 1e6 vCPUs / 0.01 cores (the smallest service) is 1e8, well
+   * below 2^31 (2e9 vCPUs wrapped around and gave wrong results silently).
+   */
+  cloudVcpus: 1_000_000,
+  /** Replicas of all services placed at t = 0 (initialReplicasPerEap x eAPs x services). */
+  initialReplicas: 1_000_000,
+  /** A service's arrival weight: 0, or in [minServiceWeight, serviceWeight] (only ratios matter). */
+  serviceWeight: 1e6,
+  minServiceWeight: 1e-6,
+} as const;
+
+const fmt = (n: number): string => n.toLocaleString('en-US');
+
+/** Per-slot bookkeeping cells of a topology, see SCENARIO_LIMITS.slotCellsPerFrame. */
+const slotCellsOf = (numNodes: number, numEaps: number, numServices: number): number => (numNodes + 1) * (numEaps + numServices);
+
+/** A value as JSON for a message, cut to 60 characters. */
+function shortJson(v: unknown): string {
+  const j = JSON.stringify(v) ?? String(v);
+  return j.length > 60 ? `${j.slice(0, 57)}...` : j;
+}
+
+const KNOWN_FIELDS = {
+  '(root)': [
     'name',
+    'description',
     'slotS',
     'slotsPerFrame',
     'scaleNodesPerFrame',
@@ -133,18 +173,73 @@ export function validateScenario(raw: unknown, source: string): Scenario {
     'queueCapPerReplica',
     'dispatchBudgetPerSlot',
     'workload',
-    'description',
-  ]);
-  for (const k of Object.keys(r)) if (!known.has(k)) fail(k, 'is not a known scenario field');
-  if (r.name !== undefined && typeof r.name !== 'string') fail('name', 'must be a string');
+  ],
+  eap: ['nodes'],
+  node: ['cpuCores', 'memGB'],
+  cloud: ['vms', 'vcpuPerVm', 'memGBPerVm'],
+  network: ['deviceToEap', 'eapToOwnNode', 'eapToOtherNode', 'edgeToCloud'],
+  link: ['latencyMs', 'mbps'],
+  service: ['cpuCores', 'memGB', 'weight', 'workScale'],
+  workload: ['ratePerS', 'inputMB', 'deadlineBaseS', 'deadlineSlack'],
+} as const;
 
-  if (!Array.isArray(r.eaps) || r.eaps.length === 0) fail('eaps', 'must be a non-empty array');
-  const eaps = (r.eaps as unknown[]).map((e, b) => {
-    const eo = obj(e, `eaps[${b}]`);
-    if (!Array.isArray(eo.nodes) || eo.nodes.length === 0) fail(`eaps[${b}].nodes`, 'must be a non-empty array');
+/** Validates every field; throws a UsageError naming the source and the field path. */
+export function validateScenario(raw: unknown, source: string): Scenario {
+  const L = SCENARIO_LIMITS;
+  const fail = (field: string, problem: string): never => {
+    throw new UsageError(escapeControl(`${source}: field "${field}" ${problem}`), 'KAIS_ERR_SCENARIO');
+  };
+  /** An object at `field` with no key outside `known` (a misspelt field is refused, not ignored). */
+  const obj = (v: unknown, field: string, known: readonly string[]): Obj => {
+    if (!isObj(v)) return fail(field, 'must be an object');
+    for (const k of Object.keys(v)) {
+      if (!known.includes(k)) {
+        const key = k.length > 60 ? `${k.slice(0, 57)}...` : k;
+        const at = field === '(root)' ? key : `${field}.${key}`;
+        fail(at, `is not a known field (known: ${known.join(', ')})`);
+      }
+    }
+    return v;
+  };
+  const num = (o: Obj, key: string, field: string, min: number, max = Infinity, integer = false): number => {
+    const v = o[key];
+    if (typeof v !== 'number' || !Number.isFinite(v)) return fail(field, `must be a number, got ${shortJson(v)}`);
+    if (integer && !Number.isInteger(v)) return fail(field, `must be an integer, got ${v}`);
+    if (v < min || v > max) return fail(field, `must be in [${min}, ${max}], got ${v}`);
+    return v;
+  };
+  const array = (v: unknown, field: string, max: number, what: string): unknown[] => {
+    if (!Array.isArray(v) || v.length === 0) return fail(field, 'must be a non-empty array');
+    if (v.length > max) return fail(field, `has ${fmt(v.length)} ${what}, more than the ${fmt(max)} a scenario may have`);
+    return v;
+  };
+  const link = (o: Obj, key: string, field: string): LinkSpec => {
+    const l = obj(o[key], field, KNOWN_FIELDS.link);
+    return { latencyMs: num(l, 'latencyMs', `${field}.latencyMs`, 0, 60000), mbps: num(l, 'mbps', `${field}.mbps`, 1e-6) };
+  };
+
+  const r = obj(raw, '(root)', KNOWN_FIELDS['(root)']);
+  // dispatchBudgetPerSlot: a per-eAP dispatch budget per slot until edge-cloud-v1; accepted and
+  // ignored since the simulator dispatches on arrival (edge-cloud-v2), so older files still load
+  if (r.dispatchBudgetPerSlot !== undefined) num(r, 'dispatchBudgetPerSlot', 'dispatchBudgetPerSlot', 1, 1e6, true);
+  if (r.name !== undefined && typeof r.name !== 'string') fail('name', 'must be a string');
+  // the name is printed (eval's tables, logs): no terminal escapes or line breaks
+  // eslint-disable-next-line no-control-regex
+  if (typeof r.name === 'string' && /[\u0000-\u001f\u007f-\u009f]/.test(r.name)) {
+    fail('name', `must not contain control characters, got ${shortJson(r.name)}`);
+  }
+  if (r.description !== undefined && typeof r.description !== 'string') fail('description', 'must be a string');
+
+  let numNodes = 0;
+  const eaps = array(r.eaps, 'eaps', L.eaps, 'eAPs').map((e, b) => {
+    const eo = obj(e, `eaps[${b}]`, KNOWN_FIELDS.eap);
+    const nodesIn = array(eo.nodes, `eaps[${b}].nodes`, L.nodes, 'nodes');
+    numNodes += nodesIn.length;
+    if (numNodes > L.nodes)
+      fail('eaps', `holds more than ${fmt(L.nodes)} edge nodes in all (the most a scenario may have), past eaps[${b}]`);
     return {
-      nodes: (eo.nodes as unknown[]).map((n, i) => {
-        const no = obj(n, `eaps[${b}].nodes[${i}]`);
+      nodes: nodesIn.map((n, i) => {
+        const no = obj(n, `eaps[${b}].nodes[${i}]`, KNOWN_FIELDS.node);
         return {
           cpuCores: num(no, 'cpuCores', `eaps[${b}].nodes[${i}].cpuCores`, 0.01, 1024),
           memGB: num(no, 'memGB', `eaps[${b}].nodes[${i}].memGB`, 0.01, 65536),
@@ -152,19 +247,18 @@ export function validateScenario(raw: unknown, source: string): Scenario {
       }),
     };
   });
-  const cloudO = obj(r.cloud, 'cloud');
-  const netO = obj(r.network, 'network');
-  if (!Array.isArray(r.services) || r.services.length === 0) fail('services', 'must be a non-empty array');
-  const services = (r.services as unknown[]).map((s, w) => {
-    const so = obj(s, `services[${w}]`);
+  const cloudO = obj(r.cloud, 'cloud', KNOWN_FIELDS.cloud);
+  const netO = obj(r.network, 'network', KNOWN_FIELDS.network);
+  const services = array(r.services, 'services', L.services, 'services').map((sv, w) => {
+    const so = obj(sv, `services[${w}]`, KNOWN_FIELDS.service);
     return {
       cpuCores: num(so, 'cpuCores', `services[${w}].cpuCores`, 0.01, 1024),
       memGB: num(so, 'memGB', `services[${w}].memGB`, 0.001, 65536),
-      weight: so.weight === undefined ? 1 : num(so, 'weight', `services[${w}].weight`, 0),
+      weight: so.weight === undefined ? 1 : num(so, 'weight', `services[${w}].weight`, 0, L.serviceWeight),
       workScale: so.workScale === undefined ? 1 : num(so, 'workScale', `services[${w}].workScale`, 1e-6),
     };
   });
-  const wl = obj(r.workload, 'workload');
+  const wl = obj(r.workload, 'workload', KNOWN_FIELDS.workload);
   const s: Scenario = {
     name: typeof r.name === 'string' ? r.name : '',
     slotS: num(r, 'slotS', 'slotS', 0.001, 3600),
@@ -172,9 +266,9 @@ export function validateScenario(raw: unknown, source: string): Scenario {
     scaleNodesPerFrame: num(r, 'scaleNodesPerFrame', 'scaleNodesPerFrame', 0, 1e6, true),
     eaps,
     cloud: {
-      vms: num(cloudO, 'vms', 'cloud.vms', 1, 1e6, true),
-      vcpuPerVm: num(cloudO, 'vcpuPerVm', 'cloud.vcpuPerVm', 0.01),
-      memGBPerVm: num(cloudO, 'memGBPerVm', 'cloud.memGBPerVm', 0.01),
+      vms: num(cloudO, 'vms', 'cloud.vms', 1, L.cloudVms, true),
+      vcpuPerVm: num(cloudO, 'vcpuPerVm', 'cloud.vcpuPerVm', 0.01, L.vcpuPerVm),
+      memGBPerVm: num(cloudO, 'memGBPerVm', 'cloud.memGBPerVm', 0.01, L.memGBPerVm),
     },
     network: {
       deviceToEap: link(netO, 'deviceToEap', 'network.deviceToEap'),
@@ -189,18 +283,73 @@ export function validateScenario(raw: unknown, source: string): Scenario {
     queueCapPerReplica: num(r, 'queueCapPerReplica', 'queueCapPerReplica', 1, 1e6),
     workload: {
       // bounded: an absurd rate is a typo, not a cluster (it would draw requests until memory runs
-      // out); deadlines are not (a test's "never binds" is 1e9 s)
+      // out); deadlines are not (a test's "never binds" is 1e9 s). 0 would draw no request at all.
       ratePerS: num(wl, 'ratePerS', 'workload.ratePerS', 0, 100_000),
       inputMB: num(wl, 'inputMB', 'workload.inputMB', 0),
       deadlineBaseS: num(wl, 'deadlineBaseS', 'workload.deadlineBaseS', 0),
       deadlineSlack: num(wl, 'deadlineSlack', 'workload.deadlineSlack', 0),
     },
   };
+  if (!(s.workload.ratePerS > 0)) fail('workload.ratePerS', 'must be more than 0 (requests/s at load 1), got 0');
+
+  // arrival weights: only their ratios matter; each is 0 (no requests) or in [1e-6, 1e6], so their
+  // sum is a finite positive number and no ratio underflows (1e308s summed to Infinity, 5e-324
+  // lost its precision)
+  services.forEach((x, w) => {
+    if (x.weight !== 0 && x.weight < L.minServiceWeight) {
+      fail(`services[${w}].weight`, `must be 0 or in [${L.minServiceWeight}, ${L.serviceWeight}], got ${x.weight}`);
+    }
+  });
+  if (services.every((x) => x.weight === 0)) fail('services', 'all have weight 0: at least one service must get requests');
+
+  // sizes: memory and time of everything built from the scenario
+  const W = services.length;
+  const E = eaps.length;
+  if (numNodes * W > L.nodeServices) {
+    fail(
+      'services',
+      `${W} services on ${numNodes} edge nodes make ${fmt(numNodes * W)} (node, service) pairs, more than ${fmt(L.nodeServices)}`,
+    );
+  }
+  if (E * numNodes * W > L.eapNodeServices) {
+    fail('eaps', `${E} eAPs x ${numNodes} edge nodes x ${W} services is ${fmt(E * numNodes * W)}, more than ${fmt(L.eapNodeServices)}`);
+  }
+  const slotCells = s.slotsPerFrame * slotCellsOf(numNodes, E, W);
+  if (slotCells > L.slotCellsPerFrame) {
+    fail(
+      'slotsPerFrame',
+      `${s.slotsPerFrame} slots x (${numNodes} edge nodes + 1) x (${E} eAPs + ${W} services) = ${fmt(slotCells)} per frame, more than ${fmt(L.slotCellsPerFrame)} (the per-slot bookkeeping of a frame)`,
+    );
+  }
+  const perFrame = s.workload.ratePerS * s.slotS * s.slotsPerFrame;
+  if (perFrame > L.requestsPerFrame) {
+    fail(
+      'workload.ratePerS',
+      `makes ${s.workload.ratePerS} requests/s x ${s.slotS} s slots x ${s.slotsPerFrame} slots = ${fmt(Math.round(perFrame))} requests per frame at load 1, more than ${fmt(L.requestsPerFrame)} (lower the rate, slotS or slotsPerFrame)`,
+    );
+  }
+  const cloudCpu = s.cloud.vcpuPerVm * s.cloud.vms;
+  if (cloudCpu > L.cloudVcpus) {
+    fail('cloud', `vms x vcpuPerVm = ${s.cloud.vms} x ${s.cloud.vcpuPerVm} = ${fmt(cloudCpu)} vCPUs, more than ${fmt(L.cloudVcpus)}`);
+  }
+  // the initial placement puts initialReplicasPerEap of every service on each eAP: within the cap
+  if (s.initialReplicasPerEap * E > s.maxReplicasPerService) {
+    fail(
+      'initialReplicasPerEap',
+      `${s.initialReplicasPerEap} x ${E} eAPs = ${s.initialReplicasPerEap * E} initial replicas of each service, more than maxReplicasPerService (${s.maxReplicasPerService})`,
+    );
+  }
+  if (s.initialReplicasPerEap * E * W > L.initialReplicas) {
+    fail(
+      'initialReplicasPerEap',
+      `${s.initialReplicasPerEap} x ${E} eAPs x ${W} services = ${fmt(s.initialReplicasPerEap * E * W)} replicas at t = 0, more than ${fmt(L.initialReplicas)}`,
+    );
+  }
+
   // every service must be servable somewhere: on an edge node with both its CPU and its memory, or
   // in the cloud (one pool); placement goes by the same rule (a replica never lands where a request
   // of it could not start)
   const nodes = eaps.flatMap((e) => e.nodes);
-  const cloudCpu = s.cloud.vcpuPerVm * s.cloud.vms;
   services.forEach((svc, w) => {
     const onEdge = nodes.some((n) => n.cpuCores >= svc.cpuCores - 1e-9 && n.memGB >= svc.memGB - 1e-9);
     if (!onEdge && svc.cpuCores > cloudCpu + 1e-9) {
@@ -222,6 +371,13 @@ export function scenarioWithSlot(s: Scenario, slotS: number, flag = '--slot'): S
   const n = Math.round(frameS / slotS);
   if (!(slotS > 0) || !Number.isFinite(slotS) || n < 1 || Math.abs(n * slotS - frameS) > 1e-9 * frameS) {
     throw new UsageError(`${flag}: must divide the ${frameS} s frame of scenario ${s.name} into whole slots, got ${slotS}`);
+  }
+  const topo = topologyOf(s);
+  const cells = n * slotCellsOf(topo.numNodes, topo.numEaps, topo.numServices);
+  if (cells > SCENARIO_LIMITS.slotCellsPerFrame) {
+    throw new UsageError(
+      `${flag}: ${slotS} s makes ${n} slots a frame of scenario ${s.name}, x (${topo.numNodes} edge nodes + 1) x (${topo.numEaps} eAPs + ${topo.numServices} services) = ${fmt(cells)}, more than ${fmt(SCENARIO_LIMITS.slotCellsPerFrame)}`,
+    );
   }
   return { ...s, slotS: frameS / n, slotsPerFrame: n };
 }
