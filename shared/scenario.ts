@@ -366,6 +366,20 @@ export function validateScenario(raw: unknown, source: string): Scenario {
  * rewards are computed and states recorded. Throws UsageError naming `flag` when the frame is not a
  * whole number of such slots.
  */
+/**
+ * A load factor the scenario can be run at: its expected requests per frame (workload.ratePerS x
+ * the frame's seconds x load) within SCENARIO_LIMITS.requestsPerFrame, the limit a scenario file is
+ * held to at load 1 (validateScenario). UsageError naming `flag`.
+ */
+export function checkLoad(s: Scenario, load: number, flag = '--load'): void {
+  const perFrame = s.workload.ratePerS * s.slotS * s.slotsPerFrame * load;
+  if (perFrame > SCENARIO_LIMITS.requestsPerFrame) {
+    throw new UsageError(
+      `${flag}: ${load} x scenario ${s.name}'s ${fmt(Math.round(perFrame / load))} requests per frame = ${fmt(Math.round(perFrame))}, more than ${fmt(SCENARIO_LIMITS.requestsPerFrame)}`,
+    );
+  }
+}
+
 export function scenarioWithSlot(s: Scenario, slotS: number, flag = '--slot'): Scenario {
   const frameS = s.slotS * s.slotsPerFrame;
   const n = Math.round(frameS / slotS);

@@ -17,7 +17,7 @@ import { loadBackend } from '../../shared/tf-backend';
 import { UsageError } from '../../shared/errors';
 import { checkpointHead, defaultGpgModelPath, defaultModelPath, modelAct } from '../../shared/nets/actor-file';
 import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
-import { loadScenario, scenarioWithSlot } from '../../shared/scenario';
+import { checkLoad, loadScenario, scenarioWithSlot } from '../../shared/scenario';
 import type { Scenario } from '../../shared/scenario';
 import { makeDispatch, makeOrchestration, parsePolicyPair } from '../baselines/registry';
 import { guardedDispatch, type RegimeGuardOptions } from '../../shared/dispatch/guard';
@@ -293,6 +293,7 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
   if (!Number.isInteger(a.seed)) throw new UsageError(`--seed: must be an integer, got ${String(a.seed)}`);
   const base = loadScenario(a.scenario);
   const scenario = a.slot === undefined ? base : scenarioWithSlot(base, a.slot);
+  checkLoad(scenario, a.load);
   const pairs = (a.policies ?? defaultPolicies(base).join(','))
     .split(',')
     .map((s) => s.trim())

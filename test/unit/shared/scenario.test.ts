@@ -9,6 +9,7 @@ import * as path from 'path';
 import { UsageError } from '../../../shared/errors';
 import {
   BUILT_IN_SCENARIOS,
+  checkLoad,
   SCENARIO_LIMITS,
   loadScenario,
   scenarioWithSlot,
@@ -257,5 +258,19 @@ describe('the file itself', () => {
     const intended = path.join(dir, 'intended.json');
     fs.writeFileSync(intended, JSON.stringify(tiny((r) => (r.services[0].weight = 100))));
     expect(loadScenario(intended).services[0].weight).toBe(100);
+  });
+});
+
+describe('checkLoad: --load times the scenario rate is held to the per-frame request limit too', () => {
+  const kais = loadScenario('kais');
+  const fast = { ...kais, workload: { ...kais.workload, ratePerS: 100_000 } }; // 2.5 M requests a 25 s frame
+  it('accepts the built-ins at --load 100 and a fast scenario at load 2', () => {
+    for (const name of ['tiny', 'small', 'kais', 'large']) expect(() => checkLoad(loadScenario(name), 100)).not.toThrow();
+    expect(() => checkLoad(fast, 2)).not.toThrow();
+  });
+  it('refuses a load that takes it past the limit, naming the flag', () => {
+    expect(() => checkLoad(fast, 3)).toThrow(UsageError);
+    expect(() => checkLoad(fast, 3)).toThrow(/^--load: 3 x scenario kais's 2,500,000 requests per frame = 7,500,000, more than 5,000,000$/);
+    expect(() => checkLoad(fast, 3, 'lesson field "load"')).toThrow(/^lesson field "load": 3 x/);
   });
 });
