@@ -58,7 +58,7 @@ import { MAX_LOAD } from '../training/jobs/train-options';
 import type { Request } from '../shared/domain';
 import { UsageError } from '../shared/errors';
 import { AGENT_TOKEN_ENV } from '../agent/cli';
-import { loadScenario, topologyOf, type Scenario } from '../shared/scenario';
+import { checkLoad, loadScenario, topologyOf, type Scenario } from '../shared/scenario';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../training/workload';
 import { checkpointHead, defaultGpgModelPath, defaultModelPath, isActorFile, modelAct } from '../shared/nets/actor-file';
 import type { Fault } from '../shared/faults';
@@ -406,6 +406,7 @@ export function planFaults(count: number, scenarioS: number, numNodes: number, s
 
 export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpSummary> {
   const scenario: Scenario = loadScenario(a.scenario);
+  checkLoad(scenario, a.load);
   if (!(a.duration > 0) || !Number.isFinite(a.duration))
     throw new UsageError(`--duration: must be a positive number of seconds, got ${a.duration}`);
   if (!(a.speed > 0) || !Number.isFinite(a.speed)) throw new UsageError(`--speed: must be a positive number, got ${a.speed}`);
