@@ -209,6 +209,48 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
         (d) => edit(d, '02-rl.json', { cloudVms: 0 }),
         /02-rl\.json: field "cloudVms" must be a whole number of VMs in \[1, 1000000\] or \[min, max\] of them with min < max, got 0/,
       ],
+      // a later lesson's trace is read when the run starts, not after the lessons before it trained
+      [
+        "a trace window holding none of the trace's rows",
+        (d) => edit(d, '02-rl.json', { trace: writeSyntheticTrace(path.join(d, 'tasks.csv')), traceWindowS: [1e9, 1e9 + 1] }),
+        /02-rl\.json: field "traceWindowS" \[1000000000, 1000000001\] holds no rows of the trace .*tasks\.csv/,
+      ],
+      [
+        'a binary trace',
+        (d) => {
+          fs.writeFileSync(path.join(d, 'bin.csv'), Buffer.from([1, 0, 2, 0, 10]));
+          edit(d, '02-rl.json', { trace: 'bin.csv' });
+        },
+        /02-rl\.json: field "trace": .*bin\.csv holds binary data, not a batch_task CSV/,
+      ],
+      [
+        'a trace folder without batch_task.csv',
+        (d) => {
+          fs.mkdirSync(path.join(d, 'no-tasks'));
+          edit(d, '02-rl.json', { trace: 'no-tasks' });
+        },
+        /02-rl\.json: field "trace": folder .*no-tasks holds no batch_task\.csv/,
+      ],
+      [
+        'a misspelt promotion field',
+        (d) => edit(d, '01-clone.json', { promotion: { treshold: 0.9, plateauEpisodes: 5, minImprovement: 0.01 } }),
+        /01-clone\.json: field "promotion\.treshold" is not a promotion field \(valid: threshold, plateauEpisodes, minImprovement\)/,
+      ],
+      [
+        "another lesson's checkpointOut",
+        (d) => edit(d, '02-rl.json', { checkpointOut: 'cloned' }),
+        /02-rl\.json: field "checkpointOut" is "cloned", which .*01-clone\.json writes already/,
+      ],
+      [
+        "a load above --load's cap",
+        (d) => edit(d, '01-clone.json', { load: 101 }),
+        /01-clone\.json: field "load" must be a number in \[0\.000001, 100\], got 101/,
+      ],
+      [
+        'episodes too long to hold in memory',
+        (d) => edit(d, '02-rl.json', { episodeFrames: 100000 }),
+        /02-rl\.json: field "episodeFrames" must be an integer in \[1, 50\], got 100000/,
+      ],
     ];
     it.each(cases)('%s', (_what, spoil, message) => {
       const dir = fs.mkdtempSync(path.join(tmp, 'bad-'));
@@ -218,6 +260,24 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
       const r = kais('train', '--scenario', 'tiny', '--curriculum', dir, '--out', out);
       expectUsageExit(r, message, out);
     });
+  });
+
+  it('refuses to resume into a stored lesson whose trace is gone, naming the lesson and what to do', () => {
+    const dir = fs.mkdtempSync(path.join(tmp, 'gone-'));
+    writeLessons(dir);
+    const csv = writeSyntheticTrace(path.join(dir, 'tasks.csv'));
+    edit(dir, '02-rl.json', { trace: 'tasks.csv', traceWindowS: [0, 299] });
+    const out = path.join(dir, 'gone.db');
+    // stopped by --frames in the first lesson, then the trace of the second goes away
+    expect(kais('train', '--scenario', 'tiny', '--curriculum', dir, '--eval-every', '0', '--frames', '1', '--out', out).code).toBe(0);
+    fs.rmSync(csv);
+    const before = fs.statSync(out).mtimeMs;
+    const r = kais('train', '--scenario', 'tiny', '--resume', '--frames', '6', '--out', out);
+    expectUsageExit(
+      r,
+      /--resume .*gone\.db: stored lesson 2 "02-rl" \(.*02-rl\.json\) field "trace": cannot read .*tasks\.csv: ENOENT; put the trace back at .*tasks\.csv, or start a new run/,
+    );
+    expect(fs.statSync(out).mtimeMs).toBe(before);
   });
 
   it("simulates the lesson's cloud (cloudVms) in its training episodes, and the run's cloud everywhere else", () => {

@@ -13,11 +13,12 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { UsageError } from '../../shared/errors';
 import { readInputFile } from '../../shared/config';
+import { BUILT_IN_SCENARIOS } from '../../shared/scenario';
 
 export interface Lesson {
   name: string;
   description?: string;
-  /** built-in scenario name or scenario file */
+  /** built-in scenario name or scenario file (a relative path is relative to the lesson file) */
   scenario: string;
   workload: 'p1' | 'p2' | 'p3' | 'p4' | 'mixed';
   load: number;
@@ -109,7 +110,18 @@ const FIELDS = [
   'checkpointIn', 'checkpointFrom', 'checkpointOut', 'teacher', 'trace', 'traceWindowS', 'dequeue', 'lr', 'entropyCoef', 'teamShare', 'externality', 'learn',
   'cloudVms',
 ];
+const PROMOTION_FIELDS = ['threshold', 'plateauEpisodes', 'minImprovement'];
 const PARTS = ['cmmac', 'gpg'];
+/** The cap of a lesson's `load`, and of `kais train --load` (train-options.ts MAX_LOAD). */
+export const LESSON_MAX_LOAD = 100;
+/**
+ * The cap of a lesson's `episodeFrames`, and of `kais train --episode-frames`: an episode's
+ * arrivals are generated before it starts and its decisions are held until its end (the
+ * per-episode update of `--credit request`), so memory grows with the episode's length: about
+ * 40 MB a frame on `kais` (1.5 GB at 30 frames). 50 frames (about 2.5 GB there) is six times
+ * the longest shipped lesson's episode (8 frames).
+ */
+export const LESSON_MAX_EPISODE_FRAMES = 50;
 
 /** Validates one lesson object; errors name the file and the field. */
 export function validateLesson(raw: unknown, source: string): Lesson {
@@ -136,6 +148,8 @@ export function validateLesson(raw: unknown, source: string): Lesson {
   if (typeof pr !== 'object' || pr === null || Array.isArray(pr)) return fail('promotion', 'must be an object');
   const po = pr as Record<string, unknown>;
   for (const k of Object.keys(r)) if (!FIELDS.includes(k)) fail(k, `is not a lesson field (valid: ${FIELDS.join(', ')})`);
+  for (const k of Object.keys(po))
+    if (!PROMOTION_FIELDS.includes(k)) fail(`promotion.${k}`, `is not a promotion field (valid: ${PROMOTION_FIELDS.join(', ')})`);
   const dequeue = str('dequeue', true);
   if (dequeue !== undefined && !DEQUEUES.includes(dequeue)) fail('dequeue', `must be one of ${DEQUEUES.join(', ')}, got "${dequeue}"`);
   let traceWindowS: [number, number] | undefined;
@@ -167,8 +181,8 @@ export function validateLesson(raw: unknown, source: string): Lesson {
     description: str('description', true),
     scenario: str('scenario')!,
     workload: workload as Lesson['workload'],
-    load: num(r, 'load', 'load', 1e-6, 1000),
-    episodeFrames: num(r, 'episodeFrames', 'episodeFrames', 1, 1e5, true),
+    load: num(r, 'load', 'load', 1e-6, LESSON_MAX_LOAD),
+    episodeFrames: num(r, 'episodeFrames', 'episodeFrames', 1, LESSON_MAX_EPISODE_FRAMES, true),
     orchestration: str('orchestration')!,
     maxEpisodes: num(r, 'maxEpisodes', 'maxEpisodes', 1, 1e6, true),
     promotion: {
@@ -298,6 +312,13 @@ export function loadCurriculum(spec: string): Lesson[] {
       throw new UsageError(`${f}: not a readable JSON lesson (${(e as Error).message})`);
     }
     const l = validateLesson(raw, f);
+    // a scenario file, like a trace, is found beside the lesson (lessons written when it was read
+    // from the working directory still work: that path is taken when there is no file beside it)
+    const looksLikeFile = l.scenario.includes('/') || l.scenario.includes('\\') || l.scenario.endsWith('.json');
+    if (looksLikeFile && !BUILT_IN_SCENARIOS.includes(l.scenario) && !path.isAbsolute(l.scenario)) {
+      const beside = path.resolve(path.dirname(f), l.scenario);
+      if (fs.existsSync(beside) || !fs.existsSync(l.scenario)) l.scenario = beside;
+    }
     if (l.trace !== undefined) {
       if (!path.isAbsolute(l.trace)) l.trace = path.resolve(path.dirname(f), l.trace);
       if (!fs.existsSync(l.trace)) throw new UsageError(`${f}: field "trace": ${l.trace} does not exist`, 'KAIS_ERR_CURRICULUM');
@@ -305,12 +326,20 @@ export function loadCurriculum(spec: string): Lesson[] {
     l.source = f;
     return l;
   });
-  const outs = new Set<string>();
+  const outs = new Map<string, string>();
   for (const [i, l] of lessons.entries()) {
     if (l.checkpointIn !== undefined && !outs.has(l.checkpointIn)) {
       throw new UsageError(`${files[i]}: field "checkpointIn" names "${l.checkpointIn}", which no earlier lesson writes`);
     }
-    outs.add(l.checkpointOut);
+    // a label names one checkpoint: a second lesson writing it would make checkpointIn ambiguous
+    const earlier = outs.get(l.checkpointOut);
+    if (earlier !== undefined) {
+      throw new UsageError(
+        `${files[i]}: field "checkpointOut" is "${l.checkpointOut}", which ${earlier} writes already (each lesson needs its own label)`,
+        'KAIS_ERR_CURRICULUM',
+      );
+    }
+    outs.set(l.checkpointOut, files[i]);
   }
   return lessons;
 }

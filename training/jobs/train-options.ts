@@ -8,18 +8,26 @@
  * paper's) are `--credit team --lr 5e-4 --entropy-coef 0.01` (SPEC_SETTINGS below).
  */
 import * as fs from 'fs';
+import * as path from 'path';
 import { checkOptions, opt, defaultsOf, Problem, type OptionsOf } from '../../shared/config';
 import { UsageError, asFlag } from '../../shared/errors';
 import { DEQUEUE_NAMES } from '../../shared/dequeue';
 import type { HeadActivation } from '../../shared/nets/dense-f32';
 import type { DispatchPolicy } from '../../shared/policy';
-import { loadScenario, type Scenario } from '../../shared/scenario';
+import { BUILT_IN_SCENARIOS, loadScenario, type Scenario } from '../../shared/scenario';
 import { makeTrainTeacher } from '../baselines/teacher';
 import { ORCHESTRATION_BASELINES, makeDispatch, makeOrchestration } from '../baselines/registry';
-import { checkTraceWindow, loadCurriculum, loadValidation, type Lesson } from '../curriculum/schedule';
+import {
+  checkTraceWindow,
+  LESSON_MAX_EPISODE_FRAMES,
+  LESSON_MAX_LOAD,
+  loadCurriculum,
+  loadValidation,
+  type Lesson,
+} from '../curriculum/schedule';
 import { DEFAULT_WORKLOAD, WORKLOAD_NAMES } from '../workload';
 import { traceHasRowsIn } from '../workload/window';
-import { loadTrace } from '../workload/alibaba';
+import { loadTrace, type TraceRow } from '../workload/alibaba';
 import { initCheckpoint } from '../../shared/nets/checkpoint-db';
 import { scenarioFingerprint } from '../../shared/nets/checkpoint-db';
 import { observationDim, type ObservationShape } from '../../agent/observation';
@@ -40,7 +48,9 @@ export const HEAD_ACTIVATIONS: readonly HeadActivation[] = ['softplus1', 'relu1'
 
 /** Upper bounds that keep a typo (1e9 for 1) from running for days; far above any real use. */
 export const MAX_FRAMES = 100_000;
-export const MAX_LOAD = 100;
+export const MAX_LOAD = LESSON_MAX_LOAD;
+/** Frames per episode: memory grows with an episode's length (schedule.ts LESSON_MAX_EPISODE_FRAMES says how much). */
+export const MAX_EPISODE_FRAMES = LESSON_MAX_EPISODE_FRAMES;
 
 export const TRAIN_SPEC = {
   scenario: opt.string({ default: 'kais', describe: 'built-in scenario (tiny, small, kais, large) or a scenario JSON file' }),
@@ -74,7 +84,7 @@ export const TRAIN_SPEC = {
   episodeFrames: opt.integer({
     default: 3,
     min: 1,
-    max: MAX_FRAMES,
+    max: MAX_EPISODE_FRAMES,
     describe: 'frames per episode (fresh requests and a fresh simulator each episode; single lesson only)',
   }),
   bcFrames: opt.integer({
@@ -267,7 +277,14 @@ export function checkLessons(lessons: Lesson[], scenario: Scenario, policies: st
   for (const l of lessons) {
     const src = l.source ?? l.name;
     const field = (f: string, e: unknown) =>
-      new UsageError(`${src}: field "${f}" ${(e instanceof Error ? e.message : String(e)).split('\n')[0]}`, 'KAIS_ERR_CURRICULUM');
+      new UsageError(
+        // a checker written for a flag (`--scenario: ...`) speaks of the field instead
+        `${src}: field "${f}" ${(e instanceof Error ? e.message : String(e)).split('\n')[0].replace(/^--[a-z][a-z0-9-]*: /, ': ')}`.replace(
+          '" : ',
+          '": ',
+        ),
+        'KAIS_ERR_CURRICULUM',
+      );
     let ls: Scenario;
     try {
       ls = loadScenario(l.scenario);
@@ -301,7 +318,63 @@ export function checkLessons(lessons: Lesson[], scenario: Scenario, policies: st
       }
     }
   }
+  // every lesson's trace is read and its window checked now, not when the lesson starts (a late
+  // lesson's bad trace would otherwise stop the run after the earlier lessons trained, with --out written)
+  const rows = new Map<string, TraceRow[]>();
+  for (const l of lessons) {
+    const problem = lessonTraceProblem(l, rows);
+    if (problem) throw new UsageError(`${l.source ?? l.name}: field "${problem.field}"${problem.text}`, 'KAIS_ERR_CURRICULUM');
+  }
   return lessons;
+}
+
+/**
+ * What is wrong with a lesson's trace (its `trace` cannot be read as a batch_task CSV, or its
+ * `traceWindowS` holds none of the trace's rows), or null; `rows` caches the traces read. The
+ * text follows the field name (`: <problem>` or ` <problem>`).
+ */
+export function lessonTraceProblem(
+  l: Lesson,
+  rows: Map<string, TraceRow[]> = new Map(),
+): { field: 'trace' | 'traceWindowS'; text: string } | null {
+  if (l.trace === undefined) return null;
+  let r = rows.get(l.trace);
+  if (!r) {
+    try {
+      // read without the cache of training/workload/window.ts, so that the training log still gets
+      // the trace's skipped-rows line when the lesson replays it
+      r = loadTrace(l.trace).rows;
+    } catch (e) {
+      if (!(e instanceof UsageError)) throw e;
+      return { field: 'trace', text: `: ${e.message.split('\n')[0].replace(/^--trace: /, '')}` };
+    }
+    rows.set(l.trace, r);
+  }
+  const w = l.traceWindowS;
+  if (w && !r.some((x) => x.arrivalS >= w[0] && x.arrivalS <= w[1]))
+    return { field: 'traceWindowS', text: ` [${w.join(', ')}] holds no rows of the trace ${l.trace}` };
+  return null;
+}
+
+/**
+ * --resume replays the lessons stored when the run started: the current one and those after it
+ * (from lesson index `from`) must still find their traces. Names the lesson and says what to do.
+ */
+export function checkStoredLessonTraces(out: string, lessons: Lesson[], from: number): void {
+  const rows = new Map<string, TraceRow[]>();
+  for (const [i, l] of lessons.entries()) {
+    if (i < from) continue;
+    const problem = lessonTraceProblem(l, rows);
+    if (!problem) continue;
+    const fix =
+      problem.field === 'trace'
+        ? `put the trace back at ${l.trace}, or start a new run (another --out)`
+        : 'the lessons are stored when a run starts, so start a new run (another --out) with the lesson fixed';
+    throw new UsageError(
+      `--resume ${out}: stored lesson ${i + 1} "${l.name}" (${l.source ?? 'its lesson file'}) field "${problem.field}"${problem.text}; ${fix}`,
+      'KAIS_ERR_CURRICULUM',
+    );
+  }
 }
 
 /** The options of a run about to start or resume, checked before anything is written. */
@@ -387,6 +460,13 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
   return { opts, scenario, newLessons };
 }
 
+/** Whether --scenario (or a lesson's "scenario") names a file rather than a built-in scenario (as loadScenario tells them apart). */
+export function isScenarioFile(nameOrFile: string): boolean {
+  return (
+    !BUILT_IN_SCENARIOS.includes(nameOrFile) && (nameOrFile.includes('/') || nameOrFile.includes('\\') || nameOrFile.endsWith('.json'))
+  );
+}
+
 /** Resolved config: the options plus what they imply; the first row a run writes. */
 export interface TrainConfig extends TrainOptions {
   scenarioFingerprint: string;
@@ -409,6 +489,15 @@ export function resolveConfig(
   let opts = checked.opts;
   // the stored run config wins; only the total length may be extended
   if (stored) opts = { ...stored, frames: given.frames ?? stored.frames, out: opts.out, resume: true, json: opts.json };
+  // a fresh run stores its files as absolute paths, so that --resume, --plot and kais export find
+  // them from any directory (runs stored before read theirs from the working directory, as then)
+  else
+    opts = {
+      ...opts,
+      scenario: isScenarioFile(opts.scenario) ? path.resolve(opts.scenario) : opts.scenario,
+      trace: opts.trace ? path.resolve(opts.trace) : opts.trace,
+      evalTrace: opts.evalTrace ? path.resolve(opts.evalTrace) : opts.evalTrace,
+    };
   // the lessons are read once, when the run starts; a resume uses the stored ones
   const lessons = stored
     ? (stored.lessons ?? null)

@@ -8,7 +8,7 @@ import {
   validateLesson,
   type Lesson,
 } from '../../../../training/curriculum/schedule';
-import { parseWindowFlag } from '../../../../training/jobs/train-options';
+import { MAX_EPISODE_FRAMES, MAX_LOAD, parseWindowFlag } from '../../../../training/jobs/train-options';
 import { tmpDir } from '../../../support/tmp';
 
 const lesson: Lesson = {
@@ -135,6 +135,39 @@ describe('loadCurriculum', () => {
     expect(() => validateLesson({ ...lesson, traceWindowS: [0, 3] }, 'x.json')).toThrow(/field "traceWindowS" needs a "trace"/);
     expect(() => validateLesson({ ...lesson, lr: 0 }, 'x.json')).toThrow(/field "lr" must be a number/);
     expect(() => validateLesson({ ...lesson, externality: -1 }, 'x.json')).toThrow(/field "externality" must be a number/);
+  });
+  it('finds a scenario file beside the lesson, as its trace (a path from the working directory still works when none is there)', () => {
+    const dir = tmpDir('kais-cur-scen-');
+    fs.mkdirSync(path.join(dir, 'sub'));
+    fs.mkdirSync(path.join(dir, 'scenarios'));
+    fs.writeFileSync(path.join(dir, 'scenarios', 'sc.json'), '{}');
+    fs.writeFileSync(path.join(dir, 'sub', '01.json'), JSON.stringify({ ...lesson, scenario: '../scenarios/sc.json' }));
+    expect(loadCurriculum(path.join(dir, 'sub'))[0].scenario).toBe(path.join(dir, 'scenarios', 'sc.json'));
+    // built-in names stay names
+    fs.writeFileSync(path.join(dir, 'sub', '01.json'), JSON.stringify({ ...lesson, scenario: 'tiny' }));
+    expect(loadCurriculum(path.join(dir, 'sub'))[0].scenario).toBe('tiny');
+    // nothing beside the lesson: the path as written (from the working directory, as lessons were read before)
+    const fromCwd = path.relative(process.cwd(), path.join(dir, 'scenarios', 'sc.json'));
+    fs.writeFileSync(path.join(dir, 'sub', '01.json'), JSON.stringify({ ...lesson, scenario: fromCwd }));
+    expect(loadCurriculum(path.join(dir, 'sub'))[0].scenario).toBe(fromCwd);
+  });
+  it('refuses a misspelt promotion field and two lessons writing the same checkpoint label', () => {
+    expect(() => validateLesson({ ...lesson, promotion: { ...lesson.promotion, treshold: 0.9 } }, 'x.json')).toThrow(
+      /x\.json: field "promotion\.treshold" is not a promotion field/,
+    );
+    const dir = tmpDir('kais-cur-dup-');
+    fs.writeFileSync(path.join(dir, '01.json'), JSON.stringify(lesson));
+    fs.writeFileSync(path.join(dir, '02.json'), JSON.stringify({ ...lesson, checkpointIn: 't' }));
+    expect(() => loadCurriculum(dir)).toThrow(/02\.json: field "checkpointOut" is "t", which .*01\.json writes already/);
+  });
+  it("caps load at --load's 100 and episodeFrames at --episode-frames' 50", () => {
+    expect(validateLesson({ ...lesson, load: 100, episodeFrames: 50 }, 'x.json')).toMatchObject({ load: 100, episodeFrames: 50 });
+    expect(() => validateLesson({ ...lesson, load: 101 }, 'x.json')).toThrow(/field "load" must be a number in \[0.000001, 100\], got 101/);
+    expect(() => validateLesson({ ...lesson, episodeFrames: 51 }, 'x.json')).toThrow(
+      /field "episodeFrames" must be an integer in \[1, 50\], got 51/,
+    );
+    expect(MAX_LOAD).toBe(100);
+    expect(MAX_EPISODE_FRAMES).toBe(50);
   });
   it('reads cloudVms, a whole number of VMs or a [min, max] range of them, and names anything else', () => {
     expect(validateLesson(lesson, 'x.json').cloudVms).toBeUndefined();
