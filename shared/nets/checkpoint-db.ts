@@ -20,7 +20,7 @@
  */
 import * as fs from 'fs';
 import Database from 'better-sqlite3';
-import { UsageError } from '../errors';
+import { KaisError, UsageError } from '../errors';
 import { packWeights, weightsFromBytes, weightsToBytes } from '../protocol/weights';
 import type { Scenario } from '../scenario';
 import { hashString } from '../rng';
@@ -63,6 +63,40 @@ export function oneLine(e: unknown): string {
   return (e instanceof Error ? e.message : String(e)).split('\n')[0];
 }
 
+/**
+ * A write the disk had no room for (SQLite's SQLITE_FULL, ENOSPC): the file system's failure, not
+ * the user's input, so `kais train` prints its one line and exits 1. A failed write is rolled back,
+ * so the file keeps its last complete checkpoint. `message` starts with the file's path.
+ */
+export class DiskFullError extends KaisError {
+  constructor(
+    readonly file: string,
+    /** what was being written: `the checkpoint of episode 3`, `the run config` */
+    readonly what: string,
+    /** what became of the file (the caller knows) */
+    readonly outcome = 'the last complete checkpoint is kept',
+  ) {
+    super('KAIS_ERR_DISK_FULL', `${file}: disk full while writing ${what} (${outcome})`);
+    this.name = 'DiskFullError';
+  }
+}
+
+/** Whether `e` is SQLite's (or the file system's) "no room left". */
+export function isDiskFull(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return code === 'SQLITE_FULL' || code === 'ENOSPC' || /\bdatabase or disk is full\b/.test(oneLine(e));
+}
+
+/** Runs a write; a full disk becomes a DiskFullError naming the file and what was being written. */
+function writing<T>(path: string, what: string, f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    if (isDiskFull(e)) throw new DiskFullError(path, what);
+    throw e;
+  }
+}
+
 /** The tables a checkpoint file holds (anything else is another program's database). */
 const CHECKPOINT_TABLES = ['meta', 'checkpoints', 'metrics'];
 
@@ -82,8 +116,11 @@ export class CheckpointDb {
     log: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
   ): CheckpointDb {
     if (mode === 'read' && !fs.existsSync(path)) throw new UsageError(`${path}: no such checkpoint file`, 'KAIS_ERR_CHECKPOINT');
+    const existed = fs.lstatSync(path, { throwIfNoEntry: false }) !== undefined;
     let emptyFile = fs.statSync(path, { throwIfNoEntry: false })?.size === 0;
-    const absent = [`${path}-wal`, `${path}-shm`].filter((f) => fs.lstatSync(f, { throwIfNoEntry: false }) === undefined);
+    const absent = [`${path}-wal`, `${path}-shm`, `${path}-journal`].filter(
+      (f) => fs.lstatSync(f, { throwIfNoEntry: false }) === undefined,
+    );
     let db: Database.Database | null = null;
     try {
       db = new Database(path, { readonly: mode === 'read', fileMustExist: mode === 'read' });
@@ -126,6 +163,11 @@ export class CheckpointDb {
       if (db?.open) db.close();
       if (!/\bis locked\b/.test(oneLine(e))) for (const f of absent) fs.rmSync(f, { force: true });
       if (e instanceof UsageError) throw e;
+      if (mode === 'create' && isDiskFull(e)) {
+        // no room to start the file: the file this open made goes again (a 0-byte one would read as a run to resume)
+        if (!existed) fs.rmSync(path, { force: true });
+        throw new DiskFullError(path, 'its first pages', existed ? 'the file is left as it was' : 'no file is left behind');
+      }
       // an exported actor read without its sidecar looks like a broken database: say what is missing
       if (mode === 'read' && path.endsWith('.bin') && !fs.existsSync(`${path}.json`))
         throw checkpointError(path, `no ${path}.json beside it: an exported actor is the .bin and its .json (kais export writes both)`);
@@ -153,10 +195,12 @@ export class CheckpointDb {
 
   writeConfig(config: unknown): void {
     const put = this.db.prepare('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)');
-    this.db.transaction(() => {
-      put.run('format', CHECKPOINT_FORMAT);
-      put.run('config', JSON.stringify(config));
-    })();
+    writing(this.path, 'the run config', () =>
+      this.db.transaction(() => {
+        put.run('format', CHECKPOINT_FORMAT);
+        put.run('config', JSON.stringify(config));
+      })(),
+    );
   }
 
   /** A JSON meta value (e.g. 'best': the best held-out evaluation), or null. */
@@ -194,11 +238,13 @@ export class CheckpointDb {
     );
     const putM = this.db.prepare('INSERT OR REPLACE INTO metrics (frame, json) VALUES (?, ?)');
     const putMeta = this.db.prepare('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)');
-    this.db.transaction(() => {
-      putC.run(c.episode, c.frame, actor, critic, adam, JSON.stringify(c.state));
-      for (const m of metrics) putM.run(m.frame, JSON.stringify(m.json));
-      for (const [k, v] of Object.entries(meta)) putMeta.run(k, JSON.stringify(v));
-    })();
+    writing(this.path, `the checkpoint of episode ${c.episode}`, () =>
+      this.db.transaction(() => {
+        putC.run(c.episode, c.frame, actor, critic, adam, JSON.stringify(c.state));
+        for (const m of metrics) putM.run(m.frame, JSON.stringify(m.json));
+        for (const [k, v] of Object.entries(meta)) putMeta.run(k, JSON.stringify(v));
+      })(),
+    );
   }
 
   /**
@@ -248,7 +294,7 @@ export class CheckpointDb {
 
   /** Drops metrics of frames after `frame` (written by a run killed after its last checkpoint). */
   truncateMetrics(frame: number): void {
-    this.db.prepare('DELETE FROM metrics WHERE frame >= ?').run(frame);
+    writing(this.path, 'the metrics', () => this.db.prepare('DELETE FROM metrics WHERE frame >= ?').run(frame));
   }
 }
 

@@ -56,9 +56,10 @@ import { EdgeCloudEnv } from '../sim/env';
 import { episodeRequests } from '../workload/window';
 import { makeOrchestration } from '../baselines/registry';
 import { CurriculumTracker, lessonPlan, singlePlan, withCloudVms, type CheckpointLabel, type LessonRecord } from '../curriculum/tracker';
-import { CheckpointDb, checkScenario } from '../../shared/nets/checkpoint-db';
+import { CheckpointDb, checkScenario, DiskFullError } from '../../shared/nets/checkpoint-db';
 import { exportBestActor, initFrom, newRunNets, restoreNets, resumeFrom, saveCheckpoint, type BestEval } from './train-checkpoint';
 import {
+  checkStoredLessonTraces,
   checkTrainOptions,
   makeTeacher,
   resolveConfig,
@@ -71,6 +72,7 @@ import {
 import { evalActOf, evaluateActor, viewOfRun } from './train-eval';
 import { learnFrame, memo } from './train-learn';
 import { checkLayersDir, exportLayers } from './export';
+import { isPlotWriteError } from './plot';
 import { round } from './rollout';
 import { CmmacDispatch } from '../../agent/actor-policy';
 import { nodesPerFrameField } from '../../critic/gpg/model';
@@ -136,14 +138,34 @@ export async function train(
   const { scenario } = checked;
   const topo = topologyOf(scenario);
   const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
+  const existed = fs.existsSync(checked.opts.out);
   const db = openOut(checked.opts.out);
+  let removeOut = false;
   try {
     const stored = checked.opts.resume ? db.config<TrainConfig>() : null;
     if (stored) checkScenario(checked.opts.out, stored, scenario);
+    // the lessons still to run must find their traces (checked now, not when such a lesson starts)
+    if (stored?.lessons) {
+      const at = (db.latest()?.state as RunState | undefined)?.curriculum?.lesson ?? 0;
+      checkStoredLessonTraces(checked.opts.out, stored.lessons, at);
+    }
     const config = resolveConfig(checked, given, stored, shape);
     return await run(config, scenario, shape, db, stored !== null, log, stop);
+  } catch (e) {
+    if (!(e instanceof DiskFullError)) throw e;
+    // a full disk: the failed write was rolled back; say what the file still holds
+    const kept = db.latest();
+    if (kept)
+      throw new DiskFullError(
+        e.file,
+        e.what,
+        `the last complete checkpoint, frame ${kept.frame}, is kept: --resume continues from it once there is room`,
+      );
+    removeOut = !existed; // a file this run made and could not fill is no run to resume
+    throw new DiskFullError(e.file, e.what, removeOut ? 'no checkpoint was written: the file is removed' : 'no checkpoint was written');
   } finally {
     db.close();
+    if (removeOut) for (const f of [checked.opts.out, `${checked.opts.out}-journal`]) fs.rmSync(f, { force: true });
   }
 }
 
@@ -588,18 +610,36 @@ export const trainCommand: CommandModule<object, object> = {
     const onSigint = () => (stop.signal.aborted ? process.exit(130) : stop.abort());
     process.on('SIGINT', onSigint);
     const curriculum = resolveCurriculumFlag(given.curriculum ?? undefined, scenario, given.policies ?? 'cmmac');
-    const r = await train({ ...given, scenario, curriculum }, (line) => process.stderr.write(`${line}\n`), stop.signal).finally(() =>
-      process.off('SIGINT', onSigint),
-    );
+    let r: TrainResult;
+    try {
+      r = await train({ ...given, scenario, curriculum }, (line) => process.stderr.write(`${line}\n`), stop.signal);
+    } catch (e) {
+      // a full disk is the file system's failure, not a usage error: one line, exit 1
+      if (!(e instanceof DiskFullError)) throw e;
+      process.stderr.write(`kais: --out ${e.message}\n`);
+      process.exitCode = 1;
+      return;
+    } finally {
+      process.off('SIGINT', onSigint);
+    }
     if (r.interrupted) {
       process.stderr.write(`${interruptedLine(r.config.out, r.framesDone, r.config.frames)}\n`);
       process.exitCode = 130;
       return;
     }
     const summary = summaryOf(r);
-    if (plotFile) writeLearningCurve(plotFile, r.metrics, r.config);
-    if (layersDir) for (const f of await exportLayers(r.config.out, layersDir)) process.stderr.write(`wrote ${f}\n`);
+    // the result first: a plot the file system refuses (exit 1, one line) must not take it away
     if (given.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
     else process.stdout.write(`trained ${summary.frames} frames in ${summary.wallS} s -> ${summary.out}\n`);
+    if (plotFile) {
+      try {
+        writeLearningCurve(plotFile, r.metrics, r.config);
+      } catch (e) {
+        if (!isPlotWriteError(e)) throw e;
+        process.stderr.write(`kais: ${e.message}\n`);
+        process.exitCode = 1;
+      }
+    }
+    if (layersDir) for (const f of await exportLayers(r.config.out, layersDir)) process.stderr.write(`wrote ${f}\n`);
   }),
 };
