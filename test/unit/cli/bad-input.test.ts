@@ -537,3 +537,94 @@ describe('stores', () => {
     expect(tables).toEqual(['users']);
   });
 });
+
+describe('model and trace files whose fields are wrong (session 39: head, GPG config, an outlier time)', () => {
+  const own = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-bad-fields-'));
+  afterAll(() => fs.rmSync(own, { recursive: true, force: true }));
+  const models = path.join(ROOT, 'models');
+  // an exported actor whose head is not one there is (it ran as relu1)
+  const actor = path.join(own, 'head.bin');
+  fs.copyFileSync(path.join(models, 'kais-cmmac.bin'), actor);
+  const meta = JSON.parse(fs.readFileSync(path.join(models, 'kais-cmmac.bin.json'), 'utf8')) as Record<string, unknown>;
+  fs.writeFileSync(`${actor}.json`, JSON.stringify({ ...meta, head: 'softplus' }));
+  // a GPG model with 1e9 message-passing rounds (it hung kais eval)
+  const gpg = path.join(own, 'rounds.json');
+  const model = JSON.parse(fs.readFileSync(path.join(models, 'small-gpg-lec.json'), 'utf8')) as { config: object };
+  fs.writeFileSync(gpg, JSON.stringify({ ...model, config: { ...model.config, rounds: 1e9 } }));
+  // a trace whose one row at 1e15 s would make the other 500 arrive in a burst
+  const trace = path.join(own, 'outlier.csv');
+  const rows = Array.from({ length: 500 }, (_, i) => `${i},${i + 30},${1000 + (i % 19)},${i},1,Terminated,50,0.5`);
+  fs.writeFileSync(trace, [...rows, '1000000000000000,1000000000000030,99,991,1,Terminated,50,0.5'].join('\n') + '\n');
+
+  it.each([
+    [
+      'eval --checkpoint, head "softplus"',
+      ['eval', '--scenario', 'kais', '--frames', '1', '--policies', 'cmmac/hpa', '--checkpoint', actor],
+      /^kais: \S+head\.bin\.json: head must be relu1 or softplus1 \(the actor's output head\), got "softplus"$/,
+    ],
+    [
+      'eval --gpg, config.rounds 1e9',
+      ['eval', '--scenario', 'small', '--frames', '1', '--policies', 'lec/gpg', '--gpg', gpg],
+      /^kais: --gpg: \S+rounds\.json: config\.rounds must be an integer in 1\.\.8, got 1000000000$/,
+    ],
+    [
+      'eval --trace, one create time at 1e15',
+      ['eval', '--scenario', 'tiny', '--frames', '2', '--policies', 'jsq/static', '--trace', trace],
+      /^kais: --trace: \S+outlier\.csv: a gap of \d+ s without tasks between trace times 499 and 1000000000000000 .*longer than any Alibaba trace/,
+    ],
+  ])('kais %s: exit 2, one line naming the file and the field', async (_name, args, message) => {
+    const r = await runInProcess(args);
+    const lines = r.stderr.trim().split('\n');
+    expect({ code: r.code, lines }).toEqual({ code: 2, lines: [expect.stringMatching(message)] });
+    expect(r.stderr).not.toMatch(/internal error|\n\s+at /);
+  });
+});
+
+describe('scenario files too big, contradictory or misspelt (session 39): exit 2, one line naming the file and the field', () => {
+  const own = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-bad-scenario-'));
+  afterAll(() => fs.rmSync(own, { recursive: true, force: true }));
+  type Tiny = typeof TINY_RAW & Record<string, unknown>;
+  const write = (file: string, edit: (r: Tiny) => void): string => {
+    const r = JSON.parse(JSON.stringify(TINY_RAW)) as Tiny;
+    edit(r);
+    fs.writeFileSync(path.join(own, file), JSON.stringify(r));
+    return path.join(own, file);
+  };
+  it.each([
+    [
+      'a cloud of 2e9 vCPUs (wrapped around Int32 counters: a wrong result)',
+      write('cloud.json', (r) => (r.cloud.vcpuPerVm = 2e9)),
+      /^kais: --scenario \S+cloud\.json: field "cloud\.vcpuPerVm" must be in \[0\.01, 1024\], got 2000000000$/,
+    ],
+    [
+      'a 3600 s x 1e6-slot frame (ran forever)',
+      write('frame.json', (r) => Object.assign(r, { slotS: 3600, slotsPerFrame: 1e6, workload: { ...r.workload, ratePerS: 1 } })),
+      /^kais: --scenario \S+frame\.json: field "workload\.ratePerS" makes .* requests per frame at load 1, more than 5,000,000/,
+    ],
+    [
+      '1001 eAPs (a RangeError at 100k)',
+      write('eaps.json', (r) => (r.eaps = Array.from({ length: 1001 }, () => r.eaps[0]))),
+      /^kais: --scenario \S+eaps\.json: field "eaps" has 1,001 eAPs, more than the 1,000 a scenario may have$/,
+    ],
+    [
+      'a misspelt service field (was ignored)',
+      write('typo.json', (r) => Object.assign(r.services[0], { weigth: 100 })),
+      /^kais: --scenario \S+typo\.json: field "services\[0\]\.weigth" is not a known field \(known: cpuCores, memGB, weight, workScale\)$/,
+    ],
+    [
+      'initialReplicasPerEap above maxReplicasPerService',
+      write('init.json', (r) => Object.assign(r, { initialReplicasPerEap: 2, maxReplicasPerService: 1 })),
+      /^kais: --scenario \S+init\.json: field "initialReplicasPerEap" 2 x 1 eAPs = 2 initial replicas of each service, more than maxReplicasPerService \(1\)$/,
+    ],
+    [
+      'a name with a terminal escape',
+      write('name.json', (r) => (r.name = '\u001b[2Jx')),
+      /^kais: --scenario \S+name\.json: field "name" must not contain control characters, got "\\u001b\[2Jx"$/,
+    ],
+  ])('kais eval --scenario: %s', async (_name, file, message) => {
+    const r = await runInProcess(['eval', '--scenario', file, '--frames', '1', '--policies', 'jsq/static']);
+    const lines = r.stderr.trim().split('\n');
+    expect({ code: r.code, lines }).toEqual({ code: 2, lines: [expect.stringMatching(message)] });
+    expect(r.stderr).not.toMatch(/internal error|\n\s+at /);
+  });
+});
