@@ -24,6 +24,9 @@
  * follows a moving mix, where `fixed` holds what the first climb found with the window's mix known.
  * With OBJECTIVE=lean its climb is the lean one, the floor FLOOR x the rate of the placement of the
  * moment on the same replay (FLOOR=1: a replica goes only where the replay loses nothing by it).
+ * MPC_RATE_STEPS (default 0) steps of the rate climb come first, and the lean floor is then FLOOR x
+ * the rate they reached; MPC_EVERY (default 1) plans every that many frames (at frames 1, 1 +
+ * MPC_EVERY, ...) and holds in between.
  *
  * OBJECTIVE=lean climbs the other way, for the replica route of issue 16's bar (the same
  * throughput with fewer replica-seconds): a placement is better if it keeps at least FLOOR (default
@@ -87,6 +90,8 @@ function settings() {
     checkFrames: num('CHECK_FRAMES', 20, whole(1), 'a whole number >= 1'),
     mpcSteps: num('MPC_STEPS', 6, whole(1), 'a whole number >= 1'),
     mpcHistory: num('MPC_HISTORY', 1, whole(1), 'a whole number >= 1'),
+    mpcEvery: num('MPC_EVERY', 1, whole(1), 'a whole number >= 1'),
+    mpcRateSteps: num('MPC_RATE_STEPS', 0, whole(0), 'a whole number >= 0'),
   };
 }
 let S: ReturnType<typeof settings>;
@@ -209,6 +214,8 @@ function mpc(all: Request[], seed: number): OrchestrationPolicy {
     name: 'mpc',
     periodS: frameS,
     decide(v: OrchestrationView) {
+      // MPC_EVERY: plan at frames 1, 1 + MPC_EVERY, ...; hold in between
+      if ((Math.round(v.nowS() / frameS) - 1) % S.mpcEvery !== 0) return [];
       const frames = Math.max(1, Math.min(S.mpcHistory, Math.round(v.nowS() / frameS)));
       const from = v.nowS() - frames * frameS;
       const past = all.filter((r) => r.arrivalS >= from && r.arrivalS < v.nowS());
@@ -219,8 +226,10 @@ function mpc(all: Request[], seed: number): OrchestrationPolicy {
       for (const r of past) add(r, frameS - from);
       const now = placementOf(v);
       const scoreOf = (p: Placement) => score(p, { requests: replay, frames, seed });
-      const start = { p: now, s: scoreOf(now) };
-      // OBJECTIVE=lean: fewer replica-seconds at FLOOR x the rate of the placement of the moment on the replay
+      let start = { p: now, s: scoreOf(now) };
+      // MPC_RATE_STEPS: first that many steps of the rate climb; OBJECTIVE=lean then climbs to fewer
+      // replica-seconds at FLOOR x the rate reached (without them: of the placement of the moment) on the replay
+      if (S.mpcRateSteps > 0) start = climb(start, S.mpcRateSteps, rng, scoreOf);
       const better = S.objective === 'lean' ? leaner(S.floor * start.s.rate) : higherRate;
       return opsBetween(now, climb(start, S.mpcSteps, rng, scoreOf, undefined, better).p);
     },

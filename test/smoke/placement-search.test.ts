@@ -85,6 +85,19 @@ describe('scripts/placement-search', () => {
     expect(run(env).stdout).toBe(r.stdout);
   }, 120_000);
 
+  it('mpc with MPC_EVERY=3 plans at frames 1 and 4 only, and MPC_RATE_STEPS climbs for the rate first', () => {
+    const env = { ITERS: '0', MPC_STEPS: '1', MPC_HISTORY: '1', CHECK_SEEDS: '2', CHECK_FRAMES: '4', CHECK_POLICIES: 'lec/mpc' };
+    const ops = (stdout: string) => Number(/\nseed 2: lec\/mpc 0\.\d{4} \(\d+, (\d+) operations\)\n/.exec(stdout)?.[1]);
+    const every = run(env);
+    const third = run({ ...env, MPC_EVERY: '3' });
+    expect(every.stderr + third.stderr).toBe('');
+    expect(ops(third.stdout)).toBeGreaterThan(0);
+    expect(ops(third.stdout)).toBeLessThan(ops(every.stdout));
+    const rateFirst = run({ ...env, OBJECTIVE: 'lean', MPC_RATE_STEPS: '1' });
+    expect(rateFirst.stderr).toBe('');
+    expect(rateFirst.stdout).not.toBe(run({ ...env, OBJECTIVE: 'lean' }).stdout);
+  }, 120_000);
+
   it('mpc with OBJECTIVE=lean and FLOOR=1: each frame takes replicas away only where the replay loses nothing, so it holds fewer than the rate mpc', () => {
     const env = { ITERS: '0', MPC_STEPS: '2', MPC_HISTORY: '1', CHECK_SEEDS: '2', CHECK_FRAMES: '4', CHECK_POLICIES: 'lec/mpc,lec/static' };
     const mpcLine = (stdout: string) =>
@@ -111,6 +124,8 @@ describe('scripts/placement-search', () => {
     [{ FROM: 'package.json' }, /^placement-search: FROM: package\.json holds no placement of \d+ services x \d+ nodes/],
     [{ MPC_STEPS: '0' }, /^placement-search: MPC_STEPS must be a whole number >= 1, got 0/],
     [{ MPC_HISTORY: '0' }, /^placement-search: MPC_HISTORY must be a whole number >= 1, got 0/],
+    [{ MPC_EVERY: '0' }, /^placement-search: MPC_EVERY must be a whole number >= 1, got 0/],
+    [{ MPC_RATE_STEPS: '-1' }, /^placement-search: MPC_RATE_STEPS must be a whole number >= 0, got -1/],
     [{ FROM: 'none.json' }, /^placement-search: FROM: cannot read none\.json/],
   ])('%j exits 2 with one line', (env, problem) => {
     expectUsageExit(run(env), problem);
