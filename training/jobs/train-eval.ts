@@ -7,7 +7,8 @@ import type { Request } from '../../shared/domain';
 import type { Scenario } from '../../shared/scenario';
 import { CmmacDispatch } from '../../agent/actor-policy';
 import type { ObservationShape } from '../../agent/observation';
-import { buildRequests } from '../workload';
+import { openWorkload } from '../workload';
+import type { RequestSource } from '../workload/source';
 import { spreadWindowRequests } from '../workload/window';
 import { makeOrchestration } from '../baselines/registry';
 import type { OrchestrationPolicy } from '../../shared/policy';
@@ -47,8 +48,9 @@ export function evaluateActor(
   const orchOf = orchestration ?? (() => makeOrchestration(config.orchestration, scenario));
   const seeds = config.evalSeeds ?? 1;
   const durationS = config.evalFrames * scenario.slotsPerFrame * scenario.slotS;
+  // a stream (the same requests as buildRequests): an evaluation of --eval-frames 100000 holds only the requests in the system
   const heldOut = meanRate(scenario, config, actorWeights, shape, orchOf, seeds, (seed) =>
-    buildRequests({ scenario, workload: config.workload, tracePath: config.trace, seed, load: config.load, durationS }),
+    openWorkload({ scenario, workload: config.workload, tracePath: config.trace, seed, load: config.load, durationS }),
   );
   if (!config.evalTrace) return { heldOut, trace: null, score: heldOut };
   const trace = meanRate(scenario, config, actorWeights, shape, orchOf, seeds, (seed, i) =>
@@ -73,7 +75,7 @@ function meanRate(
   shape: ObservationShape,
   orchOf: () => OrchestrationPolicy,
   seeds: number,
-  requestsOf: (seed: number, i: number) => Request[],
+  requestsOf: (seed: number, i: number) => Request[] | RequestSource,
 ): number {
   let sum = 0;
   for (let i = 0; i < seeds; i++) {
