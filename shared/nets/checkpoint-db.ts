@@ -301,10 +301,14 @@ export class CheckpointDb {
 export function checkScenario(path: string, cfg: { scenarioFingerprint: string; scenario: string }, scenario: Scenario): void {
   if (cfg.scenarioFingerprint !== scenarioFingerprint(scenario)) {
     const same = cfg.scenario === scenario.name;
+    // a scenario file is stored by its path, not its name: say that its contents differ (edited since, or another file)
+    const file = !same && /[\\/]|\.json$/i.test(cfg.scenario);
     throw new UsageError(
       same
         ? `${path}: trained on a different version of scenario "${scenario.name}" (fingerprint ${cfg.scenarioFingerprint})`
-        : `${path}: trained on scenario "${cfg.scenario}", not "${scenario.name}"`,
+        : file
+          ? `${path}: trained on the scenario file ${cfg.scenario} as it was then (fingerprint ${cfg.scenarioFingerprint}); the scenario given now ("${scenario.name}") is not that one: the file was edited since, or another was given`
+          : `${path}: trained on scenario "${cfg.scenario}", not "${scenario.name}"`,
       'KAIS_ERR_CHECKPOINT',
     );
   }

@@ -8,7 +8,8 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { CheckpointDb } from '../../../../shared/nets/checkpoint-db';
+import { CheckpointDb, checkScenario, scenarioFingerprint } from '../../../../shared/nets/checkpoint-db';
+import { loadScenario } from '../../../../shared/scenario';
 import { UsageError } from '../../../../shared/errors';
 import { tmpDir } from '../../../support/tmp';
 
@@ -90,5 +91,26 @@ describe('CheckpointDb', () => {
       expect(fs.readdirSync(sub)).toEqual(['run.db']);
     }
     expect(fs.readFileSync(file).equals(before)).toBe(true);
+  });
+});
+
+describe('checkScenario: what the line says when the scenario differs', () => {
+  const tiny = loadScenario('tiny');
+  const small = loadScenario('small');
+  it('a built-in of another name, and another version of the same name', () => {
+    expect(() => checkScenario('run.db', { scenario: 'small', scenarioFingerprint: scenarioFingerprint(small) }, tiny)).toThrow(
+      /^run\.db: trained on scenario "small", not "tiny"$/,
+    );
+    expect(() => checkScenario('run.db', { scenario: 'tiny', scenarioFingerprint: 'x' }, tiny)).toThrow(
+      /^run\.db: trained on a different version of scenario "tiny" \(fingerprint x\)$/,
+    );
+  });
+  it('a scenario file (stored by its path): the file was edited since, or another was given', () => {
+    expect(() => checkScenario('run.db', { scenario: '/tmp/sc/mine.json', scenarioFingerprint: 'x' }, tiny)).toThrow(
+      /^run\.db: trained on the scenario file \/tmp\/sc\/mine\.json as it was then \(fingerprint x\); the scenario given now \("tiny"\) is not that one/,
+    );
+  });
+  it('the same scenario passes', () => {
+    expect(() => checkScenario('run.db', { scenario: 'tiny', scenarioFingerprint: scenarioFingerprint(tiny) }, tiny)).not.toThrow();
   });
 });
