@@ -11,6 +11,7 @@ import * as path from 'path';
 import Database from 'better-sqlite3';
 import { loadScenario } from '../../shared/scenario';
 import { expectUsageExit, KAIS, runKais, type KaisRun } from '../support/cli';
+import { fullDiskWritePreload } from '../support/full-disk';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-train-io-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -138,21 +139,8 @@ describe("a run's files are stored as absolute paths", () => {
 
 describe('kais train --plot on a full disk: the summary first, then one line and exit 1, no part of the plot', () => {
   it('prints the summary, then says the plot could not be written', () => {
-    // a preload: the disk is full for files whose name holds "full-disk." (half the bytes land, then ENOSPC)
-    const probe = path.join(tmp, 'full-disk-plot.js');
-    fs.writeFileSync(
-      probe,
-      [
-        "const fs = require('fs');",
-        'const real = fs.writeFileSync;',
-        'fs.writeFileSync = function (file, data, ...rest) {',
-        "  if (typeof file !== 'string' || !file.includes('full-disk.')) return real.call(fs, file, data, ...rest);",
-        "  const b = typeof data === 'string' ? Buffer.from(data) : data;",
-        '  real.call(fs, file, b.subarray(0, b.length >> 1));',
-        "  throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });",
-        '};',
-      ].join('\n') + '\n',
-    );
+    // the disk is full for files whose name holds "full-disk." (half the bytes land, then ENOSPC)
+    const probe = fullDiskWritePreload(tmp);
     const dir = fs.mkdtempSync(path.join(tmp, 'plot-'));
     const plot = path.join(dir, 'full-disk.svg');
     const out = path.join(tmp, 'plot-run.db');

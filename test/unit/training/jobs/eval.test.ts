@@ -5,6 +5,7 @@ import { spawn, spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import { fullDiskWritePreload } from '../../../support/full-disk';
 import { tmpDir } from '../../../support/tmp';
 
 const ROOT = path.resolve(__dirname, '../../../..');
@@ -610,21 +611,8 @@ describe('kais eval', () => {
   });
 
   it('prints the report before the plot; a plot the disk refuses is one line and exit 1, leaving no part of it', () => {
-    // a preload: the disk is full for files whose name holds "full-disk" (half the bytes land, then ENOSPC)
-    const probe = path.join(tmp, 'full-disk-probe.js');
-    fs.writeFileSync(
-      probe,
-      [
-        "const fs = require('fs');",
-        'const real = fs.writeFileSync;',
-        'fs.writeFileSync = function (file, data, ...rest) {',
-        "  if (typeof file !== 'string' || !file.includes('full-disk.')) return real.call(fs, file, data, ...rest);",
-        "  const b = typeof data === 'string' ? Buffer.from(data) : data;",
-        '  real.call(fs, file, b.subarray(0, b.length >> 1));',
-        "  throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });",
-        '};',
-      ].join('\n') + '\n',
-    );
+    // the disk is full for files whose name holds "full-disk." (half the bytes land, then ENOSPC)
+    const probe = fullDiskWritePreload(tmp);
     const dir = tmpDir('kais-eval-plot-');
     for (const [name, extra] of [
       ['full-disk.svg', ['--json']],
