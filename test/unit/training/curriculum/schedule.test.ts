@@ -146,10 +146,20 @@ describe('loadCurriculum', () => {
     // built-in names stay names
     fs.writeFileSync(path.join(dir, 'sub', '01.json'), JSON.stringify({ ...lesson, scenario: 'tiny' }));
     expect(loadCurriculum(path.join(dir, 'sub'))[0].scenario).toBe('tiny');
-    // nothing beside the lesson: the path as written (from the working directory, as lessons were read before)
-    const fromCwd = path.relative(process.cwd(), path.join(dir, 'scenarios', 'sc.json'));
+    // nothing beside the lesson: the path as written (from the working directory, as lessons were read before);
+    // the working directory is one where that path leads elsewhere than from the lesson's folder
+    const cwd = path.join(dir, 'a', 'b');
+    fs.mkdirSync(cwd, { recursive: true });
+    const fromCwd = path.join('..', '..', 'scenarios', 'sc.json');
     fs.writeFileSync(path.join(dir, 'sub', '01.json'), JSON.stringify({ ...lesson, scenario: fromCwd }));
-    expect(loadCurriculum(path.join(dir, 'sub'))[0].scenario).toBe(fromCwd);
+    const was = process.cwd();
+    process.chdir(cwd);
+    try {
+      expect(fs.existsSync(path.resolve(dir, 'sub', fromCwd))).toBe(false);
+      expect(loadCurriculum(path.join(dir, 'sub'))[0].scenario).toBe(fromCwd);
+    } finally {
+      process.chdir(was);
+    }
   });
   it('refuses a misspelt promotion field and two lessons writing the same checkpoint label', () => {
     expect(() => validateLesson({ ...lesson, promotion: { ...lesson.promotion, treshold: 0.9 } }, 'x.json')).toThrow(
