@@ -83,6 +83,8 @@ export const HUB_CLOSE_CODES = {
   quarantined: 4003,
   duplicate: 4009,
   helloTimeout: 4008,
+  /** ws standard: try again later (too many sockets waiting for their hello, overall or from the address). */
+  tryLater: 1013,
   /** ws standard: policy violation (the peer does not read what it is sent). */
   notReading: 1008,
   goingAway: 1001,
@@ -103,6 +105,16 @@ export interface HubOptions {
   heartbeatMs?: number;
   /** Time a new socket has to send its `hello`, ms. @defaultValue 10000 */
   helloTimeoutMs?: number;
+  /**
+   * Bytes a socket may send before its `hello` is accepted (a hello is a few hundred); more and it
+   * is cut. ws buffers a message's fragments up to maxFrameBytes, so without this an
+   * unauthenticated peer made the hub hold 16 MiB per socket until the hello timeout. @defaultValue 64 KiB
+   */
+  maxPreHelloBytes?: number;
+  /** Sockets waiting for their hello, in all (over it a new one is closed 1013). @defaultValue 1024 */
+  maxPendingHellos?: number;
+  /** Sockets waiting for their hello from one address (over it a new one is closed 1013). @defaultValue 64 */
+  maxPendingHellosPerAddress?: number;
   /** Socket buffer above which pushes to that session are coalesced, bytes. @defaultValue 4 MiB */
   maxBufferedBytes?: number;
   /** Largest inbound frame; larger messages close the socket (1009). @defaultValue 16 MiB */
@@ -180,6 +192,10 @@ export interface HubStats {
   quarantinedHellos: number;
   /** TLS handshakes that failed (a client that does not trust the certificate, plain ws:// on a wss:// port). */
   tlsFailures: number;
+  /** Sockets closed at once (1013) because too many were waiting for their hello, in all or from their address. */
+  pendingHelloRefused: number;
+  /** Sockets cut because they sent more than maxPreHelloBytes before their hello. */
+  preHelloCut: number;
 }
 
 export interface HubEvents {
@@ -218,6 +234,10 @@ class Session {
   /** Outbound seq of a push -> what it carried, until acked (bounded). */
   readonly unacked = new Map<number, { kind: PushKind; version: number }>();
   helloTimer: NodeJS.Timeout | null = null;
+  /** Counted among the sockets waiting for their hello (until the hello is accepted or the socket closes). */
+  pendingHello = false;
+  /** Stops counting the raw bytes before the hello. */
+  stopCounting: (() => void) | null = null;
 
   constructor(
     readonly ws: WebSocket,
@@ -232,6 +252,12 @@ export class Hub extends TypedEmitter<HubEvents> {
   readonly host: string;
   readonly heartbeatMs: number;
   readonly helloTimeoutMs: number;
+  readonly maxPreHelloBytes: number;
+  readonly maxPendingHellos: number;
+  readonly maxPendingHellosPerAddress: number;
+  /** Sockets waiting for their hello, by address. */
+  private readonly pendingHellos = new Map<string, number>();
+  private pendingHellosTotal = 0;
   readonly maxBufferedBytes: number;
   readonly stats: HubStats = {
     accepted: 0,
@@ -243,6 +269,8 @@ export class Hub extends TypedEmitter<HubEvents> {
     duplicateHellos: 0,
     quarantines: 0,
     quarantinedHellos: 0,
+    pendingHelloRefused: 0,
+    preHelloCut: 0,
   };
   readonly epoch: string | null;
   readonly act: 'argmax' | 'sample';
@@ -282,6 +310,9 @@ export class Hub extends TypedEmitter<HubEvents> {
     this.host = options.host ?? '127.0.0.1';
     this.heartbeatMs = options.heartbeatMs ?? 5000;
     this.helloTimeoutMs = options.helloTimeoutMs ?? 10_000;
+    this.maxPreHelloBytes = options.maxPreHelloBytes ?? 65_536;
+    this.maxPendingHellos = options.maxPendingHellos ?? 1024;
+    this.maxPendingHellosPerAddress = options.maxPendingHellosPerAddress ?? 64;
     this.maxBufferedBytes = options.maxBufferedBytes ?? 4 * 1024 * 1024;
     this.token = options.token ?? '';
     this.agentTokens = options.agentTokens ?? {};
@@ -303,7 +334,17 @@ export class Hub extends TypedEmitter<HubEvents> {
 
   /** Starts a hub listening on `options.port` (0: a free port). Rejects if the port is taken. */
   static async listen(options: HubOptions = {}): Promise<Hub> {
-    for (const key of ['heartbeatMs', 'helloTimeoutMs', 'maxBufferedBytes', 'maxFrameBytes', 'numEaps', 'quarantineMs'] as const) {
+    for (const key of [
+      'heartbeatMs',
+      'helloTimeoutMs',
+      'maxBufferedBytes',
+      'maxFrameBytes',
+      'numEaps',
+      'quarantineMs',
+      'maxPreHelloBytes',
+      'maxPendingHellos',
+      'maxPendingHellosPerAddress',
+    ] as const) {
       const v = options[key];
       if (v !== undefined && (!Number.isSafeInteger(v) || v <= 0)) {
         throw new TypeError(`Hub: options.${key} must be a positive integer, got ${v}`);
@@ -512,6 +553,31 @@ export class Hub extends TypedEmitter<HubEvents> {
       ws.terminate();
       return;
     }
+    // sockets waiting for their hello are bounded, in all and per address (each may hold up to
+    // maxPreHelloBytes until the hello timeout): one more is closed at once, 1013 "try again later"
+    const from = s.remote ?? '?';
+    const waiting = this.pendingHellos.get(from) ?? 0;
+    if (this.pendingHellosTotal >= this.maxPendingHellos || waiting >= this.maxPendingHellosPerAddress) {
+      this.stats.pendingHelloRefused++;
+      ws.close(HUB_CLOSE_CODES.tryLater, 'too many connections waiting for their hello');
+      return;
+    }
+    this.pendingHellos.set(from, waiting + 1);
+    this.pendingHellosTotal++;
+    s.pendingHello = true;
+    // the raw bytes before the hello (ws would buffer a message's fragments up to maxFrameBytes)
+    const raw = req.socket;
+    let preHello = 0;
+    const count = (chunk: Buffer) => {
+      preHello += chunk.length;
+      if (preHello > this.maxPreHelloBytes && s.info === null && !s.closing) {
+        s.closing = true;
+        this.stats.preHelloCut++;
+        ws.terminate();
+      }
+    };
+    raw.on('data', count);
+    s.stopCounting = () => raw.off('data', count);
     this.sockets.add(s);
     s.helloTimer = setTimeout(() => {
       if (s.info === null && !s.closing) {
@@ -537,8 +603,22 @@ export class Hub extends TypedEmitter<HubEvents> {
     ws.on('close', (code, reason) => this.onSocketClose(s, code, reason.toString()));
   }
 
+  /** The socket no longer waits for its hello (accepted, or closed). */
+  private helloDone(s: Session): void {
+    s.stopCounting?.();
+    s.stopCounting = null;
+    if (!s.pendingHello) return;
+    s.pendingHello = false;
+    this.pendingHellosTotal--;
+    const from = s.remote ?? '?';
+    const n = (this.pendingHellos.get(from) ?? 1) - 1;
+    if (n > 0) this.pendingHellos.set(from, n);
+    else this.pendingHellos.delete(from);
+  }
+
   private onSocketClose(s: Session, code: number, reason: string): void {
     if (s.helloTimer) clearTimeout(s.helloTimer);
+    this.helloDone(s);
     this.sockets.delete(s);
     s.closing = true;
     const info = s.info;
@@ -710,6 +790,7 @@ export class Hub extends TypedEmitter<HubEvents> {
       instance: hello.instance ?? '',
     };
     s.info = info;
+    this.helloDone(s);
     this.byEap.set(hello.eapId, s);
     this.stats.accepted++;
     this.sendFrame(
