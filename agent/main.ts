@@ -496,6 +496,12 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     }
     if (req.method === 'POST' && url === '/request') {
       readBody(req, (err, body, status) => {
+        if (err && status === 413) {
+          // the rest of the body is not read: the answer closes the connection, and the socket goes
+          // once it is out (reading on, a Content-Length of 1e11 cost a core for minutes)
+          res.once('finish', () => req.socket.destroy());
+          return send(res, 413, { reason: err }, { connection: 'close' });
+        }
         if (err) return send(res, status ?? 400, { reason: err });
         if (state.draining) return send(res, 503, { reason: 'draining' });
         const parsed = parseIngress(body!, o.scenario.services.length);
@@ -559,9 +565,9 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   };
 }
 
-function send(res: http.ServerResponse, status: number, body: unknown): void {
+function send(res: http.ServerResponse, status: number, body: unknown, headers: http.OutgoingHttpHeaders = {}): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }
 
@@ -571,12 +577,16 @@ function readBody(req: http.IncomingMessage, cb: (err: string | null, body: stri
   let more: Buffer[] | null = null;
   let size = 0;
   let failed = false;
+  // a declared length over the cap is refused before a byte of it is read
+  if (Number(req.headers['content-length'] ?? 0) > MAX_BODY_BYTES) {
+    cb(`body over ${MAX_BODY_BYTES} bytes`, null, 413);
+    return;
+  }
   req.on('data', (c: Buffer) => {
     size += c.length;
     if (size > MAX_BODY_BYTES && !failed) {
       failed = true;
       cb(`body over ${MAX_BODY_BYTES} bytes`, null, 413);
-      req.resume();
       return;
     }
     if (failed) return;

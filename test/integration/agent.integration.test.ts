@@ -240,6 +240,22 @@ describe('kais agent (process wiring)', () => {
     // a body over the cap is 413; a known path with the wrong method 405; a query string does not change the route
     const big = await post(a.port, `{"pad":"${'x'.repeat(70_000)}"}`);
     expect([big.status, big.body.reason]).toEqual([413, 'body over 65536 bytes']);
+    // an announced length over the cap is refused before any of it is read, and the connection is closed
+    // (the agent read on: a Content-Length of 1e11 cost a core for minutes)
+    const announced = await new Promise<{ status: number; connection: string | undefined; closed: Promise<void> }>((resolve) => {
+      const req = http.request(
+        { host: '127.0.0.1', port: a.port, method: 'POST', path: '/request', headers: { 'content-length': String(1e11) }, agent: false },
+        (res) => {
+          res.resume();
+          const closed = new Promise<void>((done) => req.socket!.once('close', () => done()));
+          resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, closed });
+        },
+      );
+      req.on('error', () => undefined); // the upload is cut: the answer is what counts
+      req.write('{"service":'); // and no more: a hang (no answer) ends in the test's timeout
+    });
+    expect([announced.status, announced.connection]).toEqual([413, 'close']);
+    await announced.closed;
     expect((await get(a.port, '/request')).status).toBe(405);
     expect((await get(a.port, '/healthz?verbose=1')).status).toBe(200);
     const before = parseMetrics((await get(a.port, '/metrics')).text);

@@ -250,6 +250,20 @@ describe('kais node servers: bad requests are 4xx with a reason, and every serve
     await allUp();
   });
 
+  it('a target refuses a body unread (its parameters are in the query): 413 and the connection closed, on a node and the cloud', async () => {
+    for (const base of [cluster.nodeUrls[0], cluster.cloudUrl]) {
+      // 100 GB announced, a few bytes sent: the answer comes from the headers, and the socket goes
+      const r = await request(base, 'POST', '/serve?service=0', {
+        headers: { 'content-length': String(100 * 1024 ** 3) },
+        body: 'xxxx',
+        keepOpen: true,
+      });
+      expect([r.status, r.headers.connection]).toEqual([413, 'close']);
+      expect(r.body.reason).toMatch(/^body: a target takes none/);
+    }
+    await allUp();
+  });
+
   it('413 above the body cap: from the announced length before reading, and while reading a body of unknown length', async () => {
     const cap = adminBodyCap(tiny);
     expect(cap).toBe(ADMIN_BODY_BYTES);
