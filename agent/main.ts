@@ -16,6 +16,7 @@
  * finished and answered, the last experience is sent, the link closes.
  */
 import * as http from 'node:http';
+import { HTTP_SERVER_LIMITS } from '../shared/http-limits';
 import * as https from 'node:https';
 import type { TlsPair } from '../shared/tls';
 import type { AddressInfo } from 'node:net';
@@ -518,8 +519,8 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     send(res, 404, { reason: `no route ${req.method} ${url}` });
   };
   const server: http.Server = o.tls
-    ? https.createServer({ cert: o.tls.cert, key: o.tls.key, minVersion: 'TLSv1.2' }, handler)
-    : http.createServer(handler);
+    ? https.createServer({ ...HTTP_SERVER_LIMITS, cert: o.tls.cert, key: o.tls.key, minVersion: 'TLSv1.2' }, handler)
+    : http.createServer(HTTP_SERVER_LIMITS, handler);
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

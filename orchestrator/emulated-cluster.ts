@@ -49,6 +49,7 @@
  */
 import { bearerMatches } from '../shared/auth';
 import * as http from 'node:http';
+import { HTTP_SERVER_LIMITS } from '../shared/http-limits';
 import type { AddressInfo } from 'node:net';
 import type { Placement } from '../shared/domain';
 import type { Scenario } from '../shared/scenario';
@@ -604,7 +605,7 @@ export class EmulatedCluster {
   async listen(): Promise<void> {
     const host = this.o.host ?? '127.0.0.1';
     for (const t of this.targets) {
-      const server = http.createServer((req, res) => this.handleServe(t, req, res));
+      const server = http.createServer(HTTP_SERVER_LIMITS, (req, res) => this.handleServe(t, req, res));
       server.keepAliveTimeout = 65_000;
       await listen(server, 0, host);
       this.servers.push(server);
@@ -612,7 +613,7 @@ export class EmulatedCluster {
       if (t.isCloud) this.cloudUrl = url;
       else this.nodeUrls.push(url);
     }
-    this.admin = http.createServer((req, res) => this.handleAdmin(req, res));
+    this.admin = http.createServer(HTTP_SERVER_LIMITS, (req, res) => this.handleAdmin(req, res));
     await listen(this.admin, this.o.adminPort ?? 0, host);
     this.adminUrl = `http://${host}:${(this.admin.address() as AddressInfo).port}`;
     const realMs = (scenarioS: number) => (scenarioS * 1000) / (this.o.speed ?? 1);

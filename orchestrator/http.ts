@@ -21,6 +21,7 @@
  * plus prom-client's process and Node.js metrics prefixed `kais_orchestrator_`.
  */
 import * as http from 'node:http';
+import { HTTP_SERVER_LIMITS } from '../shared/http-limits';
 import * as https from 'node:https';
 import type { TlsPair } from '../shared/tls';
 import type { AdminApi } from './admin-api';
@@ -143,8 +144,8 @@ export class OrchestratorHttp {
   listen(port: number, host = '127.0.0.1', tls: TlsPair | null = null): Promise<number> {
     const handler = (req: http.IncomingMessage, res: http.ServerResponse) => this.handle(req, res);
     const server: http.Server = tls
-      ? https.createServer({ cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' }, handler)
-      : http.createServer(handler);
+      ? https.createServer({ ...HTTP_SERVER_LIMITS, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' }, handler)
+      : http.createServer(HTTP_SERVER_LIMITS, handler);
     this.server = server;
     return new Promise((resolve, reject) => {
       server.once('error', reject);

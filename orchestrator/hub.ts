@@ -39,12 +39,14 @@
  * session; each session's frame goes out as one WebSocket message in two fragments, its own
  * envelope head (`Codec.encodeHead`, with its seq) and the shared body bytes.
  */
+import * as http from 'node:http';
 import type { IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { timingSafeEqual } from 'node:crypto';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import * as https from 'node:https';
 import type { TlsPair } from '../shared/tls';
+import { HTTP_SERVER_LIMITS } from '../shared/http-limits';
 import type { EapId } from '../shared/domain';
 import { Codec, DEFAULT_MAX_FRAME_BYTES } from '../shared/protocol/codec';
 import {
@@ -303,8 +305,9 @@ export class Hub extends TypedEmitter<HubEvents> {
     private readonly wss: WebSocketServer,
     options: HubOptions,
     codec: Codec,
-    /** The https server under wss:// (null: ws:// on the WebSocketServer's own server). */
-    private readonly tlsServer: https.Server | null = null,
+    /** The http(s) server under ws (with HTTP_SERVER_LIMITS). */
+    private readonly server: http.Server | https.Server,
+    private readonly scheme: 'ws' | 'wss',
   ) {
     super();
     this.host = options.host ?? '127.0.0.1';
@@ -366,34 +369,30 @@ export class Hub extends TypedEmitter<HubEvents> {
       clientTracking: false,
     };
     const host = options.host ?? '127.0.0.1';
-    let wss: WebSocketServer;
-    let server: https.Server | null = null;
-    if (options.tls) {
-      server = https.createServer({ cert: options.tls.cert, key: options.tls.key, minVersion: 'TLSv1.2' });
-      wss = new WebSocketServer({ ...common, server });
-      await new Promise<void>((resolve, reject) => {
-        server!.once('error', reject);
-        server!.listen(port, host, () => {
-          server!.off('error', reject);
-          resolve();
-        });
+    // our own server under ws (ws:// and wss:// alike), for its time limits: a connection that has
+    // not sent its upgrade request in 10 s is cut (shared/http-limits.ts)
+    const server: http.Server | https.Server = options.tls
+      ? https.createServer({ ...HTTP_SERVER_LIMITS, cert: options.tls.cert, key: options.tls.key, minVersion: 'TLSv1.2' })
+      : http.createServer(HTTP_SERVER_LIMITS);
+    // a plain request (no upgrade) is answered as ws's own server answers it
+    server.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
+      const body = http.STATUS_CODES[426]!;
+      res.writeHead(426, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(body), connection: 'close' });
+      res.end(body);
+    });
+    const wss = new WebSocketServer({ ...common, server });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve();
       });
-      server.on('error', () => undefined);
-    } else {
-      wss = new WebSocketServer({ ...common, port, host });
-      await new Promise<void>((resolve, reject) => {
-        const onError = (e: Error) => reject(e);
-        wss.once('error', onError);
-        wss.once('listening', () => {
-          wss.off('error', onError);
-          resolve();
-        });
-      });
-    }
+    });
     // After listening, a server error must not crash the process; it is reported, not thrown.
+    server.on('error', () => undefined);
     wss.on('error', () => undefined);
-    const hub = new Hub(wss, options, codec, server);
-    server?.on('tlsClientError', (e: Error & { code?: string }, socket) => {
+    const hub = new Hub(wss, options, codec, server, options.tls ? 'wss' : 'ws');
+    server.on('tlsClientError', (e: Error & { code?: string }, socket: Socket) => {
       hub.stats.tlsFailures++;
       hub.emitSafe('tlsError', { remote: socket.remoteAddress ?? null, reason: e.code ?? e.message });
     });
@@ -402,11 +401,11 @@ export class Hub extends TypedEmitter<HubEvents> {
 
   /** The port the hub listens on (the real one when started with port 0). */
   get port(): number {
-    return ((this.tlsServer ?? this.wss).address() as AddressInfo).port;
+    return (this.server.address() as AddressInfo).port;
   }
 
   get url(): string {
-    return `${this.tlsServer ? 'wss' : 'ws'}://${this.host}:${this.port}`;
+    return `${this.scheme}://${this.host}:${this.port}`;
   }
 
   get weightVersion(): number | null {
@@ -537,10 +536,10 @@ export class Hub extends TypedEmitter<HubEvents> {
     );
     await Promise.all(waits);
     await new Promise<void>((resolve) => this.wss.close(() => resolve()));
-    if (this.tlsServer) {
-      const server = this.tlsServer;
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    }
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
   }
 
   // ------------------------------------------------------------------------------------------

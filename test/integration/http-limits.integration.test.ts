@@ -1,0 +1,61 @@
+/**
+ * The servers' time limits (shared/http-limits.ts) on real servers on loopback: a connection that
+ * sends nothing, or headers that never end, is answered 408 and closed once headersTimeout has
+ * passed (Node's default kept them about 70 s: 20,000 idle sockets took an agent to its
+ * file-descriptor limit); the hub's port answers a plain request 426, as ws's own server did.
+ * The tests wait for the close, not for a time.
+ */
+import * as http from 'node:http';
+import * as net from 'node:net';
+import { Hub } from '../../orchestrator/hub';
+import { EmulatedCluster } from '../../orchestrator/emulated-cluster';
+import { HTTP_SERVER_LIMITS } from '../../shared/http-limits';
+import { loadScenario } from '../../shared/scenario';
+
+/** A raw connection that sends `bytes` (maybe nothing) and then waits: what the server sent before it closed, and when. */
+function idle(port: number, bytes = ''): Promise<{ first: string; ms: number }> {
+  return new Promise((resolve, reject) => {
+    const t0 = Date.now();
+    let got = '';
+    const c = net.connect(port, '127.0.0.1', () => (bytes ? c.write(bytes) : undefined));
+    c.on('data', (d: Buffer) => (got += d.toString('latin1')));
+    c.on('error', reject);
+    c.on('close', () => resolve({ first: got.split('\r\n')[0], ms: Date.now() - t0 }));
+  });
+}
+
+describe('HTTP time limits', () => {
+  let hub: Hub;
+  let cluster: EmulatedCluster;
+  beforeAll(async () => {
+    hub = await Hub.listen({ heartbeatMs: 60_000 });
+    cluster = new EmulatedCluster({ scenario: loadScenario('tiny') });
+    await cluster.listen();
+  });
+  afterAll(async () => {
+    await hub.close();
+    await cluster.close();
+  });
+
+  it('an idle connection and one whose headers never end are cut with 408 after headersTimeout, on the hub, a node and the node admin', async () => {
+    const ports = [hub.port, Number(new URL(cluster.nodeUrls[0]).port), Number(new URL(cluster.adminUrl).port)];
+    const runs = await Promise.all(ports.flatMap((p) => [idle(p), idle(p, 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ')]));
+    for (const r of runs) {
+      expect(r.first).toBe('HTTP/1.1 408 Request Timeout');
+      expect(r.ms).toBeGreaterThanOrEqual(HTTP_SERVER_LIMITS.headersTimeout - 100);
+    }
+  }, 60_000);
+
+  it("the hub's port answers a plain request 426 (an upgrade is required)", async () => {
+    const status = await new Promise<number>((resolve, reject) =>
+      http
+        .get(`http://127.0.0.1:${hub.port}/`, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        })
+        .on('error', reject),
+    );
+    expect(status).toBe(426);
+    expect(hub.url).toBe(`ws://127.0.0.1:${hub.port}`);
+  });
+});
