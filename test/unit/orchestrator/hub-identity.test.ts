@@ -4,23 +4,13 @@
  * instance (a reconnect over a half-dead socket), and the welcome carries the store's epoch.
  */
 import WebSocket from 'ws';
-import { Hub, type DenialInfo, type HubOptions } from '../../../orchestrator/hub';
+import { Hub, type DenialInfo } from '../../../orchestrator/hub';
 import { Codec } from '../../../shared/protocol/codec';
+import { useHubs } from '../../support/hubs';
 import { makeFrame, type Frame, type HelloBody } from '../../../shared/protocol/envelope';
 
 const codec = new Codec();
-const hubs: Hub[] = [];
-const sockets: WebSocket[] = [];
-afterEach(async () => {
-  sockets.splice(0).forEach((w) => w.terminate());
-  for (const h of hubs.splice(0)) await h.close();
-});
-
-async function hub(options: HubOptions = {}): Promise<Hub> {
-  const h = await Hub.listen({ heartbeatMs: 1000, ...options });
-  hubs.push(h);
-  return h;
-}
+const { hub, sockets } = useHubs({ heartbeatMs: 1000 });
 
 /** Says hello; resolves with the frames it got and the close code (null: still open after the welcome). */
 async function hello(h: Hub, body: Partial<HelloBody>): Promise<{ ws: WebSocket; frames: Frame[]; code: Promise<number> }> {

@@ -6,23 +6,13 @@
  * address and in all (one more is closed 1013, try again later); a hello frees its place.
  */
 import WebSocket from 'ws';
-import { Hub, HUB_CLOSE_CODES, type HubOptions } from '../../../orchestrator/hub';
+import { Hub, HUB_CLOSE_CODES } from '../../../orchestrator/hub';
 import { Codec } from '../../../shared/protocol/codec';
+import { useHubs } from '../../support/hubs';
 import { makeFrame, type HelloBody } from '../../../shared/protocol/envelope';
 
 const codec = new Codec();
-const hubs: Hub[] = [];
-const sockets: WebSocket[] = [];
-afterEach(async () => {
-  sockets.splice(0).forEach((w) => w.terminate());
-  for (const h of hubs.splice(0)) await h.close();
-});
-
-async function hub(options: HubOptions = {}): Promise<Hub> {
-  const h = await Hub.listen({ heartbeatMs: 60_000, helloTimeoutMs: 60_000, ...options });
-  hubs.push(h);
-  return h;
-}
+const { hub, sockets } = useHubs({ heartbeatMs: 60_000, helloTimeoutMs: 60_000 });
 
 /** An open socket and the promise of its close code. */
 async function connect(h: Hub): Promise<{ ws: WebSocket; closed: Promise<number> }> {
