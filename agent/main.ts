@@ -16,7 +16,7 @@
  * finished and answered, the last experience is sent, the link closes.
  */
 import * as http from 'node:http';
-import { HTTP_SERVER_LIMITS } from '../shared/http-limits';
+import { HTTP_SERVER_LIMITS, MAX_CONNECTIONS } from '../shared/http-limits';
 import * as https from 'node:https';
 import type { TlsPair } from '../shared/tls';
 import type { AddressInfo } from 'node:net';
@@ -522,6 +522,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     ? https.createServer({ ...HTTP_SERVER_LIMITS, cert: o.tls.cert, key: o.tls.key, minVersion: 'TLSv1.2' }, handler)
     : http.createServer(HTTP_SERVER_LIMITS, handler);
   server.keepAliveTimeout = 65_000;
+  server.maxConnections = MAX_CONNECTIONS.ingress;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(o.port ?? 0, o.host ?? '127.0.0.1', () => {

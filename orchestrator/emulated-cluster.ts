@@ -49,7 +49,7 @@
  */
 import { bearerMatches } from '../shared/auth';
 import * as http from 'node:http';
-import { HTTP_SERVER_LIMITS } from '../shared/http-limits';
+import { HTTP_SERVER_LIMITS, MAX_CONNECTIONS } from '../shared/http-limits';
 import type { AddressInfo } from 'node:net';
 import type { Placement } from '../shared/domain';
 import type { Scenario } from '../shared/scenario';
@@ -607,6 +607,7 @@ export class EmulatedCluster {
     for (const t of this.targets) {
       const server = http.createServer(HTTP_SERVER_LIMITS, (req, res) => this.handleServe(t, req, res));
       server.keepAliveTimeout = 65_000;
+      server.maxConnections = MAX_CONNECTIONS.ingress;
       await listen(server, 0, host);
       this.servers.push(server);
       const url = `http://${host}:${(server.address() as AddressInfo).port}`;
@@ -614,6 +615,7 @@ export class EmulatedCluster {
       else this.nodeUrls.push(url);
     }
     this.admin = http.createServer(HTTP_SERVER_LIMITS, (req, res) => this.handleAdmin(req, res));
+    this.admin.maxConnections = MAX_CONNECTIONS.admin;
     await listen(this.admin, this.o.adminPort ?? 0, host);
     this.adminUrl = `http://${host}:${(this.admin.address() as AddressInfo).port}`;
     const realMs = (scenarioS: number) => (scenarioS * 1000) / (this.o.speed ?? 1);

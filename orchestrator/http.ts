@@ -21,7 +21,7 @@
  * plus prom-client's process and Node.js metrics prefixed `kais_orchestrator_`.
  */
 import * as http from 'node:http';
-import { HTTP_SERVER_LIMITS } from '../shared/http-limits';
+import { HTTP_SERVER_LIMITS, MAX_CONNECTIONS } from '../shared/http-limits';
 import * as https from 'node:https';
 import type { TlsPair } from '../shared/tls';
 import type { AdminApi } from './admin-api';
@@ -146,6 +146,7 @@ export class OrchestratorHttp {
     const server: http.Server = tls
       ? https.createServer({ ...HTTP_SERVER_LIMITS, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' }, handler)
       : http.createServer(HTTP_SERVER_LIMITS, handler);
+    server.maxConnections = MAX_CONNECTIONS.admin;
     this.server = server;
     return new Promise((resolve, reject) => {
       server.once('error', reject);

@@ -46,7 +46,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import * as https from 'node:https';
 import type { TlsPair } from '../shared/tls';
-import { HTTP_SERVER_LIMITS } from '../shared/http-limits';
+import { HTTP_SERVER_LIMITS, MAX_CONNECTIONS } from '../shared/http-limits';
 import type { EapId } from '../shared/domain';
 import { Codec, DEFAULT_MAX_FRAME_BYTES } from '../shared/protocol/codec';
 import {
@@ -117,6 +117,8 @@ export interface HubOptions {
   maxPendingHellos?: number;
   /** Sockets waiting for their hello from one address (over it a new one is closed 1013). @defaultValue 64 */
   maxPendingHellosPerAddress?: number;
+  /** TCP connections the port holds at once; one more is closed at once (shared/http-limits.ts). @defaultValue 4096 */
+  maxConnections?: number;
   /** Socket buffer above which pushes to that session are coalesced, bytes. @defaultValue 4 MiB */
   maxBufferedBytes?: number;
   /** Largest inbound frame; larger messages close the socket (1009). @defaultValue 16 MiB */
@@ -347,6 +349,7 @@ export class Hub extends TypedEmitter<HubEvents> {
       'maxPreHelloBytes',
       'maxPendingHellos',
       'maxPendingHellosPerAddress',
+      'maxConnections',
     ] as const) {
       const v = options[key];
       if (v !== undefined && (!Number.isSafeInteger(v) || v <= 0)) {
@@ -380,6 +383,7 @@ export class Hub extends TypedEmitter<HubEvents> {
       res.writeHead(426, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(body), connection: 'close' });
       res.end(body);
     });
+    server.maxConnections = options.maxConnections ?? MAX_CONNECTIONS.hub;
     const wss = new WebSocketServer({ ...common, server });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

@@ -14,3 +14,19 @@ export const HTTP_SERVER_LIMITS = {
   requestTimeout: 30_000,
   connectionsCheckingInterval: 1_000,
 } as const;
+
+/**
+ * Connections a server holds at once (Node's server.maxConnections: one more is closed at once).
+ * All of a process's sockets share one file-descriptor budget, so a flood on one port must not take
+ * the descriptors its other links need (an agent's to its nodes and the orchestrator): 20,000 idle
+ * sockets on an agent's ingress left it none. Generous for honest use: a device's request holds
+ * its connection for at most its deadline, an eAP's agent holds one socket to the hub.
+ */
+export const MAX_CONNECTIONS = {
+  /** the agent's ingress (devices) and a kais node target (agents' proxies) */
+  ingress: 4096,
+  /** the hub's WebSocket port (one socket per eAP, plus those waiting for their hello, at most 1,024) */
+  hub: 4096,
+  /** the orchestrator's HTTP port and kais node's admin (operators, Prometheus, the dashboard) */
+  admin: 1024,
+} as const;

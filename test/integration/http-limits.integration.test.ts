@@ -46,6 +46,31 @@ describe('HTTP time limits', () => {
     }
   }, 60_000);
 
+  it('a port holds at most maxConnections at once: one more is closed at once, the others stay', async () => {
+    const small = await Hub.listen({ heartbeatMs: 60_000, maxConnections: 3 });
+    try {
+      const open = await Promise.all(
+        [0, 1, 2].map(
+          () =>
+            new Promise<net.Socket>((resolve) => {
+              const c = net.connect(small.port, '127.0.0.1', () => resolve(c));
+            }),
+        ),
+      );
+      // the server counts a connection once it has accepted it: wait until it has all three
+      await new Promise<void>((resolve) => {
+        const poll = () => (small['server'] as net.Server).getConnections((_e, n) => (n >= 3 ? resolve() : setImmediate(poll)));
+        poll();
+      });
+      const fourth = await idle(small.port);
+      expect(fourth.first).toBe(''); // closed without a word
+      for (const c of open) expect(c.destroyed).toBe(false);
+      open.forEach((c) => c.destroy());
+    } finally {
+      await small.close();
+    }
+  });
+
   it("the hub's port answers a plain request 426 (an upgrade is required)", async () => {
     const status = await new Promise<number>((resolve, reject) =>
       http
