@@ -411,6 +411,16 @@ describe('kais train --curriculum (smoke, tiny scenario)', () => {
       const e = kais(...base, ...flags, '--out', never);
       expectUsageExit(e, message, never);
     }
+    // a validation.json window with no rows: the line names the file and its field, not --eval-trace (not given)
+    const emptyWindow = path.join(dir, 'cur-empty');
+    writeLessons(emptyWindow);
+    fs.writeFileSync(path.join(emptyWindow, 'validation.json'), JSON.stringify({ trace: '../tasks.csv', traceWindowS: [1000, 2000] }));
+    const never = path.join(dir, 'never.db');
+    expectUsageExit(
+      kais('train', '--scenario', 'tiny', '--curriculum', emptyWindow, '--frames', '2', '--out', never),
+      /^kais: --curriculum \S+cur-empty\/validation\.json: field "traceWindowS" \[1000, 2000\] holds no rows of the trace \S+tasks\.csv/,
+      never,
+    );
   });
 
   it('refuses single-lesson flags next to a curriculum (kais train on kais runs the shipped lessons by default)', () => {

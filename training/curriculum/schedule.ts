@@ -254,7 +254,7 @@ export function checkTraceWindow(w: unknown, what: string, code = 'KAIS_ERR_USAG
  * The validation set of a curriculum folder (its validation.json), or null when it has none (or
  * the curriculum is one file). Errors name the file and the field.
  */
-export function loadValidation(spec: string): ValidationSpec | null {
+export function loadValidation(spec: string): (ValidationSpec & { file: string }) | null {
   const dir = spec === 'default' || spec === 'joint' ? BUILT_IN_CURRICULUM : spec;
   const f = path.join(dir, VALIDATION_FILE);
   if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory() || !fs.existsSync(f)) return null;
@@ -272,7 +272,7 @@ export function loadValidation(spec: string): ValidationSpec | null {
   if (typeof r.trace !== 'string' || r.trace.length === 0) throw new UsageError(`${f}: field "trace" must be a non-empty string`, 'KAIS_ERR_CURRICULUM');
   const trace = path.isAbsolute(r.trace) ? r.trace : path.resolve(dir, r.trace);
   if (!fs.existsSync(trace)) throw new UsageError(`${f}: field "trace": ${trace} does not exist`, 'KAIS_ERR_CURRICULUM');
-  return { trace, traceWindowS: checkTraceWindow(r.traceWindowS, `${f}: field "traceWindowS"`, 'KAIS_ERR_CURRICULUM') };
+  return { file: f, trace, traceWindowS: checkTraceWindow(r.traceWindowS, `${f}: field "traceWindowS"`, 'KAIS_ERR_CURRICULUM') };
 }
 
 /**

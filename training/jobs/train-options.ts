@@ -435,6 +435,7 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
   }
   const newLessons = fresh && opts.curriculum ? checkLessons(loadCurriculum(opts.curriculum), scenario, opts.policies) : null;
   // the second validation set: --eval-trace (none: off), else the curriculum folder's validation.json
+  let validationFile: string | null = null;
   if (given.evalTrace === 'none') {
     opts.evalTrace = null;
   } else if (given.evalTrace) {
@@ -442,6 +443,7 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
   } else if (fresh && opts.curriculum) {
     const v = loadValidation(opts.curriculum);
     if (v) {
+      validationFile = v.file;
       opts.evalTrace = v.trace;
       if (given.evalTraceWindowS === undefined) opts.evalTraceWindowS = v.traceWindowS;
     }
@@ -450,9 +452,17 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
     checkTraceWindow(given.evalTraceWindowS, '--eval-trace-window');
     if (!opts.evalTrace) throw new UsageError('--eval-trace-window: needs --eval-trace (or a curriculum with a validation.json)');
   }
-  // an empty validation window fails now, not at the first evaluation
-  if (fresh && opts.evalTrace && !asFlag('--eval-trace', () => traceHasRowsIn(opts.evalTrace!, opts.evalTraceWindowS))) {
-    throw new UsageError(`--eval-trace: ${opts.evalTrace} has no rows in the window [${opts.evalTraceWindowS.join(', ')}]`);
+  // an empty validation window fails now, not at the first evaluation; the line names where the
+  // trace came from: the flag, or the curriculum's validation.json (no flag was given then)
+  const fromFile = validationFile;
+  const traceSource = fromFile ? `${fromFile}: field "trace"` : '--eval-trace';
+  if (fresh && opts.evalTrace && !asFlag(traceSource, () => traceHasRowsIn(opts.evalTrace!, opts.evalTraceWindowS))) {
+    const window = `[${opts.evalTraceWindowS.join(', ')}]`;
+    throw new UsageError(
+      fromFile && given.evalTraceWindowS === undefined
+        ? `${fromFile}: field "traceWindowS" ${window} holds no rows of the trace ${opts.evalTrace}`
+        : `${traceSource}: ${opts.evalTrace} has no rows in the window ${window}`,
+    );
   }
   if (!opts.resume && fs.existsSync(opts.out) && fs.statSync(opts.out).size > 0) {
     throw new UsageError(`--out ${opts.out}: file exists; pass --resume to continue it or choose another file`);

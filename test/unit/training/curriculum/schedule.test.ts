@@ -213,7 +213,11 @@ describe('loadValidation (validation.json of a curriculum folder, --eval-trace)'
       path.join(dir, 'validation.json'),
       JSON.stringify({ description: 'd', trace: 'rows.csv', traceWindowS: [25000, 30000] }),
     );
-    expect(loadValidation(dir)).toEqual({ trace: path.join(dir, 'rows.csv'), traceWindowS: [25000, 30000] });
+    expect(loadValidation(dir)).toEqual({
+      file: path.join(dir, 'validation.json'),
+      trace: path.join(dir, 'rows.csv'),
+      traceWindowS: [25000, 30000],
+    });
     expect(loadCurriculum(dir).map((l) => l.name)).toEqual(['t']);
   });
   it('names the file and the field of a bad one', () => {
