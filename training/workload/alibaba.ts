@@ -191,6 +191,13 @@ export function parseTrace(text: string, file: string, warn: (line: string) => v
     }
     const arrival = numOrNull(f[c.arrival]);
     if (arrival === null || Number.isNaN(arrival)) {
+      // a first row of names (a header some tools add, e.g. create_timestamp) is no malformed row:
+      // in a short file it alone passed the malformed share and refused the file
+      if (total === 1 && /^[A-Za-z_][\w ]*$/.test(f[c.arrival].trim())) {
+        total--;
+        warn(`kais: ${file}: line ${i + 1} read as a header (its time field is "${f[c.arrival].trim()}")`);
+        continue;
+      }
       bad(i + 1, `time "${f[c.arrival]}" is not a number`);
       continue;
     }

@@ -116,6 +116,18 @@ describe('loadTrace', () => {
     expect(lines).toEqual([`kais: ${f}: skipped 1 malformed rows of 200 (first at line 17: 3 columns, expected 8)`]);
   });
 
+  it('reads a first row of names as a header, with one line, in a file too short for a malformed row (a header was refused)', () => {
+    const header = 'create_timestamp,modify_timestamp,job_id,task_id,instance_num,status,plan_cpu,plan_mem';
+    const lines: string[] = [];
+    const f = tmpFile('batch_task.csv', `${header}\n${V2017}\n`);
+    const t = loadTrace(f, (l) => lines.push(l));
+    expect(t.rows).toHaveLength(4);
+    expect(t.skipped).toBe(0);
+    expect(lines).toEqual([`kais: ${f}: line 1 read as a header (its time field is "create_timestamp")`]);
+    // further down, such a row is a malformed one
+    expect(() => loadTrace(tmpFile('batch_task.csv', `${V2017}\n${header}\n`), () => undefined)).toThrow(/malformed/);
+  });
+
   it('skips a row whose time is not a number', () => {
     const text = rowsWithBadLines(150, []).replace(/^5,15,/m, 'five,15,');
     const lines: string[] = [];
