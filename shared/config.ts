@@ -221,10 +221,30 @@ export function readInputFile(file: string, what: string, maxBytes = MAX_JSON_BY
   const st = statOf(file);
   if (st && st.size > maxBytes)
     throw new UsageError(`${what}: ${file} holds ${st.size} bytes, more than ${maxBytes} (not the file meant?)`);
+  let bytes: Buffer;
   try {
-    return fs.readFileSync(file, 'utf8');
+    bytes = fs.readFileSync(file);
   } catch (e) {
     throw new UsageError(`${what}: cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
+  }
+  return utf8Text(bytes, `${what}: ${file}`);
+}
+
+/**
+ * A JSON input file's bytes as text: UTF-8 (a leading BOM dropped). UTF-16 (a UTF-16 BOM), NUL
+ * bytes or bytes that are no UTF-8 are refused, naming where: they were read as text with NULs or
+ * U+FFFD in it, which the JSON parser's message then echoed to the terminal.
+ */
+export function utf8Text(bytes: Buffer, where: string): string {
+  if (bytes.length >= 2 && ((bytes[0] === 0xff && bytes[1] === 0xfe) || (bytes[0] === 0xfe && bytes[1] === 0xff)))
+    throw new UsageError(`${where} is UTF-16 text: save it as UTF-8`);
+  const nul = bytes.indexOf(0);
+  if (nul >= 0) throw new UsageError(`${where} holds binary data (a NUL byte at offset ${nul}), not text`);
+  const body = bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? bytes.subarray(3) : bytes;
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(body);
+  } catch {
+    throw new UsageError(`${where} is not UTF-8 text`);
   }
 }
 

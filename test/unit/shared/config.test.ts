@@ -5,7 +5,7 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { checkOptions, defaultsOf, givenOptions, nameTheFlag, opt, resolveOptions } from '../../../shared/config';
+import { checkOptions, defaultsOf, givenOptions, nameTheFlag, opt, readInputFile, resolveOptions } from '../../../shared/config';
 import { resolveSecret } from '../../../shared/lifecycle';
 import { UsageError } from '../../../shared/errors';
 import { cliReference } from '../../../scripts/cli-docs';
@@ -144,5 +144,25 @@ describe('docs/cli.md', () => {
   it('is what the option specs make (npm run docs:cli regenerates it)', () => {
     const file = path.join(__dirname, '..', '..', '..', 'docs', 'cli.md');
     expect(fs.readFileSync(file, 'utf8')).toBe(cliReference());
+  });
+});
+
+describe('readInputFile: a JSON input is UTF-8 text', () => {
+  const write = (name: string, bytes: Buffer) => {
+    const f = path.join(tmp, name);
+    fs.writeFileSync(f, bytes);
+    return f;
+  };
+  it('reads UTF-8, with or without a BOM', () => {
+    expect(readInputFile(write('a.json', Buffer.from('{"a":"é"}')), '--scenario')).toBe('{"a":"é"}');
+    expect(readInputFile(write('b.json', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{}')])), '--scenario')).toBe('{}');
+  });
+  it('refuses UTF-16, NUL bytes and bytes that are no UTF-8, in one line naming the flag and file', () => {
+    const utf16 = write('c.json', Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('{}', 'utf16le')]));
+    expect(() => readInputFile(utf16, '--scenario')).toThrow(new UsageError(`--scenario: ${utf16} is UTF-16 text: save it as UTF-8`));
+    const nul = write('d.json', Buffer.from('{"a":\0}'));
+    expect(() => readInputFile(nul, '--targets')).toThrow(/^--targets: \S+d\.json holds binary data \(a NUL byte at offset 5\), not text$/);
+    const latin1 = write('e.json', Buffer.from('{"a":"\xe9"}', 'latin1'));
+    expect(() => readInputFile(latin1, '--curriculum')).toThrow(/^--curriculum: \S+e\.json is not UTF-8 text$/);
   });
 });
