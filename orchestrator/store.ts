@@ -35,6 +35,7 @@ import * as nodePath from 'node:path';
 import { randomBytes } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { KaisError } from '../shared/errors';
+import { absentCompanions, removeCompanions } from '../shared/sqlite-companions';
 import { lineLogger, processLogger } from '../shared/log';
 import { Codec } from '../shared/protocol/codec';
 import type { EapId } from '../shared/domain';
@@ -430,7 +431,7 @@ export class Store {
     } catch (e) {
       // a refused file is left as it was: the -wal / -shm SQLite made beside it go again (unless
       // the file is locked: then another process has it open, and they may be that process's)
-      if (!/\bis locked\b/.test((e as Error).message)) removeFiles(absent);
+      removeCompanions(absent, e);
       throw e;
     }
     this.experienceCapacity = Number(this.meta('experience_capacity'));
@@ -955,16 +956,6 @@ export class Store {
 /** A fresh epoch id: creation time and 48 random bits, e.g. `mf3k2x1a-9c0e4b7d21aa`. */
 function newEpoch(): string {
   return `${Date.now().toString(36)}-${randomBytes(6).toString('hex')}`;
-}
-
-/** The `-wal` / `-shm` companions of `path` that do not exist (yet). */
-function absentCompanions(path: string): string[] {
-  if (path === ':memory:' || path === '') return [];
-  return [`${path}-wal`, `${path}-shm`].filter((f) => fs.lstatSync(f, { throwIfNoEntry: false }) === undefined);
-}
-
-function removeFiles(files: readonly string[]): void {
-  for (const f of files) fs.rmSync(f, { force: true });
 }
 
 function fileIdentity(path: string): string | null {

@@ -69,20 +69,24 @@ export interface Scenario {
 const BUILT_INS: Record<string, unknown> = { tiny, small, kais, large };
 export const BUILT_IN_SCENARIOS = Object.keys(BUILT_INS);
 
+/** Whether a --scenario value (or a lesson's "scenario") names a file (a path or a .json name) rather than a built-in. */
+export function isScenarioFile(nameOrFile: string): boolean {
+  if (Object.prototype.hasOwnProperty.call(BUILT_INS, nameOrFile)) return false;
+  return nameOrFile.includes('/') || nameOrFile.includes('\\') || nameOrFile.endsWith('.json');
+}
+
 /** Resolve `--scenario <name|file>`: a built-in name, or a JSON file validated field by field. */
 export function loadScenario(nameOrFile: string): Scenario {
   if (Object.prototype.hasOwnProperty.call(BUILT_INS, nameOrFile)) {
     return validateScenario(BUILT_INS[nameOrFile], `built-in scenario ${nameOrFile}`);
   }
-  const looksLikeFile = nameOrFile.includes('/') || nameOrFile.includes('\\') || nameOrFile.endsWith('.json');
-  if (!looksLikeFile) {
+  if (!isScenarioFile(nameOrFile)) {
     throw new UsageError(`--scenario: unknown scenario "${nameOrFile}" (built-ins: ${BUILT_IN_SCENARIOS.join(', ')}, or a .json file)`);
   }
   const text = readInputFile(nameOrFile, '--scenario');
   let raw: unknown;
   try {
-    // a UTF-8 byte order mark (Windows editors write one) is not part of the JSON
-    raw = JSON.parse(text.startsWith('\uFEFF') ? text.slice(1) : text);
+    raw = JSON.parse(text); // readInputFile has dropped a UTF-8 byte order mark
   } catch (e) {
     // the parser quotes the file: its control characters are escaped, not printed to the terminal
     throw new UsageError(`${nameOrFile}: not valid JSON (${escapeControl((e as Error).message)})`);

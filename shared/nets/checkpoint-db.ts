@@ -21,8 +21,9 @@
 import * as fs from 'fs';
 import Database from 'better-sqlite3';
 import { KaisError, UsageError } from '../errors';
+import { absentCompanions, removeCompanions } from '../sqlite-companions';
 import { packWeights, weightsFromBytes, weightsToBytes } from '../protocol/weights';
-import type { Scenario } from '../scenario';
+import { isScenarioFile, type Scenario } from '../scenario';
 import { hashString } from '../rng';
 
 export const CHECKPOINT_FORMAT = 'kais-train-v1';
@@ -118,9 +119,7 @@ export class CheckpointDb {
     if (mode === 'read' && !fs.existsSync(path)) throw new UsageError(`${path}: no such checkpoint file`, 'KAIS_ERR_CHECKPOINT');
     const existed = fs.lstatSync(path, { throwIfNoEntry: false }) !== undefined;
     let emptyFile = fs.statSync(path, { throwIfNoEntry: false })?.size === 0;
-    const absent = [`${path}-wal`, `${path}-shm`, `${path}-journal`].filter(
-      (f) => fs.lstatSync(f, { throwIfNoEntry: false }) === undefined,
-    );
+    const absent = absentCompanions(path);
     let db: Database.Database | null = null;
     try {
       db = new Database(path, { readonly: mode === 'read', fileMustExist: mode === 'read' });
@@ -161,7 +160,7 @@ export class CheckpointDb {
       // a refused file is left as it was: no -wal / -shm of this open stays beside it
       // (unless the file is locked: then another process has it open, and they may be that process's)
       if (db?.open) db.close();
-      if (!/\bis locked\b/.test(oneLine(e))) for (const f of absent) fs.rmSync(f, { force: true });
+      removeCompanions(absent, e);
       if (e instanceof UsageError) throw e;
       if (mode === 'create' && isDiskFull(e)) {
         // no room to start the file: the file this open made goes again (a 0-byte one would read as a run to resume)
@@ -302,7 +301,7 @@ export function checkScenario(path: string, cfg: { scenarioFingerprint: string; 
   if (cfg.scenarioFingerprint !== scenarioFingerprint(scenario)) {
     const same = cfg.scenario === scenario.name;
     // a scenario file is stored by its path, not its name: say that its contents differ (edited since, or another file)
-    const file = !same && /[\\/]|\.json$/i.test(cfg.scenario);
+    const file = !same && isScenarioFile(cfg.scenario);
     throw new UsageError(
       same
         ? `${path}: trained on a different version of scenario "${scenario.name}" (fingerprint ${cfg.scenarioFingerprint})`

@@ -13,7 +13,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { UsageError } from '../../shared/errors';
 import { readInputFile } from '../../shared/config';
-import { BUILT_IN_SCENARIOS } from '../../shared/scenario';
+import { isScenarioFile } from '../../shared/scenario';
 
 export interface Lesson {
   name: string;
@@ -314,8 +314,7 @@ export function loadCurriculum(spec: string): Lesson[] {
     const l = validateLesson(raw, f);
     // a scenario file, like a trace, is found beside the lesson (lessons written when it was read
     // from the working directory still work: that path is taken when there is no file beside it)
-    const looksLikeFile = l.scenario.includes('/') || l.scenario.includes('\\') || l.scenario.endsWith('.json');
-    if (looksLikeFile && !BUILT_IN_SCENARIOS.includes(l.scenario) && !path.isAbsolute(l.scenario)) {
+    if (isScenarioFile(l.scenario) && !path.isAbsolute(l.scenario)) {
       const beside = path.resolve(path.dirname(f), l.scenario);
       if (fs.existsSync(beside) || !fs.existsSync(l.scenario)) l.scenario = beside;
     }
