@@ -14,7 +14,7 @@ import { UsageError, asFlag } from '../../shared/errors';
 import { DEQUEUE_NAMES } from '../../shared/dequeue';
 import type { HeadActivation } from '../../shared/nets/dense-f32';
 import type { DispatchPolicy } from '../../shared/policy';
-import { BUILT_IN_SCENARIOS, loadScenario, type Scenario } from '../../shared/scenario';
+import { checkLoad, isScenarioFile, loadScenario, type Scenario } from '../../shared/scenario';
 import { makeTrainTeacher } from '../baselines/teacher';
 import { ORCHESTRATION_BASELINES, makeDispatch, makeOrchestration } from '../baselines/registry';
 import {
@@ -291,6 +291,11 @@ export function checkLessons(lessons: Lesson[], scenario: Scenario, policies: st
     } catch (e) {
       throw field('scenario', e);
     }
+    try {
+      checkLoad(ls, l.load);
+    } catch (e) {
+      throw field('load', e);
+    }
     if (scenarioFingerprint(ls) !== scenarioFingerprint(scenario)) {
       throw new UsageError(
         `${src}: field "scenario" is "${l.scenario}", but this run trains scenario "${scenario.name}" (pass --scenario ${l.scenario}, or --curriculum none)`,
@@ -395,6 +400,7 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
   const scenario = loadScenario(opts.scenario);
   if (opts.curriculum === 'none') opts.curriculum = null;
   checkOptions(TRAIN_SPEC, opts);
+  checkLoad(scenario, opts.load); // as kais eval and kais up hold it
   if (!(ORCHESTRATION_BASELINES as readonly string[]).includes(opts.orchestration))
     throw new UsageError(
       `--orchestration: "${opts.orchestration}" cannot be held fixed while dispatch learns (${ORCHESTRATION_BASELINES.join(', ')}; GPG trains with --policies cmmac/gpg)`,
@@ -468,13 +474,6 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
     throw new UsageError(`--out ${opts.out}: file exists; pass --resume to continue it or choose another file`);
   }
   return { opts, scenario, newLessons };
-}
-
-/** Whether --scenario (or a lesson's "scenario") names a file rather than a built-in scenario (as loadScenario tells them apart). */
-export function isScenarioFile(nameOrFile: string): boolean {
-  return (
-    !BUILT_IN_SCENARIOS.includes(nameOrFile) && (nameOrFile.includes('/') || nameOrFile.includes('\\') || nameOrFile.endsWith('.json'))
-  );
 }
 
 /** Resolved config: the options plus what they imply; the first row a run writes. */
