@@ -5,7 +5,9 @@
  * and every agent, and after `kais scale` and `kais nodes --hold` the change and its event appear
  * without a reload; the throughput chart draws the simulator's prediction for the same requests
  * (the in-time rate of `kais up`'s prediction file, frame by frame on the wall clock) beside the
- * live rate. Screenshots go to a temporary folder, printed on stderr. The orchestrator's log lines
+ * live rate. Screenshots go to a temporary folder, printed on stderr, which is removed when the test
+ * passes (kept when it fails, for a look at the page; KAIS_SCREENSHOTS=<folder> keeps them there
+ * either way). The orchestrator's log lines
  * are JSON (pino) and hold no token.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -43,7 +45,10 @@ afterEach(async () => {
 (haveChromium ? it : it.skip)(
   'kais up: the dashboard shows every node and agent, and a scale and a hold with their events, live',
   async () => {
-    const shots = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-dashboard-'));
+    const keepIn = process.env.KAIS_SCREENSHOTS;
+    if (keepIn) fs.mkdirSync(keepIn, { recursive: true });
+    const shots = keepIn ?? fs.mkdtempSync(path.join(os.tmpdir(), 'kais-dashboard-'));
+    process.stderr.write(`dashboard screenshots: ${shots}\n`);
     const child = spawn(
       process.execPath,
       [KAIS, 'up', '--scenario', 'kais', '--policy', 'lec', '--orchestration', 'static', '--duration', '60', '--verbose'],
@@ -160,7 +165,7 @@ afterEach(async () => {
     expect(after).toBeGreaterThan(before); // the same page, updated by the stream
     const dom = await page.evaluate(() => document.getElementsByTagName('*').length);
     await page.screenshot({ path: path.join(shots, '2-scaled-and-held.png'), fullPage: true });
-    process.stderr.write(`dashboard screenshots: ${shots} (${dom} DOM elements)\n`);
+    process.stderr.write(`dashboard: ${dom} DOM elements\n`);
 
     expect(problems).toEqual([]);
     // a wrong token is refused by the stream
@@ -175,6 +180,7 @@ afterEach(async () => {
     const orchestratorLines = lines.filter((l) => l.startsWith('[orchestrator] '));
     expect(orchestratorLines.length).toBeGreaterThan(0);
     expect(lines.some((l) => l.includes(token))).toBe(false);
+    if (!keepIn) fs.rmSync(shots, { recursive: true, force: true });
   },
   90_000,
 );
