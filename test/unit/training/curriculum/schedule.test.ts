@@ -52,6 +52,13 @@ describe('loadCurriculum', () => {
     ]);
     for (let i = 1; i < ls.length; i++) expect(ls[i].checkpointIn).toBe(ls[i - 1].checkpointOut);
   });
+  it('loads cloud-drawn: the shipped lessons, with the cloud of the RL lesson drawn from 8 to 15 VMs per episode (models/kais-cmmac-cloud.bin)', () => {
+    const shipped = loadCurriculum('default');
+    const drawn = loadCurriculum(path.join(BUILT_IN_CURRICULUM, '..', 'cloud-drawn'));
+    const bare = ({ description: _d, cloudVms: _c, source: _s, ...rest }: (typeof drawn)[number]) => rest;
+    expect(drawn.map(bare)).toEqual(shipped.map(bare));
+    expect(drawn.map((l) => l.cloudVms ?? null)).toEqual([null, [8, 15]]);
+  });
   it("loads the handbook's staged lessons (P1, P2 static; P3 hpa; P4 at 1.1x)", () => {
     const ls = loadCurriculum(path.join(BUILT_IN_CURRICULUM, '..', 'staged'));
     expect(ls.map((l) => l.workload)).toEqual(['p1', 'p2', 'p3', 'p4']);
