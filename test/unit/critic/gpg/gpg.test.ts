@@ -497,7 +497,7 @@ describe('the GPG models the project ships', () => {
     );
   });
 
-  it("the shipped kais model runs with hpa's scale-in gated by the failed share; the opt-ins kais-gpg-scale-in.json and kais-gpg-lean.json differ from it in the scale-in only", () => {
+  it("the shipped kais model runs with hpa's scale-in gated by the failed share; the opt-in kais-gpg-scale-in.json differs from it in the gate only", () => {
     const kais = loadScenario('kais');
     const dir = path.dirname(defaultGpgModelPath(kais)!);
     const read = (f: string): Record<string, unknown> => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as Record<string, unknown>;
@@ -506,12 +506,7 @@ describe('the GPG models the project ships', () => {
     expect(rest).toEqual(base);
     expect(shipped).toEqual({ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: true, maxFailedShare: 0.3 });
     expect(optIn).toEqual({ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: true });
-    // the lean opt-in (session 40, docs/gpg.md "The replica route with an actor for a scarce cloud"): the same net, a
-    // scale-in to target 0.85 that keeps no replica per eAP, the same gate
-    const { scaleIn: lean, ...leanRest } = read('kais-gpg-lean.json');
-    expect(leanRest).toEqual(base);
-    expect(lean).toEqual({ rule: 'hpa', targetUtilisation: 0.85, keepPerEap: false, maxFailedShare: 0.3 });
-    for (const f of ['kais-gpg.json', 'kais-gpg-scale-in.json', 'kais-gpg-lean.json']) {
+    for (const f of ['kais-gpg.json', 'kais-gpg-scale-in.json']) {
       const p = loadGpgOrchestration(path.join(dir, f), kais, '--gpg');
       expect(p).toBeInstanceOf(WithHpaScaleIn);
       p.dispose();

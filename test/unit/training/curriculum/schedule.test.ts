@@ -52,7 +52,7 @@ describe('loadCurriculum', () => {
     ]);
     for (let i = 1; i < ls.length; i++) expect(ls[i].checkpointIn).toBe(ls[i - 1].checkpointOut);
   });
-  it('loads cloud-drawn: the shipped lessons, with the cloud of the RL lesson drawn from 8 to 15 VMs per episode (models/kais-cmmac-cloud.bin)', () => {
+  it("loads cloud-drawn: the shipped lessons, with the cloud of the RL lesson drawn from 8 to 15 VMs per episode (session 34's actor E; docs/gpg.md, session 40)", () => {
     const shipped = loadCurriculum('default');
     const drawn = loadCurriculum(path.join(BUILT_IN_CURRICULUM, '..', 'cloud-drawn'));
     const bare = ({ description: _d, cloudVms: _c, source: _s, ...rest }: (typeof drawn)[number]) => rest;
