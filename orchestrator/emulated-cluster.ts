@@ -49,7 +49,7 @@
  */
 import { bearerMatches } from '../shared/auth';
 import * as http from 'node:http';
-import { HTTP_SERVER_LIMITS, MAX_CONNECTIONS } from '../shared/http-limits';
+import { capConnectionsPerAddress, HTTP_SERVER_LIMITS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS } from '../shared/http-limits';
 import type { AddressInfo } from 'node:net';
 import type { Placement } from '../shared/domain';
 import type { Scenario } from '../shared/scenario';
@@ -616,6 +616,7 @@ export class EmulatedCluster {
     }
     this.admin = http.createServer(HTTP_SERVER_LIMITS, (req, res) => this.handleAdmin(req, res));
     this.admin.maxConnections = MAX_CONNECTIONS.admin;
+    capConnectionsPerAddress(this.admin, MAX_CONNECTIONS_PER_ADDRESS.admin);
     await listen(this.admin, this.o.adminPort ?? 0, host);
     this.adminUrl = `http://${host}:${(this.admin.address() as AddressInfo).port}`;
     const realMs = (scenarioS: number) => (scenarioS * 1000) / (this.o.speed ?? 1);

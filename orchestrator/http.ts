@@ -21,7 +21,7 @@
  * plus prom-client's process and Node.js metrics prefixed `kais_orchestrator_`.
  */
 import * as http from 'node:http';
-import { HTTP_SERVER_LIMITS, MAX_CONNECTIONS } from '../shared/http-limits';
+import { capConnectionsPerAddress, HTTP_SERVER_LIMITS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS } from '../shared/http-limits';
 import * as https from 'node:https';
 import type { TlsPair } from '../shared/tls';
 import type { AdminApi } from './admin-api';
@@ -147,6 +147,7 @@ export class OrchestratorHttp {
       ? https.createServer({ ...HTTP_SERVER_LIMITS, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' }, handler)
       : http.createServer(HTTP_SERVER_LIMITS, handler);
     server.maxConnections = MAX_CONNECTIONS.admin;
+    capConnectionsPerAddress(server, MAX_CONNECTIONS_PER_ADDRESS.admin);
     this.server = server;
     return new Promise((resolve, reject) => {
       server.once('error', reject);

@@ -46,7 +46,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import * as https from 'node:https';
 import type { TlsPair } from '../shared/tls';
-import { HTTP_SERVER_LIMITS, MAX_CONNECTIONS } from '../shared/http-limits';
+import { capConnectionsPerAddress, HTTP_SERVER_LIMITS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS } from '../shared/http-limits';
 import type { EapId } from '../shared/domain';
 import { Codec, DEFAULT_MAX_FRAME_BYTES } from '../shared/protocol/codec';
 import {
@@ -119,6 +119,8 @@ export interface HubOptions {
   maxPendingHellosPerAddress?: number;
   /** TCP connections the port holds at once; one more is closed at once (shared/http-limits.ts). @defaultValue 4096 */
   maxConnections?: number;
+  /** TCP connections one address holds at once on the port; one more is closed at once. @defaultValue 1200 */
+  maxConnectionsPerAddress?: number;
   /** Socket buffer above which pushes to that session are coalesced, bytes. @defaultValue 4 MiB */
   maxBufferedBytes?: number;
   /** Largest inbound frame; larger messages close the socket (1009). @defaultValue 16 MiB */
@@ -350,6 +352,7 @@ export class Hub extends TypedEmitter<HubEvents> {
       'maxPendingHellos',
       'maxPendingHellosPerAddress',
       'maxConnections',
+      'maxConnectionsPerAddress',
     ] as const) {
       const v = options[key];
       if (v !== undefined && (!Number.isSafeInteger(v) || v <= 0)) {
@@ -384,6 +387,7 @@ export class Hub extends TypedEmitter<HubEvents> {
       res.end(body);
     });
     server.maxConnections = options.maxConnections ?? MAX_CONNECTIONS.hub;
+    capConnectionsPerAddress(server, options.maxConnectionsPerAddress ?? MAX_CONNECTIONS_PER_ADDRESS.hub);
     const wss = new WebSocketServer({ ...common, server });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

@@ -1,3 +1,5 @@
+import type * as net from 'node:net';
+
 /**
  * The time limits every kais HTTP server takes (the agent's ingress, the orchestrator's HTTP port,
  * the hub's WebSocket port, kais node's targets and admin), given to http(s).createServer. Node's
@@ -30,3 +32,40 @@ export const MAX_CONNECTIONS = {
   /** the orchestrator's HTTP port and kais node's admin (operators, Prometheus, the dashboard) */
   admin: 1024,
 } as const;
+
+/**
+ * Connections one remote address holds at once on a port, under MAX_CONNECTIONS: one client (one
+ * address) flooding a port could otherwise fill its whole cap, and every honest client then waited
+ * for headersTimeout to free a slot. The hub's is above the most agents one host can run (a scenario
+ * has at most 1,000 eAPs, shared/scenario.ts SCENARIO_LIMITS) plus the 64 sockets one address may
+ * have waiting for their hello; the admin port's is far above what an operator's tools hold. Not
+ * on the ingress and the node targets: behind a NAT, or an agent's proxy, many honest requests
+ * share one address.
+ */
+export const MAX_CONNECTIONS_PER_ADDRESS = {
+  hub: 1200,
+  admin: 256,
+} as const;
+
+/**
+ * Closes, as soon as it is accepted, a connection from an address that already holds `max` on
+ * `server` (its 'connection' event: the raw TCP socket, before TLS or HTTP). Hand-written: no
+ * npm library does this for a plain Node server, and it is a counter per address.
+ */
+export function capConnectionsPerAddress(server: net.Server, max: number): void {
+  const open = new Map<string, number>();
+  server.on('connection', (socket: net.Socket) => {
+    const address = socket.remoteAddress ?? '';
+    const n = open.get(address) ?? 0;
+    if (n >= max) {
+      socket.destroy();
+      return;
+    }
+    open.set(address, n + 1);
+    socket.once('close', () => {
+      const left = (open.get(address) ?? 1) - 1;
+      if (left > 0) open.set(address, left);
+      else open.delete(address);
+    });
+  });
+}

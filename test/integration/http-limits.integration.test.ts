@@ -71,6 +71,64 @@ describe('HTTP time limits', () => {
     }
   });
 
+  it('an address holds at most maxConnectionsPerAddress on the port: one more from it is closed at once, another address still gets in', async () => {
+    const small = await Hub.listen({ heartbeatMs: 60_000, maxConnectionsPerAddress: 2 });
+    const from = (localAddress: string) =>
+      new Promise<net.Socket>((resolve, reject) => {
+        const c = net.connect({ port: small.port, host: '127.0.0.1', localAddress }, () => resolve(c));
+        c.on('error', reject);
+      });
+    try {
+      const flood = [await from('127.0.0.2'), await from('127.0.0.2')];
+      const counted = () =>
+        new Promise<void>((resolve) => {
+          const poll = () => (small['server'] as net.Server).getConnections((_e, n) => (n >= 2 ? resolve() : setImmediate(poll)));
+          poll();
+        });
+      await counted();
+      // a third from the same address: closed without a word, as soon as it is accepted
+      const third = await from('127.0.0.2');
+      const closed = await new Promise<string>((resolve) => {
+        let got = '';
+        third.on('data', (d: Buffer) => (got += d.toString('latin1')));
+        third.on('close', () => resolve(got));
+      });
+      expect(closed).toBe('');
+      // another address is not held back by the flood: its plain request is answered (426)
+      const other = await from('127.0.0.3');
+      other.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+      const answer = await new Promise<string>((resolve) => {
+        let got = '';
+        other.on('data', (d: Buffer) => {
+          got += d.toString('latin1');
+          if (got.includes('\r\n')) resolve(got.split('\r\n')[0]);
+        });
+      });
+      expect(answer).toBe('HTTP/1.1 426 Upgrade Required');
+      for (const c of flood) expect(c.destroyed).toBe(false);
+      // the slots come back when the address closes its connections
+      flood.forEach((c) => c.destroy());
+      other.destroy();
+      await new Promise<void>((resolve) => {
+        const poll = () => (small['server'] as net.Server).getConnections((_e, n) => (n === 0 ? resolve() : setImmediate(poll)));
+        poll();
+      });
+      const again = await from('127.0.0.2');
+      again.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+      const status = await new Promise<string>((resolve) => {
+        let got = '';
+        again.on('data', (d: Buffer) => {
+          got += d.toString('latin1');
+          if (got.includes('\r\n')) resolve(got.split('\r\n')[0]);
+        });
+      });
+      expect(status).toBe('HTTP/1.1 426 Upgrade Required');
+      again.destroy();
+    } finally {
+      await small.close();
+    }
+  });
+
   it("the hub's port answers a plain request 426 (an upgrade is required)", async () => {
     const status = await new Promise<number>((resolve, reject) =>
       http
