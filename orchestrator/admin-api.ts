@@ -13,20 +13,26 @@
  *
  * Every change is an event (`admin-scale`, `admin-release`, `admin-hold`, `admin-readmit`,
  * `admin-expired`) naming who (`by`, default "admin") and why, is saved in the store (overrides
- * and holds survive a restart), and is applied at once: the placement loop takes a step and
- * publishes the placement that follows.
+ * and holds survive a restart), and is applied at once: the placement loop takes a step with the
+ * admin's orders only (the policy keeps its own period) and publishes the placement that follows.
+ * The answer says what the cluster did (`applied`: orders carried out and refused); 502 when the
+ * executor failed (the change is saved, and the next step tries again); 409 when the orchestrator
+ * has no executor, so a change would act on nothing.
  */
 import type { Scenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';
 import type { AdminSnapshot, AdminState } from './admin';
+import type { StepOutcome } from './placement-loop';
 
 export interface AdminDeps {
   scenario: Scenario;
   state: AdminState;
   save(s: AdminSnapshot): void;
   event(kind: string, message: string): void;
-  /** Apply now: one placement step, resolved once its placement is published. */
-  stepNow(): Promise<void>;
+  /** Apply now: one placement step with the admin's orders, resolved with what it did once its placement is published. */
+  stepNow(): Promise<StepOutcome>;
+  /** False when the orchestrator has no executor (no cluster an override or a hold could act on). @defaultValue true */
+  cluster?: boolean;
   status(): Record<string, unknown>;
   events(q: { sinceMs: number; kind?: string; limit: number }): unknown[];
   forecast(): number[] | null;
@@ -80,6 +86,11 @@ export class AdminApi {
         : `${k}: must be an integer in ${lo}..${hi}`;
     const W = this.d.scenario.services.length;
     const s = this.d.state;
+    if (this.d.cluster === false)
+      return {
+        status: 409,
+        body: { reason: 'this orchestrator has no executor (its config names none): an override or a hold would act on no cluster' },
+      };
     if (path === '/v1/scale') {
       const service = int('service', 0, W - 1);
       if (typeof service === 'string') return bad(service);
@@ -121,7 +132,20 @@ export class AdminApi {
   private async changed(kind: string, message: string): Promise<AdminReply> {
     this.d.save(this.d.state.snapshot());
     this.d.event(kind, message);
-    await this.d.stepNow();
-    return { status: 200, body: { ok: true, event: kind, message, ...this.d.status() } };
+    const out = await this.d.stepNow();
+    const applied = { executed: out.executed, refused: out.refused };
+    if (out.error !== undefined)
+      return {
+        status: 502,
+        body: {
+          ok: false,
+          reason: `saved, but the cluster did not take it (${out.error}); the next placement step tries again`,
+          event: kind,
+          message,
+          applied,
+          ...this.d.status(),
+        },
+      };
+    return { status: 200, body: { ok: true, event: kind, message, applied, ...this.d.status() } };
   }
 }

@@ -35,8 +35,29 @@ interface Common {
   json: boolean;
 }
 
-/** One call of the admin API; its refusals are the user's (exit 2, one line). */
-async function call(a: Common, method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
+/** The flag that carried each field of a change's body (the API's refusals name the field). */
+const FIELD_FLAGS: Record<string, string> = {
+  service: '--service',
+  replicas: '--replicas',
+  node: '--node',
+  reason: '--reason',
+  by: '--by',
+  ttlS: '--ttl',
+};
+
+/**
+ * One call of the admin API; its refusals are the user's (exit 2, one line naming the flag: `flags`
+ * overrides FIELD_FLAGS for this command, `notFound` names the flag of a 404 about the thing named,
+ * a service with no override or a node not held). A change saved that the cluster did not take
+ * (502) is one line and exit 1, and its answer is returned: the change stands.
+ */
+async function call(
+  a: Common,
+  method: string,
+  path: string,
+  body?: unknown,
+  names: { flags?: Record<string, string>; notFound?: string } = {},
+): Promise<Record<string, unknown>> {
   const token = resolveSecret({
     fromFile: a.adminTokenFile,
     fileFlag: 'admin-token-file',
@@ -105,11 +126,27 @@ async function call(a: Common, method: string, path: string, body?: unknown): Pr
   const reason = typeof reply.body.reason === 'string' ? oneLine(reply.body.reason) : `HTTP ${reply.status}`;
   if (reply.status === 401) throw new UsageError('--admin-token-file: the orchestrator refused the admin token');
   if (reply.status === 403) throw new UsageError(`--orchestrator: ${reason}`);
+  if (reply.status === 502 && typeof reply.body.message === 'string') {
+    process.stderr.write(`kais: ${oneLine(String(reply.body.message))}: ${reason}\n`);
+    process.exitCode = 1;
+    return reply.body;
+  }
+  if (reply.status === 404 && names.notFound && /^(service \d+ has no override|node \d+ is not held)$/.test(reason))
+    throw new UsageError(`${names.notFound}: ${reason}`);
   // the API names its body fields (replicas: ..., ttlS: ...): the line names the flag that carried it
   if (reply.status >= 400)
-    throw new UsageError(reason.replace(/^(service|replicas|node|reason|by|ttlS):/, (_m, f: string) => `--${f === 'ttlS' ? 'ttl' : f}:`));
+    throw new UsageError(
+      reason.replace(/^(service|replicas|node|reason|by|ttlS):/, (_m, f: string) => `${names.flags?.[f] ?? FIELD_FLAGS[f]}:`),
+    );
   if (reply.status !== 200) throw notKais(`HTTP ${reply.status}`);
   return reply.body;
+}
+
+/** A change's answer: how many of its orders the cluster refused (no room, say), when any. */
+function refusedNote(r: Record<string, unknown>, open = '; ', close = ''): string {
+  const applied = r.applied as { refused?: unknown } | undefined;
+  const n = applied && Number.isInteger(applied.refused) ? (applied.refused as number) : 0;
+  return n > 0 ? `${open}the cluster refused ${n} order(s): see kais status${close}` : '';
 }
 
 /** The whole exchange with the orchestrator, and the largest answer read (a status of a large cluster is well under it). */
@@ -193,7 +230,9 @@ export const SCALE_SPEC = {
   }),
   release: opt.boolean({ default: false, describe: 'end the override: the service goes back to the policy' }),
   reason: opt.string({ demand: true, describe: 'why (recorded in the event)' }),
-  by: opt.string({ default: process.env.USER ?? 'admin', defaultText: '$USER, else admin', describe: 'who (recorded in the event)' }),
+  // filled in at the call, as kais nodes does: $USER of the moment, and || since an empty $USER is no
+  // name (it was sent, and refused as a --by the user never gave)
+  by: opt.optString({ defaultText: '$USER, else admin', describe: 'who (recorded in the event)' }),
 };
 export const scaleCommand: CommandModule<object, object> = {
   command: 'scale',
@@ -213,19 +252,22 @@ export const scaleCommand: CommandModule<object, object> = {
     // a release ends the service's override, whatever it held: these would be dropped in silence
     if (a.release && a.node !== undefined) throw new UsageError('--node: only with --replicas (--release ends the whole override)');
     if (a.release && a.ttl !== undefined) throw new UsageError('--ttl: only with --replicas');
+    const by = a.by ?? (process.env.USER || 'admin');
     const r = a.release
-      ? await call(a, 'POST', '/v1/scale/release', { service: a.service, reason: a.reason, by: a.by })
+      ? await call(a, 'POST', '/v1/scale/release', { service: a.service, reason: a.reason, by }, { notFound: '--release' })
       : await call(a, 'POST', '/v1/scale', {
           service: a.service,
           replicas: a.replicas,
           node: a.node ?? null,
           ttlS: a.ttl ?? null,
           reason: a.reason,
-          by: a.by,
+          by,
         });
     if (typeof r.message !== 'string' || !Number.isInteger(r.placementVersion))
       throw new UsageError(`--orchestrator ${a.orchestrator}: answered JSON that is not a kais scale answer`);
-    process.stdout.write(a.json ? `${JSON.stringify(r)}\n` : `${oneLine(r.message)} (placement v${String(r.placementVersion)})\n`);
+    process.stdout.write(
+      a.json ? `${JSON.stringify(r)}\n` : `${oneLine(r.message)} (placement v${String(r.placementVersion)}${refusedNote(r)})\n`,
+    );
   }),
 };
 
@@ -256,7 +298,13 @@ export const nodesCommand: CommandModule<object, object> = {
     const s = asStatus(
       a,
       change
-        ? await call(a, 'POST', `/v1/nodes/${change}`, { node: change === 'hold' ? a.hold : a.readmit, reason: a.reason, by })
+        ? await call(
+            a,
+            'POST',
+            `/v1/nodes/${change}`,
+            { node: change === 'hold' ? a.hold : a.readmit, reason: a.reason, by },
+            { flags: { node: `--${change}` }, notFound: `--${change}` },
+          )
         : await call(a, 'GET', '/v1/status'),
     );
     if (a.json) return void process.stdout.write(`${JSON.stringify(s)}\n`);
@@ -268,6 +316,6 @@ export const nodesCommand: CommandModule<object, object> = {
       const h = held.get(n);
       rows.push([n, placement.reduce((x, row) => x + row[n], 0), h ? `by ${oneLine(String(h.by))}: ${oneLine(String(h.reason))}` : '']);
     }
-    process.stdout.write(`${change ? `${oneLine(String(s.message))}\n` : ''}${table(rows)}\n`);
+    process.stdout.write(`${change ? `${oneLine(String(s.message))}${refusedNote(s, ' (', ')')}\n` : ''}${table(rows)}\n`);
   }),
 };

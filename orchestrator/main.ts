@@ -994,6 +994,7 @@ export async function startOrchestrator(
     save: () => saveAdmin(),
     event: (kind, message) => event(kind, message),
     stepNow: () => loop.stepNow(),
+    cluster: !(executor instanceof NullExecutor),
     status: adminStatus,
     events: (q) => store.events(q),
     forecast: () => (loop.forecast ? Array.from(loop.forecast, (x) => round(x, 3)) : null),

@@ -38,6 +38,14 @@ import type { AdminState, ScaleOverride } from './admin';
 export type OrchestrationName = OrchestrationPolicyName | 'gpg';
 export const ORCHESTRATION_NAMES: readonly OrchestrationName[] = [...ORCHESTRATION_POLICIES, 'gpg'];
 
+/** What one step did: whether the executor saw a cluster, the orders carried out and refused, or why it failed. */
+export interface StepOutcome {
+  cluster: boolean;
+  executed: number;
+  refused: number;
+  error?: string;
+}
+
 export interface PlacementLoopOptions {
   scenario: Scenario;
   registry: Pick<ModelRegistry, 'publishPlacement'>;
@@ -179,7 +187,7 @@ export class PlacementLoop {
   /** The timer's step (tests may call it): deferred while `holdWhile` names a reason. */
   async tick(): Promise<void> {
     const why = this.heldNow();
-    if (why === null) return this.step();
+    if (why === null) return void (await this.step());
     if (!this.deferred) (this.o.log ?? (() => undefined))(`placement: the next step waits: ${why}`);
     this.deferred = true;
     this.deferredSteps++;
@@ -189,50 +197,63 @@ export class PlacementLoop {
   resume(): Promise<void> {
     if (!this.deferred) return this.running;
     this.deferred = false;
-    return this.chain(true);
+    return this.chain(true).then(() => undefined);
   }
 
   /**
-   * One step: observe, decide (unless `withPolicy` is false: the admin's orders only), apply,
-   * publish.
+   * One step: observe, decide (unless `withPolicy` is false), apply, publish. An admin's step
+   * (`admin`) carries the admin's orders only and is not a frame: the policy is not asked (on the
+   * few ms of window since the last step gsp-ss saw no arrivals and emptied the cluster), the
+   * forecast is not fed and `frame` does not move. Overrides that ran out expire on every step,
+   * whether or not the executor sees a cluster.
    */
-  async step(withPolicy = true): Promise<void> {
-    if (this.stopped) return;
-    this.frame++;
-    const view = await this.observe();
+  async step(withPolicy = true, admin = false): Promise<StepOutcome> {
+    const outcome: StepOutcome = { cluster: false, executed: 0, refused: 0 };
+    if (this.stopped) return outcome;
+    if (!admin) this.frame++;
+    const a = this.o.admin;
+    if (a) for (const o of a.state.expire(Date.now())) a.onExpired?.(o);
+    const view = await this.observe(!admin);
     if (view) {
+      outcome.cluster = true;
       this.d = placementOf(view);
-      const admin = this.o.admin;
-      if (admin) for (const o of admin.state.expire(Date.now())) admin.onExpired?.(o);
-      const seen = admin ? admin.state.viewFor(view) : view;
-      let ops = this.policy.periodS > 0 && withPolicy ? this.policy.decide(seen) : [];
-      if (admin && !admin.state.empty) ops = admin.state.adjust(seen, ops);
+      const seen = a ? a.state.viewFor(view) : view;
+      let ops = this.policy.periodS > 0 && withPolicy && !admin ? this.policy.decide(seen) : [];
+      if (a && !a.state.empty) ops = a.state.adjust(seen, ops);
       if (this.policy.periodS > 0 || ops.length > 0) {
         const rep = await this.o.executor.apply(ops);
         this.executed += rep.executed.length;
         this.refused += rep.refused;
+        outcome.executed = rep.executed.length;
+        outcome.refused = rep.refused;
         this.d = withOps(this.d, rep.executed);
       }
     }
-    if (this.stopped) return;
+    if (this.stopped) return outcome;
     this.o.registry.publishPlacement(this.frame, this.d);
+    return outcome;
   }
 
   /**
-   * One step now (an admin change), after any step in progress; resolves when it is published.
-   * During a hold it carries the admin's orders only, and the policy's step waits for `resume()`.
+   * An admin change, now: one step with the admin's orders only (the policy's own step keeps its
+   * period), after any step in progress; resolves with what it did once its placement is
+   * published. During a hold the policy's step waits for `resume()` as before.
    */
-  stepNow(): Promise<void> {
-    const held = this.heldNow() !== null;
-    if (held) this.deferred = true;
-    return this.chain(!held);
+  stepNow(): Promise<StepOutcome> {
+    if (this.heldNow() !== null) this.deferred = true;
+    return this.chain(false, true);
   }
 
-  private chain(withPolicy: boolean): Promise<void> {
-    this.running = this.running
-      .then(() => this.step(withPolicy))
-      .catch((e) => (this.o.log ?? (() => undefined))(`placement step failed: ${(e as Error).message}`));
-    return this.running;
+  private chain(withPolicy: boolean, admin = false): Promise<StepOutcome> {
+    const next = this.running
+      .then(() => this.step(withPolicy, admin))
+      .catch((e: unknown): StepOutcome => {
+        const error = (e as Error).message;
+        (this.o.log ?? (() => undefined))(`placement step failed: ${error}`);
+        return { cluster: true, executed: 0, refused: 0, error };
+      });
+    this.running = next.then(() => undefined);
+    return next;
   }
 
   async stop(): Promise<void> {

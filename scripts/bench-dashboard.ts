@@ -93,7 +93,7 @@ async function orchestratorChild(dbFile: string): Promise<void> {
     state: admin,
     save: () => undefined,
     event: (kind, message) => feed.event({ tsMs: Date.now(), kind, eap: null, message }),
-    stepNow: async () => undefined,
+    stepNow: async () => ({ cluster: true, executed: 0, refused: 0 }),
     status,
     events: (q) => store.events(q),
     forecast: () => null,

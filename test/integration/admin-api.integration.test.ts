@@ -118,6 +118,47 @@ describe('admin API', () => {
     expect(st.body.orchestrationRuns).toMatch(/^gpg .*small-gpg-lec\.json: \d+ nodes a decision, no scale-in$/);
   });
 
+  it('the answer says what the cluster did; a cluster that does not take the change is 502, the change saved (the next step tries again)', async () => {
+    const o = await start();
+    const port = o.httpPort!;
+    const ok = await call(port, 'POST', '/v1/scale', { service: 2, replicas: 5, reason: 'launch' });
+    expect(ok.status).toBe(200);
+    expect(ok.body.applied).toEqual({ executed: expect.any(Number), refused: 0 });
+    expect(ok.body.applied.executed).toBeGreaterThan(0);
+    await cluster.close(); // the executor's cluster is gone
+    const r = await call(port, 'POST', '/v1/nodes/hold', { node: 0, reason: 'disk', by: 'ann' });
+    expect(r.status).toBe(502);
+    expect(r.body.reason).toMatch(/^saved, but the cluster did not take it \(.+\); the next placement step tries again$/);
+    expect(r.body.message).toBe('ann: node 0 held out: disk');
+    // saved: in the status, in the store, and an event
+    expect(r.body.holds).toMatchObject([{ node: 0, by: 'ann', reason: 'disk' }]);
+    expect(o.store.events({ kind: 'admin-hold' })).toHaveLength(1);
+    // afterEach closes a cluster
+    cluster = new EmulatedCluster({ scenario, adminToken: 'node-token' });
+    await cluster.listen();
+  });
+
+  it('with no executor a change is 409 and changes nothing (it would act on no cluster)', async () => {
+    const cfg = JSON.parse(fs.readFileSync(cfgFile, 'utf8')) as Record<string, unknown>;
+    delete cfg.executor;
+    delete cfg.executorToken;
+    fs.writeFileSync(cfgFile, JSON.stringify(cfg));
+    const o = await start();
+    const v0 = o.registry.placementVersion;
+    for (const [p, body] of [
+      ['/v1/nodes/hold', { node: 0, reason: 'disk' }],
+      ['/v1/scale', { service: 1, replicas: 3, reason: 'launch' }],
+    ] as const) {
+      const r = await call(o.httpPort!, 'POST', p, body);
+      expect(r.status).toBe(409);
+      expect(r.body.reason).toMatch(/has no executor/);
+    }
+    const st = await call(o.httpPort!, 'GET', '/v1/status');
+    expect([st.body.holds, st.body.overrides]).toEqual([[], []]);
+    expect(o.registry.placementVersion).toBe(v0);
+    expect(o.store.events({ kind: 'admin-hold' })).toEqual([]);
+  });
+
   it('an override with a ttl ends by itself, with an event', async () => {
     const o = await start();
     await call(o.httpPort!, 'POST', '/v1/scale', { service: 1, replicas: 4, ttlS: 0.2, reason: 'short' });

@@ -11,8 +11,12 @@ class Exit extends Error {
   }
 }
 
-export async function runInProcess(args: string[]): Promise<{ code: number | null; signal: null; stderr: string }> {
+export async function runInProcess(args: string[]): Promise<{ code: number | null; signal: null; stderr: string; stdout: string }> {
   let stderr = '';
+  let stdout = '';
+  // a command that fails without throwing sets process.exitCode (as the bin would exit with it)
+  const exitCodeBefore = process.exitCode;
+  process.exitCode = undefined;
   let exitCode: number | null = null;
   const exit = jest.spyOn(process, 'exit').mockImplementation(((code?: number) => {
     exitCode ??= code ?? 0;
@@ -22,16 +26,20 @@ export async function runInProcess(args: string[]): Promise<{ code: number | nul
     if (exitCode === null) stderr += String(chunk);
     return true;
   }) as never);
-  const out = jest.spyOn(process.stdout, 'write').mockImplementation((() => true) as never);
+  const out = jest.spyOn(process.stdout, 'write').mockImplementation(((chunk: string | Uint8Array) => {
+    if (exitCode === null) stdout += String(chunk);
+    return true;
+  }) as never);
   try {
     await runCli(args);
-    exitCode ??= 0;
+    exitCode ??= typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (e) {
     if (exitCode === null) stderr += `threw: ${e instanceof Error ? e.stack : String(e)}`;
   } finally {
+    process.exitCode = exitCodeBefore;
     exit.mockRestore();
     err.mockRestore();
     out.mockRestore();
   }
-  return { code: exitCode, signal: null, stderr };
+  return { code: exitCode, signal: null, stderr, stdout };
 }

@@ -8,6 +8,8 @@ import type { AddressInfo } from 'node:net';
 import { runInProcess } from '../../support/in-process';
 
 type Mode = (res: http.ServerResponse) => void;
+const json = (res: http.ServerResponse, status: number, body: unknown) =>
+  void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
 const MODES: Record<string, Mode> = {
   // Content-Length promises 1000 bytes; the socket closes after 10
   cut: (res) => {
@@ -31,6 +33,24 @@ const MODES: Record<string, Mode> = {
     res.write('{"pad":"');
     more();
   },
+  // the orchestrator's own refusals, which name a body field or the thing named
+  range: (res) => json(res, 400, { reason: 'node: must be an integer in 0..2' }),
+  notHeld: (res) => json(res, 404, { reason: 'node 1 is not held' }),
+  noOverride: (res) => json(res, 404, { reason: 'service 3 has no override' }),
+  // a change saved that the cluster did not take: the answer still carries the status
+  unapplied: (res) =>
+    json(res, 502, {
+      ok: false,
+      reason: 'saved, but the cluster did not take it (fetch failed); the next placement step tries again',
+      event: 'admin-hold',
+      message: 'ann: node 1 held out: disk',
+      applied: { executed: 0, refused: 0 },
+      placementVersion: 4,
+      placement: [[1, 1, 1]],
+      agents: [],
+      overrides: [],
+      holds: [{ node: 1, by: 'ann', reason: 'disk' }],
+    }),
   escape: (res) =>
     void res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ reason: 'bad\u001b[31m red\nline' })),
 };
@@ -81,5 +101,27 @@ describe('the admin commands against a server that is not a kais orchestrator', 
     expect({ code: r.code, lines: lines.length }).toEqual({ code: 2, lines: 1 });
     expect(lines[0]).toMatch(line);
     expect(r.stderr).not.toMatch(/internal error|\n\s+at /);
+  });
+});
+
+describe("the admin commands name the flag of the orchestrator's refusals", () => {
+  it.each([
+    ['nodes', 'range', ['--hold', '5', '--reason', 'x'], /^kais: --hold: must be an integer in 0\.\.2$/],
+    ['nodes', 'range', ['--readmit', '5', '--reason', 'x'], /^kais: --readmit: must be an integer in 0\.\.2$/],
+    ['nodes', 'notHeld', ['--readmit', '1', '--reason', 'x'], /^kais: --readmit: node 1 is not held$/],
+    ['scale', 'noOverride', ['--service', '3', '--release', '--reason', 'x'], /^kais: --release: service 3 has no override$/],
+  ])('kais %s against %s (%j): exit 2, one line', async (cmd, mode, args, line) => {
+    const r = await runInProcess([cmd, '--orchestrator', at(mode), ...args]);
+    expect({ code: r.code, lines: r.stderr.trim().split('\n') }).toEqual({ code: 2, lines: [expect.stringMatching(line)] });
+  });
+
+  it('a change saved that the cluster did not take: exit 1, one line saying so, and the table as it stands', async () => {
+    const r = await runInProcess(['nodes', '--orchestrator', at('unapplied'), '--hold', '1', '--reason', 'disk']);
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim().split('\n')).toEqual([
+      'kais: ann: node 1 held out: disk: saved, but the cluster did not take it (fetch failed); the next placement step tries again',
+    ]);
+    expect(r.stdout).toMatch(/^ann: node 1 held out: disk\n/);
+    expect(r.stdout).toMatch(/by ann: disk/);
   });
 });

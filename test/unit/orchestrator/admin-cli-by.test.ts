@@ -88,6 +88,13 @@ describe('kais nodes --by', () => {
     expect(seen.map((s) => s.body)).toEqual([{ node: 0, reason: 'disk', by: 'admin' }]);
   });
 
+  it('kais scale with an empty $USER: "admin" (it sent "" and was refused as a --by never given)', async () => {
+    process.env.USER = '';
+    const r = await runInProcess(['scale', '--orchestrator', url, '--service', '0', '--replicas', '1', '--reason', 'x']);
+    expect(seen.map((s) => s.body?.by)).toEqual(['admin']);
+    expect(r.stderr).not.toMatch(/--by/);
+  });
+
   it('--help and docs/cli.md still say what it defaults to', () => {
     expect(optionDocs('nodes', NODES_SPEC)).toContain('| `--by` | text | `$USER, else admin` | who (recorded with --hold and --readmit) |');
   });

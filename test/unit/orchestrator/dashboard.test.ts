@@ -207,7 +207,7 @@ describe('the dashboard on the HTTP port', () => {
       state: admin,
       save: () => undefined,
       event: () => undefined,
-      stepNow: async () => undefined,
+      stepNow: async () => ({ cluster: true, executed: 0, refused: 0 }),
       status: () => ({}),
       events: () => [],
       forecast: () => null,

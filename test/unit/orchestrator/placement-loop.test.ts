@@ -5,7 +5,8 @@
  * one run against a real emulated cluster on loopback.
  */
 import { PlacementLoop, type PlacementLoopOptions } from '../../../orchestrator/placement-loop';
-import { EmulatedExecutor, type LiveExecutor } from '../../../orchestrator/executors';
+import { EmulatedExecutor, NullExecutor, type LiveExecutor } from '../../../orchestrator/executors';
+import { AdminState, type ScaleOverride } from '../../../orchestrator/admin';
 import { EmulatedCluster } from '../../../orchestrator/emulated-cluster';
 import type { ModelRegistry } from '../../../orchestrator/registry';
 import type { Placement, ScaleOp } from '../../../shared/domain';
@@ -143,6 +144,69 @@ describe('PlacementLoop', () => {
     await loop.tick();
     expect(f.published.length).toBe(before + 3);
     expect(loop.deferredSteps).toBe(2);
+    await loop.stop();
+    await f.cluster.close();
+  });
+
+  it("an admin step outside a hold carries the admin's orders only and is not a frame (on its few ms of window gsp-ss emptied the cluster)", async () => {
+    const f = fakes();
+    const state = new AdminState();
+    const loop = loopOn(f, { policy: 'hpa', admin: { state } });
+    await loop.start();
+    await loop.step(); // hpa scales the busy services out
+    const frame = loop.currentFrame;
+    const placed = f.published[f.published.length - 1].d;
+    expect(f.applied[f.applied.length - 1].length).toBeGreaterThan(0);
+    // no admin order: the step asks the policy nothing and applies nothing
+    await expect(loop.stepNow()).resolves.toEqual({ cluster: true, executed: 0, refused: 0 });
+    expect(f.applied[f.applied.length - 1]).toEqual([]);
+    expect(f.published[f.published.length - 1]).toEqual({ frame, d: placed });
+    // an override: its orders alone, counted in the outcome
+    state.setOverride({ service: 0, replicas: total(placed, 0) + 1, node: null, untilMs: null, reason: 'r', by: 'b', setMs: 0 });
+    const out = await loop.stepNow();
+    expect(out).toEqual({ cluster: true, executed: 1, refused: 0 });
+    expect(f.applied[f.applied.length - 1]).toEqual([expect.objectContaining({ service: 0, delta: 1 })]);
+    expect(loop.currentFrame).toBe(frame);
+    // the policy's next step is a frame again
+    await loop.step();
+    expect(loop.currentFrame).toBe(frame + 1);
+    await loop.stop();
+    await f.cluster.close();
+  });
+
+  it('an override that ran out expires at the next step even when the executor sees no cluster', async () => {
+    const state = new AdminState();
+    const expired: ScaleOverride[] = [];
+    const published: number[] = [];
+    const registry = { publishPlacement: (frame: number) => published.push(frame) } as unknown as ModelRegistry;
+    const loop = new PlacementLoop({
+      scenario: tiny,
+      registry,
+      executor: new NullExecutor(),
+      policy: 'hpa',
+      start: initialPlacement(tiny),
+      startFrame: 0,
+      publishStart: false,
+      frameMs: 60_000,
+      admin: { state, onExpired: (o) => expired.push(o) },
+    });
+    state.setOverride({ service: 1, replicas: 2, node: null, untilMs: Date.now() - 1, reason: 'r', by: 'b', setMs: 0 });
+    await expect(loop.stepNow()).resolves.toEqual({ cluster: false, executed: 0, refused: 0 });
+    expect(expired.map((o) => o.service)).toEqual([1]);
+    expect(state.empty).toBe(true);
+    await loop.stop();
+  });
+
+  it("a failed step is the admin step's outcome (logged, and the loop goes on)", async () => {
+    const f = fakes();
+    const lines: string[] = [];
+    const loop = loopOn(f, { policy: 'hpa', log: (l) => lines.push(l) });
+    await loop.start();
+    f.executor.observe = async () => {
+      throw new Error('fetch failed');
+    };
+    await expect(loop.stepNow()).resolves.toEqual({ cluster: true, executed: 0, refused: 0, error: 'fetch failed' });
+    expect(lines).toContain('placement step failed: fetch failed');
     await loop.stop();
     await f.cluster.close();
   });
