@@ -181,6 +181,52 @@ describe('DashboardFeed', () => {
     expect(after.throughput.find((r) => r[0] === t0 + 26_000)![4]).toBeNull();
   });
 
+  it('skips snapshots for a viewer that has not taken the ones before, and closes its stream after 30 s of that', () => {
+    jest.useFakeTimers({ now: 1_000_000 });
+    try {
+      const feed = new DashboardFeed(sources(new AdminState()));
+      /** A stream whose client never reads: everything written stays queued (100 KB a snapshot: kais's is 42-50 KB with a full event ring). */
+      const viewer = (reads: boolean) => {
+        const closers: (() => void)[] = [];
+        const r = {
+          writableLength: 0,
+          written: 0,
+          destroyed: false,
+          writeHead: () => r,
+          on: (ev: string, f: () => void) => void (ev === 'close' && closers.push(f)),
+          write: (chunk: string) => {
+            r.written++;
+            if (!reads) r.writableLength += Math.max(100_000, Buffer.byteLength(chunk));
+            return reads;
+          },
+          destroy: () => {
+            r.destroyed = true;
+            closers.forEach((f) => f());
+          },
+        };
+        (feed as unknown as { subscribe(res: unknown): void }).subscribe(r);
+        return r;
+      };
+      const asleep = viewer(false);
+      const awake = viewer(true);
+      // a snapshot a second: the sleeper's queue passes 256 KiB at its third, then it gets no more
+      jest.advanceTimersByTime(10_000);
+      expect(awake.written).toBe(11);
+      expect(asleep.written).toBe(3);
+      expect(feed.skipped).toBe(8);
+      expect(asleep.destroyed).toBe(false);
+      // 30 s of skipping: its stream is closed; the other goes on
+      jest.advanceTimersByTime(30_000);
+      expect(asleep.destroyed).toBe(true);
+      expect([feed.viewers, feed.stalledClosed, feed.ticking]).toEqual([1, 1, true]);
+      expect(awake.written).toBe(41);
+      awake.destroy();
+      expect(feed.ticking).toBe(false);
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
   it('shows every eAP a session speaks for, beyond the scenario', () => {
     const admin = new AdminState();
     const feed = new DashboardFeed(
