@@ -96,6 +96,9 @@ export class AdminApi {
       if (typeof service === 'string') return bad(service);
       const node = b.node === undefined || b.node === null ? null : int('node', 0, this.numNodes - 1);
       if (typeof node === 'string') return bad(node);
+      // a held node takes no replica: the override would be accepted and never applied
+      if (node !== null && s.isHeld(node))
+        return { status: 409, body: { reason: `node: node ${node} is held out (re-admit it first: kais nodes --readmit ${node})` } };
       const max = node === null ? this.d.scenario.maxReplicasPerService : 1000;
       const replicas = int('replicas', node === null ? 1 : 0, max);
       if (typeof replicas === 'string') return bad(replicas);

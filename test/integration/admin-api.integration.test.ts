@@ -138,6 +138,15 @@ describe('admin API', () => {
     await cluster.listen();
   });
 
+  it('an override on a held node is 409, naming the node (it was accepted and never applied)', async () => {
+    const o = await start();
+    expect((await call(o.httpPort!, 'POST', '/v1/nodes/hold', { node: 2, reason: 'disk' })).status).toBe(200);
+    const r = await call(o.httpPort!, 'POST', '/v1/scale', { service: 1, replicas: 2, node: 2, reason: 'pin' });
+    expect(r.status).toBe(409);
+    expect(r.body.reason).toBe('node: node 2 is held out (re-admit it first: kais nodes --readmit 2)');
+    expect((await call(o.httpPort!, 'GET', '/v1/status')).body.overrides).toEqual([]);
+  });
+
   it('with no executor a change is 409 and changes nothing (it would act on no cluster)', async () => {
     const cfg = JSON.parse(fs.readFileSync(cfgFile, 'utf8')) as Record<string, unknown>;
     delete cfg.executor;
