@@ -27,7 +27,8 @@ import type { StepOutcome } from './placement-loop';
 export interface AdminDeps {
   scenario: Scenario;
   state: AdminState;
-  save(s: AdminSnapshot): void;
+  /** Keeps the state in the store; false when the store could not be written (the change is then undone). */
+  save(s: AdminSnapshot): boolean | void;
   event(kind: string, message: string): void;
   /** Apply now: one placement step with the admin's orders, resolved with what it did once its placement is published. */
   stepNow(): Promise<StepOutcome>;
@@ -86,6 +87,7 @@ export class AdminApi {
         : `${k}: must be an integer in ${lo}..${hi}`;
     const W = this.d.scenario.services.length;
     const s = this.d.state;
+    const before = s.snapshot();
     if (this.d.cluster === false)
       return {
         status: 409,
@@ -109,6 +111,7 @@ export class AdminApi {
       }
       s.setOverride({ service, replicas, node, untilMs, reason, by, setMs: Date.now() });
       return this.changed(
+        before,
         'admin-scale',
         `${by}: service ${service} to ${replicas} replica(s)${node === null ? ' in total' : ` on node ${node}`}${untilMs ? ` until ${new Date(untilMs).toISOString()}` : ''}: ${reason}`,
       );
@@ -117,23 +120,35 @@ export class AdminApi {
       const service = int('service', 0, W - 1);
       if (typeof service === 'string') return bad(service);
       if (!s.release(service)) return { status: 404, body: { reason: `service ${service} has no override` } };
-      return this.changed('admin-release', `${by}: service ${service} back to the policy: ${reason}`);
+      return this.changed(before, 'admin-release', `${by}: service ${service} back to the policy: ${reason}`);
     }
     if (path === '/v1/nodes/hold' || path === '/v1/nodes/readmit') {
       const node = int('node', 0, this.numNodes - 1);
       if (typeof node === 'string') return bad(node);
       if (path === '/v1/nodes/hold') {
         s.hold({ node, reason, by, setMs: Date.now() });
-        return this.changed('admin-hold', `${by}: node ${node} held out: ${reason}`);
+        return this.changed(before, 'admin-hold', `${by}: node ${node} held out: ${reason}`);
       }
       if (!s.readmit(node)) return { status: 404, body: { reason: `node ${node} is not held` } };
-      return this.changed('admin-readmit', `${by}: node ${node} re-admitted: ${reason}`);
+      return this.changed(before, 'admin-readmit', `${by}: node ${node} re-admitted: ${reason}`);
     }
     return { status: 404, body: { reason: `no POST ${path} here` } };
   }
 
-  private async changed(kind: string, message: string): Promise<AdminReply> {
-    this.d.save(this.d.state.snapshot());
+  private async changed(before: AdminSnapshot, kind: string, message: string): Promise<AdminReply> {
+    // kept in the store before it acts, or not made at all: a change lost at the next restart is worse than one refused
+    if (this.d.save(this.d.state.snapshot()) === false) {
+      this.d.state.restore(before);
+      return {
+        status: 503,
+        body: {
+          ok: false,
+          reason: 'not made: the store cannot be written now (see the orchestrator log); try again',
+          message,
+          ...this.d.status(),
+        },
+      };
+    }
     this.d.event(kind, message);
     const out = await this.d.stepNow();
     const applied = { executed: out.executed, refused: out.refused };

@@ -49,7 +49,8 @@ const FIELD_FLAGS: Record<string, string> = {
  * One call of the admin API; its refusals are the user's (exit 2, one line naming the flag: `flags`
  * overrides FIELD_FLAGS for this command, `notFound` names the flag of a 404 about the thing named,
  * a service with no override or a node not held). A change saved that the cluster did not take
- * (502) is one line and exit 1, and its answer is returned: the change stands.
+ * (502), or not made because the store could not keep it (503), is one line and exit 1, and its
+ * answer (the status as it stands) is returned.
  */
 async function call(
   a: Common,
@@ -126,7 +127,7 @@ async function call(
   const reason = typeof reply.body.reason === 'string' ? oneLine(reply.body.reason) : `HTTP ${reply.status}`;
   if (reply.status === 401) throw new UsageError('--admin-token-file: the orchestrator refused the admin token');
   if (reply.status === 403) throw new UsageError(`--orchestrator: ${reason}`);
-  if (reply.status === 502 && typeof reply.body.message === 'string') {
+  if ((reply.status === 502 || reply.status === 503) && typeof reply.body.message === 'string') {
     process.stderr.write(`kais: ${oneLine(String(reply.body.message))}: ${reason}\n`);
     process.exitCode = 1;
     return reply.body;

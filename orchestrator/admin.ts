@@ -47,8 +47,7 @@ export class AdminState {
   private readonly holds = new Map<number, NodeHold>();
 
   constructor(snapshot: AdminSnapshot | null = null) {
-    for (const o of snapshot?.overrides ?? []) this.overrides.set(o.service, o);
-    for (const h of snapshot?.holds ?? []) this.holds.set(h.node, h);
+    if (snapshot) this.restore(snapshot);
   }
 
   snapshot(): AdminSnapshot {
@@ -73,6 +72,14 @@ export class AdminState {
     const h = this.holds.get(node) ?? null;
     this.holds.delete(node);
     return h;
+  }
+
+  /** Back to `snapshot` (a change the store could not keep is undone). */
+  restore(snapshot: AdminSnapshot): void {
+    this.overrides.clear();
+    this.holds.clear();
+    for (const o of snapshot.overrides) this.overrides.set(o.service, o);
+    for (const h of snapshot.holds) this.holds.set(h.node, h);
   }
 
   isHeld(node: number): boolean {

@@ -489,16 +489,20 @@ export class StoreGuard {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Runs `write` unless in a backoff; returns whether it ran and succeeded. Other errors are thrown. */
-  run(what: string, write: () => void): boolean {
+  /**
+   * Runs `write` unless in a backoff (`always`: even then, for a rare write whose loss a user would
+   * see, an admin change); returns whether it ran and succeeded. Other errors are thrown.
+   */
+  run(what: string, write: () => void, always = false): boolean {
     const now = this.now();
-    if (now < this.until) {
+    if (now < this.until && !always) {
       this.dropped++;
       return false;
     }
     try {
       write();
       this.backoffMs = 0;
+      this.until = 0;
       return true;
     } catch (e) {
       if (!isStoreWriteError(e)) throw e;
@@ -825,7 +829,8 @@ export async function startOrchestrator(
 
   // the admin's overrides and holds, as the store kept them (orchestrator/admin.ts)
   const adminState = new AdminState(readAdminState(store.adminState(), log));
-  const saveAdmin = () => guard.run('the admin state', () => store.putAdminState(JSON.stringify(adminState.snapshot())));
+  // an admin change is tried whatever the backoff: the API answers whether it was saved
+  const saveAdmin = () => guard.run('the admin state', () => store.putAdminState(JSON.stringify(adminState.snapshot())), true);
   const loop = new PlacementLoop({
     scenario: cfg.scenario,
     registry,

@@ -112,6 +112,10 @@ describe('Store bounds and epochs', () => {
     clock += 1000;
     expect(guard.run('experience', () => s.appendExperience({ eap: 0, transitions: transitions(20) }))).toBe(false);
     expect(lines[1]).toMatch(/writes paused for 2 s$/);
+    // a write run `always` (an admin change) is tried whatever the backoff, and says whether it was kept
+    let tried = 0;
+    expect(guard.run('the admin state', () => void tried++, true)).toBe(true);
+    expect([tried, guard.dropped]).toEqual([1, 1]);
     // prune frees pages (incremental vacuum hands them back), and writing works again
     s.prune();
     clock += 2000;

@@ -1,0 +1,48 @@
+/**
+ * The admin API's answer to a change the store could not keep: 503, the change undone (it would
+ * have been lost at the next restart, though answered 200), nothing asked of the cluster. The API
+ * on a real orchestrator: test/integration/admin-api.integration.test.ts.
+ */
+import { AdminApi } from '../../../orchestrator/admin-api';
+import { AdminState } from '../../../orchestrator/admin';
+import { loadScenario } from '../../../shared/scenario';
+
+describe('AdminApi', () => {
+  it('a change the store cannot keep is 503 and undone; once the store takes it again, it is made', async () => {
+    const state = new AdminState();
+    state.hold({ node: 1, reason: 'disk', by: 'ann', setMs: 0 });
+    let storeOk = false;
+    const steps: number[] = [];
+    const events: string[] = [];
+    const api = new AdminApi({
+      scenario: loadScenario('tiny'),
+      state,
+      save: () => storeOk,
+      event: (kind) => events.push(kind),
+      stepNow: async () => {
+        steps.push(1);
+        return { cluster: true, executed: 0, refused: 0 };
+      },
+      status: () => ({ placementVersion: 3 }),
+      events: () => [],
+      forecast: () => null,
+    });
+    const before = state.snapshot();
+    for (const [path, body] of [
+      ['/v1/scale', { service: 0, replicas: 2, reason: 'launch' }],
+      ['/v1/nodes/hold', { node: 0, reason: 'fan' }],
+      ['/v1/nodes/readmit', { node: 1, reason: 'fixed' }],
+    ] as const) {
+      const r = await api.handle('POST', path, new URLSearchParams(), body);
+      expect(r.status).toBe(503);
+      expect(r.body).toMatchObject({ ok: false, reason: expect.stringMatching(/^not made: the store cannot be written now/) });
+      expect(state.snapshot()).toEqual(before);
+    }
+    expect([steps.length, events]).toEqual([0, []]);
+    storeOk = true;
+    const r = await api.handle('POST', '/v1/nodes/hold', new URLSearchParams(), { node: 0, reason: 'fan' });
+    expect(r.status).toBe(200);
+    expect(state.isHeld(0)).toBe(true);
+    expect([steps.length, events]).toEqual([1, ['admin-hold']]);
+  });
+});
