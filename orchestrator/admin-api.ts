@@ -15,7 +15,8 @@
  * `admin-expired`) naming who (`by`, default "admin") and why, is saved in the store (overrides
  * and holds survive a restart), and is applied at once: the placement loop takes a step with the
  * admin's orders only (the policy keeps its own period) and publishes the placement that follows.
- * The answer says what the cluster did (`applied`: orders carried out and refused); 502 when the
+ * The answer says what the cluster did (`applied`: orders carried out and refused); 202 when the
+ * step has not ended within 20 s (saved; still being applied: a slow cluster); 502 when the
  * executor failed (the change is saved, and the next step tries again); 409 when the orchestrator
  * has no executor, so a change would act on nothing.
  */
@@ -34,6 +35,8 @@ export interface AdminDeps {
   stepNow(): Promise<StepOutcome>;
   /** False when the orchestrator has no executor (no cluster an override or a hold could act on). @defaultValue true */
   cluster?: boolean;
+  /** How long a change waits for its step before the answer says it is still being applied (202). @defaultValue 20 s */
+  answerWithinMs?: number;
   status(): Record<string, unknown>;
   events(q: { sinceMs: number; kind?: string; limit: number }): unknown[];
   forecast(): number[] | null;
@@ -43,6 +46,9 @@ export interface AdminReply {
   status: number;
   body: unknown;
 }
+
+/** Under the CLI's 30 s deadline for the whole exchange (admin-cli.ts). */
+const ANSWER_WITHIN_MS = 20_000;
 
 const bad = (reason: string): AdminReply => ({ status: 400, body: { reason } });
 /** C0 and C1 control characters (newlines, escapes), DEL included: refused in reason/by, masked by kais status. */
@@ -150,7 +156,16 @@ export class AdminApi {
       };
     }
     this.d.event(kind, message);
-    const out = await this.d.stepNow();
+    // a step on a slow cluster (Kubernetes, retrying) may outlast the CLI's deadline: the answer
+    // then says the change is saved and still being applied, rather than nothing
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<null>((resolve) => {
+      timer = setTimeout(() => resolve(null), this.d.answerWithinMs ?? ANSWER_WITHIN_MS);
+      timer.unref();
+    });
+    const out = await Promise.race([this.d.stepNow(), late]);
+    clearTimeout(timer);
+    if (out === null) return { status: 202, body: { ok: true, pending: true, event: kind, message, ...this.d.status() } };
     const applied = { executed: out.executed, refused: out.refused };
     if (out.error !== undefined)
       return {

@@ -139,12 +139,14 @@ async function call(
     throw new UsageError(
       reason.replace(/^(service|replicas|node|reason|by|ttlS):/, (_m, f: string) => `${names.flags?.[f] ?? FIELD_FLAGS[f]}:`),
     );
+  if (reply.status === 202 && typeof reply.body.message === 'string') return reply.body; // saved, still being applied
   if (reply.status !== 200) throw notKais(`HTTP ${reply.status}`);
   return reply.body;
 }
 
-/** A change's answer: how many of its orders the cluster refused (no room, say), when any. */
+/** A change's answer: how many of its orders the cluster refused (no room, say), when any; or that it is still being applied. */
 function refusedNote(r: Record<string, unknown>, open = '; ', close = ''): string {
+  if (r.pending === true) return `${open}saved; the cluster is still applying it: see kais status${close}`;
   const applied = r.applied as { refused?: unknown } | undefined;
   const n = applied && Number.isInteger(applied.refused) ? (applied.refused as number) : 0;
   return n > 0 ? `${open}the cluster refused ${n} order(s): see kais status${close}` : '';

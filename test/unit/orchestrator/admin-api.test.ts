@@ -45,4 +45,27 @@ describe('AdminApi', () => {
     expect(state.isHeld(0)).toBe(true);
     expect([steps.length, events]).toEqual([1, ['admin-hold']]);
   });
+
+  it('a step that has not ended in time: 202, saved and still being applied (a slow cluster outlasted the CLI)', async () => {
+    const state = new AdminState();
+    let finish: () => void = () => undefined;
+    const api = new AdminApi({
+      scenario: loadScenario('tiny'),
+      state,
+      save: () => true,
+      event: () => undefined,
+      stepNow: () => new Promise((resolve) => (finish = () => resolve({ cluster: true, executed: 1, refused: 0 }))),
+      status: () => ({ placementVersion: 3 }),
+      events: () => [],
+      forecast: () => null,
+      answerWithinMs: 5,
+    });
+    const r = await api.handle('POST', '/v1/nodes/hold', new URLSearchParams(), { node: 0, reason: 'fan', by: 'ann' });
+    expect(r).toEqual({
+      status: 202,
+      body: { ok: true, pending: true, event: 'admin-hold', message: 'ann: node 0 held out: fan', placementVersion: 3 },
+    });
+    expect(state.isHeld(0)).toBe(true);
+    finish();
+  });
 });

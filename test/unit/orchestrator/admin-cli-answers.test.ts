@@ -51,6 +51,14 @@ const MODES: Record<string, Mode> = {
       overrides: [],
       holds: [{ node: 1, by: 'ann', reason: 'disk' }],
     }),
+  pending: (res) =>
+    json(res, 202, {
+      ok: true,
+      pending: true,
+      event: 'admin-scale',
+      message: 'ann: service 0 to 2 replica(s) in total: x',
+      placementVersion: 5,
+    }),
   escape: (res) =>
     void res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ reason: 'bad\u001b[31m red\nline' })),
 };
@@ -113,6 +121,14 @@ describe("the admin commands name the flag of the orchestrator's refusals", () =
   ])('kais %s against %s (%j): exit 2, one line', async (cmd, mode, args, line) => {
     const r = await runInProcess([cmd, '--orchestrator', at(mode), ...args]);
     expect({ code: r.code, lines: r.stderr.trim().split('\n') }).toEqual({ code: 2, lines: [expect.stringMatching(line)] });
+  });
+
+  it('a change the cluster is still applying (202): exit 0, and the line says so', async () => {
+    const r = await runInProcess(['scale', '--orchestrator', at('pending'), '--service', '0', '--replicas', '2', '--reason', 'x']);
+    expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(r.stdout).toBe(
+      'ann: service 0 to 2 replica(s) in total: x (placement v5; saved; the cluster is still applying it: see kais status)\n',
+    );
   });
 
   it('a change saved that the cluster did not take: exit 1, one line saying so, and the table as it stands', async () => {
