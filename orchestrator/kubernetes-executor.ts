@@ -356,8 +356,14 @@ export class KubernetesExecutor implements LiveExecutor {
         return;
       }
       if (cur.metadata?.labels?.[MANAGED_BY] !== MANAGER) throw new RefusedError(`a Deployment ${name} exists that kais did not create`);
-      if (cur.spec?.replicas === replicas) return void this.remember(cur);
-      const body = { ...cur, spec: { ...cur.spec!, replicas } };
+      // the node index may have moved to another Node (a replaced machine): the pods follow it, else
+      // they stayed Pending on the old name for good
+      const template = cur.spec?.template;
+      const repin = nodeName !== null && template?.spec !== undefined && template.spec.nodeName !== nodeName;
+      if (cur.spec?.replicas === replicas && !repin) return void this.remember(cur);
+      const spec = { ...cur.spec!, replicas };
+      if (repin) spec.template = { ...template, spec: { ...template.spec!, nodeName } };
+      const body = { ...cur, spec };
       const put = await this.apps.replaceNamespacedDeployment({ name, namespace, body });
       this.stats.replaced++;
       this.remember(put);

@@ -108,6 +108,21 @@ describe('Kubernetes executor', () => {
     ]);
   });
 
+  test("a Deployment follows its node index to a new Node: the next order re-pins its pods (they stayed Pending on the old Node's name)", async () => {
+    await ex.apply([up(0, 1)]);
+    expect(api.deployment(NS, deploymentName(0, 1))!.spec!.template!.spec!.nodeName).toBe('edge-1');
+    api.removeNode('edge-1');
+    api.addNode('edge-1b', { 'kais.io/node-index': '1', 'kais.io/eap': '0' });
+    expect(await ex.apply([up(0, 1)])).toEqual({ executed: [up(0, 1)], refused: 0 });
+    const d = api.deployment(NS, deploymentName(0, 1))!;
+    expect([d.spec!.replicas, d.spec!.template!.spec!.nodeName]).toEqual([2, 'edge-1b']);
+    await until(
+      'ready on the new Node',
+      () => ex.readyPlacement()[0][1] === 2,
+      (f) => ex.onChange(f),
+    );
+  });
+
   test('a new replica counts as starting until it is ready', async () => {
     api.readyDelayMs = 60_000;
     await api.settled();
