@@ -8,6 +8,7 @@ import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import type { CommandModule } from 'yargs';
 import { isUsageError } from './shared/errors';
+import { setCommandLine } from './shared/config';
 
 /**
  * Each command's module, loaded only when that command runs: an agent process must not pay for
@@ -50,6 +51,7 @@ function commandsFor(name: string | undefined): CommandModule<any, any>[] {
 
 /** Runs `kais <args>` (the bin, and tests that drive the commands in-process). */
 export async function runCli(args: string[]): Promise<void> {
+  setCommandLine(args);
   try {
     await parser(args).parseAsync();
   } catch (e) {

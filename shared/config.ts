@@ -430,6 +430,12 @@ function rawOf(argv: Record<string, unknown>, key: string, o: Opt<unknown>): unk
   return v;
 }
 
+/** The words of the command line being run (kais.ts runCli sets them): what yargs saw before it parsed. */
+let commandLine: readonly string[] = [];
+export function setCommandLine(args: readonly string[]): void {
+  commandLine = args;
+}
+
 /**
  * The options the user gave, parsed and checked (absent ones left out). The first problem throws a
  * UsageError naming the flag: `--frames: expected an integer >= 1, got "1e308"`.
@@ -437,6 +443,16 @@ function rawOf(argv: Record<string, unknown>, key: string, o: Opt<unknown>): unk
 export function givenOptions<S extends Spec>(spec: S, argv: Record<string, unknown>): Partial<OptionsOf<S>> {
   const out: Record<string, unknown> = {};
   for (const [key, o] of Object.entries(spec)) {
+    // yargs reads any --flag=<value> of a boolean but "true" as false (--json=yes printed the table,
+    // --tls=yes ran plain ws://): the value the user wrote is checked here
+    if (o.yargsType === 'boolean') {
+      const flag = flagOf(key, o);
+      for (const w of commandLine) {
+        if (!w.startsWith(`--${flag}=`)) continue;
+        const value = w.slice(flag.length + 3);
+        if (value !== 'true' && value !== 'false') throw new UsageError(`--${flag}: expected true or false, got ${show(value)}`);
+      }
+    }
     const raw = rawOf(argv, key, o);
     if (raw === undefined) {
       if (o.demand) throw new UsageError(`--${flagOf(key, o)}: required`);

@@ -409,6 +409,10 @@ describe('bad input, every command, in-process: exit 2 and one line', () => {
 describe('the line names the flag the user gave, and nothing is created before it', () => {
   it.each([
     [TRAIN('--teacher', 'nope'), /^kais: --teacher: unknown dispatch policy "nope"/],
+    // a boolean's --flag=<value>: yargs read anything but "true" as false (--tls=yes ran plain ws://)
+    [UP('--tls=yes'), /^kais: --tls: expected true or false, got "yes"$/],
+    [EVAL('--json=1'), /^kais: --json: expected true or false, got "1"$/],
+    [['status', '--orchestrator', 'http://127.0.0.1:1', '--json=TRUE'], /^kais: --json: expected true or false, got "TRUE"$/],
     [TRAIN('--orchestration', 'nope'), /^kais: --orchestration: "nope" cannot be held fixed while dispatch learns \(static, hpa, gsp-ss;/],
     [TRAIN('--orchestration', 'gpg'), /^kais: --orchestration: "gpg" cannot be held fixed/],
     [TRAIN('--eval-trace', f('folder')), /^kais: --eval-trace: folder \S+ holds no batch_task\.csv$/],
