@@ -313,7 +313,14 @@ class Child {
       });
       this.proc.once('exit', (code, signal) => {
         this.exited = true;
-        reject(new Error(`${name} exited (${signal ?? code}) before it was ready: ${this.tail.slice(-3).join(' | ')}`));
+        // exit 2 is a child refusing what it was given (a flag combination kais up let through): the
+        // user's one line, not a stack trace
+        const refusal = code === 2 ? this.tail[this.tail.length - 1]?.replace(/^kais: /, '') : undefined;
+        reject(
+          refusal
+            ? new UsageError(`${name} refused what kais up gave it: ${refusal}`)
+            : new Error(`${name} exited (${signal ?? code}) before it was ready: ${this.tail.slice(-3).join(' | ')}`),
+        );
         onExit(code, signal);
       });
     });
@@ -413,6 +420,11 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   if (!isWorkloadName(a.workload))
     throw new UsageError(`--workload: unknown workload "${a.workload}" (valid: ${WORKLOAD_NAMES.join(', ')})`);
   const gpgFlagGiven = a.gpg !== undefined;
+  // --gpg names the model of the gpg orchestration: alone it means gpg; with another it contradicts it
+  // (it was written to the orchestrator's config, which refused it after the prediction, as a stack trace)
+  if (gpgFlagGiven && a.orchestration !== undefined && a.orchestration !== 'gpg')
+    throw new UsageError(`--gpg: read only with --orchestration gpg (this run: --orchestration ${a.orchestration})`);
+  if (gpgFlagGiven && a.orchestration === undefined) a = { ...a, orchestration: 'gpg' };
   const shipped = defaultGpgModelPath(scenario); // models/<scenario>-gpg.json, or null: looked up once
   if (a.orchestration === 'gpg' || (a.orchestration === undefined && shipped !== null)) {
     // before tfjs's first use: the backend kais eval runs gpg on, for the prediction (and no tfjs banner on stderr)
@@ -530,7 +542,9 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     stopping = true;
     const p = soFar?.() ?? null;
     const withExits = p ? { ...p, ...afterStart() } : p;
-    process.stdout.write(a.json ? `${JSON.stringify(withExits ?? beforeLoad())}\n` : `${formatPartial(withExits, a.duration)}\n`);
+    process.stdout.write(
+      a.json ? `${JSON.stringify(withExits ?? beforeLoad())}\n` : `${formatPartial(withExits ?? beforeLoad(), a.duration)}\n`,
+    );
     void Promise.allSettled(children.map((c) => c.stop(3000))).then(() => {
       try {
         removeDir();
@@ -562,6 +576,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       warn: log,
     });
     let checkpoint = heuristic ? undefined : a.checkpoint;
+    let usingShipped: string | null = null;
     if (heuristic) {
       // what only a learned policy uses is said to be ignored, not dropped in silence
       const ignored = [
@@ -577,14 +592,19 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     } else if (!checkpoint) {
       // the actor shipped for the scenario and the orchestration (shared/nets/actor-file.ts defaultModelPath)
       const shipped = defaultModelPath(scenario, a.orchestration);
-      if (shipped) {
-        checkpoint = shipped;
-        log(`using the shipped model ${shipped}`);
-      }
+      if (shipped) checkpoint = usingShipped = shipped; // said below, once the flags are known to fit
     }
     const actorHead = checkpoint ? checkpointHead(checkpoint) : 'softplus1';
 
     const learning = a.learn && checkpoint !== undefined;
+    // the drill goes through the learner's or the canary's publish path (the orchestrator refuses it otherwise)
+    if (a.inject !== 'none' && !heuristic && !learning && !a.canary)
+      throw new UsageError(
+        `--inject ${a.inject}: needs learning (a model, without --no-learn) or --canary: the drill publishes through them${checkpoint ? '' : ` (no model for scenario ${scenario.name})`}`,
+      );
+    if (usingShipped) log(`using the shipped model ${usingShipped}`);
+    if (!heuristic && !checkpoint)
+      log(`no cMMAC model ships for scenario ${scenario.name}: the agents dispatch with their fallback, lec, and nothing learns`);
     // a model chosen sampling (kais train --eval-act sample: act "sample") is deployed sampling: every
     // agent draws every decision from the policy (--explore 1), as the prediction does
     const act = checkpoint ? modelAct(checkpoint) : 'argmax';
@@ -1225,11 +1245,20 @@ export interface ChildExit {
 export function formatPartial(p: PartialSummary | null, durationS: number): string {
   if (p === null) return `kais up: interrupted before any request was sent (of ${durationS} s planned)`;
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  const after = [
+    ...(p.childExits ?? []).map((e) => `  ${e.name} exited (${e.signal ?? e.code}) after ${e.atS} s${e.lastLine ? `: ${e.lastLine}` : ''}`),
+    ...(p.orchestratorRestarts ? [`  orchestrator restarts ${p.orchestratorRestarts}`] : []),
+  ];
+  // stopped before the load started: what was known then (the prediction, children that exited), as --json has it
+  if (p.beforeLoad)
+    return [
+      `kais up: interrupted before any request was sent (of ${durationS} s planned)${p.evalPolicy !== null && p.evalThroughputRate !== null ? `; kais eval predicts ${p.evalPolicy} ${pct(p.evalThroughputRate)} for the whole run` : ''}`,
+      ...after,
+    ].join('\n');
   return [
     `kais up: interrupted after ${p.elapsedS} s of ${p.durationS} s (${p.scenario}, ${p.workload}, speed ${p.speed}, policy ${p.policy})`,
     `sent ${p.sent}: in time ${p.completedInTime}, late ${p.late}, refused ${p.refused}, unanswered ${p.unanswered}, still open ${p.open}; throughput rate so far ${pct(p.throughputRate)}${p.evalPolicy !== null && p.evalThroughputRate !== null ? ` (kais eval predicts ${p.evalPolicy} ${pct(p.evalThroughputRate)} for the whole run)` : ''}`,
-    ...(p.childExits ?? []).map((e) => `  ${e.name} exited (${e.signal ?? e.code}) after ${e.atS} s${e.lastLine ? `: ${e.lastLine}` : ''}`),
-    ...(p.orchestratorRestarts ? [`  orchestrator restarts ${p.orchestratorRestarts}`] : []),
+    ...after,
   ].join('\n');
 }
 
@@ -1288,6 +1317,13 @@ function formatSummary(s: UpSummary): string {
   return lines.join('\n');
 }
 
+/** The parts of a run that exited on their own and were not brought back: every such agent or node, and the orchestrator when it exited more often than it was restarted. */
+export function lostParts(s: Pick<UpSummary, 'childExits' | 'orchestratorRestarts'>): string[] {
+  const orchestratorExits = s.childExits.filter((e) => e.name === 'orchestrator').length;
+  const lost = [...new Set(s.childExits.filter((e) => e.name !== 'orchestrator').map((e) => e.name))];
+  return orchestratorExits > s.orchestratorRestarts ? ['orchestrator', ...lost] : lost;
+}
+
 export const upCommand: CommandModule<object, object> = {
   command: 'up',
   describe: 'orchestrator, one agent per eAP, an emulated cluster and a replayed workload on this machine',
@@ -1297,6 +1333,12 @@ export const upCommand: CommandModule<object, object> = {
     const s = await runUp(a, (line) => process.stderr.write(`kais up: ${line}\n`));
     if (a.json) process.stdout.write(`${JSON.stringify(s)}\n`);
     else process.stdout.write(`${formatSummary(s)}\n`);
+    // a script sees from the exit code alone that part of the run was lost (it used to be 0)
+    const lost = lostParts(s);
+    if (lost.length > 0) {
+      process.stderr.write(`kais up: ${lost.join(', ')} exited during the run and did not come back (childExits): exit 3\n`);
+      process.exit(3);
+    }
     process.exit(0);
   }),
 };

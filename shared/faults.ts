@@ -37,18 +37,27 @@ export function faultState(faults: readonly Fault[], n: number, t: number, precu
   return state;
 }
 
-/** Every state change the faults make, in time order: what a real-time player schedules. */
+/**
+ * Every state change the faults make, in time order: what a real-time player schedules. The states
+ * are faultState's at each fault's edges (the worst that applies), so overlapping faults on one
+ * node play as the simulator plays them: a later, shorter fault's end or precursor no longer cut
+ * an earlier one short.
+ */
 export function faultTransitions(
   faults: readonly Fault[],
   precursorS = DEFAULT_PRECURSOR_S,
 ): { atS: number; node: number; state: NodeFaultState }[] {
   const out: { atS: number; node: number; state: NodeFaultState }[] = [];
-  for (const f of faults) {
-    out.push({ atS: Math.max(0, f.startS - (f.precursorS ?? precursorS)), node: f.node, state: 'abnormal' });
-    out.push({ atS: f.startS, node: f.node, state: 'failed' });
-    out.push({ atS: f.startS + f.durationS, node: f.node, state: 'ok' });
+  for (const n of new Set(faults.map((f) => f.node))) {
+    const mine = faults.filter((f) => f.node === n);
+    const edges = mine.flatMap((f) => [Math.max(0, f.startS - (f.precursorS ?? precursorS)), f.startS, f.startS + f.durationS]);
+    let state: NodeFaultState = 'ok';
+    for (const atS of [...new Set(edges)].sort((a, b) => a - b)) {
+      const next = faultState(mine, n, atS, precursorS);
+      if (next !== state) out.push({ atS, node: n, state: (state = next) });
+    }
   }
-  return out.sort((a, b) => a.atS - b.atS);
+  return out.sort((a, b) => a.atS - b.atS || a.node - b.node);
 }
 
 /** The fields a fault may have: any other is a mistake (a misspelt precursorS was silently the default). */

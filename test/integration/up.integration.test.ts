@@ -420,7 +420,9 @@ describe('kais up', () => {
         });
       }
     });
-    expect(run.code).toBe(0);
+    // the agent did not come back: exit 3, with a line naming it (the orchestrator was restarted)
+    expect(run.code).toBe(3);
+    expect(run.stderr).toMatch(/kais up: agent 0 exited during the run and did not come back \(childExits\): exit 3\n/);
     expect(httpPort).toBeGreaterThan(0);
     expect(healthz).not.toBeNull();
     expect(await healthz!).toBe(200);

@@ -409,6 +409,19 @@ describe('bad input, every command, in-process: exit 2 and one line', () => {
 describe('the line names the flag the user gave, and nothing is created before it', () => {
   it.each([
     [TRAIN('--teacher', 'nope'), /^kais: --teacher: unknown dispatch policy "nope"/],
+    // kais up's combinations its orchestrator would refuse (after the prediction, as a stack trace)
+    [
+      UP('--orchestration', 'static', '--gpg', path.join(ROOT, 'models', 'small-gpg-lec.json')),
+      /^kais: --gpg: read only with --orchestration gpg \(this run: --orchestration static\)$/,
+    ],
+    [
+      ['up', '--duration', '1', '--inject', 'same-weights', '--no-learn'],
+      /^kais: --inject same-weights: needs learning \(a model, without --no-learn\) or --canary: the drill publishes through them$/,
+    ],
+    [
+      UP('--inject', 'bad-weights'),
+      /^kais: --inject bad-weights: needs learning \(a model, without --no-learn\) or --canary: .*\(no model for scenario tiny\)$/,
+    ],
     // a boolean's --flag=<value>: yargs read anything but "true" as false (--tls=yes ran plain ws://)
     [UP('--tls=yes'), /^kais: --tls: expected true or false, got "yes"$/],
     [EVAL('--json=1'), /^kais: --json: expected true or false, got "1"$/],

@@ -46,4 +46,21 @@ describe('formatPartial', () => {
   it('before the load generator started: one line', () => {
     expect(formatPartial(null, 60)).toBe('kais up: interrupted before any request was sent (of 60 s planned)');
   });
+
+  it('before the load generator started, with what was known: the prediction and the children that exited (as --json has them)', () => {
+    const text = formatPartial(
+      {
+        ...base,
+        elapsedS: 0,
+        sent: 0,
+        beforeLoad: true,
+        childExits: [{ name: 'node', pid: 7, code: 1, signal: null, atS: 0.8, lastLine: 'disk full' }],
+      },
+      60,
+    );
+    expect(text.split('\n')).toEqual([
+      'kais up: interrupted before any request was sent (of 60 s planned); kais eval predicts jsq/static 80.0% for the whole run',
+      '  node exited (1) after 0.8 s: disk full',
+    ]);
+  });
 });

@@ -290,6 +290,24 @@ describe('one fault model', () => {
     ]);
   });
 
+  it('overlapping faults on one node play as faultState says: the worst that applies (a later, shorter fault cut an earlier one short)', () => {
+    const overlap = [
+      { node: 0, startS: 1, durationS: 20, precursorS: 0 },
+      { node: 0, startS: 2, durationS: 1, precursorS: 0 },
+      { node: 0, startS: 30, durationS: 5, precursorS: 10 }, // its precursor starts at 20, inside the first: abnormal from 21
+    ];
+    const played = faultTransitions(overlap);
+    expect(played).toEqual([
+      { atS: 1, node: 0, state: 'failed' },
+      { atS: 21, node: 0, state: 'abnormal' },
+      { atS: 30, node: 0, state: 'failed' },
+      { atS: 35, node: 0, state: 'ok' },
+    ]);
+    // the player's state at every second is the simulator's
+    const at = (t: number) => played.filter((x) => x.atS <= t).pop()?.state ?? 'ok';
+    for (let t = 0; t <= 40; t += 0.5) expect([t, at(t)]).toEqual([t, faultState(overlap, 0, t)]);
+  });
+
   it('rejects a fault naming a node that does not exist', () => {
     expect(() => validateFaults([{ node: 3, startS: 1, durationS: 1 }], 3)).toThrow(/needs a node in 0\.\.2/);
   });
