@@ -61,6 +61,7 @@ import { AGENT_TOKEN_ENV } from '../agent/cli';
 import { checkLoad, loadScenario, topologyOf, type Scenario } from '../shared/scenario';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../training/workload';
 import { checkpointHead, defaultGpgModelPath, defaultModelPath, isActorFile, modelAct } from '../shared/nets/actor-file';
+import { scenarioFingerprint } from '../shared/nets/checkpoint-db';
 import type { Fault } from '../shared/faults';
 import type { OrchestrationPolicy } from '../shared/policy';
 import { guardedDispatch } from '../shared/dispatch/guard';
@@ -577,6 +578,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     });
     let checkpoint = heuristic ? undefined : a.checkpoint;
     let usingShipped: string | null = null;
+    let shippedSkipped = false;
     if (heuristic) {
       // what only a learned policy uses is said to be ignored, not dropped in silence
       const ignored = [
@@ -592,7 +594,15 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     } else if (!checkpoint) {
       // the actor shipped for the scenario and the orchestration (shared/nets/actor-file.ts defaultModelPath)
       const shipped = defaultModelPath(scenario, a.orchestration);
-      if (shipped) checkpoint = usingShipped = shipped; // said below, once the flags are known to fit
+      // a scenario file that takes a built-in's name (another topology) does not fit the model shipped
+      // for that name: lec then, said, as the shipped GPG model falls back to static (it was exit 2
+      // naming a model the user never gave)
+      if (shipped && !shippedActorFits(shipped, scenario)) {
+        shippedSkipped = true;
+        log(
+          `the model shipped for "${scenario.name}" (${shipped}) was trained on another version of it: not used; the agents dispatch with their fallback, lec, and nothing learns (give --checkpoint to run a model)`,
+        );
+      } else if (shipped) checkpoint = usingShipped = shipped; // said below, once the flags are known to fit
     }
     const actorHead = checkpoint ? checkpointHead(checkpoint) : 'softplus1';
 
@@ -603,7 +613,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         `--inject ${a.inject}: needs learning (a model, without --no-learn) or --canary: the drill publishes through them${checkpoint ? '' : ` (no model for scenario ${scenario.name})`}`,
       );
     if (usingShipped) log(`using the shipped model ${usingShipped}`);
-    if (!heuristic && !checkpoint)
+    if (!heuristic && !checkpoint && !shippedSkipped)
       log(`no cMMAC model ships for scenario ${scenario.name}: the agents dispatch with their fallback, lec, and nothing learns`);
     // a model chosen sampling (kais train --eval-act sample: act "sample") is deployed sampling: every
     // agent draws every decision from the policy (--explore 1), as the prediction does
@@ -1315,6 +1325,16 @@ function formatSummary(s: UpSummary): string {
         .join(', ')}`,
     );
   return lines.join('\n');
+}
+
+/** Whether the actor shipped for the scenario's name was trained on this very scenario (its .json's fingerprint). */
+function shippedActorFits(file: string, scenario: Scenario): boolean {
+  try {
+    const meta = JSON.parse(fs.readFileSync(`${file}.json`, 'utf8')) as { scenarioFingerprint?: unknown };
+    return meta.scenarioFingerprint === scenarioFingerprint(scenario);
+  } catch {
+    return false;
+  }
 }
 
 /** The parts of a run that exited on their own and were not brought back: every such agent or node, and the orchestrator when it exited more often than it was restarted. */

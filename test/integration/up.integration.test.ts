@@ -131,6 +131,19 @@ describe('kais up', () => {
     expect(pids.filter(alive)).toEqual([]);
   }, 60_000);
 
+  it('a scenario file that takes a built-in name with another topology runs lec, saying why (the shipped model for that name does not fit it)', async () => {
+    const file = path.join(tmpDir('kais-up-name-'), 'kais.json');
+    const tiny = JSON.parse(fs.readFileSync(path.join(ROOT, 'shared', 'scenarios', 'tiny.json'), 'utf8')) as Record<string, unknown>;
+    fs.writeFileSync(file, JSON.stringify({ ...tiny, name: 'kais' }));
+    const run = await kaisUp(['--scenario', file, '--duration', '1', '--json']);
+    expect(run.code).toBe(0);
+    expect(run.stderr).toMatch(
+      /the model shipped for "kais" \(\S+kais-cmmac\.bin\) was trained on another version of it: not used; the agents dispatch with their fallback, lec/,
+    );
+    const s = summaryOf(run);
+    expect([s.learning, s.evalPolicy]).toEqual([false, 'lec/static']);
+  });
+
   it('deploys a model whose act is sample sampling: every agent draws every decision from the policy, and the prediction samples too', async () => {
     // the shipped actor fine-tuned on GPG's placement, exported by kais train --eval-act sample (an opt-in since session 25)
     const run = await kaisUp(['--duration', '10', '--no-learn', '--json', '--checkpoint', path.join(ROOT, 'models', 'kais-cmmac-gpg.bin')]);
