@@ -111,12 +111,33 @@ export function readTargets(file: string, numNodes: number): Targets {
     throw new UsageError(`--targets: cannot read ${file} as JSON (${(e as Error).message})`);
   }
   const o = raw as { nodes?: unknown; cloud?: unknown };
-  const isUrl = (u: unknown) => typeof u === 'string' && /^https?:\/\//.test(u);
-  if (!o || !Array.isArray(o.nodes) || !o.nodes.every(isUrl) || !isUrl(o.cloud)) {
+  if (!o || !Array.isArray(o.nodes) || !o.nodes.every((u) => typeof u === 'string') || typeof o.cloud !== 'string') {
     throw new UsageError(`--targets: ${file} must hold {"nodes": [http URLs], "cloud": http URL}`);
   }
   if (o.nodes.length !== numNodes) throw new UsageError(`--targets: ${file} lists ${o.nodes.length} nodes, the scenario has ${numNodes}`);
-  return { nodes: o.nodes as string[], cloud: o.cloud as string };
+  const nodes = (o.nodes as string[]).map((u, i) => targetUrl(file, `nodes[${i}]`, u));
+  return { nodes, cloud: targetUrl(file, 'cloud', o.cloud) };
+}
+
+/**
+ * A target's base URL as the proxy and the telemetry poller use it: http:// (they speak plain HTTP,
+ * the cluster's own network: an https:// cloud was spoken to in plain text, an https:// node crashed
+ * the poller), a host and a valid port, no path but `/`, no query or fragment; a trailing `/` is
+ * dropped (it made every request `//serve`, answered 404). A URL that passed the old prefix check
+ * and failed later (`http://127.0.0.1:99999`) crashed the agent at its first request.
+ */
+function targetUrl(file: string, field: string, raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UsageError(`--targets: ${file}: ${field} ${JSON.stringify(raw)} is not a URL`);
+  }
+  if (url.protocol !== 'http:')
+    throw new UsageError(`--targets: ${file}: ${field} ${JSON.stringify(raw)}: targets speak plain HTTP (http://host:port)`);
+  if (url.username || url.password || url.search || url.hash || url.pathname !== '/')
+    throw new UsageError(`--targets: ${file}: ${field} ${JSON.stringify(raw)}: only http://host:port (no path, query or user)`);
+  return `${url.protocol}//${url.host}`;
 }
 
 export const agentCommand: CommandModule<object, object> = {

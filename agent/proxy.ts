@@ -31,6 +31,9 @@ interface ServeEndpoint {
 
 const NO_BODY_HEADERS = { 'content-length': 0 };
 
+/** Largest answer read from a target (a node's or the cloud's is a few dozen bytes). */
+export const MAX_ANSWER_BYTES = 64 * 1024;
+
 export class Proxy {
   private readonly agent: http.Agent;
   private readonly endpoints = new Map<string, ServeEndpoint | null>();
@@ -63,7 +66,15 @@ export class Proxy {
       ({ hostname, port } = ep);
       path = ep.path + query; // the query holds numbers only: nothing the URL parser would escape
     } else {
-      const url = new URL(`${baseUrl}/serve${query}`); // a base with its own query or fragment
+      // a base with its own query or fragment; one that is no URL at all is unreachable, never a throw
+      // (a synchronous throw here was an unhandled rejection that ended the agent: readTargets now
+      // refuses such a base at start)
+      let url: URL;
+      try {
+        url = new URL(`${baseUrl}/serve${query}`);
+      } catch (e) {
+        return Promise.resolve({ kind: 'unreachable', reason: (e as Error).message });
+      }
       ({ hostname, port } = url);
       path = url.pathname + url.search;
     }
@@ -76,10 +87,18 @@ export class Proxy {
         resolve(o);
       };
       const req = http.request({ hostname, port, path, method: 'POST', agent: this.agent, headers: NO_BODY_HEADERS }, (res) => {
-        // the answer is a few dozen bytes: one chunk, kept as is
+        // the answer is a few dozen bytes: one chunk, kept as is; a target that streams on past the
+        // cap is cut and counts as unreachable (one 300 MB answer took an agent to 1.3 GB)
         let first: Buffer | null = null;
         let more: Buffer[] | null = null;
+        let size = 0;
         res.on('data', (c: Buffer) => {
+          size += c.length;
+          if (size > MAX_ANSWER_BYTES) {
+            finish({ kind: 'unreachable', reason: `an answer over ${MAX_ANSWER_BYTES} bytes` });
+            req.destroy();
+            return;
+          }
           if (first === null) first = c;
           else (more ??= [first]).push(c);
         });

@@ -24,6 +24,9 @@ export interface TelemetryPollerOptions {
   log?: (line: string) => void;
 }
 
+/** Largest /telemetry answer read (a node's is a few hundred bytes). */
+const MAX_TELEMETRY_BYTES = 64 * 1024;
+
 export class TelemetryPoller {
   private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   private readonly lastSeq: number[];
@@ -98,22 +101,46 @@ export class TelemetryPoller {
       this.stats.samples++;
       this.o.health.sample(n, x as number[], this.o.nowS());
     };
-    const req = http.get(`${this.o.nodeUrls[n]}/telemetry`, { agent: this.agent, timeout: this.o.periodMs ?? 1000 }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('error', () => finish(null));
-      res.on('end', () => {
-        if (res.statusCode === 404) return finish('missing');
-        if (res.statusCode !== 200) return finish(null);
-        try {
-          const b = JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
-          finish(typeof b === 'object' && b !== null ? (b as Record<string, unknown>) : null);
-        } catch {
-          finish(null);
-        }
+    let req: http.ClientRequest;
+    try {
+      req = http.get(`${this.o.nodeUrls[n]}/telemetry`, { agent: this.agent, timeout: this.o.periodMs ?? 1000 }, (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (c: Buffer) => {
+          // a telemetry answer is a few hundred bytes: a node that streams on is cut, a failed poll
+          size += c.length;
+          if (size > MAX_TELEMETRY_BYTES) {
+            req.destroy();
+            return finish(null);
+          }
+          chunks.push(c);
+        });
+        res.on('error', () => finish(null));
+        res.on('end', () => {
+          if (res.statusCode === 404) return finish('missing');
+          if (res.statusCode !== 200) return finish(null);
+          try {
+            const b = JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
+            finish(typeof b === 'object' && b !== null ? (b as Record<string, unknown>) : null);
+          } catch {
+            finish(null);
+          }
+        });
       });
-    });
+    } catch {
+      return finish(null); // a URL http.get cannot take: a failed poll, never an uncaught exception in a timer
+    }
     req.on('timeout', () => req.destroy());
     req.on('error', () => finish(null));
+    // the whole poll within its period (the socket timeout above only counts idle time)
+    const whole = setTimeout(
+      () => {
+        req.destroy();
+        finish(null);
+      },
+      2 * (this.o.periodMs ?? 1000),
+    );
+    whole.unref();
+    req.on('close', () => clearTimeout(whole));
   }
 }

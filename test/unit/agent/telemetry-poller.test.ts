@@ -7,6 +7,7 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { NodeHealth } from '../../../agent/filters/node-health';
 import { TelemetryPoller } from '../../../agent/telemetry-poller';
+import { MAX_ANSWER_BYTES, Proxy } from '../../../agent/proxy';
 
 function server(
   handler: (req: http.IncomingMessage, res: http.ServerResponse) => void,
@@ -62,6 +63,34 @@ describe('TelemetryPoller', () => {
     } finally {
       p.stop();
       [missing, garbage, same].forEach((s) => s.close());
+    }
+  });
+
+  it('cuts a node whose /telemetry answer streams past 64 KiB, and the proxy a target whose answer does: a failed poll, unreachable (300 MB took an agent to 1.3 GB)', async () => {
+    // streams 16 KiB chunks for as long as the client reads
+    const flood = await server((_q, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const chunk = Buffer.alloc(16 * 1024, 0x20);
+      const more = () => {
+        while (!res.destroyed && res.write(chunk));
+        if (!res.destroyed) res.once('drain', more);
+      };
+      res.on('close', () => res.removeAllListeners('drain'));
+      more();
+    });
+    const health = new NodeHealth(['a'], [0]);
+    const p = new TelemetryPoller({ nodeUrls: [flood.url], health, periodMs: 60, nowS: () => 0 });
+    p.start();
+    const proxy = new Proxy(4);
+    try {
+      await until(() => p.stats.failed >= 2);
+      expect(p.stats.samples).toBe(0);
+      const out = await proxy.forward(flood.url, 0, null, 10_000);
+      expect(out).toEqual({ kind: 'unreachable', reason: `an answer over ${MAX_ANSWER_BYTES} bytes` });
+    } finally {
+      p.stop();
+      proxy.close();
+      flood.close();
     }
   });
 });
