@@ -56,6 +56,9 @@ export class AgentMetrics {
       [{ outcome: 'refused' }, c.refused],
       [{ outcome: 'expired' }, c.expired],
       [{ outcome: 'timeout' }, c.timedOut],
+      // refused at the door (the eAP's admission limits): answered 503, never dispatched; the outcomes
+      // then sum to the requests answered (they were left out: 700 received, 512 counted)
+      [{ outcome: 'admission' }, c.admissionRefused],
     ]);
     counter('kais_agent_requests_received_total', 'Requests received at the ingress.', [], () => [[{}, c.received]]);
     counter('kais_agent_cloud_retries_total', 'Requests an edge node refused that were retried on the cloud.', [], () => [

@@ -7,6 +7,7 @@
  * get 503 at once), deadlines are kept by timers, and every normal request is answered (served,
  * 503 or 504) within its deadline + 100 ms; the agent holds a bounded number of requests.
  */
+import { AgentMetrics } from '../../agent/metrics';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
@@ -218,6 +219,21 @@ describe('Dispatcher deadlines and admission', () => {
     expect(refusedNow![0].reason).toMatch(/^admission: service 0 has 3 requests queued/);
     expect(refusedNow![2].reason).toMatch(/^admission: 2 long requests/);
     expect(d.counters.admissionRefused).toBe(4);
+    // /metrics counts them as their own outcome (they were in no outcome: the outcomes did not sum to the answers)
+    const state = {
+      eap: 0,
+      connected: false,
+      draining: false,
+      weightVersion: null,
+      placementVersion: null,
+      weightsApplied: 0,
+      placementsApplied: 0,
+      reconnects: 0,
+      experienceSent: 0,
+      telemetrySent: 0,
+    };
+    const text = await new AgentMetrics(d, () => state).text();
+    expect(text).toMatch(/^kais_agent_requests_total\{outcome="admission",eap="0"\} 4$/m);
     // the queued short ones still get their answer at the deadline
     expect((await Promise.all(answers.slice(0, 3))).map((a) => a.status)).toEqual([504, 504, 504]);
     expect(d.queued).toBe(2); // the two long ones wait (nothing can be in flight here)
