@@ -265,6 +265,8 @@ export class Dispatcher {
   private queuedLong = 0;
   private readonly dequeue: DequeueRule;
   private readonly queue: Pending[] = [];
+  /** Requests sent to a target and not yet back (answerAll reaches them). */
+  private readonly sending = new Set<Pending>();
   private readonly proxy: Proxy;
   /** The rule without the actor: the heuristic of `policy`, or lec (cmmac's fallback). */
   private readonly fallback: DispatchPolicy;
@@ -534,6 +536,25 @@ export class Dispatcher {
     return out.sort((a, b) => a.node - b.node);
   }
 
+  /**
+   * Answers every request still queued or in flight with 503 `reason` (the drain's time limit: they
+   * used to get a connection reset when the process closed its sockets). Returns how many.
+   */
+  answerAll(reason: string): number {
+    let n = 0;
+    for (const p of this.queue.splice(0)) {
+      this.unqueued(p);
+      if (!p.answered) n++;
+      this.answer(p, { status: 503, target: -1, latencyMs: performance.now() - p.t0, reason });
+    }
+    for (const p of this.sending) {
+      if (!p.answered) n++;
+      this.answer(p, { status: 503, target: -1, latencyMs: performance.now() - p.t0, reason });
+    }
+    this.checkIdle();
+    return n;
+  }
+
   close(): void {
     this.proxy.close();
   }
@@ -598,7 +619,9 @@ export class Dispatcher {
         Math.max(0, p.deadlineMs + this.limits.lateMs - (performance.now() - p.t0)),
       );
       p.timer.unref();
+      this.sending.add(p);
       void this.dispatch(p).finally(() => {
+        this.sending.delete(p);
         if (p.timer) clearTimeout(p.timer);
         p.timer = null;
         this.inFlight--;

@@ -538,8 +538,13 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     state.draining = true;
     drained = (async () => {
       server.close(); // no new connections; open ones get 503 draining
-      const deadline = new Promise<void>((resolve) => setTimeout(resolve, o.drainTimeoutMs ?? 30_000).unref());
-      await Promise.race([dispatcher.idle(), deadline]);
+      const deadline = new Promise<'late'>((resolve) => setTimeout(() => resolve('late'), o.drainTimeoutMs ?? 30_000).unref());
+      if ((await Promise.race([dispatcher.idle(), deadline])) === 'late') {
+        // what is still open gets an answer before the sockets close (it got a connection reset)
+        const n = dispatcher.answerAll('draining: the agent is stopping');
+        if (n > 0) log(`drain: ${n} request(s) still open after ${(o.drainTimeoutMs ?? 30_000) / 1000} s answered 503`);
+        await new Promise((resolve) => setTimeout(resolve, 100).unref()); // let those answers leave
+      }
       clearInterval(batchTimer);
       clearInterval(sampleTimer);
       if (outboxTimer) clearTimeout(outboxTimer);

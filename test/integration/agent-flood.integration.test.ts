@@ -78,6 +78,23 @@ describe('long-request flood against a live agent', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
+  it('answers what is still open when the drain time is up with 503, not a connection reset', async () => {
+    agent = await startAgent({
+      scenario,
+      eap: 0,
+      orchestratorUrl: 'ws://127.0.0.1:1',
+      targets: { nodes: cluster.nodeUrls, cloud: cluster.cloudUrl },
+      cacheDir: path.join(dir, 'cache'),
+      deviceFilters: false,
+      drainTimeoutMs: 200,
+    });
+    const open = Array.from({ length: 3 }, () => post(agent.port, { service: 0, deadlineMs: 120_000, payloadBytes: 10, workCoreS: 3000 }));
+    while (agent.dispatcher.outstanding < 3) await new Promise((r) => setTimeout(r, 10));
+    await agent.drain();
+    const answers = await Promise.all(open);
+    expect(answers.map((a) => [a.status, a.body.reason])).toEqual(Array(3).fill([503, 'draining: the agent is stopping']));
+  });
+
   it('answers every normal request within its deadline + 100 ms while 600 one-hour requests press on it, holding a bounded number of requests', async () => {
     agent = await startAgent({
       scenario,
