@@ -24,6 +24,8 @@ export interface HealthState {
   epochChanges?: number;
   /** wss:// handshakes that failed on the orchestrator's certificate. */
   tlsFailures?: number;
+  /** The orchestrator refused this agent's hello (KAIS_ERR_AUTH): its message; the link then stops for good. */
+  linkRefused?: string | null;
   /** Whether the ingress is https (the agent's --tls-cert). */
   tls?: boolean;
   /** The offline buffer (agent/outbox.ts): what waits while the orchestrator link is down. */
@@ -32,7 +34,10 @@ export interface HealthState {
 
 export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknown> {
   return {
-    ok: !s.draining,
+    // not ok once the orchestrator refused the hello: the link has stopped and only a restart with
+    // the right token brings it back (it said ok: true while cut off for good)
+    ok: !s.draining && !s.linkRefused,
+    linkRefused: s.linkRefused ?? null,
     eap: s.eap,
     connected: s.connected,
     draining: s.draining,

@@ -313,7 +313,10 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     state.connected = false;
     log(`orchestrator link down (${code}); dispatching on`);
   });
-  link.on('refused', (e) => log(`orchestrator refused hello: ${e.message}`));
+  link.on('refused', (e) => {
+    state.linkRefused = e.message;
+    log(`orchestrator refused hello: ${e.message}; the link stops (restart the agent with the right token)`);
+  });
   link.on('tlsError', (reason) => {
     state.tlsFailures = (state.tlsFailures ?? 0) + 1;
     log(`orchestrator certificate refused (${o.orchestratorUrl}): ${reason}; check --tls-ca; retrying`);

@@ -102,6 +102,9 @@ export class AgentMetrics {
     counter('kais_agent_orchestrator_tls_failures_total', "wss:// handshakes that failed on the orchestrator's certificate.", [], () => [
       [{}, state().tlsFailures ?? 0],
     ]);
+    gauge('kais_agent_link_refused', '1 once the orchestrator refused the hello (the link has stopped), else 0.', () =>
+      state().linkRefused ? 1 : 0,
+    );
     gauge('kais_agent_queue_length', 'Requests waiting in the eAP queue.', () => d.queued);
     gauge('kais_agent_outstanding', 'Requests queued or in flight.', () => d.outstanding);
     gauge('kais_agent_connected', '1 while the orchestrator link is up.', () => (state().connected ? 1 : 0));

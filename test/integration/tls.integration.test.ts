@@ -153,6 +153,11 @@ describe('TLS and tokens between agents and orchestrator', () => {
     await until(() => none.some((l) => /refused hello/.test(l)) && wrong.some((l) => /refused hello/.test(l)), 'the agents to say so');
     expect(denials.filter((d) => d.kind === 'auth' && d.eapId === 1).length).toBeGreaterThanOrEqual(2);
     expect(agents.slice(-2).every((a) => a.health().connected === false)).toBe(true);
+    // the link has stopped for good: /healthz says so (it said ok) and a gauge shows it
+    const refused = agents[agents.length - 1];
+    expect(refused.health()).toMatchObject({ ok: false, linkRefused: expect.stringMatching(/./) });
+    const m = parseMetrics((await httpsRequest(refused.port, 'GET', '/metrics', pair.cert)).text);
+    expect(sample(m, 'kais_agent_link_refused')).toBe(1);
     for (const a of agents.splice(-2)) await a.drain();
   });
 
