@@ -230,7 +230,9 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   if (cachedPlacement) {
     try {
       view.applyPlacement(cachedPlacement);
-    } catch {
+    } catch (e) {
+      // said, as for the weights: a cache of another cluster was dropped in silence
+      log(`cached placement ignored: ${(e as Error).message}`);
       cachedPlacement = null;
     }
   }
