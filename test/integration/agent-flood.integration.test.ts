@@ -78,6 +78,30 @@ describe('long-request flood against a live agent', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
+  it('says so when the cached placement is not of this cluster (it was dropped in silence)', async () => {
+    // a placement of 3 services x 3 nodes in the cache of a 4-service scenario
+    new StateCache(path.join(dir, 'cache')).savePlacement(
+      placementBody(2, 0, [
+        [1, 1, 1],
+        [1, 1, 1],
+        [1, 1, 1],
+      ]),
+    );
+    const lines: string[] = [];
+    agent = await startAgent({
+      scenario,
+      eap: 0,
+      orchestratorUrl: 'ws://127.0.0.1:1',
+      targets: { nodes: cluster.nodeUrls, cloud: cluster.cloudUrl },
+      cacheDir: path.join(dir, 'cache'),
+      deviceFilters: false,
+      drainTimeoutMs: 200,
+      log: (l) => lines.push(l),
+    });
+    expect(lines.filter((l) => l.startsWith('cached placement ignored: '))).toHaveLength(1);
+    expect(agent.health().placementVersion).toBeNull();
+  });
+
   it('answers what is still open when the drain time is up with 503, not a connection reset', async () => {
     agent = await startAgent({
       scenario,
