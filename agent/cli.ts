@@ -52,7 +52,8 @@ export const AGENT_SPEC = {
   scenario: opt.string({ default: 'kais', describe: 'built-in scenario or a .json file' }),
   cache: opt.outDir({
     defaultText: '$XDG_CACHE_HOME/kais/agent-<eap> (else ~/.cache/kais/agent-<eap>)',
-    describe: 'private directory of the weights/placement cache (created 0700; refused if another user owns it or others can write it)',
+    describe:
+      'private directory of the weights/placement cache (created 0700; refused if another user owns it or others can write it; an existing one others can read is made 0700: give a folder of its own, not your home)',
   }),
   speed: opt.number({ default: 1, min: 0, minExclusive: true, max: 1000, describe: 'time scale of the replayed workload' }),
   actorHead: opt.choice(['softplus1', 'relu1'] as const, {

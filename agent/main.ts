@@ -148,6 +148,8 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       if (guardSwitches.length > MAX_GUARD_SWITCHES) guardSwitches.shift();
     };
   }
+  // the cache folder first: a refused --cache is the only line (the explore line came before it)
+  const cache = o.cacheDir ? new StateCache(o.cacheDir) : null;
   if (heuristic) {
     log(
       `policy ${policy}: every decision is ${policy}'s, actor weights are ignored${o.guard ? ', --guard is ignored (it guards cmmac)' : ''}; ` +
@@ -160,7 +162,6 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       `explore 0${o.explore === undefined ? " (1 if the orchestrator's model acts by sampling)" : ''}: no experience is sent (the online learner learns from drawn decisions; --explore <share>, or --experience all)`,
     );
   }
-  const cache = o.cacheDir ? new StateCache(o.cacheDir) : null;
 
   // ---- node health: device filters on telemetry, QoS isolation on outcomes ----
   let nodeHealth: NodeHealth | null = null;

@@ -20,8 +20,13 @@ describe('kais agent flags', () => {
     JSON.stringify({ nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' }),
   );
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const link = path.join(dir, 'cache-link');
+  fs.mkdirSync(path.join(dir, 'real-cache'), { mode: 0o700 });
+  fs.symlinkSync(path.join(dir, 'real-cache'), link);
 
   it.each([
+    // the only line (the explore-0 log line came first)
+    [['--cache', link], /^kais: --cache: \S+cache-link is a symbolic link; the cache must be a private directory$/],
     [['--experience', 'most'], /^kais: --experience: expected one of explored, all, none, got "most"$/],
     [['--explore', '2'], /^kais: --explore: expected a number >= 0 and <= 1, got "2"$/],
     [['--offline-buffer=-1'], /^kais: --offline-buffer: expected an integer >= 0 and <= 1000000, got "-1"$/],
