@@ -63,8 +63,13 @@ export class StateCache {
 
   private write(name: string, bytes: Uint8Array | string): void {
     const tmp = this.file(`${name}.tmp-${process.pid}`);
-    fs.writeFileSync(tmp, bytes, { mode: 0o600 });
-    fs.renameSync(tmp, this.file(name));
+    try {
+      fs.writeFileSync(tmp, bytes, { mode: 0o600 });
+      fs.renameSync(tmp, this.file(name));
+    } catch (e) {
+      fs.rmSync(tmp, { force: true }); // a full disk is not kept full by our half-written file
+      throw e;
+    }
   }
 
   saveWeights(body: WeightsBody): void {
@@ -72,8 +77,15 @@ export class StateCache {
     // orchestrator of that epoch then replaces (its version differs), never the other way round
     if (body.epoch !== undefined) this.write('weights.epoch', body.epoch);
     else fs.rmSync(this.file('weights.epoch'), { force: true });
-    // trusted: a body the runtime took from a verified frame; loadWeights verifies the file again
-    this.write('weights.bin', weightsToBytes(body, { trusted: true }));
+    try {
+      // trusted: a body the runtime took from a verified frame; loadWeights verifies the file again
+      this.write('weights.bin', weightsToBytes(body, { trusted: true }));
+    } catch (e) {
+      // the new epoch must not stay beside the old weights (with equal version numbers the
+      // orchestrator would never resend): no cached weights rather than mislabelled ones
+      for (const f of ['weights.bin', 'weights.epoch']) fs.rmSync(this.file(f), { force: true, recursive: true });
+      throw e;
+    }
   }
 
   /**

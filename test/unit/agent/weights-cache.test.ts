@@ -30,6 +30,18 @@ describe('StateCache', () => {
     expect(again.loadPlacement()).toEqual(p);
   });
 
+  it('a weights file that cannot be written leaves no cached weights and no temporary file (not the old weights under the new epoch)', () => {
+    const c = new StateCache(dir);
+    const w = (version: number, epoch: string) => ({ ...packWeights([{ shape: [2], data: Float32Array.from([1, 2]) }], version), epoch });
+    c.saveWeights(w(1, 'epoch-a'));
+    // the rename onto weights.bin fails (a non-empty folder in its place), after the new epoch was written
+    fs.rmSync(path.join(dir, 'weights.bin'));
+    fs.mkdirSync(path.join(dir, 'weights.bin', 'x'), { recursive: true });
+    expect(() => c.saveWeights(w(1, 'epoch-b'))).toThrow();
+    expect(fs.readdirSync(dir)).toEqual([]);
+    expect(new StateCache(dir).loadWeights()).toBeNull();
+  });
+
   it('returns null for an empty, truncated or corrupt cache instead of failing, and says why for a damaged file', () => {
     const c = new StateCache(dir);
     const said: string[] = [];
