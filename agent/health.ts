@@ -32,6 +32,22 @@ export interface HealthState {
   offline?: Outbox;
 }
 
+/** An agent's state before anything happened (no link, nothing applied or sent). */
+export function freshHealthState(eap: number): HealthState {
+  return {
+    eap,
+    connected: false,
+    draining: false,
+    weightVersion: null,
+    placementVersion: null,
+    weightsApplied: 0,
+    placementsApplied: 0,
+    reconnects: 0,
+    experienceSent: 0,
+    telemetrySent: 0,
+  };
+}
+
 export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknown> {
   return {
     // not ok once the orchestrator refused the hello: the link has stopped and only a restart with

@@ -25,7 +25,7 @@ import type { Scenario } from '../shared/scenario';
 import { AgentLink } from './link';
 import { AgentRuntime } from './runtime';
 import { Dispatcher, type ExperienceMode, type IngressRequest, type Targets } from './dispatcher';
-import { healthJson, type HealthState } from './health';
+import { freshHealthState, healthJson, type HealthState } from './health';
 import { AgentMetrics } from './metrics';
 import { LocalClusterView } from './local-view';
 import { StateCache } from './weights-cache';
@@ -198,18 +198,9 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     poller.start();
   }
   const state: HealthState = {
-    eap: o.eap,
-    connected: false,
-    draining: false,
-    weightVersion: null,
-    placementVersion: null,
-    weightsApplied: 0,
-    placementsApplied: 0,
-    reconnects: 0,
+    ...freshHealthState(o.eap),
     tls: !!o.tls,
     tlsFailures: 0,
-    experienceSent: 0,
-    telemetrySent: 0,
     nodeHealth,
     epoch: null,
     epochChanges: 0,

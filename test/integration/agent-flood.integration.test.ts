@@ -8,6 +8,7 @@
  * 503 or 504) within its deadline + 100 ms; the agent holds a bounded number of requests.
  */
 import { AgentMetrics } from '../../agent/metrics';
+import { freshHealthState } from '../../agent/health';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
@@ -77,6 +78,18 @@ describe('long-request flood against a live agent', () => {
     await cluster.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
+  /** An agent on the cluster with no orchestrator (it dispatches on its own), from the cached placement. */
+  const startAlone = (o: Partial<Parameters<typeof startAgent>[0]> = {}) =>
+    startAgent({
+      scenario,
+      eap: 0,
+      orchestratorUrl: 'ws://127.0.0.1:1',
+      targets: { nodes: cluster.nodeUrls, cloud: cluster.cloudUrl },
+      cacheDir: path.join(dir, 'cache'),
+      deviceFilters: false,
+      drainTimeoutMs: 200,
+      ...o,
+    });
 
   it('says so when the cached placement is not of this cluster (it was dropped in silence)', async () => {
     // a placement of 3 services x 3 nodes in the cache of a 4-service scenario
@@ -88,30 +101,13 @@ describe('long-request flood against a live agent', () => {
       ]),
     );
     const lines: string[] = [];
-    agent = await startAgent({
-      scenario,
-      eap: 0,
-      orchestratorUrl: 'ws://127.0.0.1:1',
-      targets: { nodes: cluster.nodeUrls, cloud: cluster.cloudUrl },
-      cacheDir: path.join(dir, 'cache'),
-      deviceFilters: false,
-      drainTimeoutMs: 200,
-      log: (l) => lines.push(l),
-    });
+    agent = await startAlone({ log: (l) => lines.push(l) });
     expect(lines.filter((l) => l.startsWith('cached placement ignored: '))).toHaveLength(1);
     expect(agent.health().placementVersion).toBeNull();
   });
 
   it('answers what is still open when the drain time is up with 503, not a connection reset', async () => {
-    agent = await startAgent({
-      scenario,
-      eap: 0,
-      orchestratorUrl: 'ws://127.0.0.1:1',
-      targets: { nodes: cluster.nodeUrls, cloud: cluster.cloudUrl },
-      cacheDir: path.join(dir, 'cache'),
-      deviceFilters: false,
-      drainTimeoutMs: 200,
-    });
+    agent = await startAlone();
     const open = Array.from({ length: 3 }, () => post(agent.port, { service: 0, deadlineMs: 120_000, payloadBytes: 10, workCoreS: 3000 }));
     while (agent.dispatcher.outstanding < 3) await new Promise((r) => setTimeout(r, 10));
     await agent.drain();
@@ -120,15 +116,7 @@ describe('long-request flood against a live agent', () => {
   });
 
   it('answers every normal request within its deadline + 100 ms while 600 one-hour requests press on it, holding a bounded number of requests', async () => {
-    agent = await startAgent({
-      scenario,
-      eap: 0,
-      orchestratorUrl: 'ws://127.0.0.1:1', // no orchestrator: the agent dispatches on its own
-      targets: { nodes: cluster.nodeUrls, cloud: cluster.cloudUrl },
-      cacheDir: path.join(dir, 'cache'),
-      deviceFilters: false,
-      drainTimeoutMs: 200,
-    });
+    agent = await startAlone();
     const longAgent = new http.Agent({ keepAlive: true, maxSockets: 1024 });
     const normalAgent = new http.Agent({ keepAlive: true, maxSockets: 1024 }); // never queues a request on the device's side
     const rssBefore = process.memoryUsage().rss;
@@ -261,18 +249,7 @@ describe('Dispatcher deadlines and admission', () => {
     expect(refusedNow![2].reason).toMatch(/^admission: 2 long requests/);
     expect(d.counters.admissionRefused).toBe(4);
     // /metrics counts them as their own outcome (they were in no outcome: the outcomes did not sum to the answers)
-    const state = {
-      eap: 0,
-      connected: false,
-      draining: false,
-      weightVersion: null,
-      placementVersion: null,
-      weightsApplied: 0,
-      placementsApplied: 0,
-      reconnects: 0,
-      experienceSent: 0,
-      telemetrySent: 0,
-    };
+    const state = freshHealthState(0);
     const text = await new AgentMetrics(d, () => state).text();
     expect(text).toMatch(/^kais_agent_requests_total\{outcome="admission",eap="0"\} 4$/m);
     // the queued short ones still get their answer at the deadline

@@ -24,6 +24,18 @@ function idle(port: number, bytes = ''): Promise<{ first: string; ms: number }> 
   });
 }
 
+/** Sends a plain GET on `c` and resolves with the status line of the answer. */
+function plainRequest(c: net.Socket): Promise<string> {
+  c.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+  return new Promise((resolve) => {
+    let got = '';
+    c.on('data', (d: Buffer) => {
+      got += d.toString('latin1');
+      if (got.includes('\r\n')) resolve(got.split('\r\n')[0]);
+    });
+  });
+}
+
 describe('HTTP time limits', () => {
   let hub: Hub;
   let cluster: EmulatedCluster;
@@ -96,15 +108,7 @@ describe('HTTP time limits', () => {
       expect(closed).toBe('');
       // another address is not held back by the flood: its plain request is answered (426)
       const other = await from('127.0.0.3');
-      other.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
-      const answer = await new Promise<string>((resolve) => {
-        let got = '';
-        other.on('data', (d: Buffer) => {
-          got += d.toString('latin1');
-          if (got.includes('\r\n')) resolve(got.split('\r\n')[0]);
-        });
-      });
-      expect(answer).toBe('HTTP/1.1 426 Upgrade Required');
+      expect(await plainRequest(other)).toBe('HTTP/1.1 426 Upgrade Required');
       for (const c of flood) expect(c.destroyed).toBe(false);
       // the slots come back when the address closes its connections
       flood.forEach((c) => c.destroy());
@@ -114,15 +118,7 @@ describe('HTTP time limits', () => {
         poll();
       });
       const again = await from('127.0.0.2');
-      again.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
-      const status = await new Promise<string>((resolve) => {
-        let got = '';
-        again.on('data', (d: Buffer) => {
-          got += d.toString('latin1');
-          if (got.includes('\r\n')) resolve(got.split('\r\n')[0]);
-        });
-      });
-      expect(status).toBe('HTTP/1.1 426 Upgrade Required');
+      expect(await plainRequest(again)).toBe('HTTP/1.1 426 Upgrade Required');
       again.destroy();
     } finally {
       await small.close();
