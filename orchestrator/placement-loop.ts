@@ -197,17 +197,17 @@ export class PlacementLoop {
   resume(): Promise<void> {
     if (!this.deferred) return this.running;
     this.deferred = false;
-    return this.chain(true).then(() => undefined);
+    return this.chain(false).then(() => undefined);
   }
 
   /**
-   * One step: observe, decide (unless `withPolicy` is false), apply, publish. An admin's step
+   * One step: observe, decide, apply, publish. An admin's step
    * (`admin`) carries the admin's orders only and is not a frame: the policy is not asked (on the
    * few ms of window since the last step gsp-ss saw no arrivals and emptied the cluster), the
    * forecast is not fed and `frame` does not move. Overrides that ran out expire on every step,
    * whether or not the executor sees a cluster.
    */
-  async step(withPolicy = true, admin = false): Promise<StepOutcome> {
+  async step(admin = false): Promise<StepOutcome> {
     const outcome: StepOutcome = { cluster: false, executed: 0, refused: 0 };
     if (this.stopped) return outcome;
     if (!admin) this.frame++;
@@ -218,7 +218,7 @@ export class PlacementLoop {
       outcome.cluster = true;
       this.d = placementOf(view);
       const seen = a ? a.state.viewFor(view) : view;
-      let ops = this.policy.periodS > 0 && withPolicy && !admin ? this.policy.decide(seen) : [];
+      let ops = this.policy.periodS > 0 && !admin ? this.policy.decide(seen) : [];
       if (a && !a.state.empty) ops = a.state.adjust(seen, ops);
       if (this.policy.periodS > 0 || ops.length > 0) {
         const rep = await this.o.executor.apply(ops);
@@ -241,12 +241,12 @@ export class PlacementLoop {
    */
   stepNow(): Promise<StepOutcome> {
     if (this.heldNow() !== null) this.deferred = true;
-    return this.chain(false, true);
+    return this.chain(true);
   }
 
-  private chain(withPolicy: boolean, admin = false): Promise<StepOutcome> {
+  private chain(admin: boolean): Promise<StepOutcome> {
     const next = this.running
-      .then(() => this.step(withPolicy, admin))
+      .then(() => this.step(admin))
       .catch((e: unknown): StepOutcome => {
         const error = (e as Error).message;
         (this.o.log ?? (() => undefined))(`placement step failed: ${error}`);

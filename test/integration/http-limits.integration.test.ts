@@ -24,6 +24,14 @@ function idle(port: number, bytes = ''): Promise<{ first: string; ms: number }> 
   });
 }
 
+/** Resolves once the hub's server counts connections that satisfy `ok` (it counts one once it has accepted it). */
+function connectionsOf(hub: Hub, ok: (n: number) => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const poll = () => (hub['server'] as net.Server).getConnections((_e, n) => (ok(n) ? resolve() : setImmediate(poll)));
+    poll();
+  });
+}
+
 /** Sends a plain GET on `c` and resolves with the status line of the answer. */
 function plainRequest(c: net.Socket): Promise<string> {
   c.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
@@ -70,10 +78,7 @@ describe('HTTP time limits', () => {
         ),
       );
       // the server counts a connection once it has accepted it: wait until it has all three
-      await new Promise<void>((resolve) => {
-        const poll = () => (small['server'] as net.Server).getConnections((_e, n) => (n >= 3 ? resolve() : setImmediate(poll)));
-        poll();
-      });
+      await connectionsOf(small, (n) => n >= 3);
       const fourth = await idle(small.port);
       expect(fourth.first).toBe(''); // closed without a word
       for (const c of open) expect(c.destroyed).toBe(false);
@@ -92,12 +97,7 @@ describe('HTTP time limits', () => {
       });
     try {
       const flood = [await from('127.0.0.2'), await from('127.0.0.2')];
-      const counted = () =>
-        new Promise<void>((resolve) => {
-          const poll = () => (small['server'] as net.Server).getConnections((_e, n) => (n >= 2 ? resolve() : setImmediate(poll)));
-          poll();
-        });
-      await counted();
+      await connectionsOf(small, (n) => n >= 2);
       // a third from the same address: closed without a word, as soon as it is accepted
       const third = await from('127.0.0.2');
       const closed = await new Promise<string>((resolve) => {
@@ -113,10 +113,7 @@ describe('HTTP time limits', () => {
       // the slots come back when the address closes its connections
       flood.forEach((c) => c.destroy());
       other.destroy();
-      await new Promise<void>((resolve) => {
-        const poll = () => (small['server'] as net.Server).getConnections((_e, n) => (n === 0 ? resolve() : setImmediate(poll)));
-        poll();
-      });
+      await connectionsOf(small, (n) => n === 0);
       const again = await from('127.0.0.2');
       expect(await plainRequest(again)).toBe('HTTP/1.1 426 Upgrade Required');
       again.destroy();
