@@ -7,9 +7,11 @@
  *
  * A node that answers 404 has no telemetry endpoint: it is reported silent once and no longer
  * polled (its device filter never excludes it; QoS isolation still can). A node that cannot be
- * reached keeps being polled; before the filters have their baselines, `historySamples`
- * consecutive failures also report it silent, so one dead node cannot hold up the baselines of all
- * the others. Never throws; every poll has a timeout.
+ * reached, or whose `seq` does not change, keeps being polled; before the filters have their
+ * baselines, `historySamples` consecutive polls without a new sample also report it silent, so one
+ * dead or stuck node cannot hold up the baselines of all the others. When such a node sends new
+ * samples again, NodeHealth gives it a filter after `historySamples` of them (a late join).
+ * Never throws; every poll has a timeout.
  */
 import * as http from 'node:http';
 import type { NodeHealth } from './filters/node-health';
@@ -30,7 +32,9 @@ const MAX_TELEMETRY_BYTES = 64 * 1024;
 export class TelemetryPoller {
   private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   private readonly lastSeq: number[];
-  private readonly failures: Int32Array;
+  /** Consecutive polls without a new sample (failed, or the same seq). */
+  private readonly noSample: Int32Array;
+  /** 1: no /telemetry (404), not polled again; 2: reported silent for want of samples, still polled. */
   private readonly silent: Uint8Array;
   private readonly inFlight: Uint8Array;
   private timer: NodeJS.Timeout | null = null;
@@ -41,7 +45,7 @@ export class TelemetryPoller {
   constructor(private readonly o: TelemetryPollerOptions) {
     const N = o.nodeUrls.length;
     this.lastSeq = new Array<number>(N).fill(-1);
-    this.failures = new Int32Array(N);
+    this.noSample = new Int32Array(N);
     this.silent = new Uint8Array(N);
     this.inFlight = new Uint8Array(N);
   }
@@ -65,7 +69,7 @@ export class TelemetryPoller {
     for (let k = 0; k < N; k++) {
       const n = this.next;
       this.next = (this.next + 1) % N;
-      if (this.silent[n] === 0 && this.inFlight[n] === 0) {
+      if (this.silent[n] !== 1 && this.inFlight[n] === 0) {
         this.poll(n);
         return;
       }
@@ -86,18 +90,24 @@ export class TelemetryPoller {
         return;
       }
       const x = body && [body.cpu, body.mem, body.disk, body.upload];
-      if (!body || !x!.every((v) => typeof v === 'number' && Number.isFinite(v)) || typeof body.seq !== 'number') {
-        this.stats.failed++;
-        if (++this.failures[n] >= this.o.health.o.historySamples && !this.o.health.started) {
-          this.silent[n] = 1;
+      const valid = body && x!.every((v) => typeof v === 'number' && Number.isFinite(v)) && typeof body.seq === 'number';
+      if (!valid) this.stats.failed++;
+      if (!valid || body.seq === this.lastSeq[n]) {
+        if (++this.noSample[n] >= this.o.health.o.historySamples && this.silent[n] === 0 && !this.o.health.started) {
+          this.silent[n] = 2;
           this.o.health.silent(n);
-          this.o.log?.(`node ${n}: no telemetry in ${this.failures[n]} polls; the other nodes' filters start without it`);
+          this.o.log?.(
+            `node ${n}: no new telemetry sample in ${this.noSample[n]} polls (${valid ? `seq stays ${this.lastSeq[n]}` : 'unreachable or malformed'}); the other nodes' filters start without it`,
+          );
         }
         return;
       }
-      this.failures[n] = 0;
-      if (body.seq === this.lastSeq[n]) return;
-      this.lastSeq[n] = body.seq;
+      this.noSample[n] = 0;
+      if (this.silent[n] === 2) {
+        this.silent[n] = 0;
+        this.o.log?.(`node ${n} sends telemetry again: its device filter starts after ${this.o.health.o.historySamples} samples`);
+      }
+      this.lastSeq[n] = body.seq as number;
       this.stats.samples++;
       this.o.health.sample(n, x as number[], this.o.nowS());
     };

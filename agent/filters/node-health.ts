@@ -309,10 +309,13 @@ export class NodeHealth {
     if (x.length !== TELEMETRY_DIMS) throw new TypeError(`NodeHealth.sample: expected ${TELEMETRY_DIMS} metrics, got ${x.length}`);
     const f = this.filters[n];
     if (!f) {
-      this.reporting[n] = 1;
       const h = this.history[n];
       for (let d = 0; d < TELEMETRY_DIMS; d++) h.push(x[d]);
-      this.maybeBuild();
+      if (this.built) this.lateJoin(n);
+      else {
+        this.reporting[n] = 1;
+        this.maybeBuild();
+      }
       return;
     }
     const v = f.push(x);
@@ -363,6 +366,25 @@ export class NodeHealth {
     } else if (this.deviceOut[n] === 1 && nowS - this.lastBadS[n] >= this.o.readmitQuietS) {
       this.readmit(n, nowS, 'device:quiet', `no faulty window for ${this.o.readmitQuietS} s`);
     }
+  }
+
+  /**
+   * A node that was silent when the filters were built and sends samples now: once it has
+   * historySamples of them it gets a filter, on the baseline of a node of its shape that has one
+   * (the baseline the others are judged by), or on its own samples when it is the only one of its
+   * shape. Its later samples then count as any node's.
+   */
+  private lateJoin(n: number): void {
+    const h = this.history[n];
+    if (h.length < this.o.historySamples * TELEMETRY_DIMS) return;
+    let m = 0;
+    while (m < this.numNodes && !(this.filters[m] && this.shapes[m] === this.shapes[n])) m++;
+    const base = m < this.numNodes ? this.filters[m]!.baseline : baselineFromHistory(h, TELEMETRY_DIMS, this.o.rules);
+    this.filters[n] = new DeviceFilter(base, this.o.rules);
+    if (m === this.numNodes) this.fitSecond(this.shapes[n], [h]);
+    this.history[n] = [];
+    this.reporting[n] = 1;
+    this.countReporting();
   }
 
   /** Ends node n's device exclusion. */

@@ -1,7 +1,8 @@
 /**
  * TelemetryPoller against real HTTP stubs: a node without /telemetry (404) is reported silent once
  * and not polled again; a node answering garbage counts as a failed poll; a repeated `seq` is not a
- * new sample.
+ * new sample. A node unreachable or stuck on one `seq` while the baselines build is reported
+ * silent and still polled: when it sends samples again it gets a filter (a late join).
  */
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -63,6 +64,50 @@ describe('TelemetryPoller', () => {
     } finally {
       p.stop();
       [missing, garbage, same].forEach((s) => s.close());
+    }
+  });
+
+  it('keeps polling a node that was unreachable while the baselines built, and gives it a filter when it answers; a stuck seq does not hold up the others', async () => {
+    const sample = (seq: number) =>
+      JSON.stringify({
+        seq,
+        cpu: 0.5 + 0.05 * Math.sin(seq),
+        mem: 0.4 + 0.03 * Math.cos(seq),
+        disk: 0.1 + 0.01 * Math.sin(2 * seq),
+        upload: 0.3 + 0.02 * Math.cos(3 * seq),
+      });
+    let okSeq = 0;
+    let lateSeq = 0;
+    let lateUp = false;
+    const ok = await server((_q, res) => res.writeHead(200).end(sample(++okSeq)));
+    const late = await server((_q, res) => (lateUp ? res.writeHead(200).end(sample(++lateSeq)) : res.writeHead(503).end()));
+    const stuck = await server((_q, res) => res.writeHead(200).end(sample(7)));
+    const health = new NodeHealth(['a', 'a', 'a'], [0, 0, 0], { historySamples: 12 });
+    const lines: string[] = [];
+    const p = new TelemetryPoller({
+      nodeUrls: [ok.url, late.url, stuck.url],
+      health,
+      periodMs: 45,
+      nowS: () => 0,
+      log: (l) => lines.push(l),
+    });
+    p.start();
+    try {
+      // the filters start on node 0 alone: 1 failed 12 polls in a row, 2 sent seq 7 twelve times
+      await until(() => health.started);
+      expect(health.verdict(1)).toBeUndefined();
+      expect(lines.some((l) => l.startsWith('node 1: no new telemetry sample in 12 polls (unreachable or malformed)'))).toBe(true);
+      expect(lines.some((l) => l.startsWith('node 2: no new telemetry sample in 12 polls (seq stays 7)'))).toBe(true);
+      const hits = late.hits();
+      await until(() => late.hits() >= hits + 3); // still polled after the start (it used to be dropped for good)
+      lateUp = true;
+      await until(() => health.verdict(1) !== undefined); // a filter after 12 new samples, on node 0's baseline
+      expect(lateSeq).toBeGreaterThanOrEqual(13);
+      expect(lines).toContain('node 1 sends telemetry again: its device filter starts after 12 samples');
+      expect(health.verdict(2)).toBeUndefined(); // seq 7 is still one sample
+    } finally {
+      p.stop();
+      [ok, late, stuck].forEach((s) => s.close());
     }
   });
 

@@ -30,6 +30,30 @@ describe('NodeHealth', () => {
     expect(h.excluded(1)).toBe(false); // its device filter never excludes it
   });
 
+  it('gives a node that was silent at the start a filter once it sends historySamples samples (a late join), and it can then be excluded', () => {
+    const { h, events, step } = setup();
+    h.silent(1);
+    for (let i = 0; i < 36; i++) step(false);
+    expect(h.started).toBe(true);
+    const model = new NodeTelemetryModel(3, 1, new Rng(9));
+    const x = new Float64Array(4);
+    let t = 100;
+    const late = (abnormal: boolean) => {
+      model.sample(1, abnormal, 0.4, 0.5, x);
+      h.sample(1, x, ++t);
+    };
+    for (let i = 0; i < 35; i++) late(false);
+    expect(h.verdict(1)).toBeUndefined(); // 35 samples: still collecting
+    late(false);
+    late(false);
+    expect(h.verdict(1)).toBeDefined(); // the 37th sample is judged on the others' baseline
+    for (let i = 0; i < 60; i++) late(false);
+    expect(h.excluded(1)).toBe(false);
+    for (let i = 0; i < 20 && !h.excluded(1); i++) late(true);
+    expect(h.excluded(1)).toBe(true);
+    expect(events.at(-1)).toMatchObject({ node: 1, kind: 'exclude' });
+  });
+
   it('excludes a node on abnormal telemetry with an event naming the rule, and re-admits it after healthy windows', () => {
     const { h, events, step } = setup();
     h.silent(1);
