@@ -1,7 +1,7 @@
 /**
  * `kais agent --orchestrator <ws-url> --eap <id> --targets <file> [--token-file F | --token T] [--port N]
  * [--scenario kais] [--cache <dir>] [--speed x] [--policy cmmac|lec|jsq|...] [--seed S] [--explore s]
- * [--experience explored|all|none] [--no-device-filters] [--offline-buffer N]
+ * [--experience explored|all|none] [--no-device-filters] [--offline-buffer N] [--offline-buffer-mib M]
  * [--guard [--guard-fallback F] [--guard-enter x] [--guard-exit y] [--guard-mid F|none] [--guard-mid-enter x]
  * [--guard-mid-exit y]] [--tls-cert F --tls-key F] [--tls-ca F]`:
  * one eAP's dispatcher as a process (https ingress with a certificate; --tls-ca: the CA a wss:// orchestrator is checked against).
@@ -25,7 +25,7 @@ import { EXPERIENCE_MODES, type Targets } from './dispatcher';
 import { startAgent } from './main';
 import { lineLogger, processLogger } from '../shared/log';
 import { defaultCacheDir } from './weights-cache';
-import { DEFAULT_OFFLINE_BUFFER } from './outbox';
+import { DEFAULT_OFFLINE_BUFFER, DEFAULT_OFFLINE_BUFFER_MIB } from './outbox';
 import { loadCa, loadTlsPair } from '../shared/tls';
 
 /** Environment variable holding the hello token when neither --token-file nor --token is given. */
@@ -96,6 +96,13 @@ export const AGENT_SPEC = {
     max: 1_000_000,
     describe:
       'records (telemetry intervals, experience frames of up to 64 transitions) kept while the orchestrator link is down, sent in order when it is back; beyond, the oldest are dropped and counted (kais_agent_offline_dropped_total); 0: keep none',
+  }),
+  offlineBufferMib: opt.integer({
+    default: DEFAULT_OFFLINE_BUFFER_MIB,
+    min: 1,
+    max: 4096,
+    describe:
+      "the same buffer bounded in MiB (the records' estimated encoded size; an experience frame on a large scenario is ~150 KB): beyond, the oldest are dropped and counted as above",
   }),
   experience: opt.choice(EXPERIENCE_MODES, {
     default: 'explored',
@@ -201,6 +208,7 @@ export const agentCommand: CommandModule<object, object> = {
       deviceFilters: a.deviceFilters,
       secondStage: a.secondStage === 'l2',
       offlineBuffer: a.offlineBuffer,
+      offlineBufferMib: a.offlineBufferMib,
       tls,
       ...(orchestratorCa !== undefined ? { orchestratorCa } : {}),
       log,

@@ -79,7 +79,14 @@ export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknow
     framesSent: { telemetry: s.telemetrySent, experience: s.experienceSent },
     /** The offline buffer: records held now, sent from it, dropped from it (oldest first), by kind. */
     offline: s.offline
-      ? { capacity: s.offline.capacity, held: s.offline.length, flushed: s.offline.stats.flushed, dropped: { ...s.offline.stats.dropped } }
+      ? {
+          capacity: s.offline.capacity,
+          maxBytes: s.offline.maxBytes,
+          bytes: s.offline.bytes,
+          held: s.offline.length,
+          flushed: s.offline.stats.flushed,
+          dropped: { ...s.offline.stats.dropped },
+        }
       : null,
     nodes: s.nodeHealth
       ? {

@@ -32,7 +32,7 @@ import { StateCache } from './weights-cache';
 import { NodeHealth } from './filters/node-health';
 import { TelemetryPoller } from './telemetry-poller';
 import { LoadSampler } from './load-report';
-import { DEFAULT_OFFLINE_BUFFER, Outbox, type OutRecord } from './outbox';
+import { DEFAULT_OFFLINE_BUFFER, DEFAULT_OFFLINE_BUFFER_MIB, Outbox, type OutRecord } from './outbox';
 import { MAX_DEVICE_WINDOWS, MAX_GUARD_SWITCHES, type GuardSwitchReport } from '../shared/protocol/envelope';
 import { agentPolicySeed, type LivePolicyName } from '../shared/dispatch';
 import type { RegimeGuardOptions } from '../shared/dispatch/guard';
@@ -94,6 +94,8 @@ export interface AgentOptions {
    * orchestrator link is down, the oldest dropped (counted) beyond (agent/outbox.ts). @defaultValue 600
    */
   offlineBuffer?: number;
+  /** The same buffer's bound in MiB of their estimated encoded size (agent/outbox.ts). @defaultValue 32 */
+  offlineBufferMib?: number;
   /** Longest a drain waits for outstanding requests, ms. @defaultValue 30000 */
   drainTimeoutMs?: number;
   log?: (line: string) => void;
@@ -339,7 +341,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const SOCKET_BACKLOG_BYTES = 1 << 20;
   const OUTBOX_TICK_MS = 50;
   const OUTBOX_FRAMES_PER_TICK = 4;
-  const outbox = new Outbox(o.offlineBuffer ?? DEFAULT_OFFLINE_BUFFER);
+  const outbox = new Outbox(o.offlineBuffer ?? DEFAULT_OFFLINE_BUFFER, (o.offlineBufferMib ?? DEFAULT_OFFLINE_BUFFER_MIB) * 1024 * 1024);
   state.offline = outbox;
   const writable = () => link.ready && link.bufferedAmount < SOCKET_BACKLOG_BYTES;
   const sendRecord = (r: OutRecord): boolean => {

@@ -18,10 +18,10 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { startAgent, type RunningAgent } from '../../agent/main';
-import { Outbox } from '../../agent/outbox';
+import { Outbox, approxBytes } from '../../agent/outbox';
 import { EmulatedCluster } from '../../orchestrator/emulated-cluster';
 import { readConfig, startOrchestrator, type RunningOrchestrator } from '../../orchestrator/main';
-import type { TelemetryBody } from '../../shared/protocol/envelope';
+import type { ExperienceBody, TelemetryBody } from '../../shared/protocol/envelope';
 import { loadScenario } from '../../shared/scenario';
 import { parseMetrics, sample } from '../support/prometheus';
 
@@ -294,5 +294,45 @@ describe('Outbox', () => {
     expect(mixed.dropAll('experience')).toBe(2);
     expect([mixed.shift()?.type, mixed.shift()?.type, mixed.length]).toEqual(['telemetry', 'telemetry', 0]);
     expect(mixed.stats.dropped).toEqual({ telemetry: 0, experience: 2 });
+    expect(mixed.bytes).toBe(0);
+  });
+
+  test('is bounded in bytes too: experience frames of large observations drop the oldest before the record count is reached (600 of them were 90 MB)', () => {
+    const frame = (k: number) => ({
+      type: 'experience' as const,
+      body: {
+        eap: 0,
+        transitions: Array.from({ length: 64 }, (_, i) => ({
+          eap: 0,
+          slot: k * 64 + i,
+          service: 0,
+          obs: new Float32Array(500),
+          mask: new Uint8Array(41),
+          action: 0,
+          logProb: 0,
+          reward: 0,
+          latencyMs: null,
+          metDeadline: true,
+          done: false,
+          weightVersion: 1,
+        })),
+      },
+    });
+    const one = approxBytes(frame(0).body);
+    expect(one).toBeGreaterThan(64 * 2041); // the typed arrays alone
+    expect(one).toBeLessThan(64 * 2041 * 1.5);
+    const box = new Outbox(600, 1024 * 1024);
+    for (let k = 0; k < 20; k++) box.push(frame(k));
+    const kept = Math.floor((1024 * 1024) / one);
+    expect(box.length).toBe(kept);
+    expect(box.bytes).toBeLessThanOrEqual(1024 * 1024);
+    expect(box.stats.dropped.experience).toBe(20 - kept);
+    expect((box.peek()!.body as ExperienceBody).transitions[0].slot).toBe((20 - kept) * 64); // the oldest went
+    while (box.shift());
+    expect(box.bytes).toBe(0);
+    const tiny = new Outbox(600, 1000);
+    tiny.push(frame(0)); // larger than the whole bound: dropped itself
+    expect([tiny.length, tiny.stats.dropped.experience, tiny.bytes]).toEqual([0, 1, 0]);
+    expect(() => new Outbox(10, -1)).toThrow(/maxBytes/);
   });
 });
