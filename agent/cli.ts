@@ -102,7 +102,7 @@ export const AGENT_SPEC = {
     min: 1,
     max: 4096,
     describe:
-      "the same buffer bounded in MiB (the records' estimated encoded size; an experience frame on a large scenario is ~150 KB): beyond, the oldest are dropped and counted as above",
+      "the same buffer bounded in MiB (the records' estimated encoded size; an experience frame of 64 transitions is ~170 KB on kais, ~390 KB on large): beyond, the oldest are dropped and counted as above",
   }),
   experience: opt.choice(EXPERIENCE_MODES, {
     default: 'explored',

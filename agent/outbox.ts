@@ -4,8 +4,8 @@
  * interval and the experience (in frames of up to 64 transitions) wait here instead of being
  * dropped (telemetry) or piling up in the socket without a bound; the agent keeps dispatching
  * meanwhile. Bounded twice: past `capacity` records, or past `maxBytes` of their estimated encoded
- * size (an experience frame of 64 transitions on a large scenario is ~150 KB, so 600 of them were
- * 90 MB), the oldest is dropped and counted by kind. On
+ * size (an experience frame of 64 transitions is ~170 KB on kais, so 600 of them were
+ * 100 MB), the oldest is dropped and counted by kind. On
  * reconnect the records go out oldest first, paced (agent/main.ts), each once: a record leaves the
  * buffer when it is handed to the socket, so nothing is sent twice (what a socket that turns out
  * dead still held is lost, not repeated). Experience held across a change of the orchestrator's
