@@ -164,6 +164,8 @@ export interface Decision {
   obs: Float32Array | null;
   logProb: number;
   version: number | null;
+  /** With a version: how many weights the dispatcher had applied when it decided (Dispatcher.retireExperience). */
+  gen?: number;
 }
 
 interface Pending {
@@ -204,6 +206,8 @@ export interface DispatchCounters {
   /** Switches of the regime guard, to its fallback and back. */
   guardSwitches: number;
   experienceDropped: number;
+  /** Transitions not kept because their weights belong to an orchestrator store that is gone (retireExperience). */
+  experienceRetired: number;
 }
 
 interface TargetInterval {
@@ -232,6 +236,7 @@ export class Dispatcher {
     decisionsGuarded: 0,
     guardSwitches: 0,
     experienceDropped: 0,
+    experienceRetired: 0,
   };
   /** Told every switch of the regime guard (the runtime logs it and reports it to the orchestrator). */
   onGuardSwitch: ((s: GuardSwitch) => void) | null = null;
@@ -305,6 +310,10 @@ export class Dispatcher {
   private inFlight = 0;
   private nextId = 0;
   private experience: Transition[] = [];
+  /** Weights applied so far; a learned decision carries the count it was made under. */
+  private weightsGen = 0;
+  /** Learned decisions made under fewer applied weights than this are not kept as experience. */
+  private minGen = 0;
   private interval = new Map<number, TargetInterval>();
   private health = new Map<number, { served: number; failed: number }>();
   private idleWaiters: (() => void)[] = [];
@@ -437,6 +446,7 @@ export class Dispatcher {
       },
     };
     this.learned = policy;
+    this.weightsGen++;
     return true;
   }
 
@@ -512,6 +522,23 @@ export class Dispatcher {
   /** Takes the transitions recorded since the last call (at most `max`). */
   takeExperience(max = 256): Transition[] {
     return this.experience.splice(0, max);
+  }
+
+  /**
+   * The orchestrator's store changed (a new epoch): the weight versions of what the actor decided
+   * so far name versions of the old store, which the new one never published (its intake refuses
+   * them, or worse, takes them for its own versions of the same number). Drops the learned
+   * transitions held, and keeps none of the decisions still in flight or made before the next
+   * weights are applied (counted in experienceRetired). Heuristic transitions (no version) stay.
+   * Returns the transitions dropped now.
+   */
+  retireExperience(): number {
+    this.minGen = this.weightsGen + 1;
+    const kept = this.experience.filter((t) => t.weightVersion === null);
+    const n = this.experience.length - kept.length;
+    this.experience = kept;
+    this.counters.experienceRetired += n;
+    return n;
   }
 
   /** Per-target samples of the interval since the last call (targets that got requests). */
@@ -691,7 +718,7 @@ export class Dispatcher {
         if (exploring) this.counters.decisionsDrawn++;
         // the log-probability of what was done: an argmax actor is deterministic (probability 1)
         const logProb = exploring ? Math.min(0, this.lastLogProb) : 0;
-        return { target, mask, obs: this.lastObs, logProb, version: this.learned.version };
+        return { target, mask, obs: this.lastObs, logProb, version: this.learned.version, gen: this.weightsGen };
       }
     }
     if (!this.fallbackReset) {
@@ -761,7 +788,8 @@ export class Dispatcher {
       c.latencyMsSum += latencyMs;
       if (metDeadline) c.inDeadline++;
     }
-    if (d.obs) {
+    if (d.obs && d.version !== null && (d.gen ?? 0) < this.minGen) this.counters.experienceRetired++;
+    else if (d.obs) {
       this.pushExperience({
         eap: view.eap,
         slot: Math.floor(p.req.arrivalS / this.scenario.slotS),

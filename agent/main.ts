@@ -341,6 +341,9 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const SOCKET_BACKLOG_BYTES = 1 << 20;
   const OUTBOX_TICK_MS = 50;
   const OUTBOX_FRAMES_PER_TICK = 4;
+  // The last records of a drain go out at the same pace for at most this long (then the rest is
+  // dropped, counted): sent at once, past the intake's burst (2 s of its budget), they were refused.
+  const FINAL_FLUSH_MS = 5000;
   const outbox = new Outbox(o.offlineBuffer ?? DEFAULT_OFFLINE_BUFFER, (o.offlineBufferMib ?? DEFAULT_OFFLINE_BUFFER_MIB) * 1024 * 1024);
   state.offline = outbox;
   const writable = () => link.ready && link.bufferedAmount < SOCKET_BACKLOG_BYTES;
@@ -355,9 +358,8 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     return true;
   };
   let outboxTimer: NodeJS.Timeout | null = null;
-  /** Sends the oldest held records, paced, while the link takes them; again in OUTBOX_TICK_MS while any are left. */
-  const drainOutbox = (): void => {
-    outboxTimer = null;
+  /** Sends one tick's worth of the oldest held records while the link takes them. */
+  const outboxTick = (): void => {
     let frames = 0;
     let transitions = 0;
     while (outbox.length > 0 && writable() && frames < OUTBOX_FRAMES_PER_TICK && transitions < EXPERIENCE_CHUNK) {
@@ -368,6 +370,11 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       frames++;
       if (r.type === 'experience') transitions += r.body.transitions.length;
     }
+  };
+  /** Sends the oldest held records, paced, while the link takes them; again in OUTBOX_TICK_MS while any are left. */
+  const drainOutbox = (): void => {
+    outboxTimer = null;
+    outboxTick();
     if (outbox.length > 0 && link.ready && !state.draining) outboxTimer = setTimeout(drainOutbox, OUTBOX_TICK_MS);
   };
   const drainOutboxSoon = (): void => {
@@ -379,6 +386,9 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   rt.on('epoch', () => {
     const n = outbox.dropAll('experience');
     if (n > 0) log(`${n} held experience frame(s) dropped: they belong to the orchestrator's previous store`);
+    // and what the dispatcher still holds or has in flight, decided on the old store's weights
+    const k = dispatcher.retireExperience();
+    if (k > 0) log(`${k} transition(s) decided on the previous store's weights dropped`);
   });
   /** Moves the experience the dispatcher holds into the offline buffer (its one bound while offline). */
   const holdExperience = (): void => {
@@ -414,8 +424,8 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     if (sent === 0) sendingExperience = false;
     else setImmediate(() => sendExperienceSoon(budget - sent));
   };
-  /** Telemetry of the interval, then the experience: spread over macrotasks, or all now (`now`, when draining). */
-  const flush = (now = false) => {
+  /** Telemetry of the interval, then the experience: spread over macrotasks, or (`hold`, when draining) into the offline buffer. */
+  const flush = (hold = false) => {
     const t = performance.now();
     const intervalS = (t - lastBatch) / 1000;
     lastBatch = t;
@@ -429,12 +439,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       }
       nodeHealth.tick(nowS);
     }
-    // draining: what is held goes now, unpaced (the process is about to stop)
-    while (now && outbox.length > 0 && writable() && sendRecord(outbox.peek()!)) {
-      outbox.shift();
-      outbox.stats.flushed++;
-    }
-    if (!writable() || outbox.length > 0) {
+    if (hold || !writable() || outbox.length > 0) {
       // offline, or held records ahead of this interval: it waits behind them (the device-filter
       // windows stay in NodeHealth's own bounded queue: a verdict on an old window is of no use)
       outbox.push({ type: 'telemetry', body: { eap: o.eap, samples, load, ...takeGuardSwitches() } });
@@ -445,13 +450,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     const windows = nodeHealth?.takeWindows(MAX_DEVICE_WINDOWS) ?? [];
     const body = { eap: o.eap, samples, ...(windows.length > 0 ? { windows } : {}), load, ...takeGuardSwitches() };
     if (rt.sendFrame('telemetry', body)) state.telemetrySent++;
-    if (now) {
-      for (let budget = EXPERIENCE_PER_FLUSH; budget > 0;) {
-        const n = sendExperienceChunk();
-        if (n === 0) break;
-        budget -= n;
-      }
-    } else if (!sendingExperience) {
+    if (!sendingExperience) {
       sendingExperience = true;
       sendExperienceSoon(EXPERIENCE_PER_FLUSH);
     }
@@ -548,7 +547,21 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       clearInterval(sampleTimer);
       if (outboxTimer) clearTimeout(outboxTimer);
       try {
+        // the last interval and every transition held, behind what the buffer holds, paced as after a cut
         flush(true);
+        const until = performance.now() + FINAL_FLUSH_MS;
+        while (outbox.length > 0 && link.ready && performance.now() < until) {
+          outboxTick();
+          if (outbox.length > 0) await new Promise((resolve) => setTimeout(resolve, OUTBOX_TICK_MS));
+        }
+        const lost = outbox.length;
+        if (lost > 0) {
+          outbox.dropAll('telemetry');
+          outbox.dropAll('experience');
+          log(
+            `drain: ${lost} held record(s) not sent (${link.ready ? `not all out in ${FINAL_FLUSH_MS / 1000} s` : 'the orchestrator link is down'}): dropped, counted`,
+          );
+        }
       } catch {
         // best effort: the last batch is lost, not the requests
       }

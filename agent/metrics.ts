@@ -11,6 +11,7 @@
  *   kais_agent_cloud_retries_total
  *   kais_agent_decisions_total{policy}            cmmac | fallback | <the --policy heuristic>
  *   kais_agent_experience_dropped_total, kais_agent_experience_frames_total, kais_agent_telemetry_frames_total
+ *   kais_agent_experience_retired_total             transitions not sent: decided on weights of an orchestrator store that is gone
  *   kais_agent_reconnects_total
  *   kais_agent_offline_dropped_total{kind}        telemetry | experience records dropped from the full offline buffer
  *   kais_agent_offline_flushed_total, kais_agent_offline_held      records sent from it after a cut, held now
@@ -82,6 +83,12 @@ export class AgentMetrics {
     counter('kais_agent_experience_dropped_total', 'Transitions dropped from the full experience buffer.', [], () => [
       [{}, c.experienceDropped],
     ]);
+    counter(
+      'kais_agent_experience_retired_total',
+      'Transitions not sent: decided on weights of an orchestrator store that is gone (a new epoch).',
+      [],
+      () => [[{}, c.experienceRetired]],
+    );
     counter('kais_agent_experience_frames_total', 'Experience frames sent.', [], () => [[{}, state().experienceSent]]);
     counter('kais_agent_telemetry_frames_total', 'Telemetry frames sent.', [], () => [[{}, state().telemetrySent]]);
     const off = () => state().offline;

@@ -213,7 +213,8 @@ export function baseObjects(scenarioName = 'kais'): Map<string, K8sObject[]> {
             nodeSelector: { [EAP_LABEL]: String(e) },
             automountServiceAccountToken: false,
             securityContext: { fsGroup: USER, seccompProfile: { type: 'RuntimeDefault' } },
-            terminationGracePeriodSeconds: 30,
+            // the agent's drain: at most 30 s for open requests, then at most 5 s for the last records (agent/main.ts)
+            terminationGracePeriodSeconds: 40,
             containers: [
               {
                 name: 'agent',

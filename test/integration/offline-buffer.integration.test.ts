@@ -148,7 +148,7 @@ describe('agent offline buffer, real orchestrator on loopback', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  const start = async (offlineBuffer: number) => {
+  const start = async (offlineBuffer: number, log?: (line: string) => void) => {
     agent = await startAgent({
       scenario,
       eap: 0,
@@ -160,6 +160,7 @@ describe('agent offline buffer, real orchestrator on loopback', () => {
       experience: 'all',
       deviceFilters: false,
       offlineBuffer,
+      ...(log ? { log } : {}),
     });
     await until('the first placement', () => agent!.runtime.placementVersion !== null);
     return agent;
@@ -239,6 +240,24 @@ describe('agent offline buffer, real orchestrator on loopback', () => {
     // the dropped intervals are the requests missing from the load reports
     const arrivals = telemetry.reduce((s, t) => s + t.body.load!.arrivals[0], 0);
     expect(arrivals).toBeLessThan(10);
+  }, 60_000);
+
+  test('a drain while the link is down drops what it holds, counted and said in one line (it was lost without a count)', async () => {
+    const lines: string[] = [];
+    const a = await start(200, (l) => lines.push(l));
+    relay.cutNow();
+    await until('the agent to see the link down', () => a.health().connected === false);
+    for (let i = 0; i < 6; i++) expect(await post(a.port, request)).toBe(200);
+    await until('records held', () => offline().held >= 3);
+    await a.drain();
+    agent = null;
+    const off = a.health().offline as Offline;
+    expect(off.held).toBe(0);
+    const dropped = off.dropped.telemetry + off.dropped.experience;
+    expect(dropped).toBeGreaterThanOrEqual(4); // what it held, and the last interval with the experience of the 6 requests
+    expect(lines.filter((l) => l.startsWith('drain:'))).toEqual([
+      `drain: ${dropped} held record(s) not sent (the orchestrator link is down): dropped, counted`,
+    ]);
   }, 60_000);
 
   test('held experience is dropped (counted) when the orchestrator comes back on a new store; the held telemetry goes to it', async () => {

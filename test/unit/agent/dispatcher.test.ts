@@ -188,6 +188,30 @@ describe('Dispatcher', () => {
     }
   });
 
+  it("retires the experience of an old store's weights: what it holds, what is in flight, and what it decides before the next weights (a new epoch)", async () => {
+    const node = await stub(200, 60);
+    const cloud = await stub(200, 60);
+    closers.push(node.close, cloud.close);
+    const d = new Dispatcher({
+      scenario: tiny,
+      view: allPlacedView(),
+      targets: { nodes: [node.url, node.url, node.url], cloud: cloud.url },
+      experience: 'all',
+    });
+    d.setWeights(randomActor(5));
+    await Promise.all(Array.from({ length: 4 }, () => d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 })));
+    const inFlight = Array.from({ length: 3 }, () => d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 }));
+    expect(d.retireExperience()).toBe(4); // the held ones
+    await Promise.all(inFlight); // decided on v5, answered after the change: not kept
+    await d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 }); // still v5: not kept
+    expect(d.takeExperience()).toEqual([]);
+    d.setWeights(randomActor(1, 4)); // the new store's v1
+    await Promise.all(Array.from({ length: 2 }, () => d.submit({ service: 0, deadlineMs: 2000, payloadBytes: 0 })));
+    d.close();
+    expect(d.takeExperience().map((t) => t.weightVersion)).toEqual([1, 1]);
+    expect(d.counters.experienceRetired).toBe(8);
+  });
+
   it.each([
     ['explored', 0.5],
     ['explored', 0],
