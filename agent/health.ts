@@ -30,6 +30,8 @@ export interface HealthState {
   tls?: boolean;
   /** The offline buffer (agent/outbox.ts): what waits while the orchestrator link is down. */
   offline?: Outbox;
+  /** Frames from the orchestrator the agent refused, and of them those past the reply budget (agent/runtime.ts). */
+  framesRefused?: () => { total: number; unanswered: number };
 }
 
 /** An agent's state before anything happened (no link, nothing applied or sent). */
@@ -55,6 +57,7 @@ export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknow
     ok: !s.draining && !s.linkRefused,
     linkRefused: s.linkRefused ?? null,
     eap: s.eap,
+    framesRefused: s.framesRefused?.() ?? { total: 0, unanswered: 0 },
     connected: s.connected,
     draining: s.draining,
     /** The rule deciding now (`cmmac`, or `lec` while cmmac waits for weights, or the --policy heuristic). */

@@ -268,6 +268,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     },
   });
   runtime = rt;
+  state.framesRefused = () => ({ total: rt.stats.refused, unanswered: rt.stats.refusedUnanswered });
   const sync = () => {
     // a heuristic policy holds no weights, whatever the orchestrator sent
     state.weightVersion = heuristic ? null : rt.weightVersion;
@@ -280,7 +281,11 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     log(heuristic ? `weights v${b.version} received, not used (policy ${policy})` : `weights v${b.version} applied`);
   });
   rt.on('placement', () => sync());
-  rt.on('refused', (e) => log(`refused a frame from the orchestrator: ${e.code} ${e.message}`));
+  rt.on('refused', (e, folded) =>
+    log(
+      `refused a frame from the orchestrator: ${e.code} ${e.message}${folded > 0 ? ` (and ${folded} before it, past the reply budget: not answered)` : ''}`,
+    ),
+  );
   rt.on('epoch', (c) => {
     state.epochChanges = (state.epochChanges ?? 0) + 1;
     log(`orchestrator epoch ${c.to} (held ${c.from ?? 'none'}): ${c.reason}; adopting its weights and placement whatever their versions`);

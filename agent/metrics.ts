@@ -11,6 +11,7 @@
  *   kais_agent_cloud_retries_total
  *   kais_agent_decisions_total{policy}            cmmac | fallback | <the --policy heuristic>
  *   kais_agent_experience_dropped_total, kais_agent_experience_frames_total, kais_agent_telemetry_frames_total
+ *   kais_agent_orchestrator_frames_refused_total{answered}  frames from the orchestrator refused, answered with an error or not (past the budget)
  *   kais_agent_experience_retired_total             transitions not sent: decided on weights of an orchestrator store that is gone
  *   kais_agent_reconnects_total
  *   kais_agent_offline_dropped_total{kind}        telemetry | experience records dropped from the full offline buffer
@@ -88,6 +89,18 @@ export class AgentMetrics {
       'Transitions not sent: decided on weights of an orchestrator store that is gone (a new epoch).',
       [],
       () => [[{}, c.experienceRetired]],
+    );
+    counter(
+      'kais_agent_orchestrator_frames_refused_total',
+      'Frames from the orchestrator the agent refused, by whether an error was sent back (past the reply budget it is not).',
+      ['answered'],
+      () => {
+        const f = state().framesRefused?.() ?? { total: 0, unanswered: 0 };
+        return [
+          [{ answered: 'true' }, f.total - f.unanswered],
+          [{ answered: 'false' }, f.unanswered],
+        ];
+      },
     );
     counter('kais_agent_experience_frames_total', 'Experience frames sent.', [], () => [[{}, state().experienceSent]]);
     counter('kais_agent_telemetry_frames_total', 'Telemetry frames sent.', [], () => [[{}, state().telemetrySent]]);

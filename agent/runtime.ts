@@ -78,6 +78,8 @@ export interface AgentRuntimeStats {
   stale: number;
   /** Inbound frames answered with an `error`. */
   refused: number;
+  /** Of `refused`, those past the reply budget: counted, neither answered nor reported (a peer flooding garbage). */
+  refusedUnanswered: number;
   /** `error` frames received from the orchestrator. */
   errorsReceived: number;
   /** Learned-detector verdicts received. */
@@ -93,15 +95,34 @@ export interface AgentRuntimeEvents {
   epoch: (change: { from: string | null; to: string; reason: string }) => void;
   weights: (body: WeightsBody) => void;
   placement: (body: PlacementBody) => void;
-  /** An inbound frame was refused with this error (already sent to the peer). */
-  refused: (error: ErrorBody) => void;
+  /**
+   * An inbound frame was refused with this error (already sent to the peer); `folded`: refusals
+   * since the last report that were past the reply budget, neither answered nor reported.
+   */
+  refused: (error: ErrorBody, folded: number) => void;
   /** The orchestrator sent an `error` (e.g. it refused one of our frames). */
   peerError: (error: ErrorBody) => void;
 }
 
 export class AgentRuntime extends TypedEmitter<AgentRuntimeEvents> {
   readonly eapId: EapId;
-  readonly stats: AgentRuntimeStats = { weightsApplied: 0, placementsApplied: 0, stale: 0, refused: 0, errorsReceived: 0, verdicts: 0 };
+  readonly stats: AgentRuntimeStats = {
+    weightsApplied: 0,
+    placementsApplied: 0,
+    stale: 0,
+    refused: 0,
+    refusedUnanswered: 0,
+    errorsReceived: 0,
+    verdicts: 0,
+  };
+  /**
+   * Error replies (and 'refused' reports) left in the budget: REPLY_BURST at once, REPLY_PER_S a
+   * second after. A peer that sends garbage frames and stops reading grew the agent's socket buffer
+   * and its log by one reply and one line per frame.
+   */
+  private replyTokens = REPLY_BURST;
+  private replyRefillAt = performance.now();
+  private folded = 0;
   private readonly codec: Codec;
   private readonly unsubscribe: () => void;
   private held: { weights: WeightsBody | null; placement: PlacementBody | null };
@@ -303,11 +324,26 @@ export class AgentRuntime extends TypedEmitter<AgentRuntimeEvents> {
 
   private refuse(error: ErrorBody): void {
     this.stats.refused++;
+    const now = performance.now();
+    this.replyTokens = Math.min(REPLY_BURST, this.replyTokens + ((now - this.replyRefillAt) / 1000) * REPLY_PER_S);
+    this.replyRefillAt = now;
+    if (this.replyTokens < 1) {
+      this.stats.refusedUnanswered++;
+      this.folded++;
+      return;
+    }
+    this.replyTokens--;
     const message = error.message.length > 1024 ? `${error.message.slice(0, 1021)}...` : error.message;
     this.sendFrame('error', { ...error, message });
-    this.emit('refused', error);
+    const folded = this.folded;
+    this.folded = 0;
+    this.emit('refused', error, folded);
   }
 }
+
+/** Error replies at most at once, and a second after that (AgentRuntime.refuse). */
+const REPLY_BURST = 20;
+const REPLY_PER_S = 5;
 
 function messageOf(e: unknown): string {
   return e instanceof Error ? e.message : String(e);

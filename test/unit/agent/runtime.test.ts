@@ -81,6 +81,28 @@ describe('AgentRuntime', () => {
     t.orch.close();
   });
 
+  it('answers a flood of garbage frames within a reply budget (20 at once, 5 a second), and reports the rest folded into the next answered one', async () => {
+    const reports: [string, number][] = [];
+    const t = setup();
+    t.runtime.on('refused', (e, folded) => reports.push([e.code, folded]));
+    const t0 = performance.now();
+    for (let i = 0; i < 200; i++) t.orch.send(new Uint8Array([0xc1, i]));
+    await t.receivedAtLeast(20);
+    while (t.runtime.stats.refused < 200) await new Promise((r) => setTimeout(r, 5));
+    const elapsedS = (performance.now() - t0) / 1000;
+    const answered = t.received.length;
+    expect(answered).toBeGreaterThanOrEqual(20);
+    expect(answered).toBeLessThanOrEqual(20 + Math.ceil(elapsedS * 5));
+    expect(t.runtime.stats.refusedUnanswered).toBe(200 - answered);
+    expect(reports).toHaveLength(answered); // one report (one log line) per answer, not per frame
+    // a token back (0.2 s): the next refusal is answered, and says how many went unanswered before it
+    await new Promise((r) => setTimeout(r, 300));
+    t.orch.send(new Uint8Array([0xc1, 0]));
+    await t.receivedAtLeast(answered + 1);
+    expect(reports.at(-1)).toEqual(['KAIS_ERR_MALFORMED', 200 - answered]);
+    t.orch.close();
+  });
+
   it('refuses weights its hook rejects with KAIS_ERR_REJECTED and keeps the old version', async () => {
     const t = setup({
       weights: weights(1),
