@@ -15,7 +15,7 @@ import type { OrchestrationView } from '../shared/policy';
 import type { Scenario } from '../shared/scenario';
 
 export interface LiveExecutor extends OrchestrationExecutor {
-  observe(): Promise<OrchestrationView | null>;
+  observe(options?: { keepWindow?: boolean }): Promise<OrchestrationView | null>;
   apply(ops: readonly ScaleOp[]): Promise<ScaleReport>;
   /** The replica table the cluster holds now, d[w][n]; null without a cluster. */
   placement(): Promise<Placement | null>;
@@ -47,13 +47,13 @@ export class EmulatedExecutor implements LiveExecutor {
     private readonly adminToken: string | null = null,
   ) {}
 
-  async observe(): Promise<OrchestrationView | null> {
+  async observe(options: { keepWindow?: boolean } = {}): Promise<OrchestrationView | null> {
     const r = await fetch(`${this.adminUrl}/state`, { signal: AbortSignal.timeout(this.timeoutMs) });
     if (!r.ok) throw new Error(`executor: GET /state answered ${r.status} ${await r.text()}`);
     const report = (await r.json()) as ClusterReport;
     const totals = report.window;
     report.window = windowSince(this.last, totals);
-    this.last = totals;
+    if (!options.keepWindow) this.last = totals;
     return new ReportView(this.scenario, report, this.healthy);
   }
 

@@ -225,7 +225,7 @@ export class KubernetesExecutor implements LiveExecutor {
     return this.specPlacement();
   }
 
-  async observe(): Promise<OrchestrationView | null> {
+  async observe(options: { keepWindow?: boolean } = {}): Promise<OrchestrationView | null> {
     // no live watch, or a silent one: read the state now
     if (!this.watchAbort || performance.now() - this.heardMs > (this.o.resyncMs ?? 60_000)) await this.relist();
     const nodes = await this.nodes();
@@ -246,7 +246,7 @@ export class KubernetesExecutor implements LiveExecutor {
     if (load) {
       // the source counts since its start: this window is the difference since the previous observe()
       window = windowSince(this.lastWindow, load.window);
-      this.lastWindow = load.window;
+      if (!options.keepWindow) this.lastWindow = load.window;
     }
     const r: ClusterReport = {
       nowS,

@@ -213,7 +213,7 @@ export class PlacementLoop {
     if (!admin) this.frame++;
     const a = this.o.admin;
     if (a) for (const o of a.state.expire(Date.now())) a.onExpired?.(o);
-    const view = await this.observe(!admin);
+    const view = await this.observe(!admin, admin);
     if (view) {
       outcome.cluster = true;
       this.d = placementOf(view);
@@ -270,9 +270,13 @@ export class PlacementLoop {
    */
   forecast: Float64Array | null = null;
 
-  /** The executor's view, its window starting where the previous one ended; `forecast`: fold its rates into the forecast (not for alignTo's idle window). */
-  private async observe(forecast = true): Promise<OrchestrationView | null> {
-    const view = await this.o.executor.observe();
+  /**
+   * The executor's view, its window starting where the previous one ended; `forecast`: fold its
+   * rates into the forecast (not for alignTo's idle window); `keepWindow`: an admin's step, after
+   * which the policy's next window still starts where its previous one ended.
+   */
+  private async observe(forecast = true, keepWindow = false): Promise<OrchestrationView | null> {
+    const view = await this.o.executor.observe(keepWindow ? { keepWindow } : undefined);
     if (forecast && view && view.window.windowS > 0) {
       const rate = Float64Array.from(view.window.arrivals, (a) => a / view.window.windowS);
       this.forecast = this.forecast ? this.forecast.map((f, w) => 0.5 * f + 0.5 * rate[w]) : rate;

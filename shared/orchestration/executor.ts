@@ -35,9 +35,10 @@ type MaybePromise<T> = T | Promise<T>;
 export interface OrchestrationExecutor {
   /**
    * What a policy decides on: the cluster now and the window of statistics since the previous
-   * call (which starts a new window). null when this executor cannot observe a cluster.
+   * call (which starts a new window, unless `keepWindow`: an admin's step between two of the
+   * policy's, whose window must run on). null when this executor cannot observe a cluster.
    */
-  observe(): MaybePromise<OrchestrationView | null>;
+  observe(options?: { keepWindow?: boolean }): MaybePromise<OrchestrationView | null>;
   /** Carries out the orders in order, each by the rules above. */
   apply(ops: readonly ScaleOp[]): MaybePromise<ScaleReport>;
 }

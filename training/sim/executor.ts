@@ -33,6 +33,7 @@ export class SimExecutor implements OrchestrationExecutor {
     private readonly view: OrchestrationView,
   ) {}
 
+  /** The environment's window (it restarts the window at each frame: `keepWindow` changes nothing here). */
   observe(): OrchestrationView {
     return this.view;
   }

@@ -313,6 +313,45 @@ describe('PlacementLoop', () => {
     }
   });
 
+  it("an admin step does not take the policy's window: its next step still sees the requests before the admin step (real emulated cluster)", async () => {
+    const cluster = new EmulatedCluster({ scenario: tiny, speed: 10 });
+    await cluster.listen();
+    const seen: number[] = [];
+    const recorder = {
+      name: 'recorder',
+      periodS: 15,
+      decide: (v: { window: { arrivals: ArrayLike<number> } }) => {
+        seen.push(v.window.arrivals[0]);
+        return [];
+      },
+    };
+    const loop = new PlacementLoop({
+      scenario: tiny,
+      registry: { publishPlacement: () => undefined } as unknown as ModelRegistry,
+      executor: new EmulatedExecutor(cluster.adminUrl, tiny),
+      policy: recorder,
+      start: initialPlacement(tiny),
+      startFrame: 0,
+      publishStart: true,
+      frameMs: 60_000,
+      admin: { state: new AdminState() },
+    });
+    try {
+      await loop.start();
+      await loop.step();
+      const node = initialPlacement(tiny)[0].findIndex((k) => k > 0);
+      for (let i = 0; i < 2; i++)
+        expect((await fetch(`${cluster.nodeUrls[node]}/serve?service=0&work=0.01`, { method: 'POST' })).status).toBe(200);
+      await loop.stepNow(); // e.g. kais scale: no policy step, and the window runs on
+      expect((await fetch(`${cluster.nodeUrls[node]}/serve?service=0&work=0.01`, { method: 'POST' })).status).toBe(200);
+      await loop.step();
+      expect(seen.slice(-1)).toEqual([3]); // it saw 1 (the admin step had taken the first two)
+    } finally {
+      await loop.stop();
+      await cluster.close();
+    }
+  });
+
   it('scales a busy service on a real emulated cluster over HTTP and publishes what the node holds', async () => {
     const speed = 100;
     const cluster = new EmulatedCluster({ scenario: tiny, speed });
