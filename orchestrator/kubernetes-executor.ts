@@ -285,8 +285,13 @@ export class KubernetesExecutor implements LiveExecutor {
     return new ReportView(this.o.scenario, r, this.o.healthy);
   }
 
+  /**
+   * Carries out the orders, one write per Deployment whose count changed; and re-pins a Deployment
+   * whose node index moved to another Node (a replaced machine) though it got no order: its pods
+   * stayed Pending on the old Node's name until one came. So it runs at every step, orders or not
+   * (two list calls when there are none).
+   */
   async apply(ops: readonly ScaleOp[]): Promise<ScaleReport> {
-    if (ops.length === 0) return { executed: [], refused: 0 };
     const log = this.o.log ?? (() => undefined);
     await this.relist();
     const nodes = await this.nodes();
@@ -318,12 +323,14 @@ export class KubernetesExecutor implements LiveExecutor {
       d[w][n] += op.delta;
       accepted.push(op);
     }
-    // one write per (service, node) whose count changed
+    // one write per (service, node) whose count changed or whose pods are pinned to a Node that no longer holds its index
     const held = this.specPlacement();
     const failedKeys = new Set<string>();
     for (let w = 0; w < this.W; w++)
       for (let n = 0; n < this.N; n++) {
-        if (d[w][n] === held[w][n]) continue;
+        const pin = this.deployments.get(deploymentName(w, n))?.spec?.template?.spec?.nodeName;
+        const moved = d[w][n] > 0 && nodes.has(n) && pin !== undefined && pin !== nodes.get(n);
+        if (d[w][n] === held[w][n] && !moved) continue;
         try {
           await this.reconcile(w, n, d[w][n], nodes.get(n) ?? null);
         } catch (e) {

@@ -123,6 +123,18 @@ describe('Kubernetes executor', () => {
     );
   });
 
+  test('a Deployment whose node index moved is re-pinned at the next step though it gets no order (its pods stayed Pending until one came)', async () => {
+    await ex.apply([up(0, 1)]);
+    api.removeNode('edge-1');
+    api.addNode('edge-1c', { 'kais.io/node-index': '1', 'kais.io/eap': '0' });
+    expect(await ex.apply([])).toEqual({ executed: [], refused: 0 });
+    const d = api.deployment(NS, deploymentName(0, 1))!;
+    expect([d.spec!.replicas, d.spec!.template!.spec!.nodeName]).toEqual([1, 'edge-1c']);
+    const replaced = ex.stats.replaced;
+    expect(await ex.apply([])).toEqual({ executed: [], refused: 0 }); // pinned right: no write
+    expect(ex.stats.replaced).toBe(replaced);
+  });
+
   test('a new replica counts as starting until it is ready', async () => {
     api.readyDelayMs = 60_000;
     await api.settled();
