@@ -220,14 +220,14 @@ export class PlacementLoop {
       const seen = a ? a.state.viewFor(view) : view;
       let ops = this.policy.periodS > 0 && !admin ? this.policy.decide(seen) : [];
       if (a && !a.state.empty) ops = a.state.adjust(seen, ops);
-      if (this.policy.periodS > 0 || ops.length > 0) {
-        const rep = await this.o.executor.apply(ops);
-        this.executed += rep.executed.length;
-        this.refused += rep.refused;
-        outcome.executed = rep.executed.length;
-        outcome.refused = rep.refused;
-        this.d = withOps(this.d, rep.executed);
-      }
+      // every step, orders or not (static's too): an executor may have work of its own to do (the
+      // Kubernetes one re-pins a Deployment whose node index moved to another Node)
+      const rep = await this.o.executor.apply(ops);
+      this.executed += rep.executed.length;
+      this.refused += rep.refused;
+      outcome.executed = rep.executed.length;
+      outcome.refused = rep.refused;
+      this.d = withOps(this.d, rep.executed);
     }
     if (this.stopped) return outcome;
     this.o.registry.publishPlacement(this.frame, this.d);
