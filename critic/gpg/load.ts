@@ -60,6 +60,11 @@ export function gpgSummary(file: string, nodesPerDecision: number, meta: Pick<Gp
   const parts = [`target utilisation ${si.targetUtilisation}`];
   if (si.keepPerEap) parts.push('one replica kept per service and eAP');
   if (si.maxFailedShare !== undefined && si.maxFailedShare < 1) parts.push(`no removal above a failed share of ${si.maxFailedShare}`);
+  if (si.regret !== undefined && si.regret < 1) parts.push(`a removal undone when the failed share rises by ${si.regret}`);
+  if (si.light)
+    parts.push(
+      `below a failed share of ${si.light.belowFailedShare}: target ${si.light.targetUtilisation}${si.light.keepPerEap ? ', one kept per eAP' : ', none kept per eAP'}`,
+    );
   return `${head}, then hpa's scale-in (${parts.join(', ')})`;
 }
 
@@ -71,5 +76,7 @@ export function withScaleIn(gpg: OrchestrationPolicy, meta: Pick<GpgModelMeta, '
     targetUtilisation: si.targetUtilisation,
     keepPerEap: si.keepPerEap ?? false,
     maxFailedShare: si.maxFailedShare ?? 1,
+    ...(si.regret !== undefined ? { regret: si.regret } : {}),
+    ...(si.light ? { light: si.light } : {}),
   });
 }

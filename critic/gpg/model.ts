@@ -34,6 +34,10 @@ export interface GpgScaleIn {
   keepPerEap?: boolean;
   /** Remove none of a service whose failed share over the window is above this. @defaultValue 1 */
   maxFailedShare?: number;
+  /** Undo a removal after which the service's failed share rose by more than this (shared/orchestration/scale-in.ts). @defaultValue 1 */
+  regret?: number;
+  /** A leaner scale-in in windows whose failed share is below belowFailedShare (shared/orchestration/scale-in.ts). @defaultValue none */
+  light?: { belowFailedShare: number; targetUtilisation: number; keepPerEap: boolean };
 }
 
 interface GpgModelJson extends GpgModelMeta {
@@ -187,7 +191,7 @@ function scaleInOf(v: unknown): GpgScaleIn {
   const o = v as Partial<GpgScaleIn> | null;
   if (typeof o !== 'object' || o === null || o.rule !== 'hpa')
     throw new TypeError(
-      `scaleIn must be {"rule": "hpa", "targetUtilisation": <0..1>, "keepPerEap"?: <bool>, "maxFailedShare"?: <0..1>}, got ${JSON.stringify(v)}`,
+      `scaleIn must be {"rule": "hpa", "targetUtilisation": <0..1>, "keepPerEap"?: <bool>, "maxFailedShare"?: <0..1>, "regret"?: <0..1>, "light"?: {"belowFailedShare": <0..1>, "targetUtilisation": <0..1>, "keepPerEap": <bool>}}, got ${JSON.stringify(v)}`,
     );
   const t = o.targetUtilisation;
   if (typeof t !== 'number' || !(t > 0 && t <= 1))
@@ -197,10 +201,31 @@ function scaleInOf(v: unknown): GpgScaleIn {
   const f = o.maxFailedShare;
   if (f !== undefined && (typeof f !== 'number' || !(f >= 0 && f <= 1)))
     throw new TypeError(`scaleIn.maxFailedShare must be a number in [0, 1], got ${JSON.stringify(f)}`);
+  const r = o.regret;
+  if (r !== undefined && (typeof r !== 'number' || !(r >= 0 && r <= 1)))
+    throw new TypeError(`scaleIn.regret must be a number in [0, 1], got ${JSON.stringify(r)}`);
+  const l = o.light as Partial<NonNullable<GpgScaleIn['light']>> | undefined;
+  if (
+    l !== undefined &&
+    (typeof l !== 'object' ||
+      l === null ||
+      typeof l.belowFailedShare !== 'number' ||
+      !(l.belowFailedShare >= 0 && l.belowFailedShare <= 1) ||
+      typeof l.targetUtilisation !== 'number' ||
+      !(l.targetUtilisation > 0 && l.targetUtilisation <= 1) ||
+      typeof l.keepPerEap !== 'boolean')
+  )
+    throw new TypeError(
+      `scaleIn.light must be {"belowFailedShare": <0..1>, "targetUtilisation": <0..1>, "keepPerEap": <bool>}, got ${JSON.stringify(l)}`,
+    );
   return {
     rule: 'hpa',
     targetUtilisation: t,
+    ...(l !== undefined
+      ? { light: { belowFailedShare: l.belowFailedShare!, targetUtilisation: l.targetUtilisation!, keepPerEap: l.keepPerEap! } }
+      : {}),
     ...(o.keepPerEap !== undefined ? { keepPerEap: o.keepPerEap } : {}),
     ...(f !== undefined ? { maxFailedShare: f } : {}),
+    ...(r !== undefined ? { regret: r } : {}),
   };
 }

@@ -29,12 +29,31 @@ export interface ScaleInOptions extends Partial<HpaOptions> {
    * low). 1: no such gate. @defaultValue 1
    */
   maxFailedShare?: number;
+  /**
+   * Undo a removal that hurt: when a service's failed share in the window after the wrapper removed
+   * some of its replicas is above its share in the window that led to the removal by more than
+   * this (absolute), one replica of it goes back (where hpa puts a new one) and none of it is
+   * removed for hpa's stabilisation period. 1: never. @defaultValue 1
+   */
+  regret?: number;
+  /**
+   * A leaner scale-in while the cluster is lightly loaded: in a window whose failed share over all
+   * services (failed / arrivals) is below `belowFailedShare`, hpa's target is `targetUtilisation`
+   * and `keepPerEap` is this one's; in any other window the options above. Both recommenders see
+   * every window, so each one's stabilisation history is whole. @defaultValue none
+   */
+  light?: { belowFailedShare: number; targetUtilisation: number; keepPerEap: boolean };
 }
 
 export class WithHpaScaleIn implements OrchestrationPolicy {
   readonly name: string;
   readonly periodS: number;
   private rule: HpaRecommender;
+  private lightRule: HpaRecommender | null = null;
+  /** Per service: failed share of the window that led to the last decision's removals (NaN: none removed). */
+  private removedAtShare: number[] = [];
+  /** Per service: no removal before this time (s), after a regretted one. */
+  private heldUntil: number[] = [];
 
   constructor(
     readonly inner: OrchestrationPolicy,
@@ -48,6 +67,10 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
   reset(seed: number, view: OrchestrationView): void {
     this.inner.reset?.(seed, view);
     this.rule = new HpaRecommender(view.numServices, this.options);
+    const l = this.options.light;
+    this.lightRule = l ? new HpaRecommender(view.numServices, { ...this.options, targetUtilisation: l.targetUtilisation }) : null;
+    this.removedAtShare = new Array<number>(view.numServices).fill(NaN);
+    this.heldUntil = new Array<number>(view.numServices).fill(-Infinity);
   }
 
   decide(view: OrchestrationView): ScaleOp[] {
@@ -58,16 +81,42 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
       plan.add(op.service, op.node, op.delta);
       if (op.delta > 0) added.add(op.node * view.numServices + op.service);
     }
-    const keepPerEap = this.options.keepPerEap ?? false;
+    const win = view.window;
+    let arrivals = 0;
+    let failed = 0;
+    for (let w = 0; w < view.numServices; w++) {
+      arrivals += win.arrivals[w];
+      failed += win.failed[w];
+    }
+    const l = this.options.light;
+    const light = l !== undefined && this.lightRule !== null && failed < l.belowFailedShare * arrivals;
+    const keepPerEap = light ? l.keepPerEap : (this.options.keepPerEap ?? false);
     // 1 (the default) is no gate, even in a window where a service's failures outnumber its arrivals
     // (requests that arrived before the window and failed in it)
     const maxFailedShare = this.options.maxFailedShare ?? 1;
     const gated = maxFailedShare < 1;
-    const win = view.window;
+    const regret = this.options.regret ?? 1;
+    const nowS = view.nowS();
     for (let w = 0; w < view.numServices; w++) {
       // hpa's target is at least minReplicas already; onView runs for every service, so that its
       // stabilisation history does not depend on the gate
-      const { target } = this.rule.onView(view, w);
+      const base = this.rule.onView(view, w);
+      const lean = this.lightRule?.onView(view, w);
+      const target = light && lean ? lean.target : base.target;
+      const before = this.removedAtShare[w];
+      this.removedAtShare[w] = NaN;
+      if (regret < 1 && !Number.isNaN(before) && win.arrivals[w] > 0 && win.failed[w] / win.arrivals[w] > before + regret) {
+        this.heldUntil[w] = nowS + this.rule.o.stabilisationS;
+        let has = false;
+        for (const op of innerOps) if (op.service === w && op.delta > 0) has = true;
+        const n = has ? -1 : plan.pickNodeForNew(w);
+        if (n >= 0) {
+          plan.add(w, n, 1);
+          added.add(n * view.numServices + w);
+        }
+        continue;
+      }
+      if (nowS < this.heldUntil[w]) continue;
       if (gated && win.failed[w] > maxFailedShare * win.arrivals[w]) continue;
       let after = 0;
       for (let n = 0; n < view.numNodes; n++) after += plan.replicas(n, w);
@@ -78,6 +127,7 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
         );
         if (n < 0) break;
         plan.add(w, n, -1);
+        this.removedAtShare[w] = win.arrivals[w] > 0 ? win.failed[w] / win.arrivals[w] : 0;
       }
     }
     return plan.ops;

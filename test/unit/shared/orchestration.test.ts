@@ -453,6 +453,69 @@ describe("hpa's scale-in after another policy (WithHpaScaleIn)", () => {
     expect(ops.length).toBe(6);
   });
 
+  it('with light it scales in as the light options say in a window whose failed share over all services is below belowFailedShare, and as the others above it', () => {
+    const light = { belowFailedShare: 0.3, targetUtilisation: 0.85, keepPerEap: false };
+    const run = (o: ConstructorParameters<typeof WithHpaScaleIn>[1], win: ServiceWindowStats): ScaleOp[] => {
+      const view = simView(new Cluster(s), win);
+      const p = new WithHpaScaleIn(fixed([]), o);
+      p.reset(1, view);
+      return p.decide(view);
+    };
+    // utilisation 0.45 everywhere: above 0.5 x (1 - 0.1) it is within hpa's tolerance at target 0.5, and well below 0.85
+    const calm = windowOf(W, new Array<number>(W).fill(0.45), 40, 25);
+    calm.failed.fill(8); // 20% of the requests fail: light
+    const busy = windowOf(W, new Array<number>(W).fill(0.45), 40, 25);
+    busy.failed.fill(16); // 40%: not light
+    const base = { targetUtilisation: 0.5, keepPerEap: true };
+    const lean = { targetUtilisation: 0.85, keepPerEap: false };
+    expect(run({ ...base, light }, calm)).toEqual(run(lean, calm));
+    expect(run({ ...base, light }, calm).length).toBeGreaterThan(0);
+    expect(run({ ...base, light }, busy)).toEqual(run(base, busy));
+    expect(run(base, busy)).toEqual([]);
+    // the boundary: a failed share of exactly belowFailedShare is not light
+    const edge = windowOf(W, new Array<number>(W).fill(0.45), 40, 25);
+    edge.failed.fill(12);
+    expect(run({ ...base, light }, edge)).toEqual(run(base, edge));
+  });
+
+  it('with regret it puts back one replica of a service whose failed share rose past it after a removal, and removes none of it for the stabilisation period', () => {
+    const c = new Cluster(s);
+    const idle = () => windowOf(W, new Array<number>(W).fill(0.05), 40, 25);
+    const p = new WithHpaScaleIn(fixed([]), { regret: 0.05 });
+    const at = (t: number, win: ServiceWindowStats) => {
+      c.now = t;
+      return simView(c, win);
+    };
+    const removedPer = (ops: ScaleOp[]): number[] => {
+      const r = new Array<number>(W).fill(0);
+      for (const o of ops) r[o.service] -= o.delta;
+      return r;
+    };
+    const v0 = at(25, idle());
+    p.reset(1, v0);
+    const first = removedPer(p.decide(v0));
+    expect(first[0]).toBeGreaterThan(0); // every idle service loses replicas, 0 and 1 among them
+    expect(first[1]).toBeGreaterThan(0);
+    // the next window: service 0 fails 20% of its requests (it failed none before), service 1 4%
+    const hurt = idle();
+    hurt.failed[0] = 8;
+    hurt.failed[1] = 1.6;
+    const second = p.decide(at(50, hurt));
+    expect(second.filter((o) => o.service === 0).map((o) => o.delta)).toEqual([1]); // one back
+    expect(second.some((o) => o.service === 1 && o.delta > 0)).toBe(false); // 0.04 is within 0.05
+    // for hpa's 300 s stabilisation nothing of service 0 is removed, idle or not; then it is again
+    const during = removedPer(p.decide(at(325, idle())));
+    expect(during[0]).toBe(0);
+    const after = new WithHpaScaleIn(fixed([]), {});
+    after.reset(1, at(25, idle()));
+    expect(removedPer(p.decide(at(360, idle())))[0]).toBe(removedPer(after.decide(at(360, idle())))[0]);
+    // 1 (the default) never puts anything back
+    const never = new WithHpaScaleIn(fixed([]), { regret: 1 });
+    never.reset(1, at(25, idle()));
+    never.decide(at(25, idle()));
+    expect(never.decide(at(50, hurt)).some((o) => o.delta > 0)).toBe(false);
+  });
+
   it('with maxFailedShare it removes nothing of a service whose failed share over the window is above it, and the rest as before', () => {
     // every service idle, so hpa would take each down to one replica; services 0 and 1 miss deadlines
     const win = windowOf(W, new Array<number>(W).fill(0.05), 40, 25);

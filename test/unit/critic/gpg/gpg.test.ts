@@ -437,6 +437,15 @@ describe('GPG model file', () => {
       [{ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: 1 }, /^scaleIn.keepPerEap must be true or false, got 1$/],
       [{ rule: 'hpa', targetUtilisation: 0.5, maxFailedShare: 1.5 }, /^scaleIn.maxFailedShare must be a number in \[0, 1\], got 1.5$/],
       [{ rule: 'hpa', targetUtilisation: 0.5, maxFailedShare: null }, /^scaleIn.maxFailedShare must be a number in \[0, 1\], got null$/],
+      [{ rule: 'hpa', targetUtilisation: 0.5, regret: -0.1 }, /^scaleIn.regret must be a number in \[0, 1\], got -0.1$/],
+      [
+        { rule: 'hpa', targetUtilisation: 0.5, light: { belowFailedShare: 0.3, targetUtilisation: 0.85 } },
+        /^scaleIn.light must be \{"belowFailedShare"/,
+      ],
+      [
+        { rule: 'hpa', targetUtilisation: 0.5, light: { belowFailedShare: 2, targetUtilisation: 0.85, keepPerEap: false } },
+        /^scaleIn.light must be/,
+      ],
     ];
     for (const [scaleIn, msg] of bad) expect(() => gpgModelFromJson(JSON.stringify({ ...JSON.parse(text), scaleIn }), 4)).toThrow(msg);
     const tiny = loadScenario('tiny');
@@ -459,6 +468,22 @@ describe('GPG model file', () => {
     expect((g as WithHpaScaleIn).options).toEqual({ targetUtilisation: 0.5, keepPerEap: false, maxFailedShare: 0.2 });
     expect(g.summary).toMatch(/then hpa's scale-in \(target utilisation 0\.5, no removal above a failed share of 0\.2\)$/);
     g.dispose();
+    // and regret and light (session 41's lean-when-light variant)
+    const lean = { ...gated, regret: 0.1, light: { belowFailedShare: 0.3, targetUtilisation: 0.85, keepPerEap: false } };
+    fs.writeFileSync(file, gpgModelToJson(net, { scenario: 'tiny', scaleIn: lean }));
+    expect(gpgModelFromJson(fs.readFileSync(file, 'utf8'), 4).meta.scaleIn).toEqual(lean);
+    const l = loadGpgOrchestration(file, tiny, '--gpg');
+    expect((l as WithHpaScaleIn).options).toEqual({
+      targetUtilisation: 0.5,
+      keepPerEap: false,
+      maxFailedShare: 0.2,
+      regret: 0.1,
+      light: lean.light,
+    });
+    expect(l.summary).toMatch(
+      /a removal undone when the failed share rises by 0\.1, below a failed share of 0\.3: target 0\.85, none kept per eAP\)$/,
+    );
+    l.dispose();
     fs.writeFileSync(file, JSON.stringify({ ...JSON.parse(text), scaleIn: { rule: 'hpa' } }));
     expect(() => loadGpgOrchestration(file, tiny, '--gpg')).toThrow(
       /^--gpg: .*s\.json: scaleIn.targetUtilisation must be a number in \(0, 1\], got undefined$/,
