@@ -522,7 +522,7 @@ describe('the GPG models the project ships', () => {
     );
   });
 
-  it("the shipped kais model runs with hpa's scale-in gated by the failed share; the opt-in kais-gpg-scale-in.json differs from it in the gate only", () => {
+  it("the shipped kais model runs with hpa's scale-in gated by the failed share; the opt-ins kais-gpg-scale-in.json and kais-gpg-lean.json differ from it in the scale-in only", () => {
     const kais = loadScenario('kais');
     const dir = path.dirname(defaultGpgModelPath(kais)!);
     const read = (f: string): Record<string, unknown> => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as Record<string, unknown>;
@@ -531,7 +531,15 @@ describe('the GPG models the project ships', () => {
     expect(rest).toEqual(base);
     expect(shipped).toEqual({ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: true, maxFailedShare: 0.3 });
     expect(optIn).toEqual({ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: true });
-    for (const f of ['kais-gpg.json', 'kais-gpg-scale-in.json']) {
+    // session 41's lean pair (with models/kais-cmmac-drawn.bin; docs/gpg.md): the default's scale-in, leaner while the failed share is below 0.3, with regret
+    const { scaleIn: lean, ...leanRest } = read('kais-gpg-lean.json');
+    expect(leanRest).toEqual(base);
+    expect(lean).toEqual({
+      ...shipped,
+      regret: 0.1,
+      light: { belowFailedShare: 0.3, targetUtilisation: 0.85, keepPerEap: false },
+    });
+    for (const f of ['kais-gpg.json', 'kais-gpg-scale-in.json', 'kais-gpg-lean.json']) {
       const p = loadGpgOrchestration(path.join(dir, f), kais, '--gpg');
       expect(p).toBeInstanceOf(WithHpaScaleIn);
       p.dispose();
