@@ -615,6 +615,15 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     if (usingShipped) log(`using the shipped model ${usingShipped}`);
     if (!heuristic && !checkpoint && !shippedSkipped)
       log(`no cMMAC model ships for scenario ${scenario.name}: the agents dispatch with their fallback, lec, and nothing learns`);
+    if (!heuristic) {
+      // what needs a model or learning is said to be ignored without them, as for a heuristic --policy
+      const ignored = [
+        a.guard && !checkpoint ? '--guard (no model: lec decides)' : '',
+        a.gate && !learning ? `--gate (nothing is learned${checkpoint ? ': --no-learn' : ''})` : '',
+        a.canary && !learning && a.inject === 'none' ? '--canary (nothing new is published)' : '',
+      ].filter((x) => x !== '');
+      if (ignored.length > 0) log(`ignored: ${ignored.join(', ')}`);
+    }
     // a model chosen sampling (kais train --eval-act sample: act "sample") is deployed sampling: every
     // agent draws every decision from the policy (--explore 1), as the prediction does
     const act = checkpoint ? modelAct(checkpoint) : 'argmax';

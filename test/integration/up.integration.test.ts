@@ -146,9 +146,20 @@ describe('kais up', () => {
 
   it('deploys a model whose act is sample sampling: every agent draws every decision from the policy, and the prediction samples too', async () => {
     // the shipped actor fine-tuned on GPG's placement, exported by kais train --eval-act sample (an opt-in since session 25)
-    const run = await kaisUp(['--duration', '10', '--no-learn', '--json', '--checkpoint', path.join(ROOT, 'models', 'kais-cmmac-gpg.bin')]);
+    const run = await kaisUp([
+      '--duration',
+      '10',
+      '--no-learn',
+      '--gate',
+      '--canary',
+      '--json',
+      '--checkpoint',
+      path.join(ROOT, 'models', 'kais-cmmac-gpg.bin'),
+    ]);
     expect(run.code).toBe(0);
     expect(run.stderr).not.toMatch(/using the shipped model/);
+    // what needs learning is said to be ignored with --no-learn (it was dropped in silence)
+    expect(run.stderr).toMatch(/ignored: --gate \(nothing is learned: --no-learn\), --canary \(nothing new is published\)$/m);
     const s = summaryOf(run);
     expectAccounted(s);
     expect(s.cmmacAct).toBe('sample');
