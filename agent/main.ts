@@ -349,7 +349,10 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   // The last records of a drain go out at the same pace for at most this long (then the rest is
   // dropped, counted): sent at once, past the intake's burst (2 s of its budget), they were refused.
   const FINAL_FLUSH_MS = 5000;
-  const outbox = new Outbox(o.offlineBuffer ?? DEFAULT_OFFLINE_BUFFER, (o.offlineBufferMib ?? DEFAULT_OFFLINE_BUFFER_MIB) * 1024 * 1024);
+  const outbox = new Outbox(
+    o.offlineBuffer ?? DEFAULT_OFFLINE_BUFFER,
+    Math.floor((o.offlineBufferMib ?? DEFAULT_OFFLINE_BUFFER_MIB) * 1024 * 1024),
+  );
   state.offline = outbox;
   const writable = () => link.ready && link.bufferedAmount < SOCKET_BACKLOG_BYTES;
   const sendRecord = (r: OutRecord): boolean => {
@@ -388,10 +391,13 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   link.on('ready', drainOutboxSoon);
   // a new store (or one rolled back): held experience names weight versions it never published, and
   // its intake would refuse it (and quarantine a session that sends much of it); telemetry stays
-  rt.on('epoch', () => {
+  rt.on('epoch', (c) => {
+    // only when the held weights are distrusted: a same-store resync of the placement alone leaves
+    // the weights, and what they decided, valid (the hub sends no new weights then)
+    if (!c.weights) return;
     const n = outbox.dropAll('experience');
     if (n > 0) log(`${n} held experience frame(s) dropped: they belong to the orchestrator's previous store`);
-    // and what the dispatcher still holds or has in flight, decided on the old store's weights
+    // and what the dispatcher still holds or has in flight, decided on the distrusted weights
     const k = dispatcher.retireExperience();
     if (k > 0) log(`${k} transition(s) decided on the previous store's weights dropped`);
   });
@@ -554,6 +560,9 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       try {
         // the last interval and every transition held, behind what the buffer holds, paced as after a cut
         flush(true);
+        // flush() may have scheduled a tick of its own: this loop paces them all
+        if (outboxTimer) clearTimeout(outboxTimer);
+        outboxTimer = null;
         const until = performance.now() + FINAL_FLUSH_MS;
         while (outbox.length > 0 && link.ready && performance.now() < until) {
           outboxTick();

@@ -14,7 +14,7 @@
  *   kais_agent_orchestrator_frames_refused_total{answered}  frames from the orchestrator refused, answered with an error or not (past the budget)
  *   kais_agent_experience_retired_total             transitions not sent: decided on weights of an orchestrator store that is gone
  *   kais_agent_reconnects_total
- *   kais_agent_offline_dropped_total{kind}        telemetry | experience records dropped from the full offline buffer
+ *   kais_agent_offline_dropped_total{kind}        telemetry | experience records dropped from the offline buffer (full, a new store, the drain's end)
  *   kais_agent_offline_flushed_total, kais_agent_offline_held      records sent from it after a cut, held now
  *   kais_agent_orchestrator_tls_failures_total    wss:// handshakes refused on the orchestrator's certificate
  *   kais_agent_queue_length, kais_agent_outstanding, kais_agent_connected,
@@ -107,7 +107,7 @@ export class AgentMetrics {
     const off = () => state().offline;
     counter(
       'kais_agent_offline_dropped_total',
-      'Records dropped (oldest first) from the full offline buffer while the orchestrator link was down, by kind.',
+      'Records dropped from the offline buffer, by kind: the oldest when it is full, experience of an orchestrator store that is gone, and what a drain could not send.',
       ['kind'],
       () => [
         [{ kind: 'telemetry' }, off()?.stats.dropped.telemetry ?? 0],

@@ -91,8 +91,10 @@ export interface AgentRuntimeEvents {
   /**
    * The orchestrator's epoch is not the one of the held versions (`from` null: none known), or it
    * says a held version is above its current one: the next frames of that kind are applied whatever their numbers.
+   * `weights`: the held weights are among the distrusted (what they decided names versions the
+   * orchestrator never published); false when only the held placement is.
    */
-  epoch: (change: { from: string | null; to: string; reason: string }) => void;
+  epoch: (change: { from: string | null; to: string; reason: string; weights: boolean }) => void;
   weights: (body: WeightsBody) => void;
   placement: (body: PlacementBody) => void;
   /**
@@ -235,7 +237,7 @@ export class AgentRuntime extends TypedEmitter<AgentRuntimeEvents> {
         try {
           this.options.onScale?.(frame.body);
         } catch (e) {
-          this.refuse({ code: RUNTIME_ERROR_CODES.rejected, message: `scale refused: ${messageOf(e)}`, of: frame.seq });
+          this.refuse({ code: RUNTIME_ERROR_CODES.rejected, message: `scale refused: ${messageOf(e)}`, of: frame.seq }, false);
           return;
         }
         this.sendFrame('ack', { of: frame.seq });
@@ -245,7 +247,7 @@ export class AgentRuntime extends TypedEmitter<AgentRuntimeEvents> {
         try {
           this.options.onVerdicts?.(frame.body);
         } catch (e) {
-          this.refuse({ code: RUNTIME_ERROR_CODES.rejected, message: `verdicts refused: ${messageOf(e)}`, of: frame.seq });
+          this.refuse({ code: RUNTIME_ERROR_CODES.rejected, message: `verdicts refused: ${messageOf(e)}`, of: frame.seq }, false);
         }
         return;
       case 'error':
@@ -279,7 +281,7 @@ export class AgentRuntime extends TypedEmitter<AgentRuntimeEvents> {
     try {
       hook?.(body);
     } catch (e) {
-      this.refuse({ code: RUNTIME_ERROR_CODES.rejected, message: `${kind} ${body.version} refused: ${messageOf(e)}`, of: seq });
+      this.refuse({ code: RUNTIME_ERROR_CODES.rejected, message: `${kind} ${body.version} refused: ${messageOf(e)}`, of: seq }, false);
       return;
     }
     this.resync[kind] = false;
@@ -305,6 +307,7 @@ export class AgentRuntime extends TypedEmitter<AgentRuntimeEvents> {
         from,
         to: w.epoch,
         reason: from === null ? 'held versions carry no epoch' : `the orchestrator's store is a new one (epoch ${w.epoch}, held ${from})`,
+        weights: true,
       });
       return;
     }
@@ -319,20 +322,33 @@ export class AgentRuntime extends TypedEmitter<AgentRuntimeEvents> {
       this.resync.placement = true;
       reasons.push(`held placement v${this.held.placement!.version} above the orchestrator's ${w.placementVersion ?? 'none'}`);
     }
-    if (reasons.length > 0) this.emit('epoch', { from, to: w.epoch, reason: `${reasons.join(', ')} in the same epoch: not trusted` });
+    if (reasons.length > 0)
+      this.emit('epoch', {
+        from,
+        to: w.epoch,
+        reason: `${reasons.join(', ')} in the same epoch: not trusted`,
+        weights: this.resync.weights,
+      });
   }
 
-  private refuse(error: ErrorBody): void {
+  /**
+   * Answers a refused frame with an error and reports it. `budgeted` (frames that did not decode or
+   * came out of turn, which a peer can send without end): within the reply budget only. A frame a
+   * hook refused (weights that do not fit, a bad placement) is always answered and reported.
+   */
+  private refuse(error: ErrorBody, budgeted = true): void {
     this.stats.refused++;
-    const now = performance.now();
-    this.replyTokens = Math.min(REPLY_BURST, this.replyTokens + ((now - this.replyRefillAt) / 1000) * REPLY_PER_S);
-    this.replyRefillAt = now;
-    if (this.replyTokens < 1) {
-      this.stats.refusedUnanswered++;
-      this.folded++;
-      return;
+    if (budgeted) {
+      const now = performance.now();
+      this.replyTokens = Math.min(REPLY_BURST, this.replyTokens + ((now - this.replyRefillAt) / 1000) * REPLY_PER_S);
+      this.replyRefillAt = now;
+      if (this.replyTokens < 1) {
+        this.stats.refusedUnanswered++;
+        this.folded++;
+        return;
+      }
+      this.replyTokens--;
     }
-    this.replyTokens--;
     const message = error.message.length > 1024 ? `${error.message.slice(0, 1021)}...` : error.message;
     this.sendFrame('error', { ...error, message });
     const folded = this.folded;

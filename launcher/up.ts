@@ -337,8 +337,11 @@ class Child {
     return this.tail[this.tail.length - 1] ?? '';
   }
 
-  /** SIGTERM, then SIGKILL after `graceMs`; resolves once it exited. */
-  stop(graceMs = 35_000): Promise<void> {
+  /**
+   * SIGTERM, then SIGKILL after `graceMs`; resolves once it exited. 40 s: an agent's drain takes at
+   * most 30 s for open requests and 5 s for its last records (agent/main.ts), as the DaemonSet allows.
+   */
+  stop(graceMs = 40_000): Promise<void> {
     if (this.exited) return Promise.resolve();
     return new Promise<void>((resolve) => {
       const t = setTimeout(() => this.proc.kill('SIGKILL'), graceMs);

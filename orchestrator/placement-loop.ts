@@ -25,7 +25,7 @@
  * for reasons that are not the weights and widen its standard error (docs/gpg.md, "The action
  * budget H"). The admin's changes (`stepNow`) still apply during a hold, without the policy's orders.
  */
-import type { Placement } from '../shared/domain';
+import type { Placement, ScaleOp } from '../shared/domain';
 import type { Scenario } from '../shared/scenario';
 import { ORCHESTRATION_POLICIES, makeOrchestrationPolicy, type OrchestrationPolicyName } from '../shared/orchestration';
 import { opsBetween, placementOf, withOps } from '../shared/orchestration/placement';
@@ -221,8 +221,16 @@ export class PlacementLoop {
       let ops = this.policy.periodS > 0 && !admin ? this.policy.decide(seen) : [];
       if (a && !a.state.empty) ops = a.state.adjust(seen, ops);
       // every step, orders or not (static's too): an executor may have work of its own to do (the
-      // Kubernetes one re-pins a Deployment whose node index moved to another Node)
-      const rep = await this.o.executor.apply(ops);
+      // Kubernetes one re-pins a Deployment whose node index moved to another Node); with no orders
+      // a failure there is logged and the frame is still published, as before that work existed
+      let rep: { executed: ScaleOp[]; refused: number };
+      try {
+        rep = await this.o.executor.apply(ops);
+      } catch (e) {
+        if (ops.length > 0) throw e;
+        (this.o.log ?? (() => undefined))(`executor (no orders this step): ${(e as Error).message}`);
+        rep = { executed: [], refused: 0 };
+      }
       this.executed += rep.executed.length;
       this.refused += rep.refused;
       outcome.executed = rep.executed.length;

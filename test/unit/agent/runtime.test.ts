@@ -103,6 +103,25 @@ describe('AgentRuntime', () => {
     t.orch.close();
   });
 
+  it('answers a frame its hook refuses whatever the reply budget (weights that do not fit are never hidden by a flood)', async () => {
+    const reports: string[] = [];
+    const t = setup({
+      onWeights: () => {
+        throw new Error('expected 4 tensors, got 1');
+      },
+    });
+    t.runtime.on('refused', (e) => reports.push(e.code));
+    for (let i = 0; i < 40; i++) t.orch.send(new Uint8Array([0xc1, i]));
+    while (t.runtime.stats.refused < 40) await new Promise((r) => setTimeout(r, 5));
+    const before = t.received.length;
+    expect(t.runtime.stats.refusedUnanswered).toBeGreaterThan(0); // the budget is spent
+    t.sendToAgent(makeFrame('weights', 1, weights(2)));
+    const frames = await t.receivedAtLeast(before + 1);
+    expect(frames.at(-1)).toMatchObject({ type: 'error', body: { code: 'KAIS_ERR_REJECTED' } });
+    expect(reports.at(-1)).toBe('KAIS_ERR_REJECTED');
+    t.orch.close();
+  });
+
   it('refuses weights its hook rejects with KAIS_ERR_REJECTED and keeps the old version', async () => {
     const t = setup({
       weights: weights(1),

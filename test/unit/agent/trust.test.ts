@@ -87,7 +87,7 @@ describe('AgentRuntime epochs', () => {
       },
       { eapId: 0, weights: held.weights ?? null, placement: held.placement ?? null, instance: 'me' },
     );
-    const events: { from: string | null; to: string; reason: string }[] = [];
+    const events: { from: string | null; to: string; reason: string; weights: boolean }[] = [];
     rt.on('epoch', (e) => events.push(e));
     let seq = 0;
     const orch = (type: 'welcome' | 'weights' | 'placement', body: unknown) =>
@@ -99,7 +99,7 @@ describe('AgentRuntime epochs', () => {
     const t = setUp({ weights: w(7, 'old'), placement: { ...placementBody(9, 0, [[1]]), epoch: 'old' } });
     expect(t.rt.helloBody('tok', '1')).toMatchObject({ weightVersion: 7, placementVersion: 9, epoch: 'old', instance: 'me' });
     t.orch('welcome', { sessionId: 's', heartbeatMs: 1000, weightVersion: 1, placementVersion: 1, epoch: 'new' });
-    expect(t.events).toEqual([{ from: 'old', to: 'new', reason: expect.stringMatching(/store is a new one/) }]);
+    expect(t.events).toEqual([{ from: 'old', to: 'new', reason: expect.stringMatching(/store is a new one/), weights: true }]);
     t.orch('weights', w(1, 'new'));
     t.orch('placement', { ...placementBody(1, 0, [[2]]), epoch: 'new' });
     expect(t.rt.weightVersion).toBe(1);
@@ -118,7 +118,18 @@ describe('AgentRuntime epochs', () => {
     const t = setUp({ weights: w(2 ** 53 - 1, 'e') });
     t.orch('welcome', { sessionId: 's', heartbeatMs: 1000, weightVersion: 3, placementVersion: null, epoch: 'e' });
     expect(t.events[0].reason).toMatch(/held weights v9007199254740991 above the orchestrator's 3 in the same epoch: not trusted/);
+    expect(t.events[0].weights).toBe(true);
     t.orch('weights', w(3, 'e'));
+    expect(t.rt.weightVersion).toBe(3);
+  });
+
+  it("a held placement above the orchestrator's in the same store distrusts the placement only: the weights (and what they decided) stay", () => {
+    // an orchestrator that crashed before it saved placement v10 and came back on the same store at v9
+    const t = setUp({ weights: w(3, 'e'), placement: { ...placementBody(10, 0, [[1]]), epoch: 'e' } });
+    t.orch('welcome', { sessionId: 's', heartbeatMs: 1000, weightVersion: 3, placementVersion: 9, epoch: 'e' });
+    expect(t.events).toEqual([
+      { from: 'e', to: 'e', reason: expect.stringMatching(/held placement v10 above the orchestrator's 9/), weights: false },
+    ]);
     expect(t.rt.weightVersion).toBe(3);
   });
 

@@ -197,6 +197,23 @@ describe('PlacementLoop', () => {
     await loop.stop();
   });
 
+  it('an executor that fails with no orders to carry out is logged and the frame is still published (static under Kubernetes: a failed list)', async () => {
+    const f = fakes();
+    const lines: string[] = [];
+    f.executor.apply = async (ops) => {
+      if (ops.length === 0) throw new Error('list deployments: 503');
+      return { executed: [], refused: ops.length };
+    };
+    const loop = loopOn(f, { log: (l) => lines.push(l) });
+    await loop.start();
+    const n = f.published.length;
+    await expect(loop.step()).resolves.toEqual({ cluster: true, executed: 0, refused: 0 });
+    expect(f.published.length).toBe(n + 1);
+    expect(lines.at(-1)).toBe('executor (no orders this step): list deployments: 503');
+    await loop.stop();
+    await f.cluster.close();
+  });
+
   it("a failed step is the admin step's outcome (logged, and the loop goes on)", async () => {
     const f = fakes();
     const lines: string[] = [];
