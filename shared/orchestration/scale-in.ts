@@ -33,14 +33,15 @@ export interface ScaleInOptions extends Partial<HpaOptions> {
    * Undo a removal that hurt: when a service's failed share in the window after the wrapper removed
    * some of its replicas is above its share in the window that led to the removal by more than
    * this (absolute), one replica of it goes back (where hpa puts a new one) and none of it is
-   * removed for hpa's stabilisation period. 1: never. @defaultValue 1
+   * removed for hpa's stabilisation period. The removal is the one this wrapper ordered: one the
+   * executor or an admin override refused still counts. 1: never. @defaultValue 1
    */
   regret?: number;
   /**
    * A leaner scale-in while the cluster is lightly loaded: in a window whose failed share over all
    * services (failed / arrivals) is below `belowFailedShare`, hpa's target is `targetUtilisation`
-   * and `keepPerEap` is this one's; in any other window the options above. Both recommenders see
-   * every window, so each one's stabilisation history is whole. @defaultValue none
+   * and `keepPerEap` is this one's; in any other window (one without arrivals included) the options
+   * above. Both recommenders see every window, so each one's stabilisation history is whole. @defaultValue none
    */
   light?: { belowFailedShare: number; targetUtilisation: number; keepPerEap: boolean };
 }
