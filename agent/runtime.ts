@@ -42,6 +42,7 @@ import {
 } from '../shared/protocol/envelope';
 import { verifyWeights } from '../shared/protocol/weights';
 import { TypedEmitter } from '../shared/events';
+import { TokenBucket } from '../shared/token-bucket';
 
 /** Refusals of the runtime that are not about a frame's encoding. */
 export const RUNTIME_ERROR_CODES = {
@@ -76,7 +77,7 @@ export interface AgentRuntimeStats {
   placementsApplied: number;
   /** weights/placement frames not newer than the version held. */
   stale: number;
-  /** Inbound frames answered with an `error`. */
+  /** Inbound frames refused (answered with an `error`, unless past the reply budget: refusedUnanswered). */
   refused: number;
   /** Of `refused`, those past the reply budget: counted, neither answered nor reported (a peer flooding garbage). */
   refusedUnanswered: number;
@@ -122,8 +123,7 @@ export class AgentRuntime extends TypedEmitter<AgentRuntimeEvents> {
    * second after. A peer that sends garbage frames and stops reading grew the agent's socket buffer
    * and its log by one reply and one line per frame.
    */
-  private replyTokens = REPLY_BURST;
-  private replyRefillAt = performance.now();
+  private readonly replies = new TokenBucket(REPLY_PER_S, REPLY_BURST, performance.now());
   private folded = 0;
   private readonly codec: Codec;
   private readonly unsubscribe: () => void;
@@ -338,16 +338,10 @@ export class AgentRuntime extends TypedEmitter<AgentRuntimeEvents> {
    */
   private refuse(error: ErrorBody, budgeted = true): void {
     this.stats.refused++;
-    if (budgeted) {
-      const now = performance.now();
-      this.replyTokens = Math.min(REPLY_BURST, this.replyTokens + ((now - this.replyRefillAt) / 1000) * REPLY_PER_S);
-      this.replyRefillAt = now;
-      if (this.replyTokens < 1) {
-        this.stats.refusedUnanswered++;
-        this.folded++;
-        return;
-      }
-      this.replyTokens--;
+    if (budgeted && !this.replies.take(1, performance.now())) {
+      this.stats.refusedUnanswered++;
+      this.folded++;
+      return;
     }
     const message = error.message.length > 1024 ? `${error.message.slice(0, 1021)}...` : error.message;
     this.sendFrame('error', { ...error, message });

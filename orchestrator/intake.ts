@@ -30,6 +30,7 @@
  */
 import type { AgentFrame, InspectVerdict, SessionInfo } from './hub';
 import type { ExperienceBody, TelemetryBody } from '../shared/protocol/envelope';
+import { TokenBucket } from '../shared/token-bucket';
 import { observationDim } from '../shared/spaces';
 import { topologyOf, type Scenario } from '../shared/scenario';
 
@@ -85,30 +86,10 @@ export interface IntakeStats {
   quarantined: number;
 }
 
-class Bucket {
-  private tokens: number;
-  private last: number;
-  constructor(
-    private readonly rate: number,
-    private readonly burst: number,
-    now: number,
-  ) {
-    this.tokens = burst;
-    this.last = now;
-  }
-  take(n: number, now: number): boolean {
-    this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) / 1000) * this.rate);
-    this.last = now;
-    if (n > this.tokens) return false;
-    this.tokens -= n;
-    return true;
-  }
-}
-
 interface SessionState {
-  bytes: Bucket;
-  frames: Bucket;
-  transitions: Bucket;
+  bytes: TokenBucket;
+  frames: TokenBucket;
+  transitions: TokenBucket;
   /** Times (ms) of recent invalid frames. */
   violations: number[];
   /** kind -> last event time and events folded since. */
@@ -280,9 +261,13 @@ export class Intake {
     let st = this.sessions.get(sessionId);
     if (!st) {
       st = {
-        bytes: new Bucket(this.o.maxBytesPerS, 2 * this.o.maxBytesPerS, now),
-        frames: new Bucket(this.o.maxFramesPerS, 2 * this.o.maxFramesPerS, now),
-        transitions: new Bucket(this.o.maxTransitionsPerS, Math.max(2 * this.o.maxTransitionsPerS, this.o.maxTransitionsPerFrame), now),
+        bytes: new TokenBucket(this.o.maxBytesPerS, 2 * this.o.maxBytesPerS, now),
+        frames: new TokenBucket(this.o.maxFramesPerS, 2 * this.o.maxFramesPerS, now),
+        transitions: new TokenBucket(
+          this.o.maxTransitionsPerS,
+          Math.max(2 * this.o.maxTransitionsPerS, this.o.maxTransitionsPerFrame),
+          now,
+        ),
         violations: [],
         lastEvent: new Map(),
       };

@@ -25,11 +25,12 @@
  * for reasons that are not the weights and widen its standard error (docs/gpg.md, "The action
  * budget H"). The admin's changes (`stepNow`) still apply during a hold, without the policy's orders.
  */
-import type { Placement, ScaleOp } from '../shared/domain';
+import type { Placement } from '../shared/domain';
 import type { Scenario } from '../shared/scenario';
 import { ORCHESTRATION_POLICIES, makeOrchestrationPolicy, type OrchestrationPolicyName } from '../shared/orchestration';
 import { opsBetween, placementOf, withOps } from '../shared/orchestration/placement';
 import type { OrchestrationPolicy, OrchestrationView } from '../shared/policy';
+import type { ScaleReport } from '../shared/orchestration/executor';
 import type { LiveExecutor } from './executors';
 import type { ModelRegistry } from './registry';
 import type { AdminState, ScaleOverride } from './admin';
@@ -223,7 +224,7 @@ export class PlacementLoop {
       // every step, orders or not (static's too): an executor may have work of its own to do (the
       // Kubernetes one re-pins a Deployment whose node index moved to another Node); with no orders
       // a failure there is logged and the frame is still published, as before that work existed
-      let rep: { executed: ScaleOp[]; refused: number };
+      let rep: ScaleReport;
       try {
         rep = await this.o.executor.apply(ops);
       } catch (e) {
@@ -284,7 +285,7 @@ export class PlacementLoop {
    * which the policy's next window still starts where its previous one ended.
    */
   private async observe(forecast = true, keepWindow = false): Promise<OrchestrationView | null> {
-    const view = await this.o.executor.observe(keepWindow ? { keepWindow } : undefined);
+    const view = await this.o.executor.observe({ keepWindow });
     if (forecast && view && view.window.windowS > 0) {
       const rate = Float64Array.from(view.window.arrivals, (a) => a / view.window.windowS);
       this.forecast = this.forecast ? this.forecast.map((f, w) => 0.5 * f + 0.5 * rate[w]) : rate;

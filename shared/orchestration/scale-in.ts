@@ -108,13 +108,9 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
       this.removedAtShare[w] = NaN;
       if (regret < 1 && !Number.isNaN(before) && win.arrivals[w] > 0 && win.failed[w] / win.arrivals[w] > before + regret) {
         this.heldUntil[w] = nowS + this.rule.o.stabilisationS;
-        let has = false;
-        for (const op of innerOps) if (op.service === w && op.delta > 0) has = true;
-        const n = has ? -1 : plan.pickNodeForNew(w);
-        if (n >= 0) {
-          plan.add(w, n, 1);
-          added.add(n * view.numServices + w);
-        }
+        // one back, unless the inner policy adds one of w already
+        const n = innerOps.some((op) => op.service === w && op.delta > 0) ? -1 : plan.pickNodeForNew(w);
+        if (n >= 0) plan.add(w, n, 1);
         continue;
       }
       if (nowS < this.heldUntil[w]) continue;

@@ -113,12 +113,13 @@ describe('AgentRuntime', () => {
     t.runtime.on('refused', (e) => reports.push(e.code));
     for (let i = 0; i < 40; i++) t.orch.send(new Uint8Array([0xc1, i]));
     while (t.runtime.stats.refused < 40) await new Promise((r) => setTimeout(r, 5));
-    const before = t.received.length;
     expect(t.runtime.stats.refusedUnanswered).toBeGreaterThan(0); // the budget is spent
     t.sendToAgent(makeFrame('weights', 1, weights(2)));
-    const frames = await t.receivedAtLeast(before + 1);
-    expect(frames.at(-1)).toMatchObject({ type: 'error', body: { code: 'KAIS_ERR_REJECTED' } });
-    expect(reports.at(-1)).toBe('KAIS_ERR_REJECTED');
+    // answered (replies to the flood may still be on their way: wait for this one, whatever comes first)
+    const rejected = (f: Frame) => f.type === 'error' && f.body.code === 'KAIS_ERR_REJECTED';
+    while (!t.received.some(rejected)) await new Promise((r) => setTimeout(r, 5));
+    expect(t.received.filter(rejected)).toHaveLength(1);
+    expect(reports.filter((c) => c === 'KAIS_ERR_REJECTED')).toHaveLength(1);
     t.orch.close();
   });
 
