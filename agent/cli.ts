@@ -79,6 +79,13 @@ export const AGENT_SPEC = {
     describe:
       "device filters on every node's GET /telemetry and QoS isolation on this agent's outcomes; excluded nodes leave the mask (--no-device-filters: off)",
   }),
+  telemetryStalePolls: opt.integer({
+    default: 36,
+    min: 1,
+    max: 1_000_000,
+    describe:
+      "with the device filters: polls of a node's /telemetry in a row without a new seq after which the node is excluded (rule device:stale; back after healthy windows). Keep it above the exporter's refresh period in polls (one poll a second)",
+  }),
   secondStage: opt.choice(['none', 'l2'] as const, {
     default: 'none',
     describe:
@@ -207,6 +214,7 @@ export const agentCommand: CommandModule<object, object> = {
       guard,
       deviceFilters: a.deviceFilters,
       secondStage: a.secondStage === 'l2',
+      telemetryStalePolls: a.telemetryStalePolls,
       offlineBuffer: a.offlineBuffer,
       offlineBufferMib: a.offlineBufferMib,
       tls,

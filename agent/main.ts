@@ -85,6 +85,8 @@ export interface AgentOptions {
   deviceFilters?: boolean;
   /** With the device filters: NodeHealth's L2 second stage on every window (agent/filters/l2-stage.ts, rule `device:l2`). @defaultValue false */
   secondStage?: boolean;
+  /** Polls without a new telemetry sample after which a node with a filter is excluded (TelemetryPoller staleAfterPolls). @defaultValue 36 */
+  telemetryStalePolls?: number;
   /** Telemetry sample period of the nodes, seconds of scenario time. @defaultValue 1 */
   telemetryPeriodS?: number;
   /** Experience and telemetry batch interval, ms. @defaultValue 1000 */
@@ -195,6 +197,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       health,
       periodMs: ((o.telemetryPeriodS ?? 1) * 1000) / (o.speed ?? 1),
       nowS: () => view.nowS(),
+      staleAfterPolls: o.telemetryStalePolls ?? 36,
       log,
     });
     poller.start();

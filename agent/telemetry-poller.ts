@@ -11,6 +11,10 @@
  * baselines, `historySamples` consecutive polls without a new sample also report it silent, so one
  * dead or stuck node cannot hold up the baselines of all the others. When such a node sends new
  * samples again, NodeHealth gives it a filter after `historySamples` of them (a late join).
+ * After the start, a node with a filter that sends no new sample in `staleAfterPolls` polls in a
+ * row is excluded (NodeHealth.stale, rule `device:stale`): without samples its filter would never
+ * judge it, and an exporter frozen on one `seq` often means a hung node. It is re-admitted as any
+ * excluded node, by healthy windows once its samples flow again.
  * Never throws; every poll has a timeout.
  */
 import * as http from 'node:http';
@@ -21,6 +25,12 @@ export interface TelemetryPollerOptions {
   health: NodeHealth;
   /** Real ms per round over all nodes. @defaultValue 1000 */
   periodMs?: number;
+  /**
+   * Polls in a row without a new sample after which a node with a filter is excluded as stale (an
+   * exporter that refreshes slower than the poll repeats its `seq` between refreshes: keep this
+   * above its refresh period / periodMs). @defaultValue the filters' historySamples (36)
+   */
+  staleAfterPolls?: number;
   /** Scenario time now (s), for the events. */
   nowS: () => number;
   log?: (line: string) => void;
@@ -39,8 +49,9 @@ export class TelemetryPoller {
   private readonly inFlight: Uint8Array;
   private timer: NodeJS.Timeout | null = null;
   private next = 0;
-  /** Samples taken, polls that failed. */
-  readonly stats = { samples: 0, failed: 0 };
+  /** Samples taken, polls that failed, stale exclusions (NodeHealth.stale). */
+  readonly stats = { samples: 0, failed: 0, stale: 0 };
+  private readonly staleAfter: number;
 
   constructor(private readonly o: TelemetryPollerOptions) {
     const N = o.nodeUrls.length;
@@ -48,6 +59,9 @@ export class TelemetryPoller {
     this.noSample = new Int32Array(N);
     this.silent = new Uint8Array(N);
     this.inFlight = new Uint8Array(N);
+    this.staleAfter = o.staleAfterPolls ?? o.health.o.historySamples;
+    if (!Number.isInteger(this.staleAfter) || this.staleAfter < 1)
+      throw new TypeError(`TelemetryPoller staleAfterPolls: expected an integer >= 1, got ${String(o.staleAfterPolls)}`);
   }
 
   start(): void {
@@ -93,7 +107,10 @@ export class TelemetryPoller {
       const valid = body && x!.every((v) => typeof v === 'number' && Number.isFinite(v)) && typeof body.seq === 'number';
       if (!valid) this.stats.failed++;
       if (!valid || body.seq === this.lastSeq[n]) {
-        if (++this.noSample[n] >= this.o.health.o.historySamples && this.silent[n] === 0 && !this.o.health.started) {
+        const none = ++this.noSample[n];
+        // once per run of polls without a sample; NodeHealth logs the exclusion as an event
+        if (this.o.health.started && none === this.staleAfter && this.o.health.stale(n, none, this.o.nowS())) this.stats.stale++;
+        if (none >= this.o.health.o.historySamples && this.silent[n] === 0 && !this.o.health.started) {
           this.silent[n] = 2;
           this.o.health.silent(n);
           this.o.log?.(

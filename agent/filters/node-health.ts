@@ -141,7 +141,7 @@ export interface HealthEvent {
   timeS: number;
   node: number;
   kind: 'exclude' | 'readmit' | 'isolate' | 'suppressed';
-  /** `device:faulty`, `device:ambiguous`, `device:learned`, `device:healthy` (re-admission), or a QoS rule (`qos:success-rate`, ...). */
+  /** `device:faulty`, `device:ambiguous`, `device:learned`, `device:stale`, `device:healthy` (re-admission), or a QoS rule (`qos:success-rate`, ...). */
   rule: string;
   /** One line naming the metrics. */
   reason: string;
@@ -385,6 +385,22 @@ export class NodeHealth {
     this.history[n] = [];
     this.reporting[n] = 1;
     this.countReporting();
+  }
+
+  /**
+   * Node n, which has a device filter, sent no new telemetry sample in `polls` polls (unreachable,
+   * or its `seq` stuck): it cannot be judged, and a node whose exporter froze is as likely hung as
+   * its metrics would be broken, so it is excluded like 'faulty' (rule `device:stale`, same eAP cap).
+   * It comes back as any excluded node does: `readmitSamples` healthy windows in a row once its
+   * samples flow again. A node without a filter (silent when the baselines built, not yet joined)
+   * is not judged: false. True when the node is out (now or already).
+   */
+  stale(n: number, polls: number, nowS: number): boolean {
+    if (!Number.isInteger(n) || n < 0 || n >= this.numNodes || !this.filters[n]) return false;
+    this.lastBadS[n] = nowS;
+    this.healthyRun[n] = 0;
+    this.exclude(n, 'device:stale', () => `no new telemetry sample in ${polls} polls`, nowS);
+    return this.deviceOut[n] === 1;
   }
 
   /** Ends node n's device exclusion. */

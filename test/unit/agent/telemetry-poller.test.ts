@@ -2,7 +2,9 @@
  * TelemetryPoller against real HTTP stubs: a node without /telemetry (404) is reported silent once
  * and not polled again; a node answering garbage counts as a failed poll; a repeated `seq` is not a
  * new sample. A node unreachable or stuck on one `seq` while the baselines build is reported
- * silent and still polled: when it sends samples again it gets a filter (a late join).
+ * silent and still polled: when it sends samples again it gets a filter (a late join). After the
+ * start, a node with a filter whose seq stops changing is excluded (device:stale) and re-admitted
+ * by healthy windows when it sends again.
  */
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -108,6 +110,47 @@ describe('TelemetryPoller', () => {
     } finally {
       p.stop();
       [ok, late, stuck].forEach((s) => s.close());
+    }
+  });
+
+  it('after the start, excludes a node whose seq stops changing (device:stale) and re-admits it after healthy windows once it sends again', async () => {
+    const sample = (seq: number) =>
+      JSON.stringify({
+        seq,
+        cpu: 0.5 + 0.05 * Math.sin(seq),
+        mem: 0.4 + 0.03 * Math.cos(seq),
+        disk: 0.1 + 0.01 * Math.sin(2 * seq),
+        upload: 0.3 + 0.02 * Math.cos(3 * seq),
+      });
+    let seqA = 0;
+    let seqB = 0;
+    let frozen = false;
+    const a = await server((_q, res) => res.writeHead(200).end(sample(++seqA)));
+    const b = await server((_q, res) => res.writeHead(200).end(sample(frozen ? seqB : ++seqB)));
+    const health = new NodeHealth(['a', 'a'], [0, 0], { historySamples: 12 });
+    const p = new TelemetryPoller({ nodeUrls: [a.url, b.url], health, periodMs: 40, staleAfterPolls: 5, nowS: () => 0 });
+    expect(() => new TelemetryPoller({ nodeUrls: [a.url], health, staleAfterPolls: 0, nowS: () => 0 })).toThrow(/staleAfterPolls/);
+    p.start();
+    try {
+      await until(() => health.started && health.verdict(1) !== undefined);
+      expect(health.excluded(1)).toBe(false);
+      frozen = true; // node 1's exporter sends the same seq from now on
+      await until(() => health.excluded(1));
+      expect(p.stats.stale).toBe(1);
+      expect(health.excludedNow()).toEqual([{ node: 1, rule: 'device:stale' }]);
+      const out = health.events.find((e) => e.kind === 'exclude' && e.node === 1)!;
+      expect(out.reason).toBe('no new telemetry sample in 5 polls');
+      const hits = b.hits();
+      await until(() => b.hits() >= hits + 8); // still polled; excluded once, not once per poll
+      expect(p.stats.stale).toBe(1);
+      expect(health.events.filter((e) => e.node === 1 && e.kind === 'exclude')).toHaveLength(1);
+      expect(health.excluded(0)).toBe(false); // node 0 sends on: never judged stale
+      frozen = false;
+      await until(() => !health.excluded(1)); // healthy windows again: re-admitted by the usual rule
+      expect(health.events.find((e) => e.kind === 'readmit' && e.node === 1)!.rule).toBe('device:healthy');
+    } finally {
+      p.stop();
+      [a, b].forEach((s) => s.close());
     }
   });
 

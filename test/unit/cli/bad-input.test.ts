@@ -276,6 +276,7 @@ const CASES: string[][] = [
   AGENT('--tls-ca', f('missing.pem')),
   AGENT('--tls-ca', f('text.txt')),
   AGENT('--second-stage', 'l3'),
+  AGENT('--telemetry-stale-polls', '0'),
   AGENT('--second-stage', 'l2', '--no-device-filters'),
   AGENT('--token-file', f('missing')),
   AGENT('--token-file', '/dev/zero'),

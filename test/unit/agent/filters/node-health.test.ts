@@ -90,6 +90,26 @@ describe('NodeHealth', () => {
     expect(events.at(-1)).toMatchObject({ node: 2, kind: 'readmit', rule: 'qos:healthy-period' });
   });
 
+  it('excludes a stale node only when it has a filter, under the eAP cap, and re-admits it by healthy windows', () => {
+    const { h, events, step } = setup();
+    h.silent(1);
+    expect(h.stale(0, 36, 1)).toBe(false); // before the start nobody has a filter: not judged
+    for (let i = 0; i < 40; i++) step(false);
+    expect(h.stale(1, 36, 50)).toBe(false); // node 1 never reported: no filter, stays in
+    expect(h.stale(7, 36, 50)).toBe(false); // no such node
+    expect(h.excluded(1)).toBe(false);
+    expect(h.stale(0, 36, 50)).toBe(true);
+    expect(h.excludedNow()).toEqual([{ node: 0, rule: 'device:stale' }]);
+    expect(events.at(-1)).toMatchObject({ node: 0, kind: 'exclude', rule: 'device:stale', reason: 'no new telemetry sample in 36 polls' });
+    expect(h.stale(2, 36, 51)).toBe(false); // eAP 0's cap (1 of 3) is reached: node 2 stays in, said once
+    expect(events.at(-1)).toMatchObject({ node: 2, kind: 'suppressed', rule: 'device:cap' });
+    expect(h.stale(0, 72, 52)).toBe(true); // already out: no second event
+    expect(events.filter((e) => e.kind === 'exclude')).toHaveLength(1);
+    for (let i = 0; i < 20 && h.excluded(0); i++) step(false); // its samples flow again
+    expect(h.excluded(0)).toBe(false);
+    expect(events.at(-1)).toMatchObject({ node: 0, kind: 'readmit', rule: 'device:healthy' });
+  });
+
   it('holds out at most half of the nodes of an eAP, and says so for the ones it keeps', () => {
     const events: HealthEvent[] = [];
     const h = new NodeHealth(['a', 'a', 'a', 'a'], [0, 0, 0, 0], {}, (e) => events.push(e));
