@@ -33,8 +33,9 @@ export interface ScaleInOptions extends Partial<HpaOptions> {
    * Undo a removal that hurt: when a service's failed share in the window after the wrapper removed
    * some of its replicas is above its share in the window that led to the removal by more than
    * this (absolute), one replica of it goes back (where hpa puts a new one) and none of it is
-   * removed for hpa's stabilisation period. The removal is the one this wrapper ordered: one the
-   * executor or an admin override refused still counts. 1: never. @defaultValue 1
+   * removed for hpa's stabilisation period. Only a removal that happened counts: one the executor
+   * or an admin override refused (the node holds as many replicas at the next decision) is no
+   * cause. 1: never. @defaultValue 1
    */
   regret?: number;
   /**
@@ -53,6 +54,8 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
   private lightRule: HpaRecommender | null = null;
   /** Per service: failed share of the window that led to the last decision's removals (NaN: none removed). */
   private removedAtShare: number[] = [];
+  /** Per service: the last decision's removals as [node, replicas the plan left there]. */
+  private removedFrom: [number, number][][] = [];
   /** Per service: no removal before this time (s), after a regretted one. */
   private heldUntil: number[] = [];
 
@@ -71,6 +74,7 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
     const l = this.options.light;
     this.lightRule = l ? new HpaRecommender(view.numServices, { ...this.options, targetUtilisation: l.targetUtilisation }) : null;
     this.removedAtShare = new Array<number>(view.numServices).fill(NaN);
+    this.removedFrom = Array.from({ length: view.numServices }, () => []);
     this.heldUntil = new Array<number>(view.numServices).fill(-Infinity);
   }
 
@@ -104,8 +108,11 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
       const base = this.rule.onView(view, w);
       const lean = this.lightRule?.onView(view, w);
       const target = light && lean ? lean.target : base.target;
-      const before = this.removedAtShare[w];
+      // a removal that did not happen (refused, or not carried out yet) is no cause for regret
+      const happened = this.removedFrom[w].some(([n, left]) => view.replicas(n, w) <= left);
+      const before = happened ? this.removedAtShare[w] : NaN;
       this.removedAtShare[w] = NaN;
+      this.removedFrom[w] = [];
       if (regret < 1 && !Number.isNaN(before) && win.arrivals[w] > 0 && win.failed[w] / win.arrivals[w] > before + regret) {
         this.heldUntil[w] = nowS + this.rule.o.stabilisationS;
         // one back, unless the inner policy adds one of w already
@@ -125,6 +132,7 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
         if (n < 0) break;
         plan.add(w, n, -1);
         this.removedAtShare[w] = win.arrivals[w] > 0 ? win.failed[w] / win.arrivals[w] : 0;
+        this.removedFrom[w].push([n, plan.replicas(n, w)]);
       }
     }
     return plan.ops;

@@ -478,7 +478,7 @@ describe("hpa's scale-in after another policy (WithHpaScaleIn)", () => {
     expect(run({ ...base, light }, edge)).toEqual(run(base, edge));
   });
 
-  it('with regret it puts back one replica of a service whose failed share rose past it after a removal, and removes none of it for the stabilisation period', () => {
+  it('with regret it puts back one replica of a service whose failed share rose past it after a removal that happened, and removes none of it for the stabilisation period', () => {
     const c = new Cluster(s);
     const idle = () => windowOf(W, new Array<number>(W).fill(0.05), 40, 25);
     const p = new WithHpaScaleIn(fixed([]), { regret: 0.05 });
@@ -491,15 +491,27 @@ describe("hpa's scale-in after another policy (WithHpaScaleIn)", () => {
       for (const o of ops) r[o.service] -= o.delta;
       return r;
     };
+    // the executor: removals happen (a ready replica goes), additions are not needed here
+    const carryOut = (ops: ScaleOp[]) => {
+      for (const o of ops) if (o.delta < 0) c.ready[o.node * W + o.service]--;
+    };
     const v0 = at(25, idle());
     p.reset(1, v0);
-    const first = removedPer(p.decide(v0));
+    const firstOps = p.decide(v0);
+    const first = removedPer(firstOps);
     expect(first[0]).toBeGreaterThan(0); // every idle service loses replicas, 0 and 1 among them
     expect(first[1]).toBeGreaterThan(0);
     // the next window: service 0 fails 20% of its requests (it failed none before), service 1 4%
     const hurt = idle();
     hurt.failed[0] = 8;
     hurt.failed[1] = 1.6;
+    // the same orders refused (the cluster unchanged): nothing was removed, so nothing goes back
+    const refused = new WithHpaScaleIn(fixed([]), { regret: 0.05 });
+    refused.reset(1, at(25, idle()));
+    expect(refused.decide(at(25, idle()))).toEqual(firstOps);
+    expect(refused.decide(at(50, hurt)).some((o) => o.delta > 0)).toBe(false);
+    c.now = 25;
+    carryOut(firstOps);
     const second = p.decide(at(50, hurt));
     expect(second.filter((o) => o.service === 0).map((o) => o.delta)).toEqual([1]); // one back
     expect(second.some((o) => o.service === 1 && o.delta > 0)).toBe(false); // 0.04 is within 0.05
