@@ -40,6 +40,16 @@ const until = async (cond: () => boolean, ms = 5000) => {
   }
 };
 
+/** One /telemetry answer: a healthy node's smooth series, numbered by seq. */
+const sample = (seq: number) =>
+  JSON.stringify({
+    seq,
+    cpu: 0.5 + 0.05 * Math.sin(seq),
+    mem: 0.4 + 0.03 * Math.cos(seq),
+    disk: 0.1 + 0.01 * Math.sin(2 * seq),
+    upload: 0.3 + 0.02 * Math.cos(3 * seq),
+  });
+
 describe('TelemetryPoller', () => {
   it('stops polling a node without /telemetry, counts garbage as failures, and skips a repeated seq', async () => {
     const missing = await server((_q, res) => res.writeHead(404).end());
@@ -70,14 +80,6 @@ describe('TelemetryPoller', () => {
   });
 
   it('keeps polling a node that was unreachable while the baselines built, and gives it a filter when it answers; a stuck seq does not hold up the others', async () => {
-    const sample = (seq: number) =>
-      JSON.stringify({
-        seq,
-        cpu: 0.5 + 0.05 * Math.sin(seq),
-        mem: 0.4 + 0.03 * Math.cos(seq),
-        disk: 0.1 + 0.01 * Math.sin(2 * seq),
-        upload: 0.3 + 0.02 * Math.cos(3 * seq),
-      });
     let okSeq = 0;
     let lateSeq = 0;
     let lateUp = false;
@@ -114,14 +116,6 @@ describe('TelemetryPoller', () => {
   });
 
   it('after the start, excludes a node whose seq stops changing (device:stale) and re-admits it after healthy windows once it sends again', async () => {
-    const sample = (seq: number) =>
-      JSON.stringify({
-        seq,
-        cpu: 0.5 + 0.05 * Math.sin(seq),
-        mem: 0.4 + 0.03 * Math.cos(seq),
-        disk: 0.1 + 0.01 * Math.sin(2 * seq),
-        upload: 0.3 + 0.02 * Math.cos(3 * seq),
-      });
     let seqA = 0;
     let seqB = 0;
     let frozen = false;
