@@ -51,6 +51,20 @@ export interface AdminReply {
 const ANSWER_WITHIN_MS = 20_000;
 
 const bad = (reason: string): AdminReply => ({ status: 400, body: { reason } });
+
+/** The body the HTTP layer could not parse: judged after the route and method (404/405 first). */
+export const NOT_JSON: unique symbol = Symbol('not JSON');
+
+/** The fields each change takes: any other is refused (a misspelt `ttl` must not make a permanent override). */
+const FIELDS: Record<string, readonly string[]> = {
+  '/v1/scale': ['service', 'replicas', 'node', 'ttlS', 'reason', 'by'],
+  '/v1/scale/release': ['service', 'reason', 'by'],
+  '/v1/nodes/hold': ['node', 'reason', 'by'],
+  '/v1/nodes/readmit': ['node', 'reason', 'by'],
+};
+
+/** Shortest override: one that ends before a step could apply it would replace the old one for nothing. */
+const MIN_TTL_S = 1;
 /** C0 and C1 control characters (newlines, escapes), DEL included: refused in reason/by, masked by kais status. */
 // eslint-disable-next-line no-control-regex
 export const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
@@ -78,8 +92,12 @@ export class AdminApi {
     const allowed = gets.includes(path) ? 'GET' : posts.includes(path) ? 'POST' : null;
     if (allowed === null) return { status: 404, body: { reason: `no ${path} here (known: ${[...gets, ...posts].join(', ')})` } };
     if (method !== allowed) return { status: 405, body: { reason: `${path} takes ${allowed}, not ${method}` } };
+    if (body === NOT_JSON) return bad('body: not JSON');
     if (typeof body !== 'object' || body === null || Array.isArray(body)) return bad('body: must be a JSON object');
     const b = body as Record<string, unknown>;
+    const known = FIELDS[path];
+    const stray = Object.keys(b).find((k) => !known.includes(k));
+    if (stray !== undefined) return bad(`${stray.slice(0, 40)}: not a field of ${path} (its fields: ${known.join(', ')})`);
     const reason = b.reason;
     if (typeof reason !== 'string' || reason.trim() === '' || reason.length > 500) return bad('reason: say why, in 1..500 characters');
     // kept in events and printed by kais status: no line breaks or terminal escapes
@@ -112,7 +130,8 @@ export class AdminApi {
       if (typeof replicas === 'string') return bad(replicas);
       let untilMs: number | null = null;
       if (b.ttlS !== undefined && b.ttlS !== null) {
-        if (typeof b.ttlS !== 'number' || !(b.ttlS > 0 && b.ttlS <= 30 * 86400)) return bad('ttlS: must be seconds in (0, 2592000]');
+        if (typeof b.ttlS !== 'number' || !(b.ttlS >= MIN_TTL_S && b.ttlS <= 30 * 86400))
+          return bad(`ttlS: must be seconds in ${MIN_TTL_S}..2592000`);
         untilMs = Date.now() + b.ttlS * 1000;
       }
       s.setOverride({ service, replicas, node, untilMs, reason, by, setMs: Date.now() });
@@ -132,6 +151,16 @@ export class AdminApi {
       const node = int('node', 0, this.numNodes - 1);
       if (typeof node === 'string') return bad(node);
       if (path === '/v1/nodes/hold') {
+        // an override pinned to the node would stay listed and never be applied, and the policy's
+        // orders for its service are dropped while it stands: the service would lose that node's replicas for good
+        const pinned = s.snapshot().overrides.find((o) => o.node === node);
+        if (pinned)
+          return {
+            status: 409,
+            body: {
+              reason: `node: node ${node} carries the override of service ${pinned.service} (release it first: kais scale --release ${pinned.service})`,
+            },
+          };
         s.hold({ node, reason, by, setMs: Date.now() });
         return this.changed(before, 'admin-hold', `${by}: node ${node} held out: ${reason}`);
       }

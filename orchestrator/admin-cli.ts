@@ -226,10 +226,9 @@ export const SCALE_SPEC = {
   }),
   node: opt.integer({ min: 0, describe: 'hold the count on this edge node only' }),
   ttl: opt.number({
-    min: 0,
-    minExclusive: true,
+    min: 1,
     max: 2_592_000,
-    describe: 'seconds until the override ends by itself (default: until --release)',
+    describe: 'seconds until the override ends by itself, at least 1 (default: until --release)',
   }),
   release: opt.boolean({ default: false, describe: 'end the override: the service goes back to the policy' }),
   reason: opt.string({ demand: true, describe: 'why (recorded in the event)' }),

@@ -24,7 +24,7 @@ import * as http from 'node:http';
 import { capConnectionsPerAddress, HTTP_SERVER_LIMITS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS } from '../shared/http-limits';
 import * as https from 'node:https';
 import type { TlsPair } from '../shared/tls';
-import type { AdminApi } from './admin-api';
+import { NOT_JSON, type AdminApi } from './admin-api';
 import type { DashboardFeed } from './dashboard';
 import { bearerMatches } from '../shared/auth';
 import { collectDefaultMetrics, Registry } from 'prom-client';
@@ -216,7 +216,7 @@ export class OrchestratorHttp {
         try {
           body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
         } catch {
-          return json(res, 400, { reason: 'body: not JSON' });
+          body = NOT_JSON; // the API judges the route and method first (404/405), then says so
         }
       }
       admin.api.handle(req.method ?? 'GET', url, query, body).then(

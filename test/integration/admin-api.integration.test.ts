@@ -14,6 +14,11 @@ import { loadScenario } from '../../shared/scenario';
 
 const TOKEN = 'admin-token-of-the-test-0123456789';
 
+/** A body sent as it is (not JSON-encoded). */
+class Raw {
+  constructor(readonly text: string) {}
+}
+
 function call(
   port: number,
   method: string,
@@ -21,7 +26,7 @@ function call(
   body?: unknown,
   token: string | null = TOKEN,
 ): Promise<{ status: number; body: any }> {
-  const text = body === undefined ? '' : JSON.stringify(body);
+  const text = body === undefined ? '' : body instanceof Raw ? body.text : JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const headers: Record<string, string | number> = { 'content-length': Buffer.byteLength(text) };
     if (token !== null) headers.authorization = `Bearer ${token}`;
@@ -170,9 +175,12 @@ describe('admin API', () => {
 
   it('an override with a ttl ends by itself, with an event', async () => {
     const o = await start();
-    await call(o.httpPort!, 'POST', '/v1/scale', { service: 1, replicas: 4, ttlS: 0.2, reason: 'short' });
+    // under 1 s it would end before a step could apply it, and replace the old override for nothing
+    const short = await call(o.httpPort!, 'POST', '/v1/scale', { service: 1, replicas: 4, ttlS: 0.2, reason: 'short' });
+    expect([short.status, short.body.reason]).toEqual([400, 'ttlS: must be seconds in 1..2592000']);
+    await call(o.httpPort!, 'POST', '/v1/scale', { service: 1, replicas: 4, ttlS: 1, reason: 'short' });
     expect(total(o.loop.placement, 1)).toBe(4);
-    await new Promise((r) => setTimeout(r, 250));
+    await new Promise((r) => setTimeout(r, 1050));
     await o.loop.stepNow();
     expect(o.store.events({ kind: 'admin-expired' })).toHaveLength(1);
     expect((await call(o.httpPort!, 'GET', '/v1/status')).body.overrides).toEqual([]);
@@ -195,6 +203,23 @@ describe('admin API', () => {
     expect(kinds).toEqual(['admin-hold']);
   });
 
+  it('refuses to hold a node an override is pinned to (the service would lose its replicas there for good)', async () => {
+    const o = await start();
+    const port = o.httpPort!;
+    expect((await call(port, 'POST', '/v1/scale', { service: 2, replicas: 2, node: 0, reason: 'pin' })).status).toBe(200);
+    const v = o.registry.placementVersion;
+    const h = await call(port, 'POST', '/v1/nodes/hold', { node: 0, reason: 'disk' });
+    expect(h.status).toBe(409);
+    expect(h.body.reason).toBe('node: node 0 carries the override of service 2 (release it first: kais scale --release 2)');
+    expect((await call(port, 'GET', '/v1/status')).body.holds).toEqual([]);
+    expect(o.registry.placementVersion).toBe(v);
+    expect(o.store.events({ kind: 'admin-hold' })).toEqual([]);
+    // another node holds, and after the release node 0 does too
+    expect((await call(port, 'POST', '/v1/nodes/hold', { node: 1, reason: 'disk' })).status).toBe(200);
+    expect((await call(port, 'POST', '/v1/scale/release', { service: 2, reason: 'done' })).status).toBe(200);
+    expect((await call(port, 'POST', '/v1/nodes/hold', { node: 0, reason: 'disk' })).status).toBe(200);
+  });
+
   it('refuses a missing or wrong token, and bad input with one reason naming the field', async () => {
     const o = await start();
     const port = o.httpPort!;
@@ -210,6 +235,11 @@ describe('admin API', () => {
       // kept in events and printed by kais status: one line, no terminal escapes
       [{ service: 1, replicas: 2, reason: 'line1\nservice  replicas' }, /^reason: one line of text/],
       [{ service: 1, replicas: 2, reason: 'x', by: '\u001b[31mRED' }, /^by: one line of text/],
+      // a misspelt field is refused, not dropped: `ttl` would have made a permanent override
+      [
+        { service: 1, replicas: 2, reason: 'x', ttl: 5 },
+        /^ttl: not a field of \/v1\/scale \(its fields: service, replicas, node, ttlS, reason, by\)$/,
+      ],
     ];
     for (const [body, msg] of cases) {
       const r = await call(port, 'POST', '/v1/scale', body);
@@ -217,11 +247,28 @@ describe('admin API', () => {
       expect(r.body.reason).toMatch(msg);
     }
     expect(o.store.events({ kind: 'admin-scale' })).toHaveLength(0);
+    for (const [p, body] of [
+      ['/v1/scale/release', { service: 1, reason: 'x', node: 2 }],
+      ['/v1/nodes/hold', { node: 1, reason: 'x', service: 3 }],
+      ['/v1/nodes/readmit', { node: 1, reason: 'x', ttlS: 5 }],
+    ] as const) {
+      const r = await call(port, 'POST', p, body);
+      expect(r.status).toBe(400);
+      expect(r.body.reason).toMatch(/^(node|service|ttlS): not a field of /);
+    }
+    expect((await call(port, 'GET', '/v1/status')).body.holds).toEqual([]);
     // the route before the body: a known path with the wrong method is 405, an unknown path 404
     expect((await call(port, 'GET', '/v1/scale')).status).toBe(405);
     expect((await call(port, 'POST', '/v1/status', {})).status).toBe(405);
     const nope = await call(port, 'POST', '/v1/nope', {});
     expect(nope.status).toBe(404);
     expect(nope.body.reason).toMatch(/^no \/v1\/nope here \(known: /);
+    // a body that is not JSON is judged after the route and method too
+    const notJson = new Raw('{bad');
+    expect((await call(port, 'POST', '/v1/status', notJson)).status).toBe(405);
+    expect((await call(port, 'PUT', '/v1/scale', notJson)).status).toBe(405);
+    expect((await call(port, 'POST', '/v1/nope', notJson)).status).toBe(404);
+    const r = await call(port, 'POST', '/v1/scale', notJson);
+    expect([r.status, r.body.reason]).toEqual([400, 'body: not JSON']);
   });
 });
