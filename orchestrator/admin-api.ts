@@ -208,6 +208,14 @@ export class AdminApi {
           ...this.d.status(),
         },
       };
-    return { status: 200, body: { ok: true, event: kind, message, applied, ...this.d.status() } };
+    // the cluster took it and the agents were told; only the placement's record is missing
+    const warning =
+      out.stored === false
+        ? {
+            warning:
+              'applied and pushed to the agents, but the store could not keep the placement (database or disk full): a restart resumes the last stored one',
+          }
+        : {};
+    return { status: 200, body: { ok: true, event: kind, message, applied, ...warning, ...this.d.status() } };
   }
 }

@@ -149,7 +149,9 @@ function refusedNote(r: Record<string, unknown>, open = '; ', close = ''): strin
   if (r.pending === true) return `${open}saved; the cluster is still applying it: see kais status${close}`;
   const applied = r.applied as { refused?: unknown } | undefined;
   const n = applied && Number.isInteger(applied.refused) ? (applied.refused as number) : 0;
-  return n > 0 ? `${open}the cluster refused ${n} order(s): see kais status${close}` : '';
+  // the store could not keep the placement (disk full): the change acted, but an operator must know
+  const unstored = typeof r.warning === 'string' ? `${open}${oneLine(r.warning)}${close}` : '';
+  return (n > 0 ? `${open}the cluster refused ${n} order(s): see kais status${close}` : '') + unstored;
 }
 
 /** The whole exchange with the orchestrator, and the largest answer read (a status of a large cluster is well under it). */

@@ -636,7 +636,8 @@ export async function startOrchestrator(
     store.close();
     throw e;
   });
-  const registry = new ModelRegistry(store, hub);
+  // a placement the store cannot keep is still pushed (the executor has changed the cluster), and logged
+  const registry = new ModelRegistry(store, hub, { storeWrite: (what, write) => guard.run(what, write, true) });
   registryRef = registry;
   // refusals any peer can provoke before it is authenticated (a failed TLS handshake, a refused
   // hello): an event (stored, logged) at most once a window (a minute) per kind and address; the

@@ -45,11 +45,13 @@ export interface StepOutcome {
   executed: number;
   refused: number;
   error?: string;
+  /** false: the placement was pushed, but the store could not keep it (database or disk full). */
+  stored?: boolean;
 }
 
 export interface PlacementLoopOptions {
   scenario: Scenario;
-  registry: Pick<ModelRegistry, 'publishPlacement'>;
+  registry: Pick<ModelRegistry, 'publishPlacement'> & Partial<Pick<ModelRegistry, 'lastPlacementStored'>>;
   executor: LiveExecutor;
   /** A heuristic's name, or the policy object itself (gpg: built from its model by the caller). */
   policy: OrchestrationPolicyName | OrchestrationPolicy;
@@ -240,6 +242,7 @@ export class PlacementLoop {
     }
     if (this.stopped) return outcome;
     this.o.registry.publishPlacement(this.frame, this.d);
+    if (this.o.registry.lastPlacementStored === false) outcome.stored = false;
     return outcome;
   }
 

@@ -1,7 +1,12 @@
 /**
- * The model registry: the one place that issues weight and placement versions. A new version is
- * written to the store first and only then broadcast, so an agent can never hold a version the
- * orchestrator would forget on a restart. It also records, from the hub's events, which agent is
+ * The model registry: the one place that issues weight and placement versions. A new weights
+ * version is written to the store first and only then broadcast, so an agent can never hold weights
+ * the orchestrator would forget on a restart. A placement is published after the executor changed
+ * the cluster: when the store cannot keep it (database or disk full, with `storeWrite`), it is
+ * still pushed, since agents whose masks miss the cluster's change would send requests to replicas
+ * that are gone; after a restart the orchestrator serves its last stored placement, and agents
+ * holding a newer number of the same epoch take it (agent/runtime.ts: held versions above the
+ * current are not trusted). It also records, from the hub's events, which agent is
  * connected and which versions it holds (its `hello`, then its acks).
  *
  * Restart: `Store.open(file)` + `startHub(store, options)` serves the latest stored weights and
@@ -25,12 +30,24 @@ export async function startHub(store: Store, options: Omit<HubOptions, 'weights'
   return Hub.listen({ ...options, weights, placement, epoch: store.epoch });
 }
 
+export interface ModelRegistryOptions {
+  /**
+   * Runs a store write that may fail for reasons outside the program (main.ts StoreGuard): false
+   * when it failed (logged there). Used for placements only. @defaultValue the write itself (a failure throws)
+   */
+  storeWrite?: (what: string, write: () => void) => boolean;
+}
+
 export class ModelRegistry {
   private readonly detach: (() => void)[] = [];
+  /** Whether the latest published placement is in the store; placements pushed that the store could not keep. */
+  lastPlacementStored = true;
+  unstoredPlacements = 0;
 
   constructor(
     private readonly store: Store,
     private readonly hub: Hub,
+    private readonly o: ModelRegistryOptions = {},
   ) {
     const onSession: HubEvents['session'] = (s) => store.agentConnected(s.eapId, s.sessionId, s);
     const onClosed: HubEvents['sessionClosed'] = (s) => store.agentDisconnected(s.eapId, s.sessionId);
@@ -47,8 +64,11 @@ export class ModelRegistry {
     return this.store.latestModelVersion();
   }
 
+  /** The latest placement version published (stored, or pushed when the store could not keep it). */
   get placementVersion(): number | null {
-    return this.store.latestPlacementVersion();
+    const stored = this.store.latestPlacementVersion();
+    const pushed = this.hub.placementVersion;
+    return stored === null ? pushed : pushed === null ? stored : Math.max(stored, pushed);
   }
 
   /** New actor weights (in `model.getWeights()` order) and the head they were trained with (carried to the agents): next version, stored, then pushed to every agent. */
@@ -85,11 +105,14 @@ export class ModelRegistry {
     return this.publishWeights(unpackWeights(old), old.head);
   }
 
-  /** New placement d[w][n] for orchestration frame `frame`: next version, stored, then pushed. */
+  /** New placement d[w][n] for orchestration frame `frame`: next version, stored (if the store can), then pushed. */
   publishPlacement(frame: number, d: Placement): PlacementBody {
-    const body = placementBody((this.store.latestPlacementVersion() ?? 0) + 1, frame, d);
+    const body = placementBody((this.placementVersion ?? 0) + 1, frame, d);
     body.epoch = this.store.epoch;
-    this.store.putPlacement(body);
+    const put = () => this.store.putPlacement(body);
+    const stored = this.o.storeWrite ? this.o.storeWrite(`placement v${body.version}`, put) : (put(), true);
+    this.lastPlacementStored = stored;
+    if (!stored) this.unstoredPlacements++;
     this.hub.broadcastPlacement(body);
     return body;
   }

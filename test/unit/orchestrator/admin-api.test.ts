@@ -1,6 +1,7 @@
 /**
  * The admin API's answer to a change the store could not keep: 503, the change undone (it would
- * have been lost at the next restart, though answered 200), nothing asked of the cluster. The API
+ * have been lost at the next restart, though answered 200), nothing asked of the cluster; and
+ * to one whose placement the store could not keep after the cluster took it (200 with a warning). The API
  * on a real orchestrator: test/integration/admin-api.integration.test.ts.
  */
 import { AdminApi } from '../../../orchestrator/admin-api';
@@ -67,5 +68,25 @@ describe('AdminApi', () => {
     });
     expect(state.isHeld(0)).toBe(true);
     finish();
+  });
+
+  it('a step whose placement the store could not keep (disk full): 200, the cluster took it and the agents were told, with a warning', async () => {
+    const api = new AdminApi({
+      scenario: loadScenario('tiny'),
+      state: new AdminState(),
+      save: () => true,
+      event: () => undefined,
+      stepNow: async () => ({ cluster: true, executed: 1, refused: 0, stored: false }),
+      status: () => ({ placementVersion: 4 }),
+      events: () => [],
+      forecast: () => null,
+    });
+    const r = await api.handle('POST', '/v1/scale', new URLSearchParams(), { service: 0, replicas: 2, reason: 'launch' });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({
+      ok: true,
+      applied: { executed: 1, refused: 0 },
+      warning: expect.stringMatching(/^applied and pushed to the agents, but the store could not keep the placement/),
+    });
   });
 });

@@ -9,6 +9,7 @@ import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { StoreGuard } from '../../../orchestrator/main';
 import { isStoreWriteError, Store, StoreError } from '../../../orchestrator/store';
+import { ModelRegistry, startHub } from '../../../orchestrator/registry';
 import type { Transition } from '../../../shared/protocol/envelope';
 
 const transitions = (n: number, obsDim = 256): Transition[] =>
@@ -128,6 +129,41 @@ describe('Store bounds and epochs', () => {
     ).toThrow('a bug');
     expect(isStoreWriteError(new TypeError('x'))).toBe(false);
     s.close();
+  });
+
+  it('pushes a placement the full store cannot keep (the cluster changed already), numbers on past it, and stores the next one once there is room', async () => {
+    const s = Store.open(path.join(dir, 'o.db'), { limits: { fileMaxBytes: 512 * 1024, experienceMaxBytes: 64 * 1024 } });
+    const hub = await startHub(s, {});
+    const lines: string[] = [];
+    const guard = new StoreGuard((l) => lines.push(l));
+    const registry = new ModelRegistry(s, hub, { storeWrite: (what, write) => guard.run(what, write, true) });
+    try {
+      const d = [
+        [1, 0],
+        [0, 1],
+      ];
+      registry.publishPlacement(1, d);
+      expect([s.latestPlacementVersion(), registry.lastPlacementStored]).toEqual([1, true]);
+      for (let i = 0; i < 400 && guard.failures === 0; i++)
+        guard.run('experience', () => s.appendExperience({ eap: 0, transitions: transitions(20) }));
+      expect(guard.failures).toBe(1); // the file is full
+      const big = Array.from({ length: 64 }, () => new Array<number>(512).fill(1)); // a placement that needs new pages
+      const v2 = registry.publishPlacement(2, big);
+      expect(v2.version).toBe(2);
+      expect(registry.lastPlacementStored).toBe(false);
+      expect(registry.unstoredPlacements).toBe(1);
+      expect(hub.placementVersion).toBe(2); // pushed
+      expect(registry.placementVersion).toBe(2);
+      expect(s.latestPlacementVersion()).toBe(1); // not kept
+      expect(lines[1]).toMatch(/^store write failed \(SQLITE_FULL: database or disk is full\) writing placement v2;/);
+      s.prune(); // room again
+      const v3 = registry.publishPlacement(3, d);
+      expect([v3.version, registry.lastPlacementStored, s.latestPlacementVersion(), hub.placementVersion]).toEqual([3, true, 3, 3]);
+    } finally {
+      registry.dispose();
+      await hub.close();
+      s.close();
+    }
   });
 
   it('refuses at open a file that is not SQLite, a foreign SQLite file, an empty one read-only, and a missing folder, leaving them as they were', () => {
