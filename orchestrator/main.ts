@@ -366,6 +366,11 @@ export function readConfig(file: string): OrchestratorConfig {
       fileMaxMB: 1e7,
     },
   );
+  // row counts are whole; a limit that rounds to 0 would be no limit at all (the store's 0)
+  for (const k of ['metricsMaxRows', 'eventsMaxRows'] as const)
+    if (!Number.isInteger(lim[k])) fail(`limits.${k}`, `must be a whole number of rows >= 1, got ${lim[k]}`);
+  for (const k of ['experienceMaxMB', 'fileMaxMB'] as const)
+    if (Math.round(lim[k] * 1048576) < 1) fail(`limits.${k}`, `must be at least one byte, got ${lim[k]} MB`);
   const intake = section(
     'intake',
     { maxTransitionsPerS: 2000, maxFramesPerS: 200, maxMBPerS: 16, quarantineAfter: 10, quarantineS: 60 },

@@ -37,6 +37,9 @@ fs.writeFileSync(
 fs.writeFileSync(f('wrong-scenario-config.json'), JSON.stringify({ scenario: 'nope' }));
 fs.writeFileSync(f('bad-speed-config.json'), JSON.stringify({ scenario: 'tiny', speed: -3 }));
 fs.writeFileSync(f('bad-heartbeat-config.json'), JSON.stringify({ scenario: 'tiny', heartbeatMs: 1e15 }));
+// a fraction of a row rounded to 0, which the store reads as no limit
+fs.writeFileSync(f('fraction-rows-config.json'), JSON.stringify({ scenario: 'tiny', limits: { eventsMaxRows: 0.4 } }));
+fs.writeFileSync(f('zero-bytes-config.json'), JSON.stringify({ scenario: 'tiny', limits: { fileMaxMB: 1e-9 } }));
 fs.writeFileSync(f('targets-shape.json'), JSON.stringify({ nodes: 'http://x' }));
 fs.writeFileSync(f('targets-count.json'), JSON.stringify({ nodes: ['http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' }));
 fs.writeFileSync(
@@ -295,6 +298,8 @@ const CASES: string[][] = [
   ['orchestrator', '--config', f('wrong-scenario-config.json')],
   ['orchestrator', '--config', f('bad-speed-config.json')],
   ['orchestrator', '--config', f('bad-heartbeat-config.json')],
+  ['orchestrator', '--config', f('fraction-rows-config.json')],
+  ['orchestrator', '--config', f('zero-bytes-config.json')],
   ['orchestrator', '--config', '/dev/zero'],
   ORCH('--port', '70000'),
   ORCH('--port', 'abc'),
