@@ -134,6 +134,9 @@ async function call(
   }
   if (reply.status === 404 && names.notFound && /^(service \d+ has no override|node \d+ is not held)$/.test(reason))
     throw new UsageError(`${names.notFound}: ${reason}`);
+  // the CLI calls only routes the API has: any other 404/405 is another server on that port
+  if (reply.status === 404 || reply.status === 405)
+    throw new UsageError(`--orchestrator ${a.orchestrator}: ${reason} (not a kais orchestrator's HTTP port?)`);
   // the API names its body fields (replicas: ..., ttlS: ...): the line names the flag that carried it
   if (reply.status >= 400)
     throw new UsageError(

@@ -59,6 +59,9 @@ const MODES: Record<string, Mode> = {
       message: 'ann: service 0 to 2 replica(s) in total: x',
       placementVersion: 5,
     }),
+  // another server's refusal of a route the API has (kais node's admin port, say)
+  otherRoute: (res) => json(res, 404, { reason: 'no such route (known: /state, /telemetry)' }),
+  otherMethod: (res) => json(res, 405, { reason: 'GET only' }),
   escape: (res) =>
     void res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ reason: 'bad\u001b[31m red\nline' })),
 };
@@ -102,6 +105,12 @@ describe('the admin commands against a server that is not a kais orchestrator', 
     ['scale', 'redirect', /answered HTTP 302/],
     ['status', 'huge', /an answer over \d+ bytes/],
     ['scale', 'escape', /^kais: bad\?\[31m red\?line$/],
+    [
+      'status',
+      'otherRoute',
+      /^kais: --orchestrator http:\/\/127\.0\.0\.1:\d+: no such route \(known: \/state, \/telemetry\) \(not a kais orchestrator's HTTP port\?\)$/,
+    ],
+    ['scale', 'otherMethod', /^kais: --orchestrator http:\/\/127\.0\.0\.1:\d+: GET only \(not a kais orchestrator's HTTP port\?\)$/],
   ])('kais %s, %s: exit 2 and one line', async (cmd, mode, line) => {
     const args = cmd === 'scale' ? ['--service', '0', '--replicas', '2', '--reason', 'x'] : [];
     const r = await runInProcess([cmd, '--orchestrator', at(mode), ...args]);
