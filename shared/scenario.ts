@@ -294,7 +294,8 @@ export function validateScenario(raw: unknown, source: string): Scenario {
       deadlineSlack: num(wl, 'deadlineSlack', 'workload.deadlineSlack', 0),
     },
   };
-  if (!(s.workload.ratePerS > 0)) fail('workload.ratePerS', 'must be more than 0 (requests/s at load 1), got 0');
+  if (!(s.workload.ratePerS >= MIN_RATE_PER_S))
+    fail('workload.ratePerS', `must be at least ${MIN_RATE_PER_S} (requests/s at load 1), got ${s.workload.ratePerS}`);
 
   // arrival weights: only their ratios matter; each is 0 (no requests) or in [1e-6, 1e6], so their
   // sum is a finite positive number and no ratio underflows (1e308s summed to Infinity, 5e-324
@@ -370,6 +371,9 @@ export function validateScenario(raw: unknown, source: string): Scenario {
  * rewards are computed and states recorded. Throws UsageError naming `flag` when the frame is not a
  * whole number of such slots.
  */
+/** The fewest requests per second a workload may have (scenario rate x load): about one every 12 days. */
+export const MIN_RATE_PER_S = 1e-6;
+
 /**
  * A load factor the scenario can be run at: its expected requests per frame (workload.ratePerS x
  * the frame's seconds x load) within SCENARIO_LIMITS.requestsPerFrame, the limit a scenario file is
@@ -377,6 +381,12 @@ export function validateScenario(raw: unknown, source: string): Scenario {
  */
 export function checkLoad(s: Scenario, load: number, flag = '--load'): void {
   const perFrame = s.workload.ratePerS * s.slotS * s.slotsPerFrame * load;
+  // far below one request a day is no workload, and near the smallest double the generator's
+  // arrival windows overflowed to Infinity and it never ended (1e-308)
+  if (!(s.workload.ratePerS * load >= MIN_RATE_PER_S))
+    throw new UsageError(
+      `${flag}: ${load} x scenario ${s.name}'s ${s.workload.ratePerS} requests/s is below ${MIN_RATE_PER_S} requests/s (no request would arrive)`,
+    );
   if (perFrame > SCENARIO_LIMITS.requestsPerFrame) {
     throw new UsageError(
       `${flag}: ${load} x scenario ${s.name}'s ${fmt(Math.round(perFrame / load))} requests per frame = ${fmt(Math.round(perFrame))}, more than ${fmt(SCENARIO_LIMITS.requestsPerFrame)}`,

@@ -247,6 +247,8 @@ function* stochastic(ctx: Ctx, t0: number, t1: number): Generator<number, void, 
   const a = cal.arrivals;
   const k = a.perMinuteMeanTasks;
   const winS = k / ctx.rate;
+  // callers check the rate (shared/scenario.ts MIN_RATE_PER_S); an infinite window would never end
+  if (!Number.isFinite(winS)) return;
   const cv2 = a.perMinuteCv * a.perMinuteCv;
   const varM = Math.max(0, cv2 - sizes.tasksMeanSq / (sizes.tasksMean * k));
   const sigma = Math.sqrt(Math.log(1 + varM));

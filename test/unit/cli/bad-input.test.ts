@@ -34,6 +34,11 @@ fs.writeFileSync(
   f('rate-scenario.json'),
   JSON.stringify({ ...TINY_RAW, workload: { ...(TINY_RAW as { workload: object }).workload, ratePerS: 1e308 } }),
 );
+// and with one so small that the generator's windows overflowed and it never ended
+fs.writeFileSync(
+  f('tiny-rate-scenario.json'),
+  JSON.stringify({ ...TINY_RAW, workload: { ...(TINY_RAW as { workload: object }).workload, ratePerS: 1e-307 } }),
+);
 fs.writeFileSync(f('wrong-scenario-config.json'), JSON.stringify({ scenario: 'nope' }));
 fs.writeFileSync(f('bad-speed-config.json'), JSON.stringify({ scenario: 'tiny', speed: -3 }));
 fs.writeFileSync(f('bad-heartbeat-config.json'), JSON.stringify({ scenario: 'tiny', heartbeatMs: 1e15 }));
@@ -439,6 +444,9 @@ describe('the line names the flag the user gave, and nothing is created before i
     [TRAIN('--trace', f('empty')), /^kais: --trace: \S+ is empty/],
     [TRAIN('--trace', f('trace-cols.csv')), /^kais: --trace: /],
     [EVAL('--scenario', f('rate-scenario.json')), /workload\.ratePerS/],
+    [EVAL('--scenario', f('tiny-rate-scenario.json')), /field "workload\.ratePerS" must be at least 0\.000001/],
+    [EVAL('--load', '1e-308'), /^kais: --load: 1e-308 x scenario tiny's \S+ requests\/s is below 0\.000001 requests\/s/],
+    [TRAIN('--load', '1e-308'), /^kais: --load: 1e-308 x scenario tiny's/],
     [
       EVAL('--policies', 'cmmac/hpa', '--checkpoint', f('binary.bin')),
       /no \S+binary\.bin\.json beside it: an exported actor is the \.bin and its \.json/,
