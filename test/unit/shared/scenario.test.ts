@@ -209,8 +209,11 @@ describe('contradictions and degenerate values', () => {
       ).initialReplicasPerEap,
     ).toBe(2);
   });
-  it('workload.ratePerS must be more than 0', () => {
-    expect(refusal(tiny((r) => (r.workload.ratePerS = 0)))).toMatch(/^f\.json: field "workload\.ratePerS" must be more than 0/);
+  it('workload.ratePerS must be at least 1e-6 (0, or so small that the generator never ended)', () => {
+    expect(refusal(tiny((r) => (r.workload.ratePerS = 0)))).toMatch(/^f\.json: field "workload\.ratePerS" must be at least 0\.000001/);
+    expect(refusal(tiny((r) => (r.workload.ratePerS = 1e-307)))).toMatch(
+      /must be at least 0\.000001 \(requests\/s at load 1\), got 1e-307$/,
+    );
   });
   it.each([
     [1e308, /field "services\[0\]\.weight" must be in \[0, 1000000\], got 1e\+308/],
