@@ -201,9 +201,52 @@ describe('kais train (smoke, tiny scenario)', () => {
     expect(held).not.toBeNull();
     expect(metricsOf(stopped)).toHaveLength(Number(held![1])); // the frames after the last checkpoint are not kept
     expect(Number(held![1])).toBeLessThan(6);
-    const r = kais(...args, '--out', stopped, '--resume');
+    // exactly the line it printed: the run's own scenario (tiny), not the default (kais)
+    const r = kais('train', '--resume', '--out', stopped);
     expect(r.code).toBe(0);
     expect(metricsOf(stopped)).toEqual(metricsOf(whole));
+  });
+
+  it('--resume says which flags it ignores (the run keeps its stored settings), and writes an --export-actor named now', () => {
+    const out = path.join(tmp, 'ign.db');
+    expect(kais(...base, '--frames', '1', '--out', out).code).toBe(0);
+    const actor = path.join(tmp, 'ign.bin');
+    const r = kais('train', '--out', out, '--resume', '--frames', '2', '--seed', '7', '--lr', '0.5', '--export-actor', actor);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/^ignored on --resume \(the run keeps its stored settings\): --seed, --lr$/m);
+    expect([fs.existsSync(actor), fs.existsSync(`${actor}.json`)]).toEqual([true, true]);
+  });
+
+  it("refuses an --export-actor that is the run's own --out or another run's database, before training", () => {
+    const other = path.join(tmp, 'a.db');
+    const before = fs.readFileSync(other);
+    const self = path.join(tmp, 'self.db');
+    expectUsageExit(
+      kais(...base, '--frames', '1', '--out', self, '--export-actor', self),
+      /--export-actor \S+self\.db: it is the --out file too/,
+    );
+    expect(fs.existsSync(self)).toBe(false);
+    expectUsageExit(
+      kais(...base, '--frames', '1', '--out', path.join(tmp, 'clash.db'), '--export-actor', other),
+      /--export-actor \S+a\.db: is a SQLite database \(a kais train run\?\)/,
+    );
+    expect(fs.readFileSync(other).equals(before)).toBe(true);
+    const dirJson = path.join(tmp, 'z.bin.json');
+    fs.mkdirSync(dirJson);
+    expectUsageExit(
+      kais(...base, '--frames', '1', '--out', path.join(tmp, 'z.db'), '--export-actor', path.join(tmp, 'z.bin')),
+      /z\.bin\.json is in the way/,
+    );
+    fs.rmdirSync(dirJson);
+  });
+
+  it('exits 2 with one line for a checkpoint whose state holds no random-number state', () => {
+    const out = path.join(tmp, 'norng.db');
+    fs.copyFileSync(path.join(tmp, 'a.db'), out);
+    const db = new Database(out);
+    db.prepare(`UPDATE checkpoints SET state = '{"x":1}'`).run();
+    db.close();
+    expectUsageExit(kais(...base, '--frames', '3', '--out', out, '--resume'), /holds no random-number state/);
   });
 
   it('refuses to overwrite an existing file without --resume', () => {

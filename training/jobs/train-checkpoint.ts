@@ -108,8 +108,14 @@ export function resumeFrom<M>(db: CheckpointDb, n: TrainNets, rngs: { act: Rng; 
   const ck = db.latest();
   if (!ck) return null;
   restoreNets(n, ck, db.path);
-  rngs.act.setState(ck.state.rng.act);
-  rngs.learn.setState(ck.state.rng.learn);
+  const rng = (ck.state as Partial<RunState> | null)?.rng;
+  if (!rng || typeof rng !== 'object' || !rng.act || !rng.learn)
+    throw new UsageError(
+      `${db.path}: the checkpoint of frame ${ck.frame} holds no random-number state (damaged, or not written by kais train)`,
+      'KAIS_ERR_CHECKPOINT',
+    );
+  rngs.act.setState(rng.act);
+  rngs.learn.setState(rng.learn);
   const state = ck.state as RunState;
   if (curriculum && !state.curriculum) throw new UsageError(`${db.path}: curriculum run without the lesson state in its checkpoint`);
   const metrics = db
@@ -199,7 +205,38 @@ export function exportActor(file: string, arrays: Float32Array[], shapes: number
       0,
     ),
   );
-  fs.writeFileSync(`${file}.tmp`, bytes);
-  fs.renameSync(`${file}.tmp`, file);
-  fs.writeFileSync(`${file}.json`, `${JSON.stringify(meta, null, 2)}\n`);
+  writeFilesAtomically([
+    [`${file}.json`, `${JSON.stringify(meta, null, 2)}\n`],
+    [file, bytes],
+  ]);
+}
+
+/** The code of writeFilesAtomically's file-system failure (a UsageError: one line; the caller decides the exit code). */
+export const EXPORT_WRITE_FAILED = 'KAIS_ERR_EXPORT_WRITE';
+
+/**
+ * Writes each [path, data] through a temporary beside it, renamed in order once all are written:
+ * a full disk or a folder in the way leaves the previous files (or none) and no temporary, never a
+ * new .bin beside an old .json. A file-system failure is a UsageError (code EXPORT_WRITE_FAILED)
+ * naming the file; hand-written (a few lines) rather than a dependency for two call sites.
+ */
+export function writeFilesAtomically(files: [string, string | Uint8Array][]): void {
+  const tmp = files.map(([p]) => `${p}.tmp`);
+  let at = files[0][0];
+  try {
+    files.forEach(([p, data], i) => {
+      at = p;
+      fs.writeFileSync(tmp[i], data);
+    });
+    files.forEach(([p], i) => {
+      at = p;
+      fs.renameSync(tmp[i], p);
+    });
+  } catch (e) {
+    // our temporaries only: a folder of that name (the failure's cause, maybe) is left alone
+    for (const t of tmp) if (fs.lstatSync(t, { throwIfNoEntry: false })?.isFile()) fs.rmSync(t, { force: true });
+    const err = e as NodeJS.ErrnoException;
+    if (typeof err.code !== 'string' || !err.syscall) throw e;
+    throw new UsageError(`${at}: cannot write it (${err.code}: ${err.message.replace(/^[A-Z]+: /, '')})`, EXPORT_WRITE_FAILED);
+  }
 }

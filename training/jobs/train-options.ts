@@ -473,7 +473,68 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
   if (!opts.resume && fs.existsSync(opts.out) && fs.statSync(opts.out).size > 0) {
     throw new UsageError(`--out ${opts.out}: file exists; pass --resume to continue it or choose another file`);
   }
+  checkExportTarget('--export-actor', opts.exportActor, opts, ['.json']);
+  checkExportTarget('--export-gpg', opts.exportGpg, opts, []);
   return { opts, scenario, newLessons };
+}
+
+/**
+ * An export file must not be one the run reads or writes (--out, --init-from, --gpg-init, the other
+ * export), nor another SQLite file (a run: --export-actor q.db once turned the run's own database
+ * into weights), and no folder may stand where it or its temporaries go. Checked before training.
+ */
+function checkExportTarget(flag: string, file: string | null | undefined, opts: TrainOptions, companions: string[]): void {
+  if (!file) return;
+  const target = path.resolve(file);
+  const mine = [target, ...companions.map((c) => `${target}${c}`)];
+  const others: [string, string | null | undefined][] = [
+    ['--out', opts.out],
+    ['--init-from', opts.initFrom],
+    ['--gpg-init', opts.gpgInit],
+    ['--export-actor', opts.exportActor],
+    ['--export-gpg', opts.exportGpg],
+  ];
+  for (const [f, v] of others)
+    if (f !== flag && v && mine.includes(path.resolve(v)))
+      throw new UsageError(`${flag} ${file}: it is the ${f} file too, and would be overwritten; choose another name`);
+  if (isSqliteFile(target))
+    throw new UsageError(`${flag} ${file}: is a SQLite database (a kais train run?), and would be overwritten; choose another name`);
+  for (const p of [...mine, ...mine.map((m) => `${m}.tmp`)]) {
+    const st = fs.statSync(p, { throwIfNoEntry: false });
+    if (st && !st.isFile()) throw new UsageError(`${flag} ${file}: ${p} is in the way (not a regular file)`);
+  }
+}
+
+/** Whether `file` starts with SQLite's header. */
+function isSqliteFile(file: string): boolean {
+  let fd: number | null = null;
+  try {
+    fd = fs.openSync(file, 'r');
+    const head = Buffer.alloc(16);
+    return fs.readSync(fd, head, 0, 16, 0) === 16 && head.toString('latin1') === 'SQLite format 3\u0000';
+  } catch {
+    return false;
+  } finally {
+    if (fd !== null) fs.closeSync(fd);
+  }
+}
+
+/** Settings a resume takes from the command line; every other one comes from the stored run. */
+const RESUME_TAKES = new Set(['frames', 'out', 'resume', 'json', 'exportActor', 'exportGpg', 'scenario', 'curriculum']);
+
+/**
+ * --resume: the flags given that differ from the stored run's settings, which the run keeps (as
+ * --flag names), for one "ignored" line. --scenario is checked against the run, and a curriculum's
+ * lessons are stored with it.
+ */
+export function ignoredOnResume(given: Partial<TrainOptions>, stored: TrainConfig): string[] {
+  const out: string[] = [];
+  for (const [k, v] of Object.entries(given)) {
+    if (v === undefined || RESUME_TAKES.has(k)) continue;
+    if (JSON.stringify(v) !== JSON.stringify((stored as unknown as Record<string, unknown>)[k]))
+      out.push(`--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`);
+  }
+  return out;
 }
 
 /** Resolved config: the options plus what they imply; the first row a run writes. */
@@ -497,7 +558,17 @@ export function resolveConfig(
   const { scenario, newLessons } = checked;
   let opts = checked.opts;
   // the stored run config wins; only the total length may be extended
-  if (stored) opts = { ...stored, frames: given.frames ?? stored.frames, out: opts.out, resume: true, json: opts.json };
+  // (an export named now is written at the end, as a fresh run's would be)
+  if (stored)
+    opts = {
+      ...stored,
+      frames: given.frames ?? stored.frames,
+      out: opts.out,
+      resume: true,
+      json: opts.json,
+      exportActor: given.exportActor ?? stored.exportActor,
+      exportGpg: given.exportGpg ?? stored.exportGpg,
+    };
   // a fresh run stores its files as absolute paths, so that --resume, --plot and kais export find
   // them from any directory (runs stored before read theirs from the working directory, as then)
   else

@@ -57,12 +57,23 @@ import { episodeRequests } from '../workload/window';
 import { makeOrchestration } from '../baselines/registry';
 import { CurriculumTracker, lessonPlan, singlePlan, withCloudVms, type CheckpointLabel, type LessonRecord } from '../curriculum/tracker';
 import { CheckpointDb, checkScenario, DiskFullError } from '../../shared/nets/checkpoint-db';
-import { exportBestActor, initFrom, newRunNets, restoreNets, resumeFrom, saveCheckpoint, type BestEval } from './train-checkpoint';
+import {
+  EXPORT_WRITE_FAILED,
+  exportBestActor,
+  initFrom,
+  newRunNets,
+  restoreNets,
+  resumeFrom,
+  saveCheckpoint,
+  writeFilesAtomically,
+  type BestEval,
+} from './train-checkpoint';
 import {
   checkStoredLessonTraces,
   checkTrainOptions,
   makeTeacher,
   resolveConfig,
+  ignoredOnResume,
   resolveCurriculumFlag,
   TRAIN_CLI_SPEC,
   TRAIN_SPEC,
@@ -119,6 +130,8 @@ export interface TrainResult {
   finalEval: number | null;
   wallS: number;
   framesPerS: number;
+  /** --export-actor or --export-gpg could not be written (said in one line; the run is in --out). */
+  exportFailed?: boolean;
 }
 
 // -------------------------------------------------------------------------------------- SETUP
@@ -148,6 +161,10 @@ export async function train(
     if (stored?.lessons) {
       const at = (db.latest()?.state as RunState | undefined)?.curriculum?.lesson ?? 0;
       checkStoredLessonTraces(checked.opts.out, stored.lessons, at);
+    }
+    if (stored) {
+      const ignored = ignoredOnResume(options, stored);
+      if (ignored.length > 0) log(`ignored on --resume (the run keeps its stored settings): ${ignored.join(', ')}`);
     }
     const config = resolveConfig(checked, given, stored, shape);
     return await run(config, scenario, shape, db, stored !== null, log, stop);
@@ -516,21 +533,36 @@ async function run(
     );
     lastCheckpointEpisode = episode;
   }
+  // an export the file system refuses (a full disk, a folder in the way) is one line and exit 1
+  // after the summary; the run itself is kept in --out
+  let exportFailed = false;
+  const exporting = (flag: string, write: () => void) => {
+    try {
+      write();
+    } catch (e) {
+      if (!(e instanceof UsageError && e.code === EXPORT_WRITE_FAILED)) throw e;
+      log(`kais: ${flag} ${e.message}; the run is kept in ${config.out} (kais eval --checkpoint reads it)`);
+      exportFailed = true;
+    }
+  };
   if (stop?.aborted)
     metrics.length = framesDone; // the frames after the last checkpoint are recomputed on --resume
   else if (config.exportActor) {
     const { scenarioFingerprint, head, obsDim, numActions, frames } = config;
-    log(
-      exportBestActor(config.exportActor, db, best, bestActor, actor, {
-        scenario: scenario.name,
-        scenarioFingerprint,
-        head,
-        obsDim,
-        numActions,
-        frames,
-        // a model chosen by sampled evaluations is deployed sampling (kais eval, kais up read it)
-        ...(evalActOf(config) === 'sample' ? { act: 'sample' as const } : {}),
-      }),
+    const file = config.exportActor;
+    exporting('--export-actor', () =>
+      log(
+        exportBestActor(file, db, best, bestActor, actor, {
+          scenario: scenario.name,
+          scenarioFingerprint,
+          head,
+          obsDim,
+          numActions,
+          frames,
+          // a model chosen by sampled evaluations is deployed sampling (kais eval, kais up read it)
+          ...(evalActOf(config) === 'sample' ? { act: 'sample' as const } : {}),
+        }),
+      ),
     );
   }
   if (!stop?.aborted && gpg && config.exportGpg) {
@@ -565,8 +597,11 @@ async function run(
         ...(config.gpgInit ? { gpgInit: config.gpgInit } : {}),
       },
     });
-    fs.writeFileSync(config.exportGpg, text);
-    log(`GPG written to ${config.exportGpg} (${best ? `best evaluation, frame ${best.frame}, ${best.eval.toFixed(4)}` : 'last weights'})`);
+    const file = config.exportGpg;
+    exporting('--export-gpg', () => {
+      writeFilesAtomically([[file, text]]);
+      log(`GPG written to ${file} (${best ? `best evaluation, frame ${best.frame}, ${best.eval.toFixed(4)}` : 'last weights'})`);
+    });
   }
   if (gpg) {
     gpg.learner.dispose();
@@ -585,7 +620,23 @@ async function run(
     finalEval,
     wallS: round(wallS, 2),
     framesPerS: round(trainedNow / wallS, 3),
+    ...(exportFailed ? { exportFailed } : {}),
   };
+}
+
+/** The scenario a stored run was trained on, or null when the file is not a readable run (later checks say why). */
+function storedScenarioOf(out: string | null | undefined): string | null {
+  if (!out || !fs.existsSync(out) || fs.statSync(out).size === 0) return null;
+  try {
+    const db = CheckpointDb.open(out, 'read');
+    try {
+      return db.config<TrainConfig>()?.scenario ?? null;
+    } finally {
+      db.close();
+    }
+  } catch {
+    return null;
+  }
 }
 
 /** The orchestration a cmmac/gpg run's evaluation uses: the lesson's, GPG greedy when that is gpg. */
@@ -604,7 +655,12 @@ export const trainCommand: CommandModule<object, object> = {
     const { plot: plotFile, exportLayers: layersDir, ...given } = givenOptions(TRAIN_CLI_SPEC, argv);
     // the layers model is written after training: a folder that cannot take it is refused now, before --out is created
     if (layersDir) exportLayersTarget(layersDir);
-    const scenario = given.scenario ?? TRAIN_SPEC.scenario.default ?? 'kais';
+    // --resume without --scenario: the run's own (the line printed at Ctrl-C names no scenario)
+    const scenario =
+      given.scenario ??
+      (given.resume ? storedScenarioOf(given.out ?? TRAIN_SPEC.out.default) : null) ??
+      TRAIN_SPEC.scenario.default ??
+      'kais';
     // Ctrl-C: stop at the next decision slot, keep the last checkpoint; a second one exits at the next chance
     const stop = new AbortController();
     const onSigint = () => (stop.signal.aborted ? process.exit(130) : stop.abort());
@@ -641,5 +697,6 @@ export const trainCommand: CommandModule<object, object> = {
       }
     }
     if (layersDir) for (const f of await exportLayers(r.config.out, layersDir)) process.stderr.write(`wrote ${f}\n`);
+    if (r.exportFailed) process.exitCode = 1;
   }),
 };
