@@ -183,8 +183,9 @@ function findFile(dir: string, stem: string, exts: string[]): string | null {
 
 function readSmdStyle(input: string, only?: string[]): Entity[] {
   for (const sub of ['train', 'test', 'test_label']) {
-    if (!fs.existsSync(path.join(input, sub)))
-      throw new UsageError(`${path.join(input, sub)}: missing folder (expected train/, test/, test_label/)`);
+    const st = fs.statSync(path.join(input, sub), { throwIfNoEntry: false });
+    if (!st) throw new UsageError(`${path.join(input, sub)}: missing folder (expected train/, test/, test_label/)`);
+    if (!st.isDirectory()) throw new UsageError(`${path.join(input, sub)}: not a folder (expected train/, test/, test_label/ folders)`);
   }
   const all = fs
     .readdirSync(path.join(input, 'test'))

@@ -412,6 +412,17 @@ const cli = path.join(ROOT, 'dist', 'kais.js');
     expect(r.stderr).toMatch(/\/no\/such\/folder/);
   });
 
+  it('exits 2 with one line when test/ is a file, not a folder (it was a stack trace)', () => {
+    const dir = makeSmdFolder();
+    fs.rmSync(path.join(dir, 'test'), { recursive: true });
+    fs.writeFileSync(path.join(dir, 'test'), '');
+    const r = run('--input', dir);
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(/test: not a folder \(expected train\/, test\/, test_label\/ folders\)$/),
+    ]);
+  });
+
   it('exits 2 with one line naming --theta-s when it is not above 0', () => {
     const r = run('--input', makeSmdFolder(), '--theta-s', '0');
     expect(r.status).toBe(2);
