@@ -174,10 +174,12 @@ describe('long-request flood against a live agent', () => {
     // of service 0 compete with the long ones for service 0's replicas and get a timely 503/504)
     const others = answers.filter((_, i) => i % scenario.services.length !== 0);
     expect(others.filter((a) => a.status === 200).length).toBeGreaterThan(0.9 * others.length);
-    // long requests past their share were refused at once (without the long limit the per-service
-    // limits alone would let up to 512 of them be held, twice the share), and the agent's holding is bounded
+    // the long requests never held more than their share (without the long limit the per-service
+    // limits alone would let up to 512 of them be held, twice the share), and the agent's holding is
+    // bounded. How many were refused at admission depends on how fast the cluster answers the ones
+    // it cannot take ('full') against how fast they arrive: 52-135 on a quiet machine, 0 in a CI run
+    // beside two simulations (they arrived slower than the cluster refused them), so it is printed, not asserted
     expect(maxHeldLong).toBeLessThanOrEqual(longShare);
-    expect(d.counters.admissionRefused).toBeGreaterThan(0);
     expect(maxOutstanding).toBeLessThanOrEqual(bound);
     expect(process.memoryUsage().rss - rssBefore).toBeLessThan(200 * 1024 * 1024);
     process.stderr.write(
