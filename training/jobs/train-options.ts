@@ -9,7 +9,7 @@
  */
 import * as fs from 'fs';
 import * as path from 'path';
-import { checkOptions, opt, defaultsOf, Problem, type OptionsOf } from '../../shared/config';
+import { checkOptions, checkSqliteFile, kebab, opt, defaultsOf, Problem, type OptionsOf } from '../../shared/config';
 import { UsageError, asFlag } from '../../shared/errors';
 import { DEQUEUE_NAMES } from '../../shared/dequeue';
 import type { HeadActivation } from '../../shared/nets/dense-f32';
@@ -425,8 +425,7 @@ export function checkTrainOptions(given: Partial<TrainOptions> & { scenario: str
     const gpgFlags = (['gpgRollouts', 'gpgOpCost', 'gpgReplicaCost', 'gpgLr', 'gpgInit', 'exportGpg'] as const).filter(
       (k) => given[k] !== undefined && given[k] !== null,
     );
-    if (gpgFlags.length > 0)
-      throw new UsageError(`--${gpgFlags[0].replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}: only with --policies cmmac/gpg`);
+    if (gpgFlags.length > 0) throw new UsageError(`--${kebab(gpgFlags[0])}: only with --policies cmmac/gpg`);
   }
   // --init-from: a file that is not a usable run fails now, before --out is created
   if (fresh && opts.initFrom) {
@@ -497,25 +496,12 @@ function checkExportTarget(flag: string, file: string | null | undefined, opts: 
   for (const [f, v] of others)
     if (f !== flag && v && mine.includes(path.resolve(v)))
       throw new UsageError(`${flag} ${file}: it is the ${f} file too, and would be overwritten; choose another name`);
-  if (isSqliteFile(target))
+  const st = fs.statSync(target, { throwIfNoEntry: false });
+  if (st?.isFile() && st.size > 0 && checkSqliteFile(target) === target)
     throw new UsageError(`${flag} ${file}: is a SQLite database (a kais train run?), and would be overwritten; choose another name`);
   for (const p of [...mine, ...mine.map((m) => `${m}.tmp`)]) {
     const st = fs.statSync(p, { throwIfNoEntry: false });
     if (st && !st.isFile()) throw new UsageError(`${flag} ${file}: ${p} is in the way (not a regular file)`);
-  }
-}
-
-/** Whether `file` starts with SQLite's header. */
-function isSqliteFile(file: string): boolean {
-  let fd: number | null = null;
-  try {
-    fd = fs.openSync(file, 'r');
-    const head = Buffer.alloc(16);
-    return fs.readSync(fd, head, 0, 16, 0) === 16 && head.toString('latin1') === 'SQLite format 3\u0000';
-  } catch {
-    return false;
-  } finally {
-    if (fd !== null) fs.closeSync(fd);
   }
 }
 
@@ -531,8 +517,7 @@ export function ignoredOnResume(given: Partial<TrainOptions>, stored: TrainConfi
   const out: string[] = [];
   for (const [k, v] of Object.entries(given)) {
     if (v === undefined || RESUME_TAKES.has(k)) continue;
-    if (JSON.stringify(v) !== JSON.stringify((stored as unknown as Record<string, unknown>)[k]))
-      out.push(`--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`);
+    if (JSON.stringify(v) !== JSON.stringify((stored as unknown as Record<string, unknown>)[k])) out.push(`--${kebab(k)}`);
   }
   return out;
 }
