@@ -1074,6 +1074,8 @@ export async function startOrchestrator(
         orchestration: cfg.orchestration,
         learner: learner ? { ...learner.stats } : null,
         storeWriteFailures: guard.failures,
+        // placements pushed to the agents that the store could not keep (disk full): a restart resumes an older one
+        placementsUnstored: registry.unstoredPlacements,
       }),
     },
     { api: adminApi, token: cfg.adminToken },

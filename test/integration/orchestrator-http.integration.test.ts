@@ -35,7 +35,14 @@ describe('orchestrator HTTP port', () => {
       expect(ready.status).toBe(200); // a fresh store publishes the initial placement at start
       const h = await get(port, '/healthz');
       expect(h.status).toBe(200);
-      expect(JSON.parse(h.text)).toMatchObject({ ok: true, agents: 0, placementVersion: 1, orchestration: 'static' });
+      expect(JSON.parse(h.text)).toMatchObject({
+        ok: true,
+        agents: 0,
+        placementVersion: 1,
+        orchestration: 'static',
+        storeWriteFailures: 0,
+        placementsUnstored: 0,
+      });
       const m0 = parseMetrics((await get(port, '/metrics')).text);
       expect(sample(m0, 'kais_orchestrator_placement_version')).toBe(1);
       expect(sample(m0, 'kais_orchestrator_agents_connected')).toBe(0);
