@@ -19,6 +19,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { UsageError } from '../shared/errors';
+import { writeFileAtomically } from '../shared/atomic-write';
 import { EPOCH_PATTERN, type PlacementBody, type WeightsBody } from '../shared/protocol/envelope';
 import { weightsFromBytes, weightsToBytes } from '../shared/protocol/weights';
 
@@ -62,14 +63,8 @@ export class StateCache {
   }
 
   private write(name: string, bytes: Uint8Array | string): void {
-    const tmp = this.file(`${name}.tmp-${process.pid}`);
-    try {
-      fs.writeFileSync(tmp, bytes, { mode: 0o600 });
-      fs.renameSync(tmp, this.file(name));
-    } catch (e) {
-      fs.rmSync(tmp, { force: true }); // a full disk is not kept full by our half-written file
-      throw e;
-    }
+    // a full disk is not kept full by our half-written file (shared/atomic-write.ts removes it)
+    writeFileAtomically(this.file(name), bytes, { mode: 0o600 });
   }
 
   saveWeights(body: WeightsBody): void {

@@ -19,6 +19,7 @@
  */
 import * as fs from 'node:fs';
 import { UsageError } from '../shared/errors';
+import { writeFileAtomically } from '../shared/atomic-write';
 
 export interface Prediction {
   /** `<dispatch>/<orchestration>` the simulator ran (`kais eval`'s name). */
@@ -94,9 +95,7 @@ export function readPrediction(file: string, where = file): Prediction {
 
 /** Writes a prediction file whole (a temporary file, then a rename: a reader never sees half of it). */
 export function writePrediction(file: string, p: Prediction): void {
-  const tmp = `${file}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, JSON.stringify(p), { mode: 0o600 });
-  fs.renameSync(tmp, file);
+  writeFileAtomically(file, JSON.stringify(p), { mode: 0o600 });
 }
 
 /**

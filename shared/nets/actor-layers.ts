@@ -24,6 +24,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { UsageError } from '../errors';
+import { AtomicWriteError, writeFilesAtomically } from '../atomic-write';
 import { actorArrayCount, ACTOR_HIDDEN, TARGET_SCORER_HIDDEN, type HeadActivation, type TargetBlock } from './actor-f32';
 
 export interface ActorLayersSpec {
@@ -124,8 +125,8 @@ export function checkLayersTarget(dir: string): void {
 /**
  * Writes `dir/model.json` + `dir/weights.bin` (the folder is created) for the actor of `arrays`.
  * Returns the paths written. The target is checked before anything is written (checkLayersTarget);
- * both files go to temporary files that are renamed into place only when both are written, and a
- * failure removes the temporary files (and the folders this call created). A file that cannot be
+ * both files go to temporary files that are renamed into place only when both are written
+ * (shared/atomic-write.ts), and a failure removes them (and the folders this call created). A file that cannot be
  * written is a UsageError naming it.
  */
 export async function writeActorLayers(
@@ -136,7 +137,6 @@ export async function writeActorLayers(
 ): Promise<string[]> {
   checkLayersTarget(dir);
   const model = actorLayersModel(arrays, spec);
-  const temps: string[] = [];
   let created: string | undefined;
   let done = false;
   try {
@@ -160,10 +160,15 @@ export async function writeActorLayers(
           ...(artifacts.userDefinedMetadata ? { userDefinedMetadata: artifacts.userDefinedMetadata } : {}),
         };
         const data = tf.io.CompositeArrayBuffer.join(artifacts.weightData as ArrayBuffer | ArrayBuffer[]);
-        const weightsTemp = writeTemp(weightsFile, Buffer.from(data), temps);
-        const modelTemp = writeTemp(modelFile, `${JSON.stringify(json, null, 1)}\n`, temps);
-        asUsage(weightsFile, 'cannot write', () => fs.renameSync(weightsTemp, weightsFile));
-        asUsage(modelFile, 'cannot write', () => fs.renameSync(modelTemp, modelFile));
+        try {
+          writeFilesAtomically([
+            [weightsFile, Buffer.from(data)],
+            [modelFile, `${JSON.stringify(json, null, 1)}\n`],
+          ]);
+        } catch (e) {
+          if (e instanceof AtomicWriteError) throw new UsageError(`${e.file}: cannot write (${e.code})`);
+          throw e;
+        }
         return { modelArtifactsInfo: tf.io.getModelArtifactsInfoForJSON(artifacts) };
       }),
     );
@@ -172,13 +177,6 @@ export async function writeActorLayers(
   } finally {
     model.dispose();
     if (!done) {
-      for (const t of temps) {
-        try {
-          fs.rmSync(t, { force: true });
-        } catch {
-          // not ours to remove (not a file)
-        }
-      }
       // the folders this call created, deepest first, while empty
       if (created !== undefined) {
         for (let d = path.resolve(dir); ; d = path.dirname(d)) {
@@ -192,14 +190,6 @@ export async function writeActorLayers(
       }
     }
   }
-}
-
-/** Writes `data` to a temporary file beside `file` (listed in `temps`); returns its path. */
-function writeTemp(file: string, data: string | Buffer, temps: string[]): string {
-  const temp = `${file}.${process.pid}.tmp`;
-  temps.push(temp);
-  asUsage(file, 'cannot write', () => fs.writeFileSync(temp, data));
-  return temp;
 }
 
 /** Runs a file operation on `file`; a file system error (with a code) becomes a UsageError naming `file`. */

@@ -3,9 +3,9 @@
  * a few lines of markup), and PNG rendered from that SVG by @resvg/resvg-js (a maintained
  * rasteriser shipped as a prebuilt binary inside its npm package; text uses the system fonts).
  */
-import * as fs from 'fs';
 import * as path from 'path';
 import { UsageError } from '../../shared/errors';
+import { AtomicWriteError, writeFileAtomically } from '../../shared/atomic-write';
 
 export interface Series {
   name: string;
@@ -228,16 +228,10 @@ export function writeSvg(file: string, svg: string): void {
     const { Resvg } = require('@resvg/resvg-js') as typeof import('@resvg/resvg-js');
     data = new Resvg(svg, { font: { loadSystemFonts: true, defaultFontFamily: 'DejaVu Sans' } }).render().asPng();
   } else throw new UsageError(`--plot: ${file}: the file must end in .svg or .png`);
-  const temp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`);
   try {
-    fs.writeFileSync(temp, data);
-    fs.renameSync(temp, file);
+    writeFileAtomically(file, data);
   } catch (e) {
-    try {
-      fs.rmSync(temp, { force: true });
-    } catch {
-      // the message below says what failed; a temp file that cannot be removed either is left
-    }
-    throw new UsageError(`--plot: cannot write ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`, PLOT_WRITE_FAILED);
+    const code = e instanceof AtomicWriteError ? e.code : String(e);
+    throw new UsageError(`--plot: cannot write ${file}: ${code}`, PLOT_WRITE_FAILED);
   }
 }

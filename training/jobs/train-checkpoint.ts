@@ -3,8 +3,8 @@
  * end (weights, Adam moments, every Rng state, the curriculum's state, the episode's metrics), what
  * a resume, a lesson's checkpointIn or --init-from takes back out, and --export-actor's file.
  */
-import * as fs from 'fs';
 import { UsageError } from '../../shared/errors';
+import { AtomicWriteError, writeFilesAtomically as writeAllAtomically } from '../../shared/atomic-write';
 import { Rng } from '../../shared/rng';
 import type { Scenario } from '../../shared/scenario';
 import { ActorNet } from '../../shared/nets/actor';
@@ -215,28 +215,16 @@ export function exportActor(file: string, arrays: Float32Array[], shapes: number
 export const EXPORT_WRITE_FAILED = 'KAIS_ERR_EXPORT_WRITE';
 
 /**
- * Writes each [path, data] through a temporary beside it, renamed in order once all are written:
- * a full disk or a folder in the way leaves the previous files (or none) and no temporary, never a
- * new .bin beside an old .json. A file-system failure is a UsageError (code EXPORT_WRITE_FAILED)
- * naming the file; hand-written (a few lines) rather than a dependency for two call sites.
+ * Writes each [path, data] through a temporary beside it, renamed in order once all are written
+ * (shared/atomic-write.ts): a full disk or a folder in the way leaves the previous files (or none)
+ * and no temporary, never a new .bin beside an old .json. A file-system failure is a UsageError
+ * (code EXPORT_WRITE_FAILED) naming the file.
  */
 export function writeFilesAtomically(files: [string, string | Uint8Array][]): void {
-  const tmp = files.map(([p]) => `${p}.tmp`);
-  let at = files[0][0];
   try {
-    files.forEach(([p, data], i) => {
-      at = p;
-      fs.writeFileSync(tmp[i], data);
-    });
-    files.forEach(([p], i) => {
-      at = p;
-      fs.renameSync(tmp[i], p);
-    });
+    writeAllAtomically(files);
   } catch (e) {
-    // our temporaries only: a folder of that name (the failure's cause, maybe) is left alone
-    for (const t of tmp) if (fs.lstatSync(t, { throwIfNoEntry: false })?.isFile()) fs.rmSync(t, { force: true });
-    const err = e as NodeJS.ErrnoException;
-    if (typeof err.code !== 'string' || !err.syscall) throw e;
-    throw new UsageError(`${at}: cannot write it (${err.code}: ${err.message.replace(/^[A-Z]+: /, '')})`, EXPORT_WRITE_FAILED);
+    if (e instanceof AtomicWriteError) throw new UsageError(e.message, EXPORT_WRITE_FAILED);
+    throw e;
   }
 }

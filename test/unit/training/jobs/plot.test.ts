@@ -68,7 +68,7 @@ describe('writeSvg', () => {
     (fs.writeFileSync as jest.Mock).mockImplementationOnce((file: string, data: string | Buffer) => {
       const bytes = typeof data === 'string' ? Buffer.from(data) : data;
       real(file, bytes.subarray(0, bytes.length >> 1));
-      throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+      throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', syscall: 'write' });
     });
   }
 

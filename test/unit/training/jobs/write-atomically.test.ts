@@ -5,6 +5,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { atomicTemp } from '../../../../shared/atomic-write';
 import { UsageError } from '../../../../shared/errors';
 import { EXPORT_WRITE_FAILED, writeFilesAtomically } from '../../../../training/jobs/train-checkpoint';
 
@@ -21,7 +22,7 @@ describe('writeFilesAtomically', () => {
       [bin, Uint8Array.from([1, 2, 3])],
     ]);
     expect([fs.readFileSync(json, 'utf8'), [...fs.readFileSync(bin)]]).toEqual(['{"v":1}\n', [1, 2, 3]]);
-    fs.mkdirSync(`${bin}.tmp`); // the second temporary cannot be written
+    fs.mkdirSync(atomicTemp(bin)); // the second temporary cannot be written
     let err: unknown;
     try {
       writeFilesAtomically([
@@ -35,7 +36,7 @@ describe('writeFilesAtomically', () => {
     expect((err as UsageError).code).toBe(EXPORT_WRITE_FAILED);
     expect((err as UsageError).message).toMatch(/a\.bin: cannot write it \(EISDIR: /);
     expect([fs.readFileSync(json, 'utf8'), [...fs.readFileSync(bin)]]).toEqual(['{"v":1}\n', [1, 2, 3]]); // the previous pair
-    expect(fs.existsSync(`${json}.tmp`)).toBe(false);
-    expect(fs.statSync(`${bin}.tmp`).isDirectory()).toBe(true);
+    expect(fs.existsSync(atomicTemp(json))).toBe(false);
+    expect(fs.statSync(atomicTemp(bin)).isDirectory()).toBe(true);
   });
 });
