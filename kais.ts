@@ -49,8 +49,29 @@ function commandsFor(name: string | undefined): CommandModule<any, any>[] {
   return Object.values(COMMANDS).map((load) => load());
 }
 
+/**
+ * `--flag -5,10` as `--flag=-5,10`: yargs reads a value that starts with a dash and is not a plain
+ * number (`-Infinity`, `-5,10`, `-.5e3`) as short flags, so the user heard "Unknown arguments: I, n,
+ * f, ..." and not which flag was wrong. kais has no short flags, so a dash followed by a digit, a
+ * point or Infinity/NaN after a long flag is that flag's value (then checked by the flag's own rule).
+ */
+export function joinDashValues(args: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (a === '--') return [...out, ...args.slice(i)];
+    const next = args[i + 1];
+    if (/^--[^=]+$/.test(a) && next !== undefined && /^-(?:[\d.]|inf|nan)/i.test(next)) {
+      out.push(`${a}=${next}`);
+      i++;
+    } else out.push(a);
+  }
+  return out;
+}
+
 /** Runs `kais <args>` (the bin, and tests that drive the commands in-process). */
-export async function runCli(args: string[]): Promise<void> {
+export async function runCli(given: string[]): Promise<void> {
+  const args = joinDashValues(given);
   setCommandLine(args);
   try {
     await parser(args).parseAsync();

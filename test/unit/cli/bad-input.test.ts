@@ -436,6 +436,10 @@ describe('the line names the flag the user gave, and nothing is created before i
     // a boolean's --flag=<value>: yargs read anything but "true" as false (--tls=yes ran plain ws://)
     [UP('--tls=yes'), /^kais: --tls: expected true or false, got "yes"$/],
     [EVAL('--json=1'), /^kais: --json: expected true or false, got "1"$/],
+    // a value with a leading dash that is not a plain number: yargs read it as short flags ("Unknown arguments: I, n, f, ...")
+    [['detect', '--input', dir, '--eta', '-Infinity'], /^kais: --eta: expected a number .*\(finite\), got "-Infinity"$/],
+    [EVAL('--load', '-.5'), /^kais: --load: expected a number > 0 and <= 100, got "-\.5"$/],
+    [EVAL('--json', '-5,10'), /^kais: --json: expected true or false, got "-5,10"$/],
     [['status', '--orchestrator', 'http://127.0.0.1:1', '--json=TRUE'], /^kais: --json: expected true or false, got "TRUE"$/],
     [TRAIN('--orchestration', 'nope'), /^kais: --orchestration: "nope" cannot be held fixed while dispatch learns \(static, hpa, gsp-ss;/],
     [TRAIN('--orchestration', 'gpg'), /^kais: --orchestration: "gpg" cannot be held fixed/],
