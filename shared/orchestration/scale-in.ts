@@ -94,7 +94,8 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
       failed += win.failed[w];
     }
     const l = this.options.light;
-    const light = l !== undefined && this.lightRule !== null && failed < l.belowFailedShare * arrivals;
+    // a window without arrivals is light unless requests that arrived before it failed in it
+    const light = l !== undefined && this.lightRule !== null && (arrivals > 0 ? failed < l.belowFailedShare * arrivals : failed === 0);
     const keepPerEap = light ? l.keepPerEap : (this.options.keepPerEap ?? false);
     // 1 (the default) is no gate, even in a window where a service's failures outnumber its arrivals
     // (requests that arrived before the window and failed in it)

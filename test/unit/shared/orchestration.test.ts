@@ -476,6 +476,12 @@ describe("hpa's scale-in after another policy (WithHpaScaleIn)", () => {
     const edge = windowOf(W, new Array<number>(W).fill(0.45), 40, 25);
     edge.failed.fill(12);
     expect(run({ ...base, light }, edge)).toEqual(run(base, edge));
+    // a window without arrivals is light (it was not: 0 < 0.3 x 0 is false), unless requests that arrived before it failed in it
+    const quiet = windowOf(W, new Array<number>(W).fill(0.45), 0, 25);
+    expect(run({ ...base, light }, quiet)).toEqual(run(lean, quiet));
+    expect(run({ ...base, light }, quiet).length).toBeGreaterThan(0);
+    quiet.failed[0] = 1;
+    expect(run({ ...base, light }, quiet)).toEqual(run(base, quiet));
   });
 
   it('with regret it puts back one replica of a service whose failed share rose past it after a removal that happened, and removes none of it for the stabilisation period', () => {
