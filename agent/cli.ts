@@ -131,7 +131,15 @@ export function readTargets(file: string, numNodes: number): Targets {
   }
   if (o.nodes.length !== numNodes) throw new UsageError(`--targets: ${file} lists ${o.nodes.length} nodes, the scenario has ${numNodes}`);
   const nodes = (o.nodes as string[]).map((u, i) => targetUrl(file, `nodes[${i}]`, u));
-  return { nodes, cloud: targetUrl(file, 'cloud', o.cloud) };
+  const cloud = targetUrl(file, 'cloud', o.cloud);
+  // one server listed twice would be judged (filters, isolation) and loaded as two
+  const seen = new Map<string, string>();
+  for (const [field, u] of [...nodes.map((u, i) => [`nodes[${i}]`, u]), ['cloud', cloud]]) {
+    const first = seen.get(u);
+    if (first !== undefined) throw new UsageError(`--targets: ${file}: ${field} ${JSON.stringify(u)} is ${first}'s URL too`);
+    seen.set(u, field);
+  }
+  return { nodes, cloud };
 }
 
 /**
@@ -152,6 +160,8 @@ function targetUrl(file: string, field: string, raw: string): string {
     throw new UsageError(`--targets: ${file}: ${field} ${JSON.stringify(raw)}: targets speak plain HTTP (http://host:port)`);
   if (url.username || url.password || url.search || url.hash || url.pathname !== '/')
     throw new UsageError(`--targets: ${file}: ${field} ${JSON.stringify(raw)}: only http://host:port (no path, query or user)`);
+  // port 0 is no server's: every request to it failed and went to the cloud, unsaid
+  if (url.port === '0') throw new UsageError(`--targets: ${file}: ${field} ${JSON.stringify(raw)}: port 0 is not a server's port`);
   return `${url.protocol}//${url.host}`;
 }
 

@@ -76,6 +76,7 @@ export class Proxy {
         return Promise.resolve({ kind: 'unreachable', reason: (e as Error).message });
       }
       ({ hostname, port } = url);
+      hostname = bareHost(hostname);
       path = url.pathname + url.search;
     }
     return new Promise<ProxyOutcome>((resolve) => {
@@ -144,10 +145,15 @@ function serveEndpoint(baseUrl: string): ServeEndpoint | null {
   try {
     const url = new URL(`${baseUrl}/serve`);
     if (url.search !== '' || url.hash !== '') return null;
-    return { hostname: url.hostname, port: url.port, path: url.pathname };
+    return { hostname: bareHost(url.hostname), port: url.port, path: url.pathname };
   } catch {
     return null; // new URL throws again per request, as before
   }
+}
+
+/** A URL's host as http.request takes it: an IPv6 address without its brackets (`[::1]` was looked up as a name: ENOTFOUND). */
+function bareHost(hostname: string): string {
+  return hostname.startsWith('[') && hostname.endsWith(']') ? hostname.slice(1, -1) : hostname;
 }
 
 function numbers(v: unknown): number[] | null {
