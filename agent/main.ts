@@ -463,7 +463,12 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     }
     const windows = nodeHealth?.takeWindows(MAX_DEVICE_WINDOWS) ?? [];
     const body = { eap: o.eap, samples, ...(windows.length > 0 ? { windows } : {}), load, ...takeGuardSwitches() };
-    if (rt.sendFrame('telemetry', body)) state.telemetrySent++;
+    try {
+      if (rt.sendFrame('telemetry', body)) state.telemetrySent++;
+    } catch (e) {
+      // a body that cannot be encoded costs this interval's telemetry, never the experience after it
+      log(`telemetry not sent: ${(e as Error).message}`);
+    }
     if (!sendingExperience) {
       sendingExperience = true;
       sendExperienceSoon(EXPERIENCE_PER_FLUSH);

@@ -104,7 +104,9 @@ export class TelemetryPoller {
         return;
       }
       const x = body && [body.cpu, body.mem, body.disk, body.upload];
-      const valid = body && x!.every((v) => typeof v === 'number' && Number.isFinite(v)) && typeof body.seq === 'number';
+      // finite as a float32 too: the device-filter windows go to the orchestrator as float32 (cpu 4e38
+      // is finite in JSON, and its window's frame could not be encoded: the interval's telemetry was lost)
+      const valid = body && x!.every((v) => typeof v === 'number' && Number.isFinite(Math.fround(v))) && typeof body.seq === 'number';
       if (!valid) this.stats.failed++;
       if (!valid || body.seq === this.lastSeq[n]) {
         const none = ++this.noSample[n];

@@ -59,23 +59,28 @@ describe('TelemetryPoller', () => {
         .writeHead(200, { 'content-type': 'application/json' })
         .end(JSON.stringify({ seq: 7, cpu: 0.5, mem: 0.4, disk: 0.1, upload: 0.3 })),
     );
-    const health = new NodeHealth(['a', 'a', 'a'], [0, 0, 0]);
+    // finite in JSON, not as a float32: its window could not be encoded, and the interval's telemetry was lost
+    let seq = 0;
+    const huge = await server((_q, res) =>
+      res.writeHead(200).end(JSON.stringify({ seq: ++seq, cpu: 4e38, mem: 0.4, disk: 0.1, upload: 0.3 })),
+    );
+    const health = new NodeHealth(['a', 'a', 'a', 'a'], [0, 0, 0, 0]);
     const silent: number[] = [];
     const orig = health.silent.bind(health);
     health.silent = (n: number) => {
       silent.push(n);
       orig(n);
     };
-    const p = new TelemetryPoller({ nodeUrls: [missing.url, garbage.url, same.url], health, periodMs: 60, nowS: () => 0 });
+    const p = new TelemetryPoller({ nodeUrls: [missing.url, garbage.url, same.url, huge.url], health, periodMs: 60, nowS: () => 0 });
     p.start();
     try {
-      await until(() => p.stats.failed >= 3 && garbage.hits() >= 3 && same.hits() >= 3);
+      await until(() => p.stats.failed >= 6 && garbage.hits() >= 3 && same.hits() >= 3 && huge.hits() >= 3);
       expect(silent).toEqual([0]);
       expect(missing.hits()).toBe(1); // asked once
-      expect(p.stats.samples).toBe(1); // seq 7 again and again: one sample
+      expect(p.stats.samples).toBe(1); // seq 7 again and again: one sample; cpu 4e38 none
     } finally {
       p.stop();
-      [missing, garbage, same].forEach((s) => s.close());
+      [missing, garbage, same, huge].forEach((s) => s.close());
     }
   });
 
