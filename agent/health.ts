@@ -26,6 +26,8 @@ export interface HealthState {
   tlsFailures?: number;
   /** The orchestrator refused this agent's hello (KAIS_ERR_AUTH): its message; the link then stops for good. */
   linkRefused?: string | null;
+  /** Why the last attempt to reach the orchestrator got no `welcome` (null once connected, or before any attempt failed). */
+  linkProblem?: string | null;
   /** Whether the ingress is https (the agent's --tls-cert). */
   tls?: boolean;
   /** The offline buffer (agent/outbox.ts): what waits while the orchestrator link is down. */
@@ -56,6 +58,8 @@ export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknow
     // the right token brings it back (it said ok: true while cut off for good)
     ok: !s.draining && !s.linkRefused,
     linkRefused: s.linkRefused ?? null,
+    /** Why the orchestrator was not reached on the last attempt (refused connection, another server, an error frame). */
+    linkProblem: s.linkProblem ?? null,
     eap: s.eap,
     framesRefused: s.framesRefused?.() ?? { total: 0, unanswered: 0 },
     connected: s.connected,

@@ -58,8 +58,12 @@ export interface AgentLinkEvents {
   ready: (welcome: WelcomeBody) => void;
   /** A welcomed connection ended; the link will reconnect unless closed. */
   down: (code: number, reason: string) => void;
-  /** The next attempt is scheduled in `delayMs` (attempt counts from 1 since the last welcome). */
-  retry: (delayMs: number, attempt: number) => void;
+  /**
+   * The next attempt is scheduled in `delayMs` (attempt counts from 1 since the last welcome).
+   * `problem`: why the attempt that just ended got no `welcome` (refused connection, another
+   * server, an error frame, no answer), null after a welcomed connection ended.
+   */
+  retry: (delayMs: number, attempt: number, problem: string | null) => void;
   /** The orchestrator refused the `hello` (wrong token). */
   refused: (error: ErrorBody) => void;
   /** A wss:// handshake failed on the orchestrator's certificate (untrusted, expired, wrong host); the link keeps retrying. */
@@ -85,6 +89,8 @@ export class AgentLink extends TypedEmitter<AgentLinkEvents> implements FrameEnd
   private handshakeTimer: NodeJS.Timeout | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
   private lastClose: { code: number; reason: string } = { code: 1000, reason: '' };
+  /** Why the current attempt has no `welcome` yet (the first reason wins; null: none known). */
+  private problem: string | null = null;
   /** Connections that reached `welcome`. */
   connections = 0;
 
@@ -192,7 +198,12 @@ export class AgentLink extends TypedEmitter<AgentLinkEvents> implements FrameEnd
       ...(this.options.ca !== undefined ? { ca: this.options.ca } : {}),
     });
     this.ws = ws;
-    this.handshakeTimer = setTimeout(() => ws.terminate(), this.options.handshakeTimeoutMs ?? 10_000);
+    this.problem = null;
+    const handshakeMs = this.options.handshakeTimeoutMs ?? 10_000;
+    this.handshakeTimer = setTimeout(() => {
+      this.problem ??= `no welcome within ${handshakeMs / 1000} s`;
+      ws.terminate();
+    }, handshakeMs);
     ws.on('open', () => {
       const hello = makeFrame('hello', 0, this.options.hello());
       ws.send(this.codec.encode(hello), { binary: true });
@@ -204,6 +215,8 @@ export class AgentLink extends TypedEmitter<AgentLinkEvents> implements FrameEnd
     // link does not trust is said apart (a configuration problem, not a network one)
     ws.on('error', (e: NodeJS.ErrnoException) => {
       if (isTlsVerifyError(e)) this.emit('tlsError', `${e.code}: ${e.message}`);
+      // ECONNREFUSED, or "Unexpected server response: 426" (an HTTP port, not the hub's)
+      if (!this.isReady) this.problem ??= e.message;
     });
     ws.on('close', (code, reason) => this.onSocketClose(ws, code, reason.toString()));
   }
@@ -219,7 +232,11 @@ export class AgentLink extends TypedEmitter<AgentLinkEvents> implements FrameEnd
     if (!this.isReady) {
       // Before `welcome` the link reads frames itself; anything but welcome or a refusal is dropped.
       const r = this.codec.decode(bytes);
-      if (!r.ok) return;
+      if (!r.ok) {
+        this.problem ??= 'it answered with something other than a kais frame';
+        return;
+      }
+      if (r.frame.type === 'error') this.problem ??= `refused: ${r.frame.body.code}: ${r.frame.body.message}`;
       if (r.frame.type === 'error' && r.frame.body.code === 'KAIS_ERR_AUTH') {
         this.emit('refused', r.frame.body);
         if (!this.options.reconnectOnAuthError) {
@@ -265,6 +282,7 @@ export class AgentLink extends TypedEmitter<AgentLinkEvents> implements FrameEnd
     const wasReady = this.isReady;
     this.isReady = false;
     if (wasReady) this.emit('down', code, reason);
+    else this.problem ??= `closed (${code}${reason ? `: ${reason}` : ''}) before welcome`;
     if (this.stopped) {
       this.finish();
       return;
@@ -272,7 +290,7 @@ export class AgentLink extends TypedEmitter<AgentLinkEvents> implements FrameEnd
     this.attempt++;
     const delayMs = this.nextDelayMs(this.attempt);
     this.retryTimer = setTimeout(() => this.connect(), delayMs);
-    this.emit('retry', delayMs, this.attempt);
+    this.emit('retry', delayMs, this.attempt, wasReady ? null : this.problem);
   }
 
   private finish(): void {

@@ -310,12 +310,42 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   });
   link.on('ready', () => {
     state.connected = true;
+    state.linkProblem = null;
+    loggedProblem = null;
     if (link.connections > 1) state.reconnects++;
     log(`connected to ${o.orchestratorUrl}`);
   });
-  link.on('down', (code) => {
+  link.on('down', (code, reason) => {
     state.connected = false;
-    log(`orchestrator link down (${code}); dispatching on`);
+    const why = `${code}${reason ? `: ${reason}` : ''}`;
+    log(state.draining ? `orchestrator link closed (${why})` : `orchestrator link down (${why}); dispatching on`);
+  });
+  // why the orchestrator is not reached, said (it was silent: a wrong port or a refused hello looked
+  // like a link still coming up): a new reason at once, the same one at attempts 1, 2, 4, 8, ...
+  let loggedProblem: string | null = null;
+  link.on('retry', (delayMs, attempt, problem) => {
+    if (problem === null) return;
+    state.linkProblem = problem;
+    if (problem === loggedProblem && (attempt & (attempt - 1)) !== 0) return;
+    loggedProblem = problem;
+    log(
+      `orchestrator ${o.orchestratorUrl} not reached (attempt ${attempt}): ${problem}; retrying in ${(delayMs / 1000).toFixed(1)} s, dispatching on`,
+    );
+  });
+  // an error frame after welcome (KAIS_ERR_QUARANTINED: what the orchestrator holds against this
+  // agent): logged once per code a minute, the ones in between counted into the next line
+  const peerErrors = new Map<string, { atMs: number; unlogged: number }>();
+  rt.on('peerError', (e) => {
+    const now = Date.now();
+    const seen = peerErrors.get(e.code);
+    if (seen && now - seen.atMs < 60_000) {
+      seen.unlogged++;
+      return;
+    }
+    const more = seen && seen.unlogged > 0 ? ` (and ${seen.unlogged} more of ${e.code} since the last line)` : '';
+    if (peerErrors.size >= 64) peerErrors.clear(); // codes are the peer's words: the map stays small
+    peerErrors.set(e.code, { atMs: now, unlogged: 0 });
+    log(`orchestrator says ${e.code}: ${e.message}${more}`);
   });
   link.on('refused', (e) => {
     state.linkRefused = e.message;

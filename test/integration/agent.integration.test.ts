@@ -209,10 +209,17 @@ describe('kais agent (process wiring)', () => {
     await until(() => first.runtime.weightVersion === 1);
     await first.drain();
 
-    const alone = await start(cache, 'ws://127.0.0.1:1'); // nothing listens there
+    const lines: string[] = [];
+    const alone = await start(cache, 'ws://127.0.0.1:1', { log: (l: string) => lines.push(l) }); // nothing listens there
     expect(alone.health()).toMatchObject({ policy: 'cmmac', weightVersion: 1, placementVersion: 1, connected: false });
     const rs = await Promise.all(Array.from({ length: 5 }, () => post(alone.port, request)));
     expect(rs.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    // and says why it is alone (it was silent), in its log and on /healthz
+    await until(() => lines.some((l) => l.includes('not reached (attempt 1)')));
+    expect(lines.find((l) => l.includes('not reached'))).toMatch(
+      /^orchestrator ws:\/\/127\.0\.0\.1:1 not reached \(attempt 1\): .*ECONNREFUSED.*; retrying in [\d.]+ s, dispatching on$/,
+    );
+    expect(alone.health()).toMatchObject({ ok: true, linkProblem: expect.stringMatching(/ECONNREFUSED/) });
   });
 
   it('answers every request it holds when drained, and takes no new connection meanwhile', async () => {

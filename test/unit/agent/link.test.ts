@@ -1,4 +1,5 @@
-/** AgentLink's reconnect schedule, against a port where nothing listens. */
+/** AgentLink's reconnect schedule, against a port where nothing listens, and why an attempt got no welcome. */
+import * as http from 'node:http';
 import { createServer } from 'node:net';
 import { WebSocketServer } from 'ws';
 import { AgentLink } from '../../../agent/link';
@@ -90,5 +91,58 @@ describe('AgentLink', () => {
     });
     expect(link.send(new Uint8Array([1]))).toBe(false);
     expect(link.ready).toBe(false);
+  });
+
+  it('says why an attempt got no welcome: nothing listening, an HTTP port, an error frame, no answer', async () => {
+    const codec = new Codec();
+    /** The problem of the first failed attempt against `url`. */
+    const problemAt = async (url: string, handshakeTimeoutMs = 10_000): Promise<string | null> => {
+      const link = new AgentLink({
+        url,
+        seed: 1,
+        handshakeTimeoutMs,
+        hello: () => ({ eapId: 0, token: '', agentVersion: 't', weightVersion: null, placementVersion: null }),
+        backoff: { initialMs: 1000, maxMs: 1000 },
+      });
+      const problem = await new Promise<string | null>((resolve) => {
+        link.once('retry', (_d, attempt, p) => {
+          expect(attempt).toBe(1);
+          resolve(p);
+        });
+        link.start();
+      });
+      await link.close();
+      return problem;
+    };
+    expect(await problemAt(`ws://127.0.0.1:${await deadPort()}`)).toMatch(/ECONNREFUSED/);
+    // a plain HTTP server (the orchestrator's admin port, an easy mistake)
+    const web = http.createServer((_q, res) => res.writeHead(426).end());
+    await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve));
+    const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    await new Promise((resolve) => wss.once('listening', resolve));
+    let mode: 'error' | 'garbage' | 'silent' = 'error';
+    wss.on('connection', (ws) => {
+      ws.once('message', () => {
+        if (mode === 'error') {
+          ws.send(codec.encode(makeFrame('error', 0, { code: 'KAIS_ERR_DUPLICATE', message: 'eAP 0 has a live session', of: 0 })));
+          ws.close(4009, 'duplicate');
+        } else if (mode === 'garbage') {
+          ws.send(Buffer.from([1, 2, 3]));
+          ws.close();
+        }
+      });
+    });
+    try {
+      expect(await problemAt(`ws://127.0.0.1:${(web.address() as { port: number }).port}`)).toMatch(/Unexpected server response: 426/);
+      const at = `ws://127.0.0.1:${(wss.address() as { port: number }).port}`;
+      expect(await problemAt(at)).toBe('refused: KAIS_ERR_DUPLICATE: eAP 0 has a live session');
+      mode = 'garbage';
+      expect(await problemAt(at)).toBe('it answered with something other than a kais frame');
+      mode = 'silent';
+      expect(await problemAt(at, 200)).toBe('no welcome within 0.2 s');
+    } finally {
+      web.close();
+      wss.close();
+    }
   });
 });
