@@ -14,7 +14,7 @@
  */
 import type { Argv, CommandModule } from 'yargs';
 import { namingFlags, opt, readInputFile, resolveOptions, yargsOptions } from '../shared/config';
-import { checkHost, checkPortFree, exitWithParent, listenProblem, resolveSecret } from '../shared/lifecycle';
+import { checkHost, checkPortFree, listenProblem, resolveSecret, untilStopSignal } from '../shared/lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadScenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';
@@ -234,15 +234,9 @@ export const agentCommand: CommandModule<object, object> = {
       throw listenProblem(e, 'port', a.port) ?? e;
     });
     process.stdout.write(`${JSON.stringify({ ready: true, eap: a.eap, port: agent.port, ...(tls ? { tls: true } : {}) })}\n`);
-    await new Promise<void>((resolve) => {
-      const stop = () => {
-        log('draining');
-        void agent.drain().then(resolve);
-      };
-      process.once('SIGTERM', stop);
-      process.once('SIGINT', stop);
-      exitWithParent(stop);
-    });
+    await untilStopSignal((signal) => log(`${signal} again: already draining, the requests held are answered first`));
+    log('draining');
+    await agent.drain();
     log('drained, exiting');
     process.exit(0);
   }),

@@ -6,7 +6,7 @@
  */
 import type { Argv, CommandModule } from 'yargs';
 import { namingFlags, opt, resolveOptions, yargsOptions } from '../shared/config';
-import { checkHost, checkPortFree, exitWithParent, listenProblem } from '../shared/lifecycle';
+import { checkHost, checkPortFree, listenProblem, untilStopSignal } from '../shared/lifecycle';
 import { UsageError } from '../shared/errors';
 import { readConfig, startOrchestrator } from './main';
 import { lineLogger, processLogger } from '../shared/log';
@@ -77,11 +77,7 @@ export const orchestratorCommand: CommandModule<object, object> = {
         resumed: o.resumed,
       })}\n`,
     );
-    await new Promise<void>((resolve) => {
-      process.once('SIGTERM', () => resolve());
-      process.once('SIGINT', () => resolve());
-      exitWithParent(resolve);
-    });
+    await untilStopSignal();
     await o.close();
     process.exit(0);
   }),

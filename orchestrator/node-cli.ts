@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Argv, CommandModule } from 'yargs';
 import { namingFlags, opt, resolveOptions, yargsOptions } from '../shared/config';
-import { checkPortFree, exitWithParent, listenProblem, resolveSecret } from '../shared/lifecycle';
+import { checkPortFree, listenProblem, resolveSecret, untilStopSignal } from '../shared/lifecycle';
 import { UsageError } from '../shared/errors';
 import { loadScenario, topologyOf } from '../shared/scenario';
 import { validateFaults, type Fault } from '../shared/faults';
@@ -88,11 +88,7 @@ export const nodeCommand: CommandModule<object, object> = {
     process.stdout.write(
       `${JSON.stringify({ ready: true, nodes: cluster.nodeUrls, cloud: cluster.cloudUrl, admin: cluster.adminUrl, ...(given ? {} : { adminToken }) })}\n`,
     );
-    await new Promise<void>((resolve) => {
-      process.once('SIGTERM', () => resolve());
-      process.once('SIGINT', () => resolve());
-      exitWithParent(resolve);
-    });
+    await untilStopSignal();
     logger.info('stopping: closing every node server');
     await cluster.close();
     process.exit(0);

@@ -26,6 +26,27 @@ export function exitWithParent(onGone: () => void): void {
 }
 
 /**
+ * Resolves at the first SIGTERM or SIGINT (or, with KAIS_EXIT_WITH_PARENT, the parent's exit) with
+ * what it was. The handlers stay: a later signal, while the process stops, is passed to `again`
+ * and nothing else (with process.once it reached Node's default handler, which killed a draining
+ * agent, exit 143, its held requests reset, or an orchestrator closing its store).
+ */
+export function untilStopSignal(again: (signal: 'SIGTERM' | 'SIGINT') => void = () => undefined): Promise<'SIGTERM' | 'SIGINT' | 'parent'> {
+  return new Promise((resolve) => {
+    let stopping = false;
+    const on = (why: 'SIGTERM' | 'SIGINT' | 'parent') => {
+      if (!stopping) {
+        stopping = true;
+        resolve(why);
+      } else if (why !== 'parent') again(why); // the parent check repeats every PARENT_CHECK_MS: not said again
+    };
+    process.on('SIGTERM', () => on('SIGTERM'));
+    process.on('SIGINT', () => on('SIGINT'));
+    exitWithParent(() => on('parent'));
+  });
+}
+
+/**
  * A secret given the way that does not show in `ps`: `fromFile` (the value of a --*-token-file
  * option) or the environment variable `env`; `inline` is the visible --token kept for scripts.
  * Two ways at once is a mistake (which one was meant?); none gives ''.
