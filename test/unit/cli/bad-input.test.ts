@@ -49,7 +49,7 @@ fs.writeFileSync(f('targets-shape.json'), JSON.stringify({ nodes: 'http://x' }))
 fs.writeFileSync(f('targets-count.json'), JSON.stringify({ nodes: ['http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' }));
 fs.writeFileSync(
   f('targets-ok.json'),
-  JSON.stringify({ nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' }),
+  JSON.stringify({ nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:2', 'http://127.0.0.1:3'], cloud: 'http://127.0.0.1:4' }),
 );
 fs.writeFileSync(f('lesson-bad.json'), JSON.stringify({ name: 'l', scenario: 'tiny', frames: 'many' }));
 fs.writeFileSync(f('trace-cols.csv'), 'a,b,c\nd,e,f\n');
@@ -273,6 +273,7 @@ const CASES: string[][] = [
   AGENT('--port', '70000'),
   AGENT('--port', '-1'),
   AGENT('--speed', '0'),
+  AGENT('--speed', '1e-9'), // timers overflowed: telemetry polled ~370 times a second
   AGENT('--explore', '2'),
   AGENT('--experience', 'most'),
   AGENT('--actor-head', 'tanh'),
@@ -318,6 +319,7 @@ const CASES: string[][] = [
   // node
   NODE('--speed', '0'),
   NODE('--speed', 'NaN'),
+  NODE('--speed', '0.0009'),
   NODE('--admin-port', '70000'),
   NODE('--faults', '[1'),
   NODE('--faults', '{}'),
