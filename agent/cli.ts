@@ -15,6 +15,7 @@
 import type { Argv, CommandModule } from 'yargs';
 import { namingFlags, opt, readInputFile, resolveOptions, yargsOptions } from '../shared/config';
 import { checkHost, checkPortFree, listenProblem, resolveSecret, untilStopSignal } from '../shared/lifecycle';
+import { SPEED_RANGE } from '../shared/domain';
 import { UsageError } from '../shared/errors';
 import { loadScenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';
@@ -55,7 +56,7 @@ export const AGENT_SPEC = {
     describe:
       'private directory of the weights/placement cache (created 0700; refused if another user owns it or others can write it; an existing one others can read is made 0700: give a folder of its own, not your home)',
   }),
-  speed: opt.number({ default: 1, min: 0, minExclusive: true, max: 1000, describe: 'time scale of the replayed workload' }),
+  speed: opt.number({ default: 1, min: SPEED_RANGE.min, max: SPEED_RANGE.max, describe: 'time scale of the replayed workload' }),
   actorHead: opt.choice(['softplus1', 'relu1'] as const, {
     default: 'softplus1',
     describe: 'actor head for weights frames that do not name one (older orchestrators): softplus1 (kais train default) or relu1',

@@ -55,7 +55,7 @@ import * as readline from 'node:readline';
 import type { Argv, CommandModule } from 'yargs';
 import { namingFlags, opt, resolveOptions, yargsOptions, type OptionsOf } from '../shared/config';
 import { MAX_LOAD } from '../training/jobs/train-options';
-import type { Request } from '../shared/domain';
+import { SPEED_RANGE, type Request } from '../shared/domain';
 import { UsageError } from '../shared/errors';
 import { AGENT_TOKEN_ENV } from '../agent/cli';
 import { checkLoad, loadScenario, topologyOf, type Scenario } from '../shared/scenario';
@@ -90,9 +90,8 @@ export const UP_SPEC = {
   json: opt.boolean({ default: false, describe: 'print the JSON summary on stdout' }),
   speed: opt.number({
     default: 1,
-    min: 0,
-    minExclusive: true,
-    max: 1000,
+    min: SPEED_RANGE.min,
+    max: SPEED_RANGE.max,
     describe: 'replay speed: x times real time (service and network times scale too)',
   }),
   scenario: opt.string({ default: 'kais', describe: 'built-in scenario or a .json file' }),

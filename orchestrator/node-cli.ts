@@ -13,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import type { Argv, CommandModule } from 'yargs';
 import { namingFlags, opt, resolveOptions, yargsOptions } from '../shared/config';
 import { checkPortFree, listenProblem, resolveSecret, untilStopSignal } from '../shared/lifecycle';
+import { SPEED_RANGE } from '../shared/domain';
 import { UsageError } from '../shared/errors';
 import { loadScenario, topologyOf } from '../shared/scenario';
 import { validateFaults, type Fault } from '../shared/faults';
@@ -26,7 +27,7 @@ export const NODE_ADMIN_TOKEN_ENV = 'KAIS_NODE_ADMIN_TOKEN';
 /** The options of `kais node`, declared once (shared/config.ts makes the flags, checks and docs). */
 export const NODE_SPEC = {
   scenario: opt.string({ default: 'kais', describe: 'built-in scenario or a .json file' }),
-  speed: opt.number({ default: 1, min: 0, minExclusive: true, max: 1000, describe: 'time scale of nominal service times' }),
+  speed: opt.number({ default: 1, min: SPEED_RANGE.min, max: SPEED_RANGE.max, describe: 'time scale of nominal service times' }),
   adminPort: opt.port({ default: 0, describe: 'port of the admin server (placement, stats; 0: a free one)' }),
   adminTokenFile: opt.secretFile({
     defaultText: `$${NODE_ADMIN_TOKEN_ENV}, else a new random one printed as adminToken`,

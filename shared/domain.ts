@@ -46,3 +46,10 @@ export interface Outcome {
   dropped: number;
   queuedAtEnd: number;
 }
+
+/**
+ * The runtime's replay speed (`--speed` of kais up, agent and node: x times real time). Below 1/1000
+ * a second of scenario time takes over 16 minutes, and near 5e-7 the timers overflow (2^31 - 1 ms:
+ * Node fired them every millisecond, and a node answered in 17 ms what should take years).
+ */
+export const SPEED_RANGE = { min: 0.001, max: 1000 } as const;
