@@ -17,7 +17,7 @@ describe('kais agent flags', () => {
   const targets = path.join(dir, 'targets.json');
   fs.writeFileSync(
     targets,
-    JSON.stringify({ nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' }),
+    JSON.stringify({ nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:2', 'http://127.0.0.1:3'], cloud: 'http://127.0.0.1:4' }),
   );
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
   const link = path.join(dir, 'cache-link');
@@ -56,7 +56,7 @@ describe('kais agent token', () => {
   const targets = path.join(dir, 'targets.json');
   fs.writeFileSync(
     targets,
-    JSON.stringify({ nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:1', 'http://127.0.0.1:1'], cloud: 'http://127.0.0.1:1' }),
+    JSON.stringify({ nodes: ['http://127.0.0.1:1', 'http://127.0.0.1:2', 'http://127.0.0.1:3'], cloud: 'http://127.0.0.1:4' }),
   );
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
