@@ -284,11 +284,15 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     log(heuristic ? `weights v${b.version} received, not used (policy ${policy})` : `weights v${b.version} applied`);
   });
   rt.on('placement', () => sync());
-  rt.on('refused', (e, folded) =>
+  rt.on('refused', (e, folded, quiet) => {
+    const before = [
+      ...(folded > 0 ? [`${folded} past the reply budget, not answered`] : []),
+      ...(quiet > 0 ? [`${quiet} answered, not logged`] : []),
+    ];
     log(
-      `refused a frame from the orchestrator: ${e.code} ${e.message}${folded > 0 ? ` (and ${folded} before it, past the reply budget: not answered)` : ''}`,
-    ),
-  );
+      `refused a frame from the orchestrator: ${e.code} ${e.message}${before.length > 0 ? ` (and before it: ${before.join('; ')})` : ''}`,
+    );
+  });
   rt.on('epoch', (c) => {
     state.epochChanges = (state.epochChanges ?? 0) + 1;
     log(`orchestrator epoch ${c.to} (held ${c.from ?? 'none'}): ${c.reason}; adopting its weights and placement whatever their versions`);

@@ -100,9 +100,11 @@ export interface AgentRuntimeEvents {
   placement: (body: PlacementBody) => void;
   /**
    * An inbound frame was refused with this error (already sent to the peer); `folded`: refusals
-   * since the last report that were past the reply budget, neither answered nor reported.
+   * since the last report that were past the reply budget, neither answered nor reported;
+   * `quiet`: refusals of frames a hook refused since the last report, answered but past the
+   * report budget (a peer sending such frames without end flooded the log, 130,000 lines in 8 s).
    */
-  refused: (error: ErrorBody, folded: number) => void;
+  refused: (error: ErrorBody, folded: number, quiet: number) => void;
   /** The orchestrator sent an `error` (e.g. it refused one of our frames). */
   peerError: (error: ErrorBody) => void;
 }
@@ -125,6 +127,9 @@ export class AgentRuntime extends TypedEmitter<AgentRuntimeEvents> {
    */
   private readonly replies = new TokenBucket(REPLY_PER_S, REPLY_BURST, performance.now());
   private folded = 0;
+  /** Reports of hook refusals (always answered): their own budget, so that a garbage flood never hides one. */
+  private readonly hookReports = new TokenBucket(REPLY_PER_S, REPLY_BURST, performance.now());
+  private quiet = 0;
   private readonly codec: Codec;
   private readonly unsubscribe: () => void;
   private held: { weights: WeightsBody | null; placement: PlacementBody | null };
@@ -334,7 +339,8 @@ export class AgentRuntime extends TypedEmitter<AgentRuntimeEvents> {
   /**
    * Answers a refused frame with an error and reports it. `budgeted` (frames that did not decode or
    * came out of turn, which a peer can send without end): within the reply budget only. A frame a
-   * hook refused (weights that do not fit, a bad placement) is always answered and reported.
+   * hook refused (weights that do not fit, a bad placement) is always answered, and reported within
+   * a budget of its own (the ones past it are counted into the next report).
    */
   private refuse(error: ErrorBody, budgeted = true): void {
     this.stats.refused++;
@@ -345,9 +351,14 @@ export class AgentRuntime extends TypedEmitter<AgentRuntimeEvents> {
     }
     const message = error.message.length > 1024 ? `${error.message.slice(0, 1021)}...` : error.message;
     this.sendFrame('error', { ...error, message });
-    const folded = this.folded;
+    if (!budgeted && !this.hookReports.take(1, performance.now())) {
+      this.quiet++;
+      return;
+    }
+    const { folded, quiet } = this;
     this.folded = 0;
-    this.emit('refused', error, folded);
+    this.quiet = 0;
+    this.emit('refused', error, folded, quiet);
   }
 }
 

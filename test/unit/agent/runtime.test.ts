@@ -123,6 +123,28 @@ describe('AgentRuntime', () => {
     t.orch.close();
   });
 
+  it('answers every frame its hook refuses, but reports (logs) them within a budget of their own, the rest counted into the next report', async () => {
+    const reports: [string, number, number][] = [];
+    const t = setup({
+      onWeights: () => {
+        throw new Error('expected 4 tensors, got 1');
+      },
+    });
+    t.runtime.on('refused', (e, folded, quiet) => reports.push([e.code, folded, quiet]));
+    const t0 = performance.now();
+    for (let v = 1; v <= 200; v++) t.sendToAgent(makeFrame('weights', v, weights(v + 1)));
+    await t.receivedAtLeast(200); // every one answered
+    const elapsedS = (performance.now() - t0) / 1000;
+    expect(t.received.filter((f) => f.type === 'error' && f.body.code === 'KAIS_ERR_REJECTED')).toHaveLength(200);
+    expect(reports.length).toBeGreaterThanOrEqual(20);
+    expect(reports.length).toBeLessThanOrEqual(20 + Math.ceil(elapsedS * 5)); // 130,000 log lines in 8 s before
+    await new Promise((r) => setTimeout(r, 300)); // a token back
+    t.sendToAgent(makeFrame('weights', 201, weights(202)));
+    await t.receivedAtLeast(201);
+    expect(reports.at(-1)).toEqual(['KAIS_ERR_REJECTED', 0, 200 - (reports.length - 1)]);
+    t.orch.close();
+  });
+
   it('refuses weights its hook rejects with KAIS_ERR_REJECTED and keeps the old version', async () => {
     const t = setup({
       weights: weights(1),
