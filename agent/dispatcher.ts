@@ -754,9 +754,11 @@ export class Dispatcher {
     const timeoutMs = Math.min(p.deadlineMs * 3 + 1000, p.deadlineMs + 10_000);
     let target = d.target;
     let outcome = await this.send(p, target, timeoutMs);
-    const full = (outcome.kind === 'refused' && outcome.status === 503) || outcome.kind === 'unreachable';
-    if (full && target !== view.cloudTarget && performance.now() - p.t0 < p.deadlineMs) {
-      // the node was full or away: the cloud always takes it
+    // any refusal but 504 (expired: no time left): 503 full or no replica, and a node's own failure
+    // (a 500 answered every request while the cloud sat idle, and none was retried)
+    const notTaken = (outcome.kind === 'refused' && outcome.status !== 504) || outcome.kind === 'unreachable';
+    if (notTaken && target !== view.cloudTarget && performance.now() - p.t0 < p.deadlineMs) {
+      // the node was full, failing or away: the cloud always takes it
       this.counters.retriedOnCloud++;
       target = view.cloudTarget;
       outcome = await this.send(p, target, timeoutMs - (performance.now() - p.t0));

@@ -29,8 +29,16 @@ export interface QosIsolationOptions {
   minSuccessRate: number;
   /** Isolate above this latency (ms). Default 1000. */
   maxLatencyMs: number;
-  /** Ignore observations with fewer requests (too noisy). Default 10. */
+  /**
+   * Judge no fewer requests than this (too noisy). An observation with fewer is pooled with the
+   * node's next ones until they hold this many, over at most poolS. Default 10.
+   */
   minRequests: number;
+  /**
+   * Longest span of pooled low-rate observations (s); older ones are dropped. At 5 requests a
+   * second a node failing every one was never judged (each 1 s interval held 5). Default 30.
+   */
+  poolS: number;
   /** No bad observation for this long before re-admission (s). Default 60. */
   healthyPeriodS: number;
   /** Base isolation time, multiplied by the times isolated (s). Default 30 (Envoy). */
@@ -47,6 +55,7 @@ export const DEFAULT_QOS_ISOLATION_OPTIONS: Readonly<QosIsolationOptions> = Obje
   minSuccessRate: 0.9,
   maxLatencyMs: 1000,
   minRequests: 10,
+  poolS: 30,
   healthyPeriodS: 60,
   baseIsolationS: 30,
   maxIsolationS: 300,
@@ -86,6 +95,8 @@ interface NodeState {
   timesIsolated: number;
   inServiceSinceS: number;
   health: number;
+  /** Low-rate observations pooled until they hold minRequests (requests 0: empty). */
+  pool: { requests: number; successes: number; latencyMsSum: number; sinceS: number };
 }
 
 export class QosIsolation {
@@ -106,7 +117,15 @@ export class QosIsolation {
       if (!Number.isFinite(o[k]) || o[k] < 0) throw new TypeError(`QosIsolation option ${k}: invalid value ${String(o[k])}`);
     }
     if (o.maxIsolatedShare > 1) throw new TypeError(`QosIsolation option maxIsolatedShare: invalid value ${o.maxIsolatedShare}`);
-    this.nodes = eapOfNode.map(() => ({ isolated: false, until: 0, lastBadS: -Infinity, timesIsolated: 0, inServiceSinceS: 0, health: 1 }));
+    this.nodes = eapOfNode.map(() => ({
+      isolated: false,
+      until: 0,
+      lastBadS: -Infinity,
+      timesIsolated: 0,
+      inServiceSinceS: 0,
+      health: 1,
+      pool: { requests: 0, successes: 0, latencyMsSum: 0, sinceS: 0 },
+    }));
     const size = new Map<number, number>();
     for (const e of eapOfNode) size.set(e, (size.get(e) ?? 0) + 1);
     for (const [e, n] of size) this.capOfEap.set(e, Math.max(1, Math.floor(o.maxIsolatedShare * n + 1e-9)));
@@ -126,7 +145,19 @@ export class QosIsolation {
     const o = this.options;
     const st = this.nodes[node];
     if (st === undefined) throw new TypeError(`QosIsolation.observe: unknown node ${node}`);
-    if (obs.requests < o.minRequests || !Number.isFinite(obs.successRate) || !Number.isFinite(obs.latencyMs)) return [];
+    if (!(obs.requests > 0) || !Number.isFinite(obs.successRate) || !Number.isFinite(obs.latencyMs)) return [];
+    if (obs.requests < o.minRequests || st.pool.requests > 0) {
+      // a low rate: pooled with the node's recent observations until they are enough to judge
+      const p = st.pool;
+      if (p.requests > 0 && nowS - p.sinceS > o.poolS) p.requests = 0;
+      if (p.requests === 0) Object.assign(p, { successes: 0, latencyMsSum: 0, sinceS: nowS });
+      p.requests += obs.requests;
+      p.successes += obs.successRate * obs.requests;
+      p.latencyMsSum += obs.latencyMs * obs.requests;
+      if (p.requests < o.minRequests) return [];
+      obs = { requests: p.requests, successRate: p.successes / p.requests, latencyMs: p.latencyMsSum / p.requests };
+      p.requests = 0;
+    }
     const srHealth = obs.successRate / o.minSuccessRate;
     const latHealth = obs.latencyMs > 0 ? o.maxLatencyMs / obs.latencyMs : Infinity;
     st.health = Math.min(srHealth, latHealth);

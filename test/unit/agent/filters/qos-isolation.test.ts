@@ -21,10 +21,39 @@ describe('QosIsolation', () => {
     expect(q.observe(1, slow, 0)[0]).toMatchObject({ kind: 'isolate', rule: 'latency' });
   });
 
-  it('ignores observations with too few requests', () => {
+  it('does not judge an observation with too few requests alone', () => {
     const q = new QosIsolation(tenNodes);
     expect(q.observe(1, { requests: 3, successRate: 0, latencyMs: 1e6 }, 0)).toEqual([]);
     expect(q.isIsolated(1)).toBe(false);
+  });
+
+  it('pools low-rate observations until they hold minRequests: a node failing every request at 5 a second is isolated', () => {
+    const q = new QosIsolation(tenNodes);
+    const fiveFailing = { requests: 5, successRate: 0, latencyMs: 40 };
+    expect(q.observe(2, fiveFailing, 0)).toEqual([]);
+    const ev = q.observe(2, fiveFailing, 1);
+    expect(ev[0]).toMatchObject({
+      kind: 'isolate',
+      rule: 'success-rate',
+      node: 2,
+      metrics: { requests: 10, successRate: 0, latencyMs: 40 },
+    });
+    // a healthy low-rate node is not: 4 of 5 and 5 of 5 served pool to 0.9, not below it
+    expect(q.observe(3, { requests: 5, successRate: 0.8, latencyMs: 40 }, 0)).toEqual([]);
+    expect(q.observe(3, { requests: 5, successRate: 1, latencyMs: 40 }, 1)).toEqual([]);
+    expect(q.isIsolated(3)).toBe(false);
+  });
+
+  it('drops pooled observations older than poolS', () => {
+    const q = new QosIsolation(tenNodes, { poolS: 30 });
+    expect(q.observe(4, { requests: 9, successRate: 0, latencyMs: 40 }, 0)).toEqual([]);
+    // 31 s later: the old 9 are gone, one failed request alone is not judged
+    expect(q.observe(4, { requests: 1, successRate: 0, latencyMs: 40 }, 31)).toEqual([]);
+    expect(q.isIsolated(4)).toBe(false);
+    expect(q.observe(4, { requests: 9, successRate: 0, latencyMs: 40 }, 32)[0]).toMatchObject({
+      kind: 'isolate',
+      metrics: { requests: 10 },
+    });
   });
 
   it('re-admits after the isolation time and a healthy period, with an event', () => {
