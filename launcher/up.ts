@@ -58,6 +58,8 @@ import { MAX_LOAD } from '../training/jobs/train-options';
 import { SPEED_RANGE, type Request } from '../shared/domain';
 import { UsageError } from '../shared/errors';
 import { AGENT_TOKEN_ENV } from '../agent/cli';
+import { ADMIN_TOKEN_ENV } from '../orchestrator/admin-cli';
+import { NODE_ADMIN_TOKEN_ENV } from '../orchestrator/node-cli';
 import { checkLoad, loadScenario, topologyOf, type Scenario } from '../shared/scenario';
 import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../training/workload';
 import { checkpointHead, defaultGpgModelPath, defaultModelPath, isActorFile, modelAct } from '../shared/nets/actor-file';
@@ -276,6 +278,18 @@ export interface UpSummary {
 }
 
 /** A child `kais` process that announced itself with one JSON `ready` line on stdout. */
+
+/**
+ * The environment of kais up's children without the secrets it makes for them: one inherited from
+ * the operator's shell was used instead (a KAIS_NODE_ADMIN_TOKEN made the node refuse every
+ * placement step of the orchestrator, 401, and the run still ended 0).
+ */
+export function childEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const k of [AGENT_TOKEN_ENV, NODE_ADMIN_TOKEN_ENV, ADMIN_TOKEN_ENV]) delete env[k];
+  return env;
+}
+
 class Child {
   readonly proc: ChildProcess;
   readonly ready: Promise<Record<string, unknown>>;
@@ -292,7 +306,7 @@ class Child {
   ) {
     this.proc = spawn(process.execPath, [...process.execArgv, process.argv[1], ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, KAIS_EXIT_WITH_PARENT: '1', ...extraEnv },
+      env: { ...childEnv(), KAIS_EXIT_WITH_PARENT: '1', ...extraEnv },
     });
     const errLines = readline.createInterface({ input: this.proc.stderr! });
     errLines.on('line', (json) => {

@@ -26,9 +26,13 @@ afterEach(() => {
   running.clear();
 });
 
-function kaisUp(args: string[], onStderrLine: (line: string, child: ChildProcess) => void = () => undefined): Promise<Run> {
+function kaisUp(
+  args: string[],
+  onStderrLine: (line: string, child: ChildProcess) => void = () => undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<Run> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [KAIS, 'up', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [KAIS, 'up', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
     running.add(child);
     let stdout = '';
     let stderr = '';
@@ -252,22 +256,33 @@ describe('kais up', () => {
     fs.writeFileSync(file, gpgModelToJson(net, { scenario: 'tiny' }));
     net.dispose();
     // tiny's frame is 25 scenario s: at speed 10 a decision every 2.5 s
-    const run = await kaisUp([
-      '--scenario',
-      'tiny',
-      '--orchestration',
-      'gpg',
-      '--gpg',
-      file,
-      '--speed',
-      '10',
-      '--duration',
-      '8',
-      '--policy',
-      'lec',
-      '--json',
-      '--verbose',
-    ]);
+    const run = await kaisUp(
+      [
+        '--scenario',
+        'tiny',
+        '--orchestration',
+        'gpg',
+        '--gpg',
+        file,
+        '--speed',
+        '10',
+        '--duration',
+        '8',
+        '--policy',
+        'lec',
+        '--json',
+        '--verbose',
+      ],
+      undefined,
+      // tokens in the operator's shell are not the run's: inherited by the node, this one made it
+      // refuse every placement step (401), and the run still ended 0 with one placement applied
+      {
+        ...process.env,
+        KAIS_NODE_ADMIN_TOKEN: 'shell-node-token-1234',
+        KAIS_AGENT_TOKEN: 'shell-agent-token-1234',
+        KAIS_ADMIN_TOKEN: 'shell-admin-token-1234',
+      },
+    );
     expect(run.code).toBe(0);
     const s = summaryOf(run);
     expect(s.evalPolicy).toBe('lec/gpg');
