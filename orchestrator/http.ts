@@ -13,6 +13,7 @@
  *   kais_orchestrator_intake_total{verdict}                 accepted | invalid | rate_limited | quarantined
  *   kais_orchestrator_learner_updates_total{result}         run | published | failed | refused
  *   kais_orchestrator_placement_orders_total{result}        executed | refused
+ *   kais_orchestrator_placement_steps_failed_total          steps that failed (also events placement-failed)
  *   kais_orchestrator_gate_verdicts_total{verdict}          pass | reject | failed (with a weight gate)
  *   kais_orchestrator_gate_last_seconds                     wall time of the last shadow evaluation
  *   kais_orchestrator_canary_total{result}                  started | promoted | rolled_back | superseded (with a canary)
@@ -43,7 +44,7 @@ export interface OrchestratorFigures {
   gate?(): { passed: number; rejected: number; failed: number; lastMs: number } | null;
   /** The canary rollout's counts and the version under canary (null: no canary). */
   canary?(): { started: number; promoted: number; rolledBack: number; superseded: number; running: number | null } | null;
-  placementOrders(): { executed: number; refused: number; deferredSteps: number };
+  placementOrders(): { executed: number; refused: number; deferredSteps: number; failedSteps: number };
   storeWriteFailures(): number;
   /** null when ready, else why not. */
   notReady(): string | null;
@@ -134,6 +135,12 @@ export class OrchestratorHttp {
       'Placement steps that fell due while a weights canary ran (run at its verdict).',
       [],
       () => [[{}, f.placementOrders().deferredSteps]],
+    );
+    counter(
+      'kais_orchestrator_placement_steps_failed_total',
+      'Placement steps that failed (the executor refused the step, the policy threw): each also an event placement-failed.',
+      [],
+      () => [[{}, f.placementOrders().failedSteps]],
     );
     counter('kais_orchestrator_store_write_failures_total', 'Store writes that failed (disk full, read-only, file cap).', [], () => [
       [{}, f.storeWriteFailures()],

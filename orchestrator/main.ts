@@ -848,6 +848,8 @@ export async function startOrchestrator(
     frameMs: (cfg.frameS * 1000) / cfg.speed,
     speed: cfg.speed,
     log,
+    // stored and counted (kais_orchestrator_events_total{kind="placement-failed"}): it was a log line only
+    onStepFailed: (error) => event('placement-failed', `placement step failed: ${error}`),
     admin: {
       state: adminState,
       onExpired: (o) => {
@@ -1060,7 +1062,12 @@ export async function startOrchestrator(
       learner: () => learner?.stats ?? null,
       gate: () => gate?.stats ?? null,
       canary: () => (canary ? { ...canary.stats, running: canary.running?.version ?? null } : null),
-      placementOrders: () => ({ executed: loop.executed, refused: loop.refused, deferredSteps: loop.deferredSteps }),
+      placementOrders: () => ({
+        executed: loop.executed,
+        refused: loop.refused,
+        deferredSteps: loop.deferredSteps,
+        failedSteps: loop.failedSteps,
+      }),
       storeWriteFailures: () => guard.failures,
       notReady: () => {
         const problem = store.fileProblem();

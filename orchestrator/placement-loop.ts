@@ -68,6 +68,8 @@ export interface PlacementLoopOptions {
   /** Seed handed to the policy's reset. @defaultValue 1 */
   seed?: number;
   log?: (line: string) => void;
+  /** A step failed (the executor refused it whole, the policy threw): its message (else the loop logs it). */
+  onStepFailed?: (error: string) => void;
   /** The admin's overrides and holds, applied on top of the policy's orders (orchestrator/admin.ts). */
   admin?: { state: AdminState; onExpired?: (o: ScaleOverride) => void };
   /** Why the policy's steps wait now (null: they do not); a deferred step runs at `resume()`. */
@@ -90,6 +92,8 @@ export class PlacementLoop {
   refused = 0;
   /** Steps that fell due during a hold (`holdWhile`), since the start. */
   deferredSteps = 0;
+  /** Steps that failed since the start (a log line each; they were counted nowhere). */
+  failedSteps = 0;
   /** A step fell due during the current hold and has not run yet. */
   private deferred = false;
 
@@ -172,9 +176,13 @@ export class PlacementLoop {
 
   /** The timers' step: after any step in progress, a failure logged. */
   private queueTick(): void {
-    this.running = this.running
-      .then(() => this.tick())
-      .catch((e) => (this.o.log ?? (() => undefined))(`placement step failed: ${(e as Error).message}`));
+    this.running = this.running.then(() => this.tick()).catch((e) => this.failed((e as Error).message));
+  }
+
+  private failed(error: string): void {
+    this.failedSteps++;
+    if (this.o.onStepFailed) this.o.onStepFailed(error);
+    else (this.o.log ?? (() => undefined))(`placement step failed: ${error}`);
   }
 
   /** Why a deferred step waits now (the hold's reason), or null: none is deferred. */
@@ -261,7 +269,7 @@ export class PlacementLoop {
       .then(() => this.step(admin))
       .catch((e: unknown): StepOutcome => {
         const error = (e as Error).message;
-        (this.o.log ?? (() => undefined))(`placement step failed: ${error}`);
+        this.failed(error);
         return { cluster: true, executed: 0, refused: 0, error };
       });
     this.running = next.then(() => undefined);

@@ -107,7 +107,7 @@ async function orchestratorChild(dbFile: string): Promise<void> {
       eventTotals: () => ({}),
       intake: () => ({ accepted: 0, invalid: 0, rateLimited: 0, quarantined: 0 }),
       learner: () => null,
-      placementOrders: () => ({ executed: 0, refused: 0, deferredSteps: 0 }),
+      placementOrders: () => ({ executed: 0, refused: 0, deferredSteps: 0, failedSteps: 0 }),
       storeWriteFailures: zero,
       notReady: () => null,
       health: () => ({}),

@@ -224,6 +224,25 @@ describe('PlacementLoop', () => {
     };
     await expect(loop.stepNow()).resolves.toEqual({ cluster: true, executed: 0, refused: 0, error: 'fetch failed' });
     expect(lines).toContain('placement step failed: fetch failed');
+    expect(loop.failedSteps).toBe(1); // counted (kais_orchestrator_placement_steps_failed_total): it was a log line only
+    await loop.stop();
+    await f.cluster.close();
+  });
+
+  it('a failed step goes to onStepFailed when given (the orchestrator stores an event), not to the log twice', async () => {
+    const f = fakes();
+    const lines: string[] = [];
+    const failures: string[] = [];
+    const loop = loopOn(f, { policy: 'hpa', log: (l) => lines.push(l), onStepFailed: (e) => failures.push(e) });
+    await loop.start();
+    f.executor.observe = async () => {
+      throw new Error('POST /scale answered 401');
+    };
+    await loop.stepNow();
+    await loop.stepNow();
+    expect(failures).toEqual(['POST /scale answered 401', 'POST /scale answered 401']);
+    expect(loop.failedSteps).toBe(2);
+    expect(lines.filter((l) => l.startsWith('placement step failed'))).toEqual([]);
     await loop.stop();
     await f.cluster.close();
   });
