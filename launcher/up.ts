@@ -61,7 +61,7 @@ import { AGENT_TOKEN_ENV } from '../agent/cli';
 import { ADMIN_TOKEN_ENV } from '../orchestrator/admin-cli';
 import { NODE_ADMIN_TOKEN_ENV } from '../orchestrator/node-cli';
 import { checkLoad, loadScenario, topologyOf, type Scenario } from '../shared/scenario';
-import { buildRequests, DEFAULT_WORKLOAD, isWorkloadName, WORKLOAD_NAMES } from '../training/workload';
+import { DEFAULT_WORKLOAD, drain, isWorkloadName, openWorkload, WORKLOAD_NAMES } from '../training/workload';
 import { checkpointHead, defaultGpgModelPath, defaultModelPath, isActorFile, modelAct } from '../shared/nets/actor-file';
 import { scenarioFingerprint } from '../shared/nets/checkpoint-db';
 import type { Fault } from '../shared/faults';
@@ -87,8 +87,17 @@ import {
 } from '../shared/dispatch';
 
 /** The options of `kais up`, declared once (shared/config.ts makes the flags, checks and docs). */
+/** Most requests one kais up replays (about 850 MB with its prediction: a 2-hour run of kais at load 1 is 3.7 million). */
+export const MAX_UP_REQUESTS = 4_000_000;
+
 export const UP_SPEC = {
-  duration: opt.number({ default: 60, min: 0, minExclusive: true, max: 7 * 86400, describe: 'seconds of load (real time)' }),
+  duration: opt.number({
+    default: 60,
+    min: 0,
+    minExclusive: true,
+    max: 7 * 86400,
+    describe: `seconds of load (real time); at most ${MAX_UP_REQUESTS.toLocaleString('en')} requests (kais at load 1: about 2 h)`,
+  }),
   json: opt.boolean({ default: false, describe: 'print the JSON summary on stdout' }),
   speed: opt.number({
     default: 1,
@@ -583,7 +592,15 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     // without --checkpoint, the learned policy the project ships for the scenario, when there is one
     // a heuristic policy needs no model: none is published (the agents would ignore it) and none learned
     // the requests first: a bad --trace is the only line, before anything is said or started
-    const requests: Request[] = buildRequests({
+    const run = `--duration ${a.duration} at --speed ${a.speed} and --load ${a.load}`;
+    const tooMany = (n: string) =>
+      new UsageError(
+        `${run}: ${n} requests, more than kais up holds (${MAX_UP_REQUESTS}: the replay and its prediction keep every one in memory); a shorter --duration`,
+      );
+    // far too many for a synthetic workload: said before a counting pass over them (minutes for a week)
+    const expected = scenario.workload.ratePerS * a.load * a.duration * a.speed;
+    if (!a.trace && expected > 2 * MAX_UP_REQUESTS) throw tooMany(`about ${Math.round(expected)}`);
+    const source = openWorkload({
       scenario,
       workload: a.workload,
       tracePath: a.trace ?? null,
@@ -592,6 +609,12 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       durationS: a.duration * a.speed,
       warn: log,
     });
+    // counted before they are made: the replay and its prediction hold every request in memory (a
+    // week's --duration ran out of heap after minutes), and a run of none measured nothing (0.000)
+    if (source.count === 0)
+      throw new UsageError(`${run}: no request arrives in ${a.duration * a.speed} scenario seconds; a longer --duration`);
+    if (source.count > MAX_UP_REQUESTS) throw tooMany(String(source.count));
+    const requests: Request[] = drain(source);
     let checkpoint = heuristic ? undefined : a.checkpoint;
     let usingShipped: string | null = null;
     let shippedSkipped = false;

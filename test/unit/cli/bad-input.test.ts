@@ -236,6 +236,9 @@ const CASES: string[][] = [
   UP('--duration', 'NaN'),
   UP('--speed', '0'),
   UP('--speed', '1e308'),
+  // more requests than the replay holds in memory (a week ran out of heap), and none at all (live / predicted 0.000)
+  ['up', '--duration', '604800', '--policy', 'lec'],
+  ['up', '--duration', '5', '--speed', '0.001', '--policy', 'lec'],
   UP('--load', '1e9'),
   UP('--seed', 'NaN'),
   UP('--faults', '-1'),
