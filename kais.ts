@@ -114,5 +114,8 @@ export function onStdoutError(e: NodeJS.ErrnoException): never {
 
 if (require.main === module) {
   process.stdout.on('error', onStdoutError);
+  // a standard error that went away (`2>&1 | head`): what is left to say is lost, and the command
+  // goes on to its end (kais up killed by the EPIPE left its folder of tokens in /tmp)
+  process.stderr.on('error', () => undefined);
   void runCli(hideBin(process.argv));
 }
