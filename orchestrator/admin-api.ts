@@ -45,6 +45,8 @@ export interface AdminDeps {
 export interface AdminReply {
   status: number;
   body: unknown;
+  /** A 405's Allow header: the method the path takes. */
+  allow?: string;
 }
 
 /** Under the CLI's 30 s deadline for the whole exchange (admin-cli.ts). */
@@ -91,7 +93,7 @@ export class AdminApi {
     const posts = ['/v1/scale', '/v1/scale/release', '/v1/nodes/hold', '/v1/nodes/readmit'];
     const allowed = gets.includes(path) ? 'GET' : posts.includes(path) ? 'POST' : null;
     if (allowed === null) return { status: 404, body: { reason: `no ${path} here (known: ${[...gets, ...posts].join(', ')})` } };
-    if (method !== allowed) return { status: 405, body: { reason: `${path} takes ${allowed}, not ${method}` } };
+    if (method !== allowed) return { status: 405, body: { reason: `${path} takes ${allowed}, not ${method}` }, allow: allowed };
     if (body === NOT_JSON) return bad('body: not JSON');
     if (typeof body !== 'object' || body === null || Array.isArray(body)) return bad('body: must be a JSON object');
     const b = body as Record<string, unknown>;

@@ -228,7 +228,7 @@ export class DashboardFeed {
     if (url === '/dashboard/') url = '/dashboard';
     if (url === '/dashboard/stream') {
       if (!authorized()) {
-        res.writeHead(401, { 'content-type': 'application/json' });
+        res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' });
         res.end(JSON.stringify({ reason: 'admin token missing or wrong' }));
         return true;
       }

@@ -700,7 +700,9 @@ export class EmulatedCluster {
     // changes: the token from the headers alone, before a byte of the body is read (it was read
     // whole first, so 300 MB without a token cost 300 MB before the 401)
     if (!bearerMatches(req.headers.authorization, this.o.adminToken ?? null))
-      return early(401, 'admin token required: Authorization: Bearer <token> (kais node --admin-token-file)');
+      return early(401, 'admin token required: Authorization: Bearer <token> (kais node --admin-token-file)', {
+        'www-authenticate': 'Bearer',
+      });
     const tooLarge = `body: over ${this.adminBodyCap} bytes`;
     if (Number(req.headers['content-length'] ?? 0) > this.adminBodyCap) return early(413, tooLarge);
     let chunks: Buffer[] = [];

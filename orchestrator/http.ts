@@ -177,7 +177,7 @@ export class OrchestratorHttp {
   private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
     const url = (req.url ?? '/').split('?')[0];
     if (url.startsWith('/v1/')) return this.handleAdmin(req, res, url);
-    if (req.method !== 'GET' && req.method !== 'HEAD') return json(res, 405, { reason: 'only GET here' });
+    if (req.method !== 'GET' && req.method !== 'HEAD') return json(res, 405, { reason: 'only GET here' }, { allow: 'GET, HEAD' });
     if (this.dashboard && (url === '/dashboard' || url.startsWith('/dashboard/'))) {
       const token = this.admin?.token ?? null;
       if (this.dashboard.handle(req, res, url, () => token !== null && bearerMatches(req.headers.authorization, token))) return;
@@ -204,7 +204,8 @@ export class OrchestratorHttp {
     const admin = this.admin;
     if (!admin || admin.token === null)
       return json(res, 403, { reason: 'the admin API is off: no "adminToken" in the orchestrator config' });
-    if (!bearerMatches(req.headers.authorization, admin.token)) return json(res, 401, { reason: 'admin token missing or wrong' });
+    if (!bearerMatches(req.headers.authorization, admin.token))
+      return json(res, 401, { reason: 'admin token missing or wrong' }, UNAUTHORIZED_HEADERS);
     // (a path that starts with /v1/ always parses against a base: no '//host' form reaches here)
     const query = new URL(req.url ?? '/', 'http://x').searchParams;
     const chunks: Buffer[] = [];
@@ -227,7 +228,7 @@ export class OrchestratorHttp {
         }
       }
       admin.api.handle(req.method ?? 'GET', url, query, body).then(
-        (r) => json(res, r.status, r.body),
+        (r) => json(res, r.status, r.body, r.allow ? { allow: r.allow } : {}),
         (e: Error) => json(res, 500, { reason: e.message }),
       );
     });
@@ -236,8 +237,11 @@ export class OrchestratorHttp {
 
 const MAX_ADMIN_BODY = 64 * 1024;
 
-function json(res: http.ServerResponse, status: number, body: unknown): void {
+/** What a 401 carries (RFC 9110 11.6.1): the scheme the token goes in. */
+export const UNAUTHORIZED_HEADERS: http.OutgoingHttpHeaders = { 'www-authenticate': 'Bearer' };
+
+function json(res: http.ServerResponse, status: number, body: unknown, headers: http.OutgoingHttpHeaders = {}): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }

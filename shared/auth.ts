@@ -15,6 +15,7 @@ export function isBearerToken(token: string): boolean {
 /** Whether an Authorization header carries the token; no token (null): anything goes. */
 export function bearerMatches(header: string | undefined, token: string | null): boolean {
   if (token === null) return true;
-  const given = /^Bearer (.+)$/.exec(header ?? '')?.[1];
+  // the scheme is case-insensitive (RFC 9110 11.1): "bearer <token>" was refused
+  const given = /^Bearer (.+)$/i.exec(header ?? '')?.[1];
   return given !== undefined && timingSafeEqual(sha256(given), sha256(token));
 }

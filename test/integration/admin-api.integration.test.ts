@@ -25,7 +25,7 @@ function call(
   p: string,
   body?: unknown,
   token: string | null = TOKEN,
-): Promise<{ status: number; body: any }> {
+): Promise<{ status: number; body: any; headers: http.IncomingHttpHeaders }> {
   const text = body === undefined ? '' : body instanceof Raw ? body.text : JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const headers: Record<string, string | number> = { 'content-length': Buffer.byteLength(text) };
@@ -33,7 +33,7 @@ function call(
     const req = http.request({ host: '127.0.0.1', port, path: p, method, agent: false, headers }, (res) => {
       let t = '';
       res.on('data', (c: Buffer) => (t += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: t ? JSON.parse(t) : null }));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: t ? JSON.parse(t) : null, headers: res.headers }));
     });
     req.on('error', reject);
     req.end(text);
@@ -223,7 +223,9 @@ describe('admin API', () => {
   it('refuses a missing or wrong token, and bad input with one reason naming the field', async () => {
     const o = await start();
     const port = o.httpPort!;
-    expect((await call(port, 'GET', '/v1/status', undefined, null)).status).toBe(401);
+    const refused = await call(port, 'GET', '/v1/status', undefined, null);
+    expect(refused.status).toBe(401);
+    expect(refused.headers['www-authenticate']).toBe('Bearer'); // RFC 9110 11.6.1: where the token goes
     expect((await call(port, 'GET', '/v1/status', undefined, 'wrong-token-wrong-token')).status).toBe(401);
     const cases: [unknown, RegExp][] = [
       [{ service: 99, replicas: 2, reason: 'x' }, /^service: must be an integer in 0\.\.7$/],
@@ -259,6 +261,8 @@ describe('admin API', () => {
     expect((await call(port, 'GET', '/v1/status')).body.holds).toEqual([]);
     // the route before the body: a known path with the wrong method is 405, an unknown path 404
     expect((await call(port, 'GET', '/v1/scale')).status).toBe(405);
+    expect((await call(port, 'GET', '/v1/scale')).headers.allow).toBe('POST');
+    expect((await call(port, 'POST', '/metrics', {})).headers.allow).toBe('GET, HEAD');
     expect((await call(port, 'POST', '/v1/status', {})).status).toBe(405);
     const nope = await call(port, 'POST', '/v1/nope', {});
     expect(nope.status).toBe(404);
