@@ -607,7 +607,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       seed: a.seed,
       load: a.load,
       durationS: a.duration * a.speed,
-      warn: log,
+      warn: (line) => log(line.replace(/^kais: /, '')), // up's lines have their own prefix ("kais up: kais: ..." before)
     });
     // counted before they are made: the replay and its prediction hold every request in memory (a
     // week's --duration ran out of heap after minutes), and a run of none measured nothing (0.000)

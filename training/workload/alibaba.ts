@@ -169,6 +169,7 @@ export function parseTrace(text: string, file: string, warn: (line: string) => v
   const rows: TraceRow[] = [];
   let total = 0;
   let skipped = 0;
+  let headerNote: string | null = null;
   let firstBadLine = 0;
   let firstBadWhy = '';
   const bad = (lineNo: number, why: string): void => {
@@ -195,7 +196,8 @@ export function parseTrace(text: string, file: string, warn: (line: string) => v
       // in a short file it alone passed the malformed share and refused the file
       if (total === 1 && /^[A-Za-z_][\w ]*$/.test(f[c.arrival].trim())) {
         total--;
-        warn(`kais: ${file}: line ${i + 1} read as a header (its time field is "${f[c.arrival].trim()}")`);
+        // said once there are rows: a file of a header alone is one line (empty), not two
+        headerNote = `kais: ${file}: line ${i + 1} read as a header (its time field is "${f[c.arrival].trim()}")`;
         continue;
       }
       bad(i + 1, `time "${f[c.arrival]}" is not a number`);
@@ -221,7 +223,8 @@ export function parseTrace(text: string, file: string, warn: (line: string) => v
     });
   }
 
-  if (total === 0) throw new UsageError(`--trace: ${file} is empty (no rows)`);
+  if (total === 0) throw new UsageError(`--trace: ${file} is empty (no rows${headerNote ? ' after its header' : ''})`);
+  if (headerNote) warn(headerNote);
   if (skipped > 0) {
     if (skipped >= MAX_MALFORMED_SHARE * total) {
       throw new UsageError(

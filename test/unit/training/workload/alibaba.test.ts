@@ -126,6 +126,11 @@ describe('loadTrace', () => {
     expect(lines).toEqual([`kais: ${f}: line 1 read as a header (its time field is "create_timestamp")`]);
     // further down, such a row is a malformed one
     expect(() => loadTrace(tmpFile('batch_task.csv', `${V2017}\n${header}\n`), () => undefined)).toThrow(/malformed/);
+    // a header alone: one line, the refusal (it was the header note, then the refusal)
+    lines.length = 0;
+    const only = tmpFile('batch_task.csv', `${header}\n`);
+    expect(() => loadTrace(only, (l) => lines.push(l))).toThrow(`--trace: ${only} is empty (no rows after its header)`);
+    expect(lines).toEqual([]);
   });
 
   it('skips a row whose time is not a number', () => {
