@@ -939,8 +939,11 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       if (list.length > 0) eventsSinceMs = list[list.length - 1].tsMs;
     };
     const live = setInterval(() => {
+      // nothing after an interrupt's partial summary (a progress line printed after it)
+      if (stopping) return;
       void pollEvents();
       void health().then((hs) => {
+        if (stopping) return;
         const t = ((performance.now() - t0) / 1000).toFixed(0);
         const rates = per
           .map((c, b) =>
