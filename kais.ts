@@ -33,6 +33,20 @@ export function oneLine(msg: string): string {
   return msg.trim().replace(/\s*\n\s*/g, '; ');
 }
 
+/**
+ * yargs names an unknown flag twice, as written and camel-cased ("Unknown arguments: bogus-flag,
+ * bogusFlag"): each once, as the user wrote it (`--bogus-flag`).
+ */
+export function unknownOnce(msg: string): string {
+  const m = /^Unknown arguments?: (.*)$/.exec(msg);
+  if (!m) return msg;
+  const names = m[1].split(', ');
+  const given = new Set(names);
+  const kebab = (n: string) => n.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+  const kept = names.filter((n) => !(/[A-Z]/.test(n) && given.has(kebab(n))));
+  return `Unknown argument${kept.length > 1 ? 's' : ''}: ${kept.map((n) => (n.length === 1 ? `-${n}` : `--${n}`)).join(', ')}`;
+}
+
 /** Exit 2 with one line for the user's mistakes; a stack trace only for our own bugs. */
 export function failAndExit(e: unknown): never {
   if (isUsageError(e)) {
@@ -91,7 +105,7 @@ function parser(args: string[]) {
       .strict()
       .fail((msg, err) => {
         if (err) failAndExit(err);
-        process.stderr.write(`kais: ${oneLine(msg ?? 'bad arguments')}\n`);
+        process.stderr.write(`kais: ${oneLine(unknownOnce(msg ?? 'bad arguments'))}\n`);
         process.exit(2);
       })
       .epilogue(

@@ -1,8 +1,8 @@
 /**
- * kais.ts joinDashValues: a long flag's value that starts with a dash reaches the flag's own check
+ * kais.ts joinDashValues and unknownOnce: a long flag's value that starts with a dash reaches the flag's own check
  * (yargs would read `-Infinity` as the short flags I, n, f, ...); everything else is left as written.
  */
-import { joinDashValues } from '../../../kais';
+import { joinDashValues, unknownOnce } from '../../../kais';
 
 describe('joinDashValues', () => {
   it.each([
@@ -37,5 +37,16 @@ describe('joinDashValues', () => {
     [['eval', '-h']], // a dash and a letter other than inf / nan
   ])('%j is left alone', (given) => {
     expect(joinDashValues(given)).toEqual(given);
+  });
+});
+
+describe('unknownOnce', () => {
+  it.each([
+    ['Unknown arguments: bogus-flag, bogusFlag', 'Unknown argument: --bogus-flag'],
+    ['Unknown argument: eta', 'Unknown argument: --eta'],
+    ['Unknown arguments: a-b, aB, x', 'Unknown arguments: --a-b, -x'],
+    ['Missing required argument: input', 'Missing required argument: input'],
+  ])('%s -> %s', (given, expected) => {
+    expect(unknownOnce(given)).toBe(expected);
   });
 });
