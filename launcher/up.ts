@@ -303,6 +303,8 @@ class Child {
   readonly proc: ChildProcess;
   readonly ready: Promise<Record<string, unknown>>;
   exited = false;
+  /** It printed its ready line (an exit before it is said by the rejected `ready`, in one line). */
+  wasReady = false;
   private readonly tail: string[] = [];
 
   constructor(
@@ -329,7 +331,10 @@ class Child {
       out.on('line', (line) => {
         try {
           const msg = JSON.parse(line) as Record<string, unknown>;
-          if (msg.ready) resolve(msg);
+          if (msg.ready) {
+            this.wasReady = true;
+            resolve(msg);
+          }
         } catch {
           // not the ready line
         }
@@ -521,7 +526,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       atS: +((performance.now() - upStartMs) / 1000).toFixed(1),
       lastLine: c.lastLine,
     });
-    if (c.name !== 'orchestrator' || !a.restartOrchestrator)
+    // one before its ready line is the rejected start's one line ("... refused what kais up gave it")
+    if (c.wasReady && (c.name !== 'orchestrator' || !a.restartOrchestrator))
       log(`${c.name} (pid ${c.pid}) exited (${signal ?? code}${c.lastLine ? `: ${c.lastLine}` : ''}); not restarted`);
   };
   // the prediction once made (for the partial summary)
