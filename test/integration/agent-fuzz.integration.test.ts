@@ -16,7 +16,7 @@
  * node. Every frame the agent sends carries the next seq of its connection.
  */
 import { parseMetrics, sample } from '../support/prometheus';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -32,8 +32,8 @@ import { makeFrame, placementBody, type Frame } from '../../shared/protocol/enve
 import { packWeights } from '../../shared/protocol/weights';
 import { Rng } from '../../shared/rng';
 import { loadScenario } from '../../shared/scenario';
+import { spawnAgent, tinyAgentArgs } from '../support/agent-process';
 
-const KAIS = path.resolve(__dirname, '..', '..', 'dist', 'kais.js');
 const FRAMES = 10_000;
 const BATCH = 250; // bad frames (each with its probe) in flight at once
 const AGENT_LIMIT = 16 * 1024 * 1024; // the agent's default maxFrameBytes
@@ -317,7 +317,6 @@ describe('kais agent under 10,000 bad frames from its orchestrator', () => {
   let cluster: EmulatedCluster;
   let orchestrator: FakeOrchestrator;
   let agent: ChildProcess | null = null;
-  const stderrTail: string[] = [];
 
   beforeEach(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-agent-fuzz-'));
@@ -341,40 +340,12 @@ describe('kais agent under 10,000 bad frames from its orchestrator', () => {
   it('answers each with at most one error (within its reply budget; always one for a frame it cannot apply) or a closed socket, counts every refusal, reconnects, keeps its versions and keeps serving', async () => {
     const targets = path.join(dir, 'targets.json');
     fs.writeFileSync(targets, JSON.stringify({ nodes: cluster.nodeUrls, cloud: cluster.cloudUrl }));
-    agent = spawn(
-      process.execPath,
-      [
-        KAIS,
-        'agent',
-        '--orchestrator',
-        orchestrator.url,
-        '--eap',
-        '0',
-        '--targets',
-        targets,
-        '--scenario',
-        'tiny',
-        '--port',
-        '0',
-        '--cache',
-        path.join(dir, 'cache'),
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, KAIS_EXIT_WITH_PARENT: '1' } },
+    const started = spawnAgent(
+      tinyAgentArgs(orchestrator.url, targets, path.join(dir, 'cache')),
+      { tail: true }, // the agent logs every refused frame: its last lines only
     );
-    // the agent logs every refused frame: keep reading stderr so its writes never block
-    agent.stderr!.on('data', (c: Buffer) => {
-      stderrTail.push(c.toString());
-      if (stderrTail.length > 20) stderrTail.shift();
-    });
-    const port = await new Promise<number>((resolve, reject) => {
-      let out = '';
-      agent!.stdout!.on('data', (c: Buffer) => {
-        out += c.toString();
-        const m = /"port":(\d+)/.exec(out);
-        if (m) resolve(Number(m[1]));
-      });
-      agent!.once('exit', (code) => reject(new Error(`kais agent exited (${code}): ${stderrTail.join('')}`)));
-    });
+    agent = started.proc;
+    const port = await started.port;
 
     // ---- before: the agent holds weights v1 and placement v1 and serves through the cluster ----
     const health = async () => (await httpJson(port, 'GET', '/healthz')).body;

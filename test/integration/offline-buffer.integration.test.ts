@@ -24,6 +24,7 @@ import { readConfig, startOrchestrator, type RunningOrchestrator } from '../../o
 import type { ExperienceBody, TelemetryBody } from '../../shared/protocol/envelope';
 import { loadScenario } from '../../shared/scenario';
 import { parseMetrics, sample } from '../support/prometheus';
+import { postStatus } from '../support/agent-process';
 
 const scenario = loadScenario('tiny');
 
@@ -66,21 +67,6 @@ class CuttableRelay {
     this.cutNow();
     return new Promise((r) => this.server.close(() => r()));
   }
-}
-
-function post(port: number, body: unknown): Promise<number> {
-  const text = JSON.stringify(body);
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      { host: '127.0.0.1', port, path: '/request', method: 'POST', agent: false, headers: { 'content-length': Buffer.byteLength(text) } },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
-      },
-    );
-    req.on('error', reject);
-    req.end(text);
-  });
 }
 
 function getText(port: number, p: string): Promise<string> {
@@ -175,7 +161,7 @@ describe('agent offline buffer, real orchestrator on loopback', () => {
     let maxHeld = 0;
     const watch = setInterval(() => (maxHeld = Math.max(maxHeld, offline().held)), 10);
     const statuses: number[] = [];
-    for (let i = 0; i < n; i++) statuses.push(await post(a.port, request));
+    for (let i = 0; i < n; i++) statuses.push(await postStatus(a.port, request));
     await sleep(holdMs);
     relay.cut = false;
     await until('the agent back and its buffer sent', () => a.health().connected === true && offline().held === 0, 20_000);
@@ -185,12 +171,12 @@ describe('agent offline buffer, real orchestrator on loopback', () => {
 
   test('holds telemetry and experience while the link is cut and the orchestrator receives them once, in order', async () => {
     const a = await start(200);
-    for (let i = 0; i < 5; i++) expect(await post(a.port, request)).toBe(200);
+    for (let i = 0; i < 5; i++) expect(await postStatus(a.port, request)).toBe(200);
     await until('telemetry before the cut', () => telemetry.length >= 3);
     const { statuses, maxHeld } = await cutDispatchRestore(a, 20, 800);
     expect(statuses.every((s) => s === 200)).toBe(true); // dispatching went on
     expect(maxHeld).toBeGreaterThanOrEqual(8); // ~100 ms intervals through the cut, and the experience
-    for (let i = 0; i < 5; i++) expect(await post(a.port, request)).toBe(200);
+    for (let i = 0; i < 5; i++) expect(await postStatus(a.port, request)).toBe(200);
     const h = a.health() as { offline: Offline; framesSent: { telemetry: number; experience: number }; counters: { received: number } };
     await a.drain(); // the last interval and experience go out, then the link closes
     agent = null;
@@ -247,7 +233,7 @@ describe('agent offline buffer, real orchestrator on loopback', () => {
     const a = await start(200, (l) => lines.push(l));
     relay.cutNow();
     await until('the agent to see the link down', () => a.health().connected === false);
-    for (let i = 0; i < 6; i++) expect(await post(a.port, request)).toBe(200);
+    for (let i = 0; i < 6; i++) expect(await postStatus(a.port, request)).toBe(200);
     await until('records held', () => offline().held >= 3);
     await a.drain();
     agent = null;
@@ -262,11 +248,11 @@ describe('agent offline buffer, real orchestrator on loopback', () => {
 
   test('held experience is dropped (counted) when the orchestrator comes back on a new store; the held telemetry goes to it', async () => {
     const a = await start(200);
-    for (let i = 0; i < 5; i++) expect(await post(a.port, request)).toBe(200);
+    for (let i = 0; i < 5; i++) expect(await postStatus(a.port, request)).toBe(200);
     await until('telemetry before the cut', () => telemetry.length >= 2);
     relay.cutNow();
     await until('the agent to see the link down', () => a.health().connected === false);
-    for (let i = 0; i < 10; i++) expect(await post(a.port, request)).toBe(200);
+    for (let i = 0; i < 10; i++) expect(await postStatus(a.port, request)).toBe(200);
     await sleep(500);
     expect(offline().held).toBeGreaterThanOrEqual(3);
     // a new store behind the same address: a new epoch, whose weight versions start again
