@@ -8,7 +8,7 @@ import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import type { CommandModule } from 'yargs';
 import { isUsageError } from './shared/errors';
-import { setCommandLine } from './shared/config';
+import { kebab, setCommandLine } from './shared/config';
 
 /**
  * Each command's module, loaded only when that command runs: an agent process must not pay for
@@ -42,7 +42,6 @@ export function unknownOnce(msg: string): string {
   if (!m) return msg;
   const names = m[1].split(', ');
   const given = new Set(names);
-  const kebab = (n: string) => n.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
   const kept = names.filter((n) => !(/[A-Z]/.test(n) && given.has(kebab(n))));
   return `Unknown argument${kept.length > 1 ? 's' : ''}: ${kept.map((n) => (n.length === 1 ? `-${n}` : `--${n}`)).join(', ')}`;
 }

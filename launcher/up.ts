@@ -86,10 +86,10 @@ import {
   type LivePolicyName,
 } from '../shared/dispatch';
 
-/** The options of `kais up`, declared once (shared/config.ts makes the flags, checks and docs). */
 /** Most requests one kais up replays (about 850 MB with its prediction: a 2-hour run of kais at load 1 is 3.7 million). */
 export const MAX_UP_REQUESTS = 4_000_000;
 
+/** The options of `kais up`, declared once (shared/config.ts makes the flags, checks and docs). */
 export const UP_SPEC = {
   duration: opt.number({
     default: 60,
@@ -286,19 +286,18 @@ export interface UpSummary {
   perEap: EapSummary[];
 }
 
-/** A child `kais` process that announced itself with one JSON `ready` line on stdout. */
-
 /**
  * The environment of kais up's children without the secrets it makes for them: one inherited from
  * the operator's shell was used instead (a KAIS_NODE_ADMIN_TOKEN made the node refuse every
  * placement step of the orchestrator, 401, and the run still ended 0).
  */
-export function childEnv(): NodeJS.ProcessEnv {
+function childEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
   for (const k of [AGENT_TOKEN_ENV, NODE_ADMIN_TOKEN_ENV, ADMIN_TOKEN_ENV]) delete env[k];
   return env;
 }
 
+/** A child `kais` process that announced itself with one JSON `ready` line on stdout. */
 class Child {
   readonly proc: ChildProcess;
   readonly ready: Promise<Record<string, unknown>>;

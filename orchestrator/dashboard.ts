@@ -45,6 +45,7 @@ import type { ExperienceBody, TelemetryBody } from '../shared/protocol/envelope'
 import type { Scenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';
 import { round } from '../shared/round';
+import { BEARER_CHALLENGE } from '../shared/auth';
 import { predictedFrame, predictedInTime, type Prediction } from './prediction';
 
 /** What the feed reads at each tick. */
@@ -228,7 +229,7 @@ export class DashboardFeed {
     if (url === '/dashboard/') url = '/dashboard';
     if (url === '/dashboard/stream') {
       if (!authorized()) {
-        res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' });
+        res.writeHead(401, { 'content-type': 'application/json', ...BEARER_CHALLENGE });
         res.end(JSON.stringify({ reason: 'admin token missing or wrong' }));
         return true;
       }

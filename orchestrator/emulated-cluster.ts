@@ -47,7 +47,7 @@
  * unknown path 404. The admin server checks the token from the headers alone (401 before a byte
  * of the body is read) and reads at most adminBodyCap bytes (413 above it).
  */
-import { bearerMatches } from '../shared/auth';
+import { BEARER_CHALLENGE, bearerMatches } from '../shared/auth';
 import * as http from 'node:http';
 import { capConnectionsPerAddress, HTTP_SERVER_LIMITS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS } from '../shared/http-limits';
 import type { AddressInfo } from 'node:net';
@@ -700,9 +700,7 @@ export class EmulatedCluster {
     // changes: the token from the headers alone, before a byte of the body is read (it was read
     // whole first, so 300 MB without a token cost 300 MB before the 401)
     if (!bearerMatches(req.headers.authorization, this.o.adminToken ?? null))
-      return early(401, 'admin token required: Authorization: Bearer <token> (kais node --admin-token-file)', {
-        'www-authenticate': 'Bearer',
-      });
+      return early(401, 'admin token required: Authorization: Bearer <token> (kais node --admin-token-file)', BEARER_CHALLENGE);
     const tooLarge = `body: over ${this.adminBodyCap} bytes`;
     if (Number(req.headers['content-length'] ?? 0) > this.adminBodyCap) return early(413, tooLarge);
     let chunks: Buffer[] = [];

@@ -27,7 +27,7 @@ import * as https from 'node:https';
 import type { TlsPair } from '../shared/tls';
 import { NOT_JSON, type AdminApi } from './admin-api';
 import type { DashboardFeed } from './dashboard';
-import { bearerMatches } from '../shared/auth';
+import { BEARER_CHALLENGE, bearerMatches } from '../shared/auth';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { scrapedCounter, scrapedGauge } from '../shared/prom';
 
@@ -205,7 +205,7 @@ export class OrchestratorHttp {
     if (!admin || admin.token === null)
       return json(res, 403, { reason: 'the admin API is off: no "adminToken" in the orchestrator config' });
     if (!bearerMatches(req.headers.authorization, admin.token))
-      return json(res, 401, { reason: 'admin token missing or wrong' }, UNAUTHORIZED_HEADERS);
+      return json(res, 401, { reason: 'admin token missing or wrong' }, BEARER_CHALLENGE);
     // (a path that starts with /v1/ always parses against a base: no '//host' form reaches here)
     const query = new URL(req.url ?? '/', 'http://x').searchParams;
     const chunks: Buffer[] = [];
@@ -236,9 +236,6 @@ export class OrchestratorHttp {
 }
 
 const MAX_ADMIN_BODY = 64 * 1024;
-
-/** What a 401 carries (RFC 9110 11.6.1): the scheme the token goes in. */
-export const UNAUTHORIZED_HEADERS: http.OutgoingHttpHeaders = { 'www-authenticate': 'Bearer' };
 
 function json(res: http.ServerResponse, status: number, body: unknown, headers: http.OutgoingHttpHeaders = {}): void {
   const text = JSON.stringify(body);

@@ -12,6 +12,9 @@ export function isBearerToken(token: string): boolean {
   return /^[\x21-\x7e]+$/.test(token);
 }
 
+/** The headers of a 401 (RFC 9110 11.6.1): the scheme the token goes in. */
+export const BEARER_CHALLENGE = { 'www-authenticate': 'Bearer' } as const;
+
 /** Whether an Authorization header carries the token; no token (null): anything goes. */
 export function bearerMatches(header: string | undefined, token: string | null): boolean {
   if (token === null) return true;
