@@ -582,8 +582,10 @@ describe('kais up', () => {
   }, 90_000);
 
   it('learns online: the orchestrator publishes new weight versions that the agents apply', async () => {
-    // every decision explored, so a short run fills the batches
-    const run = await kaisUp(['--duration', '15', '--json', '--learn-batch', '256', '--explore', '1', '--verbose']);
+    // every decision explored, so a short run fills the batches; 25 s, not 15: the first batch fills
+    // in about a second, but on a CI machine busy with another test file the update and its publish
+    // did not land within 15 s once (weightVersionsApplied 1)
+    const run = await kaisUp(['--duration', '25', '--json', '--learn-batch', '256', '--explore', '1', '--verbose']);
     expect(run.code).toBe(0);
     const s = summaryOf(run);
     expectAccounted(s);
