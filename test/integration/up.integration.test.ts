@@ -582,21 +582,28 @@ describe('kais up', () => {
   }, 90_000);
 
   it('learns online: the orchestrator publishes new weight versions that the agents apply', async () => {
-    // every decision explored, so a short run fills the batches; 25 s, not 15: the first batch fills
-    // in about a second, but on a CI machine busy with another test file the update and its publish
-    // did not land within 15 s once (weightVersionsApplied 1)
-    const run = await kaisUp(['--duration', '25', '--json', '--learn-batch', '256', '--explore', '1', '--verbose']);
-    expect(run.code).toBe(0);
-    const s = summaryOf(run);
-    expectAccounted(s);
-    expect(s.learning).toBe(true);
-    // v1 = the shipped model, then at least one version learned from this run's experience
-    expect(s.weightVersionsApplied as number).toBeGreaterThanOrEqual(2);
+    // every decision explored, so a short run fills the batches. The run waits for the event, not a
+    // duration: once every agent's progress line shows a learned version (v2 or later), it is
+    // interrupted (the learner's first update lands in about a second on a quiet machine, later on a
+    // busy one; a fixed 15 s run missed it once). --duration is only the bound on the wait.
+    let learnedEverywhere = false;
+    const run = await kaisUp(['--duration', '80', '--json', '--learn-batch', '256', '--explore', '1', '--verbose'], (line, child) => {
+      const m = /\| weights v([\d,-]+) \|/.exec(line);
+      if (!learnedEverywhere && m && m[1].split(',').every((v) => Number(v) >= 2)) {
+        learnedEverywhere = true;
+        child.kill('SIGINT');
+      }
+    });
+    expect(learnedEverywhere).toBe(true);
+    expect(run.code).toBe(130);
+    const partial = summaryOf(run);
+    expect(partial.interrupted).toBe(true);
+    expect(partial.unanswered).toBe(0);
+    expect(partial.completedInTime as number).toBeGreaterThan(0);
     expect(run.stderr).toMatch(/learner: worker thread/);
     expect(run.stderr).toMatch(/learner: update \d+ -> weights v2 on 256 transitions/);
-    expect(s.evalPolicy).toBe('cmmac/gpg'); // kais ships a GPG model: the learned orchestration by default
-    expect(s.evalThroughputRate as number).toBeGreaterThan(0.3);
-  }, 90_000);
+    expect(partial.evalPolicy).toBe('cmmac/gpg'); // kais ships a GPG model: the learned orchestration by default
+  }, 120_000);
 
   it('keeps every agent dispatching, with no request unanswered, when the orchestrator is SIGKILLed mid-run', async () => {
     let killed = -1;
