@@ -14,6 +14,7 @@
 import { Packr, Unpackr } from 'msgpackr';
 import {
   ACTOR_HEADS,
+  ACTOR_SLOTS,
   EPOCH_PATTERN,
   MESSAGE_TYPES,
   PROTOCOL_VERSION,
@@ -23,6 +24,7 @@ import {
   type GuardSwitchReport,
   type AckBody,
   type ActorHeadName,
+  type ActorSlot,
   type DeviceVerdict,
   type DeviceWindow,
   type BodyByType,
@@ -31,6 +33,7 @@ import {
   type Frame,
   type HelloBody,
   type MessageType,
+  type LightActorBody,
   type LoadBody,
   type NodeSample,
   type PlacementBody,
@@ -199,8 +202,10 @@ function bin(a: Float32Array | Int32Array | Uint8Array): Buffer {
 /** The body as it is packed: every typed array replaced by a `bin` view of its bytes. */
 function toWire(frame: Frame): unknown {
   switch (frame.type) {
-    case 'weights':
-      return { ...frame.body, tensors: frame.body.tensors.map(bin) };
+    case 'weights': {
+      const b = frame.body;
+      return { ...b, tensors: b.tensors.map(bin), ...(b.light ? { light: { ...b.light, tensors: b.light.tensors.map(bin) } } : {}) };
+    }
     case 'placement':
       return { ...frame.body, replicas: bin(frame.body.replicas) };
     case 'experience':
@@ -568,6 +573,15 @@ function readWelcome(x: unknown, p: string): WelcomeBody {
 function readWeights(x: unknown, p: string): WeightsBody {
   const o = obj(x, p);
   const version = uint(o, 'version', p);
+  const body: WeightsBody = { version, ...readActor(o, p) };
+  const epoch = optId(o, 'epoch', p, false);
+  if (typeof epoch === 'string') body.epoch = epoch;
+  if (o.light !== undefined) body.light = readActor(obj(o.light, `${p}.light`), `${p}.light`);
+  return body;
+}
+
+/** The actor part of a weights body (its own or its `light` one): checksum, shapes, tensors, head. */
+function readActor(o: Record<string, unknown>, p: string): LightActorBody {
   const checksum = uint(o, 'checksum', p, MAX_U32);
   const shapes = list(o, 'shapes', p).map((s, i) => {
     const sp = `${p}.shapes[${i}]`;
@@ -583,15 +597,13 @@ function readWeights(x: unknown, p: string): WeightsBody {
   if (tensors.length !== shapes.length) {
     throw new BadField(`${p}.tensors`, `has ${tensors.length} tensors but shapes has ${shapes.length}`);
   }
-  const body: WeightsBody = { version, checksum, shapes, tensors };
+  const body: LightActorBody = { checksum, shapes, tensors };
   if (o.head !== undefined) {
     if (!(ACTOR_HEADS as readonly unknown[]).includes(o.head)) {
       throw new BadField(`${p}.head`, `must be one of ${ACTOR_HEADS.join(', ')}, got ${describe(o.head)}`);
     }
     body.head = o.head as ActorHeadName;
   }
-  const epoch = optId(o, 'epoch', p, false);
-  if (typeof epoch === 'string') body.epoch = epoch;
   return body;
 }
 
@@ -614,6 +626,11 @@ function readPlacement(x: unknown, p: string): PlacementBody {
   const body: PlacementBody = { version, frame, numServices, numNodes, replicas };
   const epoch = optId(o, 'epoch', p, false);
   if (typeof epoch === 'string') body.epoch = epoch;
+  if (o.actor !== undefined) {
+    if (!(ACTOR_SLOTS as readonly unknown[]).includes(o.actor))
+      throw new BadField(`${p}.actor`, `must be one of ${ACTOR_SLOTS.join(', ')}, got ${describe(o.actor)}`);
+    body.actor = o.actor as ActorSlot;
+  }
   return body;
 }
 
@@ -634,6 +651,10 @@ function readTransition(x: unknown, p: string, eap: number): Transition {
     done: bool(o, 'done', p),
     weightVersion: uintOrNull(o, 'weightVersion', p),
   };
+  if (o.actor !== undefined) {
+    if (o.actor !== 'light') throw new BadField(`${p}.actor`, `must be light when present, got ${describe(o.actor)}`);
+    t.actor = 'light';
+  }
   if (t.eap !== eap) throw new BadField(`${p}.eap`, `is ${t.eap} in a batch from eAP ${eap}`);
   if (t.obs.length === 0) throw new BadField(`${p}.obs`, 'is empty');
   if (t.mask.length === 0) throw new BadField(`${p}.mask`, 'is empty');

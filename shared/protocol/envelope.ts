@@ -119,7 +119,28 @@ export interface WeightsBody {
   head?: ActorHeadName;
   /** Store epoch the version belongs to (see WelcomeBody.epoch). Optional. */
   epoch?: string;
+  /**
+   * A second actor, the light-load one, held beside the first under the same version: the agent
+   * dispatches with it in frames whose placement names it (`PlacementBody.actor` `light`).
+   * Absent: one actor (older orchestrators, a model without an actor switch).
+   */
+  light?: LightActorBody;
 }
+
+/** The light-load actor of a weights body: tensors, checksum and head as the body's own. */
+export interface LightActorBody {
+  checksum: number;
+  shapes: number[][];
+  tensors: Float32Array[];
+  head?: ActorHeadName;
+}
+
+/**
+ * Which of an agent's actors dispatches in a frame: `main` (the weights body's own tensors) or
+ * `light` (its `light` actor), as the orchestration decided (shared/orchestration/scale-in.ts).
+ */
+export const ACTOR_SLOTS = ['main', 'light'] as const;
+export type ActorSlot = (typeof ACTOR_SLOTS)[number];
 
 export const ACTOR_HEADS = ['relu1', 'softplus1'] as const;
 export type ActorHeadName = (typeof ACTOR_HEADS)[number];
@@ -141,6 +162,12 @@ export interface PlacementBody {
   replicas: Int32Array;
   /** Store epoch the version belongs to (see WelcomeBody.epoch). Optional. */
   epoch?: string;
+  /**
+   * The actor the agents dispatch with from this frame on (`light`: the weights' light actor; an
+   * agent that holds none uses its main one). Absent: `main` (older orchestrators, an orchestration
+   * without an actor switch).
+   */
+  actor?: ActorSlot;
 }
 
 /** One dispatch decision and what came of it. */
@@ -169,6 +196,8 @@ export interface Transition {
   done: boolean;
   /** Actor weight version that decided, `null` for the heuristic fallback (no weights yet). */
   weightVersion: number | null;
+  /** Present (`light`) when the version's light actor decided (the learner learns the main actor only). */
+  actor?: 'light';
 }
 
 /** agent -> orchestrator: a batch of transitions, in decision order. */

@@ -19,7 +19,7 @@
  * Node supports (x64, arm64). A big-endian host is refused with a clear error rather than
  * silently producing unreadable checkpoints.
  */
-import { ACTOR_HEADS, ProtocolError, type ActorHeadName, type WeightsBody } from './envelope';
+import { ACTOR_HEADS, ProtocolError, type ActorHeadName, type LightActorBody, type WeightsBody } from './envelope';
 import * as zlib from 'zlib';
 import { KaisError } from '../errors';
 
@@ -153,6 +153,12 @@ export function packWeights(tensors: readonly WeightTensor[], version: number, h
   return body;
 }
 
+/** Tensors -> the `light` actor of a weights body (packWeights' checks and copy). */
+export function packLightActor(tensors: readonly WeightTensor[], head?: ActorHeadName): LightActorBody {
+  const { checksum, shapes, tensors: data, head: h } = packWeights(tensors, 0, head);
+  return h === undefined ? { checksum, shapes, tensors: data } : { checksum, shapes, tensors: data, head: h };
+}
+
 /**
  * Checks a weights body: shapes consistent with the data lengths, (unless `values: false`) every
  * value finite, and (unless `checksum: false`) the checksum matching. Returns the first problem
@@ -160,20 +166,34 @@ export function packWeights(tensors: readonly WeightTensor[], version: number, h
  * a body already verified (module comment: where weights are checked).
  */
 export function verifyWeights(body: WeightsBody, options: { checksum?: boolean; values?: boolean } = {}): ProtocolError | null {
+  return (
+    verifyActor(body, 'body', `weights version ${body.version}`, options) ??
+    (body.light === undefined ? null : verifyActor(body.light, 'body.light', `weights version ${body.version}'s light actor`, options))
+  );
+}
+
+/** verifyWeights for one actor of a body (its own tensors or its `light` ones), fields named under `p`. */
+function verifyActor(
+  body: LightActorBody,
+  p: string,
+  what: string,
+  options: { checksum?: boolean; values?: boolean },
+): ProtocolError | null {
+  const w = p === 'body' ? 'weights' : 'light actor';
   if (body.head !== undefined && !ACTOR_HEADS.includes(body.head)) {
     return new ProtocolError(
       'KAIS_ERR_BAD_FIELD',
-      `weights head must be one of ${ACTOR_HEADS.join(', ')}, got ${String(body.head)}`,
+      `${w} head must be one of ${ACTOR_HEADS.join(', ')}, got ${String(body.head)}`,
       null,
-      'body.head',
+      `${p}.head`,
     );
   }
   if (body.shapes.length !== body.tensors.length) {
     return new ProtocolError(
       'KAIS_ERR_BAD_FIELD',
-      `weights have ${body.shapes.length} shapes but ${body.tensors.length} tensors`,
+      `${w} have ${body.shapes.length} shapes but ${body.tensors.length} tensors`,
       null,
-      'body.tensors',
+      `${p}.tensors`,
     );
   }
   for (let i = 0; i < body.tensors.length; i++) {
@@ -182,25 +202,22 @@ export function verifyWeights(body: WeightsBody, options: { checksum?: boolean; 
     if (t.length !== want) {
       return new ProtocolError(
         'KAIS_ERR_BAD_FIELD',
-        `weights tensor ${i} has ${t.length} values, its shape [${body.shapes[i].join(', ')}] needs ${want}`,
+        `${w} tensor ${i} has ${t.length} values, its shape [${body.shapes[i].join(', ')}] needs ${want}`,
         null,
-        `body.tensors[${i}]`,
+        `${p}.tensors[${i}]`,
       );
     }
     if (options.values === false) continue;
     for (let j = 0; j < t.length; j++) {
       if (!Number.isFinite(t[j])) {
-        return new ProtocolError('KAIS_ERR_BAD_FIELD', `weights tensor ${i} has a non-finite value at ${j}`, null, `body.tensors[${i}]`);
+        return new ProtocolError('KAIS_ERR_BAD_FIELD', `${w} tensor ${i} has a non-finite value at ${j}`, null, `${p}.tensors[${i}]`);
       }
     }
   }
   if (options.checksum === false) return null;
   const actual = weightsChecksum(body.tensors);
   if (actual !== body.checksum) {
-    return new ProtocolError(
-      'KAIS_ERR_CHECKSUM',
-      `weights version ${body.version}: checksum ${hex(actual)} does not match the declared ${hex(body.checksum)}`,
-    );
+    return new ProtocolError('KAIS_ERR_CHECKSUM', `${what}: checksum ${hex(actual)} does not match the declared ${hex(body.checksum)}`);
   }
   return null;
 }
@@ -237,14 +254,29 @@ function hex(n: number): string {
  *   ...     4 * total   data: float32 values of all tensors, in order
  *   end-4   4           buffer checksum (u32) = CRC-32 of every byte before it
  *
+ * Format 3 (a body with a `light` actor) holds two such buffers, the body's own actor then its
+ * light one (same version), behind a 12-byte header and before a trailing CRC-32 of all before it:
+ *
+ *   0       5           magic "KAISW"
+ *   5       1           format version 3
+ *   6       2           zero
+ *   8       4           length of the first buffer (u32)
+ *   12      ...         the first buffer (format 1 or 2), then the second (format 1 or 2)
+ *   end-4   4           buffer checksum (u32) = CRC-32 of every byte before it
+ *
  * The trailing checksum catches corruption anywhere (header, shapes, data); the data checksum is
  * kept so a checkpoint turns back into a wire body without recomputing anything. A body with a
  * `head` is written as format 2, one without as format 1 (so files written before heads existed,
  * like models/kais-cmmac.bin, keep their bytes); both are read.
  */
 const MAGIC = [0x4b, 0x41, 0x49, 0x53, 0x57]; // "KAISW"
-/** Newest format written (2: with the actor head); format 1 is still read and written for head-less bodies. */
-export const WEIGHTS_FORMAT_VERSION = 2;
+/**
+ * Newest format written (3: a body with a light actor; 2: with the actor head); formats 1 and 2 are
+ * still written for bodies without a light actor (format 1: without a head), and all are read.
+ */
+export const WEIGHTS_FORMAT_VERSION = 3;
+/** Format 3's header: magic, format, 2 zero bytes, the first buffer's length (u32). */
+const PAIR_HEADER_BYTES = 12;
 const HEADER_BYTES = 20;
 const HEAD_CODES: readonly ActorHeadName[] = ['relu1', 'softplus1']; // code = index + 1
 const headerBytesOf = (format: number) => (format >= 2 ? HEADER_BYTES + 4 : HEADER_BYTES);
@@ -259,6 +291,21 @@ export function weightsToBytes(body: WeightsBody, options: { trusted?: boolean }
   assertLittleEndian();
   const problem = options.trusted ? verifyWeights(body, { checksum: false, values: false }) : verifyWeights(body);
   if (problem) throw new TypeError(`weightsToBytes: ${problem.message}`);
+  if (body.light !== undefined) {
+    // format 3: the two actors as two buffers of format 1 or 2 (PAIR_HEADER_BYTES above)
+    const { light, epoch: _epoch, ...own } = body;
+    const first = weightsToBytes(own, { trusted: true });
+    const second = weightsToBytes({ version: body.version, ...light }, { trusted: true });
+    const out = Buffer.alloc(PAIR_HEADER_BYTES + first.length + second.length + 4);
+    MAGIC.forEach((b, i) => (out[i] = b));
+    out.writeUInt8(3, 5);
+    out.writeUInt32LE(first.length, 8);
+    out.set(first, PAIR_HEADER_BYTES);
+    out.set(second, PAIR_HEADER_BYTES + first.length);
+    const end = out.length - 4;
+    out.writeUInt32LE(crc32(out.subarray(0, end)), end);
+    return out;
+  }
   if (body.tensors.length > 0xffff) throw new TypeError(`weightsToBytes: too many tensors (${body.tensors.length})`);
   let shapeBytes = 0;
   let dataBytes = 0;
@@ -309,13 +356,31 @@ export function weightsFromBytes(bytes: Uint8Array): WeightsBody {
   }
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const format = view.getUint8(5);
-  if (format !== 1 && format !== 2) {
+  if (format !== 1 && format !== 2 && format !== 3) {
     throw new ProtocolError(
       'KAIS_ERR_VERSION',
-      `weights buffer format ${format} is not supported (this build reads 1 and ${WEIGHTS_FORMAT_VERSION})`,
+      `weights buffer format ${format} is not supported (this build reads 1 to ${WEIGHTS_FORMAT_VERSION})`,
     );
   }
   const truncated = (what: string) => new ProtocolError('KAIS_ERR_MALFORMED', `weights buffer truncated or corrupt: ${what} (${n} bytes)`);
+  if (format === 3) {
+    if (n < PAIR_HEADER_BYTES + 4) throw truncated('header is cut off');
+    const stored = view.getUint32(n - 4, true);
+    const actual = crc32(bytes.subarray(0, n - 4));
+    if (stored !== actual)
+      throw new ProtocolError(
+        'KAIS_ERR_CHECKSUM',
+        `weights buffer corrupt: checksum ${hex(actual)} does not match the stored ${hex(stored)}`,
+      );
+    const firstLength = view.getUint32(8, true);
+    if (PAIR_HEADER_BYTES + firstLength > n - 4) throw truncated(`its first actor's ${firstLength} bytes do not fit`);
+    const own = weightsFromBytes(bytes.subarray(PAIR_HEADER_BYTES, PAIR_HEADER_BYTES + firstLength));
+    const second = weightsFromBytes(bytes.subarray(PAIR_HEADER_BYTES + firstLength, n - 4));
+    if (own.light !== undefined || second.light !== undefined) throw truncated('an actor of a pair is itself a pair');
+    if (second.version !== own.version) throw truncated(`its actors have versions ${own.version} and ${second.version}`);
+    const { version: _v, ...light } = second;
+    return { ...own, light };
+  }
   const count = view.getUint16(6, true);
   const version = view.getFloat64(8, true);
   const checksum = view.getUint32(16, true);

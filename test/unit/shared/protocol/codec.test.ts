@@ -19,7 +19,7 @@ import {
 } from '../../../../shared/protocol/envelope';
 import { KaisError } from '../../../../shared/errors';
 import { packWeights, weightsChecksum } from '../../../../shared/protocol/weights';
-import { sampleFrames, sampleWeights } from './sample-frames';
+import { lightSwitchFrames, sampleFrames, sampleWeights } from './sample-frames';
 
 /**
  * Plain msgpack without our validation, to craft frames a buggy or hostile peer would send.
@@ -70,6 +70,30 @@ describe('codec', () => {
       const r = decodeFrame(encodeFrame(frame));
       expect(r.ok).toBe(true);
       if (r.ok) expect(r.frame).toEqual(frame);
+    });
+
+    it.each(lightSwitchFrames().map((f) => [f.type, f.seq, f] as const))(
+      'round-trips the light actor switch: a %s frame (seq %d)',
+      (_type, _seq, frame) => {
+        const r = decodeFrame(encodeFrame(frame));
+        expect(r.ok).toBe(true);
+        if (r.ok) expect(r.frame).toEqual(frame);
+      },
+    );
+
+    it("checks a weights frame's light actor as its own: its checksum and its values", () => {
+      const f = lightSwitchFrames()[0];
+      if (f.type !== 'weights') throw new Error();
+      f.body.light!.tensors[0][1] = 0.5; // changed after packing
+      const e = errorOf(decodeFrame(encodeFrame(f)));
+      expect(e.code).toBe('KAIS_ERR_CHECKSUM');
+      expect(e.message).toMatch(/light actor: checksum/);
+      const nan = lightSwitchFrames()[0];
+      if (nan.type !== 'weights') throw new Error();
+      nan.body.light!.tensors[1] = new Float32Array([NaN, 1]);
+      nan.body.light!.checksum = weightsChecksum(nan.body.light!.tensors);
+      const e2 = errorOf(decodeFrame(new Codec({ validateOutgoing: false }).encode(nan)));
+      expect([e2.code, e2.field]).toEqual(['KAIS_ERR_BAD_FIELD', 'body.light.tensors[1]']);
     });
 
     it('carries the optional actor head of a weights frame, and leaves it out when absent', () => {
@@ -331,6 +355,10 @@ describe('codec', () => {
       ['a negative dimension', 'weights', (b) => (b.shapes[1] = [-2]), 'body.shapes[1][0]'],
       ['a checksum above 32 bits', 'weights', (b) => (b.checksum = 2 ** 32), 'body.checksum'],
       ['an unknown actor head', 'weights', (b) => (b.head = 'tanh'), 'body.head'],
+      ['a light actor that is not a map', 'weights', (b) => (b.light = 3), 'body.light'],
+      ['a light actor without tensors', 'weights', (b) => (b.light = { checksum: 0, shapes: [] }), 'body.light.tensors'],
+      ['an unknown actor of a placement', 'placement', (b) => (b.actor = 'heavy'), 'body.actor'],
+      ['an unknown actor of a transition', 'experience', (b) => (b.transitions[0].actor = 'main'), 'body.transitions[0].actor'],
       ['replicas not matching numServices x numNodes', 'placement', (b) => (b.numNodes = 4), 'body.replicas'],
       ['a negative replica count', 'placement', (b) => (b.replicas = new Int32Array([1, 0, -2, 0, 3, 0])), 'body.replicas'],
       ['replicas as a list of numbers', 'placement', (b) => (b.replicas = [1, 0, 2, 0, 3, 0]), 'body.replicas'],

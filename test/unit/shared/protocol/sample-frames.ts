@@ -1,6 +1,6 @@
 /** One valid frame of every message type, shared by the protocol tests. */
 import { makeFrame, placementBody, type Frame } from '../../../../shared/protocol/envelope';
-import { packWeights } from '../../../../shared/protocol/weights';
+import { packLightActor, packWeights } from '../../../../shared/protocol/weights';
 
 const TS = 1_700_000_000_000;
 
@@ -104,5 +104,31 @@ export function sampleFrames(): Frame[] {
     makeFrame('ack', 7, { of: 2 }, TS),
     makeFrame('error', 8, { code: 'KAIS_ERR_CHECKSUM', message: 'weights checksum mismatch', of: 2 }, TS),
     makeFrame('verdicts', 9, { verdicts: [{ node: 4, id: 17, anomalous: true, score: 1.25 }] }, TS),
+  ];
+}
+
+/** The optional fields of the light actor switch: weights with a light actor, a placement naming it, a transition it decided. */
+export function lightSwitchFrames(): Frame[] {
+  const all = sampleFrames();
+  const experience = all.find((f) => f.type === 'experience') as Frame & { type: 'experience' };
+  return [
+    makeFrame(
+      'weights',
+      20,
+      {
+        ...sampleWeights(4),
+        light: packLightActor(
+          [
+            { shape: [3, 2], data: new Float32Array([1, 2, 3, 4, 5, 6]) },
+            { shape: [2], data: new Float32Array([-1, 1]) },
+          ],
+          'softplus1',
+        ),
+      },
+      TS,
+    ),
+    makeFrame('placement', 21, { ...placementBody(8, 121, [[1, 0, 2]]), actor: 'light' }, TS),
+    makeFrame('placement', 22, { ...placementBody(9, 122, [[1, 0, 2]]), actor: 'main' }, TS),
+    makeFrame('experience', 23, { eap: 1, transitions: [{ ...experience.body.transitions[0], actor: 'light' }] }, TS),
   ];
 }

@@ -4,6 +4,7 @@ import {
   WEIGHTS_FORMAT_VERSION,
   crc32,
   crc32Portable,
+  packLightActor,
   packWeights,
   unpackWeights,
   verifyWeights,
@@ -149,8 +150,7 @@ describe('weights bytes (checkpoints)', () => {
     const plain = weightsToBytes(packWeights(actorLike(2), 5));
     const body = packWeights(actorLike(2), 5, head);
     const bytes = weightsToBytes(body);
-    expect(bytes[5]).toBe(WEIGHTS_FORMAT_VERSION);
-    expect(WEIGHTS_FORMAT_VERSION).toBe(2);
+    expect(bytes[5]).toBe(2);
     expect(bytes.length).toBe(plain.length + 4);
     const back = weightsFromBytes(bytes);
     expect(back.head).toBe(head);
@@ -180,6 +180,33 @@ describe('weights bytes (checkpoints)', () => {
     bytes[20] = 9; // head code 9, with a recomputed trailing checksum: only the code is wrong
     bytes.writeUInt32LE(crc32(bytes.subarray(0, bytes.length - 4)), bytes.length - 4);
     expect(codeOf(() => weightsFromBytes(bytes))).toBe('KAIS_ERR_MALFORMED');
+  });
+
+  it('writes a body with a light actor as format 3 (the two actors as two buffers) and reads it back; a pair cut or flipped anywhere is refused', () => {
+    const body = { ...packWeights(actorLike(2), 6, 'relu1'), light: packLightActor(actorLike(3), 'softplus1') };
+    const bytes = weightsToBytes(body);
+    expect(bytes[5]).toBe(3);
+    expect(WEIGHTS_FORMAT_VERSION).toBe(3);
+    const back = weightsFromBytes(bytes);
+    expect([back.version, back.checksum, back.head, back.light!.checksum, back.light!.head]).toEqual([
+      6,
+      body.checksum,
+      'relu1',
+      body.light.checksum,
+      'softplus1',
+    ]);
+    expect(Buffer.from(back.light!.tensors[0].buffer).equals(Buffer.from(body.light.tensors[0].buffer))).toBe(true);
+    expect(verifyWeights(back)).toBeNull();
+    // a body without a light actor keeps its format (2 with a head)
+    expect(weightsToBytes(packWeights(actorLike(2), 6, 'relu1'))[5]).toBe(2);
+    const small = weightsToBytes({ ...sampleWeights(), light: packLightActor([{ shape: [2], data: new Float32Array([1, 2]) }]) });
+    for (let n = 0; n < small.length; n++)
+      expect(['KAIS_ERR_MALFORMED', 'KAIS_ERR_CHECKSUM']).toContain(codeOf(() => weightsFromBytes(small.subarray(0, n))));
+    for (let i = 0; i < small.length; i++) {
+      const bad = Buffer.from(small);
+      bad[i] ^= 0x10;
+      expect(['KAIS_ERR_MALFORMED', 'KAIS_ERR_CHECKSUM', 'KAIS_ERR_VERSION']).toContain(codeOf(() => weightsFromBytes(bad)));
+    }
   });
 
   it('reads a buffer at an unaligned offset and does not share its memory', () => {
