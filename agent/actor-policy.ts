@@ -18,7 +18,8 @@ export type ActMode = 'sample' | 'argmax';
 
 /** Receives every decision; `obs` and `mask` are views valid only during the call (copy them). */
 export interface DecisionRecorder {
-  record(obs: Float32Array, mask: Uint8Array, action: number, logProb: number, eap: number): void;
+  /** `light`: the light actor decided (setLightWeights), not the main one. */
+  record(obs: Float32Array, mask: Uint8Array, action: number, logProb: number, eap: number, light?: boolean): void;
 }
 
 export interface CmmacOptions {
@@ -47,6 +48,8 @@ export class CmmacDispatch implements DispatchPolicy {
   mode: ActMode;
   recorder: DecisionRecorder | null = null;
   private actor: ActorF32;
+  /** The light-load actor (the actor switch), used while the view's actorSlot() is `light`; null: none. */
+  private lightActor: ActorF32 | null = null;
   private _version: number;
   private rng: Rng;
   private readonly ownRng: boolean;
@@ -86,6 +89,32 @@ export class CmmacDispatch implements DispatchPolicy {
     this._version = version;
   }
 
+  /**
+   * Hold a light-load actor beside the main one (the actor switch: a weights body's `light` actor,
+   * or `kais eval`'s for a GPG model that names one), or none (null). Same observation and targets
+   * as the main actor; its own head.
+   */
+  setLightWeights(arrays: readonly Float32Array[] | null, head: HeadActivation = this.head, hidden: readonly number[] = this.hidden): void {
+    this.lightActor =
+      arrays === null
+        ? null
+        : new ActorF32(this.observations.dim, this.numActions, arrays, hidden, head, targetBlockOf(this.observations.shape));
+  }
+
+  /** Hold another policy's main actor as this one's light actor (kais eval: the GPG model's light actor file, loaded as a policy). */
+  setLightFrom(other: CmmacDispatch): void {
+    if (other.observations.dim !== this.observations.dim || other.numActions !== this.numActions)
+      throw new TypeError(
+        `the light actor takes ${other.observations.dim} inputs and ${other.numActions} targets, the main one ${this.observations.dim} and ${this.numActions}`,
+      );
+    this.lightActor = other.actor;
+  }
+
+  /** Whether a light actor is held (setLightWeights). */
+  get hasLight(): boolean {
+    return this.lightActor !== null;
+  }
+
   reset(seed: number): void {
     if (this.ownRng) this.rng = Rng.derive(seed, 'cmmac');
   }
@@ -103,7 +132,9 @@ export class CmmacDispatch implements DispatchPolicy {
     if (this.obsBuf.length < n * D) this.obsBuf = new Float32Array(Math.max(n, 2 * (this.obsBuf.length / D)) * D);
     const obs = this.obsBuf;
     for (let i = 0; i < n; i++) this.observations.build(items[i], view, obs, i * D);
-    const q = this.actor.scores(obs, n); // [n, A]
+    // the actor switch: the light actor while the orchestration names it (the view's last placement)
+    const light = this.lightActor !== null && view.actorSlot?.() === 'light';
+    const q = (light ? this.lightActor! : this.actor).scores(obs, n); // [n, A]
     for (let i = 0; i < n; i++) {
       const item = items[i];
       const sum = maskedPolicyRow(q, i, item.mask, this.pi);
@@ -111,7 +142,7 @@ export class CmmacDispatch implements DispatchPolicy {
       item.action = a;
       if (this.recorder) {
         const logProb = Math.log(q[i * A + a]) - Math.log(sum);
-        this.recorder.record(obs.subarray(i * D, (i + 1) * D), item.mask, a, logProb, item.eap);
+        this.recorder.record(obs.subarray(i * D, (i + 1) * D), item.mask, a, logProb, item.eap, light);
       }
     }
   }

@@ -166,6 +166,8 @@ export interface Decision {
   version: number | null;
   /** With a version: how many weights the dispatcher had applied when it decided (Dispatcher.retireExperience). */
   gen?: number;
+  /** The version's light actor decided (the actor switch), not its main one. */
+  light?: boolean;
 }
 
 interface Pending {
@@ -199,6 +201,8 @@ export interface DispatchCounters {
   decisionsLearned: number;
   /** Of decisionsLearned, those drawn from the policy (`explore`; all of them at explore 1, a model whose act is sample) rather than its argmax. */
   decisionsDrawn: number;
+  /** Of decisionsLearned, those of the light actor (the actor switch: frames whose placement names it). */
+  decisionsLight: number;
   /** Decisions of the heuristic: cmmac's lec fallback (no weights yet), or the `policy` heuristic. */
   decisionsFallback: number;
   /** Decisions the regime guard's fallback took while the actor held weights (counted in decisionsFallback too). */
@@ -232,6 +236,7 @@ export class Dispatcher {
     decidedToCloud: 0,
     decisionsLearned: 0,
     decisionsDrawn: 0,
+    decisionsLight: 0,
     decisionsFallback: 0,
     decisionsGuarded: 0,
     guardSwitches: 0,
@@ -300,11 +305,14 @@ export class Dispatcher {
         head: 'relu1' | 'softplus1';
         mode: 'argmax' | 'sample';
         recorder: unknown;
+        hasLight: boolean;
         setWeights(v: number, a: readonly Float32Array[]): void;
       })
     | null = null;
   private lastLogProb = 0;
   private lastObs: Float32Array | null = null;
+  /** Whether the light actor made the last learned decision. */
+  private lastLight = false;
   /** Whether the decision being made is kept as experience (set per decision by `decide`). */
   private recordThis = false;
   private inFlight = 0;
@@ -439,15 +447,43 @@ export class Dispatcher {
       hidden,
       head: body.head ?? this.actorHead,
     });
+    if (body.light) {
+      // the actor switch: the version's light actor, used in frames whose placement names it
+      const lightFit = actorFit(body.light.shapes, {
+        obsDim: dim,
+        numActions: A,
+        scorerInputs: targetBlockOf(this.observations.shape).stride,
+      });
+      if (!lightFit)
+        throw new TypeError(
+          `light actor weights do not fit: expected an MLP from ${dim} inputs to ${A} actions, got shapes ${JSON.stringify(body.light.shapes)}`,
+        );
+      policy.setLightWeights(body.light.tensors, body.light.head ?? this.actorHead, lightFit.hidden);
+    }
     policy.recorder = {
-      record: (obs: Float32Array, _mask: Uint8Array, _action: number, logProb: number) => {
+      record: (obs: Float32Array, _mask: Uint8Array, _action: number, logProb: number, _eap: number, light?: boolean) => {
         this.lastLogProb = logProb;
         this.lastObs = this.recordThis ? obs.slice() : null;
+        this.lastLight = light === true;
       },
     };
     this.learned = policy;
     this.weightsGen++;
     return true;
+  }
+
+  /**
+   * The actor deciding now: `light` while the last placement names it and the weights hold a light
+   * actor (the actor switch), else `main`; null while the fallback decides (no weights).
+   */
+  get actorInUse(): 'main' | 'light' | null {
+    if (!this.learned) return null;
+    return this.learned.hasLight && this.view.actorSlot() === 'light' ? 'light' : 'main';
+  }
+
+  /** Whether the weights in use hold a light actor. */
+  get holdsLightActor(): boolean {
+    return this.learned?.hasLight ?? false;
   }
 
   /** Head of the actor in use: the weights frame's, else `actorHead`; null while the fallback decides. */
@@ -704,6 +740,7 @@ export class Dispatcher {
     if (this.learned) {
       this.lastObs = null;
       this.lastLogProb = 0;
+      this.lastLight = false;
       const exploring = this.explore > 0 && (this.explore >= 1 || this.coin.next() < this.explore);
       this.learned.mode = exploring ? 'sample' : 'argmax';
       this.recordThis = this.experienceMode === 'all' || (this.experienceMode === 'explored' && exploring);
@@ -718,7 +755,16 @@ export class Dispatcher {
         if (exploring) this.counters.decisionsDrawn++;
         // the log-probability of what was done: an argmax actor is deterministic (probability 1)
         const logProb = exploring ? Math.min(0, this.lastLogProb) : 0;
-        return { target, mask, obs: this.lastObs, logProb, version: this.learned.version, gen: this.weightsGen };
+        if (this.lastLight) this.counters.decisionsLight++;
+        return {
+          target,
+          mask,
+          obs: this.lastObs,
+          logProb,
+          version: this.learned.version,
+          gen: this.weightsGen,
+          ...(this.lastLight ? { light: true } : {}),
+        };
       }
     }
     if (!this.fallbackReset) {
@@ -805,6 +851,7 @@ export class Dispatcher {
         metDeadline,
         done: false,
         weightVersion: d.version,
+        ...(d.light ? { actor: 'light' as const } : {}),
       });
     }
   }

@@ -69,6 +69,10 @@ export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknow
     /** `--policy`: `cmmac` or the heuristic that decides everything. */
     policyOption: d.policyOption,
     actorHead: d.actorHeadInUse,
+    /** The actor deciding now (`light` in frames whose placement names it, when the weights hold one; null: no weights yet). */
+    actor: d.actorInUse,
+    /** Whether the weights in use hold a light actor (the actor switch). */
+    lightActor: d.holdsLightActor,
     /** Share of cmmac's decisions drawn from the policy (--explore; 1 when the orchestrator's model acts by sampling). */
     explore: d.explore,
     weightVersion: s.weightVersion,

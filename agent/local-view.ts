@@ -21,7 +21,7 @@ import type { ClusterView } from '../shared/policy';
 import type { Scenario } from '../shared/scenario';
 import { capacityArrays, ScenarioTargets } from '../shared/scenario';
 import { discounted } from '../shared/dequeue';
-import type { PlacementBody } from '../shared/protocol/envelope';
+import type { ActorSlot, PlacementBody } from '../shared/protocol/envelope';
 import type { TargetLoad } from './proxy';
 
 export class LocalClusterView extends ScenarioTargets implements ClusterView {
@@ -47,6 +47,8 @@ export class LocalClusterView extends ScenarioTargets implements ClusterView {
   private readonly deviceLatencyS: number;
   /** [w] the cloud's concurrent capacity for w (constant: its cores / w's cores). */
   private readonly cloudReady: Int32Array;
+  /** The last placement's `actor` (main when it named none). */
+  private actor: ActorSlot = 'main';
   /** [n] free memory ratio of edge node n under the current placement (recomputed by applyPlacement). */
   private readonly freeMem: Float64Array;
   private readonly t0Ms: number;
@@ -118,6 +120,12 @@ export class LocalClusterView extends ScenarioTargets implements ClusterView {
       for (let n = 0; n < this.numNodes; n++) this.replicaCount[n * W + w] = body.replicas[w * this.numNodes + n];
     }
     this.updateFreeMem();
+    this.actor = body.actor ?? 'main';
+  }
+
+  /** The actor the last placement named (ClusterView.actorSlot). */
+  actorSlot(): ActorSlot {
+    return this.actor;
   }
 
   private updateFreeMem(): void {

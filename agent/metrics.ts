@@ -74,6 +74,12 @@ export class AgentMetrics {
     counter('kais_agent_decisions_drawn_total', "cmmac's decisions drawn from its policy rather than its argmax (--explore).", [], () => [
       [{}, c.decisionsDrawn],
     ]);
+    counter(
+      'kais_agent_decisions_light_total',
+      "cmmac's decisions made by the light actor (frames whose placement names it: the actor switch).",
+      [],
+      () => [[{}, c.decisionsLight]],
+    );
     counter('kais_agent_guard_switches_total', 'Switches of the regime guard (to its fallback and back).', [], () => [
       [{}, c.guardSwitches],
     ]);

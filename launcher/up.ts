@@ -190,6 +190,8 @@ export interface EapSummary {
   decisionsLearned: number;
   /** Of decisionsLearned, those drawn from the policy (explored, or every one when the model's act is sample). */
   decisionsDrawn: number;
+  /** Of decisionsLearned, those of the light actor (the actor switch: frames whose placement named it). */
+  decisionsLight: number;
   /** Decisions of the heuristic: cmmac's lec fallback, or the `--policy` heuristic. */
   decisionsFallback: number;
   /** Decisions that chose the cloud first (before any retry). */
@@ -1015,6 +1017,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         placementsApplied: (h.placementsApplied as number) ?? 0,
         decisionsLearned: counters.decisionsLearned ?? 0,
         decisionsDrawn: counters.decisionsDrawn ?? 0,
+        decisionsLight: counters.decisionsLight ?? 0,
         decisionsFallback: counters.decisionsFallback ?? 0,
         decidedToCloud: counters.decidedToCloud ?? 0,
       };
@@ -1107,7 +1110,7 @@ function gpgPolicy(
   file: string,
   scenario: Scenario,
   source = '--gpg',
-): import('../shared/policy').OrchestrationPolicy & { dispose: () => void; summary: string } {
+): import('../shared/policy').OrchestrationPolicy & { dispose: () => void; summary: string; lightActor: string | null } {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { loadGpgOrchestration } = require('../critic/gpg/load') as typeof import('../critic/gpg/load');
   return loadGpgOrchestration(file, scenario, source);
@@ -1166,6 +1169,10 @@ export function predictRate(
       ? ck.loadActorFile(checkpoint, base) // acting as the model says (its act), as the agents do
       : ck.loadCmmacFromDb(checkpoint, base) // the best checkpoint: what the orchestrator publishes
     : null;
+  const orchestration = a.orchestration === 'gpg' ? gpgPolicy(a.gpg!, scenario) : makeOrchestration(a.orchestration, scenario);
+  // the actor switch: the GPG model's light actor beside the main one, as the orchestrator publishes it to the agents
+  const lightActor = (orchestration as { lightActor?: string | null }).lightActor ?? null;
+  if (learned && lightActor !== null) learned.setLightFrom(ck.loadActorFile(lightActor, base));
   const dispatch = isDispatchHeuristic(policy)
     ? new PerEapDispatch(() => makeHeuristicDispatch(policy, scenario)) // reset(seed) seeds each eAP's instance as the agent seeds its own
     : learned
@@ -1184,10 +1191,7 @@ export function predictRate(
     frames: Math.max(1, Math.ceil((lastS + 1) / frameS)),
     seed: a.seed,
     dispatch,
-    orchestration: recordingPlacements(
-      a.orchestration === 'gpg' ? gpgPolicy(a.gpg!, scenario) : makeOrchestration(a.orchestration, scenario),
-      placements,
-    ),
+    orchestration: recordingPlacements(orchestration, placements),
     nodeDequeue: 'edf',
     view,
     tally: true,
@@ -1225,6 +1229,7 @@ export function recordingPlacements(inner: OrchestrationPolicy, out: Int32Array[
       out.push(Int32Array.from(placementOf(view).flat()));
       return inner.decide(view);
     },
+    actorFor: inner.actorFor ? () => inner.actorFor!() : undefined,
   };
 }
 

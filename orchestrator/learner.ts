@@ -128,6 +128,8 @@ export interface OnlineLearnerStats {
   refusedUpdates: number;
   /** Transitions skipped for a reward or log-probability out of bounds. */
   transitionsOutOfBounds: number;
+  /** Transitions the light actor decided (the actor switch): not learned from, the learner learns the main actor. */
+  transitionsLight: number;
   /** Actor updates the weight gate rejected (not published). */
   gateRejected: number;
 }
@@ -204,6 +206,7 @@ export class OnlineLearner {
     failedUpdates: 0,
     refusedUpdates: 0,
     transitionsOutOfBounds: 0,
+    transitionsLight: 0,
     gateRejected: 0,
   };
   private readonly o: Required<Omit<OnlineLearnerOptions, 'log' | 'onEvent' | 'maxKl' | 'gate' | 'publish'>> & {
@@ -392,6 +395,11 @@ export class OnlineLearner {
 
   private eligible(t: Transition): boolean {
     if (this.version === null || t.weightVersion === null) return false;
+    if (t.actor === 'light') {
+      // the light actor's decisions are off-policy for the main actor, the one learned
+      this.stats.transitionsLight++;
+      return false;
+    }
     if (t.weightVersion < this.version - this.o.maxLag || t.weightVersion > this.version || t.weightVersion < this.minVersion) return false;
     if (t.obs.length !== this.obsDim || t.mask.length !== this.numActions || !Number.isFinite(t.logProb) || t.logProb > 0) return false;
     // what goes into the Float32Array batch must stay finite there (1e300 is Infinity in float32)

@@ -60,8 +60,8 @@ import { LearnedDetector } from './detector';
 import { OrchestratorHttp } from './http';
 import { DEFAULT_GATE, gateConfigProblem, WeightGate, type GateConfig } from './gate';
 import { CanaryRollout, canaryConfigProblem, DEFAULT_CANARY, type CanaryConfig } from './canary';
-import { packWeights, unpackWeights, type WeightTensor } from '../shared/protocol/weights';
-import type { ActorHeadName } from '../shared/protocol/envelope';
+import { packLightActor, packWeights, unpackWeights, type WeightTensor } from '../shared/protocol/weights';
+import type { ActorHeadName, LightActorBody } from '../shared/protocol/envelope';
 import { Rng } from '../shared/rng';
 import { DashboardFeed } from './dashboard';
 import { PredictionFile, readPrediction, type Prediction } from './prediction';
@@ -456,7 +456,7 @@ function readTlsSection(v: unknown, file: string, fail: (field: string, why: str
 async function learnedOrchestration(
   cfg: OrchestratorConfig,
   log: (line: string) => void,
-): Promise<import('../shared/policy').OrchestrationPolicy & { summary: string }> {
+): Promise<import('../shared/policy').OrchestrationPolicy & { summary: string; lightActor: string | null }> {
   await loadBackend();
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { loadGpgOrchestration } = require('../critic/gpg/load') as typeof import('../critic/gpg/load');
@@ -568,6 +568,19 @@ export async function startOrchestrator(
   // the GPG model and the executor (a Kubernetes one lists its Deployments) before the store is
   // opened: a config they refuse leaves no new store behind
   const policy = cfg.orchestration === 'gpg' ? await learnedOrchestration(cfg, log) : cfg.orchestration;
+  // the actor switch: the GPG model's light actor, carried by every weights version beside the main one
+  // (a UsageError naming the model when it does not fit the scenario)
+  const lightFile = typeof policy === 'string' ? null : policy.lightActor;
+  let lightActor: LightActorBody | undefined;
+  if (lightFile !== null) {
+    let light: ReturnType<typeof deployableActor>;
+    try {
+      light = deployableActor(lightFile, cfg.scenario);
+    } catch (e) {
+      throw new UsageError(`field "gpgModel": ${cfg.gpgModel}: its light actor: ${(e as Error).message}`);
+    }
+    lightActor = packLightActor(light.tensors, light.head ?? cfg.actorHead);
+  }
   // an executor that cannot see load on its cluster (Kubernetes) takes it from the agents' telemetry
   const loadBoard = cfg.executor === 'kubernetes' ? new LoadBoard({ scenario: cfg.scenario, speed: cfg.speed }) : null;
   const executor = await makeExecutor(cfg, log, loadBoard);
@@ -642,7 +655,10 @@ export async function startOrchestrator(
     throw e;
   });
   // a placement the store cannot keep is still pushed (the executor has changed the cluster), and logged
-  const registry = new ModelRegistry(store, hub, { storeWrite: (what, write) => guard.run(what, write, true) });
+  const registry = new ModelRegistry(store, hub, {
+    storeWrite: (what, write) => guard.run(what, write, true),
+    ...(lightActor ? { lightActor } : {}),
+  });
   registryRef = registry;
   // refusals any peer can provoke before it is authenticated (a failed TLS handshake, a refused
   // hello): an event (stored, logged) at most once a window (a minute) per kind and address; the
@@ -717,6 +733,11 @@ export async function startOrchestrator(
   if (store.latestModelVersion() === null && ck) {
     const body = registry.publishWeights(ck.tensors, head);
     log(`published initial cmmac weights v${body.version} from ${cfg.checkpoint}`);
+  } else if (lightActor && store.latestModelVersion() !== null && store.latestModel()!.light?.checksum !== lightActor.checksum) {
+    // a store from before the model's actor switch (or with another light actor): its main actor again, with this light one
+    const stored = store.latestModel()!;
+    const body = registry.publishWeights(unpackWeights(stored), stored.head);
+    log(`published weights v${body.version}: stored v${stored.version}'s actor with the light actor of ${cfg.gpgModel}`);
   } else if (store.latestModelVersion() !== null) {
     log(`serving stored weights v${store.latestModelVersion()}`);
   } else {

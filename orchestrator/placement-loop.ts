@@ -129,7 +129,7 @@ export class PlacementLoop {
     } catch (e) {
       log(`executor: ${(e as Error).message}`);
     }
-    if (this.o.publishStart) this.o.registry.publishPlacement(this.frame, this.d);
+    if (this.o.publishStart) this.o.registry.publishPlacement(this.frame, this.d, this.policy.actorFor?.());
     this.timer = setInterval(() => this.queueTick(), this.stepMs);
   }
 
@@ -249,7 +249,8 @@ export class PlacementLoop {
       this.d = withOps(this.d, rep.executed);
     }
     if (this.stopped) return outcome;
-    this.o.registry.publishPlacement(this.frame, this.d);
+    // the actor switch: the actor the policy's last decision named (none without a switch)
+    this.o.registry.publishPlacement(this.frame, this.d, this.policy.actorFor?.());
     if (this.o.registry.lastPlacementStored === false) outcome.stored = false;
     return outcome;
   }

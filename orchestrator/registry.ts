@@ -15,7 +15,14 @@
  * store's epoch.
  */
 import type { EapId, Placement } from '../shared/domain';
-import { placementBody, type ActorHeadName, type PlacementBody, type WeightsBody } from '../shared/protocol/envelope';
+import {
+  placementBody,
+  type ActorHeadName,
+  type ActorSlot,
+  type LightActorBody,
+  type PlacementBody,
+  type WeightsBody,
+} from '../shared/protocol/envelope';
 import { packWeights, unpackWeights, type WeightTensor } from '../shared/protocol/weights';
 import { Hub, type HubEvents, type HubOptions } from './hub';
 import type { Store } from './store';
@@ -36,6 +43,12 @@ export interface ModelRegistryOptions {
    * when it failed (logged there). Used for placements only. @defaultValue the write itself (a failure throws)
    */
   storeWrite?: (what: string, write: () => void) => boolean;
+  /**
+   * The light actor every version published from here on carries (the actor switch: the GPG
+   * model's `scaleIn.light.actor`, docs/gpg.md); the learner and the canary change the main actor
+   * only. @defaultValue none
+   */
+  lightActor?: LightActorBody;
 }
 
 export class ModelRegistry {
@@ -73,8 +86,7 @@ export class ModelRegistry {
 
   /** New actor weights (in `model.getWeights()` order) and the head they were trained with (carried to the agents): next version, stored, then pushed to every agent. */
   publishWeights(tensors: readonly WeightTensor[], head?: ActorHeadName): WeightsBody {
-    const body = packWeights(tensors, (this.store.latestModelVersion() ?? 0) + 1, head);
-    body.epoch = this.store.epoch;
+    const body = this.pack(tensors, head);
     this.store.putModel(body);
     this.hub.broadcastWeights(body);
     return body;
@@ -82,10 +94,17 @@ export class ModelRegistry {
 
   /** A canary (orchestrator/canary.ts): next version, stored, then pushed to the agents of `eaps` only. */
   publishCanary(tensors: readonly WeightTensor[], head: ActorHeadName | undefined, eaps: readonly EapId[]): WeightsBody {
-    const body = packWeights(tensors, (this.store.latestModelVersion() ?? 0) + 1, head);
-    body.epoch = this.store.epoch;
+    const body = this.pack(tensors, head);
     this.store.putModel(body);
     this.hub.startCanary(eaps, body);
+    return body;
+  }
+
+  /** The next version's body: the tensors, the store's epoch and the light actor (options.lightActor). */
+  private pack(tensors: readonly WeightTensor[], head: ActorHeadName | undefined): WeightsBody {
+    const body = packWeights(tensors, (this.store.latestModelVersion() ?? 0) + 1, head);
+    body.epoch = this.store.epoch;
+    if (this.o.lightActor) body.light = this.o.lightActor;
     return body;
   }
 
@@ -105,10 +124,14 @@ export class ModelRegistry {
     return this.publishWeights(unpackWeights(old), old.head);
   }
 
-  /** New placement d[w][n] for orchestration frame `frame`: next version, stored (if the store can), then pushed. */
-  publishPlacement(frame: number, d: Placement): PlacementBody {
+  /**
+   * New placement d[w][n] for orchestration frame `frame` (with `actor`: the actor the agents use from
+   * then on, the actor switch): next version, stored (if the store can), then pushed.
+   */
+  publishPlacement(frame: number, d: Placement, actor?: ActorSlot): PlacementBody {
     const body = placementBody((this.placementVersion ?? 0) + 1, frame, d);
     body.epoch = this.store.epoch;
+    if (actor !== undefined) body.actor = actor;
     const put = () => this.store.putPlacement(body);
     const stored = this.o.storeWrite ? this.o.storeWrite(`placement v${body.version}`, put) : (put(), true);
     this.lastPlacementStored = stored;

@@ -200,7 +200,8 @@ CREATE TABLE IF NOT EXISTS placements (
   num_services INTEGER NOT NULL,
   num_nodes INTEGER NOT NULL,
   replicas BLOB NOT NULL,
-  created_ms INTEGER NOT NULL
+  created_ms INTEGER NOT NULL,
+  actor TEXT
 );
 CREATE TABLE IF NOT EXISTS metrics (
   ts_ms INTEGER NOT NULL,
@@ -413,6 +414,9 @@ export class Store {
             this.db.pragma(`max_page_count = ${Math.max(16, Math.floor(this.limits.fileMaxBytes / page))}`);
           }
           this.db.exec(SCHEMA);
+          // a file from before the actor switch gains its placements' actor column (NULL: main)
+          const placementColumns = this.db.prepare('PRAGMA table_info(placements)').all() as { name: string }[];
+          if (!placementColumns.some((c) => c.name === 'actor')) this.db.exec('ALTER TABLE placements ADD COLUMN actor TEXT');
           epochIsNew = this.meta('epoch') === null;
           this.db
             .prepare(`INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?), ('experience_capacity', ?), ('epoch', ?)`)
@@ -801,8 +805,8 @@ export class Store {
     }
     const replicas = Buffer.from(body.replicas.buffer, body.replicas.byteOffset, body.replicas.byteLength);
     this.db
-      .prepare('INSERT INTO placements (version, frame, num_services, num_nodes, replicas, created_ms) VALUES (?, ?, ?, ?, ?, ?)')
-      .run(body.version, body.frame, body.numServices, body.numNodes, replicas, nowMs);
+      .prepare('INSERT INTO placements (version, frame, num_services, num_nodes, replicas, created_ms, actor) VALUES (?, ?, ?, ?, ?, ?, ?)')
+      .run(body.version, body.frame, body.numServices, body.numNodes, replicas, nowMs, body.actor ?? null);
   }
 
   latestPlacementVersion(): number | null {
@@ -986,6 +990,8 @@ interface PlacementRow {
   num_services: number;
   num_nodes: number;
   replicas: Buffer;
+  /** Absent in a read-only file from before the column; NULL: the placement named no actor. */
+  actor?: string | null;
 }
 
 function placementBody(row: PlacementRow): PlacementBody {
@@ -998,5 +1004,6 @@ function placementBody(row: PlacementRow): PlacementBody {
     numServices: row.num_services,
     numNodes: row.num_nodes,
     replicas: new Int32Array(bytes.buffer),
+    ...(row.actor === 'main' || row.actor === 'light' ? { actor: row.actor } : {}),
   };
 }

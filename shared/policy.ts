@@ -3,6 +3,7 @@
  * simulator, `kais eval` and the live agent can drive any of them (Decima's `Agent.get_action`).
  */
 import type { Request, ScaleOp, ServiceId } from './domain';
+import type { ActorSlot } from './protocol/envelope';
 
 /**
  * What a dispatcher may look at. In the simulator it is backed by the simulated cluster; in the
@@ -50,6 +51,11 @@ export interface ClusterView {
   eapQueueLen(eap: number): number;
   serviceCpuCores(service: ServiceId): number;
   serviceMemGB(service: ServiceId): number;
+  /**
+   * The actor the orchestration named for this frame (the last placement's `actor`): a dispatch
+   * policy that holds a light actor uses it while this is `light`. Absent: `main`.
+   */
+  actorSlot?(): ActorSlot;
 }
 
 /** One pending dispatch decision: a request at an eAP with its action mask. */
@@ -110,4 +116,10 @@ export interface OrchestrationPolicy {
   readonly periodS: number;
   reset?(seed: number, view: OrchestrationView): void;
   decide(view: OrchestrationView): ScaleOp[];
+  /**
+   * The actor the dispatch uses until the next decision, as decided by the last decide() (before
+   * the first: as reset() left it). Absent, or undefined: the policy has no actor switch (every
+   * frame `main`, and placements name none).
+   */
+  actorFor?(): ActorSlot | undefined;
 }

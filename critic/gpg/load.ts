@@ -6,6 +6,7 @@
  * gpg (the heuristic pairs never need tfjs).
  */
 import * as fs from 'fs';
+import * as path from 'path';
 import { UsageError } from '../../shared/errors';
 import type { Scenario } from '../../shared/scenario';
 import type { GpgNet } from './gnn';
@@ -45,11 +46,28 @@ export function loadGpgOrchestration(
   scenario: Scenario,
   source: string,
   periodS: number = scenario.slotS * scenario.slotsPerFrame,
-): OrchestrationPolicy & { dispose: () => void; nodesPerDecision: number; summary: string } {
+): OrchestrationPolicy & { dispose: () => void; nodesPerDecision: number; summary: string; lightActor: string | null } {
   const { net, meta } = loadGpgModel(file, scenario, source);
   const nodesPerDecision = modelNodesPerFrame(meta, scenario);
   const policy = withScaleIn(new GpgOrchestration(net, { periodS, nodesPerDecision, mode: 'greedy' }), meta);
-  return Object.assign(policy, { dispose: () => net.dispose(), nodesPerDecision, summary: gpgSummary(file, nodesPerDecision, meta) });
+  return Object.assign(policy, {
+    dispose: () => net.dispose(),
+    nodesPerDecision,
+    summary: gpgSummary(file, nodesPerDecision, meta),
+    lightActor: lightActorOf(file, meta, source),
+  });
+}
+
+/**
+ * The light actor a model names (`scaleIn.light.actor`: a file in the model's folder), as a path;
+ * null when it names none. A UsageError `<source>: <file>: ...` when the file is not there.
+ */
+export function lightActorOf(file: string, meta: Pick<GpgModelMeta, 'scaleIn'>, source: string): string | null {
+  const name = meta.scaleIn?.light?.actor;
+  if (name === undefined) return null;
+  const actor = path.join(path.dirname(file), name);
+  if (!fs.existsSync(actor)) throw new UsageError(`${source}: ${file}: its light actor ${actor} does not exist`);
+  return actor;
 }
 
 /** What a model file runs, in one line for an operator's log: the file, H and the scale-in if any. */
@@ -65,7 +83,11 @@ export function gpgSummary(file: string, nodesPerDecision: number, meta: Pick<Gp
     parts.push(
       `below a failed share of ${si.light.belowFailedShare}: target ${si.light.targetUtilisation}${si.light.keepPerEap ? ', one kept per eAP' : ', none kept per eAP'}`,
     );
-  return `${head}, then hpa's scale-in (${parts.join(', ')})`;
+  const actor = si.light?.actor;
+  const switchText = actor
+    ? `; actor switch: ${actor} dispatches in the first frame and after every light window, the main actor after any other`
+    : '';
+  return `${head}, then hpa's scale-in (${parts.join(', ')})${switchText}`;
 }
 
 /** GPG as its model runs it: followed by hpa's scale-in when the model names one. */
@@ -77,6 +99,15 @@ export function withScaleIn(gpg: OrchestrationPolicy, meta: Pick<GpgModelMeta, '
     keepPerEap: si.keepPerEap ?? false,
     maxFailedShare: si.maxFailedShare ?? 1,
     ...(si.regret !== undefined ? { regret: si.regret } : {}),
-    ...(si.light ? { light: si.light } : {}),
+    ...(si.light
+      ? {
+          light: {
+            belowFailedShare: si.light.belowFailedShare,
+            targetUtilisation: si.light.targetUtilisation,
+            keepPerEap: si.light.keepPerEap,
+            ...(si.light.actor !== undefined ? { switchActor: true } : {}),
+          },
+        }
+      : {}),
   });
 }

@@ -36,8 +36,13 @@ export interface GpgScaleIn {
   maxFailedShare?: number;
   /** Undo a removal after which the service's failed share rose by more than this (shared/orchestration/scale-in.ts). @defaultValue 1 */
   regret?: number;
-  /** A leaner scale-in in windows whose failed share is below belowFailedShare (shared/orchestration/scale-in.ts). @defaultValue none */
-  light?: { belowFailedShare: number; targetUtilisation: number; keepPerEap: boolean };
+  /**
+   * A leaner scale-in in windows whose failed share is below belowFailedShare (shared/orchestration/scale-in.ts);
+   * with `actor`, the actor switch as well: the file (in the model's folder) of the light-load actor
+   * the agents dispatch with in the frame after a light window (and before the first decision), the
+   * main actor after any other. @defaultValue none
+   */
+  light?: { belowFailedShare: number; targetUtilisation: number; keepPerEap: boolean; actor?: string };
 }
 
 interface GpgModelJson extends GpgModelMeta {
@@ -216,13 +221,25 @@ function scaleInOf(v: unknown): GpgScaleIn {
       typeof l.keepPerEap !== 'boolean')
   )
     throw new TypeError(
-      `scaleIn.light must be {"belowFailedShare": <0..1>, "targetUtilisation": <0..1>, "keepPerEap": <bool>}, got ${JSON.stringify(l)}`,
+      `scaleIn.light must be {"belowFailedShare": <0..1>, "targetUtilisation": <0..1>, "keepPerEap": <bool>, "actor"?: "<file>.bin"}, got ${JSON.stringify(l)}`,
+    );
+  // a file name in the model's folder, no path: a model file cannot point anywhere else on the machine
+  if (l?.actor !== undefined && (typeof l.actor !== 'string' || !/^[A-Za-z0-9._-]+\.bin$/.test(l.actor) || l.actor.startsWith('.')))
+    throw new TypeError(
+      `scaleIn.light.actor must be the file name of an actor (.bin) in the model's folder, got ${JSON.stringify(l.actor)}`,
     );
   return {
     rule: 'hpa',
     targetUtilisation: t,
     ...(l !== undefined
-      ? { light: { belowFailedShare: l.belowFailedShare!, targetUtilisation: l.targetUtilisation!, keepPerEap: l.keepPerEap! } }
+      ? {
+          light: {
+            belowFailedShare: l.belowFailedShare!,
+            targetUtilisation: l.targetUtilisation!,
+            keepPerEap: l.keepPerEap!,
+            ...(l.actor !== undefined ? { actor: l.actor } : {}),
+          },
+        }
       : {}),
     ...(o.keepPerEap !== undefined ? { keepPerEap: o.keepPerEap } : {}),
     ...(f !== undefined ? { maxFailedShare: f } : {}),

@@ -13,6 +13,7 @@
  */
 import type { ScaleOp } from '../domain';
 import type { OrchestrationPolicy, OrchestrationView } from '../policy';
+import type { ActorSlot } from '../protocol/envelope';
 import { HpaRecommender, type HpaOptions } from './hpa';
 import { Plan } from './placement';
 
@@ -44,7 +45,18 @@ export interface ScaleInOptions extends Partial<HpaOptions> {
    * and `keepPerEap` is this one's; in any other window (one without arrivals included) the options
    * above. Both recommenders see every window, so each one's stabilisation history is whole. @defaultValue none
    */
-  light?: { belowFailedShare: number; targetUtilisation: number; keepPerEap: boolean };
+  light?: {
+    belowFailedShare: number;
+    targetUtilisation: number;
+    keepPerEap: boolean;
+    /**
+     * The actor switch: the dispatch uses its light actor in the frame after a light window, its
+     * main one after any other, and the light one before the first decision (actorFor()). The
+     * light-load actor then serves the load it was made for, the main one the overload.
+     * @defaultValue false
+     */
+    switchActor?: boolean;
+  };
 }
 
 export class WithHpaScaleIn implements OrchestrationPolicy {
@@ -58,6 +70,8 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
   private removedFrom: [number, number][][] = [];
   /** Per service: no removal before this time (s), after a regretted one. */
   private heldUntil: number[] = [];
+  /** The actor of the frames until the next decision (light.switchActor). */
+  private actor: ActorSlot = 'light';
 
   constructor(
     readonly inner: OrchestrationPolicy,
@@ -76,6 +90,11 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
     this.removedAtShare = new Array<number>(view.numServices).fill(NaN);
     this.removedFrom = Array.from({ length: view.numServices }, () => []);
     this.heldUntil = new Array<number>(view.numServices).fill(-Infinity);
+    this.actor = 'light';
+  }
+
+  actorFor(): ActorSlot | undefined {
+    return this.options.light?.switchActor ? this.actor : undefined;
   }
 
   decide(view: OrchestrationView): ScaleOp[] {
@@ -96,6 +115,7 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
     const l = this.options.light;
     // a window without arrivals is light unless requests that arrived before it failed in it
     const light = l !== undefined && this.lightRule !== null && (arrivals > 0 ? failed < l.belowFailedShare * arrivals : failed === 0);
+    this.actor = light ? 'light' : 'main';
     const keepPerEap = light ? l.keepPerEap : (this.options.keepPerEap ?? false);
     // 1 (the default) is no gate, even in a window where a service's failures outnumber its arrivals
     // (requests that arrived before the window and failed in it)

@@ -200,13 +200,40 @@ function makeAnyDispatch(
   act?: 'argmax' | 'sample',
   orchestration?: string,
   guard?: RegimeGuardOptions,
+  lightActor: string | null = null,
 ): DispatchPolicy {
   if (name === 'cmmac+guard') {
     // the learned dispatcher behind the regime guard (shared/dispatch/guard.ts), as the agent runs it with --guard and the same --guard-* flags
-    const learned = makeAnyDispatch('cmmac', scenario, checkpoint, modelScenario, act, orchestration);
+    const learned = makeAnyDispatch('cmmac', scenario, checkpoint, modelScenario, act, orchestration, undefined, lightActor);
     return guardedDispatch(learned, scenario, guard);
   }
   if (name !== 'cmmac') return makeDispatch(name, scenario);
+  const main = makeCmmac(scenario, checkpoint, modelScenario, act, orchestration);
+  if (lightActor === null) return main;
+  // the actor switch: the GPG model's light actor (scaleIn.light.actor), held beside the main one, which
+  // dispatches while the orchestration names it (agent/actor-policy.ts), as an agent holds a weights body's light actor
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { CmmacDispatch } = require('../../agent/actor-policy') as typeof import('../../agent/actor-policy');
+  const light = makeCmmac(scenario, lightActor, modelScenario, act, orchestration, "the GPG model's light actor");
+  if (!(main instanceof CmmacDispatch) || !(light instanceof CmmacDispatch))
+    throw new Error('makeAnyDispatch: cmmac is not a CmmacDispatch');
+  try {
+    main.setLightFrom(light);
+  } catch (e) {
+    throw new UsageError(`the GPG model's light actor ${lightActor}: ${(e as Error).message}`);
+  }
+  return main;
+}
+
+/** The cMMAC dispatch of a checkpoint or exported actor (`source` names its flag), else the one shipped for the pair's orchestration. */
+function makeCmmac(
+  scenario: Scenario,
+  checkpoint: string | undefined,
+  modelScenario: Scenario,
+  act: 'argmax' | 'sample' | undefined,
+  orchestration: string | undefined,
+  source = '--checkpoint',
+): DispatchPolicy {
   // a model is checked against the scenario it was trained on (the slot length does not change its inputs)
   scenario = modelScenario;
   // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -215,7 +242,7 @@ function makeAnyDispatch(
     loadDefaultCmmac?: (s: Scenario, o: { mode?: 'argmax' | 'sample'; orchestration?: string }) => DispatchPolicy | null;
   };
   if (checkpoint) {
-    if (!fs.existsSync(checkpoint)) throw new UsageError(`--checkpoint: ${checkpoint} does not exist`);
+    if (!fs.existsSync(checkpoint)) throw new UsageError(`${source}: ${checkpoint} does not exist`);
     // the file's head checked first (an unknown one is refused, not run as relu1: actor-file.ts actorHeadOf)
     checkpointHead(checkpoint);
     return ck.loadCmmacCheckpoint(checkpoint, scenario, { mode: act });
@@ -237,7 +264,7 @@ export function makeAnyOrchestration(
   name: string,
   scenario: Scenario,
   gpgFile: string | undefined,
-): OrchestrationPolicy & { dispose?: () => void; summary?: string } {
+): OrchestrationPolicy & { dispose?: () => void; summary?: string; lightActor?: string | null } {
   if (name !== 'gpg') return makeOrchestration(name, scenario);
   const file = gpgFile ?? defaultGpgModelPath(scenario);
   if (file === null)
@@ -305,8 +332,9 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
   // validate every policy name before the long part starts
   for (const p of pairs) {
     const { dispatch, orchestration } = parsePolicyPair(p);
-    makeAnyDispatch(dispatch, scenario, a.checkpoint, base, a.cmmacAct, orchestration, guard);
-    if (orchestration !== 'hindsight') makeAnyOrchestration(orchestration, scenario, a.gpg)?.dispose?.();
+    const orch = orchestration !== 'hindsight' ? makeAnyOrchestration(orchestration, scenario, a.gpg) : null;
+    makeAnyDispatch(dispatch, scenario, a.checkpoint, base, a.cmmacAct, orchestration, guard, orch?.lightActor ?? null);
+    orch?.dispose?.();
   }
   // a model flag no pair uses is said to be ignored, not dropped in silence
   const parsed = pairs.map((p) => parsePolicyPair(p));
@@ -359,13 +387,13 @@ export function runEval(a: EvalArgs, progress: (line: string) => void = () => {}
     const { dispatch, orchestration } = parsePolicyPair(p);
     const act = dispatch.startsWith('cmmac') ? actOf(orchestration) : undefined;
     if (act) cmmacActs.push(act);
-    const episode = (orch: OrchestrationPolicy) =>
+    const episode = (orch: OrchestrationPolicy & { lightActor?: string | null }) =>
       runEpisode({
         scenario,
         requests,
         frames,
         seed: a.seed,
-        dispatch: makeAnyDispatch(dispatch, scenario, a.checkpoint, base, act, orchestration, guard),
+        dispatch: makeAnyDispatch(dispatch, scenario, a.checkpoint, base, act, orchestration, guard, orch.lightActor ?? null),
         orchestration: orch,
         nodeDequeue,
         view,

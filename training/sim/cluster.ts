@@ -11,6 +11,7 @@
  * - the cloud hosts every service, limited by its total vCPU (concurrency = vCPU / cpuCores[w]);
  * - a failed node serves nothing: its running requests fail, its queue waits and expires.
  */
+import type { ActorSlot } from '../../shared/protocol/envelope';
 import type { Request } from '../../shared/domain';
 import type { ClusterView } from '../../shared/policy';
 import type { Scenario } from '../../shared/scenario';
@@ -123,10 +124,18 @@ export class Cluster extends ScenarioTargets implements ClusterView, SimulatorIn
     this.reset();
   }
 
+  /** The actor the orchestration named for this frame (ClusterView.actorSlot; the env sets it). */
+  actor: ActorSlot = 'main';
+
+  actorSlot(): ActorSlot {
+    return this.actor;
+  }
+
   /** Empty cluster with the initial placement. */
   reset(): void {
     const W = this.numServices;
     this.now = 0;
+    this.actor = 'main';
     this.freeCpu.set(this.cpu);
     this.usedMem.fill(0);
     this.waiting.fill(0);

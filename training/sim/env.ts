@@ -38,6 +38,7 @@
  * and integrates usage.
  */
 import type { Outcome, Request, ScaleOp } from '../../shared/domain';
+import type { PlacementBody } from '../../shared/protocol/envelope';
 import type { DequeueName } from '../../shared/dequeue';
 import { discounted } from '../../shared/dequeue';
 import type { ClusterView, DispatchItem, OrchestrationPolicy, OrchestrationView, ServiceWindowStats } from '../../shared/policy';
@@ -387,6 +388,8 @@ export class EdgeCloudEnv {
     const orch = this.opts.orchestration;
     if (orch) {
       orch.reset?.(options.seed, this.orchView);
+      // the actor switch: the global view names the orchestration's actor as a placement would
+      c.actor = orch.actorFor?.() ?? 'main';
       this.nextOrchestrationS = orch.periodS > 0 ? orch.periodS : Infinity;
     } else {
       this.nextOrchestrationS = Infinity;
@@ -456,7 +459,9 @@ export class EdgeCloudEnv {
     const W = c.numServices;
     const replicas = new Int32Array(W * N);
     for (let w = 0; w < W; w++) for (let n = 0; n < N; n++) replicas[w * N + n] = c.replicas(n, w);
-    for (const v of this.views!) v.applyPlacement({ version: 0, frame: 0, numServices: W, numNodes: N, replicas });
+    const actor = this.opts.orchestration?.actorFor?.();
+    const body: PlacementBody = { version: 0, frame: 0, numServices: W, numNodes: N, replicas, ...(actor ? { actor } : {}) };
+    for (const v of this.views!) v.applyPlacement(body);
   }
 
   /**
@@ -1048,6 +1053,7 @@ export class EdgeCloudEnv {
     for (let w = 0; w < this.cluster.numServices; w++) this.touchEdge(w, now);
     this.window.windowS = now - this.windowStartS;
     const ops: ScaleOp[] = orch.decide(this.executor.observe());
+    this.cluster.actor = orch.actorFor?.() ?? 'main';
     const executed = this.executor.apply(ops).executed.length;
     if (this.views) this.pushPlacement();
     this.scaleOps += executed;
