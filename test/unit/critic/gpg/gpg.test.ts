@@ -5,6 +5,7 @@
  * more likely (the demo's GPG could not learn), and the policy runs inside the simulator.
  */
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { defaultsOf } from '../../../../shared/config';
@@ -522,27 +523,58 @@ describe('the GPG models the project ships', () => {
     );
   });
 
-  it("the shipped kais model runs with hpa's scale-in gated by the failed share; the opt-ins kais-gpg-scale-in.json and kais-gpg-lean.json differ from it in the scale-in only", () => {
+  it("the shipped kais model runs hpa's scale-in, leaner in light windows, with the actor switch; kais-gpg-gate.json (the default before session 44), kais-gpg-scale-in.json and kais-gpg-lean.json differ from it in the scale-in only", () => {
     const kais = loadScenario('kais');
     const dir = path.dirname(defaultGpgModelPath(kais)!);
     const read = (f: string): Record<string, unknown> => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as Record<string, unknown>;
     const { scaleIn: shipped, ...base } = read('kais-gpg.json');
+    const { scaleIn: gate, ...gateRest } = read('kais-gpg-gate.json');
     const { scaleIn: optIn, ...rest } = read('kais-gpg-scale-in.json');
-    expect(rest).toEqual(base);
-    expect(shipped).toEqual({ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: true, maxFailedShare: 0.3 });
-    expect(optIn).toEqual({ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: true });
-    // session 41's lean pair (with models/kais-cmmac-drawn.bin; docs/gpg.md): the default's scale-in, leaner while the failed share is below 0.3, with regret
     const { scaleIn: lean, ...leanRest } = read('kais-gpg-lean.json');
+    expect(rest).toEqual(base);
+    expect(gateRest).toEqual(base);
     expect(leanRest).toEqual(base);
-    expect(lean).toEqual({
-      ...shipped,
+    expect(gate).toEqual({ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: true, maxFailedShare: 0.3 });
+    expect(optIn).toEqual({ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: true });
+    // session 41's lean pair (with models/kais-cmmac-drawn.bin; docs/gpg.md): the gate's scale-in, leaner while the failed share is below 0.3, with regret
+    expect(lean).toEqual({ ...gate, regret: 0.1, light: { belowFailedShare: 0.3, targetUtilisation: 0.85, keepPerEap: false } });
+    // session 44's default: the lean scale-in with the actor switch (the lean pair's actor E in the frames after light windows)
+    expect(shipped).toEqual({
+      ...gate,
       regret: 0.1,
-      light: { belowFailedShare: 0.3, targetUtilisation: 0.85, keepPerEap: false },
+      light: { belowFailedShare: 0.3, targetUtilisation: 0.85, keepPerEap: false, actor: 'kais-cmmac-drawn.bin' },
     });
-    for (const f of ['kais-gpg.json', 'kais-gpg-scale-in.json', 'kais-gpg-lean.json']) {
+    for (const f of ['kais-gpg.json', 'kais-gpg-gate.json', 'kais-gpg-scale-in.json', 'kais-gpg-lean.json']) {
       const p = loadGpgOrchestration(path.join(dir, f), kais, '--gpg');
       expect(p).toBeInstanceOf(WithHpaScaleIn);
+      expect(p.lightActor).toBe(f === 'kais-gpg.json' ? path.join(dir, 'kais-cmmac-drawn.bin') : null);
+      expect(p.actorFor?.()).toBe(f === 'kais-gpg.json' ? 'light' : undefined);
       p.dispose();
+    }
+  });
+
+  it('a light actor is a file name in the model folder: a path, another extension or a missing file is refused in one line', () => {
+    const kais = loadScenario('kais');
+    const dir = path.dirname(defaultGpgModelPath(kais)!);
+    const m = JSON.parse(fs.readFileSync(path.join(dir, 'kais-gpg.json'), 'utf8')) as { scaleIn: { light: { actor: unknown } } };
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-light-'));
+    try {
+      for (const [actor, problem] of [
+        [
+          '../kais-cmmac.bin',
+          /scaleIn\.light\.actor must be the file name of an actor \(\.bin\) in the model's folder, got "\.\.\/kais-cmmac\.bin"/,
+        ],
+        ['/etc/passwd', /scaleIn\.light\.actor must be the file name/],
+        ['actor.json', /scaleIn\.light\.actor must be the file name/],
+        [7, /scaleIn\.light\.actor must be the file name/],
+        ['absent.bin', /^--gpg: .*m\.json: its light actor .*absent\.bin does not exist$/],
+      ] as const) {
+        m.scaleIn.light.actor = actor;
+        fs.writeFileSync(path.join(tmp, 'm.json'), JSON.stringify(m));
+        expect(() => loadGpgOrchestration(path.join(tmp, 'm.json'), kais, '--gpg')).toThrow(problem);
+      }
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
     }
   });
 
