@@ -109,6 +109,13 @@ describe('kais orchestrator refuses bad stores and configs at start', () => {
 
   it('refuses config fields that could not work or would be ignored, naming the file and the field, and creates no store', async () => {
     const k8s = { KUBERNETES_SERVICE_HOST: '' };
+    // the shipped GPG model naming a light actor that is not in its folder
+    const noLight = path.join(dir, 'no-light.json');
+    const shipped = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'models', 'kais-gpg.json'), 'utf8')) as {
+      scaleIn: { light: { actor: string } };
+    };
+    shipped.scaleIn.light.actor = 'absent.bin';
+    fs.writeFileSync(noLight, JSON.stringify(shipped));
     const cases: [unknown, RegExp][] = [
       [{ scenario: 'nope' }, /: field "scenario" unknown scenario "nope"/],
       [{ scenario: 'tiny', agentTokens: { 999: 'abc' } }, /field "agentTokens\.999" names no eAP of scenario tiny \(eAPs 0\.\.0\)$/],
@@ -132,6 +139,10 @@ describe('kais orchestrator refuses bad stores and configs at start', () => {
       [
         { scenario: 'kais', orchestration: 'gpg', gpgModel: MODEL, learner: 'none', detector: 'none' },
         /^kais: --config \S+bad-cfg-12\.json: field "gpgModel": \S+: not JSON/,
+      ],
+      [
+        { scenario: 'kais', orchestration: 'gpg', gpgModel: noLight, learner: 'none', detector: 'none' },
+        /field "gpgModel": \S+no-light\.json: its light actor \S+absent\.bin does not exist$/,
       ],
     ];
     const runs = await Promise.all(

@@ -115,10 +115,16 @@ describe('kais up', () => {
     expect(s.policy).toBe('cmmac');
     expect(s.cmmacAct).toBeUndefined();
     expect(s.evalPolicy).toBe('cmmac/gpg'); // both shipped kais models by default
-    // the summary says what the GPG model ran: the shipped file and its gated scale-in
+    // the summary says what the GPG model ran: the shipped file, its gated scale-in and its actor switch
     expect(s.orchestration).toMatch(
-      /^gpg \S*kais-gpg\.json: \d+ nodes a decision, then hpa's scale-in \(.*no removal above a failed share of 0\.3\)$/,
+      /^gpg \S*kais-gpg\.json: \d+ nodes a decision, then hpa's scale-in \(.*no removal above a failed share of 0\.3, .*\); actor switch: kais-cmmac-drawn\.bin dispatches in the first frame/,
     );
+    // the actor switch live: 10 s is within the first frame (25 s), which the placement names light, so
+    // every learned decision of every agent is the light actor's (the weights carry it beside the main one)
+    for (const e of s.perEap as { decisionsLearned: number; decisionsLight: number }[]) {
+      expect(e.decisionsLearned).toBeGreaterThan(0);
+      expect(e.decisionsLight).toBe(e.decisionsLearned);
+    }
     expect(s.completedInTime as number).toBeGreaterThan(0);
     expect(s.placementVersionsApplied as number).toBeGreaterThanOrEqual(1);
     expect(s.nodeExclusions).toBe(0); // no failures played: QoS isolation must not fire on a healthy cluster

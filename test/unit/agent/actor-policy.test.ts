@@ -67,6 +67,41 @@ describe('cmmac dispatch policy', () => {
     }
   });
 
+  it('with a light actor, decides with it in the frames the orchestration names light (through either view) and records which actor decided', () => {
+    const scenario = loadScenario('small');
+    const topo = topologyOf(scenario);
+    const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
+    const main = initActorWeights(observationDim(shape), shape.numTargets, 42);
+    const other = initActorWeights(observationDim(shape), shape.numTargets, 7);
+    const make = (w: Float32Array[], light: Float32Array[] | null, lights: boolean[] = []) => {
+      const p = new CmmacDispatch({ shape, queueCapPerReplica: scenario.queueCapPerReplica, weights: w, mode: 'argmax' });
+      p.setLightWeights(light);
+      p.recorder = { record: (_o, _m, _a, _l, _e, light) => lights.push(light === true) };
+      return p;
+    };
+    const frameS = scenario.slotS * scenario.slotsPerFrame;
+    // a placement that never changes, naming one actor (as a placement frame's `actor`)
+    const naming = (slot: 'main' | 'light' | undefined) => ({ name: 'static', periodS: frameS, decide: () => [], actorFor: () => slot });
+    const requests = buildRequests({ scenario, workload: 'p4', seed: 3, load: 1, durationS: 2 * frameS });
+    for (const view of ['agent', 'global'] as const) {
+      const run = (dispatch: CmmacDispatch, slot: 'main' | 'light' | undefined) =>
+        runEpisode({ scenario, requests, frames: 2, seed: 3, dispatch, orchestration: naming(slot), view });
+      const lights: boolean[] = [];
+      const asLight = run(make(main, other, lights), 'light');
+      expect(asLight).toEqual(run(make(other, null), undefined));
+      expect(lights.length).toBeGreaterThan(0);
+      expect(lights.every((l) => l)).toBe(true);
+      const mains: boolean[] = [];
+      const asMain = run(make(main, other, mains), 'main');
+      expect(asMain).toEqual(run(make(main, null), undefined));
+      expect(mains.some((l) => l)).toBe(false);
+      // the two actors decide differently here, so the switch is seen in the results
+      expect(asLight.throughputRate).not.toBe(asMain.throughputRate);
+      // a placement naming light to a policy without a light actor: the main one decides
+      expect(run(make(main, null), 'light')).toEqual(asMain);
+    }
+  });
+
   it('decides a batch-1 request with mask in well under 1 ms on the kais scenario (median; the p99, which depends on machine load, is measured by npm run bench)', () => {
     const { scenario, policy } = setup('kais', 'argmax');
     const requests = buildRequests({ scenario, workload: 'p4', seed: 1, load: 1, durationS: 10 });

@@ -5,6 +5,7 @@
  * so a decision and its check read the same instant.
  */
 import { Dispatcher } from '../../../agent/dispatcher';
+import { CmmacDispatch } from '../../../agent/actor-policy';
 import { LocalClusterView } from '../../../agent/local-view';
 import { buildMask } from '../../../agent/filters/context-filter';
 import { agentPolicySeed, DISPATCH_HEURISTICS, LecDispatch, PerEapDispatch, makeHeuristicDispatch } from '../../../shared/dispatch';
@@ -159,6 +160,53 @@ describe('kais agent --policy', () => {
     expect(cmmac.setWeights(weights)).toBe(true);
     expect(cmmac.policyName).toBe('cmmac');
     expect(cmmac.weightVersion).toBe(3);
+  });
+
+  it('with weights that hold a light actor, cmmac decides with it while the placement names it, counts those decisions and says which actor decides', () => {
+    const view = loadedView();
+    const shape = { numServices: W, numTargets: view.numTargets, numEaps: view.numEaps };
+    const dim = observationDim(shape);
+    const mainW = initActorWeights(dim, view.numTargets, 1);
+    const lightW = initActorWeights(dim, view.numTargets, 2);
+    const shapes = actorShapes(dim, view.numTargets);
+    const d = agentDispatcher(view, 'cmmac');
+    expect(d.actorInUse).toBeNull(); // lec decides until weights come
+    d.setWeights({ version: 4, checksum: 0, shapes, tensors: mainW, light: { checksum: 0, shapes, tensors: lightW } });
+    expect(d.holdsLightActor).toBe(true);
+    const sim = (w: Float32Array[]) => new CmmacDispatch({ shape, queueCapPerReplica: small.queueCapPerReplica, weights: w });
+    const N = view.numNodes;
+    const spread = Array.from({ length: W }, (_, w) =>
+      Array.from({ length: N }, (_, n) => ((w + n) % 3 === 0 ? 2 : (w + n) % 3 === 1 ? 1 : 0)),
+    );
+    // the loaded view's placement names no actor: the main one
+    expect(d.actorInUse).toBe('main');
+    let both = sideBySide(view, d, sim(mainW), 40);
+    expect(both.agent).toEqual(both.sim);
+    expect(d.counters.decisionsLight).toBe(0);
+    view.applyPlacement({ ...placementBody(2, 1, spread), actor: 'light' });
+    expect(d.actorInUse).toBe('light');
+    both = sideBySide(view, d, sim(lightW), 40);
+    expect(both.agent).toEqual(both.sim);
+    expect(d.counters.decisionsLight).toBe(40);
+    // the two actors choose differently on these requests, so the comparison above tells them apart
+    const other = sideBySide(view, d, sim(mainW), 40);
+    expect(other.agent).not.toEqual(other.sim);
+    view.applyPlacement({ ...placementBody(3, 2, spread), actor: 'main' });
+    expect(d.actorInUse).toBe('main');
+    both = sideBySide(view, d, sim(mainW), 40);
+    expect(both.agent).toEqual(both.sim);
+    expect(d.counters.decisionsLight).toBe(80);
+    // a light actor for another observation is refused whole (the main weights in use stay)
+    expect(() =>
+      d.setWeights({
+        version: 5,
+        checksum: 0,
+        shapes,
+        tensors: mainW,
+        light: { checksum: 0, shapes: actorShapes(dim + 1, view.numTargets), tensors: initActorWeights(dim + 1, view.numTargets, 3) },
+      }),
+    ).toThrow(/^light actor weights do not fit: expected an MLP from \d+ inputs/);
+    expect(d.weightVersion).toBe(4);
   });
 
   it('refuses an unknown policy', () => {

@@ -127,7 +127,7 @@ describe('OnlineLearner', () => {
     learner.dispose();
   });
 
-  it('skips the fallback heuristic, deterministic decisions, stale versions and misshapen transitions', async () => {
+  it("skips the fallback heuristic, deterministic decisions, stale versions, misshapen transitions and the light actor's decisions", async () => {
     const shapes = actorShapes(D, A);
     const w = initActorWeights(D, A, 5);
     for (let v = 1; v <= 4; v++) registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data })));
@@ -138,9 +138,12 @@ describe('OnlineLearner', () => {
     const stale = experience(w, 1, 10, rng); // 4 - 1 > maxLag
     const short = experience(w, 4, 10, rng).map((t) => ({ ...t, obs: t.obs.subarray(0, D - 1) }));
     const argmax = experience(w, 4, 10, rng).map((t) => ({ ...t, logProb: 0 })); // an argmax decision's (not explored)
-    store.appendExperience({ eap: 0, transitions: [...good, ...fallback, ...stale, ...short, ...argmax] });
+    // the light actor's decisions (the actor switch): off-policy for the main actor, the one learned
+    const light = experience(w, 4, 10, rng).map((t) => ({ ...t, actor: 'light' as const }));
+    store.appendExperience({ eap: 0, transitions: [...good, ...fallback, ...stale, ...short, ...argmax, ...light] });
     expect(await learner.poll()).toBe(false);
-    expect(learner.stats.transitionsRead).toBe(50);
+    expect(learner.stats.transitionsRead).toBe(60);
+    expect(learner.stats.transitionsLight).toBe(10);
     // only the 10 good ones are pending; 54 more make a batch
     store.appendExperience({ eap: 0, transitions: experience(w, 3, 54, rng) });
     expect(await learner.poll()).toBe(true);

@@ -102,6 +102,51 @@ describe('startOrchestrator', () => {
   });
 });
 
+describe('startOrchestrator with the actor switch (the shipped GPG model names a light actor)', () => {
+  beforeAll(async () => {
+    await loadBackend();
+  });
+
+  it('publishes every version with the light actor and names the actor in its placements; a store from before the switch gets its actor again with the light one', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-orch-switch-'));
+    const models = path.resolve(__dirname, '../../../models');
+    const db = path.join(dir, 'o.db');
+    const write = (name: string, cfg: unknown) => {
+      fs.writeFileSync(path.join(dir, name), JSON.stringify(cfg));
+      return readConfig(path.join(dir, name));
+    };
+    const base = { checkpoint: path.join(models, 'kais-cmmac.bin'), learner: 'none', detector: 'none' };
+    try {
+      // a store of the run before: hpa, one actor
+      const before = await startOrchestrator(write('hpa.json', { ...base, orchestration: 'hpa' }), { dbPath: db });
+      expect(before.store.latestModel()!.light).toBeUndefined();
+      expect(before.store.latestPlacement()!.actor).toBeUndefined();
+      await before.close();
+      const lines: string[] = [];
+      const a = await startOrchestrator(write('gpg.json', { ...base, orchestration: 'gpg' }), { dbPath: db, log: (l) => lines.push(l) });
+      const m = a.store.latestModel()!;
+      expect(m.version).toBe(2);
+      const light = (await import('../../../shared/nets/actor-file')).checkpointActor(path.join(models, 'kais-cmmac-drawn.bin'));
+      expect(m.light!.shapes).toEqual(light.tensors.map((t) => t.shape));
+      expect(Buffer.from(m.light!.tensors[0].buffer).equals(Buffer.from(light.tensors[0].data.buffer))).toBe(true);
+      // the main actor is the stored v1's
+      expect(m.checksum).toBe(a.store.model(1)!.checksum);
+      expect(lines.some((l) => /published weights v2: stored v1's actor with the light actor of \S*kais-gpg\.json/.test(l))).toBe(true);
+      // the placement of a fresh policy names light (the first frame)
+      await a.close();
+      const b = await startOrchestrator(write('gpg.json', { ...base, orchestration: 'gpg' }), { dbPath: db });
+      expect(b.store.latestModel()!.version).toBe(2); // the stored version holds this light actor: served as it is
+      await b.close();
+      const fresh = await startOrchestrator(write('gpg.json', { ...base, orchestration: 'gpg' }), { dbPath: path.join(dir, 'fresh.db') });
+      expect(fresh.store.latestModel()!.light).toBeDefined();
+      expect(fresh.store.latestPlacement()!.actor).toBe('light');
+      await fresh.close();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
 describe('the learned device detector over a real WebSocket', () => {
   beforeAll(async () => {
     await loadBackend(); // a test is an entry point (the in-process engine: no compiled worker next to the sources)

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Store } from '../../../orchestrator/store';
 import { placementBody, type ExperienceBody } from '../../../shared/protocol/envelope';
-import { packWeights } from '../../../shared/protocol/weights';
+import { packLightActor, packWeights } from '../../../shared/protocol/weights';
+import Database from 'better-sqlite3';
 
 function weights(version: number) {
   return packWeights(
@@ -88,6 +89,28 @@ describe('Store', () => {
     expect(p).toMatchObject({ version: 5, frame: 30, numServices: 2, numNodes: 3 });
     expect(Array.from(p.replicas)).toEqual([1, 0, 2, 0, 3, 0]);
     expect(b.models().map((r) => r.version)).toEqual([1, 2]);
+  });
+
+  it("keeps a version's light actor and a placement's actor across a reopen; a file from before the actor column gains it and reads its old placements as naming none", () => {
+    const a = openStore();
+    const light = packLightActor([{ shape: [2], data: new Float32Array([7, 8]) }], 'softplus1');
+    a.putModel({ ...weights(1), light });
+    a.putPlacement({ ...placementBody(1, 0, [[1, 0]]), actor: 'light' });
+    a.putPlacement({ ...placementBody(2, 1, [[1, 1]]), actor: 'main' });
+    a.putPlacement(placementBody(3, 2, [[0, 1]]));
+    a.close();
+    // as a build before the column left it
+    const raw = new Database(file);
+    raw.exec('ALTER TABLE placements DROP COLUMN actor');
+    raw.close();
+    const b = openStore();
+    expect(b.latestModel()!.light).toEqual(light);
+    expect(b.placements().map((p) => p.actor)).toEqual([undefined, undefined, undefined]);
+    b.putPlacement({ ...placementBody(4, 3, [[1, 0]]), actor: 'light' });
+    expect(b.latestPlacement()!.actor).toBe('light');
+    b.close();
+    const c = openStore();
+    expect(c.placements().map((p) => p.actor)).toEqual([undefined, undefined, undefined, 'light']);
   });
 
   it('keeps rejected versions with their reason (the newest 100) and the running canary, across a reopen', () => {

@@ -484,6 +484,32 @@ describe("hpa's scale-in after another policy (WithHpaScaleIn)", () => {
     expect(run({ ...base, light }, quiet)).toEqual(run(base, quiet));
   });
 
+  it('with light.switchActor it names the actor of the next frame: light before the first decision and after a light window, main after any other; without it none', () => {
+    const light = { belowFailedShare: 0.3, targetUtilisation: 0.85, keepPerEap: false };
+    const calm = windowOf(W, new Array<number>(W).fill(0.45), 40, 25);
+    calm.failed.fill(8); // 20%: light
+    const busy = windowOf(W, new Array<number>(W).fill(0.45), 40, 25);
+    busy.failed.fill(16); // 40%: not light
+    const c = new Cluster(s);
+    const p = new WithHpaScaleIn(fixed([]), { targetUtilisation: 0.5, light: { ...light, switchActor: true } });
+    p.reset(1, simView(c, calm));
+    expect(p.actorFor()).toBe('light');
+    const named: (string | undefined)[] = [];
+    for (const win of [busy, busy, calm, busy]) {
+      p.decide(simView(c, win));
+      named.push(p.actorFor());
+    }
+    expect(named).toEqual(['main', 'main', 'light', 'main']);
+    // reset starts light again; the switch changes no order of the scale-in
+    p.reset(1, simView(c, busy));
+    expect(p.actorFor()).toBe('light');
+    const plain = new WithHpaScaleIn(fixed([]), { targetUtilisation: 0.5, light });
+    plain.reset(1, simView(c, calm));
+    expect(plain.actorFor()).toBeUndefined();
+    expect(plain.decide(simView(c, calm))).toEqual(p.decide(simView(c, calm)));
+    expect(plain.actorFor()).toBeUndefined();
+  });
+
   it('with regret it puts back one replica of a service whose failed share rose past it after a removal that happened, and removes none of it for the stabilisation period', () => {
     const c = new Cluster(s);
     const idle = () => windowOf(W, new Array<number>(W).fill(0.05), 40, 25);
