@@ -79,11 +79,22 @@ export function newGpgPart(c: GpgRunSettings, scenario: Scenario): GpgPart {
       net: m.net,
       learner,
       nodesPerFrame: modelNodesPerFrame(m.meta, scenario),
-      ...(m.meta.scaleIn ? { scaleIn: m.meta.scaleIn } : {}),
+      ...(m.meta.scaleIn ? { scaleIn: withoutActorSwitch(m.meta.scaleIn) } : {}),
     };
   }
   const net = new GpgNet(scenario.services.length, Rng.derive(c.seed, 'train/init-gpg').nextU32());
   return { net, learner: new GpgLearner(net, { lr: c.gpgLr }), nodesPerFrame: scenario.scaleNodesPerFrame };
+}
+
+/**
+ * The scale-in a trained model carries from its --gpg-init, without the init's actor switch: the
+ * light actor is a file beside the init model (not beside the trained one), and training runs one
+ * actor, so the trained model names none (docs/gpg.md, "The actor switch shipped").
+ */
+export function withoutActorSwitch(si: GpgScaleIn): GpgScaleIn {
+  if (!si.light?.actor) return si;
+  const { actor: _actor, ...light } = si.light;
+  return { ...si, light };
 }
 
 function toBase64(arrays: readonly Float32Array[]): string {

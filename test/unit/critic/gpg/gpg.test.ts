@@ -10,7 +10,8 @@ import * as path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { defaultsOf } from '../../../../shared/config';
 import { defaultGpgModelPath } from '../../../../shared/nets/actor-file';
-import { loadGpgOrchestration } from '../../../../critic/gpg/load';
+import { loadGpgModel, loadGpgOrchestration } from '../../../../critic/gpg/load';
+import { withoutActorSwitch } from '../../../../training/jobs/train-joint';
 import { WithHpaScaleIn } from '../../../../shared/orchestration/scale-in';
 import { EVAL_SPEC, runEval, type EvalArgs } from '../../../../training/jobs/eval';
 import { Cluster } from '../../../../training/sim/cluster';
@@ -551,6 +552,17 @@ describe('the GPG models the project ships', () => {
       expect(p.actorFor?.()).toBe(f === 'kais-gpg.json' ? 'light' : undefined);
       p.dispose();
     }
+  });
+
+  it('a model trained from the shipped one (--gpg-init) carries its scale-in without the actor switch (its light actor is a file beside the init model)', () => {
+    const kais = loadScenario('kais');
+    const m = loadGpgModel(defaultGpgModelPath(kais)!, kais, '--gpg-init');
+    expect(m.meta.scaleIn!.light!.actor).toBe('kais-cmmac-drawn.bin');
+    const { actor: _a, ...light } = m.meta.scaleIn!.light!;
+    expect(withoutActorSwitch(m.meta.scaleIn!)).toEqual({ ...m.meta.scaleIn, light });
+    const plain = { rule: 'hpa', targetUtilisation: 0.5 } as const;
+    expect(withoutActorSwitch(plain)).toBe(plain);
+    m.net.dispose();
   });
 
   it('a light actor is a file name in the model folder: a path, another extension or a missing file is refused in one line', () => {
