@@ -1100,6 +1100,9 @@ export async function startOrchestrator(
         weightVersion: registry.weightVersion,
         placementVersion: registry.placementVersion,
         orchestration: cfg.orchestration,
+        // the actor switch: the actor the policy named for the frames from now on (null: no switch)
+        actor: loop.policy.actorFor?.() ?? null,
+        lightActor: lightFile,
         learner: learner ? { ...learner.stats } : null,
         storeWriteFailures: guard.failures,
         // placements pushed to the agents that the store could not keep (disk full): a restart resumes an older one

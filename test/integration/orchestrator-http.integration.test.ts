@@ -40,6 +40,8 @@ describe('orchestrator HTTP port', () => {
         agents: 0,
         placementVersion: 1,
         orchestration: 'static',
+        actor: null, // no actor switch without a GPG model naming a light actor
+        lightActor: null,
         storeWriteFailures: 0,
         placementsUnstored: 0,
       });

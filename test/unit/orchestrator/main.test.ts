@@ -140,6 +140,7 @@ describe('startOrchestrator with the actor switch (the shipped GPG model names a
       const fresh = await startOrchestrator(write('gpg.json', { ...base, orchestration: 'gpg' }), { dbPath: path.join(dir, 'fresh.db') });
       expect(fresh.store.latestModel()!.light).toBeDefined();
       expect(fresh.store.latestPlacement()!.actor).toBe('light');
+      expect(fresh.loop.policy.actorFor?.()).toBe('light');
       await fresh.close();
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
