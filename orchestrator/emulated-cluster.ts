@@ -105,6 +105,9 @@ export class EmulatedTarget {
   private lastIntegrateMs = performance.now();
   private readonly timers = new Set<NodeJS.Timeout>();
   private readonly running: Waiting[] = [];
+  /** Set by drain(): resolves once no request runs. */
+  private drained: Promise<void> | null = null;
+  private onDrained: () => void = () => undefined;
   /** Requests refused because the node had failed. */
   failedRefusals = 0;
   /** Requests the node held (queued or running) when it failed. */
@@ -200,12 +203,18 @@ export class EmulatedTarget {
     this.cpuUsed = 0;
     for (const q of this.waiting) for (const r of q.splice(0)) r.done({ status: 503, body: { reason: 'node failed' } });
     for (const r of this.running.splice(0)) r.done({ status: 503, body: { reason: 'node failed' } });
+    this.checkDrained();
   }
 
   serve(w: number, workCoreS: number | null, ttlMs: number | null = null): Promise<ServeResult> {
     const svc = this.scenario.services[w];
     this.integrate();
     this.tally.sent++;
+    if (this.drained !== null) {
+      this.tally.refused++;
+      this.refusals[w]++;
+      return Promise.resolve({ status: 503, body: { reason: 'node stopping' } });
+    }
     if (this.fault === 'failed') {
       this.tally.refused++;
       this.failedRefusals++;
@@ -287,6 +296,23 @@ export class EmulatedTarget {
     for (const a of [this.arrivals, this.refusals, this.workCoreS, this.completed, this.failures, this.busyReplicaMs, this.readyReplicaMs])
       a.fill(0);
     return s;
+  }
+
+  /**
+   * Stop taking requests (503 `node stopping`, the waiting ones too) and let the running ones
+   * finish: resolves once none runs. close() then ends the rest.
+   */
+  drain(): Promise<void> {
+    if (this.drained === null) {
+      this.drained = new Promise<void>((resolve) => (this.onDrained = resolve));
+      for (const q of this.waiting) for (const r of q.splice(0)) r.done({ status: 503, body: { reason: 'node stopping' } });
+      this.checkDrained();
+    }
+    return this.drained;
+  }
+
+  private checkDrained(): void {
+    if (this.drained !== null && this.running.length === 0) this.onDrained();
   }
 
   close(): void {
@@ -377,6 +403,7 @@ export class EmulatedTarget {
           body: { node: this.id, service: w, procMs: r.procMs, queuedMs, ...this.snapshot() },
         });
         this.tryStart(endMs, w);
+        this.checkDrained();
       },
       Math.max(0, endMs - performance.now()),
     );
@@ -628,7 +655,21 @@ export class EmulatedCluster {
       this.after(realMs(f.atS), () => this.setFault(f.node, f.state));
   }
 
-  async close(): Promise<void> {
+  /**
+   * Stops the nodes: with `drainMs` > 0, first no new request is taken (503 `node stopping`) and the
+   * running ones may finish for up to drainMs (real ms; `kais node` on SIGTERM); then every timer and
+   * server is closed (what still runs is cut).
+   */
+  async close(options: { drainMs?: number } = {}): Promise<void> {
+    const drainMs = options.drainMs ?? 0;
+    if (drainMs > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.all(this.targets.map((t) => t.drain())),
+        new Promise<void>((resolve) => (timer = setTimeout(resolve, drainMs))),
+      ]);
+      clearTimeout(timer);
+    }
     for (const t of this.clusterTimers) clearTimeout(t);
     this.clusterTimers.clear();
     for (const t of this.targets) t.close();

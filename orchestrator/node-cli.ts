@@ -22,6 +22,9 @@ import { processLogger } from '../shared/log';
 import { isBearerToken } from '../shared/auth';
 
 /** Environment variable holding the admin token when --admin-token-file is not given. */
+/** How long `kais node` lets running requests finish after SIGTERM/SIGINT (real ms; a request runs for its work / cores / speed). */
+const NODE_DRAIN_MS = 10_000;
+
 export const NODE_ADMIN_TOKEN_ENV = 'KAIS_NODE_ADMIN_TOKEN';
 
 /** The options of `kais node`, declared once (shared/config.ts makes the flags, checks and docs). */
@@ -90,8 +93,10 @@ export const nodeCommand: CommandModule<object, object> = {
       `${JSON.stringify({ ready: true, nodes: cluster.nodeUrls, cloud: cluster.cloudUrl, admin: cluster.adminUrl, ...(given ? {} : { adminToken }) })}\n`,
     );
     await untilStopSignal();
-    logger.info('stopping: closing every node server');
-    await cluster.close();
+    // new requests get 503 "node stopping"; the running ones are answered first (up to NODE_DRAIN_MS), not reset
+    logger.info(`stopping: no new requests; the running ones may finish for up to ${NODE_DRAIN_MS / 1000} s`);
+    await cluster.close({ drainMs: NODE_DRAIN_MS });
+    logger.info('stopped: every node server closed');
     process.exit(0);
   }),
 };
