@@ -1333,7 +1333,7 @@ export function formatPartial(p: PartialSummary | null, durationS: number): stri
   ].join('\n');
 }
 
-function formatSummary(s: UpSummary): string {
+export function formatSummary(s: UpSummary): string {
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
   const lines = [
     `kais up: ${s.scenario}, ${s.workload}, ${s.durationS} s at speed ${s.speed}, policy ${s.policy}`,
@@ -1355,15 +1355,18 @@ function formatSummary(s: UpSummary): string {
           `  placement, replicas differing from the predicted one at each step: ${s.placementVsPredicted.map((p) => p.replicasDiffering).join(' ')}`,
         ]
       : []),
-    ...(s.vsEval < 0.9 && s.loadAverage1m > s.cpus
-      ? [
-          `note: load average ${s.loadAverage1m} on ${s.cpus} CPUs: the processes competed for CPU, so requests went late that the simulator serves in time`,
-        ]
-      : []),
+    // a process that died explains a low rate better than the CPU: said instead (its exit is listed below)
+    ...(s.vsEval < 0.9 && s.childExits.length > 0
+      ? [`note: ${s.childExits.map((e) => e.name).join(', ')} exited during the run (below): the prediction has no such failure`]
+      : s.vsEval < 0.9 && s.loadAverage1m > s.cpus
+        ? [
+            `note: load average ${s.loadAverage1m} on ${s.cpus} CPUs: the processes competed for CPU, so requests went late that the simulator serves in time`,
+          ]
+        : []),
     `latency mean ${s.meanLatencyMs.toFixed(0)} ms, p99 ${s.p99LatencyMs.toFixed(0)} ms; weight versions applied ${s.weightVersionsApplied}, placement versions applied ${s.placementVersionsApplied}, orchestrator restarts ${s.orchestratorRestarts}`,
     ...s.perEap.map((e) =>
       s.policy === 'cmmac'
-        ? `  eAP ${e.eap}: sent ${e.sent}, rate ${pct(e.throughputRate)}, policy decisions cmmac ${e.decisionsLearned} / fallback ${e.decisionsFallback}`
+        ? `  eAP ${e.eap}: sent ${e.sent}, rate ${pct(e.throughputRate)}, policy decisions cmmac ${e.decisionsLearned}${e.decisionsLight > 0 ? ` (light actor ${e.decisionsLight})` : ''} / fallback ${e.decisionsFallback}`
         : `  eAP ${e.eap}: sent ${e.sent}, rate ${pct(e.throughputRate)}, ${e.policy ?? '?'} decisions ${e.decisionsFallback}`,
     ),
   ];

@@ -1,0 +1,134 @@
+/**
+ * kais up's closing summary as text (formatSummary): the note under a live rate far below the
+ * prediction names a child that exited when one did (the CPU note said the machine was busy), and
+ * each eAP's line counts the light actor's decisions (the actor switch).
+ */
+import { formatSummary, type UpSummary } from '../../../launcher/up';
+
+// a real kais up --json summary (60 s on kais), trimmed to one target and one eAP
+const run: UpSummary = {
+  durationS: 60,
+  scenario: 'kais',
+  workload: 'p4',
+  speed: 1,
+  load: 1,
+  policy: 'cmmac',
+  sent: 31827,
+  completedInTime: 23902,
+  late: 1040,
+  refused: 6885,
+  unanswered: 0,
+  throughputRate: 0.7509975806704999,
+  weightVersionsApplied: 5,
+  placementVersionsApplied: 3,
+  orchestratorRestarts: 0,
+  childExits: [],
+  learning: true,
+  tls: false,
+  evalPolicy: 'cmmac/gpg',
+  orchestration: 'gpg models/kais-gpg.json',
+  evalSlotS: 0.25,
+  evalThroughputRate: 0.7672,
+  vsEval: 0.9788811009782324,
+  evalGlobalViewThroughputRate: 0.7841,
+  cloudShare: 0.4912,
+  evalCloudShare: 0.4847,
+  refusedShare: 0.2163,
+  evalDroppedShare: 0.1417,
+  perTarget: [
+    {
+      target: 'node 0',
+      live: {
+        sent: 708,
+        refused: 49,
+        expired: 135,
+        completed: 524,
+        lost: 0,
+      },
+      predicted: {
+        sent: 705,
+        refused: 44,
+        expired: 103,
+        completed: 558,
+        lost: 0,
+      },
+    },
+  ],
+  placementVsPredicted: [
+    {
+      frame: 0,
+      replicasDiffering: 0,
+    },
+    {
+      frame: 1,
+      replicasDiffering: 34,
+    },
+  ],
+  vsEvalGlobalView: 0.9577829111981889,
+  loadAverage1m: 2.13,
+  cpus: 2,
+  refusedReasons: {
+    '504 no answer by the deadline': 3686,
+  },
+  safeLearningEvents: [],
+  nodeExclusions: 43,
+  nodeExclusionsByRule: {
+    'device:faulty': 43,
+  },
+  learnedDetector: {
+    ambiguousSent: 1553,
+    trainSent: 117,
+    dropped: 0,
+    anomalous: 0,
+    normal: 0,
+    stale: 0,
+  },
+  faults: null,
+  meanLatencyMs: 948.9698954765586,
+  p99LatencyMs: 4428.833684761686,
+  perEap: [
+    {
+      eap: 0,
+      sent: 5991,
+      completedInTime: 4517,
+      late: 202,
+      refused: 1272,
+      unanswered: 0,
+      throughputRate: 0.7539642797529628,
+      policy: 'cmmac',
+      weightVersion: 5,
+      placementVersion: 3,
+      weightsApplied: 5,
+      placementsApplied: 3,
+      decisionsLearned: 5991,
+      decisionsDrawn: 1509,
+      decisionsFallback: 0,
+      decidedToCloud: 2893,
+      decisionsLight: 2000,
+    },
+  ],
+} as unknown as UpSummary;
+
+describe('formatSummary', () => {
+  it('says the CPU competed only when no process died, and names the one that did instead', () => {
+    const low = { ...run, vsEval: 0.6, loadAverage1m: 5, cpus: 2 };
+    expect(formatSummary(low)).toMatch(/^note: load average 5 on 2 CPUs: the processes competed for CPU/m);
+    const died = formatSummary({
+      ...low,
+      childExits: [{ name: 'agent 3', pid: 42, code: null, signal: 'SIGKILL', atS: 20, lastLine: '' }],
+    });
+    expect(died).toMatch(/^note: agent 3 exited during the run \(below\): the prediction has no such failure$/m);
+    expect(died).not.toMatch(/competed for CPU/);
+    expect(died).toMatch(/^ {2}agent 3 \(pid 42\) after 20 s: SIGKILL$/m);
+    // near the prediction: no note at all
+    expect(formatSummary(run)).not.toMatch(/^note:/m);
+  });
+
+  it("counts the light actor's decisions in each eAP's line when it made any", () => {
+    expect(formatSummary(run)).toMatch(
+      /^ {2}eAP 0: sent 5991, rate 75\.4%, policy decisions cmmac 5991 \(light actor 2000\) \/ fallback 0$/m,
+    );
+    const none = { ...run, perEap: run.perEap.map((e) => ({ ...e, decisionsLight: 0 })) };
+    expect(formatSummary(none)).toMatch(/^ {2}eAP 0: sent 5991, rate 75\.4%, policy decisions cmmac 5991 \/ fallback 0$/m);
+  });
+});
