@@ -91,6 +91,8 @@ export class CmmacDispatch implements DispatchPolicy {
 
   /**
    * Hold a light-load actor beside the main one (the actor switch: a weights body's `light` actor,
+   * which decides in argmax mode while the view's actorSlot() is `light`; decisions drawn in sample
+   * mode stay the main actor's),
    * or `kais eval`'s for a GPG model that names one), or none (null). Same observation and targets
    * as the main actor; its own head.
    */
@@ -132,8 +134,10 @@ export class CmmacDispatch implements DispatchPolicy {
     if (this.obsBuf.length < n * D) this.obsBuf = new Float32Array(Math.max(n, 2 * (this.obsBuf.length / D)) * D);
     const obs = this.obsBuf;
     for (let i = 0; i < n; i++) this.observations.build(items[i], view, obs, i * D);
-    // the actor switch: the light actor while the orchestration names it (the view's last placement)
-    const light = this.lightActor !== null && view.actorSlot?.() === 'light';
+    // the actor switch: the light actor while the orchestration names it (the view's last placement),
+    // for argmax decisions; a drawn one (sample mode: an agent's explored decision) is the main actor's,
+    // the one the online learner learns, so its experience stays on-policy whatever the frame
+    const light = this.lightActor !== null && this.mode === 'argmax' && view.actorSlot?.() === 'light';
     const q = (light ? this.lightActor! : this.actor).scores(obs, n); // [n, A]
     for (let i = 0; i < n; i++) {
       const item = items[i];

@@ -67,7 +67,7 @@ describe('cmmac dispatch policy', () => {
     }
   });
 
-  it('with a light actor, decides with it in the frames the orchestration names light (through either view) and records which actor decided', () => {
+  it('with a light actor, decides by argmax with it in the frames the orchestration names light (through either view), records which actor decided, and draws every sampled decision from the main one', () => {
     const scenario = loadScenario('small');
     const topo = topologyOf(scenario);
     const shape = { numServices: topo.numServices, numTargets: topo.numNodes + 1, numEaps: topo.numEaps };
@@ -99,6 +99,16 @@ describe('cmmac dispatch policy', () => {
       expect(asLight.throughputRate).not.toBe(asMain.throughputRate);
       // a placement naming light to a policy without a light actor: the main one decides
       expect(run(make(main, null), 'light')).toEqual(asMain);
+      // drawn decisions (sample mode, an agent's explored ones) are the main actor's in every frame
+      const drawn: boolean[] = [];
+      const sampled = (w: Float32Array[], light: Float32Array[] | null, lights: boolean[] = []) => {
+        const p = make(w, light, lights);
+        p.mode = 'sample';
+        return p;
+      };
+      expect(run(sampled(main, other, drawn), 'light')).toEqual(run(sampled(main, null), undefined));
+      expect(drawn.length).toBeGreaterThan(0);
+      expect(drawn.some((l) => l)).toBe(false);
     }
   });
 
