@@ -91,8 +91,8 @@ export class CmmacDispatch implements DispatchPolicy {
 
   /**
    * Hold a light-load actor beside the main one (the actor switch: a weights body's `light` actor,
-   * which decides in argmax mode while the view's actorSlot() is `light`; decisions drawn in sample
-   * mode stay the main actor's),
+   * which decides by argmax, whatever the mode, while the view's actorSlot() is `light`: decisions
+   * are drawn (sample mode) only where the main actor decides),
    * or `kais eval`'s for a GPG model that names one), or none (null). Same observation and targets
    * as the main actor; its own head.
    */
@@ -135,14 +135,15 @@ export class CmmacDispatch implements DispatchPolicy {
     const obs = this.obsBuf;
     for (let i = 0; i < n; i++) this.observations.build(items[i], view, obs, i * D);
     // the actor switch: the light actor while the orchestration names it (the view's last placement),
-    // for argmax decisions; a drawn one (sample mode: an agent's explored decision) is the main actor's,
-    // the one the online learner learns, so its experience stays on-policy whatever the frame
-    const light = this.lightActor !== null && this.mode === 'argmax' && view.actorSlot?.() === 'light';
+    // always by argmax: sampling (an agent's explored decisions, what the online learner learns the
+    // main actor from) happens only where the main actor decides
+    const light = this.lightActor !== null && view.actorSlot?.() === 'light';
+    const draw = this.mode === 'sample' && !light;
     const q = (light ? this.lightActor! : this.actor).scores(obs, n); // [n, A]
     for (let i = 0; i < n; i++) {
       const item = items[i];
       const sum = maskedPolicyRow(q, i, item.mask, this.pi);
-      const a = this.mode === 'sample' ? sampleMasked(this.pi, this.rng) : argmaxMasked(this.pi);
+      const a = draw ? sampleMasked(this.pi, this.rng) : argmaxMasked(this.pi);
       item.action = a;
       if (this.recorder) {
         const logProb = Math.log(q[i * A + a]) - Math.log(sum);

@@ -752,14 +752,17 @@ export class Dispatcher {
       }
       if (target >= 0 && target < view.numTargets && mask[target]) {
         this.counters.decisionsLearned++;
-        if (exploring) this.counters.decisionsDrawn++;
+        // the light actor decides by argmax even when this decision was to be drawn (actor-policy.ts)
+        const drawn = exploring && !this.lastLight;
+        if (drawn) this.counters.decisionsDrawn++;
         // the log-probability of what was done: an argmax actor is deterministic (probability 1)
-        const logProb = exploring ? Math.min(0, this.lastLogProb) : 0;
+        const logProb = drawn ? Math.min(0, this.lastLogProb) : 0;
         if (this.lastLight) this.counters.decisionsLight++;
         return {
           target,
           mask,
-          obs: this.lastObs,
+          // experience: the drawn decisions (or all, --experience all); a light one is not drawn
+          obs: drawn || this.experienceMode === 'all' ? this.lastObs : null,
           logProb,
           version: this.learned.version,
           gen: this.weightsGen,

@@ -120,12 +120,12 @@ describe('kais up', () => {
       /^gpg \S*kais-gpg\.json: \d+ nodes a decision, then hpa's scale-in \(.*no removal above a failed share of 0\.3, .*\); actor switch: kais-cmmac-drawn\.bin dispatches in the first frame/,
     );
     // the actor switch live: 10 s is within the first frame (25 s), which the placement names light, so
-    // every argmax decision of every agent is the light actor's (the weights carry it beside the main
-    // one) and every drawn one (--explore 0.25: what the learner learns from) the main actor's
+    // every decision of every agent is the light actor's (the weights carry it beside the main one), by
+    // argmax: nothing is drawn (--explore 0.25 draws where the main actor decides, what the learner learns)
     for (const e of s.perEap as { decisionsLearned: number; decisionsLight: number; decisionsDrawn: number }[]) {
-      expect(e.decisionsDrawn).toBeGreaterThan(0);
-      expect(e.decisionsLight).toBeGreaterThan(0);
-      expect(e.decisionsLight + e.decisionsDrawn).toBe(e.decisionsLearned);
+      expect(e.decisionsLearned).toBeGreaterThan(0);
+      expect(e.decisionsLight).toBe(e.decisionsLearned);
+      expect(e.decisionsDrawn).toBe(0);
     }
     expect(s.completedInTime as number).toBeGreaterThan(0);
     expect(s.placementVersionsApplied as number).toBeGreaterThanOrEqual(1);
@@ -595,7 +595,12 @@ describe('kais up', () => {
     // interrupted (the learner's first update lands in about a second on a quiet machine, later on a
     // busy one; a fixed 15 s run missed it once). --duration is only the bound on the wait.
     let learnedEverywhere = false;
-    const run = await kaisUp(['--duration', '80', '--json', '--learn-batch', '256', '--explore', '1', '--verbose'], (line, child) => {
+    // on the GPG model without the actor switch (the default before session 44): with the shipped
+    // switch the first frame (25 s) is the light actor's, which draws nothing, so learning would start
+    // a frame late (the switch's drawing is covered in test/unit/agent/actor-policy.test.ts and above)
+    const gate = path.join(__dirname, '..', '..', 'models', 'kais-gpg-gate.json');
+    const args = ['--duration', '80', '--gpg', gate, '--json', '--learn-batch', '256', '--explore', '1', '--verbose'];
+    const run = await kaisUp(args, (line, child) => {
       const m = /\| weights v([\d,-]+) \|/.exec(line);
       if (!learnedEverywhere && m && m[1].split(',').every((v) => Number(v) >= 2)) {
         learnedEverywhere = true;
@@ -610,7 +615,7 @@ describe('kais up', () => {
     expect(partial.completedInTime as number).toBeGreaterThan(0);
     expect(run.stderr).toMatch(/learner: worker thread/);
     expect(run.stderr).toMatch(/learner: update \d+ -> weights v2 on 256 transitions/);
-    expect(partial.evalPolicy).toBe('cmmac/gpg'); // kais ships a GPG model: the learned orchestration by default
+    expect(partial.evalPolicy).toBe('cmmac/gpg');
   }, 120_000);
 
   it('keeps every agent dispatching, with no request unanswered, when the orchestrator is SIGKILLed mid-run', async () => {
