@@ -185,7 +185,7 @@ function table(rows: (string | number)[][]): string {
 function statusText(s: Record<string, unknown>): string {
   const placement = s.placement as number[][];
   const lines = [
-    `orchestration ${String(s.orchestrationRuns ?? s.orchestration)}, epoch ${String(s.epoch)}, frame ${String(s.frame)}, weights v${String(s.weightVersion ?? '-')}, placement v${String(s.placementVersion ?? '-')}`,
+    `orchestration ${String(s.orchestrationRuns ?? s.orchestration)}, epoch ${String(s.epoch)}, frame ${String(s.frame)}, weights v${String(s.weightVersion ?? '-')}, placement v${String(s.placementVersion ?? '-')}${typeof s.actor === 'string' ? `, ${s.actor} actor` : ''}`,
     `agents: ${(s.agents as { eap: number; weightVersion: number | null }[]).map((a) => `eAP ${a.eap} (weights v${a.weightVersion ?? '-'})`).join(', ') || 'none'}`,
     '',
     table([

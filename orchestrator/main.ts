@@ -1014,6 +1014,8 @@ export async function startOrchestrator(
     placementVersion: registry.placementVersion,
     frame: loop.currentFrame,
     placement: loop.placement,
+    // the actor switch: the actor the placements name now (null: no switch)
+    actor: loop.policy.actorFor?.() ?? null,
     // a policy step held while a weights canary runs (placement-loop.ts holdWhile): why, and how many since the start
     placementDeferred: { waitingFor: loop.waitingFor, steps: loop.deferredSteps },
     ...adminState.snapshot(), // overrides, holds

@@ -121,6 +121,7 @@ describe('admin API', () => {
     expect(st.status).toBe(200);
     expect(st.body.orchestration).toBe('gpg');
     expect(st.body.orchestrationRuns).toMatch(/^gpg .*small-gpg-lec\.json: \d+ nodes a decision, no scale-in$/);
+    expect(st.body.actor).toBeNull(); // a model without an actor switch
   });
 
   it('the answer says what the cluster did; a cluster that does not take the change is 502, the change saved (the next step tries again)', async () => {

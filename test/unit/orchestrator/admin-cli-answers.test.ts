@@ -51,6 +51,21 @@ const MODES: Record<string, Mode> = {
       overrides: [],
       holds: [{ node: 1, by: 'ann', reason: 'disk' }],
     }),
+  // a status under the actor switch
+  status: (res) =>
+    json(res, 200, {
+      orchestration: 'gpg',
+      orchestrationRuns: 'gpg models/kais-gpg.json',
+      epoch: 'e1',
+      frame: 3,
+      weightVersion: 2,
+      placementVersion: 4,
+      actor: 'light',
+      placement: [[1, 1, 1]],
+      agents: [],
+      overrides: [],
+      holds: [],
+    }),
   pending: (res) =>
     json(res, 202, {
       ok: true,
@@ -130,6 +145,14 @@ describe("the admin commands name the flag of the orchestrator's refusals", () =
   ])('kais %s against %s (%j): exit 2, one line', async (cmd, mode, args, line) => {
     const r = await runInProcess([cmd, '--orchestrator', at(mode), ...args]);
     expect({ code: r.code, lines: r.stderr.trim().split('\n') }).toEqual({ code: 2, lines: [expect.stringMatching(line)] });
+  });
+
+  it('kais status says which actor the placements name under the actor switch', async () => {
+    const r = await runInProcess(['status', '--orchestrator', at('status')]);
+    expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(r.stdout.split('\n')[0]).toBe(
+      'orchestration gpg models/kais-gpg.json, epoch e1, frame 3, weights v2, placement v4, light actor',
+    );
   });
 
   it('a change the cluster is still applying (202): exit 0, and the line says so', async () => {
