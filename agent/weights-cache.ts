@@ -113,7 +113,7 @@ export class StateCache {
     const file = this.file('placement.json');
     try {
       const raw = JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
-      const { version, frame, numServices, numNodes, replicas, epoch } = raw;
+      const { version, frame, numServices, numNodes, replicas, epoch, actor } = raw;
       if (
         !Number.isSafeInteger(version) ||
         !Number.isSafeInteger(frame) ||
@@ -134,6 +134,8 @@ export class StateCache {
         replicas: Int32Array.from(replicas as number[]),
       };
       if (typeof epoch === 'string' && EPOCH_PATTERN.test(epoch)) body.epoch = epoch;
+      // the actor switch: the frame's actor (anything else read as none: main)
+      if (actor === 'main' || actor === 'light') body.actor = actor;
       return body;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'ENOENT') ignored(`${file}: ${(e as Error).message.split('\n')[0]}`);

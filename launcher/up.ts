@@ -1172,7 +1172,16 @@ export function predictRate(
   const orchestration = a.orchestration === 'gpg' ? gpgPolicy(a.gpg!, scenario) : makeOrchestration(a.orchestration, scenario);
   // the actor switch: the GPG model's light actor beside the main one, as the orchestrator publishes it to the agents
   const lightActor = (orchestration as { lightActor?: string | null }).lightActor ?? null;
-  if (learned && lightActor !== null) learned.setLightFrom(ck.loadActorFile(lightActor, base));
+  if (learned && lightActor !== null) {
+    // read as kais eval reads it (training/jobs/eval.ts makeCmmac): a .bin with its .json, or a kais train database
+    let light: ReturnType<typeof ck.loadCmmacCheckpoint>;
+    try {
+      light = ck.loadCmmacCheckpoint(lightActor, base);
+      learned.setLightFrom(light);
+    } catch (e) {
+      throw new UsageError(`the GPG model's light actor ${lightActor}: ${(e as Error).message}`);
+    }
+  }
   const dispatch = isDispatchHeuristic(policy)
     ? new PerEapDispatch(() => makeHeuristicDispatch(policy, scenario)) // reset(seed) seeds each eAP's instance as the agent seeds its own
     : learned

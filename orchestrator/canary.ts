@@ -388,6 +388,11 @@ export class CanaryRollout {
   get goodVersion(): number | null {
     return this.good;
   }
+  /** A version published to every agent outside the canary (the orchestrator's start: the stored actor with another light actor) is the good one now. */
+  adoptGood(version: number): void {
+    if (this.active === null) this.good = version;
+  }
+
 
   /**
    * A new version to roll out: started now (returns its body, already pushed to the canary eAPs),

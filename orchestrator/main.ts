@@ -465,6 +465,12 @@ async function learnedOrchestration(
   return policy;
 }
 
+/** Whether a stored version's light actor is the one this start publishes (both none, or the same tensors and head). */
+function sameLightActor(stored: LightActorBody | undefined, wanted: LightActorBody | undefined): boolean {
+  if (stored === undefined || wanted === undefined) return stored === wanted;
+  return stored.checksum === wanted.checksum && stored.head === wanted.head;
+}
+
 /** The stored admin state (JSON text), or none when absent or unreadable (logged: the admin sets it again). */
 function readAdminState(text: string | null, log: (line: string) => void): AdminSnapshot | null {
   if (text === null) return null;
@@ -733,11 +739,6 @@ export async function startOrchestrator(
   if (store.latestModelVersion() === null && ck) {
     const body = registry.publishWeights(ck.tensors, head);
     log(`published initial cmmac weights v${body.version} from ${cfg.checkpoint}`);
-  } else if (lightActor && store.latestModelVersion() !== null && store.latestModel()!.light?.checksum !== lightActor.checksum) {
-    // a store from before the model's actor switch (or with another light actor): its main actor again, with this light one
-    const stored = store.latestModel()!;
-    const body = registry.publishWeights(unpackWeights(stored), stored.head);
-    log(`published weights v${body.version}: stored v${stored.version}'s actor with the light actor of ${cfg.gpgModel}`);
   } else if (store.latestModelVersion() !== null) {
     log(`serving stored weights v${store.latestModelVersion()}`);
   } else {
@@ -773,6 +774,20 @@ export async function startOrchestrator(
     });
     const interrupted = store.canaryState();
     if (interrupted) canary.resumeInterrupted(interrupted, store.latestModelVersion());
+  }
+  // The actor switch on a stored version (after the canary above: a version it was judging is rolled
+  // back first, never republished to every agent): a store from before the model's switch, with
+  // another light actor (tensors or head), or with one the model no longer names gets its main actor
+  // again as a new version, with this model's light actor or none.
+  const storedModel = store.latestModel();
+  if (storedModel && !sameLightActor(storedModel.light, lightActor)) {
+    const body = registry.publishWeights(unpackWeights(storedModel), storedModel.head);
+    canary?.adoptGood(body.version);
+    log(
+      lightActor
+        ? `published weights v${body.version}: stored v${storedModel.version}'s actor with the light actor of ${cfg.gpgModel}`
+        : `published weights v${body.version}: stored v${storedModel.version}'s actor without its light actor (the orchestration names none)`,
+    );
   }
   /** Where a new version goes: the canary when on, else every agent at once. */
   const publishNew = (tensors: WeightTensor[], head: ActorHeadName, source: string) =>
@@ -866,6 +881,8 @@ export async function startOrchestrator(
     start,
     startFrame: resumed ? stored!.frame : 0,
     publishStart: !resumed,
+    // the actor switch: the agents dispatch with the stored placement's actor until the next step
+    ...(resumed ? { startActor: stored!.actor ?? 'main' } : {}),
     frameMs: (cfg.frameS * 1000) / cfg.speed,
     speed: cfg.speed,
     log,

@@ -26,6 +26,7 @@
  * budget H"). The admin's changes (`stepNow`) still apply during a hold, without the policy's orders.
  */
 import type { Placement } from '../shared/domain';
+import type { ActorSlot } from '../shared/protocol/envelope';
 import type { Scenario } from '../shared/scenario';
 import { ORCHESTRATION_POLICIES, makeOrchestrationPolicy, type OrchestrationPolicyName } from '../shared/orchestration';
 import { opsBetween, placementOf, withOps } from '../shared/orchestration/placement';
@@ -61,6 +62,8 @@ export interface PlacementLoopOptions {
   startFrame: number;
   /** Publish `start` as a new version right away (a fresh store). */
   publishStart: boolean;
+  /** The actor the stored `start` named (a restart; `main` when it named none): the policy resumes it (actor switch). */
+  startActor?: ActorSlot;
   /** Real ms per frame: the publishing period of a policy that never decides (static). */
   frameMs: number;
   /** Scenario seconds per real second. @defaultValue 1 */
@@ -101,6 +104,8 @@ export class PlacementLoop {
     this.d = o.start.map((r) => r.slice());
     this.frame = o.startFrame;
     this.policy = typeof o.policy === 'string' ? makeOrchestrationPolicy(o.policy, o.scenario) : o.policy;
+    // before the policy's reset too (it comes with the first view): what the agents dispatch with now
+    if (o.startActor !== undefined) this.policy.resumeActor?.(o.startActor);
   }
 
   get placement(): Placement {
@@ -304,6 +309,7 @@ export class PlacementLoop {
     }
     if (view && !this.policyReady) {
       this.policy.reset?.(this.o.seed ?? 1, view);
+      if (this.o.startActor !== undefined) this.policy.resumeActor?.(this.o.startActor);
       this.policyReady = true;
     }
     return view;

@@ -122,4 +122,9 @@ export interface OrchestrationPolicy {
    * frame `main`, and placements name none).
    */
   actorFor?(): ActorSlot | undefined;
+  /**
+   * After reset(), on a restart that resumes a stored placement: the actor that placement named
+   * (the agents dispatch with it until the next decision), so actorFor() says what they do.
+   */
+  resumeActor?(actor: ActorSlot): void;
 }

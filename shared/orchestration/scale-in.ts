@@ -97,6 +97,10 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
     return this.options.light?.switchActor ? this.actor : undefined;
   }
 
+  resumeActor(actor: ActorSlot): void {
+    this.actor = actor;
+  }
+
   decide(view: OrchestrationView): ScaleOp[] {
     const innerOps = this.inner.decide(view);
     const plan = new Plan(view);

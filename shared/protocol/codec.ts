@@ -627,9 +627,10 @@ function readPlacement(x: unknown, p: string): PlacementBody {
   const epoch = optId(o, 'epoch', p, false);
   if (typeof epoch === 'string') body.epoch = epoch;
   if (o.actor !== undefined) {
-    if (!(ACTOR_SLOTS as readonly unknown[]).includes(o.actor))
+    if (typeof o.actor !== 'string' || o.actor.length > 32)
       throw new BadField(`${p}.actor`, `must be one of ${ACTOR_SLOTS.join(', ')}, got ${describe(o.actor)}`);
-    body.actor = o.actor as ActorSlot;
+    // an actor this build does not know (a later orchestrator's): read as none, main; the replicas still apply
+    if ((ACTOR_SLOTS as readonly string[]).includes(o.actor)) body.actor = o.actor as ActorSlot;
   }
   return body;
 }

@@ -374,9 +374,16 @@ export function weightsFromBytes(bytes: Uint8Array): WeightsBody {
       );
     const firstLength = view.getUint32(8, true);
     if (PAIR_HEADER_BYTES + firstLength > n - 4) throw truncated(`its first actor's ${firstLength} bytes do not fit`);
+    // each part is a one-actor buffer (format 1 or 2): checked before reading it, so no pair nests in a pair
+    const formatAt = (at: number) => (at + 6 <= n - 4 ? view.getUint8(at + 5) : 0);
+    if (
+      view.getUint16(6, true) !== 0 ||
+      ![1, 2].includes(formatAt(PAIR_HEADER_BYTES)) ||
+      ![1, 2].includes(formatAt(PAIR_HEADER_BYTES + firstLength))
+    )
+      throw truncated('its parts are not one-actor buffers');
     const own = weightsFromBytes(bytes.subarray(PAIR_HEADER_BYTES, PAIR_HEADER_BYTES + firstLength));
     const second = weightsFromBytes(bytes.subarray(PAIR_HEADER_BYTES + firstLength, n - 4));
-    if (own.light !== undefined || second.light !== undefined) throw truncated('an actor of a pair is itself a pair');
     if (second.version !== own.version) throw truncated(`its actors have versions ${own.version} and ${second.version}`);
     const { version: _v, ...light } = second;
     return { ...own, light };

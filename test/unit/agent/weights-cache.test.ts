@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { StateCache } from '../../../agent/weights-cache';
 import { placementBody } from '../../../shared/protocol/envelope';
-import { packWeights } from '../../../shared/protocol/weights';
+import { packLightActor, packWeights } from '../../../shared/protocol/weights';
 
 describe('StateCache', () => {
   let dir: string;
@@ -28,6 +28,27 @@ describe('StateCache', () => {
     const again = new StateCache(dir);
     expect(again.loadWeights()).toEqual(w);
     expect(again.loadPlacement()).toEqual(p);
+  });
+
+  it("keeps the actor switch: the weights' light actor and each placement's actor (a restarted agent dispatches with the frame's actor)", () => {
+    const c = new StateCache(dir);
+    const w = {
+      ...packWeights([{ shape: [2], data: Float32Array.from([1, 2]) }], 5, 'relu1'),
+      light: packLightActor([{ shape: [2], data: Float32Array.from([3, 4]) }], 'softplus1'),
+      epoch: 'epoch-a',
+    };
+    c.saveWeights(w);
+    expect(new StateCache(dir).loadWeights()).toEqual(w);
+    for (const actor of ['light', 'main'] as const) {
+      const p = { ...placementBody(6, 2, [[1, 0]]), actor };
+      c.savePlacement(p);
+      expect(new StateCache(dir).loadPlacement()).toEqual(p);
+    }
+    // a placement without one, or with one this build does not know, is read as naming none (main)
+    c.savePlacement(placementBody(7, 3, [[1, 0]]));
+    expect(new StateCache(dir).loadPlacement()!.actor).toBeUndefined();
+    fs.writeFileSync(path.join(dir, 'placement.json'), JSON.stringify({ ...placementBody(8, 4, [[1]]), replicas: [1], actor: 'heavy' }));
+    expect(new StateCache(dir).loadPlacement()!.actor).toBeUndefined();
   });
 
   it('a weights file that cannot be written leaves no cached weights and no temporary file (not the old weights under the new epoch)', () => {

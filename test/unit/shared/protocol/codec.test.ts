@@ -81,6 +81,15 @@ describe('codec', () => {
       },
     );
 
+    it('reads a placement naming an actor this build does not know as naming none (main): its replicas still apply', () => {
+      const f = lightSwitchFrames()[1];
+      if (f.type !== 'placement') throw new Error();
+      const r = decodeFrame(new Codec({ validateOutgoing: false }).encode({ ...f, body: { ...f.body, actor: 'heavy' as never } }));
+      if (!r.ok || r.frame.type !== 'placement') throw new Error('placement');
+      expect(r.frame.body.actor).toBeUndefined();
+      expect(r.frame.body.replicas).toEqual(f.body.replicas);
+    });
+
     it("checks a weights frame's light actor as its own: its checksum and its values", () => {
       const f = lightSwitchFrames()[0];
       if (f.type !== 'weights') throw new Error();
@@ -357,7 +366,7 @@ describe('codec', () => {
       ['an unknown actor head', 'weights', (b) => (b.head = 'tanh'), 'body.head'],
       ['a light actor that is not a map', 'weights', (b) => (b.light = 3), 'body.light'],
       ['a light actor without tensors', 'weights', (b) => (b.light = { checksum: 0, shapes: [] }), 'body.light.tensors'],
-      ['an unknown actor of a placement', 'placement', (b) => (b.actor = 'heavy'), 'body.actor'],
+      ['an actor of a placement that is not a string', 'placement', (b) => (b.actor = 1), 'body.actor'],
       ['an unknown actor of a transition', 'experience', (b) => (b.transitions[0].actor = 'main'), 'body.transitions[0].actor'],
       ['replicas not matching numServices x numNodes', 'placement', (b) => (b.numNodes = 4), 'body.replicas'],
       ['a negative replica count', 'placement', (b) => (b.replicas = new Int32Array([1, 0, -2, 0, 3, 0])), 'body.replicas'],

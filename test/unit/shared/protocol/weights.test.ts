@@ -209,6 +209,21 @@ describe('weights bytes (checkpoints)', () => {
     }
   });
 
+  it('refuses a pair whose part is itself a pair, before reading the part', () => {
+    const pair = weightsToBytes({ ...sampleWeights(), light: packLightActor([{ shape: [2], data: new Float32Array([1, 2]) }]) });
+    const inner = weightsToBytes(sampleWeights());
+    // a format-3 buffer whose first part is the pair above
+    const out = Buffer.alloc(12 + pair.length + inner.length + 4);
+    out.write('KAISW', 0, 'latin1');
+    out[5] = 3;
+    out.writeUInt32LE(pair.length, 8);
+    pair.copy(out, 12);
+    inner.copy(out, 12 + pair.length);
+    out.writeUInt32LE(crc32(out.subarray(0, out.length - 4)), out.length - 4);
+    expect(() => weightsFromBytes(out)).toThrow(/its parts are not one-actor buffers/);
+    expect(codeOf(() => weightsFromBytes(out))).toBe('KAIS_ERR_MALFORMED');
+  });
+
   it('reads a buffer at an unaligned offset and does not share its memory', () => {
     const bytes = weightsToBytes(sampleWeights(9));
     const big = Buffer.alloc(bytes.length + 1);
