@@ -28,6 +28,7 @@
 import type { EapId } from '../shared/domain';
 import { Codec } from '../shared/protocol/codec';
 import {
+  AGENT_FEATURES,
   errorFrameFor,
   makeFrame,
   type BodyByType,
@@ -199,6 +200,7 @@ export class AgentRuntime extends TypedEmitter<AgentRuntimeEvents> {
       placementVersion: inEpoch(this.held.placement),
       epoch,
       ...(this.options.instance ? { instance: this.options.instance } : {}),
+      features: [...AGENT_FEATURES],
     };
   }
 

@@ -732,6 +732,18 @@ export async function startOrchestrator(
     ),
   );
   hub.on('sessionClosed', (s) => intake.sessionClosed(s.sessionId));
+  // the actor switch needs agents that hold the light actor and follow the placement's actor; an
+  // older agent ignores both and dispatches with the main actor in every frame (unlike the prediction)
+  if (lightActor)
+    hub.on('session', (s, hello) => {
+      if (!(hello.features ?? []).includes('actor-switch'))
+        event(
+          'agent-no-actor-switch',
+          `eAP ${s.eapId}: agent ${hello.agentVersion || '(no version)'} does not announce the actor switch: it dispatches with the main actor in every frame, not with ${cfg.gpgModel}'s light actor`,
+          s.eapId,
+          s.sessionId,
+        );
+    });
   // frames the codec or the hub refused before the intake saw them (NaN rewards): counted and named too
   hub.on('refused', (info, body) => intake.refusedUpstream(info, body));
 

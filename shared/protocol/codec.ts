@@ -547,6 +547,12 @@ function readHello(x: unknown, p: string): HelloBody {
   if (epoch !== undefined) body.epoch = epoch;
   const instance = optId(o, 'instance', p, false);
   if (instance !== undefined && instance !== null) body.instance = instance;
+  if (o.features !== undefined) {
+    const f = o.features;
+    if (!Array.isArray(f) || f.length > 16 || !f.every((x) => typeof x === 'string' && /^[a-z0-9-]{1,32}$/.test(x)))
+      throw new BadField(`${p}.features`, `must be a list of at most 16 names of [a-z0-9-] (1..32 characters), got ${describe(f)}`);
+    body.features = [...(f as string[])];
+  }
   return body;
 }
 

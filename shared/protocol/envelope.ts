@@ -68,6 +68,12 @@ export interface HelloBody {
    * refused (KAIS_ERR_DUPLICATE). Optional: absent from older agents, which are then refused too.
    */
   instance?: string;
+  /**
+   * What this agent build does beyond the base protocol (AGENT_FEATURES): `actor-switch`, it holds a
+   * weights body's light actor and follows a placement's `actor`. Optional: absent from older
+   * agents (the orchestrator warns when its model switches actors).
+   */
+  features?: string[];
 }
 
 /** Epoch ids: 1..64 characters of [0-9A-Za-z._-]. */
@@ -141,6 +147,9 @@ export interface LightActorBody {
  */
 export const ACTOR_SLOTS = ['main', 'light'] as const;
 export type ActorSlot = (typeof ACTOR_SLOTS)[number];
+
+/** The features this agent build announces in its hello (HelloBody.features). */
+export const AGENT_FEATURES = ['actor-switch'] as const;
 
 export const ACTOR_HEADS = ['relu1', 'softplus1'] as const;
 export type ActorHeadName = (typeof ACTOR_HEADS)[number];

@@ -64,6 +64,7 @@ describe('AgentRuntime', () => {
       weightVersion: 4,
       placementVersion: 9,
       epoch: null,
+      features: ['actor-switch'], // it holds a light actor and follows a placement's actor
     });
     t.orch.close();
   });

@@ -110,6 +110,48 @@ describe('startOrchestrator with the actor switch (the shipped GPG model names a
     await loadBackend();
   });
 
+  it('names an agent that does not announce the actor switch in an event (an older build dispatches with the main actor throughout)', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-orch-old-agent-'));
+    const cfgFile = path.join(dir, 'c.json');
+    const models = path.resolve(__dirname, '../../../models');
+    fs.writeFileSync(
+      cfgFile,
+      JSON.stringify({ checkpoint: path.join(models, 'kais-cmmac.bin'), orchestration: 'gpg', learner: 'none', detector: 'none' }),
+    );
+    const a = await startOrchestrator(readConfig(cfgFile), { dbPath: path.join(dir, 'o.db') });
+    const connect = async (eap: number, features: boolean) => {
+      let runtime: AgentRuntime | null = null;
+      const hello = () => {
+        const { features: _f, ...old } = runtime!.helloBody('', '0.0.9');
+        return features ? runtime!.helloBody('', '0.2.0') : old;
+      };
+      const link = new AgentLink({ url: a.hub.url, seed: 1, hello, backoff: { initialMs: 20, maxMs: 200 } });
+      runtime = new AgentRuntime(
+        (b) => link.send(b),
+        (cb) => link.onFrame(cb),
+        { eapId: eap },
+      );
+      const ready = new Promise((resolve) => link.once('ready', resolve));
+      link.start();
+      await ready;
+      return async () => (await link.close(), runtime!.dispose());
+    };
+    try {
+      const closeOld = await connect(0, false);
+      const closeNew = await connect(1, true);
+      const events = a.store.events({ kind: 'agent-no-actor-switch' });
+      expect(events.map((e) => e.eap)).toEqual([0]);
+      expect(events[0].message).toMatch(
+        /^eAP 0: agent 0\.0\.9 does not announce the actor switch: it dispatches with the main actor in every frame/,
+      );
+      await closeOld();
+      await closeNew();
+    } finally {
+      await a.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
   it('publishes every version with the light actor and names the actor in its placements; a store from before the switch gets its actor again with the light one', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-orch-switch-'));
     const models = path.resolve(__dirname, '../../../models');

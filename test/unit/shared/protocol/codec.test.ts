@@ -355,6 +355,8 @@ describe('codec', () => {
       ['a token that is not a string', 'hello', (b) => (b.token = 7), 'body.token'],
       ['a zero heartbeat', 'welcome', (b) => (b.heartbeatMs = 0), 'body.heartbeatMs'],
       ['an empty session id', 'welcome', (b) => (b.sessionId = ''), 'body.sessionId'],
+      ['features that are not a list', 'hello', (b) => (b.features = 'actor-switch'), 'body.features'],
+      ['a feature name with a space', 'hello', (b) => (b.features = ['actor switch']), 'body.features'],
       ['an unknown act', 'welcome', (b) => (b.act = 'softmax'), 'body.act'],
       ['a weights body with more shapes than tensors', 'weights', (b) => b.shapes.push([1]), 'body.tensors'],
       ['a tensor that does not match its shape', 'weights', (b) => (b.shapes[0] = [2, 2]), 'body.tensors[0]'],

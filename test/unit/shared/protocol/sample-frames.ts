@@ -17,7 +17,12 @@ export function sampleWeights(version = 3) {
 
 export function sampleFrames(): Frame[] {
   return [
-    makeFrame('hello', 0, { eapId: 2, token: 's3cret', agentVersion: '0.1.0', weightVersion: null, placementVersion: 4 }, TS),
+    makeFrame(
+      'hello',
+      0,
+      { eapId: 2, token: 's3cret', agentVersion: '0.1.0', weightVersion: null, placementVersion: 4, features: ['actor-switch'] },
+      TS,
+    ),
     makeFrame('welcome', 1, { sessionId: 'sess-1', heartbeatMs: 5000, weightVersion: 3, placementVersion: null, act: 'sample' }, TS),
     makeFrame('weights', 2, sampleWeights(), TS),
     makeFrame(
