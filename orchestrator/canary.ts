@@ -393,7 +393,6 @@ export class CanaryRollout {
     if (this.active === null) this.good = version;
   }
 
-
   /**
    * A new version to roll out: started now (returns its body, already pushed to the canary eAPs),
    * or, while a canary runs, kept as the next one (null; a newer proposal replaces it).
