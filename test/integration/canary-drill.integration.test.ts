@@ -32,9 +32,13 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
       // behind it. At 40 s (13 s) the canary's baseline covered the warm-up, in which eAPs 0-1 ran
       // 0.013-0.078 below the others, and 3 of 7 drills by hand took 2-3 windows; at 60 s, 5 of 5 took
       // 1 window, baseline differences within 0.018 (docs/gpg.md, "The action budget H").
+      // On the GPG model without the actor switch: with the shipped one every window at load 1 is light,
+      // the light actor decides everywhere, and the canary sees no difference from a bad main actor
+      // (docs/safe-learning.md, "The canary under the actor switch").
+      const gate = path.join(ROOT, 'models', 'kais-gpg-gate.json');
       const child = spawn(
         process.execPath,
-        [KAIS, 'up', '--duration', '60', '--no-learn', '--canary', '--inject', 'bad-weights', '--json'],
+        [KAIS, 'up', '--duration', '60', '--no-learn', '--canary', '--inject', 'bad-weights', '--gpg', gate, '--json'],
         {
           stdio: ['ignore', 'pipe', 'pipe'],
         },

@@ -157,7 +157,9 @@ describe('kais up', () => {
   });
 
   it('deploys a model whose act is sample sampling: every agent draws every decision from the policy, and the prediction samples too', async () => {
-    // the shipped actor fine-tuned on GPG's placement, exported by kais train --eval-act sample (an opt-in since session 25)
+    // the shipped actor fine-tuned on GPG's placement, exported by kais train --eval-act sample (an opt-in since session 25);
+    // on the GPG model without the actor switch: under the shipped one the first frame is the light
+    // actor's, by argmax, and the sampling model would decide nothing in 10 s
     const run = await kaisUp([
       '--duration',
       '10',
@@ -165,6 +167,8 @@ describe('kais up', () => {
       '--gate',
       '--canary',
       '--json',
+      '--gpg',
+      path.join(ROOT, 'models', 'kais-gpg-gate.json'),
       '--checkpoint',
       path.join(ROOT, 'models', 'kais-cmmac-gpg.bin'),
     ]);
