@@ -192,7 +192,16 @@ describe('kais up', () => {
     const meta = JSON.parse(fs.readFileSync(path.join(ROOT, 'models', 'kais-cmmac-gpg.bin.json'), 'utf8')) as Record<string, unknown>;
     delete meta.act;
     fs.writeFileSync(`${model}.json`, JSON.stringify(meta));
-    const argmax = await kaisUp(['--duration', '10', '--checkpoint', model, '--no-learn', '--json']);
+    const argmax = await kaisUp([
+      '--duration',
+      '10',
+      '--gpg',
+      path.join(ROOT, 'models', 'kais-gpg-gate.json'),
+      '--checkpoint',
+      model,
+      '--no-learn',
+      '--json',
+    ]);
     expect(argmax.code).toBe(0);
     const t = summaryOf(argmax);
     expect(t.cmmacAct).toBeUndefined();
