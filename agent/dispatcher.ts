@@ -424,17 +424,18 @@ export class Dispatcher {
    */
   setWeights(body: WeightsBody): boolean {
     if (this.heuristicOnly) return false;
-    const shapes = body.shapes;
     const dim = this.observations.dim;
     const A = this.view.numTargets;
     // any MLP from `dim` to A (the hidden widths are the sender's), optionally with the target scorer
-    const fit = actorFit(shapes, { obsDim: dim, numActions: A, scorerInputs: targetBlockOf(this.observations.shape).stride });
-    if (!fit) {
-      throw new TypeError(
-        `actor weights do not fit: expected an MLP from ${dim} inputs to ${A} actions, got shapes ${JSON.stringify(shapes)}`,
-      );
-    }
-    const hidden = fit.hidden;
+    const hiddenOf = (shapes: number[][], what: string): number[] => {
+      const fit = actorFit(shapes, { obsDim: dim, numActions: A, scorerInputs: targetBlockOf(this.observations.shape).stride });
+      if (!fit)
+        throw new TypeError(`${what} do not fit: expected an MLP from ${dim} inputs to ${A} actions, got shapes ${JSON.stringify(shapes)}`);
+      return fit.hidden;
+    };
+    const hidden = hiddenOf(body.shapes, 'actor weights');
+    // the actor switch: the version's light actor, used in frames whose placement names it (checked before anything changes)
+    const lightHidden = body.light ? hiddenOf(body.light.shapes, 'light actor weights') : null;
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { CmmacDispatch } = require('./actor-policy') as typeof import('./actor-policy');
     const policy = new CmmacDispatch({
@@ -447,24 +448,13 @@ export class Dispatcher {
       hidden,
       head: body.head ?? this.actorHead,
     });
-    if (body.light) {
-      // the actor switch: the version's light actor, used in frames whose placement names it
-      const lightFit = actorFit(body.light.shapes, {
-        obsDim: dim,
-        numActions: A,
-        scorerInputs: targetBlockOf(this.observations.shape).stride,
-      });
-      if (!lightFit)
-        throw new TypeError(
-          `light actor weights do not fit: expected an MLP from ${dim} inputs to ${A} actions, got shapes ${JSON.stringify(body.light.shapes)}`,
-        );
-      policy.setLightWeights(body.light.tensors, body.light.head ?? this.actorHead, lightFit.hidden);
-    }
+    if (body.light && lightHidden !== null) policy.setLightWeights(body.light.tensors, body.light.head ?? this.actorHead, lightHidden);
     policy.recorder = {
       record: (obs: Float32Array, _mask: Uint8Array, _action: number, logProb: number, _eap: number, light?: boolean) => {
         this.lastLogProb = logProb;
-        this.lastObs = this.recordThis ? obs.slice() : null;
         this.lastLight = light === true;
+        // experience: the drawn decisions (or all, --experience all); the light actor's is never drawn
+        this.lastObs = this.recordThis && (!this.lastLight || this.experienceMode === 'all') ? obs.slice() : null;
       },
     };
     this.learned = policy;
@@ -761,8 +751,7 @@ export class Dispatcher {
         return {
           target,
           mask,
-          // experience: the drawn decisions (or all, --experience all); a light one is not drawn
-          obs: drawn || this.experienceMode === 'all' ? this.lastObs : null,
+          obs: this.lastObs,
           logProb,
           version: this.learned.version,
           gen: this.weightsGen,

@@ -1174,10 +1174,8 @@ export function predictRate(
   const lightActor = (orchestration as { lightActor?: string | null }).lightActor ?? null;
   if (learned && lightActor !== null) {
     // read as kais eval reads it (training/jobs/eval.ts makeCmmac): a .bin with its .json, or a kais train database
-    let light: ReturnType<typeof ck.loadCmmacCheckpoint>;
     try {
-      light = ck.loadCmmacCheckpoint(lightActor, base);
-      learned.setLightFrom(light);
+      learned.setLightFrom(ck.loadCmmacCheckpoint(lightActor, base));
     } catch (e) {
       throw new UsageError(`the GPG model's light actor ${lightActor}: ${(e as Error).message}`);
     }

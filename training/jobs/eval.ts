@@ -17,6 +17,7 @@ import { loadBackend } from '../../shared/tf-backend';
 import { UsageError } from '../../shared/errors';
 import { checkpointHead, defaultGpgModelPath, defaultModelPath, modelAct } from '../../shared/nets/actor-file';
 import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
+import type { CmmacDispatch } from '../../agent/actor-policy';
 import { checkLoad, loadScenario, scenarioWithSlot } from '../../shared/scenario';
 import type { Scenario } from '../../shared/scenario';
 import { makeDispatch, makeOrchestration, parsePolicyPair } from '../baselines/registry';
@@ -212,11 +213,7 @@ function makeAnyDispatch(
   if (lightActor === null) return main;
   // the actor switch: the GPG model's light actor (scaleIn.light.actor), held beside the main one, which
   // dispatches while the orchestration names it (agent/actor-policy.ts), as an agent holds a weights body's light actor
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { CmmacDispatch } = require('../../agent/actor-policy') as typeof import('../../agent/actor-policy');
   const light = makeCmmac(scenario, lightActor, modelScenario, act, orchestration, "the GPG model's light actor");
-  if (!(main instanceof CmmacDispatch) || !(light instanceof CmmacDispatch))
-    throw new Error('makeAnyDispatch: cmmac is not a CmmacDispatch');
   try {
     main.setLightFrom(light);
   } catch (e) {
@@ -233,14 +230,11 @@ function makeCmmac(
   act: 'argmax' | 'sample' | undefined,
   orchestration: string | undefined,
   source = '--checkpoint',
-): DispatchPolicy {
+): CmmacDispatch {
   // a model is checked against the scenario it was trained on (the slot length does not change its inputs)
   scenario = modelScenario;
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const ck = require('./checkpoint') as {
-    loadCmmacCheckpoint: (path: string, s: Scenario, o: { mode?: 'argmax' | 'sample' }) => DispatchPolicy;
-    loadDefaultCmmac?: (s: Scenario, o: { mode?: 'argmax' | 'sample'; orchestration?: string }) => DispatchPolicy | null;
-  };
+  const ck = require('./checkpoint') as typeof import('./checkpoint');
   if (checkpoint) {
     if (!fs.existsSync(checkpoint)) throw new UsageError(`${source}: ${checkpoint} does not exist`);
     // the file's head checked first (an unknown one is refused, not run as relu1: actor-file.ts actorHeadOf)
@@ -248,7 +242,7 @@ function makeCmmac(
     return ck.loadCmmacCheckpoint(checkpoint, scenario, { mode: act });
   }
   // the shipped actor for the pair's orchestration (shared/nets/actor-file.ts defaultModelPath: kais-cmmac.bin for every one today)
-  const shipped = ck.loadDefaultCmmac?.(scenario, { mode: act, orchestration }) ?? null;
+  const shipped = ck.loadDefaultCmmac(scenario, { mode: act, orchestration });
   if (!shipped) {
     throw new UsageError(`--policies: cmmac needs --checkpoint <db or actor .bin>: no trained model ships for scenario "${scenario.name}"`);
   }

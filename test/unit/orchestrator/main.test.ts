@@ -106,19 +106,27 @@ describe('startOrchestrator', () => {
 });
 
 describe('startOrchestrator with the actor switch (the shipped GPG model names a light actor)', () => {
+  const models = path.resolve(__dirname, '../../../models');
+  /** The shipped main actor; the store and the learned parts off. */
+  const base = { checkpoint: path.join(models, 'kais-cmmac.bin'), learner: 'none', detector: 'none' };
+  let dir: string;
+  let db: string;
+  /** A config file in the test's folder, read as the orchestrator reads it. */
+  const write = (name: string, cfg: unknown) => {
+    fs.writeFileSync(path.join(dir, name), JSON.stringify(cfg));
+    return readConfig(path.join(dir, name));
+  };
   beforeAll(async () => {
     await loadBackend();
   });
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-orch-switch-'));
+    db = path.join(dir, 'o.db');
+  });
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   it('names an agent that does not announce the actor switch in an event (an older build dispatches with the main actor throughout)', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-orch-old-agent-'));
-    const cfgFile = path.join(dir, 'c.json');
-    const models = path.resolve(__dirname, '../../../models');
-    fs.writeFileSync(
-      cfgFile,
-      JSON.stringify({ checkpoint: path.join(models, 'kais-cmmac.bin'), orchestration: 'gpg', learner: 'none', detector: 'none' }),
-    );
-    const a = await startOrchestrator(readConfig(cfgFile), { dbPath: path.join(dir, 'o.db') });
+    const a = await startOrchestrator(write('gpg.json', { ...base, orchestration: 'gpg' }), { dbPath: db });
     const connect = async (eap: number, features: boolean) => {
       let runtime: AgentRuntime | null = null;
       const hello = () => {
@@ -148,102 +156,72 @@ describe('startOrchestrator with the actor switch (the shipped GPG model names a
       await closeNew();
     } finally {
       await a.close();
-      fs.rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
 
   it('publishes every version with the light actor and names the actor in its placements; a store from before the switch gets its actor again with the light one', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-orch-switch-'));
-    const models = path.resolve(__dirname, '../../../models');
-    const db = path.join(dir, 'o.db');
-    const write = (name: string, cfg: unknown) => {
-      fs.writeFileSync(path.join(dir, name), JSON.stringify(cfg));
-      return readConfig(path.join(dir, name));
-    };
-    const base = { checkpoint: path.join(models, 'kais-cmmac.bin'), learner: 'none', detector: 'none' };
-    try {
-      // a store of the run before: hpa, one actor
-      const before = await startOrchestrator(write('hpa.json', { ...base, orchestration: 'hpa' }), { dbPath: db });
-      expect(before.store.latestModel()!.light).toBeUndefined();
-      expect(before.store.latestPlacement()!.actor).toBeUndefined();
-      await before.close();
-      const lines: string[] = [];
-      const a = await startOrchestrator(write('gpg.json', { ...base, orchestration: 'gpg' }), { dbPath: db, log: (l) => lines.push(l) });
-      const m = a.store.latestModel()!;
-      expect(m.version).toBe(2);
-      const light = checkpointActor(path.join(models, 'kais-cmmac-drawn.bin'));
-      expect(m.light!.shapes).toEqual(light.tensors.map((t) => t.shape));
-      expect(Buffer.from(m.light!.tensors[0].buffer).equals(Buffer.from(light.tensors[0].data.buffer))).toBe(true);
-      // the main actor is the stored v1's
-      expect(m.checksum).toBe(a.store.model(1)!.checksum);
-      expect(lines.some((l) => /published weights v2: stored v1's actor with the light actor of \S*kais-gpg\.json/.test(l))).toBe(true);
-      // resumed on the stored placement of the hpa run, which named no actor: the agents dispatch with
-      // the main one until the next step, and the policy says so
-      expect(a.loop.policy.actorFor?.()).toBe('main');
-      await a.close();
-      const b = await startOrchestrator(write('gpg.json', { ...base, orchestration: 'gpg' }), { dbPath: db });
-      expect(b.store.latestModel()!.version).toBe(2); // the stored version holds this light actor: served as it is
-      await b.close();
-      // a model without the switch: the stored actor again, without the light one
-      const c = await startOrchestrator(
-        write('lean.json', { ...base, orchestration: 'gpg', gpgModel: path.join(models, 'kais-gpg-lean.json') }),
-        {
-          dbPath: db,
-        },
-      );
-      expect(c.store.latestModel()!.version).toBe(3);
-      expect(c.store.latestModel()!.light).toBeUndefined();
-      expect(c.store.latestModel()!.checksum).toBe(c.store.model(1)!.checksum);
-      expect(c.loop.policy.actorFor?.()).toBeUndefined();
-      await c.close();
-      const fresh = await startOrchestrator(write('gpg.json', { ...base, orchestration: 'gpg' }), { dbPath: path.join(dir, 'fresh.db') });
-      expect(fresh.store.latestModel()!.light).toBeDefined();
-      expect(fresh.store.latestPlacement()!.actor).toBe('light');
-      expect(fresh.loop.policy.actorFor?.()).toBe('light');
-      await fresh.close();
-      // resumed on a stored placement that named light: the policy resumes it
-      const again = await startOrchestrator(write('gpg.json', { ...base, orchestration: 'gpg' }), { dbPath: path.join(dir, 'fresh.db') });
-      expect(again.loop.policy.actorFor?.()).toBe('light');
-      await again.close();
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+    // a store of the run before: hpa, one actor
+    const before = await startOrchestrator(write('hpa.json', { ...base, orchestration: 'hpa' }), { dbPath: db });
+    expect(before.store.latestModel()!.light).toBeUndefined();
+    expect(before.store.latestPlacement()!.actor).toBeUndefined();
+    await before.close();
+    const lines: string[] = [];
+    const a = await startOrchestrator(write('gpg.json', { ...base, orchestration: 'gpg' }), { dbPath: db, log: (l) => lines.push(l) });
+    const m = a.store.latestModel()!;
+    expect(m.version).toBe(2);
+    const light = checkpointActor(path.join(models, 'kais-cmmac-drawn.bin'));
+    expect(m.light!.shapes).toEqual(light.tensors.map((t) => t.shape));
+    expect(Buffer.from(m.light!.tensors[0].buffer).equals(Buffer.from(light.tensors[0].data.buffer))).toBe(true);
+    // the main actor is the stored v1's
+    expect(m.checksum).toBe(a.store.model(1)!.checksum);
+    expect(lines.some((l) => /published weights v2: stored v1's actor with the light actor of \S*kais-gpg\.json/.test(l))).toBe(true);
+    // resumed on the stored placement of the hpa run, which named no actor: the agents dispatch with
+    // the main one until the next step, and the policy says so
+    expect(a.loop.policy.actorFor?.()).toBe('main');
+    await a.close();
+    const b = await startOrchestrator(write('gpg.json', { ...base, orchestration: 'gpg' }), { dbPath: db });
+    expect(b.store.latestModel()!.version).toBe(2); // the stored version holds this light actor: served as it is
+    await b.close();
+    // a model without the switch: the stored actor again, without the light one
+    const c = await startOrchestrator(
+      write('lean.json', { ...base, orchestration: 'gpg', gpgModel: path.join(models, 'kais-gpg-lean.json') }),
+      {
+        dbPath: db,
+      },
+    );
+    expect(c.store.latestModel()!.version).toBe(3);
+    expect(c.store.latestModel()!.light).toBeUndefined();
+    expect(c.store.latestModel()!.checksum).toBe(c.store.model(1)!.checksum);
+    expect(c.loop.policy.actorFor?.()).toBeUndefined();
+    await c.close();
+    const fresh = await startOrchestrator(write('gpg.json', { ...base, orchestration: 'gpg' }), { dbPath: path.join(dir, 'fresh.db') });
+    expect(fresh.store.latestModel()!.light).toBeDefined();
+    expect(fresh.store.latestPlacement()!.actor).toBe('light');
+    expect(fresh.loop.policy.actorFor?.()).toBe('light');
+    await fresh.close();
+    // resumed on a stored placement that named light: the policy resumes it
+    const again = await startOrchestrator(write('gpg.json', { ...base, orchestration: 'gpg' }), { dbPath: path.join(dir, 'fresh.db') });
+    expect(again.loop.policy.actorFor?.()).toBe('light');
+    await again.close();
   }, 60_000);
-});
-
-describe('startOrchestrator restarted during a canary with a new light actor', () => {
-  beforeAll(async () => {
-    await loadBackend();
-  });
 
   it('rolls the interrupted canary back first; the stored good actor then gets the light one (the canary version never reaches every agent)', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kais-orch-canary-light-'));
-    const models = path.resolve(__dirname, '../../../models');
-    const db = path.join(dir, 'o.db');
-    const write = (name: string, cfg: unknown) => {
-      fs.writeFileSync(path.join(dir, name), JSON.stringify(cfg));
-      return readConfig(path.join(dir, name));
-    };
-    const base = { checkpoint: path.join(models, 'kais-cmmac.bin'), learner: 'none', detector: 'none', canary: true };
-    try {
-      const before = await startOrchestrator(write('hpa.json', { ...base, orchestration: 'hpa' }), { dbPath: db });
-      await before.close();
-      // a canary of v2 (another actor) interrupted by the stop
-      const s = Store.open(db);
-      const other = checkpointActor(path.join(models, 'kais-cmmac-gpg.bin'));
-      s.putModel({ ...packWeights(other.tensors, 2, other.head), epoch: s.epoch });
-      s.putCanaryState({ version: 2, good: 1, eaps: [0], startedMs: Date.now() });
-      s.close();
-      const a = await startOrchestrator(write('gpg.json', { ...base, orchestration: 'gpg' }), { dbPath: db });
-      const latest = a.store.latestModel()!;
-      expect(latest.checksum).toBe(a.store.model(1)!.checksum); // v1's actor, not the canary's
-      expect(latest.light).toBeDefined();
-      expect(a.store.canaryState()).toBeNull();
-      expect(a.store.events({ kind: 'canary-rollback' })).toHaveLength(1);
-      await a.close();
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+    const canary = { ...base, canary: true };
+    const before = await startOrchestrator(write('hpa.json', { ...canary, orchestration: 'hpa' }), { dbPath: db });
+    await before.close();
+    // a canary of v2 (another actor) interrupted by the stop
+    const s = Store.open(db);
+    const other = checkpointActor(path.join(models, 'kais-cmmac-gpg.bin'));
+    s.putModel({ ...packWeights(other.tensors, 2, other.head), epoch: s.epoch });
+    s.putCanaryState({ version: 2, good: 1, eaps: [0], startedMs: Date.now() });
+    s.close();
+    const a = await startOrchestrator(write('gpg.json', { ...canary, orchestration: 'gpg' }), { dbPath: db });
+    const latest = a.store.latestModel()!;
+    expect(latest.checksum).toBe(a.store.model(1)!.checksum); // v1's actor, not the canary's
+    expect(latest.light).toBeDefined();
+    expect(a.store.canaryState()).toBeNull();
+    expect(a.store.events({ kind: 'canary-rollback' })).toHaveLength(1);
+    await a.close();
   }, 60_000);
 });
 
