@@ -774,6 +774,9 @@ export async function startOrchestrator(
         log,
         onStarted: (body, source) => {
           if (source === 'learned') learnerRef?.noteVersion(body.version);
+          // the actor switch: the canary's eAPs and the control dispatch with the main actor (the one a
+          // version changes) until the verdict, or a canary started in a light frame would judge the light one
+          void loopRef?.refreshActor();
         },
         onRolledBack: (restored) => learnerRef?.reload(restored.version),
         // the placement held still during the canary (one change at a time): its deferred step runs now
@@ -909,6 +912,9 @@ export async function startOrchestrator(
     },
     // a canary measures the weights alone: the policy's placement steps wait for its verdict
     holdWhile: () => (canary?.running ? `weights v${canary.running.version} are under canary` : null),
+    // under the actor switch a canary judges the main actor: every placement names it while one runs
+    // (docs/safe-learning.md, "The canary under the actor switch")
+    actorOverride: () => (canary?.running ? 'main' : null),
   });
   loopRef = loop;
   await loop.start();

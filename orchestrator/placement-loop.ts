@@ -24,6 +24,9 @@
  * groups of eAPs over its windows; placement changes in those windows move the groups' rates apart
  * for reasons that are not the weights and widen its standard error (docs/gpg.md, "The action
  * budget H"). The admin's changes (`stepNow`) still apply during a hold, without the policy's orders.
+ * Under the actor switch, `actorOverride` names the actor every placement names while it returns
+ * one (main.ts: `main` during a canary), and `refreshActor()` publishes the held placement again
+ * when that changes.
  */
 import type { Placement } from '../shared/domain';
 import type { ActorSlot } from '../shared/protocol/envelope';
@@ -77,6 +80,13 @@ export interface PlacementLoopOptions {
   admin?: { state: AdminState; onExpired?: (o: ScaleOverride) => void };
   /** Why the policy's steps wait now (null: they do not); a deferred step runs at `resume()`. */
   holdWhile?: () => string | null;
+  /**
+   * The actor every placement names while this returns one, in place of the policy's (the actor
+   * switch only: a policy that names no actor keeps naming none). main.ts: `main` while a weights
+   * canary runs, so that the canary judges the actor a version changes; `refreshActor()` publishes
+   * the placement again when the answer changes.
+   */
+  actorOverride?: () => ActorSlot | null;
 }
 
 export class PlacementLoop {
@@ -99,6 +109,10 @@ export class PlacementLoop {
   failedSteps = 0;
   /** A step fell due during the current hold and has not run yet. */
   private deferred = false;
+  /** The actor the last published placement named (undefined: none, or nothing published yet). */
+  private publishedActor: ActorSlot | undefined;
+  /** Placements published again only because the actor to name changed (`refreshActor`), since the start. */
+  actorRepublished = 0;
 
   constructor(private readonly o: PlacementLoopOptions) {
     this.d = o.start.map((r) => r.slice());
@@ -134,7 +148,8 @@ export class PlacementLoop {
     } catch (e) {
       log(`executor: ${(e as Error).message}`);
     }
-    if (this.o.publishStart) this.o.registry.publishPlacement(this.frame, this.d, this.policy.actorFor?.());
+    if (this.o.publishStart) this.publish();
+    else this.publishedActor = this.o.startActor;
     this.timer = setInterval(() => this.queueTick(), this.stepMs);
   }
 
@@ -209,11 +224,52 @@ export class PlacementLoop {
     this.deferredSteps++;
   }
 
-  /** The hold is over: a step deferred during it runs now, policy and all (resolves when it is published); else nothing. */
+  /**
+   * The hold is over: a step deferred during it runs now, policy and all (resolves when it is
+   * published); else the placement is published again if the actor it must name changed
+   * (`refreshActor`), or nothing happens.
+   */
   resume(): Promise<void> {
-    if (!this.deferred) return this.running;
+    if (!this.deferred) return this.refreshActor().then(() => undefined);
     this.deferred = false;
     return this.chain(false).then(() => undefined);
+  }
+
+  /** The actor a placement published now names: the override's while it names one, else the policy's (undefined: no switch). */
+  private actorNow(): ActorSlot | undefined {
+    const own = this.policy.actorFor?.();
+    if (own === undefined) return undefined;
+    return this.o.actorOverride?.() ?? own;
+  }
+
+  /** Publishes the cluster's placement (no decision, no frame) with the actor to name now. */
+  private publish(): void {
+    const actor = this.actorNow();
+    this.o.registry.publishPlacement(this.frame, this.d, actor);
+    this.publishedActor = actor;
+  }
+
+  /**
+   * After any step in progress: when the actor to name now (`actorOverride`, the policy's) differs
+   * from the one the last placement named, the same placement is published again with it, as the
+   * same frame (nothing is decided or applied). Resolves true when it published.
+   */
+  refreshActor(): Promise<boolean> {
+    const next = this.running.then(() => {
+      if (this.stopped || this.actorNow() === this.publishedActor) return false;
+      const from = this.publishedActor ?? 'none';
+      this.publish();
+      this.actorRepublished++;
+      (this.o.log ?? (() => undefined))(
+        `placement: frame ${this.frame} published again naming the ${this.publishedActor ?? 'no'} actor (was ${from})`,
+      );
+      return true;
+    });
+    this.running = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    return next;
   }
 
   /**
@@ -254,8 +310,8 @@ export class PlacementLoop {
       this.d = withOps(this.d, rep.executed);
     }
     if (this.stopped) return outcome;
-    // the actor switch: the actor the policy's last decision named (none without a switch)
-    this.o.registry.publishPlacement(this.frame, this.d, this.policy.actorFor?.());
+    // the actor switch: the actor the policy's last decision named (none without a switch), or the override's
+    this.publish();
     if (this.o.registry.lastPlacementStored === false) outcome.stored = false;
     return outcome;
   }

@@ -32,13 +32,13 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
       // behind it. At 40 s (13 s) the canary's baseline covered the warm-up, in which eAPs 0-1 ran
       // 0.013-0.078 below the others, and 3 of 7 drills by hand took 2-3 windows; at 60 s, 5 of 5 took
       // 1 window, baseline differences within 0.018 (docs/gpg.md, "The action budget H").
-      // On the GPG model without the actor switch: with the shipped one every window at load 1 is light,
-      // the light actor decides everywhere, and the canary sees no difference from a bad main actor
-      // (docs/safe-learning.md, "The canary under the actor switch").
-      const gate = path.join(ROOT, 'models', 'kais-gpg-gate.json');
+      // On the shipped GPG model, with the actor switch: at load 1 every window is light and the light
+      // actor (which no version changes) would decide everywhere; while the canary runs, the placement
+      // names the main actor, so the canary judges the version (docs/safe-learning.md, "The canary
+      // under the actor switch").
       const child = spawn(
         process.execPath,
-        [KAIS, 'up', '--duration', '60', '--no-learn', '--canary', '--inject', 'bad-weights', '--gpg', gate, '--json'],
+        [KAIS, 'up', '--duration', '60', '--no-learn', '--canary', '--inject', 'bad-weights', '--json'],
         {
           stdio: ['ignore', 'pipe', 'pipe'],
         },
@@ -52,7 +52,7 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
       const s = JSON.parse(stdout.trim().split('\n').pop()!) as {
         sent: number;
         unanswered: number;
-        perEap: { weightVersion: number | null }[];
+        perEap: { weightVersion: number | null; sent: number; decisionsLight: number }[];
         safeLearningEvents: Ev[];
       };
       expect(s.unanswered).toBe(0);
@@ -74,6 +74,11 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
       expect(stderr).toMatch(/kais up: event canary-rollback: weights v\d+ rolled back/);
       // no agent is left on the random version (a later learned canary may run on eAPs 0 and 1)
       for (const e of s.perEap) expect(e.weightVersion).toBeGreaterThanOrEqual(restored);
+      // the light actor decided outside the canary, the main actor during it, at every eAP (canary and control)
+      for (const e of s.perEap) {
+        expect(e.decisionsLight).toBeGreaterThan(0);
+        expect(e.decisionsLight).toBeLessThan(e.sent);
+      }
     },
     180_000,
   );

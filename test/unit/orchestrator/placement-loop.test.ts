@@ -10,6 +10,8 @@ import { AdminState, type ScaleOverride } from '../../../orchestrator/admin';
 import { EmulatedCluster } from '../../../orchestrator/emulated-cluster';
 import type { ModelRegistry } from '../../../orchestrator/registry';
 import type { Placement, ScaleOp } from '../../../shared/domain';
+import type { ActorSlot } from '../../../shared/protocol/envelope';
+import type { OrchestrationPolicy } from '../../../shared/policy';
 import { initialPlacement, withOps } from '../../../shared/orchestration/placement';
 import { ReportView } from '../../../shared/orchestration/executor';
 import { loadScenario } from '../../../shared/scenario';
@@ -20,9 +22,11 @@ const total = (d: Placement, w: number) => d[w].reduce((a, b) => a + b, 0);
 describe('PlacementLoop', () => {
   /** An in-process executor over an emulated cluster (no sockets), recording what it was asked. */
   function fakes() {
-    const published: { frame: number; d: Placement }[] = [];
+    const published: { frame: number; d: Placement; actor?: ActorSlot }[] = [];
     const applied: ScaleOp[][] = [];
-    const registry = { publishPlacement: (frame: number, d: Placement) => published.push({ frame, d }) } as unknown as ModelRegistry;
+    const registry = {
+      publishPlacement: (frame: number, d: Placement, actor?: ActorSlot) => published.push({ frame, d, actor }),
+    } as unknown as ModelRegistry;
     const cluster = new EmulatedCluster({ scenario: tiny });
     const counts = { observed: 0 };
     const executor: LiveExecutor = {
@@ -245,6 +249,59 @@ describe('PlacementLoop', () => {
     expect(lines.filter((l) => l.startsWith('placement step failed'))).toEqual([]);
     await loop.stop();
     await f.cluster.close();
+  });
+
+  it("names the override's actor while it names one (a canary under the actor switch): published again at once, as the same frame, and back to the policy's at resume()", async () => {
+    const f = fakes();
+    // a policy with the actor switch that stays light and orders nothing
+    const switching: OrchestrationPolicy = { name: 'switching', periodS: 15, decide: () => [], actorFor: () => 'light' };
+    let override: ActorSlot | null = null;
+    let hold: string | null = null;
+    const lines: string[] = [];
+    const loop = loopOn(f, { policy: switching, actorOverride: () => override, holdWhile: () => hold, log: (l) => lines.push(l) });
+    await loop.start();
+    await loop.step();
+    expect(f.published.map((p) => [p.frame, p.actor])).toEqual([
+      [0, 'light'],
+      [1, 'light'],
+    ]);
+    // a canary starts: the same frame again, naming main; asking again publishes nothing more
+    override = 'main';
+    hold = 'weights v2 are under canary';
+    expect(await loop.refreshActor()).toBe(true);
+    expect(await loop.refreshActor()).toBe(false);
+    expect(f.published.slice(2).map((p) => [p.frame, p.actor])).toEqual([[1, 'main']]);
+    expect(f.published[2].d).toEqual(f.published[1].d);
+    expect(lines).toContain('placement: frame 1 published again naming the main actor (was light)');
+    // a step that falls due is deferred; the verdict runs it with the policy's actor
+    await loop.tick();
+    override = null;
+    hold = null;
+    await loop.resume();
+    expect(f.published.slice(3).map((p) => [p.frame, p.actor])).toEqual([[2, 'light']]);
+    // a verdict with no deferred step: the placement is published again naming the policy's actor
+    override = 'main';
+    await loop.refreshActor();
+    override = null;
+    await loop.resume();
+    expect(f.published.slice(4).map((p) => [p.frame, p.actor])).toEqual([
+      [2, 'main'],
+      [2, 'light'],
+    ]);
+    expect(loop.actorRepublished).toBe(3);
+    await loop.stop();
+    await f.cluster.close();
+  });
+
+  it('a policy without the actor switch names no actor, whatever the override says', async () => {
+    const f = fakes();
+    const loop = loopOn(f, { policy: 'hpa', actorOverride: () => 'main' });
+    await loop.start();
+    expect(await loop.refreshActor()).toBe(false);
+    await loop.step();
+    await loop.stop();
+    await f.cluster.close();
+    expect(f.published.map((p) => p.actor)).toEqual([undefined, undefined]);
   });
 
   it('never holds a policy that does not decide (static publishes its frame during a hold)', async () => {
