@@ -776,7 +776,13 @@ export async function startOrchestrator(
           if (source === 'learned') learnerRef?.noteVersion(body.version);
           // the actor switch: the canary's eAPs and the control dispatch with the main actor (the one a
           // version changes) until the verdict, or a canary started in a light frame would judge the light one
-          void loopRef?.refreshActor();
+          void loopRef?.refreshActor().then((published) => {
+            if (published && loopRef)
+              event(
+                'canary-actor',
+                `placement frame ${loopRef.currentFrame} published again naming the main actor: weights v${body.version}'s canary judges the actor a version changes`,
+              );
+          });
         },
         onRolledBack: (restored) => learnerRef?.reload(restored.version),
         // the placement held still during the canary (one change at a time): its deferred step runs now
@@ -1049,8 +1055,8 @@ export async function startOrchestrator(
     placementVersion: registry.placementVersion,
     frame: loop.currentFrame,
     placement: loop.placement,
-    // the actor switch: the actor the placements name now (null: no switch)
-    actor: loop.policy.actorFor?.() ?? null,
+    // the actor switch: the actor the placements name now (null: no switch; `main` during a canary)
+    actor: loop.actorNamed,
     // a policy step held while a weights canary runs (placement-loop.ts holdWhile): why, and how many since the start
     placementDeferred: { waitingFor: loop.waitingFor, steps: loop.deferredSteps },
     ...adminState.snapshot(), // overrides, holds
@@ -1137,8 +1143,8 @@ export async function startOrchestrator(
         weightVersion: registry.weightVersion,
         placementVersion: registry.placementVersion,
         orchestration: cfg.orchestration,
-        // the actor switch: the actor the policy named for the frames from now on (null: no switch)
-        actor: loop.policy.actorFor?.() ?? null,
+        // the actor switch: the actor the placements name now (null: no switch; `main` during a canary)
+        actor: loop.actorNamed,
         lightActor: lightFile,
         learner: learner ? { ...learner.stats } : null,
         storeWriteFailures: guard.failures,

@@ -126,6 +126,11 @@ export class PlacementLoop {
     return this.d.map((r) => r.slice());
   }
 
+  /** The actor the last published placement named (null: none, no actor switch, or nothing published yet). */
+  get actorNamed(): ActorSlot | null {
+    return this.publishedActor ?? null;
+  }
+
   get currentFrame(): number {
     return this.frame;
   }
@@ -149,7 +154,8 @@ export class PlacementLoop {
       log(`executor: ${(e as Error).message}`);
     }
     if (this.o.publishStart) this.publish();
-    else this.publishedActor = this.o.startActor;
+    // a restart: the stored placement named the start actor (none for a policy without the switch)
+    else this.publishedActor = this.policy.actorFor?.() === undefined ? undefined : this.o.startActor;
     this.timer = setInterval(() => this.queueTick(), this.stepMs);
   }
 

@@ -74,6 +74,11 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
       expect(stderr).toMatch(/kais up: event canary-rollback: weights v\d+ rolled back/);
       // no agent is left on the random version (a later learned canary may run on eAPs 0 and 1)
       for (const e of s.perEap) expect(e.weightVersion).toBeGreaterThanOrEqual(restored);
+      // the placement was published again naming the main actor when the canary started
+      const named = ev.find((e) => e.kind === 'canary-actor')!;
+      expect(named.message).toMatch(new RegExp(`published again naming the main actor: weights v${bad}'s canary`));
+      expect(named.tsMs).toBeGreaterThanOrEqual(start.tsMs);
+      expect(named.tsMs).toBeLessThan(rollback.tsMs);
       // the light actor decided outside the canary, the main actor during it, at every eAP (canary and control)
       for (const e of s.perEap) {
         expect(e.decisionsLight).toBeGreaterThan(0);

@@ -272,6 +272,7 @@ describe('PlacementLoop', () => {
     expect(await loop.refreshActor()).toBe(false);
     expect(f.published.slice(2).map((p) => [p.frame, p.actor])).toEqual([[1, 'main']]);
     expect(f.published[2].d).toEqual(f.published[1].d);
+    expect(loop.actorNamed).toBe('main');
     expect(lines).toContain('placement: frame 1 published again naming the main actor (was light)');
     // a step that falls due is deferred; the verdict runs it with the policy's actor
     await loop.tick();
@@ -293,15 +294,23 @@ describe('PlacementLoop', () => {
     await f.cluster.close();
   });
 
-  it('a policy without the actor switch names no actor, whatever the override says', async () => {
+  it('a policy without the actor switch names no actor, whatever the override says, also after a restart', async () => {
     const f = fakes();
     const loop = loopOn(f, { policy: 'hpa', actorOverride: () => 'main' });
     await loop.start();
     expect(await loop.refreshActor()).toBe(false);
     await loop.step();
     await loop.stop();
-    await f.cluster.close();
     expect(f.published.map((p) => p.actor)).toEqual([undefined, undefined]);
+    expect(loop.actorNamed).toBeNull();
+    // a restart on a stored placement (which the orchestrator reads as naming main): nothing to publish again
+    const again = loopOn(f, { policy: 'hpa', actorOverride: () => 'main', publishStart: false, startFrame: 2, startActor: 'main' });
+    await again.start();
+    expect(await again.refreshActor()).toBe(false);
+    expect(again.actorNamed).toBeNull();
+    await again.stop();
+    await f.cluster.close();
+    expect(f.published).toHaveLength(2);
   });
 
   it('never holds a policy that does not decide (static publishes its frame during a hold)', async () => {
