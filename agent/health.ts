@@ -107,6 +107,8 @@ export function healthJson(d: Dispatcher, s: HealthState): Record<string, unknow
           events: s.nodeHealth.eventCounts(),
           exclusionsByRule: { ...s.nodeHealth.exclusionsByRule },
           learned: { ...s.nodeHealth.learned },
+          /** Placement changes marked as breaks in the nodes' windows (a step there is not read as a fault). */
+          placementBreaks: s.nodeHealth.placementBreaks,
           lastEvents: s.nodeHealth.events.slice(-10),
         }
       : null,

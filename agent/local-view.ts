@@ -108,19 +108,28 @@ export class LocalClusterView extends ScenarioTargets implements ClusterView {
     return (0.12 * this.scenario.services[w].workScale) / this.svcCpu[w];
   }
 
-  /** Takes the replica table of a placement frame; throws TypeError if it is for another cluster. */
-  applyPlacement(body: PlacementBody): void {
+  /**
+   * Takes the replica table of a placement frame; throws TypeError if it is for another cluster.
+   * Returns the edge nodes whose replicas it changed, ascending.
+   */
+  applyPlacement(body: PlacementBody): number[] {
     if (body.numNodes !== this.numNodes || body.numServices !== this.numServices) {
       throw new TypeError(
         `placement is ${body.numServices} services x ${body.numNodes} nodes, this cluster has ${this.numServices} x ${this.numNodes}`,
       );
     }
     const W = this.numServices;
+    const changed = new Set<number>();
     for (let w = 0; w < W; w++) {
-      for (let n = 0; n < this.numNodes; n++) this.replicaCount[n * W + w] = body.replicas[w * this.numNodes + n];
+      for (let n = 0; n < this.numNodes; n++) {
+        const r = body.replicas[w * this.numNodes + n];
+        if (this.replicaCount[n * W + w] !== r) changed.add(n);
+        this.replicaCount[n * W + w] = r;
+      }
     }
     this.updateFreeMem();
     this.actor = body.actor ?? 'main';
+    return [...changed].sort((a, b) => a - b);
   }
 
   /** The actor the last placement named (ClusterView.actorSlot). */

@@ -262,7 +262,8 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       for (const v of body.verdicts) nodeHealth.learnedVerdict(v.node, v.id, v.anomalous, v.score, nowS);
     },
     onPlacement: (body) => {
-      view.applyPlacement(body);
+      // the nodes whose replicas change: their device filters mark a break (a replica moves a node's metrics by a step)
+      nodeHealth?.placementChanged(view.applyPlacement(body));
       try {
         cache?.savePlacement(body);
       } catch (e) {

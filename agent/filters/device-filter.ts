@@ -59,6 +59,13 @@
  * which is finite because the scale is floored. Non-finite samples (NaN, Infinity from a broken
  * exporter) are replaced by the previous finite value of that metric (0 before the first).
  *
+ * Marked breaks (`markBreak`; NodeHealth marks one at every placement change of the node): a known
+ * step in the node's levels (a replica added or removed moves its memory, and its load with it).
+ * While the step is in the window, each side of it is centred on its own mean (the split placed at
+ * the step, up to BREAK_LAG_SAMPLES after the mark), and the level evidence compares the level
+ * before it; afterwards the level less the step. Without this, healthy nodes were excluded right
+ * after placement changes (docs/runtime.md "Placement changes as marked breaks").
+ *
  * Verdict: both rules fire -> 'faulty'; neither -> 'healthy'; exactly one -> 'ambiguous' (to be
  * decided by the learned detector, critic/detector). Until T samples have been seen: 'warming'.
  *
@@ -263,8 +270,69 @@ function withDefaults(o: Partial<DeviceFilterOptions>): DeviceFilterOptions {
   };
 }
 
-/** The hot path: statistics in scratch, verdict out. Rows are read at ((start + t) % T). */
-function scoreRing(ring: ArrayLike<number>, start: number, T: number, b: Baseline, o: DeviceFilterOptions, s: WindowScratch): WindowScore {
+/**
+ * Samples after a marked break (`DeviceFilter.markBreak`) in which the step itself may land: the
+ * sample read right after a placement change can predate it (the agent reads the node's latest
+ * sample), and a removed replica frees its memory only once its requests are done.
+ */
+export const BREAK_LAG_SAMPLES = 3;
+
+/**
+ * Where a window with a break in it is split: the position in [from, to] (window order, each in
+ * 1..T-1) that leaves the least standardised squared deviation around the two segments' own means,
+ * i.e. where the step is.
+ */
+function bestSplit(ring: ArrayLike<number>, start: number, T: number, b: Baseline, from: number, to: number, dims: Uint8Array): number {
+  const N = b.dims;
+  let best = from;
+  let bestSse = Infinity;
+  for (let c = from; c <= to; c++) {
+    let sse = 0;
+    for (let n = 0; n < N; n++) {
+      if (dims[n] === 0) continue;
+      let s1 = 0;
+      let s2 = 0;
+      for (let t = 0; t < T; t++) {
+        const v = ring[((start + t) % T) * N + n];
+        if (t < c) s1 += v;
+        else s2 += v;
+      }
+      const m1 = s1 / c;
+      const m2 = s2 / (T - c);
+      let sq = 0;
+      for (let t = 0; t < T; t++) {
+        const d = ring[((start + t) % T) * N + n] - (t < c ? m1 : m2);
+        sq += d * d;
+      }
+      sse += sq / (b.scale[n] * b.scale[n]);
+    }
+    if (sse < bestSse) {
+      bestSse = sse;
+      best = c;
+    }
+  }
+  return best;
+}
+
+/**
+ * The hot path: statistics in scratch, verdict out. Rows are read at ((start + t) % T). `split` > 0
+ * (window order, 1..T-1): a known break (a placement change) before that sample; each segment of
+ * the dimensions in `splitDims` (all without it) is centred on its own mean, so the step between
+ * them adds neither variance nor correlation.
+ * `levelOf(n, mean)`: the level the level evidence compares for dimension n (default: the window's
+ * mean; DeviceFilter takes the steps of marked breaks out of it).
+ */
+function scoreRing(
+  ring: ArrayLike<number>,
+  start: number,
+  T: number,
+  b: Baseline,
+  o: DeviceFilterOptions,
+  s: WindowScratch,
+  split = 0,
+  levelOf?: (n: number, mean: number) => number,
+  splitDims?: Uint8Array,
+): WindowScore {
   const N = b.dims;
   const { mean, std, variance, unit, flat, corr } = s;
   const useLevel = o.thetaM !== Infinity && b.level !== undefined && b.levelTol !== undefined;
@@ -286,10 +354,22 @@ function scoreRing(ring: ArrayLike<number>, start: number, T: number, b: Baselin
     }
     const m = sum / T;
     let sq = 0;
-    for (let t = 0; t < T; t++) {
-      const d = unit[u + t] - m;
-      unit[u + t] = d;
-      sq += d * d;
+    if (split > 0 && (!splitDims || splitDims[n] === 1)) {
+      let s1 = 0;
+      for (let t = 0; t < split; t++) s1 += unit[u + t];
+      const m1 = s1 / split;
+      const m2 = (sum - s1) / (T - split);
+      for (let t = 0; t < T; t++) {
+        const d = unit[u + t] - (t < split ? m1 : m2);
+        unit[u + t] = d;
+        sq += d * d;
+      }
+    } else {
+      for (let t = 0; t < T; t++) {
+        const d = unit[u + t] - m;
+        unit[u + t] = d;
+        sq += d * d;
+      }
     }
     const inv = 1 / b.scale[n];
     mean[n] = m;
@@ -304,7 +384,7 @@ function scoreRing(ring: ArrayLike<number>, start: number, T: number, b: Baselin
     const dv = Math.abs(vr - b.variance[n]);
     let z = 0;
     if (useLevel) {
-      z = (Math.abs(m - b.level![n]) * inv) / b.levelTol![n];
+      z = (Math.abs((levelOf ? levelOf(n, m) : m) - b.level![n]) * inv) / b.levelTol![n];
       if (z > levelMax) levelMax = z;
     }
     if (useSingle) {
@@ -548,6 +628,18 @@ export class DeviceFilter {
   private readonly scratch: WindowScratch;
   private base: Baseline;
   private count = 0;
+  /** Index of the first sample after the latest marked break (-1: none). */
+  private breakAt = -1;
+  /** Per dimension: the sum of the level steps at marked breaks, taken out of the level evidence. */
+  private readonly shift: Float64Array;
+  /** The latest break's step is not in `shift` yet; `preLevel`: the window's mean before it (raw units). */
+  private pending = false;
+  private readonly preLevel: Float64Array;
+  /** The dimensions the latest break steps (1) or leaves alone (0). */
+  private readonly breakDims: Uint8Array;
+  private readonly levelOf = (n: number, mean: number): number =>
+    this.breakDims[n] === 0 ? mean - this.shift[n] : this.inBreak ? this.preLevel[n] : mean - this.shift[n];
+  private inBreak = false;
   /** Rule statistics of the latest full window (valid once push returned something but 'warming'). */
   varianceShare = 0;
   corrDistance = 0;
@@ -562,6 +654,9 @@ export class DeviceFilter {
     this.ring = new Float64Array(this.options.windowSize * N);
     this.last = new Float64Array(N);
     this.scratch = new WindowScratch(N, this.options.windowSize);
+    this.shift = new Float64Array(N);
+    this.preLevel = new Float64Array(N);
+    this.breakDims = new Uint8Array(N);
   }
 
   /** A read-only view of the current (possibly refreshed) baseline. */
@@ -578,7 +673,50 @@ export class DeviceFilter {
   /** Forget the window (e.g. after a node restart); the baseline stays. */
   reset(): void {
     this.count = 0;
+    this.breakAt = -1;
+    this.pending = false;
+    this.inBreak = false;
+    this.shift.fill(0);
     this.last.fill(0);
+  }
+
+  /**
+   * A known change of the node's level starts with the next sample (a placement change: a replica
+   * added or removed moves its memory by a step, and its load with it). While the step is inside
+   * the window, each side of it is centred on its own mean (the split placed where the step is,
+   * within BREAK_LAG_SAMPLES after the mark), so a step alone reads as neither variance nor a
+   * correlation change; the level evidence compares the level before the break meanwhile, and
+   * afterwards the level less the step (the window's mean after the break minus the one before it,
+   * summed over the breaks: a node whose placement moved its memory is judged at its new level).
+   * A node that breaks swings within the segments too, and is judged as before; what a marked break
+   * hides is a level shift of the node's own that starts with a placement change.
+   */
+  markBreak(dims?: readonly number[]): void {
+    if (this.pending) this.commitStep();
+    this.breakAt = this.count;
+    this.pending = false;
+    this.breakDims.fill(dims ? 0 : 1);
+    for (const n of dims ?? []) {
+      if (!Number.isInteger(n) || n < 0 || n >= this.dims)
+        throw new TypeError(`DeviceFilter.markBreak: no dimension ${n} (of ${this.dims})`);
+      this.breakDims[n] = 1;
+    }
+  }
+
+  /** The latest break's step into `shift`: the mean of the samples since it (at most a window) minus the level before it. */
+  private commitStep(): void {
+    const N = this.dims;
+    const T = this.options.windowSize;
+    const since = Math.min(T, this.count - this.breakAt);
+    if (since < 1) return;
+    for (let n = 0; n < N; n++) {
+      if (this.breakDims[n] === 0) continue;
+      let sum = 0;
+      for (let k = this.count - since; k < this.count; k++) sum += this.ring[(k % T) * N + n];
+      // preLevel has the earlier shift taken out: the new shift is the earlier one plus this step
+      this.shift[n] = sum / since - this.preLevel[n];
+    }
+    this.pending = false;
   }
 
   /**
@@ -613,7 +751,25 @@ export class DeviceFilter {
     this.count++;
     if (this.count < T) return 'warming';
     const start = this.count % T; // oldest row
-    const s = scoreRing(this.ring, start, T, this.base, this.options, this.scratch);
+    // the marked break's position in this window (window order), up to BREAK_LAG_SAMPLES later
+    let split = 0;
+    if (this.breakAt >= 0) {
+      const at = this.breakAt - (this.count - T);
+      const lo = Math.max(1, at);
+      const hi = Math.min(T - 1, at + BREAK_LAG_SAMPLES);
+      if (lo <= hi) split = bestSplit(this.ring, start, T, this.base, lo, hi, this.breakDims);
+      if (at === T - 1 && !this.pending) {
+        // the first window with the break in it: the level before it (the window's samples before the mark, shift taken out)
+        for (let n = 0; n < N; n++) {
+          let sum = 0;
+          for (let t = 0; t < T - 1; t++) sum += this.ring[((start + t) % T) * N + n];
+          this.preLevel[n] = sum / (T - 1) - this.shift[n];
+        }
+        this.pending = true;
+      } else if (split === 0 && this.pending) this.commitStep(); // the break has left the window
+    }
+    this.inBreak = split > 0 && this.pending;
+    const s = scoreRing(this.ring, start, T, this.base, this.options, this.scratch, split, this.levelOf, this.breakDims);
     this.varianceShare = s.varianceShare;
     this.corrDistance = s.corrDistance;
     this.levelMax = s.levelMax;

@@ -58,6 +58,16 @@ import { LIVE_STAGE_COMBINATION, combinedAnomalous, type StageCombination } from
  */
 export const TELEMETRY_MIN_SCALE = 0.02;
 
+/**
+ * The metrics a placement change moves by a step (their indices in TELEMETRY_METRICS): memory, which
+ * a replica reserves from its creation to its deletion. CPU, disk and upload follow the load, which
+ * the dispatch moves to a new replica over seconds, not in a step, and a failing node's upload
+ * collapses: a break on them would hide that when the orchestration changes the failing node's
+ * replicas (in the simulator, with breaks on every metric, 6-7% more requests were lost to failed
+ * nodes; docs/runtime.md "Placement changes as marked breaks").
+ */
+export const PLACEMENT_STEP_METRICS: readonly number[] = [TELEMETRY_METRICS.indexOf('mem')];
+
 /** The rules NodeHealth runs (the agent and the simulator): the `kais detect` settings with the telemetry floor. */
 export const NODE_TELEMETRY_RULES: Readonly<Partial<DeviceFilterOptions>> = Object.freeze({
   ...DETECT_DEVICE_FILTER_OPTIONS,
@@ -246,6 +256,8 @@ export class NodeHealth {
   private readonly l2: L2Stream[] | null;
   private readonly l2Models = new Map<string, L2Model>();
   private readonly secondRunOf: Int32Array;
+  /** Placement changes marked as breaks in nodes' windows (`placementChanged`). */
+  placementBreaks = 0;
   /** What the second stage did: fits, windows scored, windows the combination called anomalous that the rules did not call faulty. */
   readonly second = { fits: 0, scored: 0, anomalous: 0 };
   /** Latest normalised second-stage score per node (NaN: none yet). */
@@ -291,6 +303,25 @@ export class NodeHealth {
   /** Whether the device filters have their baselines (all reporting nodes had historySamples samples). */
   get started(): boolean {
     return this.built;
+  }
+
+  /**
+   * The replicas on these nodes changed (a placement applied; the simulator: orders executed): a
+   * replica added or removed moves a node's memory by a step and its load with it, and a window
+   * holding that step read as a broken node (variance and correlations change at once; healthy
+   * nodes were excluded right after placement changes, docs/runtime.md "Node health"). Each node's
+   * filter marks a break (DeviceFilter.markBreak): while the step is in the window, each side of it
+   * is judged around its own mean. Nodes without a filter yet are left alone (their history pools
+   * the steps with the rest).
+   */
+  placementChanged(nodes: Iterable<number>): void {
+    for (const n of nodes) {
+      if (!Number.isInteger(n) || n < 0 || n >= this.numNodes) continue;
+      const f = this.filters[n];
+      if (!f) continue;
+      f.markBreak(PLACEMENT_STEP_METRICS);
+      this.placementBreaks++;
+    }
   }
 
   /**

@@ -1054,7 +1054,10 @@ export class EdgeCloudEnv {
     this.window.windowS = now - this.windowStartS;
     const ops: ScaleOp[] = orch.decide(this.executor.observe());
     this.cluster.actor = orch.actorFor?.() ?? 'main';
-    const executed = this.executor.apply(ops).executed.length;
+    const done = this.executor.apply(ops).executed;
+    const executed = done.length;
+    // the nodes whose replicas changed: their device filters mark a break, as the agents' do on the new placement
+    if (this.telemetry && executed > 0) this.telemetry.placementChanged(done.map((op) => op.node));
     if (this.views) this.pushPlacement();
     this.scaleOps += executed;
     this.frames[this.frames.length - 1].scaleOps += executed;

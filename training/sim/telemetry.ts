@@ -152,6 +152,16 @@ export class TelemetryFilters {
     this.core?.dispose();
   }
 
+  /** The replicas on these nodes changed (orders executed): as the agent does on a new placement (NodeHealth.placementChanged). */
+  placementChanged(nodes: Iterable<number>): void {
+    this.health.placementChanged(nodes);
+  }
+
+  /** Placement changes marked as breaks in the nodes' windows (NodeHealth.placementBreaks). */
+  get placementBreaks(): number {
+    return this.health.placementBreaks;
+  }
+
   /** Nodes the filters excluded (each exclusion once). */
   get exclusions(): number {
     return this.health.eventCounts().exclude;

@@ -15,6 +15,18 @@ describe('LocalClusterView', () => {
     expect(() => v.applyPlacement(placementBody(2, 0, [[1, 1]]))).toThrow(/1 services x 2 nodes, this cluster has 4 x 3/);
   });
 
+  it('names the nodes whose replicas a placement changed (their device filters mark a break)', () => {
+    const v = new LocalClusterView(tiny, 0);
+    const d = initialPlacement(tiny);
+    const everyHosting = [0, 1, 2].filter((n) => d.some((row) => row[n] > 0));
+    expect(v.applyPlacement(placementBody(1, 0, d))).toEqual(everyHosting);
+    expect(v.applyPlacement(placementBody(2, 1, d))).toEqual([]); // the same placement again
+    const next = d.map((row) => row.slice());
+    next[3][2] += 1; // a replica added on node 2
+    next[0][0] = next[0][0] > 0 ? next[0][0] - 1 : 1; // and one removed (or added) on node 0
+    expect(v.applyPlacement(placementBody(3, 2, next))).toEqual([0, 2]);
+  });
+
   it('gives the cloud its concurrent capacity for every service', () => {
     const v = new LocalClusterView(tiny, 0);
     expect(v.readyReplicas(v.cloudTarget, 0)).toBe(Math.floor(4 / 0.5));

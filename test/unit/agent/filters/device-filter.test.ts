@@ -26,6 +26,77 @@ describe('DeviceFilter', () => {
   const history = healthyRows(2000);
   const baseline = baselineFromHistory(history, N);
 
+  it('reads a marked step (a placement change) as neither variance nor correlation; an unmarked one as a fault', () => {
+    // healthy samples, then metric 1 steps up by 10 of its history's standard deviations at sample 36
+    const rows = rowsOf(healthyRows(48, 23));
+    for (let r = 36; r < 48; r++) rows[r][1] += 10 * baseline.scale[1];
+    const judge = (mark: number | null) => {
+      const f = new DeviceFilter(baseline, { beta: 0.25 });
+      const seen: { verdict: Verdict; share: number }[] = [];
+      rows.forEach((x, r) => {
+        if (r === mark) f.markBreak();
+        const verdict = f.push(x);
+        if (r >= 36) seen.push({ verdict, share: f.varianceShare });
+      });
+      return seen;
+    };
+    const unmarked = judge(null);
+    expect(unmarked.some((w) => w.verdict !== 'healthy')).toBe(true);
+    // marked at the step, or up to 3 samples before it (the sample read after a change can predate it)
+    for (const mark of [36, 35, 33]) {
+      const marked = judge(mark);
+      // while the step is inside the window, no metric's variance differs
+      expect({ mark, shares: marked.slice(0, 11).map((w) => w.share) }).toEqual({ mark, shares: new Array(11).fill(0) });
+    }
+    expect(unmarked.slice(0, 11).some((w) => w.share > 0)).toBe(true);
+    // a break on the stepping metric alone does the same; one on other metrics leaves the step's variance as it was
+    const onDims = (dims: number[]) => {
+      const f = new DeviceFilter(baseline, { beta: 0.25 });
+      return rows
+        .map((x, r) => {
+          if (r === 36) f.markBreak(dims);
+          return { verdict: f.push(x), share: f.varianceShare };
+        })
+        .slice(36);
+    };
+    expect(
+      onDims([1])
+        .slice(0, 11)
+        .map((w) => w.share),
+    ).toEqual(new Array(11).fill(0));
+    const others = onDims([0, 2]);
+    expect(others.map((w) => w.share)).toEqual(unmarked.map((w) => w.share));
+    expect(others.some((w) => w.verdict !== 'healthy')).toBe(true);
+    expect(() => new DeviceFilter(baseline).markBreak([4])).toThrow(/no dimension 4/);
+    // a reset forgets the mark: the step is judged as unmarked
+    const f = new DeviceFilter(baseline, { beta: 0.25 });
+    f.markBreak();
+    f.reset();
+    const again = rows.map((x) => ({ verdict: f.push(x), share: f.varianceShare })).slice(36);
+    expect(again).toEqual(unmarked);
+  });
+
+  it('judges a node at its new level after a marked step, and still sees a level shift the mark does not explain', () => {
+    // metric 1 steps up by 30 of its history's standard deviations at sample `stepAt`
+    const levels = (mark: number | null, stepAt: number) => {
+      const rows = rowsOf(healthyRows(100, 29));
+      for (let r = stepAt; r < 100; r++) rows[r][1] += 30 * baseline.scale[1];
+      const f = new DeviceFilter(baseline, { thetaM: 2 });
+      return rows.map((x, r) => {
+        if (r === mark) f.markBreak();
+        f.push(x);
+        return f.levelMax;
+      });
+    };
+    const unmarked = levels(null, 36);
+    expect(Math.min(...unmarked.slice(40))).toBeGreaterThan(2); // the new level stays beyond the history's
+    const marked = levels(36, 36);
+    expect(Math.max(...marked.slice(12))).toBeLessThan(2); // during the step and after it
+    expect(Math.max(...levels(34, 36).slice(12))).toBeLessThan(2); // marked two samples early
+    // a mark 24 samples before a shift of the node's own explains nothing
+    expect(Math.min(...levels(36, 60).slice(64))).toBeGreaterThan(2);
+  });
+
   it('sees a level shift that leaves the variance unchanged only with level evidence (thetaM)', () => {
     // the same healthy window, every metric moved up by 8 of its history's standard deviations
     const window = healthyRows(T, 21);

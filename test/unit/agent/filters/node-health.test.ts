@@ -329,3 +329,54 @@ describe('NodeHealth', () => {
     });
   });
 });
+
+describe('NodeHealth after a placement change', () => {
+  /**
+   * Nodes 0 and 1 of one shape; from sample 100 node 0's reserved memory and load step up (replicas
+   * added); `markAt`: when the placement change is noted (null: never); `breakAt`: node 0 turns abnormal.
+   */
+  function run(markAt: number | null, breakAt = Infinity) {
+    const events: HealthEvent[] = [];
+    const h = new NodeHealth(['4/8', '4/8'], [0, 0], {}, (e) => events.push(e));
+    const model = new NodeTelemetryModel(2, 1, new Rng(11));
+    const x = new Float64Array(4);
+    for (let t = 1; t <= 200; t++) {
+      if (t === markAt) h.placementChanged([0]);
+      for (const n of [0, 1]) {
+        const after = n === 0 && t >= 100;
+        model.sample(n, n === 0 && t >= breakAt, after ? 0.7 : 0.4, after ? 0.9 : 0.3, x);
+        h.sample(n, x, t);
+      }
+    }
+    return { h, out: events.filter((e) => e.kind === 'exclude') };
+  }
+
+  it('a step the change makes excludes the node when unmarked, not when the change is marked (also a sample or three early)', () => {
+    const unmarked = run(null);
+    expect(unmarked.out.map((e) => [e.node, e.rule])).toEqual([[0, 'device:faulty']]);
+    expect(unmarked.out[0].timeS).toBeGreaterThanOrEqual(100);
+    expect(unmarked.out[0].timeS).toBeLessThan(112); // a window holding the step
+    for (const markAt of [100, 99, 97]) {
+      const marked = run(markAt);
+      expect({ markAt, out: marked.out }).toEqual({ markAt, out: [] });
+      expect(marked.h.placementBreaks).toBe(1);
+    }
+  });
+
+  it('a node that breaks with the change is still excluded, within a window of its first abnormal sample', () => {
+    const r = run(100, 100);
+    expect(r.out.map((e) => e.node)).toEqual([0]);
+    expect(r.out[0].timeS).toBeLessThan(112);
+    // at most a few samples after the unmarked run (here the step itself was part of the evidence there: 100 vs 102)
+    const unmarked = run(null, 100).out[0].timeS;
+    expect(r.out[0].timeS - unmarked).toBeGreaterThanOrEqual(0);
+    expect(r.out[0].timeS - unmarked).toBeLessThanOrEqual(3);
+  });
+
+  it('marks no node without a filter yet, nor one it does not have', () => {
+    const h = new NodeHealth(['4/8'], [0]);
+    h.placementChanged([0]); // still collecting its history
+    h.placementChanged([-1, 3, 0.5]);
+    expect(h.placementBreaks).toBe(0);
+  });
+});

@@ -147,6 +147,32 @@ describe('EdgeCloudEnv', () => {
     expect(env.cluster.usedMem[0]).toBeCloseTo(0, 9);
   });
 
+  it('marks a break in the device filters of the nodes the executed orders changed, as an agent does on the new placement', () => {
+    const twoNodes = scenario({
+      eaps: [
+        {
+          nodes: [
+            { cpuCores: 2, memGB: 1 },
+            { cpuCores: 2, memGB: 1 },
+          ],
+        },
+      ],
+    });
+    /** 60 one-second frames; `late` orders from 50 s (the filters start after 36 s of telemetry), `early` at 0.25 s. */
+    const breaksOf = (early: ScaleOp[], late: ScaleOp[][]) => {
+      const orders: ScaleOp[][] = [early, ...new Array<ScaleOp[]>(198).fill([]), ...late];
+      const orch: OrchestrationPolicy = { name: 'scripted', periodS: 0.25, decide: () => orders.shift() ?? [] };
+      const env = new EdgeCloudEnv(twoNodes, { requests: [req(0, 0, 1, 10)], frames: 60, orchestration: orch, deviceFilters: true });
+      env.reset({ seed: 1 });
+      while (!env.isDone) env.step(Object.fromEntries(env.agents.map((b) => [b, env.cluster.cloudTarget])));
+      return env.telemetry!.placementBreaks;
+    };
+    expect(breaksOf([], [[{ service: 0, node: 1, delta: 1 }]])).toBe(1);
+    expect(breaksOf([], [[{ service: 0, node: 0, delta: 1 }], [], [{ service: 0, node: 0, delta: -1 }]])).toBe(2);
+    // before the filters have their baselines there is nothing to mark
+    expect(breaksOf([{ service: 0, node: 1, delta: 1 }], [])).toBe(0);
+  });
+
   it('throws on an action outside the mask, or sends it to the cloud when told to', () => {
     const s = scenario({ initialReplicasPerEap: 0 });
     const env = new EdgeCloudEnv(s, { requests: [req(0, 0, 0.1, 10)], frames: 1 });
