@@ -379,6 +379,30 @@ describe('kais agent device filters and QoS isolation on a real emulated cluster
     // healthy nodes 'ambiguous' or 'faulty' too, so when a re-admission happens here is chance
   }, 60000);
 
+  it('marks a break in the device filters of the nodes a new placement changes, and none for the same placement again', async () => {
+    const a = await startAgent({
+      scenario,
+      eap: 0,
+      orchestratorUrl: hub.url,
+      targets: { nodes: cluster.nodeUrls, cloud: cluster.cloudUrl },
+      cacheDir: null,
+      speed,
+    });
+    agents.push(a);
+    const nodes = () => a.health().nodes as { filtersStarted: boolean; placementBreaks: number };
+    await until(() => nodes().filtersStarted && a.runtime.placementVersion === 1, 15000);
+    // the first placement usually comes before the filters have baselines (nothing to mark), else it marks every hosting node
+    const before = nodes().placementBreaks;
+    const d = initialPlacement(scenario);
+    d[1][2] += 1; // one more replica of service 1 on node 2
+    registry.publishPlacement(1, d);
+    await until(() => a.runtime.placementVersion === 2);
+    expect(nodes().placementBreaks).toBe(before + 1);
+    registry.publishPlacement(2, d); // republished unchanged, as the orchestrator does every frame
+    await until(() => a.runtime.placementVersion === 3);
+    expect(nodes().placementBreaks).toBe(before + 1);
+  }, 60000);
+
   it('isolates a node that fails every request (QoS isolation), and the cluster counts what failed nodes refused', async () => {
     const a = await startAgent({
       scenario,
