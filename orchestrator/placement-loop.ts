@@ -111,8 +111,6 @@ export class PlacementLoop {
   private deferred = false;
   /** The actor the last published placement named (undefined: none, or nothing published yet). */
   private publishedActor: ActorSlot | undefined;
-  /** Placements published again only because the actor to name changed (`refreshActor`), since the start. */
-  actorRepublished = 0;
 
   constructor(private readonly o: PlacementLoopOptions) {
     this.d = o.start.map((r) => r.slice());
@@ -265,7 +263,6 @@ export class PlacementLoop {
       if (this.stopped || this.actorNow() === this.publishedActor) return false;
       const from = this.publishedActor ?? 'none';
       this.publish();
-      this.actorRepublished++;
       (this.o.log ?? (() => undefined))(
         `placement: frame ${this.frame} published again naming the ${this.publishedActor ?? 'no'} actor (was ${from})`,
       );

@@ -638,7 +638,7 @@ export class DeviceFilter {
   /** The dimensions the latest break steps (1) or leaves alone (0). */
   private readonly breakDims: Uint8Array;
   private readonly levelOf = (n: number, mean: number): number =>
-    this.breakDims[n] === 0 ? mean - this.shift[n] : this.inBreak ? this.preLevel[n] : mean - this.shift[n];
+    this.inBreak && this.breakDims[n] === 1 ? this.preLevel[n] : mean - this.shift[n];
   private inBreak = false;
   /** Rule statistics of the latest full window (valid once push returned something but 'warming'). */
   varianceShare = 0;
@@ -703,18 +703,22 @@ export class DeviceFilter {
     }
   }
 
-  /** The latest break's step into `shift`: the mean of the samples since it (at most a window) minus the level before it. */
-  private commitStep(): void {
+  /** Mean of dimension n over the samples numbered [from, to) (all still in the ring: to - from <= T, to <= count). */
+  private ringMean(n: number, from: number, to: number): number {
     const N = this.dims;
     const T = this.options.windowSize;
-    const since = Math.min(T, this.count - this.breakAt);
+    let sum = 0;
+    for (let k = from; k < to; k++) sum += this.ring[(k % T) * N + n];
+    return sum / (to - from);
+  }
+
+  /** The latest break's step into `shift`: the mean of the samples since it (at most a window) minus the level before it. */
+  private commitStep(): void {
+    const since = Math.min(this.options.windowSize, this.count - this.breakAt);
     if (since < 1) return;
-    for (let n = 0; n < N; n++) {
-      if (this.breakDims[n] === 0) continue;
-      let sum = 0;
-      for (let k = this.count - since; k < this.count; k++) sum += this.ring[(k % T) * N + n];
+    for (let n = 0; n < this.dims; n++) {
       // preLevel has the earlier shift taken out: the new shift is the earlier one plus this step
-      this.shift[n] = sum / since - this.preLevel[n];
+      if (this.breakDims[n] === 1) this.shift[n] = this.ringMean(n, this.count - since, this.count) - this.preLevel[n];
     }
     this.pending = false;
   }
@@ -760,11 +764,7 @@ export class DeviceFilter {
       if (lo <= hi) split = bestSplit(this.ring, start, T, this.base, lo, hi, this.breakDims);
       if (at === T - 1 && !this.pending) {
         // the first window with the break in it: the level before it (the window's samples before the mark, shift taken out)
-        for (let n = 0; n < N; n++) {
-          let sum = 0;
-          for (let t = 0; t < T - 1; t++) sum += this.ring[((start + t) % T) * N + n];
-          this.preLevel[n] = sum / (T - 1) - this.shift[n];
-        }
+        for (let n = 0; n < N; n++) this.preLevel[n] = this.ringMean(n, this.breakAt - (T - 1), this.breakAt) - this.shift[n];
         this.pending = true;
       } else if (split === 0 && this.pending) this.commitStep(); // the break has left the window
     }

@@ -332,8 +332,8 @@ describe('kais agent device filters and QoS isolation on a real emulated cluster
 
   afterEach(() => tearDown({ dir, cluster, store, hub, registry }, agents));
 
-  it('excludes a node whose telemetry turns abnormal, says why, and sends it nothing', async () => {
-    const lines: string[] = [];
+  /** An agent of eAP 0 on this cluster and hub, at `speed`, no cache; `more` overrides. */
+  const startOn = async (more: Partial<AgentOptions> = {}): Promise<RunningAgent> => {
     const a = await startAgent({
       scenario,
       eap: 0,
@@ -341,9 +341,15 @@ describe('kais agent device filters and QoS isolation on a real emulated cluster
       targets: { nodes: cluster.nodeUrls, cloud: cluster.cloudUrl },
       cacheDir: null,
       speed,
-      log: (l) => lines.push(l),
+      ...more,
     });
     agents.push(a);
+    return a;
+  };
+
+  it('excludes a node whose telemetry turns abnormal, says why, and sends it nothing', async () => {
+    const lines: string[] = [];
+    const a = await startOn({ log: (l) => lines.push(l) });
     await until(() => (a.health().nodes as { filtersStarted: boolean }).filtersStarted, 15000);
     const nodes = () =>
       a.health().nodes as {
@@ -380,15 +386,7 @@ describe('kais agent device filters and QoS isolation on a real emulated cluster
   }, 60000);
 
   it('marks a break in the device filters of the nodes a new placement changes, and none for the same placement again', async () => {
-    const a = await startAgent({
-      scenario,
-      eap: 0,
-      orchestratorUrl: hub.url,
-      targets: { nodes: cluster.nodeUrls, cloud: cluster.cloudUrl },
-      cacheDir: null,
-      speed,
-    });
-    agents.push(a);
+    const a = await startOn();
     const nodes = () => a.health().nodes as { filtersStarted: boolean; placementBreaks: number };
     await until(() => nodes().filtersStarted && a.runtime.placementVersion === 1, 15000);
     // the first placement usually comes before the filters have baselines (nothing to mark), else it marks every hosting node
@@ -404,12 +402,7 @@ describe('kais agent device filters and QoS isolation on a real emulated cluster
   }, 60000);
 
   it('isolates a node that fails every request (QoS isolation), and the cluster counts what failed nodes refused', async () => {
-    const a = await startAgent({
-      scenario,
-      eap: 0,
-      orchestratorUrl: hub.url,
-      targets: { nodes: cluster.nodeUrls, cloud: cluster.cloudUrl },
-      cacheDir: null,
+    const a = await startOn({
       speed: 1,
       batchMs: 200,
       deviceFilters: true,
@@ -418,7 +411,6 @@ describe('kais agent device filters and QoS isolation on a real emulated cluster
       // and a batch that sent it everything to the cloud left the isolation to chance (1 run in 5)
       policy: 'round-robin',
     });
-    agents.push(a);
     await until(() => a.runtime.placementVersion === 1);
     cluster.setFault(0, 'failed');
     cluster.setFault(1, 'failed');
