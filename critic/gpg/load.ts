@@ -81,7 +81,9 @@ export function gpgSummary(file: string, nodesPerDecision: number, meta: Pick<Gp
   if (si.regret !== undefined && si.regret < 1) parts.push(`a removal undone when the failed share rises by ${si.regret}`);
   if (si.light)
     parts.push(
-      `below a failed share of ${si.light.belowFailedShare}: target ${si.light.targetUtilisation}${si.light.keepPerEap ? ', one kept per eAP' : ', none kept per eAP'}`,
+      `below a failed share of ${si.light.belowFailedShare}: target ${si.light.targetUtilisation}${si.light.keepPerEap ? ', one kept per eAP' : ', none kept per eAP'}${
+        si.light.maxFailedShare !== undefined ? `, no removal above a failed share of ${si.light.maxFailedShare}` : ''
+      }`,
     );
   const actor = si.light?.actor;
   const switchText = actor
@@ -105,6 +107,7 @@ export function withScaleIn(gpg: OrchestrationPolicy, meta: Pick<GpgModelMeta, '
             belowFailedShare: si.light.belowFailedShare,
             targetUtilisation: si.light.targetUtilisation,
             keepPerEap: si.light.keepPerEap,
+            ...(si.light.maxFailedShare !== undefined ? { maxFailedShare: si.light.maxFailedShare } : {}),
             ...(si.light.actor !== undefined ? { switchActor: true } : {}),
           },
         }

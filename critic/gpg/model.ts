@@ -42,7 +42,7 @@ export interface GpgScaleIn {
    * the agents dispatch with in the frame after a light window (and before the first decision), the
    * main actor after any other. @defaultValue none
    */
-  light?: { belowFailedShare: number; targetUtilisation: number; keepPerEap: boolean; actor?: string };
+  light?: { belowFailedShare: number; targetUtilisation: number; keepPerEap: boolean; maxFailedShare?: number; actor?: string };
 }
 
 interface GpgModelJson extends GpgModelMeta {
@@ -196,7 +196,7 @@ function scaleInOf(v: unknown): GpgScaleIn {
   const o = v as Partial<GpgScaleIn> | null;
   if (typeof o !== 'object' || o === null || o.rule !== 'hpa')
     throw new TypeError(
-      `scaleIn must be {"rule": "hpa", "targetUtilisation": <0..1>, "keepPerEap"?: <bool>, "maxFailedShare"?: <0..1>, "regret"?: <0..1>, "light"?: {"belowFailedShare": <0..1>, "targetUtilisation": <0..1>, "keepPerEap": <bool>}}, got ${JSON.stringify(v)}`,
+      `scaleIn must be {"rule": "hpa", "targetUtilisation": <0..1>, "keepPerEap"?: <bool>, "maxFailedShare"?: <0..1>, "regret"?: <0..1>, "light"?: {"belowFailedShare": <0..1>, "targetUtilisation": <0..1>, "keepPerEap": <bool>, "maxFailedShare"?: <0..1>, "actor"?: "<file>.bin"}}, got ${JSON.stringify(v)}`,
     );
   const t = o.targetUtilisation;
   if (typeof t !== 'number' || !(t > 0 && t <= 1))
@@ -218,10 +218,11 @@ function scaleInOf(v: unknown): GpgScaleIn {
       !(l.belowFailedShare >= 0 && l.belowFailedShare <= 1) ||
       typeof l.targetUtilisation !== 'number' ||
       !(l.targetUtilisation > 0 && l.targetUtilisation <= 1) ||
-      typeof l.keepPerEap !== 'boolean')
+      typeof l.keepPerEap !== 'boolean' ||
+      (l.maxFailedShare !== undefined && (typeof l.maxFailedShare !== 'number' || !(l.maxFailedShare >= 0 && l.maxFailedShare <= 1))))
   )
     throw new TypeError(
-      `scaleIn.light must be {"belowFailedShare": <0..1>, "targetUtilisation": <0..1>, "keepPerEap": <bool>, "actor"?: "<file>.bin"}, got ${JSON.stringify(l)}`,
+      `scaleIn.light must be {"belowFailedShare": <0..1>, "targetUtilisation": <0..1>, "keepPerEap": <bool>, "maxFailedShare"?: <0..1>, "actor"?: "<file>.bin"}, got ${JSON.stringify(l)}`,
     );
   // a file name in the model's folder, no path: a model file cannot point anywhere else on the machine
   if (l?.actor !== undefined && (typeof l.actor !== 'string' || !/^[A-Za-z0-9._-]+\.bin$/.test(l.actor) || l.actor.startsWith('.')))
@@ -237,6 +238,7 @@ function scaleInOf(v: unknown): GpgScaleIn {
             belowFailedShare: l.belowFailedShare!,
             targetUtilisation: l.targetUtilisation!,
             keepPerEap: l.keepPerEap!,
+            ...(l.maxFailedShare !== undefined ? { maxFailedShare: l.maxFailedShare } : {}),
             ...(l.actor !== undefined ? { actor: l.actor } : {}),
           },
         }

@@ -50,6 +50,13 @@ export interface ScaleInOptions extends Partial<HpaOptions> {
     targetUtilisation: number;
     keepPerEap: boolean;
     /**
+     * The per-service gate (`maxFailedShare`) in a light window: a service whose failures do not
+     * come from too few replicas (deadlines no node meets, or a cloud that fills) keeps every
+     * replica under the gate though more replicas do not help it; in a light window the regret
+     * (`regret`) can judge its removals instead. @defaultValue the option above
+     */
+    maxFailedShare?: number;
+    /**
      * The actor switch: the dispatch uses its light actor in the frame after a light window, its
      * main one after any other, and the light one before the first decision (actorFor()). The
      * light-load actor then serves the load it was made for, the main one the overload.
@@ -123,7 +130,7 @@ export class WithHpaScaleIn implements OrchestrationPolicy {
     const keepPerEap = light ? l.keepPerEap : (this.options.keepPerEap ?? false);
     // 1 (the default) is no gate, even in a window where a service's failures outnumber its arrivals
     // (requests that arrived before the window and failed in it)
-    const maxFailedShare = this.options.maxFailedShare ?? 1;
+    const maxFailedShare = (light ? l.maxFailedShare : undefined) ?? this.options.maxFailedShare ?? 1;
     const gated = maxFailedShare < 1;
     const regret = this.options.regret ?? 1;
     const nowS = view.nowS();

@@ -484,6 +484,43 @@ describe("hpa's scale-in after another policy (WithHpaScaleIn)", () => {
     expect(run({ ...base, light }, quiet)).toEqual(run(base, quiet));
   });
 
+  it('with light.maxFailedShare the per-service gate in a light window is that level, in any other window the gate of the options', () => {
+    const light = { belowFailedShare: 0.3, targetUtilisation: 0.85, keepPerEap: false };
+    const run = (o: ConstructorParameters<typeof WithHpaScaleIn>[1], win: ServiceWindowStats): ScaleOp[] => {
+      const view = simView(new Cluster(s), win);
+      const p = new WithHpaScaleIn(fixed([]), o);
+      p.reset(1, view);
+      return p.decide(view);
+    };
+    const of = (ops: ScaleOp[], w: number) => ops.filter((o) => o.service === w);
+    // light over all services (20% fail), but service 0 fails half its requests
+    const calm = windowOf(W, new Array<number>(W).fill(0.45), 40, 25);
+    calm.failed.fill(8);
+    calm.failed[0] = 20;
+    const base = { targetUtilisation: 0.5, keepPerEap: true, maxFailedShare: 0.3 };
+    const lean = { targetUtilisation: 0.85, keepPerEap: false };
+    // the gate of the options holds service 0 in the light window; the light level lets hpa's lean rule remove it as without a gate
+    expect(of(run({ ...base, light }, calm), 0)).toEqual([]);
+    const open = run({ ...base, light: { ...light, maxFailedShare: 1 } }, calm);
+    expect(of(open, 0).length).toBeGreaterThan(0);
+    expect(of(open, 0)).toEqual(of(run(lean, calm), 0));
+    // every other service is below both levels: as many removals of each either way (from other
+    // nodes, maybe: the removals of service 0 change which node is the most allocated)
+    const count = (ops: ScaleOp[]) => Array.from({ length: W }, (_, w) => (w === 0 ? 0 : of(ops, w).length));
+    expect(count(open)).toEqual(count(run({ ...base, light }, calm)));
+    // a level between the service's share and the gate's: still gated
+    expect(of(run({ ...base, light: { ...light, maxFailedShare: 0.4 } }, calm), 0)).toEqual([]);
+    // a window that is not light keeps the gate of the options, whatever the light level
+    const busy = windowOf(W, new Array<number>(W).fill(0.05), 40, 25);
+    busy.failed.fill(16);
+    busy.failed[1] = 4;
+    const loose = { ...base, keepPerEap: false };
+    const gated = run({ ...loose, light: { ...light, maxFailedShare: 1 } }, busy);
+    expect(gated).toEqual(run({ ...loose, light }, busy));
+    expect(gated.length).toBeGreaterThan(0);
+    expect(gated.every((o) => o.service === 1)).toBe(true);
+  });
+
   it('with light.switchActor it names the actor of the next frame: light before the first decision and after a light window, main after any other; without it none', () => {
     const light = { belowFailedShare: 0.3, targetUtilisation: 0.85, keepPerEap: false };
     const calm = windowOf(W, new Array<number>(W).fill(0.45), 40, 25);

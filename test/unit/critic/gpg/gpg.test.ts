@@ -448,6 +448,14 @@ describe('GPG model file', () => {
         { rule: 'hpa', targetUtilisation: 0.5, light: { belowFailedShare: 2, targetUtilisation: 0.85, keepPerEap: false } },
         /^scaleIn.light must be/,
       ],
+      [
+        {
+          rule: 'hpa',
+          targetUtilisation: 0.5,
+          light: { belowFailedShare: 0.3, targetUtilisation: 0.85, keepPerEap: false, maxFailedShare: 1.2 },
+        },
+        /^scaleIn.light must be \{.*"maxFailedShare"\?: <0..1>.*got .*"maxFailedShare":1.2/,
+      ],
     ];
     for (const [scaleIn, msg] of bad) expect(() => gpgModelFromJson(JSON.stringify({ ...JSON.parse(text), scaleIn }), 4)).toThrow(msg);
     const tiny = loadScenario('tiny');
@@ -486,6 +494,14 @@ describe('GPG model file', () => {
       /a removal undone when the failed share rises by 0\.1, below a failed share of 0\.3: target 0\.85, none kept per eAP\)$/,
     );
     l.dispose();
+    // the light window's own gate level (session 46)
+    const open = { ...lean, light: { ...lean.light, maxFailedShare: 1 } };
+    fs.writeFileSync(file, gpgModelToJson(net, { scenario: 'tiny', scaleIn: open }));
+    expect(gpgModelFromJson(fs.readFileSync(file, 'utf8'), 4).meta.scaleIn).toEqual(open);
+    const o = loadGpgOrchestration(file, tiny, '--gpg');
+    expect((o as WithHpaScaleIn).options.light).toEqual(open.light);
+    expect(o.summary).toMatch(/below a failed share of 0\.3: target 0\.85, none kept per eAP, no removal above a failed share of 1\)$/);
+    o.dispose();
     fs.writeFileSync(file, JSON.stringify({ ...JSON.parse(text), scaleIn: { rule: 'hpa' } }));
     expect(() => loadGpgOrchestration(file, tiny, '--gpg')).toThrow(
       /^--gpg: .*s\.json: scaleIn.targetUtilisation must be a number in \(0, 1\], got undefined$/,
