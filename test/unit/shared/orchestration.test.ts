@@ -321,6 +321,13 @@ describe("hpa's scale-in after another policy (WithHpaScaleIn)", () => {
     let calls = 0;
     return { name: 'fixed', periodS: 25, decide: () => (calls++ === 0 ? ops : []) };
   };
+  /** The scale-in's orders at its first decision, on a fresh cluster and the window `win`. */
+  const run = (o: ConstructorParameters<typeof WithHpaScaleIn>[1], win: ServiceWindowStats): ScaleOp[] => {
+    const view = simView(new Cluster(s), win);
+    const p = new WithHpaScaleIn(fixed([]), o);
+    p.reset(1, view);
+    return p.decide(view);
+  };
   const replicasOn = (v: OrchestrationView, ops: readonly ScaleOp[], w: number, eap: number): number => {
     let c = 0;
     for (let n = 0; n < v.numNodes; n++) if (v.nodeEap(n) === eap) c += v.replicas(n, w);
@@ -455,12 +462,6 @@ describe("hpa's scale-in after another policy (WithHpaScaleIn)", () => {
 
   it('with light it scales in as the light options say in a window whose failed share over all services is below belowFailedShare, and as the others above it', () => {
     const light = { belowFailedShare: 0.3, targetUtilisation: 0.85, keepPerEap: false };
-    const run = (o: ConstructorParameters<typeof WithHpaScaleIn>[1], win: ServiceWindowStats): ScaleOp[] => {
-      const view = simView(new Cluster(s), win);
-      const p = new WithHpaScaleIn(fixed([]), o);
-      p.reset(1, view);
-      return p.decide(view);
-    };
     // utilisation 0.45 everywhere: above 0.5 x (1 - 0.1) it is within hpa's tolerance at target 0.5, and well below 0.85
     const calm = windowOf(W, new Array<number>(W).fill(0.45), 40, 25);
     calm.failed.fill(8); // 20% of the requests fail: light
@@ -486,12 +487,6 @@ describe("hpa's scale-in after another policy (WithHpaScaleIn)", () => {
 
   it('with light.maxFailedShare the per-service gate in a light window is that level, in any other window the gate of the options', () => {
     const light = { belowFailedShare: 0.3, targetUtilisation: 0.85, keepPerEap: false };
-    const run = (o: ConstructorParameters<typeof WithHpaScaleIn>[1], win: ServiceWindowStats): ScaleOp[] => {
-      const view = simView(new Cluster(s), win);
-      const p = new WithHpaScaleIn(fixed([]), o);
-      p.reset(1, view);
-      return p.decide(view);
-    };
     const of = (ops: ScaleOp[], w: number) => ops.filter((o) => o.service === w);
     // light over all services (20% fail), but service 0 fails half its requests
     const calm = windowOf(W, new Array<number>(W).fill(0.45), 40, 25);
