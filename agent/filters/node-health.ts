@@ -312,10 +312,11 @@ export class NodeHealth {
    * nodes were excluded right after placement changes, docs/runtime.md "Node health"). Each node's
    * filter marks a break (DeviceFilter.markBreak): while the step is in the window, each side of it
    * is judged around its own mean. Nodes without a filter yet are left alone (their history pools
-   * the steps with the rest).
+   * the steps with the rest). Each node once per call: the simulator passes the nodes of its executed
+   * orders, several of which may name one node, where an agent passes each changed node once.
    */
   placementChanged(nodes: Iterable<number>): void {
-    for (const n of nodes) {
+    for (const n of new Set(nodes)) {
       if (!Number.isInteger(n) || n < 0 || n >= this.numNodes) continue;
       const f = this.filters[n];
       if (!f) continue;

@@ -361,6 +361,18 @@ describe('NodeHealth after a placement change', () => {
       expect({ markAt, out: marked.out }).toEqual({ markAt, out: [] });
       expect(marked.h.placementBreaks).toBe(1);
     }
+    // a node named twice in one change (two orders on it) is one break, as one placement frame makes
+    const twice = new NodeHealth(['4/8', '4/8'], [0, 0]);
+    const x = new Float64Array(4);
+    const model = new NodeTelemetryModel(2, 1, new Rng(11));
+    for (let t = 1; t <= 60; t++) {
+      for (const n of [0, 1]) {
+        model.sample(n, false, 0.4, 0.3, x);
+        twice.sample(n, x, t);
+      }
+    }
+    twice.placementChanged([1, 0, 1]);
+    expect(twice.placementBreaks).toBe(2);
   });
 
   it('a node that breaks with the change is still excluded, within a window of its first abnormal sample', () => {

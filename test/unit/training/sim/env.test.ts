@@ -157,6 +157,11 @@ describe('EdgeCloudEnv', () => {
           ],
         },
       ],
+      // two services that fit on one node together
+      services: [
+        { cpuCores: 1, memGB: 0.25 },
+        { cpuCores: 1, memGB: 0.25 },
+      ],
     });
     /** 60 one-second frames; `late` orders from 50 s (the filters start after 36 s of telemetry), `early` at 0.25 s. */
     const breaksOf = (early: ScaleOp[], late: ScaleOp[][]) => {
@@ -169,6 +174,18 @@ describe('EdgeCloudEnv', () => {
     };
     expect(breaksOf([], [[{ service: 0, node: 1, delta: 1 }]])).toBe(1);
     expect(breaksOf([], [[{ service: 0, node: 0, delta: 1 }], [], [{ service: 0, node: 0, delta: -1 }]])).toBe(2);
+    // two orders on one node in one decision: one break, as the agent marks one per node of a placement
+    expect(
+      breaksOf(
+        [],
+        [
+          [
+            { service: 0, node: 1, delta: 1 },
+            { service: 1, node: 1, delta: 1 },
+          ],
+        ],
+      ),
+    ).toBe(1);
     // before the filters have their baselines there is nothing to mark
     expect(breaksOf([{ service: 0, node: 1, delta: 1 }], [])).toBe(0);
   });
