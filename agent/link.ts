@@ -10,7 +10,8 @@
  *
  * Heartbeat: every `heartbeatMs` (the `welcome`'s value once connected) the link pings; if nothing
  * at all came from the orchestrator since the previous tick (message, ping or pong) the socket is
- * terminated and the link reconnects.
+ * terminated and the link reconnects, unless the tick itself fired late (this process stalled, so the
+ * pong may be unread: `HeartbeatClock`).
  *
  * A `hello` refused with KAIS_ERR_AUTH stops the link (event `refused`, then close), because
  * retrying the same token cannot succeed; `reconnectOnAuthError` keeps trying instead.
@@ -20,6 +21,7 @@ import { Rng } from '../shared/rng';
 import { Codec, DEFAULT_MAX_FRAME_BYTES } from '../shared/protocol/codec';
 import { makeFrame, type ErrorBody, type HelloBody, type WelcomeBody } from '../shared/protocol/envelope';
 import type { FrameEndpoint } from '../shared/protocol/memory-link';
+import { HeartbeatClock } from '../shared/protocol/heartbeat';
 import { TypedEmitter } from '../shared/events';
 
 export interface BackoffOptions {
@@ -262,8 +264,11 @@ export class AgentLink extends TypedEmitter<AgentLinkEvents> implements FrameEnd
   private startHeartbeat(ws: WebSocket): void {
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     this.alive = true;
+    // a late tick (this process stalled) judges nobody: the pong may be unread (shared/protocol/heartbeat.ts)
+    const clock = new HeartbeatClock(this.heartbeatMs);
     this.heartbeatTimer = setInterval(() => {
-      if (!this.alive) {
+      const onTime = clock.onTime();
+      if (!this.alive && onTime) {
         ws.terminate();
         return;
       }

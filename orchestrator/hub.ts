@@ -26,7 +26,8 @@
  *
  * Heartbeats: every `heartbeatMs` the hub pings each socket; one that has sent nothing (no
  * message, no pong) since the previous tick is terminated, so a dead peer is gone within two
- * intervals.
+ * intervals. A tick that fires late (the hub's own process stalled) terminates nobody: the pongs
+ * may be unread (`HeartbeatClock`).
  *
  * Backpressure: a push (weights, placement) to a session whose `ws.bufferedAmount` is over
  * `maxBufferedBytes` is not queued; it is kept as the session's pending push of that kind,
@@ -64,6 +65,7 @@ import {
   type WeightsBody,
 } from '../shared/protocol/envelope';
 import { verifyWeights } from '../shared/protocol/weights';
+import { HeartbeatClock } from '../shared/protocol/heartbeat';
 import { TypedEmitter, type EventArgs } from '../shared/events';
 
 /** Refusals of the hub that are not about a frame's encoding (docs/protocol.md, "Error codes"). */
@@ -303,6 +305,7 @@ export class Hub extends TypedEmitter<HubEvents> {
   private sessionCounter = 0;
   private readonly startedMs = Date.now();
   private heartbeat: NodeJS.Timeout | null = null;
+  private heartbeatClock: HeartbeatClock;
   private closed = false;
 
   private constructor(
@@ -335,6 +338,7 @@ export class Hub extends TypedEmitter<HubEvents> {
     this.admitBytes = options.admitBytes ?? null;
     this.quarantineMs = options.quarantineMs ?? 60_000;
     wss.on('connection', (ws, req) => this.accept(ws, req));
+    this.heartbeatClock = new HeartbeatClock(this.heartbeatMs);
     this.heartbeat = setInterval(() => this.tick(), this.heartbeatMs);
     this.heartbeat.unref();
   }
@@ -910,8 +914,10 @@ export class Hub extends TypedEmitter<HubEvents> {
 
   /** Heartbeat: terminate sockets silent since the last tick, ping the others, retry pending pushes. */
   private tick(): void {
+    // a late tick (this process stalled) judges nobody: the pongs may be unread (shared/protocol/heartbeat.ts)
+    const onTime = this.heartbeatClock.onTime();
     for (const s of this.sockets) {
-      if (!s.alive) {
+      if (!s.alive && onTime) {
         this.stats.deadPeers++;
         s.closing = true;
         s.ws.terminate();

@@ -416,6 +416,28 @@ describe('hub with real agent links', () => {
     expect(hub.sessions()).toEqual([]);
   });
 
+  it('keeps a peer through a stall of the hub process: a late heartbeat tick terminates nobody', async () => {
+    const { hub } = await orchestrator(undefined, { heartbeatMs: 100 });
+    const client = await rawClient(hub.url, 7);
+    // the second ping stalls the (shared) process right after the client queued its pong: the hub's
+    // next tick fires late, before that pong is read; it used to find the peer silent and end it
+    let pings = 0;
+    const sixPings = new Promise<void>((resolve) =>
+      client.ws.on('ping', () => {
+        if (++pings === 2) {
+          const end = performance.now() + 450;
+          while (performance.now() < end) {
+            // busy: a GC pause or a starved CPU, as the heartbeat sees it
+          }
+        }
+        if (pings >= 6) resolve();
+      }),
+    );
+    await sixPings; // four more heartbeats after the stall, each answered
+    expect(hub.stats.deadPeers).toBe(0);
+    expect(hub.sessions().map((s) => s.eapId)).toEqual([7]);
+  });
+
   it('coalesces weight pushes to a slow agent without holding back the others', async () => {
     const { hub, registry } = await orchestrator(undefined, { heartbeatMs: 60_000, maxBufferedBytes: 16 * 1024 });
     const fast = await connectedAgents(hub, [0, 1]);

@@ -119,8 +119,9 @@ describe('poisoning replay against a live orchestrator', () => {
       { eapId: 0, instance: 'real-agent-0' },
     );
     const rt = runtime;
-    let downs = 0;
-    link.on('down', () => downs++);
+    /** Every loss of the real agent's connection, with its close code and reason (a failure names the cause). */
+    const downs: string[] = [];
+    link.on('down', (code: number, reason: string) => downs.push(`${code} ${reason}`));
     cleanups.push(async () => {
       await link.close();
       rt.dispose();
@@ -200,7 +201,7 @@ describe('poisoning replay against a live orchestrator', () => {
       for (const t of r.body.transitions) expect(t.reward === 0 || t.reward === 1).toBe(true);
     }
     // the real agent was never evicted
-    expect(downs).toBe(0);
+    expect(downs).toEqual([]);
     expect(o.hub.sessions().map((s) => s.sessionId)).toEqual([realSession]);
     // events name the eAP and the session
     const events = o.store.events();

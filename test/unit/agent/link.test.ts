@@ -1,7 +1,7 @@
 /** AgentLink's reconnect schedule, against a port where nothing listens, and why an attempt got no welcome. */
 import * as http from 'node:http';
 import { createServer } from 'node:net';
-import { WebSocketServer } from 'ws';
+import { WebSocket, WebSocketServer } from 'ws';
 import { AgentLink } from '../../../agent/link';
 import { Codec } from '../../../shared/protocol/codec';
 import { makeFrame } from '../../../shared/protocol/envelope';
@@ -31,6 +31,45 @@ async function retryDelays(port: number, seed: number, count: number): Promise<n
   });
   await link.close();
   return delays;
+}
+
+/** Blocks this process for `ms`: a GC pause or a starved CPU, as the heartbeat sees it. */
+function stall(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    // busy: no timer, no socket is served meanwhile
+  }
+}
+
+/**
+ * A hub stand-in that welcomes with `heartbeatMs` 100 and calls `onPing(ws)` on every ping of the
+ * link (ws has already queued its pong when 'ping' fires).
+ */
+async function welcomingServer(onPing: (ws: WebSocket, n: number) => void) {
+  const codec = new Codec();
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await new Promise((resolve) => wss.once('listening', resolve));
+  let pings = 0;
+  wss.on('connection', (ws) => {
+    ws.once('message', () =>
+      ws.send(codec.encode(makeFrame('welcome', 0, { sessionId: 's', heartbeatMs: 100, weightVersion: null, placementVersion: null }))),
+    );
+    ws.on('ping', () => onPing(ws, ++pings));
+  });
+  const link = new AgentLink({
+    url: `ws://127.0.0.1:${(wss.address() as { port: number }).port}`,
+    seed: 1,
+    hello: () => ({ eapId: 0, token: '', agentVersion: 't', weightVersion: null, placementVersion: null }),
+    backoff: { initialMs: 10_000, maxMs: 10_000 },
+  });
+  const downs: number[] = [];
+  link.on('down', (code) => downs.push(code));
+  const close = async () => {
+    await link.close();
+    for (const ws of wss.clients) ws.terminate(); // a paused socket would never see the link's FIN
+    await new Promise((resolve) => wss.close(resolve));
+  };
+  return { link, downs, close };
 }
 
 describe('AgentLink', () => {
@@ -81,6 +120,45 @@ describe('AgentLink', () => {
     expect(got).toEqual(['welcome', 'after welcome']);
     await link.close();
     await new Promise((resolve) => wss.close(resolve));
+  });
+
+  it('drops an orchestrator that stops answering its heartbeat', async () => {
+    let silence: (() => void) | null = null;
+    const { link, downs, close } = await welcomingServer((ws, n) => {
+      // after the second ping the server stops reading: no pong comes back
+      if (n !== 2) return;
+      (ws as unknown as { _socket: { pause(): void } })._socket.pause();
+      silence?.();
+    });
+    const down = new Promise<void>((resolve) => link.once('down', () => resolve()));
+    const silent = new Promise<void>((resolve) => (silence = resolve));
+    link.start();
+    try {
+      await silent;
+      await down;
+      expect(downs).toEqual([1006]);
+    } finally {
+      await close();
+    }
+  });
+
+  it('keeps the connection through a stall of its own process: a late heartbeat tick judges nobody', async () => {
+    // the second ping stalls the process right after the server queued its pong: the link's next
+    // tick fires late, before the pong is read; it used to find the peer silent and terminate (1006)
+    let pinged: ((n: number) => void) | null = null;
+    const { link, downs, close } = await welcomingServer((_ws, n) => {
+      if (n === 2) stall(450);
+      pinged?.(n);
+    });
+    const sixPings = new Promise<void>((resolve) => (pinged = (n) => n >= 6 && resolve()));
+    link.start();
+    try {
+      await sixPings; // four more heartbeats after the stall, each answered
+      expect(downs).toEqual([]);
+      expect(link.ready).toBe(true);
+    } finally {
+      await close();
+    }
   });
 
   it('send returns false before a welcome', () => {
