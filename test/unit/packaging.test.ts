@@ -35,6 +35,7 @@ describe('npm pack', () => {
       'models/kais-cmmac-gpg-tfjs/weights.bin',
       'models/kais-gpg.json',
       'models/kais-gpg-lightgate.json',
+      'models/kais-gpg-switch.json',
       'models/kais-gpg-gate.json',
       'models/kais-gpg-scale-in.json',
       'models/kais-gpg-lean.json',

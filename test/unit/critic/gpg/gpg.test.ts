@@ -540,7 +540,7 @@ describe('the GPG models the project ships', () => {
     );
   });
 
-  it("the shipped kais model runs hpa's scale-in, leaner in light windows, with the actor switch; kais-gpg-gate.json (the default before session 44), kais-gpg-scale-in.json, kais-gpg-lean.json and kais-gpg-lightgate.json differ from it in the scale-in only", () => {
+  it("the shipped kais model runs hpa's scale-in, leaner in light windows, with the actor switch and its own light gate; kais-gpg-switch.json (the default of sessions 44-46), kais-gpg-gate.json (before session 44), kais-gpg-scale-in.json and kais-gpg-lean.json differ from it in the scale-in only; kais-gpg-lightgate.json (session 46's opt-in) is it", () => {
     const kais = loadScenario('kais');
     const dir = path.dirname(defaultGpgModelPath(kais)!);
     const read = (f: string): Record<string, unknown> => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as Record<string, unknown>;
@@ -548,27 +548,29 @@ describe('the GPG models the project ships', () => {
     const { scaleIn: gate, ...gateRest } = read('kais-gpg-gate.json');
     const { scaleIn: optIn, ...rest } = read('kais-gpg-scale-in.json');
     const { scaleIn: lean, ...leanRest } = read('kais-gpg-lean.json');
-    const { scaleIn: lightgate, ...lightgateRest } = read('kais-gpg-lightgate.json');
+    const { scaleIn: sw, ...switchRest } = read('kais-gpg-switch.json');
     expect(rest).toEqual(base);
     expect(gateRest).toEqual(base);
     expect(leanRest).toEqual(base);
-    expect(lightgateRest).toEqual(base);
+    expect(switchRest).toEqual(base);
+    // session 46's opt-in, the default since session 47: the same file under its old name
+    expect(read('kais-gpg-lightgate.json')).toEqual(read('kais-gpg.json'));
     expect(gate).toEqual({ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: true, maxFailedShare: 0.3 });
     expect(optIn).toEqual({ rule: 'hpa', targetUtilisation: 0.5, keepPerEap: true });
     // session 41's lean pair (with models/kais-cmmac-drawn.bin; docs/gpg.md): the gate's scale-in, leaner while the failed share is below 0.3, with regret
     expect(lean).toEqual({ ...gate, regret: 0.1, light: { belowFailedShare: 0.3, targetUtilisation: 0.85, keepPerEap: false } });
     // session 44's default: the lean scale-in with the actor switch (the lean pair's actor E in the frames after light windows)
-    expect(shipped).toEqual({
+    expect(sw).toEqual({
       ...gate,
       regret: 0.1,
       light: { belowFailedShare: 0.3, targetUtilisation: 0.85, keepPerEap: false, actor: 'kais-cmmac-drawn.bin' },
     });
-    // session 46's opt-in (window b at 1x by the replica route in the simulator, not the default: its live runs fall short of the prediction): the default with the per-service gate at 0.6 in light windows
-    expect(lightgate).toEqual({ ...(shipped as object), light: { ...(shipped as { light: object }).light, maxFailedShare: 0.6 } });
-    for (const f of ['kais-gpg.json', 'kais-gpg-lightgate.json', 'kais-gpg-gate.json', 'kais-gpg-scale-in.json', 'kais-gpg-lean.json']) {
+    // session 47's default (window b at 1x by the replica route; docs/gpg.md): session 44's with the per-service gate at 0.6 in light windows
+    expect(shipped).toEqual({ ...(sw as object), light: { ...(sw as { light: object }).light, maxFailedShare: 0.6 } });
+    for (const f of ['kais-gpg.json', 'kais-gpg-switch.json', 'kais-gpg-gate.json', 'kais-gpg-scale-in.json', 'kais-gpg-lean.json']) {
       const p = loadGpgOrchestration(path.join(dir, f), kais, '--gpg');
       expect(p).toBeInstanceOf(WithHpaScaleIn);
-      const switches = f === 'kais-gpg.json' || f === 'kais-gpg-lightgate.json';
+      const switches = f === 'kais-gpg.json' || f === 'kais-gpg-switch.json';
       expect(p.lightActor).toBe(switches ? path.join(dir, 'kais-cmmac-drawn.bin') : null);
       expect(p.actorFor?.()).toBe(switches ? 'light' : undefined);
       p.dispose();

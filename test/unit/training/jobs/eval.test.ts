@@ -331,7 +331,7 @@ describe('kais eval', () => {
     expect(gpgUnderHpa.results[0].cmmacAct).toBe('sample');
     // the report says what the GPG model ran (the shipped file and its gated scale-in), only where a gpg pair ran
     expect(j.gpg).toMatch(
-      /^gpg \S*kais-gpg\.json: 6 nodes a decision, then hpa's scale-in \(.*no removal above a failed share of 0\.3, .*target 0\.85, none kept per eAP\); actor switch: kais-cmmac-drawn\.bin dispatches in the first frame and after every light window, the main actor after any other$/,
+      /^gpg \S*kais-gpg\.json: 6 nodes a decision, then hpa's scale-in \(.*no removal above a failed share of 0\.3, .*target 0\.85, none kept per eAP, no removal above a failed share of 0\.6\); actor switch: kais-cmmac-drawn\.bin dispatches in the first frame and after every light window, the main actor after any other$/,
     );
     expect(named.gpg).toBeUndefined();
     // and what the guard of the cmmac+guard pair ran (the shipped guard), only where such a pair ran
