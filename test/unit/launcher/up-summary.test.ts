@@ -124,6 +124,22 @@ describe('formatSummary', () => {
     expect(formatSummary(run)).not.toMatch(/^note:/m);
   });
 
+  it('says what to try when live / predicted is just below the band at full speed on a small machine, and not otherwise', () => {
+    const below = { ...run, vsEval: 0.962 };
+    expect(formatSummary(below)).toMatch(
+      /^note: live \/ predicted below 0\.97 at speed 1 on 2 CPUs, where one run varies by a few percent .*; --speed 0\.5 --duration 120 runs the same scenario time with half the CPU a second$/m,
+    );
+    for (const quiet of [
+      { ...below, speed: 0.5 },
+      { ...below, cpus: 16 },
+      { ...below, vsEval: 0.97 },
+    ])
+      expect(formatSummary(quiet)).not.toMatch(/^note:/m);
+    // far below: the CPU note or none, never this one (a few percent do not explain it)
+    expect(formatSummary({ ...below, vsEval: 0.6, loadAverage1m: 5 })).not.toMatch(/one run varies/);
+    expect(formatSummary({ ...below, vsEval: 0.6, loadAverage1m: 1 })).not.toMatch(/^note:/m);
+  });
+
   it("counts the light actor's decisions in each eAP's line when it made any", () => {
     expect(formatSummary(run)).toMatch(
       /^ {2}eAP 0: sent 5991, rate 75\.4%, policy decisions cmmac 5991 \(light actor 2000\) \/ fallback 0$/m,
