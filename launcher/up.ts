@@ -1340,6 +1340,24 @@ export function formatPartial(p: PartialSummary | null, durationS: number): stri
   ].join('\n');
 }
 
+/** At most one line on why live / predicted is low: a dead process, a starved CPU, or a run's noise just below the band. */
+function lowRateNote(s: UpSummary): string[] {
+  // a process that died explains a low rate better than the CPU: said instead (its exit is listed below)
+  if (s.vsEval < 0.9 && s.childExits.length > 0)
+    return [`note: ${s.childExits.map((e) => e.name).join(', ')} exited during the run (below): the prediction has no such failure`];
+  if (s.vsEval < 0.9 && s.loadAverage1m > s.cpus)
+    return [
+      `note: load average ${s.loadAverage1m} on ${s.cpus} CPUs: the processes competed for CPU, so requests went late that the simulator serves in time`,
+    ];
+  // just below the band: at full speed on a small machine one run's noise is about the band's width
+  // (docs/gpg.md, "The light gate shipped": the same requests on a static placement gave 0.965 and 0.991 on 2 CPUs)
+  if (s.vsEval >= 0.9 && s.vsEval < 0.97 && s.speed > 0.5 && s.cpus <= 4)
+    return [
+      `note: live / predicted below 0.97 at speed ${s.speed} on ${s.cpus} CPUs, where one run varies by a few percent (the agents, the orchestrator and the emulated cluster share them at the load's peaks); --speed 0.5 --duration ${Math.round((s.durationS * s.speed) / 0.5)} runs the same scenario time with half the CPU a second`,
+    ];
+  return [];
+}
+
 export function formatSummary(s: UpSummary): string {
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
   const lines = [
@@ -1362,20 +1380,7 @@ export function formatSummary(s: UpSummary): string {
           `  placement, replicas differing from the predicted one at each step: ${s.placementVsPredicted.map((p) => p.replicasDiffering).join(' ')}`,
         ]
       : []),
-    // a process that died explains a low rate better than the CPU: said instead (its exit is listed below)
-    ...(s.vsEval < 0.9 && s.childExits.length > 0
-      ? [`note: ${s.childExits.map((e) => e.name).join(', ')} exited during the run (below): the prediction has no such failure`]
-      : s.vsEval < 0.9 && s.loadAverage1m > s.cpus
-        ? [
-            `note: load average ${s.loadAverage1m} on ${s.cpus} CPUs: the processes competed for CPU, so requests went late that the simulator serves in time`,
-          ]
-        : // just below the band: at full speed on a small machine one run's noise is about the band's width
-          // (docs/gpg.md, "The light gate shipped": the same requests on a static placement gave 0.965 and 0.991 on 2 CPUs)
-          s.vsEval >= 0.9 && s.vsEval < 0.97 && s.speed > 0.5 && s.cpus <= 4
-          ? [
-              `note: live / predicted below 0.97 at speed ${s.speed} on ${s.cpus} CPUs, where one run varies by a few percent (the agents, the orchestrator and the emulated cluster share them at the load's peaks); --speed 0.5 --duration ${Math.round((s.durationS * s.speed) / 0.5)} runs the same scenario time with half the CPU a second`,
-            ]
-          : []),
+    ...lowRateNote(s),
     `latency mean ${s.meanLatencyMs.toFixed(0)} ms, p99 ${s.p99LatencyMs.toFixed(0)} ms; weight versions applied ${s.weightVersionsApplied}, placement versions applied ${s.placementVersionsApplied}, orchestrator restarts ${s.orchestratorRestarts}`,
     ...s.perEap.map((e) =>
       s.policy === 'cmmac'

@@ -305,7 +305,7 @@ export class Hub extends TypedEmitter<HubEvents> {
   private sessionCounter = 0;
   private readonly startedMs = Date.now();
   private heartbeat: NodeJS.Timeout | null = null;
-  private heartbeatClock: HeartbeatClock;
+  private readonly heartbeatClock: HeartbeatClock;
   private closed = false;
 
   private constructor(

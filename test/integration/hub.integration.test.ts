@@ -18,6 +18,7 @@ import { makeFrame, type Frame, type WelcomeBody } from '../../shared/protocol/e
 import { Rng } from '../../shared/rng';
 import { sampleFrames } from '../unit/shared/protocol/sample-frames';
 import { perTestDir } from '../support/tmp';
+import { stall } from '../support/wait';
 
 const TOKEN = 'integration-token';
 const MAX_FRAME = 64 * 1024;
@@ -424,12 +425,7 @@ describe('hub with real agent links', () => {
     let pings = 0;
     const sixPings = new Promise<void>((resolve) =>
       client.ws.on('ping', () => {
-        if (++pings === 2) {
-          const end = performance.now() + 450;
-          while (performance.now() < end) {
-            // busy: a GC pause or a starved CPU, as the heartbeat sees it
-          }
-        }
+        if (++pings === 2) stall(450);
         if (pings >= 6) resolve();
       }),
     );

@@ -1,6 +1,7 @@
 /**
  * Small helpers the integration tests share: wait for a condition (polling every 20 ms, failing
- * with what was awaited) and GET a loopback HTTP path with an optional bearer token.
+ * with what was awaited), block the process for a while, and GET a loopback HTTP path with an
+ * optional bearer token.
  */
 import * as http from 'node:http';
 
@@ -10,6 +11,14 @@ export async function until(cond: () => boolean, what: string, ms: number): Prom
   while (!cond()) {
     if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** Blocks this process for `ms` (no timer fires, no socket is read): a GC pause or a starved CPU, as a heartbeat sees it. */
+export function stall(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    // busy on purpose
   }
 }
 

@@ -5,6 +5,7 @@ import { WebSocket, WebSocketServer } from 'ws';
 import { AgentLink } from '../../../agent/link';
 import { Codec } from '../../../shared/protocol/codec';
 import { makeFrame } from '../../../shared/protocol/envelope';
+import { stall } from '../../support/wait';
 
 async function deadPort(): Promise<number> {
   const server = createServer();
@@ -31,14 +32,6 @@ async function retryDelays(port: number, seed: number, count: number): Promise<n
   });
   await link.close();
   return delays;
-}
-
-/** Blocks this process for `ms`: a GC pause or a starved CPU, as the heartbeat sees it. */
-function stall(ms: number): void {
-  const end = performance.now() + ms;
-  while (performance.now() < end) {
-    // busy: no timer, no socket is served meanwhile
-  }
 }
 
 /**
