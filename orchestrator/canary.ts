@@ -49,6 +49,14 @@
  *
  * Restart: the running canary is kept in the store (`canaryState`); an orchestrator that starts
  * with a canary version as its latest rolls it back at once (it was never shown good).
+ *
+ * Under the actor switch (`mainActorSinceMs`): a canary judges the main actor (every placement names
+ * it while one runs), so its baseline is measured under the main actor too. A version proposed
+ * while the light actor dispatches, or before the main one has dispatched for `settleS +
+ * baselineS`, waits (`waiting`; event `canary-baseline`; the placement names the main actor from
+ * then on, `onBaselineStarted`) and starts once that baseline is there; the baseline reads only
+ * the main actor's seconds. A newer proposal replaces the waiting one; neither is kept over a
+ * restart (a learned version comes again, a drill does not).
  */
 import type { EapId } from '../shared/domain';
 import type { ActorHeadName, NodeSample, WeightsBody } from '../shared/protocol/envelope';
@@ -319,8 +327,16 @@ export interface ActiveCanary {
   startedMs: number;
   /** Windows judged so far. */
   windows: number;
+  /** The baseline reads no sample before this (the main actor's first settled second; absent: no limit but the start's). */
+  baselineFromMs?: number;
   /** The last window's verdict (null before the first). */
   last: CanaryDecision | null;
+}
+
+interface Proposal {
+  tensors: readonly WeightTensor[];
+  head: ActorHeadName | undefined;
+  source: string;
 }
 
 interface Sample {
@@ -345,6 +361,14 @@ export interface CanaryRolloutOptions {
   onRolledBack?: (restored: WeightsBody) => void;
   /** A canary ended (promoted or rolled back), before a waiting version starts: the placement loop's hold ends. */
   onFinished?: () => void;
+  /**
+   * The actor switch: since when every placement published has named the main actor (the one a
+   * version changes; -Infinity: always, as for a model without the switch), or null while the light
+   * one is named. Absent: no switch, the baseline is the `baselineS` before the start, as it was.
+   */
+  mainActorSinceMs?: () => number | null;
+  /** A version waits for its baseline under the main actor: the placement must name the main actor now (main.ts republishes it). */
+  onBaselineStarted?: () => void;
   now?: () => number;
   /** How often the windows are checked (ms). @defaultValue min(250, windowS x 250) */
   tickMs?: number;
@@ -357,7 +381,9 @@ export class CanaryRollout {
   private active: ActiveCanary | null = null;
   /** eAP -> when its counts start to count for the running canary (absent: not yet, for a canary eAP that has not applied it). */
   private countFrom = new Map<EapId, number>();
-  private pending: { tensors: readonly WeightTensor[]; head: ActorHeadName | undefined; source: string } | null = null;
+  private pending: Proposal | null = null;
+  /** A version waiting for its baseline under the main actor (no canary runs meanwhile), and since when. */
+  private waitingFor: (Proposal & { sinceMs: number }) | null = null;
   private good: number | null;
   /** Since when every eAP has run the same version (the baseline never reaches before it). */
   private stableSinceMs: number;
@@ -384,6 +410,12 @@ export class CanaryRollout {
     return this.active;
   }
 
+  /** A version waiting for its baseline under the main actor (no canary runs meanwhile): its source and since when (null: none). */
+  get waiting(): { source: string; sinceMs: number } | null {
+    const w = this.waitingFor;
+    return w ? { source: w.source, sinceMs: w.sinceMs } : null;
+  }
+
   /** The version every eAP holds when no canary runs (null: none yet). */
   get goodVersion(): number | null {
     return this.good;
@@ -406,6 +438,12 @@ export class CanaryRollout {
       this.pending = { tensors, head, source };
       return null;
     }
+    if (this.waitingFor) {
+      // the newest version replaces the one waiting for its baseline; the wait goes on
+      this.stats.superseded++;
+      this.waitingFor = { tensors, head, source, sinceMs: this.waitingFor.sinceMs };
+      return null;
+    }
     if (this.good === null) {
       // nothing to compare with, nothing to roll back to: the first version goes to every agent
       const body = this.o.registry.publishWeights(tensors, head);
@@ -413,7 +451,34 @@ export class CanaryRollout {
       this.o.event('canary-skip', `${source} weights v${body.version} to every eAP at once: no previous version to compare it with`);
       return body;
     }
-    return this.start(tensors, head, source);
+    const baselineFrom = this.baselineFrom();
+    if (baselineFrom === undefined) {
+      this.waitingFor = { tensors, head, source, sinceMs: this.now() };
+      const c = this.o.config;
+      this.o.event(
+        'canary-baseline',
+        `${source} version waits for a baseline under the main actor (${c.settleS + c.baselineS} s of it) before its canary: the light actor dispatched until now`,
+      );
+      this.o.onBaselineStarted?.();
+      return null;
+    }
+    return this.start(tensors, head, source, baselineFrom);
+  }
+
+  /**
+   * Where a canary starting now may begin its baseline: null, anywhere in the `baselineS` before
+   * the start (no actor switch, or no baseline); a time, the main actor's first settled second when
+   * it dispatched for the whole baseline since; undefined, not yet (the light actor dispatched
+   * within the baseline a start now would read).
+   */
+  private baselineFrom(): number | null | undefined {
+    const f = this.o.mainActorSinceMs;
+    const c = this.o.config;
+    if (!f || c.baselineS === 0) return null;
+    const since = f();
+    if (since === null) return undefined;
+    const from = since + c.settleS * 1000;
+    return from + c.baselineS * 1000 <= this.now() ? from : undefined;
   }
 
   /** One telemetry frame of `eap` (the agents send one a second). */
@@ -448,7 +513,15 @@ export class CanaryRollout {
   /** Checks whether a window has ended and decides; the timer calls it, tests may too. */
   tick(): void {
     const a = this.active;
-    if (!a) return;
+    if (!a) {
+      const w = this.waitingFor;
+      const from = w ? this.baselineFrom() : undefined;
+      if (w && from !== undefined) {
+        this.waitingFor = null;
+        this.start(w.tensors, w.head, w.source, from);
+      }
+      return;
+    }
     const c = this.o.config;
     const due = a.startedMs + (c.settleS + (a.windows + 1) * c.windowS) * 1000;
     if (this.now() < due) return;
@@ -504,7 +577,7 @@ export class CanaryRollout {
       }
       m.set(key, b);
     };
-    const baseFrom = Math.max(this.stableSinceMs, a.startedMs - this.o.config.baselineS * 1000);
+    const baseFrom = Math.max(this.stableSinceMs, a.startedMs - this.o.config.baselineS * 1000, a.baselineFromMs ?? -Infinity);
     const controlFrom = a.startedMs + this.o.config.settleS * 1000;
     for (const s of this.samples) {
       const mine = isCanary.has(s.eap);
@@ -521,9 +594,22 @@ export class CanaryRollout {
     return { canary, control, ...(diffVar !== undefined ? { diffVar } : {}), baseline: this.o.config.baselineS > 0 ? before : null };
   }
 
-  private start(tensors: readonly WeightTensor[], head: ActorHeadName | undefined, source: string): WeightsBody {
+  private start(
+    tensors: readonly WeightTensor[],
+    head: ActorHeadName | undefined,
+    source: string,
+    baselineFrom: number | null = null,
+  ): WeightsBody {
     const body = this.o.registry.publishCanary(tensors, head, this.eaps);
-    this.active = { version: body.version, good: this.good, eaps: [...this.eaps], startedMs: this.now(), windows: 0, last: null };
+    this.active = {
+      version: body.version,
+      good: this.good,
+      eaps: [...this.eaps],
+      startedMs: this.now(),
+      windows: 0,
+      last: null,
+      ...(baselineFrom !== null ? { baselineFromMs: baselineFrom } : {}),
+    };
     this.countFrom = new Map();
     this.stats.started++;
     this.o.store.putCanaryState({ version: body.version, good: this.good, eaps: [...this.eaps], startedMs: this.active.startedMs });

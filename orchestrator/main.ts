@@ -785,6 +785,18 @@ export async function startOrchestrator(
           });
         },
         onRolledBack: (restored) => learnerRef?.reload(restored.version),
+        // the actor switch: the baseline too is measured under the main actor (docs/safe-learning.md,
+        // "The canary under the actor switch"); a version proposed while the light one dispatches waits for it
+        // (null, the light actor named, is an answer: not `?? -Infinity`)
+        mainActorSinceMs: () => (loopRef ? loopRef.mainActorSinceMs() : -Infinity),
+        onBaselineStarted: () =>
+          void loopRef?.refreshActor().then((published) => {
+            if (published && loopRef)
+              event(
+                'canary-actor',
+                `placement frame ${loopRef.currentFrame} published again naming the main actor: the next canary's baseline is measured under it`,
+              );
+          }),
         // the placement held still during the canary (one change at a time): its deferred step runs now
         onFinished: () => void loopRef?.resume(),
       })
@@ -917,10 +929,15 @@ export async function startOrchestrator(
       },
     },
     // a canary measures the weights alone: the policy's placement steps wait for its verdict
-    holdWhile: () => (canary?.running ? `weights v${canary.running.version} are under canary` : null),
-    // under the actor switch a canary judges the main actor: every placement names it while one runs
-    // (docs/safe-learning.md, "The canary under the actor switch")
-    actorOverride: () => (canary?.running ? 'main' : null),
+    holdWhile: () =>
+      canary?.running
+        ? `weights v${canary.running.version} are under canary`
+        : canary?.waiting
+          ? `${canary.waiting.source} weights wait for their canary's baseline`
+          : null,
+    // under the actor switch a canary judges the main actor: every placement names it while one runs,
+    // and while a version waits for its baseline (docs/safe-learning.md, "The canary under the actor switch")
+    actorOverride: () => (canary?.running || canary?.waiting ? 'main' : null),
   });
   loopRef = loop;
   await loop.start();
@@ -1039,6 +1056,7 @@ export async function startOrchestrator(
           ...canary.stats,
           config: cfg.canary,
           running: canary.running ? { ...canary.running, evidence: canary.evidence(), last: canary.running.last?.reason ?? null } : null,
+          waiting: canary.waiting,
           goodVersion: canary.goodVersion,
           recent: canary.recent.slice(0, 5),
         }

@@ -111,6 +111,10 @@ export class PlacementLoop {
   private deferred = false;
   /** The actor the last published placement named (undefined: none, or nothing published yet). */
   private publishedActor: ActorSlot | undefined;
+  /** Since when the placements published have named the main actor (wall ms; see mainActorSinceMs). */
+  private mainSince: number | null = -Infinity;
+  /** Whether an actor (or none) was named yet: the first naming sets mainSince whatever it names. */
+  private namedOnce = false;
 
   constructor(private readonly o: PlacementLoopOptions) {
     this.d = o.start.map((r) => r.slice());
@@ -127,6 +131,15 @@ export class PlacementLoop {
   /** The actor the last published placement named (null: none, no actor switch, or nothing published yet). */
   get actorNamed(): ActorSlot | null {
     return this.publishedActor ?? null;
+  }
+
+  /**
+   * Since when every placement published has named the main actor (wall ms; -Infinity: no actor
+   * switch, every decision is the main actor's), or null while the light one is named: what a
+   * canary's baseline may read (orchestrator/canary.ts, `mainActorSinceMs`).
+   */
+  mainActorSinceMs(): number | null {
+    return this.mainSince;
   }
 
   get currentFrame(): number {
@@ -153,7 +166,7 @@ export class PlacementLoop {
     }
     if (this.o.publishStart) this.publish();
     // a restart: the stored placement named the start actor (none for a policy without the switch)
-    else this.publishedActor = this.policy.actorFor?.() === undefined ? undefined : this.o.startActor;
+    else this.named(this.policy.actorFor?.() === undefined ? undefined : this.o.startActor);
     this.timer = setInterval(() => this.queueTick(), this.stepMs);
   }
 
@@ -250,7 +263,16 @@ export class PlacementLoop {
   private publish(): void {
     const actor = this.actorNow();
     this.o.registry.publishPlacement(this.frame, this.d, actor);
+    this.named(actor);
+  }
+
+  /** The agents dispatch with `actor` from now on (undefined: no switch; a restart counts as now). */
+  private named(actor: ActorSlot | undefined): void {
+    const first = !this.namedOnce;
+    this.namedOnce = true;
+    if (!first && actor === this.publishedActor) return;
     this.publishedActor = actor;
+    this.mainSince = actor === undefined ? -Infinity : actor === 'main' ? Date.now() : null;
   }
 
   /**

@@ -240,6 +240,85 @@ describe('CanaryRollout (fake registry and clock)', () => {
     expect(rollout.evidence().diffVar).toBeCloseTo(0, 12); // every second at the same rates: no spread
   });
 
+  describe('under the actor switch (mainActorSinceMs)', () => {
+    let mainSince: number | null;
+    let baselines: number;
+    let switched: CanaryRollout;
+    const base: CanaryConfig = { ...config, baselineS: 5 };
+    beforeEach(() => {
+      mainSince = null;
+      baselines = 0;
+      switched = new CanaryRollout({
+        config: base,
+        numEaps: 5,
+        registry,
+        store,
+        current: 1,
+        event: (k, m) => void events.push([k, m]),
+        now: () => now,
+        mainActorSinceMs: () => mainSince,
+        onBaselineStarted: () => void baselines++,
+      });
+    });
+    afterEach(() => switched.dispose());
+    /** One second of telemetry from every eAP to `switched`: the canary eAPs (0, 1) at `c`, the others at `k`. */
+    const tick = (c: number, k: number) => {
+      now += 1000;
+      for (let e = 0; e < 5; e++) switched.observe(e, tel(50, e < 2 ? c : k));
+      switched.tick();
+    };
+
+    it('waits for a baseline under the main actor when the light one dispatches, and reads only that baseline', () => {
+      for (let i = 0; i < 10; i++) tick(0.3, 0.8); // the light actor: the groups differ by 0.5
+      expect(switched.propose([], 'softplus1', 'test')).toBeNull();
+      expect(baselines).toBe(1);
+      expect(switched.waiting).toEqual({ source: 'test', sinceMs: 10_000 });
+      expect(events).toEqual([
+        ['canary-baseline', expect.stringMatching(/^test version waits for a baseline under the main actor \(6 s of it\)/)],
+      ]);
+      // the newest proposal replaces the waiting one
+      expect(switched.propose([], 'softplus1', 'next')).toBeNull();
+      expect(switched.stats.superseded).toBe(1);
+      // still light: nothing starts
+      for (let i = 0; i < 10; i++) tick(0.3, 0.8);
+      expect(calls).toEqual([]);
+      // the main actor from t = 20 s: both groups at 0.8; the canary starts after settleS + baselineS = 6 s of it
+      mainSince = now;
+      for (let i = 0; i < 5; i++) tick(0.8, 0.8);
+      expect(calls).toEqual([]);
+      tick(0.8, 0.8);
+      expect(calls).toEqual(['canary 0,1']);
+      expect(switched.waiting).toBeNull();
+      expect(switched.running).toMatchObject({ version: 2, startedMs: 26_000, baselineFromMs: 21_000 });
+      expect(events.map((e) => e[0])).toEqual(['canary-baseline', 'canary-start']);
+      expect(events[1][1]).toMatch(/^next weights v2 to eAPs 0, 1 first/);
+      // the baseline is the main actor's 5 settled seconds (21-26 s), not the light actor's difference before
+      const b = switched.evidence().baseline!;
+      expect(b.canary).toEqual({ requests: 500, inDeadline: 400, late: 100, refused: 0 });
+      expect(b.control.inDeadline / b.control.requests).toBeCloseTo(0.8, 12);
+    });
+
+    it('starts at once when the main actor has dispatched for the whole baseline, and without the switch', () => {
+      mainSince = -Infinity; // a model without the switch
+      expect(switched.propose([], 'softplus1', 'test')?.version).toBe(2);
+      expect(switched.running?.baselineFromMs).toBe(-Infinity);
+      expect(baselines).toBe(0);
+      expect(events.map((e) => e[0])).toEqual(['canary-start']);
+    });
+
+    it('waits out the rest of the baseline when the main actor dispatched for less than it', () => {
+      mainSince = 0;
+      now = 3000; // 3 s of the main actor, 6 s needed
+      expect(switched.propose([], 'softplus1', 'test')).toBeNull();
+      tick(0.8, 0.8);
+      tick(0.8, 0.8);
+      expect(calls).toEqual([]);
+      tick(0.8, 0.8);
+      expect(calls).toEqual(['canary 0,1']);
+      expect(switched.running?.baselineFromMs).toBe(1000);
+    });
+  });
+
   it('sends the first version to every eAP at once (nothing to compare with)', () => {
     const r = new CanaryRollout({
       config,

@@ -265,11 +265,17 @@ describe('PlacementLoop', () => {
       [0, 'light'],
       [1, 'light'],
     ]);
+    expect(loop.mainActorSinceMs()).toBeNull(); // the light actor dispatches: no canary baseline yet
     // a canary starts: the same frame again, naming main; asking again publishes nothing more
     override = 'main';
     hold = 'weights v2 are under canary';
+    const before = Date.now();
     expect(await loop.refreshActor()).toBe(true);
+    const since = loop.mainActorSinceMs();
+    expect(since).toBeGreaterThanOrEqual(before);
+    expect(since).toBeLessThanOrEqual(Date.now());
     expect(await loop.refreshActor()).toBe(false);
+    expect(loop.mainActorSinceMs()).toBe(since); // published once: the main actor's time runs from then
     expect(f.published.slice(2).map((p) => [p.frame, p.actor])).toEqual([[1, 'main']]);
     expect(f.published[2].d).toEqual(f.published[1].d);
     expect(loop.actorNamed).toBe('main');
@@ -280,6 +286,7 @@ describe('PlacementLoop', () => {
     hold = null;
     await loop.resume();
     expect(f.published.slice(3).map((p) => [p.frame, p.actor])).toEqual([[2, 'light']]);
+    expect(loop.mainActorSinceMs()).toBeNull();
     // a verdict with no deferred step: the placement is published again naming the policy's actor
     override = 'main';
     await loop.refreshActor();
@@ -303,11 +310,13 @@ describe('PlacementLoop', () => {
     await loop.stop();
     expect(f.published.map((p) => p.actor)).toEqual([undefined, undefined]);
     expect(loop.actorNamed).toBeNull();
+    expect(loop.mainActorSinceMs()).toBe(-Infinity); // every decision is the main actor's
     // a restart on a stored placement (which the orchestrator reads as naming main): nothing to publish again
     const again = loopOn(f, { policy: 'hpa', actorOverride: () => 'main', publishStart: false, startFrame: 2, startActor: 'main' });
     await again.start();
     expect(await again.refreshActor()).toBe(false);
     expect(again.actorNamed).toBeNull();
+    expect(again.mainActorSinceMs()).toBe(-Infinity);
     await again.stop();
     await f.cluster.close();
     expect(f.published).toHaveLength(2);
