@@ -1358,6 +1358,29 @@ function lowRateNote(s: UpSummary): string[] {
   return [];
 }
 
+/**
+ * A line when the fault drill's version (--inject) had no verdict by the end of the run: the drill
+ * came at a third of it, and a canary takes up to settleS + maxWindows x windowS (42 s by default)
+ * after it, plus settleS + baselineS (32 s) under the actor switch when it came in a light frame.
+ */
+function drillNote(s: UpSummary): string[] {
+  const ev = s.safeLearningEvents;
+  const inject = ev.find((e) => e.kind === 'inject');
+  const m = inject ? /as weights v(\d+)/.exec(inject.message) : null;
+  if (!inject || !m) return [];
+  const v = `weights v${m[1]} `;
+  const after = ev.filter((e) => e.tsMs >= inject.tsMs);
+  const final = after.some((e) => /^(gate-reject|canary-promote|canary-rollback|canary-skip)$/.test(e.kind) && e.message.includes(v));
+  const toCanary = after.some(
+    (e) => (e.kind === 'canary-start' && e.message.includes(v)) || (e.kind === 'canary-baseline' && e.message.startsWith('injected')),
+  );
+  const passedGate = after.some((e) => e.kind === 'gate-pass' && e.message.startsWith(v));
+  if (final || (passedGate && !toCanary)) return [];
+  return [
+    `note: the drill's ${v.trim()} had no verdict when the run ended (it came at ${Math.round(s.durationS / 3)} s; a canary takes up to 42 s after it, 74 s when it waits for a baseline under the main actor): --duration ${Math.max(120, Math.ceil(s.durationS * 1.5))} leaves it time`,
+  ];
+}
+
 export function formatSummary(s: UpSummary): string {
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
   const lines = [
@@ -1381,6 +1404,7 @@ export function formatSummary(s: UpSummary): string {
         ]
       : []),
     ...lowRateNote(s),
+    ...drillNote(s),
     `latency mean ${s.meanLatencyMs.toFixed(0)} ms, p99 ${s.p99LatencyMs.toFixed(0)} ms; weight versions applied ${s.weightVersionsApplied}, placement versions applied ${s.placementVersionsApplied}, orchestrator restarts ${s.orchestratorRestarts}`,
     ...s.perEap.map((e) =>
       s.policy === 'cmmac'

@@ -140,6 +140,41 @@ describe('formatSummary', () => {
     expect(formatSummary({ ...below, vsEval: 0.6, loadAverage1m: 1 })).not.toMatch(/^note:/m);
   });
 
+  it("says when the fault drill's version had no verdict by the end of the run, and not when it had one", () => {
+    const ev = (tsMs: number, kind: string, message: string) => ({ tsMs, kind, eap: null, message });
+    const inject = ev(
+      20_000,
+      'inject',
+      'bad-weights drill: random weights handed to the publish path as weights v2 (no gate: to the canary)',
+    );
+    const waits = ev(
+      20_001,
+      'canary-baseline',
+      'injected (bad-weights drill) version waits for a baseline under the main actor (32 s of it) before its canary: ...',
+    );
+    const start = ev(52_001, 'canary-start', 'injected (bad-weights drill) weights v2 to eAPs 0, 1 first (the others stay on v1); ...');
+    const note = /^note: the drill's weights v2 had no verdict when the run ended \(it came at 20 s; .*\): --duration 120 leaves it time$/m;
+    expect(formatSummary({ ...run, safeLearningEvents: [inject, waits] })).toMatch(note);
+    expect(formatSummary({ ...run, safeLearningEvents: [inject, waits, start] })).toMatch(note);
+    const rolledBack = ev(64_000, 'canary-rollback', "weights v2 rolled back after 1 window(s); every eAP gets v1's weights as v3: ...");
+    expect(formatSummary({ ...run, safeLearningEvents: [inject, waits, start, rolledBack] })).not.toMatch(/^note:/m);
+    // through the gate alone: its verdict is the last word; through the gate and then the canary, the canary's
+    const gated = ev(21_000, 'gate-pass', 'weights v2 (current v1): candidate 0.99, current 0.99');
+    const gateInject = {
+      ...inject,
+      message: 'same-weights drill: a copy of weights v1 handed to the publish path as weights v2 (through the gate)',
+    };
+    expect(formatSummary({ ...run, safeLearningEvents: [gateInject, gated] })).not.toMatch(/^note:/m);
+    expect(formatSummary({ ...run, safeLearningEvents: [gateInject, gated, start] })).toMatch(note);
+    // a drill skipped for want of a model names no version: nothing to say
+    expect(
+      formatSummary({
+        ...run,
+        safeLearningEvents: [ev(20_000, 'inject', 'bad-weights drill skipped: no stored model to take the shapes of')],
+      }),
+    ).not.toMatch(/^note:/m);
+  });
+
   it("counts the light actor's decisions in each eAP's line when it made any", () => {
     expect(formatSummary(run)).toMatch(
       /^ {2}eAP 0: sent 5991, rate 75\.4%, policy decisions cmmac 5991 \(light actor 2000\) \/ fallback 0$/m,
