@@ -8,6 +8,7 @@ import {
   canaryEaps,
   clusterDiffVariance,
   CanaryRollout,
+  type CanaryRolloutOptions,
   DEFAULT_CANARY,
   normalQuantile,
   type CanaryConfig,
@@ -178,25 +179,32 @@ describe('CanaryRollout (fake registry and clock)', () => {
     calls.length = 0;
     rejected.length = 0;
     reloads.length = 0;
-    rollout = new CanaryRollout({
+    rollout = rolloutWith({
+      onRolledBack: (b) => void reloads.push(b.version),
+      onFinished: () => void calls.push(`finished (running: ${rollout.running?.version ?? 'none'})`),
+    });
+  });
+  afterEach(() => rollout.dispose());
+
+  /** A rollout over 5 eAPs on the fake registry, store and clock, good version 1, with `o` on top. */
+  function rolloutWith(o: Partial<CanaryRolloutOptions>): CanaryRollout {
+    return new CanaryRollout({
       config,
       numEaps: 5,
       registry,
       store,
       current: 1,
       event: (k, m) => void events.push([k, m]),
-      onRolledBack: (b) => void reloads.push(b.version),
-      onFinished: () => void calls.push(`finished (running: ${rollout.running?.version ?? 'none'})`),
       now: () => now,
+      ...o,
     });
-  });
-  afterEach(() => rollout.dispose());
+  }
 
-  /** One second of telemetry from every eAP: the canary eAPs (0, 1) at `c`, the others at `k`. */
-  const second = (c: number, k: number) => {
+  /** One second of telemetry from every eAP of `r`: the canary eAPs (0, 1) at `c`, the others at `k`. */
+  const second = (c: number, k: number, r: CanaryRollout = rollout) => {
     now += 1000;
-    for (let e = 0; e < 5; e++) rollout.observe(e, tel(50, e < 2 ? c : k));
-    rollout.tick();
+    for (let e = 0; e < 5; e++) r.observe(e, tel(50, e < 2 ? c : k));
+    r.tick();
   };
 
   it('rolls a bad version back at the first window, restores the good one and drops the one waiting', () => {
@@ -248,25 +256,10 @@ describe('CanaryRollout (fake registry and clock)', () => {
     beforeEach(() => {
       mainSince = null;
       baselines = 0;
-      switched = new CanaryRollout({
-        config: base,
-        numEaps: 5,
-        registry,
-        store,
-        current: 1,
-        event: (k, m) => void events.push([k, m]),
-        now: () => now,
-        mainActorSinceMs: () => mainSince,
-        onBaselineStarted: () => void baselines++,
-      });
+      switched = rolloutWith({ config: base, mainActorSinceMs: () => mainSince, onBaselineStarted: () => void baselines++ });
     });
     afterEach(() => switched.dispose());
-    /** One second of telemetry from every eAP to `switched`: the canary eAPs (0, 1) at `c`, the others at `k`. */
-    const tick = (c: number, k: number) => {
-      now += 1000;
-      for (let e = 0; e < 5; e++) switched.observe(e, tel(50, e < 2 ? c : k));
-      switched.tick();
-    };
+    const tick = (c: number, k: number) => second(c, k, switched);
 
     it('waits for a baseline under the main actor when the light one dispatches, and reads only that baseline', () => {
       for (let i = 0; i < 10; i++) tick(0.3, 0.8); // the light actor: the groups differ by 0.5
@@ -320,15 +313,7 @@ describe('CanaryRollout (fake registry and clock)', () => {
   });
 
   it('sends the first version to every eAP at once (nothing to compare with)', () => {
-    const r = new CanaryRollout({
-      config,
-      numEaps: 5,
-      registry,
-      store,
-      current: null,
-      event: (k, m) => void events.push([k, m]),
-      now: () => now,
-    });
+    const r = rolloutWith({ current: null });
     r.propose([], 'softplus1', 'test');
     r.dispose();
     expect(calls).toEqual(['all']);
