@@ -457,7 +457,7 @@ export class CanaryRollout {
       const c = this.o.config;
       this.o.event(
         'canary-baseline',
-        `${source} version waits for a baseline under the main actor (${c.settleS + c.baselineS} s of it) before its canary: the light actor dispatched until now`,
+        `${source} version waits for a baseline under the main actor (${c.settleS + c.baselineS} s of it) before its canary: the light actor dispatched within that time`,
       );
       this.o.onBaselineStarted?.();
       return null;
