@@ -149,7 +149,7 @@ export const UP_SPEC = {
   inject: opt.choice(['none', 'bad-weights', 'same-weights'] as const, {
     default: 'none',
     describe:
-      'fault drill: bad-weights hands random weights to the publish path as if learned a third of the way into the run (judged by the gate with --gate, by the canary with --canary); same-weights hands a copy of the current version (the false-alarm drill: it must pass and be promoted)',
+      'fault drill: bad-weights hands random weights to the publish path as if learned a third of the way into the run (judged by the gate with --gate, by the canary with --canary); same-weights hands a copy of the current version (the false-alarm drill: it must pass and be promoted); with --canary under the actor switch the canary first waits 32 s for a baseline under the main actor, so give the run 90 s or more',
   }),
   canary: opt.boolean({
     default: false,
