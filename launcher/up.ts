@@ -59,6 +59,7 @@ import { SPEED_RANGE, type Request } from '../shared/domain';
 import { UsageError } from '../shared/errors';
 import { AGENT_TOKEN_ENV } from '../agent/cli';
 import { ADMIN_TOKEN_ENV } from '../orchestrator/admin-cli';
+import { canaryLongestS, DEFAULT_CANARY } from '../orchestrator/canary';
 import { NODE_ADMIN_TOKEN_ENV } from '../orchestrator/node-cli';
 import { checkLoad, loadScenario, topologyOf, type Scenario } from '../shared/scenario';
 import { DEFAULT_WORKLOAD, drain, isWorkloadName, openWorkload, WORKLOAD_NAMES } from '../training/workload';
@@ -90,6 +91,14 @@ import {
 export const MAX_UP_REQUESTS = 4_000_000;
 
 /** The options of `kais up`, declared once (shared/config.ts makes the flags, checks and docs). */
+/**
+ * The drill comes at a third of the run; with `kais up --canary` (the default canary) its verdict
+ * comes at most this many seconds after it (the baseline wait included: at load 1 every frame is light).
+ */
+const DRILL_VERDICT_S = canaryLongestS(DEFAULT_CANARY, true);
+/** The shortest run, to the next 10 s, whose drill has its verdict before the end. */
+const DRILL_RUN_S = Math.ceil((1.5 * DRILL_VERDICT_S) / 10) * 10;
+
 export const UP_SPEC = {
   duration: opt.number({
     default: 60,
@@ -148,8 +157,7 @@ export const UP_SPEC = {
   }),
   inject: opt.choice(['none', 'bad-weights', 'same-weights'] as const, {
     default: 'none',
-    describe:
-      'fault drill: bad-weights hands random weights to the publish path as if learned a third of the way into the run (judged by the gate with --gate, by the canary with --canary); same-weights hands a copy of the current version (the false-alarm drill: it must pass and be promoted); with --canary under the actor switch the canary first waits 32 s for a baseline under the main actor, so give the run 90 s or more',
+    describe: `fault drill: bad-weights hands random weights to the publish path as if learned a third of the way into the run (judged by the gate with --gate, by the canary with --canary); same-weights hands a copy of the current version (the false-alarm drill: it must pass and be promoted); with --canary under the actor switch the canary first waits ${DEFAULT_CANARY.settleS + DEFAULT_CANARY.baselineS} s for a baseline under the main actor, so give the run ${DRILL_RUN_S} s or more`,
   }),
   canary: opt.boolean({
     default: false,
@@ -1360,8 +1368,8 @@ function lowRateNote(s: UpSummary): string[] {
 
 /**
  * A line when the fault drill's version (--inject) had no verdict by the end of the run: the drill
- * came at a third of it, and a canary takes up to settleS + maxWindows x windowS (42 s by default)
- * after it, plus settleS + baselineS (32 s) under the actor switch when it came in a light frame.
+ * came at a third of it, and a canary takes up to settleS + maxWindows x windowS after it, plus
+ * settleS + baselineS under the actor switch when it came in a light frame (canaryLongestS).
  */
 function drillNote(s: UpSummary): string[] {
   const ev = s.safeLearningEvents;
@@ -1377,7 +1385,7 @@ function drillNote(s: UpSummary): string[] {
   const passedGate = after.some((e) => e.kind === 'gate-pass' && e.message.startsWith(v));
   if (final || (passedGate && !toCanary)) return [];
   return [
-    `note: the drill's ${v.trim()} had no verdict when the run ended (it came at ${Math.round(s.durationS / 3)} s; a canary takes up to 42 s after it, 74 s when it waits for a baseline under the main actor): --duration ${Math.max(120, Math.ceil(s.durationS * 1.5))} leaves it time`,
+    `note: the drill's ${v.trim()} had no verdict when the run ended (it came at ${Math.round(s.durationS / 3)} s; a canary takes up to ${canaryLongestS(DEFAULT_CANARY, false)} s after it, ${DRILL_VERDICT_S} s when it waits for a baseline under the main actor): --duration ${Math.max(DRILL_RUN_S, Math.ceil(s.durationS * 1.5))} leaves it time`,
   ];
 }
 

@@ -111,6 +111,14 @@ export function canaryConfigProblem(c: CanaryConfig): { field: string; why: stri
   return null;
 }
 
+/**
+ * The longest a version waits for its verdict with `c`, in seconds: up to `maxWindows` windows after
+ * `settleS`, and before them, when it waits for a baseline under the main actor, `settleS + baselineS`.
+ */
+export function canaryLongestS(c: CanaryConfig, baselineWait: boolean): number {
+  return c.settleS + c.maxWindows * c.windowS + (baselineWait ? c.settleS + c.baselineS : 0);
+}
+
 /** The canary eAPs of a cluster of `numEaps`: the first round(share x numEaps), at least 1, at most numEaps - 1. */
 export function canaryEaps(share: number, numEaps: number): EapId[] {
   const k = Math.min(numEaps - 1, Math.max(1, Math.round(share * numEaps)));
@@ -327,8 +335,6 @@ export interface ActiveCanary {
   startedMs: number;
   /** Windows judged so far. */
   windows: number;
-  /** The baseline reads no sample before this (the main actor's first settled second; absent: no limit but the start's). */
-  baselineFromMs?: number;
   /** The last window's verdict (null before the first). */
   last: CanaryDecision | null;
 }
@@ -451,8 +457,7 @@ export class CanaryRollout {
       this.o.event('canary-skip', `${source} weights v${body.version} to every eAP at once: no previous version to compare it with`);
       return body;
     }
-    const baselineFrom = this.baselineFrom();
-    if (baselineFrom === undefined) {
+    if (!this.baselineReady()) {
       this.waitingFor = { tensors, head, source, sinceMs: this.now() };
       const c = this.o.config;
       this.o.event(
@@ -462,23 +467,20 @@ export class CanaryRollout {
       this.o.onBaselineStarted?.();
       return null;
     }
-    return this.start(tensors, head, source, baselineFrom);
+    return this.start(tensors, head, source);
   }
 
   /**
-   * Where a canary starting now may begin its baseline: null, anywhere in the `baselineS` before
-   * the start (no actor switch, or no baseline); a time, the main actor's first settled second when
-   * it dispatched for the whole baseline since; undefined, not yet (the light actor dispatched
-   * within the baseline a start now would read).
+   * Whether a canary starting now has its baseline under the main actor: the main actor has
+   * dispatched, settled, for the whole `baselineS` before now (always, without the actor switch or
+   * without a baseline), so the baseline's usual window reads only its seconds.
    */
-  private baselineFrom(): number | null | undefined {
+  private baselineReady(): boolean {
     const f = this.o.mainActorSinceMs;
     const c = this.o.config;
-    if (!f || c.baselineS === 0) return null;
+    if (!f || c.baselineS === 0) return true;
     const since = f();
-    if (since === null) return undefined;
-    const from = since + c.settleS * 1000;
-    return from + c.baselineS * 1000 <= this.now() ? from : undefined;
+    return since !== null && since + (c.settleS + c.baselineS) * 1000 <= this.now();
   }
 
   /** One telemetry frame of `eap` (the agents send one a second). */
@@ -515,10 +517,9 @@ export class CanaryRollout {
     const a = this.active;
     if (!a) {
       const w = this.waitingFor;
-      const from = w ? this.baselineFrom() : undefined;
-      if (w && from !== undefined) {
+      if (w && this.baselineReady()) {
         this.waitingFor = null;
-        this.start(w.tensors, w.head, w.source, from);
+        this.start(w.tensors, w.head, w.source);
       }
       return;
     }
@@ -577,7 +578,7 @@ export class CanaryRollout {
       }
       m.set(key, b);
     };
-    const baseFrom = Math.max(this.stableSinceMs, a.startedMs - this.o.config.baselineS * 1000, a.baselineFromMs ?? -Infinity);
+    const baseFrom = Math.max(this.stableSinceMs, a.startedMs - this.o.config.baselineS * 1000);
     const controlFrom = a.startedMs + this.o.config.settleS * 1000;
     for (const s of this.samples) {
       const mine = isCanary.has(s.eap);
@@ -594,22 +595,9 @@ export class CanaryRollout {
     return { canary, control, ...(diffVar !== undefined ? { diffVar } : {}), baseline: this.o.config.baselineS > 0 ? before : null };
   }
 
-  private start(
-    tensors: readonly WeightTensor[],
-    head: ActorHeadName | undefined,
-    source: string,
-    baselineFrom: number | null = null,
-  ): WeightsBody {
+  private start(tensors: readonly WeightTensor[], head: ActorHeadName | undefined, source: string): WeightsBody {
     const body = this.o.registry.publishCanary(tensors, head, this.eaps);
-    this.active = {
-      version: body.version,
-      good: this.good,
-      eaps: [...this.eaps],
-      startedMs: this.now(),
-      windows: 0,
-      last: null,
-      ...(baselineFrom !== null ? { baselineFromMs: baselineFrom } : {}),
-    };
+    this.active = { version: body.version, good: this.good, eaps: [...this.eaps], startedMs: this.now(), windows: 0, last: null };
     this.countFrom = new Map();
     this.stats.started++;
     this.o.store.putCanaryState({ version: body.version, good: this.good, eaps: [...this.eaps], startedMs: this.active.startedMs });

@@ -760,6 +760,12 @@ export async function startOrchestrator(
   // ---- canary rollout (issue 17 item 2): every later version goes to a share of the eAPs first ----
   let learnerRef: OnlineLearner | null = null;
   let loopRef: PlacementLoop | null = null;
+  /** Under the actor switch: the held placement published again naming the main actor (when it named the light one), and why, as an event. */
+  const nameMainActor = (why: string): void =>
+    void loopRef?.refreshActor().then((published) => {
+      if (published && loopRef)
+        event('canary-actor', `placement frame ${loopRef.currentFrame} published again naming the main actor: ${why}`);
+    });
   const canary = cfg.canary
     ? new CanaryRollout({
         config: cfg.canary,
@@ -776,27 +782,14 @@ export async function startOrchestrator(
           if (source === 'learned') learnerRef?.noteVersion(body.version);
           // the actor switch: the canary's eAPs and the control dispatch with the main actor (the one a
           // version changes) until the verdict, or a canary started in a light frame would judge the light one
-          void loopRef?.refreshActor().then((published) => {
-            if (published && loopRef)
-              event(
-                'canary-actor',
-                `placement frame ${loopRef.currentFrame} published again naming the main actor: weights v${body.version}'s canary judges the actor a version changes`,
-              );
-          });
+          nameMainActor(`weights v${body.version}'s canary judges the actor a version changes`);
         },
         onRolledBack: (restored) => learnerRef?.reload(restored.version),
         // the actor switch: the baseline too is measured under the main actor (docs/safe-learning.md,
         // "The canary under the actor switch"); a version proposed while the light one dispatches waits for it
         // (null, the light actor named, is an answer: not `?? -Infinity`)
         mainActorSinceMs: () => (loopRef ? loopRef.mainActorSinceMs() : -Infinity),
-        onBaselineStarted: () =>
-          void loopRef?.refreshActor().then((published) => {
-            if (published && loopRef)
-              event(
-                'canary-actor',
-                `placement frame ${loopRef.currentFrame} published again naming the main actor: the next canary's baseline is measured under it`,
-              );
-          }),
+        onBaselineStarted: () => nameMainActor("the next canary's baseline is measured under it"),
         // the placement held still during the canary (one change at a time): its deferred step runs now
         onFinished: () => void loopRef?.resume(),
       })

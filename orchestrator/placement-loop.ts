@@ -111,10 +111,8 @@ export class PlacementLoop {
   private deferred = false;
   /** The actor the last published placement named (undefined: none, or nothing published yet). */
   private publishedActor: ActorSlot | undefined;
-  /** Since when the placements published have named the main actor (wall ms; see mainActorSinceMs). */
+  /** Since when the placements published have named the main actor (wall ms; see mainActorSinceMs); -Infinity goes with none named. */
   private mainSince: number | null = -Infinity;
-  /** Whether an actor (or none) was named yet: the first naming sets mainSince whatever it names. */
-  private namedOnce = false;
 
   constructor(private readonly o: PlacementLoopOptions) {
     this.d = o.start.map((r) => r.slice());
@@ -268,9 +266,7 @@ export class PlacementLoop {
 
   /** The agents dispatch with `actor` from now on (undefined: no switch; a restart counts as now). */
   private named(actor: ActorSlot | undefined): void {
-    const first = !this.namedOnce;
-    this.namedOnce = true;
-    if (!first && actor === this.publishedActor) return;
+    if (actor === this.publishedActor) return;
     this.publishedActor = actor;
     this.mainSince = actor === undefined ? -Infinity : actor === 'main' ? Date.now() : null;
   }

@@ -282,7 +282,7 @@ describe('CanaryRollout (fake registry and clock)', () => {
       tick(0.8, 0.8);
       expect(calls).toEqual(['canary 0,1']);
       expect(switched.waiting).toBeNull();
-      expect(switched.running).toMatchObject({ version: 2, startedMs: 26_000, baselineFromMs: 21_000 });
+      expect(switched.running).toMatchObject({ version: 2, startedMs: 26_000 }); // 6 s after the main actor's start
       expect(events.map((e) => e[0])).toEqual(['canary-baseline', 'canary-start']);
       expect(events[1][1]).toMatch(/^next weights v2 to eAPs 0, 1 first/);
       // the baseline is the main actor's 5 settled seconds (21-26 s), not the light actor's difference before
@@ -294,7 +294,7 @@ describe('CanaryRollout (fake registry and clock)', () => {
     it('starts at once when the main actor has dispatched for the whole baseline, and without the switch', () => {
       mainSince = -Infinity; // a model without the switch
       expect(switched.propose([], 'softplus1', 'test')?.version).toBe(2);
-      expect(switched.running?.baselineFromMs).toBe(-Infinity);
+      expect(switched.running?.startedMs).toBe(0); // at once
       expect(baselines).toBe(0);
       expect(events.map((e) => e[0])).toEqual(['canary-start']);
     });
@@ -308,7 +308,7 @@ describe('CanaryRollout (fake registry and clock)', () => {
       expect(calls).toEqual([]);
       tick(0.8, 0.8);
       expect(calls).toEqual(['canary 0,1']);
-      expect(switched.running?.baselineFromMs).toBe(1000);
+      expect(switched.running?.startedMs).toBe(6000); // settleS + baselineS after the main actor's start
     });
   });
 
