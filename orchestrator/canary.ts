@@ -460,9 +460,15 @@ export class CanaryRollout {
     if (!this.baselineReady()) {
       this.waitingFor = { tensors, head, source, sinceMs: this.now() };
       const c = this.o.config;
+      // a placement step may have named the main actor already (a heavy window): then the wait is the rest
+      const since = this.o.mainActorSinceMs?.() ?? null;
+      const dispatching =
+        since === null
+          ? 'the light actor dispatches now'
+          : `the main actor has dispatched for ${((this.now() - since) / 1000).toFixed(1)} s`;
       this.o.event(
         'canary-baseline',
-        `${source} version waits for a baseline under the main actor (${c.settleS + c.baselineS} s of it) before its canary: the light actor dispatched within that time`,
+        `${source} version waits for a baseline under the main actor (${c.settleS + c.baselineS} s of it) before its canary: ${dispatching}`,
       );
       this.o.onBaselineStarted?.();
       return null;

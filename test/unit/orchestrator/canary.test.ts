@@ -267,7 +267,12 @@ describe('CanaryRollout (fake registry and clock)', () => {
       expect(baselines).toBe(1);
       expect(switched.waiting).toEqual({ source: 'test', sinceMs: 10_000 });
       expect(events).toEqual([
-        ['canary-baseline', expect.stringMatching(/^test version waits for a baseline under the main actor \(6 s of it\)/)],
+        [
+          'canary-baseline',
+          expect.stringMatching(
+            /^test version waits for a baseline under the main actor \(6 s of it\) before its canary: the light actor dispatches now$/,
+          ),
+        ],
       ]);
       // the newest proposal replaces the waiting one
       expect(switched.propose([], 'softplus1', 'next')).toBeNull();
@@ -303,6 +308,7 @@ describe('CanaryRollout (fake registry and clock)', () => {
       mainSince = 0;
       now = 3000; // 3 s of the main actor, 6 s needed
       expect(switched.propose([], 'softplus1', 'test')).toBeNull();
+      expect(events).toEqual([['canary-baseline', expect.stringMatching(/: the main actor has dispatched for 3\.0 s$/)]]);
       tick(0.8, 0.8);
       tick(0.8, 0.8);
       expect(calls).toEqual([]);
