@@ -5,6 +5,9 @@
  * (training/jobs/gate-worker.js), so the orchestrator imports no training code and its event loop
  * (hub, heartbeats, fan-out, placement) never waits for the replay.
  *
+ * The replay runs on the placement the agents dispatch on now (`placement`, the orchestrator's last
+ * published one), held; without it, on the scenario's initial placement.
+ *
  * The rule, on the same replayed requests and seed:
  *   pass  iff  requests >= minRequests
  *         and  candidate >= (1 - margin) x current          (when a current version exists)
@@ -18,6 +21,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import type { Placement } from '../shared/domain';
 import type { ExperienceBody } from '../shared/protocol/envelope';
 import type { HeadActivation } from '../shared/nets/actor';
 import { SerialWorker } from './serial-worker';
@@ -111,6 +115,8 @@ export class WeightGate {
       onVerdict?: (v: GateVerdict) => void;
       /** How the model acts (its checkpoint's act): the replay runs candidate and current the same way. @defaultValue 'argmax' */
       act?: 'argmax' | 'sample';
+      /** The placement the agents dispatch on now (null: none published yet): the replay's. Absent: the initial placement. */
+      placement?: () => Placement | null;
     },
   ) {
     const problem = gateConfigProblem(o.config);
@@ -169,6 +175,7 @@ export class WeightGate {
           candidate,
           current,
           arrivals: this.arrivals(),
+          placement: this.o.placement?.() ?? null,
           heuristics: c.heuristics,
           seed: ++this.seed,
           seconds: c.seconds,
@@ -184,7 +191,7 @@ export class WeightGate {
       const bar = (x: number) => (1 - c.margin) * x;
       const cur = numbers.current;
       const h = numbers.heuristic;
-      const shown = `candidate ${numbers.candidate.toFixed(4)}, current ${cur === null ? 'none' : cur.toFixed(4)}, ${h.name ? `best heuristic ${h.name} ${h.rate.toFixed(4)}` : 'no heuristic run'}${numbers.stopped ? ' (stopped early)' : ''} on ${numbers.requests} replayed arrivals (${numbers.durationS.toFixed(1)} s, ${numbers.ms.toFixed(0)} ms)`;
+      const shown = `candidate ${numbers.candidate.toFixed(4)}, current ${cur === null ? 'none' : cur.toFixed(4)}, ${h.name ? `best heuristic ${h.name} ${h.rate.toFixed(4)}` : 'no heuristic run'}${numbers.stopped ? ' (stopped early)' : ''} on ${numbers.requests} replayed arrivals (${numbers.durationS.toFixed(1)} s, ${numbers.ms.toFixed(0)} ms) on the ${numbers.placement} placement${numbers.placementProblem ? ` (the live one ${numbers.placementProblem})` : ''}`;
       if (numbers.requests < c.minRequests) reason = `too few live arrivals to judge: ${numbers.requests} < minRequests ${c.minRequests}`;
       else if (cur !== null && numbers.candidate < bar(cur)) reason = `worse than the current version beyond margin ${c.margin}: ${shown}`;
       else if (numbers.candidate < bar(h.rate)) reason = `worse than ${h.name} beyond margin ${c.margin}: ${shown}`;

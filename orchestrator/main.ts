@@ -973,6 +973,7 @@ export async function startOrchestrator(
       config: cfg.gate,
       scenario: cfg.scenario,
       act: ck?.act ?? 'argmax', // a sampling model is judged sampling, as the agents run it
+      placement: () => loopRef?.placement ?? null, // the replay's: what the agents dispatch on now
       onVerdict: (v) => {
         event(v.pass ? 'gate-pass' : 'gate-reject', `weights v${v.candidate} (current v${v.current ?? 'none'}): ${v.reason}`);
         if (v.pass) return;

@@ -4,6 +4,7 @@
  * the measurement). The orchestrator imports no training code, so the messages that cross the
  * thread are typed here, once, for both sides.
  */
+import type { Placement } from './domain';
 import type { HeadActivation } from './nets/actor';
 import type { Scenario } from './scenario';
 
@@ -27,6 +28,13 @@ export interface ShadowInput {
   /** The version agents run now; null when there is none. */
   current: ActorSpec | null;
   arrivals: LiveArrival[];
+  /**
+   * The placement the agents dispatch on now (d[w][n], the orchestrator's last published one): the
+   * replay starts from it, every replica ready, and holds it. Absent or null: the scenario's initial
+   * placement under hpa (what the gate replayed on before session 49). One the scenario cannot hold
+   * (shape, memory) is not used, and the result says why.
+   */
+  placement?: Placement | null;
   /** Heuristics the candidate must not lose to (the best of them counts). */
   heuristics: string[];
   seed: number;
@@ -58,6 +66,9 @@ export interface ShadowResult {
   stopped: boolean;
   /** Wall time of the evaluation (ms). */
   ms: number;
+  /** What the replay ran on: the live placement given, or the initial one (none given, or `placementProblem` says why not). */
+  placement: 'live' | 'initial';
+  placementProblem?: string;
 }
 
 export type GateWorkerRequest = { kind: 'evaluate'; input: ShadowInput } | { kind: 'ping' };

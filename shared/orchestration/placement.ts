@@ -56,6 +56,31 @@ export function initialPlacement(scenario: Scenario, place?: (w: number, n: numb
   return d;
 }
 
+/**
+ * What is wrong with `d` as a placement of `scenario` (d[w][n]: a row per service, a column per
+ * edge node, whole replica counts, each node's replicas within its memory), in one phrase, or null.
+ */
+export function placementProblem(scenario: Scenario, d: unknown): string | null {
+  const topo = topologyOf(scenario);
+  const W = topo.numServices;
+  const N = topo.numNodes;
+  if (!Array.isArray(d) || d.length !== W) return `must have a row per service (${W})`;
+  const cap = capacityArrays(scenario);
+  const mem = new Float64Array(N);
+  for (let w = 0; w < W; w++) {
+    const row: unknown = d[w];
+    if (!Array.isArray(row) || row.length !== N) return `row ${w} must have a count per edge node (${N})`;
+    for (let n = 0; n < N; n++) {
+      const k: unknown = row[n];
+      if (!(typeof k === 'number' && Number.isInteger(k) && k >= 0)) return `d[${w}][${n}] must be a whole number >= 0, got ${String(k)}`;
+      mem[n] += k * cap.svcMem[w];
+    }
+  }
+  for (let n = 0; n < N; n++)
+    if (mem[n] > cap.mem[n] + 1e-9) return `node ${n} holds ${mem[n].toFixed(1)} GB of replicas, more than its ${cap.mem[n]} GB`;
+  return null;
+}
+
 /** A node of `cpuCores` with `freeMemGB` free can host a replica of a service of (svcCpu, svcMem): it can run one request and has the memory. */
 export function fitsReplica(cpuCores: number, freeMemGB: number, svcCpu: number, svcMem: number): boolean {
   return cpuCores >= svcCpu - 1e-9 && freeMemGB >= svcMem - 1e-9;

@@ -213,6 +213,8 @@ describe('the gate in a live orchestrator', () => {
     const ev = o.store.events().filter((e) => e.kind === 'gate-reject');
     expect(ev.length).toBe(o.gate!.stats.rejected);
     expect(ev[0].message).toMatch(/^weights v2 \(current v1\): worse than/);
+    // replayed on the placement the agents dispatch on (the placement loop's), not the scenario's initial one
+    expect(ev[0].message).toMatch(/ on the live placement$/);
     // kept in the store, marked with the reason, with its weights (it was never published)
     const kept = o.store.rejectedModels();
     expect(kept).toHaveLength(o.gate!.stats.rejected);

@@ -20,6 +20,7 @@ import { scenarioActor } from '../../shared/nets/actor-fit';
 import { CmmacDispatch } from '../../agent/actor-policy';
 import { makeDispatch, makeOrchestration } from '../baselines/registry';
 import { buildRequests } from '../workload';
+import { placementProblem } from '../../shared/orchestration/placement';
 import { runEpisode } from './rollout';
 import type { ActorSpec, LiveArrival, ShadowInput, ShadowResult } from '../../shared/gate-contract';
 
@@ -87,6 +88,9 @@ export function shadowEvaluate(input: ShadowInput): ShadowResult {
   const { requests, durationS } = replayRequests(scenario, input.arrivals, input.seed, input.seconds);
   const frameS = scenario.slotS * scenario.slotsPerFrame;
   const frames = Math.max(1, Math.ceil(durationS / frameS));
+  const given = input.placement ?? null;
+  const problem = given ? placementProblem(scenario, given) : null;
+  const live = given !== null && problem === null ? given : null;
   const rate = (dispatch: ReturnType<typeof makeDispatch>) =>
     requests.length === 0
       ? 0
@@ -96,7 +100,8 @@ export function shadowEvaluate(input: ShadowInput): ShadowResult {
           frames,
           seed: input.seed,
           dispatch,
-          orchestration: makeOrchestration('hpa', scenario),
+          orchestration: makeOrchestration(live ? 'static' : 'hpa', scenario),
+          ...(live ? { startPlacement: live } : {}),
           nodeDequeue: 'edf',
           view: 'agent',
         }).throughputRate;
@@ -113,5 +118,15 @@ export function shadowEvaluate(input: ShadowInput): ShadowResult {
     if (!(r <= heuristic.rate)) heuristic = { name, rate: r };
     stopped = below(r);
   }
-  return { requests: requests.length, durationS, candidate, current, heuristic, stopped, ms: performance.now() - t0 };
+  return {
+    requests: requests.length,
+    durationS,
+    candidate,
+    current,
+    heuristic,
+    stopped,
+    ms: performance.now() - t0,
+    placement: live ? 'live' : 'initial',
+    ...(problem ? { placementProblem: problem } : {}),
+  };
 }

@@ -4,7 +4,7 @@
  */
 import type { TargetTally } from '../../shared/tally';
 import { performance } from 'perf_hooks';
-import type { Request } from '../../shared/domain';
+import type { Placement, Request } from '../../shared/domain';
 import type { DequeueName } from '../../shared/dequeue';
 import type { DispatchPolicy, OrchestrationPolicy } from '../../shared/policy';
 import type { Scenario } from '../../shared/scenario';
@@ -25,6 +25,8 @@ export interface EpisodeOptions {
   seed: number;
   dispatch: DispatchPolicy;
   orchestration: OrchestrationPolicy;
+  /** The placement the episode starts from, every replica ready (EnvOptions.startPlacement). @defaultValue the scenario's initial placement */
+  startPlacement?: Placement;
   nodeDequeue?: DequeueName;
   faults?: Fault[];
   /** Run the device filters on simulated node telemetry. */
@@ -155,6 +157,7 @@ export function runEpisode(o: EpisodeOptions): PolicyResult {
     requests: o.requests,
     frames: o.frames,
     orchestration: o.orchestration,
+    startPlacement: o.startPlacement,
     nodeDequeue: o.nodeDequeue,
     faults: o.faults,
     illegalAction: 'throw',

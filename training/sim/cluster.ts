@@ -12,7 +12,7 @@
  * - a failed node serves nothing: its running requests fail, its queue waits and expires.
  */
 import type { ActorSlot } from '../../shared/protocol/envelope';
-import type { Request } from '../../shared/domain';
+import type { Placement, Request } from '../../shared/domain';
 import type { ClusterView } from '../../shared/policy';
 import type { Scenario } from '../../shared/scenario';
 import { capacityArrays, ScenarioTargets } from '../../shared/scenario';
@@ -89,7 +89,14 @@ export class Cluster extends ScenarioTargets implements ClusterView, SimulatorIn
   private usageFromS = 0;
   private eapQueueLens: Int32Array;
 
-  constructor(scenario: Scenario) {
+  /**
+   * @param start the placement d[w][n] every reset starts from, its replicas ready (the weight
+   * gate replays on the live placement); absent: the scenario's initial placement.
+   */
+  constructor(
+    scenario: Scenario,
+    private readonly startPlacement: Placement | null = null,
+  ) {
     super(scenario);
     this.net = new Network(scenario, this.eapOfNode, this.numTargets);
     this.maxReplicasPerService = scenario.maxReplicasPerService;
@@ -225,8 +232,17 @@ export class Cluster extends ScenarioTargets implements ClusterView, SimulatorIn
     return fitsReplica(this.cpu[n], this.mem[n] - this.usedMem[n], this.svcCpu[w], this.svcMem[w]);
   }
 
-  /** Initial placement (shared/orchestration/placement.ts, the rule the live orchestrator uses too), booked in its order. */
+  /** Initial placement (shared/orchestration/placement.ts, the rule the live orchestrator uses too), booked in its order; or the start placement given. */
   private placeInitial(): void {
+    const d = this.startPlacement;
+    if (d) {
+      for (let w = 0; w < this.numServices; w++)
+        for (let n = 0; n < this.numNodes; n++) {
+          this.ready[n * this.numServices + w] += d[w][n];
+          this.usedMem[n] += d[w][n] * this.svcMem[w];
+        }
+      return;
+    }
     initialPlacement(this.scenario, (w, n) => {
       this.ready[n * this.numServices + w]++;
       this.usedMem[n] += this.svcMem[w];

@@ -37,7 +37,8 @@
  * (`dispatchBudgetPerSlot`) and sampled usage at slot ends; v2 (this file) dispatches on arrival
  * and integrates usage.
  */
-import type { Outcome, Request, ScaleOp } from '../../shared/domain';
+import type { Outcome, Placement, Request, ScaleOp } from '../../shared/domain';
+import { placementProblem } from '../../shared/orchestration/placement';
 import type { PlacementBody } from '../../shared/protocol/envelope';
 import type { DequeueName } from '../../shared/dequeue';
 import { discounted } from '../../shared/dequeue';
@@ -71,6 +72,11 @@ export interface EnvOptions {
   /** Refuse, at the eAP, a request no target can serve in time by the current estimates (predictedSlack < 0). @defaultValue false */
   dropHopeless?: boolean;
   orchestration?: OrchestrationPolicy;
+  /**
+   * The placement d[w][n] the episode starts from, every replica ready (the weight gate replays on
+   * the live placement: training/jobs/gate.ts). Absent: the scenario's initial placement.
+   */
+  startPlacement?: Placement;
   faults?: Fault[];
   /** What an action outside the mask does: throw (tests) or go to the cloud and be counted. */
   illegalAction?: 'throw' | 'cloud';
@@ -162,8 +168,8 @@ export class EdgeCloudEnv {
   private slot = 0;
   private done = false;
   private readonly horizonS: number;
-  private readonly opts: Required<Omit<EnvOptions, 'orchestration' | 'faults' | 'seed'>> &
-    Pick<EnvOptions, 'orchestration' | 'faults' | 'seed'>;
+  private readonly opts: Required<Omit<EnvOptions, 'orchestration' | 'faults' | 'seed' | 'startPlacement'>> &
+    Pick<EnvOptions, 'orchestration' | 'faults' | 'seed' | 'startPlacement'>;
 
   // accounting
   readonly outcome: Outcome = { arrived: 0, completedInTime: 0, late: 0, dropped: 0, queuedAtEnd: 0 };
@@ -239,7 +245,11 @@ export class EdgeCloudEnv {
     if (!Number.isInteger(options.frames) || options.frames < 1) {
       throw new TypeError(`EdgeCloudEnv: expected frames to be a positive integer, but got ${options.frames}`);
     }
-    this.cluster = new Cluster(scenario);
+    if (options.startPlacement) {
+      const problem = placementProblem(scenario, options.startPlacement);
+      if (problem) throw new TypeError(`EdgeCloudEnv: startPlacement ${problem}`);
+    }
+    this.cluster = new Cluster(scenario, options.startPlacement ?? null);
     const c = this.cluster;
     this.possibleAgents = Array.from({ length: c.numEaps }, (_, b) => b);
     this.totalSlots = options.frames * scenario.slotsPerFrame;

@@ -17,7 +17,8 @@ import { Cluster } from '../../../training/sim/cluster';
 import type { Placement, ScaleOp } from '../../../shared/domain';
 import { faultState, faultTransitions, validateFaults } from '../../../shared/faults';
 import { ReportView, type ClusterReport } from '../../../shared/orchestration/executor';
-import { initialPlacement, opsBetween, withOps } from '../../../shared/orchestration/placement';
+import { initialPlacement, opsBetween, placementProblem, withOps } from '../../../shared/orchestration/placement';
+import { EdgeCloudEnv } from '../../../training/sim/env';
 import { WithHpaScaleIn } from '../../../shared/orchestration/scale-in';
 import type { OrchestrationPolicy, OrchestrationView, ServiceWindowStats } from '../../../shared/policy';
 import { loadScenario, validateScenario, type Scenario } from '../../../shared/scenario';
@@ -255,6 +256,40 @@ describe('one orchestration path', () => {
     const ops = opsBetween(a, b);
     expect(ops[0].delta).toBe(-1);
     expect(withOps(a, ops)).toEqual(b);
+  });
+});
+
+describe('a placement given as the start (the weight gate replays on the live one)', () => {
+  const tiny = loadScenario('tiny');
+  it('placementProblem: the initial placement is one; a wrong shape, count or a node over its memory is not, said in a phrase', () => {
+    const d = initialPlacement(tiny);
+    expect(placementProblem(tiny, d)).toBeNull();
+    expect(placementProblem(tiny, d.slice(1))).toBe('must have a row per service (4)');
+    expect(placementProblem(tiny, [[0, 0], ...d.slice(1)])).toBe('row 0 must have a count per edge node (3)');
+    expect(placementProblem(tiny, [[0.5, 0, 0], ...d.slice(1)])).toBe('d[0][0] must be a whole number >= 0, got 0.5');
+    expect(placementProblem(tiny, [[-1, 0, 0], ...d.slice(1)])).toBe('d[0][0] must be a whole number >= 0, got -1');
+    expect(placementProblem(tiny, 'x')).toBe('must have a row per service (4)');
+    // node 1 has 2 GB: twenty replicas of service 0 do not fit
+    expect(placementProblem(tiny, [[0, 20, 0], ...d.slice(1)])).toMatch(/^node 1 holds [\d.]+ GB of replicas, more than its 2 GB$/);
+  });
+
+  it('the simulator starts from it, every replica ready, at every reset; a placement it cannot hold is a TypeError', () => {
+    const start: Placement = tiny.services.map((_, w) => (w === 1 ? [0, 0, 1] : [0, 0, 0]));
+    const env = new EdgeCloudEnv(tiny, { requests: [], frames: 1, startPlacement: start });
+    for (let k = 0; k < 2; k++) {
+      env.reset({ seed: k });
+      const held = tiny.services.map((_, w) => [0, 1, 2].map((n) => env.view.replicas(n, w)));
+      const ready = tiny.services.map((_, w) => [0, 1, 2].map((n) => env.view.readyReplicas(n, w)));
+      expect(held).toEqual(start);
+      expect(ready).toEqual(start);
+    }
+    // without it: the initial placement
+    const plain = new EdgeCloudEnv(tiny, { requests: [], frames: 1 });
+    plain.reset({ seed: 0 });
+    expect(tiny.services.map((_, w) => [0, 1, 2].map((n) => plain.view.replicas(n, w)))).toEqual(initialPlacement(tiny));
+    expect(() => new EdgeCloudEnv(tiny, { requests: [], frames: 1, startPlacement: [[1]] })).toThrow(
+      'EdgeCloudEnv: startPlacement must have a row per service (4)',
+    );
   });
 });
 

@@ -6,6 +6,7 @@ import { shadowEvaluate, type ShadowInput } from '../../../../training/jobs/gate
 import { initActorWeights } from '../../../../shared/nets/actor';
 import { scenarioActor } from '../../../../shared/nets/actor-fit';
 import { loadScenario } from '../../../../shared/scenario';
+import { initialPlacement } from '../../../../shared/orchestration/placement';
 
 const scenario = loadScenario('tiny');
 
@@ -36,5 +37,23 @@ describe('shadowEvaluate', () => {
     expect(sample.requests).toBeGreaterThan(1000);
     expect(sample.heuristic).toEqual(argmax.heuristic); // heuristics do not read it
     expect([sample.candidate, sample.current]).not.toEqual([argmax.candidate, argmax.current]);
+  });
+
+  it('replays on the placement given (held, every replica ready), says so, and on the initial one when none is given or it cannot be held', () => {
+    const strip = (r: ReturnType<typeof shadowEvaluate>) => ({ ...r, ms: 0 });
+    const before = strip(shadowEvaluate(input()));
+    expect(before.placement).toBe('initial');
+    // the initial placement given is the same replay: a replay shorter than a frame never reaches hpa's first decision
+    expect(strip(shadowEvaluate({ ...input(), placement: initialPlacement(scenario) }))).toEqual({ ...before, placement: 'live' });
+    // no edge replica at all: every request goes to the cloud, and every policy makes the same
+    const none = scenario.services.map(() => [0, 0, 0]);
+    const cloud = shadowEvaluate({ ...input(), placement: none });
+    expect(cloud.placement).toBe('live');
+    expect(cloud.candidate).toBe(cloud.current);
+    expect(cloud.heuristic.rate).toBe(cloud.candidate);
+    expect(cloud.candidate).not.toBe(before.candidate);
+    // one the scenario cannot hold: not used, and why
+    const bad = strip(shadowEvaluate({ ...input(), placement: [[1, 2]] }));
+    expect(bad).toEqual({ ...before, placementProblem: 'must have a row per service (4)' });
   });
 });
