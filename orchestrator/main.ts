@@ -117,7 +117,8 @@ export interface OrchestratorConfig {
   /**
    * Fault drill (`kais up --inject bad-weights`): this many seconds after the start, a version of
    * random weights (the stored model's shapes) is handed to the publish path as if learned: the
-   * gate judges it when on, else it is published. null: no drill.
+   * gate judges it when on (once it holds `minRequests` live arrivals: the drill waits for them),
+   * else it is published. null: no drill.
    */
   injectBadWeightsAfterS: number | null;
   /**
@@ -943,8 +944,24 @@ export async function startOrchestrator(
    * rolled back); `same`, a copy of the stored version (must be passed and promoted: a rollback
    * of it is a false alarm). Either goes through the gate when on, then to the publish path.
    */
+  let injectWaited = false;
   const inject = async (kind: 'bad' | 'same'): Promise<void> => {
     const name = kind === 'bad' ? 'bad-weights' : 'same-weights';
+    const minRequests = cfg.gate?.minRequests ?? 0;
+    if (gate && gate.arrivalsHeld < minRequests) {
+      // the gate needs live arrivals to measure the drill's version: none come while nothing is
+      // explored (the light actor dispatches, or the agents have not started), and a verdict of
+      // "too few arrivals" would test nothing; so the drill waits for them
+      if (!injectWaited)
+        event(
+          'inject',
+          `${name} drill waits for the gate's live arrivals (${gate.arrivalsHeld} of minRequests ${minRequests} held: the agents send only explored decisions, and none while the light actor dispatches)`,
+        );
+      injectWaited = true;
+      injectTimer = setTimeout(() => void inject(kind), 1000);
+      injectTimer.unref();
+      return;
+    }
     const stored = store.latestModel();
     if (!stored) return event('inject', `${name} drill skipped: no stored model to take the shapes of`);
     const current = unpackWeights(stored);

@@ -236,6 +236,58 @@ describe('the gate in a live orchestrator', () => {
     expect(gate.rejected[0]).toMatchObject({ candidate: 2, reason: expect.stringMatching(/^worse than/) });
     expect(gate.recent[0].pass).toBe(false);
   }, 90_000);
+
+  it('the bad-weights drill waits for the live arrivals the gate needs, then is judged on them (not rejected for too few)', async () => {
+    const o = await learningOrchestrator(
+      tmp.dir,
+      D,
+      A,
+      {
+        agentTokens: { 0: 'tok-0' },
+        // no learned version in this test: the learner never reaches a batch
+        learnBatch: 1_000_000,
+        gate: { margin: 0, minRequests: 200, arrivals: 1000, seconds: 10, heuristics: ['lec'] },
+        injectBadWeightsAfterS: 0,
+      },
+      { log: () => undefined },
+    );
+    cleanups.push(() => o.close());
+    const kinds = () => o.store.events().map((e) => `${e.kind}: ${e.message}`);
+    await until(() => kinds().some((k) => k.startsWith('inject: bad-weights drill waits')), 'the drill waiting');
+    expect(kinds().find((k) => k.startsWith('inject: bad-weights drill waits'))).toMatch(/\(0 of minRequests 200 held: /);
+    expect(o.gate!.stats.rejected).toBe(0);
+    const { send } = await rawAgent(
+      o.hub.url,
+      { eapId: 0, token: 'tok-0', agentVersion: 't', weightVersion: null, placementVersion: null, epoch: null, instance: 'g1' },
+      new Codec(),
+      cleanups,
+    );
+    const rng = new Rng(3);
+    // 4 frames of 64 explored decisions: 256 arrivals, over 200
+    for (let f = 0; f < 4; f++) {
+      const transitions: Transition[] = Array.from({ length: 64 }, (_, k) => ({
+        eap: 0,
+        slot: 1000 + f * 8 + (k >> 3),
+        service: k % small.services.length,
+        obs: Float32Array.from({ length: D }, () => rng.next()),
+        mask: new Uint8Array(A).fill(1),
+        action: 0,
+        logProb: Math.log(1 / A),
+        reward: 1,
+        latencyMs: 20,
+        metDeadline: true,
+        done: false,
+        weightVersion: 1,
+      }));
+      send('experience', { eap: 0, transitions });
+    }
+    await until(() => o.gate!.stats.passed + o.gate!.stats.rejected >= 1, 'the gate judging the drill');
+    const verdicts = o.store.events().filter((e) => e.kind === 'gate-reject' || e.kind === 'gate-pass');
+    expect(verdicts).toHaveLength(1);
+    // judged on the arrivals (one waiting event only), whatever the verdict on a random v1 against random weights
+    expect(verdicts[0].message).toMatch(/^weights v2 \(current v1\): .* on 256 replayed arrivals .* on the live placement$/);
+    expect(kinds().filter((k) => k.startsWith('inject: bad-weights drill waits'))).toHaveLength(1);
+  });
 });
 
 describe('gate config', () => {
