@@ -1373,9 +1373,17 @@ function lowRateNote(s: UpSummary): string[] {
  */
 function drillNote(s: UpSummary): string[] {
   const ev = s.safeLearningEvents;
-  const inject = ev.find((e) => e.kind === 'inject');
+  const inject = ev.find((e) => e.kind === 'inject' && /as weights v\d+/.test(e.message));
   const m = inject ? /as weights v(\d+)/.exec(inject.message) : null;
-  if (!inject || !m) return [];
+  if (!inject || !m) {
+    // under the gate the drill waits for live arrivals; none come while the light actor dispatches every window
+    const waited = ev.some((e) => e.kind === 'inject' && /drill waits for the gate's live arrivals/.test(e.message));
+    return waited
+      ? [
+          "note: the drill waited for the gate's live arrivals to the end of the run (the agents explore nothing while the light actor dispatches, as in every window at load 1): --load 1.5 gives the gate arrivals",
+        ]
+      : [];
+  }
   const v = `weights v${m[1]} `;
   const after = ev.filter((e) => e.tsMs >= inject.tsMs);
   const final = after.some((e) => /^(gate-reject|canary-promote|canary-rollback|canary-skip)$/.test(e.kind) && e.message.includes(v));

@@ -166,6 +166,17 @@ describe('formatSummary', () => {
     };
     expect(formatSummary({ ...run, safeLearningEvents: [gateInject, gated] })).not.toMatch(/^note:/m);
     expect(formatSummary({ ...run, safeLearningEvents: [gateInject, gated, start] })).toMatch(note);
+    // a drill that waited for the gate's arrivals to the end says so; one that waited, then came, is judged as above
+    const gateWaits = ev(
+      20_000,
+      'inject',
+      "bad-weights drill waits for the gate's live arrivals (0 of minRequests 500 held: the agents send only explored decisions, and none while the light actor dispatches)",
+    );
+    expect(formatSummary({ ...run, safeLearningEvents: [gateWaits] })).toMatch(
+      /^note: the drill waited for the gate's live arrivals to the end of the run \(.*\): --load 1\.5 gives the gate arrivals$/m,
+    );
+    const rejected = ev(34_000, 'gate-reject', 'weights v2 (current v1): worse than the current version beyond margin 0.01: ...');
+    expect(formatSummary({ ...run, safeLearningEvents: [gateWaits, { ...gateInject, tsMs: 33_000 }, rejected] })).not.toMatch(/^note:/m);
     // a drill skipped for want of a model names no version: nothing to say
     expect(
       formatSummary({
