@@ -231,6 +231,13 @@ export interface UpSummary {
   childExits: ChildExit[];
   /** Whether the orchestrator learned online (agents then explore `--explore` of their decisions). */
   learning: boolean;
+  /**
+   * With learning: what the online learner did over the run (its admin status at the end): explored
+   * decisions it read, updates it ran and weight versions it published. Under the actor switch the
+   * agents explore only where the main actor decides, so a run whose every window is light (kais at
+   * load 1) reads none. null without learning, or when the status could not be read.
+   */
+  learner: { transitionsRead: number; updates: number; published: number } | null;
   /** Present only when the model acts by sampling (its act is sample): the agents and the prediction drew every decision from the policy. */
   cmmacAct?: 'sample';
   /** --tls: the orchestrator on wss:// and https://, the agents' ingress on https:// (a self-signed pair of the run). */
@@ -398,6 +405,15 @@ export function restartLine(pid: number, r: Record<string, unknown>): string {
 
 /** Event kinds `kais up` shows as lines and lists in its summary (issue 17 item 4). */
 const SAFE_LEARNING_KINDS = /^(gate-|canary-|inject$|guard-)/;
+
+/** The online learner's counts from the orchestrator's admin status (null: not there). */
+async function readLearner(base: string, ca?: string, bearer?: string): Promise<UpSummary['learner']> {
+  const st = await getJson(`${base}/v1/status`, 2000, ca, bearer);
+  const l = st?.learner as Record<string, unknown> | null | undefined;
+  const n = (k: string) => (typeof l?.[k] === 'number' ? (l[k] as number) : null);
+  const [transitionsRead, updates, published] = [n('transitionsRead'), n('updates'), n('published')];
+  return transitionsRead === null || updates === null || published === null ? null : { transitionsRead, updates, published };
+}
 
 function getJson(url: string, timeoutMs = 2000, ca?: string, bearer?: string): Promise<Record<string, unknown> | null> {
   return new Promise((resolve) => {
@@ -987,6 +1003,9 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     clearInterval(live);
     if (interrupted) await halted();
     await pollEvents();
+    // what the online learner did (read before the orchestrator stops)
+    const learnerStats =
+      learning && orchestratorHttpPort ? await readLearner(`${web}://127.0.0.1:${orchestratorHttpPort}`, ca, adminToken) : null;
     replay.close();
     const hs = await health();
     const liveTally = (await getJson(`${String(nodeReady.admin)}/tally`)) as TargetTally | null;
@@ -1046,6 +1065,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       orchestratorRestarts,
       childExits,
       learning,
+      learner: learnerStats,
       ...(act === 'sample' ? { cmmacAct: 'sample' as const } : {}),
       tls: a.tls,
       evalPolicy: predicted.policy,
@@ -1397,12 +1417,24 @@ function drillNote(s: UpSummary): string[] {
   ];
 }
 
+/** The summary's words for online learning: what the learner did, and why nothing when it did nothing. */
+function learningText(s: UpSummary): string {
+  const l = s.learner;
+  if (!l) return 'learning online';
+  if (l.transitionsRead === 0) {
+    const light = s.perEap.reduce((n, e) => n + e.decisionsLight, 0);
+    const all = s.perEap.reduce((n, e) => n + e.decisionsLearned, 0);
+    return `learning online, but no explored decision reached the learner${light > 0 ? `: the agents explore only where the main actor decides, and the light actor decided ${light === all ? 'every decision' : `${light} of ${all} decisions`}` : ''}`;
+  }
+  return `learning online: ${l.transitionsRead} explored decisions, ${l.updates} update${l.updates === 1 ? '' : 's'}, ${l.published} version${l.published === 1 ? '' : 's'} published`;
+}
+
 export function formatSummary(s: UpSummary): string {
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
   const lines = [
     `kais up: ${s.scenario}, ${s.workload}, ${s.durationS} s at speed ${s.speed}, policy ${s.policy}`,
     `sent ${s.sent}: in time ${s.completedInTime}, late ${s.late}, refused ${s.refused}, unanswered ${s.unanswered}; throughput rate ${pct(s.throughputRate)}`,
-    `kais eval predicts ${s.evalPolicy} ${pct(s.evalThroughputRate)} for the same requests: live / predicted = ${s.vsEval.toFixed(3)}${s.learning ? ' (learning online)' : ''}; with --view global ${pct(s.evalGlobalViewThroughputRate)}: live / predicted = ${s.vsEvalGlobalView.toFixed(3)}`,
+    `kais eval predicts ${s.evalPolicy} ${pct(s.evalThroughputRate)} for the same requests: live / predicted = ${s.vsEval.toFixed(3)}${s.learning ? ` (${learningText(s)})` : ''}; with --view global ${pct(s.evalGlobalViewThroughputRate)}: live / predicted = ${s.vsEvalGlobalView.toFixed(3)}`,
     `  to the cloud: live ${pct(s.cloudShare)} of decisions, predicted ${pct(s.evalCloudShare)}; refused live ${pct(s.refusedShare)}, dropped predicted ${pct(s.evalDroppedShare)}`,
     ...(s.perTarget
       ? [

@@ -24,6 +24,7 @@ const run: UpSummary = {
   orchestratorRestarts: 0,
   childExits: [],
   learning: true,
+  learner: { transitionsRead: 2048, updates: 4, published: 4 },
   tls: false,
   evalPolicy: 'cmmac/gpg',
   orchestration: 'gpg models/kais-gpg.json',
@@ -184,6 +185,22 @@ describe('formatSummary', () => {
         safeLearningEvents: [ev(20_000, 'inject', 'bad-weights drill skipped: no stored model to take the shapes of')],
       }),
     ).not.toMatch(/^note:/m);
+  });
+
+  it('says what the online learner did, and why it did nothing when no explored decision reached it', () => {
+    const line = /^kais eval predicts .* live \/ predicted = 0\.979 \((.*)\); with --view global/m;
+    expect(formatSummary(run).match(line)?.[1]).toBe('learning online: 2048 explored decisions, 4 updates, 4 versions published');
+    const idle = { ...run, learner: { transitionsRead: 0, updates: 0, published: 0 } };
+    // the fixture's eAP: 2000 of its 5991 decisions by the light actor
+    expect(formatSummary(idle).match(line)?.[1]).toBe(
+      'learning online, but no explored decision reached the learner: the agents explore only where the main actor decides, and the light actor decided 2000 of 5991 decisions',
+    );
+    const allLight = { ...idle, perEap: run.perEap.map((e) => ({ ...e, decisionsLight: e.decisionsLearned })) };
+    expect(formatSummary(allLight).match(line)?.[1]).toMatch(/the light actor decided every decision$/);
+    const noLight = { ...idle, perEap: run.perEap.map((e) => ({ ...e, decisionsLight: 0 })) };
+    expect(formatSummary(noLight).match(line)?.[1]).toBe('learning online, but no explored decision reached the learner');
+    expect(formatSummary({ ...run, learner: null }).match(line)?.[1]).toBe('learning online');
+    expect(formatSummary({ ...run, learning: false, learner: null })).toMatch(/live \/ predicted = 0\.979; with --view global/);
   });
 
   it("counts the light actor's decisions in each eAP's line when it made any", () => {
