@@ -127,6 +127,8 @@ describe('kais up', () => {
       expect(e.decisionsLight).toBe(e.decisionsLearned);
       expect(e.decisionsDrawn).toBe(0);
     }
+    // so nothing reached the online learner, and the summary says so (read from the orchestrator's admin status)
+    expect(s.learner).toEqual({ transitionsRead: 0, updates: 0, published: 0 });
     expect(s.completedInTime as number).toBeGreaterThan(0);
     expect(s.placementVersionsApplied as number).toBeGreaterThanOrEqual(1);
     expect(s.nodeExclusions).toBe(0); // no failures played: QoS isolation must not fire on a healthy cluster
