@@ -5,9 +5,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { tmpDir } from '../support/tmp';
 import { alive } from '../support/wait';
+import { ORCHESTRATOR_NICE } from '../../launcher/up';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
@@ -636,9 +638,25 @@ describe('kais up', () => {
   it('keeps every agent dispatching, with no request unanswered, when the orchestrator is SIGKILLed mid-run', async () => {
     let killed = -1;
     let orchestratorPid = -1;
+    // the orchestrator (and the restarted one) runs at a lower CPU priority than the request path
+    const nice = { first: NaN, restarted: NaN, agent: NaN };
+    const priority = (pid: number) => {
+      try {
+        return os.getPriority(pid);
+      } catch {
+        return NaN;
+      }
+    };
     const run = await kaisUp(['--duration', '10', '--json'], (line) => {
       const m = /orchestrator pid=(\d+)/.exec(line);
-      if (m && orchestratorPid < 0) orchestratorPid = Number(m[1]);
+      if (m && orchestratorPid < 0) {
+        orchestratorPid = Number(m[1]);
+        nice.first = priority(orchestratorPid);
+      }
+      const back = /orchestrator pid=(\d+) back on/.exec(line);
+      if (back) nice.restarted = priority(Number(back[1]));
+      const agents = /agents up \(pids (\d+)/.exec(line);
+      if (agents) nice.agent = priority(Number(agents[1]));
       if (/agents up/.test(line) && orchestratorPid > 0) {
         setTimeout(() => {
           killed = orchestratorPid;
@@ -652,6 +670,7 @@ describe('kais up', () => {
     expectAccounted(s);
     expect(s.orchestratorRestarts).toBe(1);
     expect(s.childExits).toEqual([expect.objectContaining({ name: 'orchestrator', pid: killed, signal: 'SIGKILL' })]);
+    expect(nice).toEqual({ first: ORCHESTRATOR_NICE, restarted: ORCHESTRATOR_NICE, agent: os.getPriority() });
     // the restarted orchestrator resumed the stored model version (the shipped model is v1, the
     // learner may have added some) and the stored placement instead of starting over
     const back = /back on ws:\/\/\S+ \(weights v(\d+), placement v\d+, resumed true\)/.exec(run.stderr);
