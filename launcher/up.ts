@@ -1414,7 +1414,7 @@ function drillNote(s: UpSummary): string[] {
     const waited = ev.some((e) => e.kind === 'inject' && /drill waits for the gate's live arrivals/.test(e.message));
     return waited
       ? [
-          "note: the drill waited for the gate's live arrivals to the end of the run (the agents explore nothing while the light actor dispatches, as in every window at load 1): --load 1.5 gives the gate arrivals",
+          "note: the drill waited for the gate's live arrivals to the end of the run (the agents explore nothing while the light actor dispatches, as in nearly every window at load 1): --load 1.5 gives the gate arrivals",
         ]
       : [];
   }
