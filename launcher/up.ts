@@ -90,7 +90,6 @@ import {
 /** Most requests one kais up replays (about 850 MB with its prediction: a 2-hour run of kais at load 1 is 3.7 million). */
 export const MAX_UP_REQUESTS = 4_000_000;
 
-/** The options of `kais up`, declared once (shared/config.ts makes the flags, checks and docs). */
 /**
  * The drill comes at a third of the run; with `kais up --canary` (the default canary) its verdict
  * comes at most this many seconds after it (the baseline wait included: at load 1 every frame is light).
@@ -99,6 +98,7 @@ const DRILL_VERDICT_S = canaryLongestS(DEFAULT_CANARY, true);
 /** The shortest run, to the next 10 s, whose drill has its verdict before the end. */
 const DRILL_RUN_S = Math.ceil((1.5 * DRILL_VERDICT_S) / 10) * 10;
 
+/** The options of `kais up`, declared once (shared/config.ts makes the flags, checks and docs). */
 export const UP_SPEC = {
   duration: opt.number({
     default: 60,
@@ -303,14 +303,14 @@ export interface UpSummary {
   perEap: EapSummary[];
 }
 
+/** The orchestrator's niceness under kais up (0: the others' priority, 19: the lowest). */
+export const ORCHESTRATOR_NICE = 10;
+
 /**
  * The environment of kais up's children without the secrets it makes for them: one inherited from
  * the operator's shell was used instead (a KAIS_NODE_ADMIN_TOKEN made the node refuse every
  * placement step of the orchestrator, 401, and the run still ended 0).
  */
-/** The orchestrator's niceness under kais up (0: the others' priority, 19: the lowest). */
-export const ORCHESTRATOR_NICE = 10;
-
 function childEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
   for (const k of [AGENT_TOKEN_ENV, NODE_ADMIN_TOKEN_ENV, ADMIN_TOKEN_ENV]) delete env[k];
@@ -860,7 +860,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       );
       // The request path first: in production the orchestrator has a host of its own; here it shares
       // the cores with the agents, the emulated nodes and the load generator, and its learner's
-      // updates took 5-7% of the live rate at --load 1.5 (docs/runtime.md, "The orchestrator's CPU
+      // updates took 5-6% of the live rate at --load 1.5 (docs/runtime.md, "The orchestrator's CPU
       // priority"). Nice 10 lets it use what they leave.
       if (c.proc.pid !== undefined) {
         try {

@@ -65,7 +65,7 @@ import {
 } from '../shared/faults';
 import type { ScaleOp } from '../shared/domain';
 import { emptyWindow, type ClusterReport, type ScaleReport, type WindowReport } from '../shared/orchestration/executor';
-import { fitsReplica, initialPlacement } from '../shared/orchestration/placement';
+import { fitsReplica, initialPlacement, placementShapeProblem } from '../shared/orchestration/placement';
 import { emptyTally, TALLY_KEYS, type TargetTally } from '../shared/tally';
 
 export type NodeFault = NodeFaultState;
@@ -820,16 +820,8 @@ export class EmulatedCluster {
     const s = this.o.scenario;
     const W = s.services.length;
     const N = this.targets.length - 1;
-    if (!Array.isArray(d) || d.length !== W)
-      return `d: must be ${W} rows (one per service) of ${N} non-negative integers (one per edge node)`;
-    for (let w = 0; w < W; w++) {
-      const row: unknown = d[w];
-      if (!Array.isArray(row) || row.length !== N || !row.every((k) => Number.isInteger(k) && k >= 0))
-        return `d[${w}]: must be ${N} non-negative integers (one per edge node)`;
-      const total = (row as number[]).reduce((a, b) => a + b, 0);
-      if (total > s.maxReplicasPerService)
-        return `d[${w}]: ${total} replicas of service ${w}, more than maxReplicasPerService (${s.maxReplicasPerService})`;
-    }
+    const shape = placementShapeProblem(s, d);
+    if (shape !== null) return shape;
     const table = d as number[][];
     for (let n = 0; n < N; n++) {
       const t = this.targets[n];

@@ -191,7 +191,7 @@ export class WeightGate {
       const bar = (x: number) => (1 - c.margin) * x;
       const cur = numbers.current;
       const h = numbers.heuristic;
-      const shown = `candidate ${numbers.candidate.toFixed(4)}, current ${cur === null ? 'none' : cur.toFixed(4)}, ${h.name ? `best heuristic ${h.name} ${h.rate.toFixed(4)}` : 'no heuristic run'}${numbers.stopped ? ' (stopped early)' : ''} on ${numbers.requests} replayed arrivals (${numbers.durationS.toFixed(1)} s, ${numbers.ms.toFixed(0)} ms) on the ${numbers.placement} placement${numbers.placementProblem ? ` (the live one ${numbers.placementProblem})` : ''}`;
+      const shown = `candidate ${numbers.candidate.toFixed(4)}, current ${cur === null ? 'none' : cur.toFixed(4)}, ${h.name ? `best heuristic ${h.name} ${h.rate.toFixed(4)}` : 'no heuristic run'}${numbers.stopped ? ' (stopped early)' : ''} on ${numbers.requests} replayed arrivals (${numbers.durationS.toFixed(1)} s, ${numbers.ms.toFixed(0)} ms) on the ${numbers.placement} placement${numbers.placementProblem ? ` (the live one: ${numbers.placementProblem})` : ''}`;
       if (numbers.requests < c.minRequests) reason = `too few live arrivals to judge: ${numbers.requests} < minRequests ${c.minRequests}`;
       else if (cur !== null && numbers.candidate < bar(cur)) reason = `worse than the current version beyond margin ${c.margin}: ${shown}`;
       else if (numbers.candidate < bar(h.rate)) reason = `worse than ${h.name} beyond margin ${c.margin}: ${shown}`;

@@ -32,7 +32,7 @@ export interface ShadowInput {
    * The placement the agents dispatch on now (d[w][n], the orchestrator's last published one): the
    * replay starts from it, every replica ready, and holds it. Absent or null: the scenario's initial
    * placement under hpa (what the gate replayed on before session 49). One the scenario cannot hold
-   * (shape, memory) is not used, and the result says why.
+   * (shape, a service past maxReplicasPerService, a node's memory: placementProblem) is not used, and the result says why.
    */
   placement?: Placement | null;
   /** Heuristics the candidate must not lose to (the best of them counts). */

@@ -57,27 +57,41 @@ export function initialPlacement(scenario: Scenario, place?: (w: number, n: numb
 }
 
 /**
- * What is wrong with `d` as a placement of `scenario` (d[w][n]: a row per service, a column per
- * edge node, whole replica counts, each node's replicas within its memory), in one phrase, or null.
+ * What is wrong with the shape of a replica table from outside (d[w][n]: `W` rows, one per service,
+ * of `N` whole counts, one per edge node, at most maxReplicasPerService of a service), in a phrase
+ * naming the row, or null. The emulated cluster's POST /placement and the simulator's start
+ * placement both check it.
  */
-export function placementProblem(scenario: Scenario, d: unknown): string | null {
-  const topo = topologyOf(scenario);
-  const W = topo.numServices;
-  const N = topo.numNodes;
-  if (!Array.isArray(d) || d.length !== W) return `must have a row per service (${W})`;
-  const cap = capacityArrays(scenario);
-  const mem = new Float64Array(N);
+export function placementShapeProblem(scenario: Scenario, d: unknown): string | null {
+  const { numServices: W, numNodes: N } = topologyOf(scenario);
+  if (!Array.isArray(d) || d.length !== W)
+    return `d: must be ${W} rows (one per service) of ${N} non-negative integers (one per edge node)`;
   for (let w = 0; w < W; w++) {
     const row: unknown = d[w];
-    if (!Array.isArray(row) || row.length !== N) return `row ${w} must have a count per edge node (${N})`;
-    for (let n = 0; n < N; n++) {
-      const k: unknown = row[n];
-      if (!(typeof k === 'number' && Number.isInteger(k) && k >= 0)) return `d[${w}][${n}] must be a whole number >= 0, got ${String(k)}`;
-      mem[n] += k * cap.svcMem[w];
-    }
+    if (!Array.isArray(row) || row.length !== N || !row.every((k) => Number.isInteger(k) && k >= 0))
+      return `d[${w}]: must be ${N} non-negative integers (one per edge node)`;
+    const total = (row as number[]).reduce((a, b) => a + b, 0);
+    if (total > scenario.maxReplicasPerService)
+      return `d[${w}]: ${total} replicas of service ${w}, more than maxReplicasPerService (${scenario.maxReplicasPerService})`;
   }
-  for (let n = 0; n < N; n++)
-    if (mem[n] > cap.mem[n] + 1e-9) return `node ${n} holds ${mem[n].toFixed(1)} GB of replicas, more than its ${cap.mem[n]} GB`;
+  return null;
+}
+
+/**
+ * What keeps an empty cluster of `scenario` from starting with placement `d`, in a phrase, or
+ * null: its shape (placementShapeProblem), and each node's memory for all its replicas.
+ */
+export function placementProblem(scenario: Scenario, d: unknown): string | null {
+  const shape = placementShapeProblem(scenario, d);
+  if (shape !== null) return shape;
+  const table = d as Placement;
+  const cap = capacityArrays(scenario);
+  for (let n = 0; n < topologyOf(scenario).numNodes; n++) {
+    let memGB = 0;
+    for (let w = 0; w < table.length; w++) memGB += table[w][n] * cap.svcMem[w];
+    if (!fitsReplica(Infinity, cap.mem[n], 0, memGB))
+      return `d[*][${n}]: the replicas need ${+memGB.toFixed(3)} GB of memory, node ${n} has ${cap.mem[n]} GB`;
+  }
   return null;
 }
 

@@ -247,7 +247,7 @@ export class EdgeCloudEnv {
     }
     if (options.startPlacement) {
       const problem = placementProblem(scenario, options.startPlacement);
-      if (problem) throw new TypeError(`EdgeCloudEnv: startPlacement ${problem}`);
+      if (problem) throw new TypeError(`EdgeCloudEnv: startPlacement: ${problem}`);
     }
     this.cluster = new Cluster(scenario, options.startPlacement ?? null);
     const c = this.cluster;

@@ -54,6 +54,9 @@ describe('shadowEvaluate', () => {
     expect(cloud.candidate).not.toBe(before.candidate);
     // one the scenario cannot hold: not used, and why
     const bad = strip(shadowEvaluate({ ...input(), placement: [[1, 2]] }));
-    expect(bad).toEqual({ ...before, placementProblem: 'must have a row per service (4)' });
+    expect(bad).toEqual({
+      ...before,
+      placementProblem: 'd: must be 4 rows (one per service) of 3 non-negative integers (one per edge node)',
+    });
   });
 });
