@@ -79,7 +79,15 @@ export interface CanaryConfig {
   settleS: number;
   /** Seconds before the start whose counts are the baseline difference between the groups (0: none). */
   baselineS: number;
+  /**
+   * Which eAPs get a new version first: `first` (the first round(share x eAPs)), `rotate` (as many,
+   * the next ones in turn at each canary, so no eAP always bears the risk), or a list of eAP ids
+   * (the operator's canary zone; `share` is then not read).
+   */
+  eaps: CanaryEapChoice;
 }
+
+export type CanaryEapChoice = 'first' | 'rotate' | readonly EapId[];
 
 export const DEFAULT_CANARY: CanaryConfig = {
   share: 0.4,
@@ -90,10 +98,11 @@ export const DEFAULT_CANARY: CanaryConfig = {
   minRequests: 300,
   settleS: 2,
   baselineS: 30,
+  eaps: 'first',
 };
 
-/** The problem with `c` in one phrase naming the field, or null. */
-export function canaryConfigProblem(c: CanaryConfig): { field: string; why: string } | null {
+/** The problem with `c` in one phrase naming the field, or null (`numEaps`: the scenario's, when known, for the eAP list). */
+export function canaryConfigProblem(c: CanaryConfig, numEaps?: number): { field: string; why: string } | null {
   const num = (x: unknown) => typeof x === 'number' && Number.isFinite(x);
   if (!(num(c.share) && c.share > 0 && c.share < 1)) return { field: 'share', why: `must be a share in (0, 1), got ${String(c.share)}` };
   if (!(num(c.windowS) && c.windowS >= 0.1 && c.windowS <= 3600))
@@ -108,6 +117,23 @@ export function canaryConfigProblem(c: CanaryConfig): { field: string; why: stri
     return { field: 'settleS', why: `must be a number of seconds in [0, 600], got ${String(c.settleS)}` };
   if (!(num(c.baselineS) && c.baselineS >= 0 && c.baselineS <= 3600))
     return { field: 'baselineS', why: `must be a number of seconds in [0, 3600], got ${String(c.baselineS)}` };
+  return canaryEapsProblem(c.eaps, numEaps);
+}
+
+function canaryEapsProblem(e: unknown, numEaps: number | undefined): { field: string; why: string } | null {
+  if (e === 'first' || e === 'rotate') return null;
+  const bad = (why: string) => ({ field: 'eaps', why });
+  if (!Array.isArray(e)) return bad(`must be "first", "rotate" or a list of eAP ids, got ${JSON.stringify(e) ?? String(e)}`);
+  if (e.length === 0) return bad('must name at least one eAP');
+  for (const x of e as unknown[])
+    if (!(Number.isInteger(x) && (x as number) >= 0))
+      return bad(`must list eAP ids (integers from 0), got ${JSON.stringify(x) ?? String(x)}`);
+  if (new Set(e).size !== e.length) return bad(`names an eAP twice: ${JSON.stringify(e)}`);
+  if (numEaps !== undefined) {
+    const out = (e as number[]).find((x) => x >= numEaps);
+    if (out !== undefined) return bad(`names eAP ${out}, but the scenario's eAPs are 0-${numEaps - 1}`);
+    if (e.length >= numEaps) return bad(`must leave at least one eAP as the control, got all ${numEaps}`);
+  }
   return null;
 }
 
@@ -123,6 +149,19 @@ export function canaryLongestS(c: CanaryConfig, baselineWait: boolean): number {
 export function canaryEaps(share: number, numEaps: number): EapId[] {
   const k = Math.min(numEaps - 1, Math.max(1, Math.round(share * numEaps)));
   return Array.from({ length: Math.max(0, k) }, (_, i) => i);
+}
+
+/**
+ * The eAPs of canary number `round` (0 for the first one an orchestrator starts): with `rotate`, as
+ * many as `first` takes, starting where the previous canary's group ended (wrapping around), so over
+ * numEaps / k canaries every eAP has been in one; in ascending order.
+ */
+export function canaryGroup(c: Pick<CanaryConfig, 'share' | 'eaps'>, numEaps: number, round: number): EapId[] {
+  if (Array.isArray(c.eaps)) return [...(c.eaps as readonly EapId[])].sort((a, b) => a - b);
+  const first = canaryEaps(c.share, numEaps);
+  if (c.eaps !== 'rotate') return first;
+  const from = (round * first.length) % numEaps;
+  return first.map((i) => (from + i) % numEaps).sort((a, b) => a - b);
 }
 
 /** What one group of eAPs' devices got over a stretch of time (the agents' telemetry). */
@@ -396,17 +435,15 @@ export class CanaryRollout {
   private samples: Sample[] = [];
   private readonly timer: NodeJS.Timeout;
   private readonly now: () => number;
-  private readonly eaps: EapId[];
 
   constructor(private readonly o: CanaryRolloutOptions) {
-    const problem = canaryConfigProblem(o.config);
+    const problem = canaryConfigProblem(o.config, o.numEaps);
     if (problem) throw new TypeError(`CanaryRollout: canary.${problem.field} ${problem.why}`);
     if (!(Number.isInteger(o.numEaps) && o.numEaps >= 2))
       throw new TypeError(`CanaryRollout: numEaps must be an integer >= 2 (a canary needs a control), got ${o.numEaps}`);
     this.now = o.now ?? Date.now;
     this.good = o.current;
     this.stableSinceMs = this.now();
-    this.eaps = canaryEaps(o.config.share, o.numEaps);
     this.timer = setInterval(() => this.tick(), o.tickMs ?? Math.min(250, o.config.windowS * 250));
     this.timer.unref();
   }
@@ -585,15 +622,13 @@ export class CanaryRollout {
       m.set(key, b);
     };
     const baseFrom = Math.max(this.stableSinceMs, a.startedMs - this.o.config.baselineS * 1000);
-    const controlFrom = a.startedMs + this.o.config.settleS * 1000;
     for (const s of this.samples) {
       const mine = isCanary.has(s.eap);
       if (s.tsMs < a.startedMs) {
         if (s.tsMs >= baseFrom) add(mine ? before.canary : before.control, s);
         continue;
       }
-      const from = mine ? this.countFrom.get(s.eap) : controlFrom;
-      if (from !== undefined && s.tsMs >= from) add(mine ? canary : control, s);
+      if (this.counts(s, isCanary)) add(mine ? canary : control, s);
     }
     const diffVar = clusterDiffVariance([...during.values()]);
     const baseVar = clusterDiffVariance([...earlier.values()]);
@@ -601,16 +636,57 @@ export class CanaryRollout {
     return { canary, control, ...(diffVar !== undefined ? { diffVar } : {}), baseline: this.o.config.baselineS > 0 ? before : null };
   }
 
+  /** Whether sample `s` counts for the running canary: a canary eAP's from `settleS` after its ack, the others' from `settleS` after the start. */
+  private counts(s: Sample, isCanary: ReadonlySet<EapId>): boolean {
+    const from = isCanary.has(s.eap) ? this.countFrom.get(s.eap) : this.active!.startedMs + this.o.config.settleS * 1000;
+    return from !== undefined && s.tsMs >= from;
+  }
+
+  /**
+   * Each eAP's counts so far in the running canary (as `evidence` counts them), canary eAPs first,
+   * each group in eAP order: which eAP a verdict rests on, and which one suffered most.
+   */
+  perEap(): { eap: EapId; canary: boolean; requests: number; inDeadline: number }[] {
+    const a = this.active;
+    if (!a) return [];
+    const isCanary = new Set(a.eaps);
+    const by = new Map<EapId, { requests: number; inDeadline: number }>();
+    for (let e = 0; e < this.o.numEaps; e++) by.set(e, { requests: 0, inDeadline: 0 });
+    for (const s of this.samples) {
+      if (s.tsMs < a.startedMs || !this.counts(s, isCanary)) continue;
+      const b = by.get(s.eap);
+      if (!b) continue;
+      b.requests += s.o.requests;
+      b.inDeadline += s.o.inDeadline;
+    }
+    const rows = [...by].map(([eap, b]) => ({ eap, canary: isCanary.has(eap), ...b }));
+    return [...rows.filter((r) => r.canary), ...rows.filter((r) => !r.canary)];
+  }
+
+  /** The per-eAP counts as a phrase for a verdict's event, " (per eAP, in time of requests: canary 0 0.520 of 1030, ...; control 2 0.760 of 1544, ...)", or "" when nothing was counted. */
+  private perEapPhrase(): string {
+    const rows = this.perEap();
+    if (!rows.some((r) => r.requests > 0)) return '';
+    const part = (canary: boolean) =>
+      rows
+        .filter((r) => r.canary === canary)
+        .map((r) => `${r.eap} ${r.requests > 0 ? (r.inDeadline / r.requests).toFixed(3) : '-'} of ${r.requests}`)
+        .join(', ');
+    return ` (per eAP, in time of requests: canary ${part(true)}; control ${part(false)})`;
+  }
+
   private start(tensors: readonly WeightTensor[], head: ActorHeadName | undefined, source: string): WeightsBody {
-    const body = this.o.registry.publishCanary(tensors, head, this.eaps);
-    this.active = { version: body.version, good: this.good, eaps: [...this.eaps], startedMs: this.now(), windows: 0, last: null };
+    // canary number stats.started: with `rotate`, the next eAPs in turn
+    const eaps = canaryGroup(this.o.config, this.o.numEaps, this.stats.started);
+    const body = this.o.registry.publishCanary(tensors, head, eaps);
+    this.active = { version: body.version, good: this.good, eaps, startedMs: this.now(), windows: 0, last: null };
     this.countFrom = new Map();
     this.stats.started++;
-    this.o.store.putCanaryState({ version: body.version, good: this.good, eaps: [...this.eaps], startedMs: this.active.startedMs });
+    this.o.store.putCanaryState({ version: body.version, good: this.good, eaps: [...eaps], startedMs: this.active.startedMs });
     const c = this.o.config;
     this.o.event(
       'canary-start',
-      `${source} weights v${body.version} to eAPs ${this.eaps.join(', ')} first (the others stay on v${this.good ?? 'none'}); ` +
+      `${source} weights v${body.version} to eAPs ${eaps.join(', ')} first (the others stay on v${this.good ?? 'none'}); ` +
         `up to ${c.maxWindows} windows of ${c.windowS} s after ${c.settleS} s, margin ${c.margin}, alpha ${c.alpha}, at least ${c.minRequests} requests per group`,
     );
     this.o.onStarted?.(body, source);
@@ -619,12 +695,13 @@ export class CanaryRollout {
 
   private promote(d: CanaryDecision): void {
     const a = this.active!;
+    const perEap = this.perEapPhrase();
     this.o.registry.promoteCanary();
     this.good = a.version;
     this.finish();
     this.stats.promoted++;
     this.remember(a.version, 'promote', d.reason);
-    this.o.event('canary-promote', `weights v${a.version} to every eAP after ${a.windows} window(s): ${d.reason}`);
+    this.o.event('canary-promote', `weights v${a.version} to every eAP after ${a.windows} window(s): ${d.reason}${perEap}`);
     const next = this.pending;
     this.pending = null;
     if (next) this.start(next.tensors, next.head, next.source);
@@ -632,6 +709,7 @@ export class CanaryRollout {
 
   private rollback(reason: string, kind: string): void {
     const a = this.active!;
+    const perEap = this.perEapPhrase();
     const restored = this.o.registry.restore(a.good!); // a canary starts only with a good version to go back to
     this.good = restored.version;
     this.o.store.putRejectedModel({ version: a.version, basedOn: a.good, source: 'canary', reason, body: null });
@@ -643,7 +721,7 @@ export class CanaryRollout {
     this.remember(a.version, 'rollback', reason);
     this.o.event(
       kind,
-      `weights v${a.version} rolled back after ${a.windows} window(s); every eAP gets v${a.good}'s weights as v${restored.version}${dropped ? ' (the version waiting behind it is dropped)' : ''}: ${reason}`,
+      `weights v${a.version} rolled back after ${a.windows} window(s); every eAP gets v${a.good}'s weights as v${restored.version}${dropped ? ' (the version waiting behind it is dropped)' : ''}: ${reason}${perEap}`,
     );
     this.o.onRolledBack?.(restored);
   }

@@ -19,7 +19,8 @@
  *   "kubernetes": {"kubeconfig": null (in-cluster) | "<file>", "namespace": "kais", "image": "<replica image>", "nodeLabel": "kais.io/node-index"},
  *   "actorHead": "softplus1", "heartbeatMs": 5000, "learner": "cmmac"|"none", "learnBatch": 2048,
  *   "detector": "vgru"|"none", "gate": null | true | {"margin": 0.01, "minRequests": 500, "arrivals": 20000, "seconds": 10, "heuristics": ["lec", "round-robin"]},
- *   "canary": null | true | {"share": 0.4, "windowS": 10, "maxWindows": 4, "margin": 0.03, "alpha": 0.05, "minRequests": 300, "settleS": 2, "baselineS": 30},
+ *   "canary": null | true | {"share": 0.4, "windowS": 10, "maxWindows": 4, "margin": 0.03, "alpha": 0.05, "minRequests": 300, "settleS": 2, "baselineS": 30,
+ *              "eaps": "first" | "rotate" | [eAP ids]},
  *   "tls": null | {"cert": "<PEM file>", "key": "<PEM file>"} (relative to this file; wss:// and https://),
  *   "prediction": null | "<file>" (the simulator's prediction of the run, relative to this file; orchestrator/prediction.ts)}`
  *
@@ -161,8 +162,10 @@ function readCanarySection(v: unknown, numEaps: number, fail: (field: string, wh
   const known = Object.keys(DEFAULT_CANARY);
   for (const k of Object.keys(o)) if (!known.includes(k)) fail(`canary.${k}`, `is not a field of canary (known: ${known.join(', ')})`);
   const c = { ...DEFAULT_CANARY, ...o } as CanaryConfig;
-  const problem = canaryConfigProblem(c);
+  const problem = canaryConfigProblem(c, numEaps);
   if (problem) fail(`canary.${problem.field}`, problem.why);
+  if (Array.isArray(c.eaps) && o.share !== undefined)
+    fail('canary.share', 'is not read with a list of canary.eaps (the list is the canary group): give one of them');
   return c;
 }
 
@@ -1066,7 +1069,9 @@ export async function startOrchestrator(
       ? {
           ...canary.stats,
           config: cfg.canary,
-          running: canary.running ? { ...canary.running, evidence: canary.evidence(), last: canary.running.last?.reason ?? null } : null,
+          running: canary.running
+            ? { ...canary.running, evidence: canary.evidence(), perEap: canary.perEap(), last: canary.running.last?.reason ?? null }
+            : null,
           waiting: canary.waiting,
           goodVersion: canary.goodVersion,
           recent: canary.recent.slice(0, 5),

@@ -161,6 +161,8 @@ describe('canary rollout against a live orchestrator', () => {
     expect(rollback).toMatch(
       /canary 0\.3000 on \d+ requests \(late 35\.0%, refused 35\.0%\), control 0\.8000 on \d+ requests \(late 10\.0%, refused 10\.0%\)/,
     );
+    // and which eAP it rests on
+    expect(rollback).toMatch(/ \(per eAP, in time of requests: canary 0 0\.300 of \d+; control 1 0\.800 of \d+\)$/);
 
     // the random version reached the canary eAP only; both end on v3 = v1's weights
     await until(() => agents.every((a) => a.versions.includes(3)), 'every agent on v3');
@@ -190,6 +192,31 @@ describe('canary rollout against a live orchestrator', () => {
     };
     expect(st.canary.recent[0]).toMatchObject({ version: 2, decision: 'rollback' });
     expect(st.rejectedVersions[0]).toMatchObject({ version: 2, source: 'canary' });
+  }, 90_000);
+
+  it('a listed canary group ("eaps": [1]): the drill reaches eAP 1 only and is rolled back there; the status names each eAP', async () => {
+    // windows of 3 s: the status below is read well inside the first one
+    const canary = { eaps: [1], windowS: 3, maxWindows: 2, settleS: 0.2, baselineS: 2, minRequests: 200 };
+    const { db, cfgFile, v1 } = setUp({ injectBadWeightsAfterS: 2.5, canary });
+    const o = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
+    cleanups.push(() => o.close());
+    const agents = await playAgents(o, (checksum) => checksum !== v1.checksum);
+    await until(() => o.canary!.running !== null, 'the canary start');
+    await until(() => o.canary!.perEap().some((r) => r.eap === 1 && r.requests > 0), 'counts from the canary eAP');
+    const st = JSON.parse((await get(o.httpPort!, '/v1/status', ADMIN)).text) as {
+      canary: { running: { eaps: number[]; perEap: { eap: number; canary: boolean }[] } | null };
+    };
+    expect(st.canary.running!.eaps).toEqual([1]);
+    expect(st.canary.running!.perEap.map((r) => [r.eap, r.canary])).toEqual([
+      [1, true],
+      [0, false],
+    ]);
+    await until(() => o.store.events({ kind: 'canary-rollback' }).length > 0, 'the canary-rollback event');
+    expect(o.store.events({ kind: 'canary-start' })[0].message).toMatch(/weights v2 to eAPs 1 first/);
+    expect(o.store.events({ kind: 'canary-rollback' })[0].message).toMatch(/canary 1 0\.300 of \d+; control 0 0\.800 of \d+\)$/);
+    await until(() => agents.every((a) => a.versions.includes(3)), 'every agent on v3');
+    expect(agents[0].versions).toEqual([1, 3]);
+    expect(agents[1].versions).toEqual([1, 2, 3]);
   }, 90_000);
 
   it('holds the placement still while the canary runs: hpa steps that fall due wait, and one runs at the verdict', async () => {
@@ -390,6 +417,13 @@ describe('canary config', () => {
     [{ margin: 0.9 }, /field "canary\.margin" must be in \[0, 0\.5\], got 0\.9$/],
     [{ minRequests: 2.5 }, /field "canary\.minRequests" must be an integer in \[1, 1e9\], got 2\.5$/],
     [{ bogus: 1 }, /field "canary\.bogus" is not a field of canary \(known: share, windowS, /],
+    [{ eaps: 'some' }, /field "canary\.eaps" must be "first", "rotate" or a list of eAP ids, got "some"$/],
+    [{ eaps: [0, 2] }, /field "canary\.eaps" names eAP 2, but the scenario's eAPs are 0-1$/],
+    [{ eaps: [1, 0] }, /field "canary\.eaps" must leave at least one eAP as the control, got all 2$/],
+    [
+      { eaps: [1], share: 0.5 },
+      /field "canary\.share" is not read with a list of canary\.eaps \(the list is the canary group\): give one of them$/,
+    ],
     ['yes', /field "canary" must be true, false, null or an object$/],
   ])('%j is a one-line usage error naming the file and field', (canary, problem) => {
     expectConfigError(path.join(tmp.dir, 'c.json'), { scenario: 'small', canary }, problem);

@@ -6,6 +6,7 @@ import {
   canaryConfigProblem,
   canaryDecision,
   canaryEaps,
+  canaryGroup,
   clusterDiffVariance,
   CanaryRollout,
   type CanaryRolloutOptions,
@@ -149,6 +150,40 @@ describe('canary config and eAPs', () => {
     expect(canaryEaps(0.4, 5)).toEqual([0, 1]);
     expect(canaryEaps(0.01, 5)).toEqual([0]);
     expect(canaryEaps(0.99, 2)).toEqual([0]);
+  });
+
+  it('the group of each canary: the first eAPs every time, the next ones in turn (rotate), or the listed ones', () => {
+    const first = { share: 0.4, eaps: 'first' as const };
+    expect([0, 1, 2].map((r) => canaryGroup(first, 5, r))).toEqual([
+      [0, 1],
+      [0, 1],
+      [0, 1],
+    ]);
+    const rotate = { share: 0.4, eaps: 'rotate' as const };
+    const groups = [0, 1, 2, 3].map((r) => canaryGroup(rotate, 5, r));
+    expect(groups).toEqual([
+      [0, 1],
+      [2, 3],
+      [0, 4],
+      [1, 2],
+    ]);
+    // within three canaries every eAP has been in one, and none is ever left without a control
+    expect(new Set(groups.slice(0, 3).flat()).size).toBe(5);
+    expect(canaryGroup({ share: 0.99, eaps: 'rotate' }, 2, 1)).toEqual([1]);
+    expect(canaryGroup({ share: 0.4, eaps: [4, 2] }, 5, 7)).toEqual([2, 4]);
+  });
+
+  it('names the eaps field when it is not "first", "rotate" or a list of distinct eAPs that leaves a control', () => {
+    const problem = (eaps: unknown, n?: number) => canaryConfigProblem({ ...DEFAULT_CANARY, eaps: eaps as CanaryConfig['eaps'] }, n);
+    expect(problem('rotate', 5)).toBeNull();
+    expect(problem([3], 5)).toBeNull();
+    expect(problem('some')).toEqual({ field: 'eaps', why: 'must be "first", "rotate" or a list of eAP ids, got "some"' });
+    expect(problem([])).toEqual({ field: 'eaps', why: 'must name at least one eAP' });
+    expect(problem([0, 1.5])?.why).toBe('must list eAP ids (integers from 0), got 1.5');
+    expect(problem([2, 2])?.why).toBe('names an eAP twice: [2,2]');
+    expect(problem([0, 5], 5)?.why).toBe("names eAP 5, but the scenario's eAPs are 0-4");
+    expect(problem([0, 1], 2)?.why).toBe('must leave at least one eAP as the control, got all 2');
+    expect(problem([0, 1])).toBeNull(); // without the scenario, only the shape is checked
   });
 });
 
@@ -316,6 +351,56 @@ describe('CanaryRollout (fake registry and clock)', () => {
       expect(calls).toEqual(['canary 0,1']);
       expect(switched.running?.startedMs).toBe(6000); // settleS + baselineS after the main actor's start
     });
+  });
+
+  it("rotates the canary group: each canary the next eAPs, each verdict naming every eAP's rate", () => {
+    const r = rolloutWith({ config: { ...config, eaps: 'rotate' } });
+    /** One second of telemetry: the eAPs of the running canary at `c`, the others at `k`. */
+    const tick = (c: number, k: number) => {
+      now += 1000;
+      const group = new Set(r.running?.eaps ?? []);
+      for (let e = 0; e < 5; e++) r.observe(e, tel(50, group.has(e) ? c : k));
+      r.tick();
+    };
+    r.propose([], 'softplus1', 'a');
+    for (const e of r.running!.eaps) r.applied(e, 2);
+    for (let i = 0; i < 41 && r.running; i++) tick(0.8, 0.8);
+    r.propose([], 'softplus1', 'b');
+    expect(r.running?.eaps).toEqual([2, 3]);
+    for (const e of r.running!.eaps) r.applied(e, 3);
+    for (let i = 0; i < 11 && r.running; i++) tick(0.3, 0.8);
+    r.dispose();
+    expect(calls).toEqual(['canary 0,1', 'promote', 'canary 2,3', 'restore 2']);
+    expect(events.map((e) => e[0])).toEqual(['canary-start', 'canary-promote', 'canary-start', 'canary-rollback']);
+    expect(events[2][1]).toMatch(/^b weights v3 to eAPs 2, 3 first/);
+    // the rollback says which eAPs it rests on: the canary eAPs 2 and 3 at 0.3, the control 0, 1 and 4 at 0.8
+    expect(events[3][1]).toMatch(
+      /\(per eAP, in time of requests: canary 2 0\.300 of \d+, 3 0\.300 of \d+; control 0 0\.800 of \d+, 1 0\.800 of \d+, 4 0\.800 of \d+\)$/,
+    );
+    expect(events[1][1]).toMatch(/canary 0 0\.800 of \d+, 1 0\.800 of \d+; control 2 0\.800/);
+  });
+
+  it('a listed canary group: only those eAPs get the version first, and only they count as the canary', () => {
+    const r = rolloutWith({ config: { ...config, eaps: [3] } });
+    r.propose([], 'softplus1', 'test');
+    expect(calls).toEqual(['canary 3']);
+    r.applied(3, 2);
+    for (let i = 0; i < 3; i++) {
+      now += 1000;
+      for (let e = 0; e < 5; e++) r.observe(e, tel(50, e === 3 ? 0.2 : 0.9));
+    }
+    const rows = r.perEap();
+    r.dispose();
+    expect(rows.map((x) => [x.eap, x.canary])).toEqual([
+      [3, true],
+      [0, false],
+      [1, false],
+      [2, false],
+      [4, false],
+    ]);
+    // counted from 1 s (settleS) after the ack at 0 s (canary) and after the start (control): the frames at 1, 2 and 3 s
+    expect(rows[0]).toMatchObject({ requests: 150, inDeadline: 30 });
+    expect(rows[1]).toMatchObject({ requests: 150, inDeadline: 135 });
   });
 
   it('sends the first version to every eAP at once (nothing to compare with)', () => {
