@@ -97,8 +97,12 @@ export interface EvalSeedsReport<R extends SeedRun = SeedRun> {
   filters: boolean;
   /** Per pair, in the order of --policies (the first is the one every ratio is of). */
   summary: SeedsPairSummary[];
-  /** The pair with the highest mean throughput rate among the others (null with one pair), and the first pair / it. */
-  bestOther: { policy: string; firstOverPair: MeanSe } | null;
+  /**
+   * The pair with the highest mean throughput rate among the others (null with one pair), the first
+   * pair / it, and the first pair's replica-seconds / its, paired seed by seed (the resource side of a
+   * comparison: the same throughput on fewer replicas is a win too).
+   */
+  bestOther: { policy: string; firstOverPair: MeanSe; replicaRatio: MeanSe } | null;
   /** The oracle bound's mean over the seeds; null if any seed left it out. */
   oracle: MeanSe | null;
   /** What the GPG model runs, when an x/gpg pair ran. */
@@ -120,6 +124,7 @@ export function summariseSeeds(runs: readonly SeedRun[]): Pick<EvalSeedsReport, 
   const pairs = runs[0].results.map((r) => r.policy);
   const of = (k: number, f: (r: SeedRun['results'][number]) => number) => runs.map((run) => f(run.results[k]));
   const first = of(0, (r) => r.throughputRate);
+  const firstReplicaS = of(0, (r) => r.replicaSeconds);
   const summary = pairs.map((policy, k) => {
     const rate = of(k, (r) => r.throughputRate);
     return {
@@ -141,7 +146,16 @@ export function summariseSeeds(runs: readonly SeedRun[]): Pick<EvalSeedsReport, 
   const oracles = runs.map((r) => r.oracle?.throughputRate ?? null);
   return {
     summary,
-    bestOther: best ? { policy: best.policy, firstOverPair: best.firstOverPair! } : null,
+    bestOther: best
+      ? {
+          policy: best.policy,
+          firstOverPair: best.firstOverPair!,
+          replicaRatio: meanSe(
+            of(summary.indexOf(best), (r) => r.replicaSeconds).map((x, i) => (x > 0 ? firstReplicaS[i] / x : Number.NaN)),
+            3,
+          ),
+        }
+      : null,
     oracle: oracles.every((x): x is number => x !== null) ? meanSe(oracles) : null,
   };
 }
@@ -171,7 +185,10 @@ export function formatSeedsTable(r: EvalSeedsReport): string {
     ...alignedLines(head, rows),
     r.oracle ? `oracle (upper bound)  ${f(r.oracle)}` : 'oracle (upper bound)  -  (not computed on every seed)',
     ...(r.bestOther
-      ? [`${first} / the best other pair (${r.bestOther.policy}): ${f(r.bestOther.firstOverPair)}, paired seed by seed`]
+      ? [
+          `${first} / the best other pair (${r.bestOther.policy}): ${f(r.bestOther.firstOverPair)}, paired seed by seed, ` +
+            `at ${r.bestOther.replicaRatio.mean.toFixed(2)}x its replica-seconds (s.e. ${r.bestOther.replicaRatio.se.toFixed(2)})`,
+        ]
       : []),
     ...(r.gpg !== undefined ? [`orchestration: ${r.gpg}`] : []),
     ...(r.guard !== undefined ? [`cmmac+guard: ${r.guard}`] : []),

@@ -192,7 +192,7 @@ describe('kais eval', () => {
         firstOverPair: { mean: number; se: number } | null;
         replicaSeconds: { mean: number };
       }[];
-      bestOther: { policy: string; firstOverPair: { mean: number; se: number } };
+      bestOther: { policy: string; firstOverPair: { mean: number; se: number }; replicaRatio: { mean: number; se: number } };
       oracle: { mean: number };
     };
     expect(rep.seeds).toEqual([3, 4, 5]);
@@ -225,7 +225,13 @@ describe('kais eval', () => {
       expect(rep.summary[k].firstOverPair!.se).toBeCloseTo(s(ratio), 4);
     }
     const best = rep.summary[1].throughputRate.mean >= rep.summary[2].throughputRate.mean ? rep.summary[1] : rep.summary[2];
-    expect(rep.bestOther).toEqual({ policy: best.policy, firstOverPair: best.firstOverPair });
+    const bestK = rep.summary.indexOf(best);
+    const replicas = (k: number) => rep.runs.map((x) => x.results[k].replicaSeconds);
+    const replicaRatio = replicas(0).map((x, i) => x / replicas(bestK)[i]);
+    expect(rep.bestOther).toEqual({ policy: best.policy, firstOverPair: best.firstOverPair, replicaRatio: expect.any(Object) });
+    expect(rep.bestOther.replicaRatio.mean).toBeCloseTo(m(replicaRatio), 3);
+    expect(rep.bestOther.replicaRatio.se).toBeCloseTo(s(replicaRatio), 3);
+    expect(replicaRatio.some((x) => Math.abs(x - 1) > 0.01)).toBe(true); // the pairs hold different replicas, so the ratio says something
     expect(rep.oracle.mean).toBeCloseTo(m(rep.runs.map((x) => x.oracle.throughputRate)), 4);
     // a table without --json, with the seeds and the ratio to the best other pair
     const plot = path.join(tmp, 'seeds.svg');
@@ -233,7 +239,9 @@ describe('kais eval', () => {
     expect(t.code).toBe(0);
     expect(t.stdout).toMatch(/^scenario tiny, workload p4, seeds 3,5 \(2\), 2 frames/);
     expect(t.stdout).toMatch(/policy\s+throughput \(s\.e\.\)\s+lec\/hpa \/ pair \(s\.e\.\)/);
-    expect(t.stdout).toMatch(/^lec\/hpa \/ the best other pair \(jsq\/static\): \d\.\d{3} \(\d\.\d{3}\), paired seed by seed$/m);
+    expect(t.stdout).toMatch(
+      /^lec\/hpa \/ the best other pair \(jsq\/static\): \d\.\d{3} \(\d\.\d{3}\), paired seed by seed, at \d\.\d{2}x its replica-seconds \(s\.e\. \d\.\d{2}\)$/m,
+    );
     expect(t.stderr).toMatch(/seed 5 done \(2\/2/);
     // --plot: the per-frame means and the means against replica-seconds, one line and one point per pair
     expect(t.stdout.trimEnd().split('\n').pop()).toBe(`wrote ${plot}`);
