@@ -206,13 +206,79 @@ function statusText(s: Record<string, unknown>): string {
     );
   for (const h of s.holds as Record<string, unknown>[])
     lines.push(`held: node ${String(h.node)} by ${oneLine(String(h.by))}: ${oneLine(String(h.reason))}`);
+  lines.push(...safeLearningLines(s));
   return lines.join('\n');
+}
+
+const isObject = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+const num = (x: unknown): string => (typeof x === 'number' && Number.isFinite(x) ? String(x) : '-');
+const at = (ms: unknown): string => (typeof ms === 'number' && Number.isFinite(ms) ? new Date(ms).toISOString() : '-');
+const plural = (n: unknown, one: string, many = `${one}s`): string => `${num(n)} ${n === 1 ? one : many}`;
+
+/**
+ * What the online learner, the weight gate and the canary are doing (GET /v1/status's learner, gate,
+ * canary and rejectedVersions): a line each when it is on, nothing for what is off. Read defensively:
+ * an orchestrator of another build may lack a field.
+ */
+function safeLearningLines(s: Record<string, unknown>): string[] {
+  const out: string[] = [];
+  const l = s.learner;
+  if (isObject(l))
+    out.push(
+      `learner: ${plural(l.transitionsRead, 'transition')} read, ${plural(l.updates, 'update')}, ${plural(l.published, 'version')} published`,
+    );
+  const g = s.gate;
+  if (isObject(g)) {
+    const recent = Array.isArray(g.recent) ? g.recent.filter(isObject) : [];
+    const last = recent[0];
+    out.push(
+      `gate: ${num(g.passed)} passed, ${num(g.rejected)} rejected` +
+        (last ? `; last: v${num(last.candidate)} ${last.pass === true ? 'passed' : 'rejected'}: ${oneLine(String(last.reason))}` : ''),
+    );
+  }
+  const c = s.canary;
+  if (isObject(c)) {
+    const r = c.running;
+    const w = c.waiting;
+    const maxWindows = isObject(c.config) ? num(c.config.maxWindows) : '-';
+    if (isObject(r)) {
+      const eaps = Array.isArray(r.eaps) ? r.eaps.map(num).join(', ') : '-';
+      out.push(
+        `canary: v${num(r.version)} on eAPs ${eaps} since ${at(r.startedMs)}, ${num(r.windows)} of ${maxWindows} windows judged: ${
+          typeof r.last === 'string' ? oneLine(r.last) : 'no window judged yet'
+        }`,
+      );
+      const rows = Array.isArray(r.perEap) ? r.perEap.filter(isObject) : [];
+      const part = (canary: boolean) =>
+        rows
+          .filter((x) => (x.canary === true) === canary)
+          .map((x) => {
+            const n = typeof x.requests === 'number' ? x.requests : 0;
+            return `${num(x.eap)} ${n > 0 && typeof x.inDeadline === 'number' ? (x.inDeadline / n).toFixed(3) : '-'} of ${num(x.requests)}`;
+          })
+          .join(', ');
+      if (rows.length > 0) out.push(`  per eAP, in time of requests: canary ${part(true)}; control ${part(false)}`);
+    } else if (isObject(w)) {
+      out.push(`canary: a ${oneLine(String(w.source))} version waits for a baseline under the main actor (since ${at(w.sinceMs)})`);
+    } else {
+      out.push(
+        `canary: none running (good version v${num(c.goodVersion)}; ${num(c.promoted)} promoted, ${num(c.rolledBack)} rolled back, ${num(c.superseded)} superseded)`,
+      );
+    }
+    const verdict = Array.isArray(c.recent) ? c.recent.filter(isObject)[0] : undefined;
+    if (verdict)
+      out.push(`canary: last verdict: v${num(verdict.version)} ${oneLine(String(verdict.decision))}: ${oneLine(String(verdict.reason))}`);
+  }
+  const rejected = Array.isArray(s.rejectedVersions) ? s.rejectedVersions.filter(isObject).slice(0, 3) : [];
+  for (const x of rejected) out.push(`rejected: v${num(x.version)} by the ${oneLine(String(x.source))}: ${oneLine(String(x.reason))}`);
+  return out.length > 0 ? ['', ...out] : [];
 }
 
 export const STATUS_SPEC = { ...COMMON };
 export const statusCommand: CommandModule<object, object> = {
   command: 'status',
-  describe: 'show a running orchestrator: agents, versions, placement per service, overrides and held nodes',
+  describe:
+    'show a running orchestrator: agents, versions, placement per service, overrides and held nodes, and what the online learner, the weight gate and the canary do',
   builder: (y: Argv<object>) =>
     yargsOptions(y.example(`${ADMIN_TOKEN_ENV}=... $0 status --orchestrator http://127.0.0.1:7001`, 'the table'), STATUS_SPEC),
   handler: namingFlags(STATUS_SPEC, async (argv) => {

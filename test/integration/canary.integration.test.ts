@@ -14,7 +14,7 @@
  * - An agent's regime-guard switches (in its telemetry) are events naming its eAP.
  * - Config: values out of range are one line naming the file and field (exit 2 from the CLI).
  */
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import Database from 'better-sqlite3';
 import WebSocket from 'ws';
 import * as fs from 'node:fs';
@@ -195,8 +195,8 @@ describe('canary rollout against a live orchestrator', () => {
   }, 90_000);
 
   it('a listed canary group ("eaps": [1]): the drill reaches eAP 1 only and is rolled back there; the status names each eAP', async () => {
-    // windows of 3 s: the status below is read well inside the first one
-    const canary = { eaps: [1], windowS: 3, maxWindows: 2, settleS: 0.2, baselineS: 2, minRequests: 200 };
+    // windows of 6 s: the status and kais status below are read well inside the first one
+    const canary = { eaps: [1], windowS: 6, maxWindows: 2, settleS: 0.2, baselineS: 2, minRequests: 200 };
     const { db, cfgFile, v1 } = setUp({ injectBadWeightsAfterS: 2.5, canary });
     const o = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
     cleanups.push(() => o.close());
@@ -211,6 +211,17 @@ describe('canary rollout against a live orchestrator', () => {
       [1, true],
       [0, false],
     ]);
+    // kais status prints it (a child process: the orchestrator answers from this one's event loop)
+    const cliOut = await new Promise<string>((resolve, reject) =>
+      execFile(
+        process.execPath,
+        [KAIS, 'status', '--orchestrator', `http://127.0.0.1:${o.httpPort!}`],
+        { env: { ...process.env, KAIS_ADMIN_TOKEN: ADMIN }, timeout: 30_000 },
+        (err, stdout) => (err ? reject(err) : resolve(stdout)),
+      ),
+    );
+    expect(cliOut).toMatch(/^canary: v2 on eAPs 1 since \S+, 0 of 2 windows judged: no window judged yet$/m);
+    expect(cliOut).toMatch(/^ {2}per eAP, in time of requests: canary 1 0\.300 of \d+; control 0 0\.800 of \d+$/m);
     await until(() => o.store.events({ kind: 'canary-rollback' }).length > 0, 'the canary-rollback event');
     expect(o.store.events({ kind: 'canary-start' })[0].message).toMatch(/weights v2 to eAPs 1 first/);
     expect(o.store.events({ kind: 'canary-rollback' })[0].message).toMatch(/canary 1 0\.300 of \d+; control 0 0\.800 of \d+\)$/);

@@ -66,6 +66,55 @@ const MODES: Record<string, Mode> = {
       overrides: [],
       holds: [],
     }),
+  // a status with learning on, the gate, a canary running, and versions rejected
+  learning: (res) =>
+    json(res, 200, {
+      orchestration: 'gpg',
+      epoch: 'e1',
+      frame: 9,
+      weightVersion: 5,
+      placementVersion: 7,
+      placement: [[1, 1, 1]],
+      agents: [],
+      overrides: [],
+      holds: [],
+      learner: { transitionsRead: 6546, updates: 2, published: 1 },
+      gate: { passed: 3, rejected: 1, recent: [{ candidate: 6, current: 5, pass: false, reason: 'worse than\u001b[31m v5' }] },
+      canary: {
+        promoted: 2,
+        rolledBack: 1,
+        superseded: 0,
+        config: { maxWindows: 4 },
+        running: {
+          version: 5,
+          eaps: [0, 1],
+          startedMs: Date.UTC(2026, 11, 7, 14, 0, 0),
+          windows: 1,
+          last: 'undecided: d -0.010',
+          perEap: [
+            { eap: 0, canary: true, requests: 1000, inDeadline: 520 },
+            { eap: 1, canary: true, requests: 0, inDeadline: 0 },
+            { eap: 2, canary: false, requests: 2000, inDeadline: 1500 },
+          ],
+        },
+        waiting: null,
+        goodVersion: 4,
+        recent: [{ version: 4, decision: 'promote', reason: 'not worse than the control' }],
+      },
+      rejectedVersions: [{ version: 3, source: 'canary', reason: 'worse than the control' }],
+    }),
+  // the same orchestrator between canaries, learning off and no gate (null): a line for the canary alone
+  idle: (res) =>
+    json(res, 200, {
+      placement: [[1]],
+      agents: [],
+      overrides: [],
+      holds: [],
+      learner: null,
+      gate: null,
+      canary: { promoted: 1, rolledBack: 0, superseded: 2, running: null, waiting: null, goodVersion: 4, recent: [] },
+      rejectedVersions: [],
+    }),
   pending: (res) =>
     json(res, 202, {
       ok: true,
@@ -153,6 +202,24 @@ describe("the admin commands name the flag of the orchestrator's refusals", () =
     expect(r.stdout.split('\n')[0]).toBe(
       'orchestration gpg models/kais-gpg.json, epoch e1, frame 3, weights v2, placement v4, light actor',
     );
+  });
+
+  it('kais status says what the learner, the gate and the canary do, and which versions were rejected', async () => {
+    const r = await runInProcess(['status', '--orchestrator', at('learning')]);
+    expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+    const lines = r.stdout.trimEnd().split('\n');
+    expect(lines.slice(lines.indexOf('') + 1).filter((l) => !/^(service|\d)/.test(l) && l !== '')).toEqual([
+      'learner: 6546 transitions read, 2 updates, 1 version published',
+      'gate: 3 passed, 1 rejected; last: v6 rejected: worse than?[31m v5',
+      'canary: v5 on eAPs 0, 1 since 2026-12-07T14:00:00.000Z, 1 of 4 windows judged: undecided: d -0.010',
+      '  per eAP, in time of requests: canary 0 0.520 of 1000, 1 - of 0; control 2 0.750 of 2000',
+      'canary: last verdict: v4 promote: not worse than the control',
+      'rejected: v3 by the canary: worse than the control',
+    ]);
+    const idle = await runInProcess(['status', '--orchestrator', at('idle')]);
+    expect(idle.code).toBe(0);
+    expect(idle.stdout.trimEnd().split('\n').pop()).toBe('canary: none running (good version v4; 1 promoted, 0 rolled back, 2 superseded)');
+    expect(idle.stdout).not.toMatch(/learner|gate|rejected/);
   });
 
   it('a change the cluster is still applying (202): exit 0, and the line says so', async () => {
