@@ -177,6 +177,10 @@ export const UP_SPEC = {
       "TLS everywhere the operator's traffic goes: a self-signed pair made for the run, the orchestrator on wss:// and https://, the agents' ingress on https:// (the emulated cluster stays plain)",
   }),
   verbose: opt.boolean({ default: false, describe: "forward the processes' logs to stderr" }),
+  keepStore: opt.outFile({
+    describe:
+      "at the end (interrupted or not), copy the orchestrator's store to this new file: events, versions, placements and the agents' per-second telemetry (kais orchestrator --db reads it; scripts/canary-replay.ts replays the canary rule on it). The run folder is removed as before",
+  }),
 };
 
 type UpArgs = OptionsOf<typeof UP_SPEC>;
@@ -238,6 +242,8 @@ export interface UpSummary {
    * load 1) reads none. null without learning, or when the status could not be read.
    */
   learner: { transitionsRead: number; updates: number; published: number } | null;
+  /** `--keep-store`: the file the orchestrator's store was copied to at the end (null: not asked, or it failed: the log says why). */
+  keptStore: string | null;
   /** Present only when the model acts by sampling (its act is sample): the agents and the prediction drew every decision from the policy. */
   cmmacAct?: 'sample';
   /** --tls: the orchestrator on wss:// and https://, the agents' ingress on https:// (a self-signed pair of the run). */
@@ -524,6 +530,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   const heuristic = policy !== 'cmmac';
   const guard = guardFromFlags(a); // checked with or without --guard, as kais agent does
   if (a.checkpoint && !fs.existsSync(a.checkpoint)) throw new UsageError(`--checkpoint: ${a.checkpoint} does not exist`);
+  if (a.keepStore && fs.existsSync(a.keepStore))
+    throw new UsageError(`--keep-store: ${a.keepStore} exists: kais up writes the store to a new file, it does not overwrite one`);
   const topo = topologyOf(scenario);
   if (!Number.isInteger(a.faults) || a.faults < 0 || a.faults > topo.numNodes)
     throw new UsageError(`--faults: must be an integer in 0..${topo.numNodes}, got ${a.faults}`);
@@ -534,6 +542,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   // known (valid JSON with --json), the processes stop, the temporary folder goes, exit 130. A
   // repeated signal while that runs only says so once: it must not kill this process before the cleanup
   let dir: string | null = null;
+  // the summary of a run that ended (the finally block below adds what --keep-store did)
+  let summary: UpSummary | null = null;
   const children: Child[] = [];
   let stopping = false;
   let interrupted = false; // a signal came: onSignal stops everything and exits 130
@@ -590,6 +600,20 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
   const removeDir = () => {
     if (dir !== null) fs.rmSync(dir, { recursive: true, force: true });
   };
+  // --keep-store: the orchestrator's store, copied out of the run folder before it goes (after the processes stopped)
+  let keptStore: string | null = null;
+  const keepStore = (): void => {
+    if (!a.keepStore || dir === null) return;
+    const db = path.join(dir, 'orchestrator.db');
+    if (!fs.existsSync(db)) return log(`--keep-store: no store to keep: the orchestrator had not started`);
+    try {
+      copyStore(db, a.keepStore);
+      keptStore = a.keepStore;
+      log(`kept the orchestrator's store: ${a.keepStore}`);
+    } catch (e) {
+      log(`--keep-store: could not write ${a.keepStore}: ${(e as Error).message}`);
+    }
+  };
   const onSignal = (signal: NodeJS.Signals) => {
     if (interrupted || finishing) {
       if (!saidStopping) {
@@ -607,6 +631,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     );
     void Promise.allSettled(children.map((c) => c.stop(3000))).then(() => {
       try {
+        keepStore();
         removeDir();
       } finally {
         process.exit(130);
@@ -1065,7 +1090,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     });
     const decisions = perEap.reduce((s, e) => s + e.decisionsLearned + e.decisionsFallback, 0);
     const throughputRate = total.sent > 0 ? total.completedInTime / total.sent : 0;
-    return {
+    summary = {
       durationS: a.duration,
       scenario: scenario.name,
       workload: a.trace ? 'trace' : a.workload,
@@ -1116,7 +1141,9 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       meanLatencyMs: answered > 0 ? latencies.reduce((s, x) => s + x, 0) / latencies.length : 0,
       p99LatencyMs: latencies.length > 0 ? latencies[Math.min(latencies.length - 1, Math.floor(0.99 * latencies.length))] : 0,
       perEap,
+      keptStore: null,
     };
+    return summary;
   } finally {
     // interrupted: onSignal prints the partial summary, stops the processes, removes the folder and exits 130
     if (interrupted) await halted();
@@ -1125,6 +1152,8 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     try {
       await Promise.all(children.map((c) => c.stop()));
     } finally {
+      keepStore();
+      if (summary) summary.keptStore = keptStore;
       removeDir();
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
@@ -1305,6 +1334,16 @@ export function comparePlacements(
 }
 
 /** The placements the orchestrator stored (its SQLite file, read-only), oldest first; [] when it cannot be read. */
+/** The orchestrator's store at `dbFile` copied to the new file `to` (Store.copyTo). */
+function copyStore(dbFile: string, to: string): void {
+  const store = Store.open(dbFile, { readonly: true, log: () => undefined });
+  try {
+    store.copyTo(to);
+  } finally {
+    store.close();
+  }
+}
+
 function storedPlacements(dbFile: string): { frame: number; replicas: Int32Array }[] {
   try {
     const store = Store.open(dbFile, { readonly: true });
@@ -1521,6 +1560,8 @@ export const upCommand: CommandModule<object, object> = {
     const s = await runUp(a, (line) => process.stderr.write(`kais up: ${line}\n`));
     if (a.json) process.stdout.write(`${JSON.stringify(s)}\n`);
     else process.stdout.write(`${formatSummary(s)}\n`);
+    // the store asked for and not written (the line before the summary said why): the run is not what was asked
+    if (a.keepStore && s.keptStore === null) process.exit(1);
     // a script sees from the exit code alone that part of the run was lost (it used to be 0)
     const lost = lostParts(s);
     if (lost.length > 0) {

@@ -498,6 +498,22 @@ export class Store {
   }
 
   /**
+   * A consistent copy of the whole store (its write-ahead log included) as one new file at `file`
+   * (`VACUUM INTO`, which a read-only store may run too): written beside it under a temporary name and
+   * renamed, so `file` is either absent or complete. Refuses an existing file.
+   */
+  copyTo(file: string): void {
+    if (fs.existsSync(file)) throw new StoreError(`${file} exists: the copy goes to a new file`);
+    const tmp = `${file}.${randomBytes(4).toString('hex')}.tmp`;
+    try {
+      this.db.prepare('VACUUM INTO ?').run(tmp);
+      fs.renameSync(tmp, file);
+    } finally {
+      fs.rmSync(tmp, { force: true });
+    }
+  }
+
+  /**
    * Why the file at `path` is no longer the one this store writes to (deleted, replaced), or null
    * while it is. Everything written after that is lost at the next start, which begins a new epoch.
    */

@@ -12,8 +12,7 @@
  *   node dist/scripts/canary-replay.js <orchestrator.db>... [CAN=0,1] [STEP=5] [FROM=40] \
  *     [BASES=0,30,60,120] [LOSSES=0,0.03,0.05,0.1,0.24]
  *
- * A store of `kais orchestrator --db <file>`, or of `kais up` (its run folder, removed at the end:
- * copy orchestrator.db* while it runs). FROM: the first start, in seconds after the first point
+ * A store of `kais orchestrator --db <file>`, or of `kais up --keep-store <file>`. FROM: the first start, in seconds after the first point
  * (at least the largest baseline). The rest of the rule is DEFAULT_CANARY's (docs/safe-learning.md).
  */
 import * as fs from 'node:fs';

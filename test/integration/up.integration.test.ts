@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import { tmpDir } from '../support/tmp';
 import { alive } from '../support/wait';
 import { ORCHESTRATOR_NICE } from '../../launcher/up';
+import { Store } from '../../orchestrator/store';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
@@ -246,8 +247,32 @@ describe('kais up', () => {
   }, 60_000);
 
   it('runs a heuristic policy in every agent and in the prediction, and names it (--policy jsq, tiny, 5 s)', async () => {
-    const run = await kaisUp(['--scenario', 'tiny', '--duration', '5', '--policy', 'jsq', '--guard', '--canary', '--json', '--verbose']);
+    const kept = path.join(tmpDir('kais-up-store-'), 'run.db');
+    const run = await kaisUp([
+      '--scenario',
+      'tiny',
+      '--duration',
+      '5',
+      '--policy',
+      'jsq',
+      '--guard',
+      '--canary',
+      '--json',
+      '--verbose',
+      '--keep-store',
+      kept,
+    ]);
     expect(run.code).toBe(0);
+    // --keep-store: the orchestrator's store outlives the run folder, whole (its placements and the agents' telemetry)
+    expect(run.stderr).toContain(`kais up: kept the orchestrator's store: ${kept}\n`);
+    expect(summaryOf(run).keptStore).toBe(kept);
+    const store = Store.open(kept, { readonly: true, log: () => undefined });
+    try {
+      expect(store.metrics('agent/requests').length).toBeGreaterThan(2);
+      expect(store.latestPlacementVersion()).not.toBeNull();
+    } finally {
+      store.close();
+    }
     // what only a learned policy uses is said to be ignored
     expect(run.stderr).toMatch(/--policy jsq: every agent dispatches with jsq; .* \(--guard, --canary ignored\)/);
     expect(run.stderr).toMatch(/^\[agent 0\] warn: policy jsq: every decision is jsq's, actor weights are ignored, --guard is ignored/m);

@@ -440,6 +440,12 @@ describe('the line names the flag the user gave, and nothing is created before i
     ],
     // a boolean's --flag=<value>: yargs read anything but "true" as false (--tls=yes ran plain ws://)
     [UP('--tls=yes'), /^kais: --tls: expected true or false, got "yes"$/],
+    // --keep-store writes a new file: an existing one (any kind) is refused before anything runs
+    [
+      UP('--keep-store', f('text.txt')),
+      /^kais: --keep-store: \S+text\.txt exists: kais up writes the store to a new file, it does not overwrite one$/,
+    ],
+    [UP('--keep-store', f('missing/s.db')), /^kais: --keep-store: folder \S+missing does not exist$/],
     [EVAL('--json=1'), /^kais: --json: expected true or false, got "1"$/],
     // a value with a leading dash that is not a plain number: yargs read it as short flags ("Unknown arguments: I, n, f, ...")
     [['detect', '--input', dir, '--eta', '-Infinity'], /^kais: --eta: expected a number .*\(finite\), got "-Infinity"$/],

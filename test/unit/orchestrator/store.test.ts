@@ -191,6 +191,23 @@ describe('Store', () => {
     expect(s.metrics('x')).toEqual([]); // the failed batch rolled back
   });
 
+  it('copies itself, write-ahead log included, to a new file from a read-only handle while the writer is open; never over a file', () => {
+    const s = openStore();
+    s.putModel(weights(1));
+    s.recordMetrics([{ tsMs: 5, name: 'agent/requests', eap: 0, value: 40 }]);
+    expect(existsSync(`${file}-wal`)).toBe(true); // the writer is open: the rows are in the log, not yet in the file
+    const reader = Store.open(file, { readonly: true, log: () => undefined });
+    open.push(reader);
+    const copy = join(dir, 'copy.db');
+    reader.copyTo(copy);
+    const c = Store.open(copy, { readonly: true, log: () => undefined });
+    open.push(c);
+    expect(c.latestModelVersion()).toBe(1);
+    expect(c.metrics('agent/requests')).toEqual([{ tsMs: 5, name: 'agent/requests', eap: 0, value: 40 }]);
+    expect(() => reader.copyTo(copy)).toThrow(/copy\.db exists: the copy goes to a new file/);
+    expect(existsSync(`${copy}-wal`)).toBe(false); // one self-contained file
+  });
+
   it('bounds the experience ring and continues its sequence after a reopen', () => {
     const a = openStore(4);
     for (let i = 0; i < 6; i++) expect(a.appendExperience(batch(i % 2, i), 100 + i)).toBe(i);
