@@ -113,7 +113,10 @@ export interface OnlineLearnerOptions {
 export interface OnlineLearnerStats {
   /** Updates run (critic-only warm-up ones included), over the store's whole life. */
   updates: number;
-  /** Weight versions this process published. */
+  /**
+   * Weight versions this process published: to every agent, or to a canary's eAPs (a version that
+   * waited for its canary counts when the canary starts; main.ts calls noteVersion then).
+   */
   published: number;
   /** Transitions read from the ring, and of those learned from. */
   transitionsRead: number;
@@ -323,7 +326,11 @@ export class OnlineLearner {
 
   /** A version of this learner's that waited behind a canary has started as `version`: decisions of it are learned from. */
   noteVersion(version: number): void {
-    if (this.version !== null && version > this.version) this.version = version;
+    // a learned version that waited (behind a canary, or for its baseline) is published when its canary starts
+    if (this.version !== null && version > this.version) {
+      this.version = version;
+      this.stats.published++;
+    }
   }
 
   stop(): void {
@@ -559,9 +566,12 @@ export class OnlineLearner {
     }
     const tensors: WeightTensor[] = arrays.map((data, i) => ({ shape: this.shapes[i], data }));
     const body = this.o.publish ? this.o.publish(tensors, this.o.head) : this.o.registry.publishWeights(tensors, this.o.head);
-    if (body === null) return; // waits behind a running canary; the actor goes on from its own update
-    this.version = body.version;
-    this.stats.published++;
+    if (body === null) return; // waits behind a running canary or for its baseline; counted when its canary starts (noteVersion)
+    // a canary started at once has told noteVersion already
+    if (body.version !== this.version) {
+      this.version = body.version;
+      this.stats.published++;
+    }
   }
 }
 

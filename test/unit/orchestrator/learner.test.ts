@@ -170,6 +170,48 @@ describe('OnlineLearner', () => {
     idle.dispose();
   });
 
+  it('counts a learned version once it reaches agents: at once, or when the canary it waited for starts', async () => {
+    const shapes = actorShapes(D, A);
+    const w = initActorWeights(D, A, 6);
+    registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data }))); // v1
+    // a publish path as the canary's: the first proposal starts at once (its start tells the learner first,
+    // as main.ts's onStarted does), the second waits (null) and starts later
+    let proposals = 0;
+    let learnerRef: OnlineLearner | null = null;
+    const learner = new OnlineLearner({
+      scenario,
+      store,
+      registry,
+      head: 'relu1',
+      thread: 'in-process',
+      maxDuty: 1,
+      batch: 64,
+      criticWarmup: 0,
+      publish: (tensors, head) => {
+        proposals++;
+        if (proposals > 1) return null;
+        const body = registry.publishWeights(tensors, head);
+        learnerRef!.noteVersion(body.version);
+        return body;
+      },
+    });
+    learnerRef = learner;
+    await learner.start();
+    learner.stop();
+    const rng = new Rng(12);
+    for (let u = 0; u < 2; u++) {
+      store.appendExperience({ eap: 0, transitions: experience(w, store.latestModelVersion()!, 64, rng) });
+      expect(await learner.poll()).toBe(true);
+    }
+    expect(proposals).toBe(2);
+    expect(learner.stats.published).toBe(1); // started at once, counted once
+    const waited = registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data }))); // its canary starts
+    learner.noteVersion(waited.version);
+    expect(learner.stats.published).toBe(2);
+    expect(learner.weightVersion).toBe(waited.version);
+    learner.dispose();
+  });
+
   it('after a canary rollback, goes back to the restored weights and learns nothing from the rolled-back version', async () => {
     const shapes = actorShapes(D, A);
     const w = initActorWeights(D, A, 5);
