@@ -59,7 +59,7 @@ import { SPEED_RANGE, type Request } from '../shared/domain';
 import { UsageError } from '../shared/errors';
 import { AGENT_TOKEN_ENV } from '../agent/cli';
 import { ADMIN_TOKEN_ENV } from '../orchestrator/admin-cli';
-import { canaryLongestS, DEFAULT_CANARY } from '../orchestrator/canary';
+import { canaryConfigProblem, canaryLongestS, DEFAULT_CANARY, type CanaryEapChoice } from '../orchestrator/canary';
 import { NODE_ADMIN_TOKEN_ENV } from '../orchestrator/node-cli';
 import { checkLoad, loadScenario, topologyOf, type Scenario } from '../shared/scenario';
 import { DEFAULT_WORKLOAD, drain, isWorkloadName, openWorkload, WORKLOAD_NAMES } from '../training/workload';
@@ -163,6 +163,13 @@ export const UP_SPEC = {
     default: false,
     describe:
       'every new weight version goes to 40% of the eAPs first and is promoted or rolled back on their live throughput rate against the others (the canary, default settings; docs/safe-learning.md)',
+  }),
+  canaryEaps: opt.string({
+    default: 'first',
+    pattern: /^(first|rotate|\d+(,\d+)*)$/,
+    patternText: 'first, rotate or eAP ids (0,3)',
+    describe:
+      "with --canary: which eAPs get a version first: the first 40% every time, the next ones in turn at each canary (rotate), or these eAPs (the orchestrator config's canary.eaps)",
   }),
   faults: opt.integer({
     default: 0,
@@ -537,6 +544,13 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     throw new UsageError(`--faults: must be an integer in 0..${topo.numNodes}, got ${a.faults}`);
   if (a.canary && !heuristic && topo.numEaps < 2)
     throw new UsageError(`--canary: needs at least 2 eAPs (canary and control); scenario ${scenario.name} has ${topo.numEaps}`);
+  const canaryEaps: CanaryEapChoice =
+    a.canaryEaps === 'first' || a.canaryEaps === 'rotate' ? a.canaryEaps : a.canaryEaps.split(',').map(Number);
+  if (a.canaryEaps !== 'first') {
+    if (!a.canary) throw new UsageError('--canary-eaps: read only with --canary');
+    const problem = canaryConfigProblem({ ...DEFAULT_CANARY, eaps: canaryEaps }, topo.numEaps);
+    if (problem) throw new UsageError(`--canary-eaps: ${problem.why}`);
+  }
   const faultPlan = planFaults(a.faults, a.duration * a.speed, topo.numNodes, a.seed);
   // Ctrl-C (SIGINT) or SIGTERM from here on, the prediction included: a partial summary of what is
   // known (valid JSON with --json), the processes stop, the temporary folder goes, exit 130. A
@@ -812,7 +826,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         learner: learning ? 'cmmac' : 'none',
         learnBatch: a.learnBatch,
         ...(a.gate && !heuristic ? { gate: true } : {}),
-        ...(a.canary && !heuristic ? { canary: true } : {}),
+        ...(a.canary && !heuristic ? { canary: canaryEaps === 'first' ? true : { eaps: canaryEaps } } : {}),
         ...(a.inject === 'bad-weights' && !heuristic ? { injectBadWeightsAfterS: a.duration / 3 } : {}),
         ...(a.inject === 'same-weights' && !heuristic ? { injectSameWeightsAfterS: a.duration / 3 } : {}),
         ...(tls ? { tls } : {}),

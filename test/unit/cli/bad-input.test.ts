@@ -440,6 +440,17 @@ describe('the line names the flag the user gave, and nothing is created before i
     ],
     // a boolean's --flag=<value>: yargs read anything but "true" as false (--tls=yes ran plain ws://)
     [UP('--tls=yes'), /^kais: --tls: expected true or false, got "yes"$/],
+    // --canary-eaps: with --canary, and eAPs of the scenario that leave a control
+    [UP('--canary-eaps', 'rotate'), /^kais: --canary-eaps: read only with --canary$/],
+    [
+      ['up', '--duration', '1', '--no-learn', '--canary', '--canary-eaps', '0,9'],
+      /^kais: --canary-eaps: names eAP 9, but the scenario's eAPs are 0-4$/,
+    ],
+    [
+      ['up', '--duration', '1', '--no-learn', '--canary', '--canary-eaps', '0,1,2,3,4'],
+      /^kais: --canary-eaps: must leave at least one eAP as the control, got all 5$/,
+    ],
+    [UP('--canary-eaps', 'last'), /^kais: --canary-eaps: expected first, rotate or eAP ids \(0,3\), got "last"$/],
     // --keep-store writes a new file: an existing one (any kind) is refused before anything runs
     [
       UP('--keep-store', f('text.txt')),
