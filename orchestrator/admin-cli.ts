@@ -15,6 +15,7 @@ import { namingFlags, opt, resolveOptions, yargsOptions } from '../shared/config
 import { UsageError } from '../shared/errors';
 import { resolveSecret } from '../shared/lifecycle';
 import { CONTROL } from './admin-api';
+import { perEapText } from './canary';
 
 export const ADMIN_TOKEN_ENV = 'KAIS_ADMIN_TOKEN';
 
@@ -248,16 +249,17 @@ function safeLearningLines(s: Record<string, unknown>): string[] {
           typeof r.last === 'string' ? oneLine(r.last) : 'no window judged yet'
         }`,
       );
-      const rows = Array.isArray(r.perEap) ? r.perEap.filter(isObject) : [];
-      const part = (canary: boolean) =>
-        rows
-          .filter((x) => (x.canary === true) === canary)
-          .map((x) => {
-            const n = typeof x.requests === 'number' ? x.requests : 0;
-            return `${num(x.eap)} ${n > 0 && typeof x.inDeadline === 'number' ? (x.inDeadline / n).toFixed(3) : '-'} of ${num(x.requests)}`;
-          })
-          .join(', ');
-      if (rows.length > 0) out.push(`  per eAP, in time of requests: canary ${part(true)}; control ${part(false)}`);
+      // the rows the canary's perEap gives (well-formed ones only), in the verdicts' wording
+      const finite = (x: unknown): x is number => typeof x === 'number' && Number.isFinite(x);
+      const rows = (Array.isArray(r.perEap) ? r.perEap.filter(isObject) : [])
+        .filter((x) => finite(x.eap) && finite(x.requests) && finite(x.inDeadline))
+        .map((x) => ({
+          eap: x.eap as number,
+          canary: x.canary === true,
+          requests: x.requests as number,
+          inDeadline: x.inDeadline as number,
+        }));
+      if (rows.length > 0) out.push(`  ${perEapText(rows)}`);
     } else if (isObject(w)) {
       out.push(`canary: a ${oneLine(String(w.source))} version waits for a baseline under the main actor (since ${at(w.sinceMs)})`);
     } else {

@@ -164,6 +164,16 @@ export function canaryGroup(c: Pick<CanaryConfig, 'share' | 'eaps'>, numEaps: nu
   return first.map((i) => (from + i) % numEaps).sort((a, b) => a - b);
 }
 
+/** Each eAP's counts in a canary (CanaryRollout.perEap) in one phrase: "per eAP, in time of requests: canary 0 0.520 of 1030, 1 - of 0; control 2 0.760 of 1544" (the verdicts' events, kais status). */
+export function perEapText(rows: readonly { eap: number; canary: boolean; requests: number; inDeadline: number }[]): string {
+  const part = (canary: boolean) =>
+    rows
+      .filter((r) => r.canary === canary)
+      .map((r) => `${r.eap} ${r.requests > 0 ? (r.inDeadline / r.requests).toFixed(3) : '-'} of ${r.requests}`)
+      .join(', ');
+  return `per eAP, in time of requests: canary ${part(true)}; control ${part(false)}`;
+}
+
 /** What one group of eAPs' devices got over a stretch of time (the agents' telemetry). */
 export interface Outcomes {
   requests: number;
@@ -654,25 +664,20 @@ export class CanaryRollout {
     for (let e = 0; e < this.o.numEaps; e++) by.set(e, { requests: 0, inDeadline: 0 });
     for (const s of this.samples) {
       if (s.tsMs < a.startedMs || !this.counts(s, isCanary)) continue;
-      const b = by.get(s.eap);
-      if (!b) continue;
+      // an eAP outside the scenario's count is in the control, as evidence() counts it
+      const b = by.get(s.eap) ?? { requests: 0, inDeadline: 0 };
+      by.set(s.eap, b);
       b.requests += s.o.requests;
       b.inDeadline += s.o.inDeadline;
     }
-    const rows = [...by].map(([eap, b]) => ({ eap, canary: isCanary.has(eap), ...b }));
+    const rows = [...by].sort((x, y) => x[0] - y[0]).map(([eap, b]) => ({ eap, canary: isCanary.has(eap), ...b }));
     return [...rows.filter((r) => r.canary), ...rows.filter((r) => !r.canary)];
   }
 
-  /** The per-eAP counts as a phrase for a verdict's event, " (per eAP, in time of requests: canary 0 0.520 of 1030, ...; control 2 0.760 of 1544, ...)", or "" when nothing was counted. */
+  /** The per-eAP counts as a phrase for a verdict's event, " (per eAP, in time of requests: ...)", or "" when nothing was counted. */
   private perEapPhrase(): string {
     const rows = this.perEap();
-    if (!rows.some((r) => r.requests > 0)) return '';
-    const part = (canary: boolean) =>
-      rows
-        .filter((r) => r.canary === canary)
-        .map((r) => `${r.eap} ${r.requests > 0 ? (r.inDeadline / r.requests).toFixed(3) : '-'} of ${r.requests}`)
-        .join(', ');
-    return ` (per eAP, in time of requests: canary ${part(true)}; control ${part(false)})`;
+    return rows.some((r) => r.requests > 0) ? ` (${perEapText(rows)})` : '';
   }
 
   private start(tensors: readonly WeightTensor[], head: ActorHeadName | undefined, source: string): WeightsBody {

@@ -1,8 +1,8 @@
 /**
- * What the canary rule (orchestrator/canary.ts: the same canaryDecision and clusterDiffVariance the
- * orchestrator runs) would have decided on a run's live telemetry, with no version changed: every
- * STEP seconds a canary starts on the eAPs CAN (the rest are the control), and its windows are judged
- * on the per-second counts the orchestrator stored (metrics `agent/requests`, `agent/in_deadline`, one
+ * What the canary (the orchestrator's own CanaryRollout, on a clock of the run's seconds) would have
+ * decided on a run's live telemetry, with no version changed: every STEP seconds a canary starts on
+ * the eAPs CAN (the rest are the control; they ack it at once), and its windows are judged on the
+ * per-second counts the orchestrator stored (metrics `agent/requests`, `agent/in_deadline`, one
  * point an agent a second). With nothing changed every rollback is a false alarm; with a LOSS the
  * canary eAPs' in-time count of each second is lowered by that share of its requests, a version that
  * much worse, and every rollback is a catch. Prints, per baselineS, the share of canaries rolled back
@@ -16,14 +16,8 @@
  * (at least the largest baseline). The rest of the rule is DEFAULT_CANARY's (docs/safe-learning.md).
  */
 import * as fs from 'node:fs';
-import {
-  canaryDecision,
-  clusterDiffVariance,
-  DEFAULT_CANARY,
-  type CanaryConfig,
-  type Outcomes,
-  type SecondCounts,
-} from '../orchestrator/canary';
+import { CanaryRollout, canaryConfigProblem, DEFAULT_CANARY, type CanaryConfig } from '../orchestrator/canary';
+import type { WeightsBody } from '../shared/protocol/envelope';
 import { Store } from '../orchestrator/store';
 import { UsageError } from '../shared/errors';
 
@@ -73,51 +67,57 @@ export interface ReplayOptions {
 export function replayCanaries(runs: readonly RunTelemetry[], o: ReplayOptions): { decision: 'promote' | 'rollback'; window: number }[] {
   const c = o.config;
   const out: { decision: 'promote' | 'rollback'; window: number }[] = [];
-  const seconds = (run: RunTelemetry, a: number, b: number, loss: number): SecondCounts[] => {
-    const got: SecondCounts[] = [];
-    for (let s = Math.max(0, a); s < b; s++) {
-      const x: SecondCounts = { nc: 0, xc: 0, nk: 0, xk: 0 };
-      for (let e = 0; e < run.numEaps; e++) {
-        const n = run.requests[s][e];
-        const k = run.inDeadline[s][e];
-        if (o.canaryEaps.has(e)) {
-          x.nc += n;
-          x.xc += Math.max(0, k - loss * n);
-        } else {
-          x.nk += n;
-          x.xk += k;
-        }
-      }
-      got.push(x);
-    }
-    return got;
-  };
-  const sum = (list: readonly SecondCounts[]): { canary: Outcomes; control: Outcomes } => {
-    const g = (n: number, x: number): Outcomes => ({ requests: n, inDeadline: x, late: 0, refused: n - x });
-    let nc = 0;
-    let xc = 0;
-    let nk = 0;
-    let xk = 0;
-    for (const b of list) {
-      nc += b.nc;
-      xc += b.xc;
-      nk += b.nk;
-      xk += b.xk;
-    }
-    return { canary: g(nc, xc), control: g(nk, xk) };
-  };
   const length = c.settleS + c.maxWindows * c.windowS;
+  const body = (version: number): WeightsBody => ({ version, checksum: 0, shapes: [], tensors: [] });
   for (const run of runs) {
-    for (let s0 = Math.max(o.from, c.baselineS); s0 + length <= run.requests.length; s0 += o.step) {
-      const before = c.baselineS > 0 ? seconds(run, s0 - c.baselineS, s0, 0) : null;
-      const baseline = before ? { ...sum(before), diffVar: clusterDiffVariance(before) } : null;
-      for (let w = 1; w <= c.maxWindows; w++) {
-        const during = seconds(run, s0 + c.settleS, s0 + c.settleS + w * c.windowS, o.loss);
-        const d = canaryDecision({ ...sum(during), diffVar: clusterDiffVariance(during), baseline }, c, w);
-        if (d.decision === 'wait') continue;
-        out.push({ decision: d.decision, window: w });
-        break;
+    for (let s0 = Math.max(o.from, c.baselineS); s0 + length < run.requests.length; s0 += o.step) {
+      // the orchestrator's own rollout on a clock of the run's seconds: built baselineS before the start
+      // (its baseline reaches no further back), fed each second's telemetry, the version proposed at s0
+      let nowMs = (s0 - c.baselineS) * 1000;
+      let next = 2;
+      let verdict: { decision: 'promote' | 'rollback'; window: number } | null = null;
+      const rollout = new CanaryRollout({
+        config: { ...c, eaps: [...o.canaryEaps] },
+        numEaps: run.numEaps,
+        registry: {
+          publishWeights: () => body(next++),
+          publishCanary: () => body(next++),
+          promoteCanary: () => undefined,
+          restore: () => body(next++),
+        },
+        store: { putCanaryState: () => undefined, putRejectedModel: () => undefined },
+        current: 1,
+        event: (kind, message) => {
+          const m = /after (\d+) window/.exec(message);
+          if (m && (kind === 'canary-promote' || kind === 'canary-rollback'))
+            verdict = { decision: kind === 'canary-promote' ? 'promote' : 'rollback', window: Number(m[1]) };
+        },
+        now: () => nowMs,
+        tickMs: 3_600_000, // ticked below, second by second
+      });
+      const feed = (s: number, loss: number) => {
+        nowMs = s * 1000;
+        for (let e = 0; e < run.numEaps; e++) {
+          const n = run.requests[s][e];
+          const x = o.canaryEaps.has(e) ? Math.max(0, run.inDeadline[s][e] - loss * n) : run.inDeadline[s][e];
+          rollout.observe(e, [
+            { node: 0, ts: nowMs, cpu: 0, mem: 0, disk: 0, upBwMbps: 0, requests: n, succeeded: x, inDeadline: x, latencyMsSum: 0 },
+          ]);
+        }
+      };
+      try {
+        for (let s = s0 - c.baselineS; s < s0; s++) feed(s, 0);
+        nowMs = s0 * 1000;
+        const started = rollout.propose([], undefined, 'replayed');
+        for (const e of o.canaryEaps) rollout.applied(e, started!.version);
+        for (let s = s0; s <= s0 + length && verdict === null; s++) {
+          feed(s, o.loss);
+          rollout.tick();
+        }
+      } finally {
+        rollout.dispose();
       }
+      if (verdict) out.push(verdict);
     }
   }
   return out;
@@ -149,9 +149,10 @@ function main(): void {
       store.close();
     }
   });
-  for (const run of runs)
-    if ([...canaryEaps].some((e) => e >= run.numEaps) || canaryEaps.size >= run.numEaps)
-      throw new UsageError(`CAN: eAPs ${[...canaryEaps].join(',')} must be some, not all, of the run's ${run.numEaps}`);
+  for (const run of runs) {
+    const problem = canaryConfigProblem({ ...DEFAULT_CANARY, eaps: [...canaryEaps] }, run.numEaps);
+    if (problem) throw new UsageError(`CAN: ${problem.why}`);
+  }
   console.log(
     `the canary rule on ${files.length} run(s) (${runs.map((r) => `${r.requests.length} s`).join(', ')}), canary eAPs ${[...canaryEaps].join(', ')}, ` +
       `a start every ${step} s from ${from} s; per cell: the share of canaries rolled back (the mean window of the verdict)`,

@@ -97,7 +97,7 @@ describe('scripts/canary-replay as a process', () => {
     store.close();
     const all = script([db], { CAN: '0,1,2,3,4' });
     expect(all.status).toBe(2);
-    expect(all.stderr).toBe("canary-replay: CAN: eAPs 0,1,2,3,4 must be some, not all, of the run's 5\n");
+    expect(all.stderr).toBe('canary-replay: CAN: must leave at least one eAP as the control, got all 5\n');
     const bad = script([db], { LOSSES: '0,x' });
     expect(bad.status).toBe(2);
     expect(bad.stderr).toBe('canary-replay: LOSSES: a bad list "0,x"\n');
