@@ -635,13 +635,15 @@ describe('kais up', () => {
     // every decision explored, so a short run fills the batches. The run waits for the event, not a
     // duration: once every agent's progress line shows a learned version (v2 or later), it is
     // interrupted (the learner's first update lands in about a second on a quiet machine, later on a
-    // busy one; a fixed 15 s run missed it once). --duration is only the bound on the wait.
+    // busy one; a fixed 15 s run missed it once). --duration is only the bound on the wait: the
+    // orchestrator runs niced below the agents, so on a busy machine its learner is starved first (with
+    // three CPU hogs beside it, updates took 17-22 s and v2 landed at t=74 s; an 80 s bound failed a CI run).
     let learnedEverywhere = false;
     // on the GPG model without the actor switch (the default before session 44): with the shipped
     // switch the first frame (25 s) is the light actor's, which draws nothing, so learning would start
     // a frame late (the switch's drawing is covered in test/unit/agent/actor-policy.test.ts and above)
     const gate = path.join(__dirname, '..', '..', 'models', 'kais-gpg-gate.json');
-    const args = ['--duration', '80', '--gpg', gate, '--json', '--learn-batch', '256', '--explore', '1', '--verbose'];
+    const args = ['--duration', '240', '--gpg', gate, '--json', '--learn-batch', '256', '--explore', '1', '--verbose'];
     const run = await kaisUp(args, (line, child) => {
       const m = /\| weights v([\d,-]+) \|/.exec(line);
       if (!learnedEverywhere && m && m[1].split(',').every((v) => Number(v) >= 2)) {
@@ -649,7 +651,9 @@ describe('kais up', () => {
         child.kill('SIGINT');
       }
     });
-    expect(learnedEverywhere).toBe(true);
+    // on failure, say how far the learner got
+    const learnerLines = run.stderr.split('\n').filter((l) => /learner:/.test(l));
+    expect({ learnedEverywhere, learnerLines }).toEqual({ learnedEverywhere: true, learnerLines: expect.anything() });
     expect(run.code).toBe(130);
     const partial = summaryOf(run);
     expect(partial.interrupted).toBe(true);
@@ -658,7 +662,7 @@ describe('kais up', () => {
     expect(run.stderr).toMatch(/learner: worker thread/);
     expect(run.stderr).toMatch(/learner: update \d+ -> weights v2 on 256 transitions/);
     expect(partial.evalPolicy).toBe('cmmac/gpg');
-  }, 120_000);
+  }, 300_000);
 
   it('keeps every agent dispatching, with no request unanswered, when the orchestrator is SIGKILLed mid-run', async () => {
     let killed = -1;
