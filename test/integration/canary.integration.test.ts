@@ -20,23 +20,23 @@ import WebSocket from 'ws';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Hub } from '../../orchestrator/hub';
-import { readConfig, startOrchestrator, type RunningOrchestrator } from '../../orchestrator/main';
+import { readConfig, startOrchestrator } from '../../orchestrator/main';
 import { Store } from '../../orchestrator/store';
 import { actorShapes, initActorWeights } from '../../shared/nets/actor';
 import { Codec } from '../../shared/protocol/codec';
-import { makeFrame, type Frame, type NodeSample, type WeightsBody } from '../../shared/protocol/envelope';
+import { makeFrame, type Frame, type NodeSample } from '../../shared/protocol/envelope';
 import { packWeights, unpackWeights } from '../../shared/protocol/weights';
 import { loadScenario, topologyOf } from '../../shared/scenario';
 import { observationDim } from '../../shared/spaces';
-import { rawAgent, type RawAgent } from '../support/raw-agent';
+import { rawAgent } from '../support/raw-agent';
 import { parseMetrics, sample } from '../support/prometheus';
 import { until as waitUntil, httpGet as get } from '../support/wait';
 import { expectConfigError } from '../support/config-error';
 import { perTestDir } from '../support/tmp';
+import { CANARY_ADMIN as ADMIN, canarySetUp, playAgents } from '../support/canary-play';
 
 const ROOT = path.resolve(__dirname, '../..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
-const ADMIN = 'admin-token-0123456789';
 
 const tmp = perTestDir('kais-canary-');
 const { cleanups } = tmp;
@@ -48,102 +48,13 @@ const topo = topologyOf(small);
 const A = topo.numNodes + 1;
 const D = observationDim({ numServices: topo.numServices, numTargets: A, numEaps: topo.numEaps });
 
-/** A store holding a random actor as v1; the orchestrator's config (canary on, gate and learner off). */
-function setUp(extra: Record<string, unknown>): { db: string; cfgFile: string; v1: WeightsBody } {
-  const db = path.join(tmp.dir, 'o.db');
-  const s = Store.open(db);
-  const shapes = actorShapes(D, A);
-  const v1 = packWeights(
-    initActorWeights(D, A, 3).map((data, i) => ({ shape: shapes[i], data })),
-    1,
-    'relu1',
-  );
-  s.putModel(v1);
-  s.close();
-  const cfgFile = path.join(tmp.dir, 'c.json');
-  fs.writeFileSync(
-    cfgFile,
-    JSON.stringify({
-      scenario: 'small',
-      agentTokens: { 0: 'tok-0', 1: 'tok-1' },
-      adminToken: ADMIN,
-      learner: 'none',
-      detector: 'none',
-      actorHead: 'relu1',
-      heartbeatMs: 1000,
-      // windows of 1 s (the agents below send 10 telemetry frames a second), 2 s of baseline
-      canary: { share: 0.5, windowS: 1, maxWindows: 2, settleS: 0.2, baselineS: 2, minRequests: 200, margin: 0.03, alpha: 0.05 },
-      ...extra,
-    }),
-  );
-  return { db, cfgFile, v1 };
-}
-
-interface PlayedAgent {
-  raw: RawAgent;
-  /** Versions applied, in order. */
-  versions: number[];
-  checksums: Map<number, number>;
-}
-
-/**
- * Two agents that ack every weights frame and send, every 100 ms, one telemetry frame of 60
- * requests: in time 30% under `bad(version)`, else 80%; of the rest half late, half refused.
- */
-async function playAgents(o: RunningOrchestrator, bad: (checksum: number) => boolean): Promise<PlayedAgent[]> {
-  const codec = new Codec();
-  const agents: PlayedAgent[] = [];
-  for (const eap of [0, 1]) {
-    const raw = await rawAgent(
-      o.hub.url,
-      { eapId: eap, token: `tok-${eap}`, agentVersion: 't', weightVersion: null, placementVersion: null, epoch: null, instance: `c${eap}` },
-      codec,
-      cleanups,
-    );
-    agents.push({ raw, versions: [], checksums: new Map() });
-  }
-  let seen = agents.map(() => 0);
-  const timer = setInterval(() => {
-    agents.forEach((a, eap) => {
-      for (const f of a.raw.frames.slice(seen[eap])) {
-        if (f.type !== 'weights') continue;
-        a.versions.push(f.body.version);
-        a.checksums.set(f.body.version, f.body.checksum);
-        a.raw.send('ack', { of: f.seq });
-      }
-      seen[eap] = a.raw.frames.length;
-      const held = a.versions[a.versions.length - 1];
-      const rate = held !== undefined && bad(a.checksums.get(held)!) ? 0.3 : 0.8;
-      // of the rest, half answered late, half refused
-      const inDeadline = Math.round(60 * rate);
-      const succeeded = inDeadline + (60 - inDeadline) / 2;
-      const s: NodeSample = {
-        node: 0,
-        ts: Date.now(),
-        cpu: 0.5,
-        mem: 0.5,
-        disk: 0,
-        upBwMbps: 1,
-        requests: 60,
-        succeeded,
-        inDeadline,
-        latencyMsSum: 6000,
-      };
-      a.raw.send('telemetry', { eap, samples: [s] });
-    });
-  }, 100);
-  cleanups.push(() => clearInterval(timer));
-  seen = seen.map(() => 0);
-  return agents;
-}
-
 describe('canary rollout against a live orchestrator', () => {
   it('rolls the bad-weights drill back within two windows: every agent back on v1 weights, the version kept as rejected, the events stored, counted and served', async () => {
-    const { db, cfgFile, v1 } = setUp({ injectBadWeightsAfterS: 2.5 });
+    const { db, cfgFile, v1 } = canarySetUp(tmp.dir, { injectBadWeightsAfterS: 2.5 });
     const o = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
     cleanups.push(() => o.close());
     expect(o.canary).not.toBeNull();
-    const agents = await playAgents(o, (checksum) => checksum !== v1.checksum);
+    const agents = await playAgents(o, (checksum) => checksum !== v1.checksum, cleanups);
     await until(() => o.store.events({ kind: 'canary-rollback' }).length > 0, 'the canary-rollback event');
 
     const kinds = o.store.events().map((e) => e.kind);
@@ -197,10 +108,10 @@ describe('canary rollout against a live orchestrator', () => {
   it('a listed canary group ("eaps": [1]): the drill reaches eAP 1 only and is rolled back there; the status names each eAP', async () => {
     // windows of 6 s: the status and kais status below are read well inside the first one
     const canary = { eaps: [1], windowS: 6, maxWindows: 2, settleS: 0.2, baselineS: 2, minRequests: 200 };
-    const { db, cfgFile, v1 } = setUp({ injectBadWeightsAfterS: 2.5, canary });
+    const { db, cfgFile, v1 } = canarySetUp(tmp.dir, { injectBadWeightsAfterS: 2.5, canary });
     const o = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
     cleanups.push(() => o.close());
-    const agents = await playAgents(o, (checksum) => checksum !== v1.checksum);
+    const agents = await playAgents(o, (checksum) => checksum !== v1.checksum, cleanups);
     await until(() => o.canary!.running !== null, 'the canary start');
     await until(() => o.canary!.perEap().some((r) => r.eap === 1 && r.requests > 0), 'counts from the canary eAP');
     const st = JSON.parse((await get(o.httpPort!, '/v1/status', ADMIN)).text) as {
@@ -232,10 +143,10 @@ describe('canary rollout against a live orchestrator', () => {
 
   it('holds the placement still while the canary runs: hpa steps that fall due wait, and one runs at the verdict', async () => {
     // hpa decides every 15 scenario s: at speed 150 a step falls due every 100 ms, so the canary spans several
-    const { db, cfgFile } = setUp({ injectBadWeightsAfterS: 2.5, orchestration: 'hpa', speed: 150 });
+    const { db, cfgFile } = canarySetUp(tmp.dir, { injectBadWeightsAfterS: 2.5, orchestration: 'hpa', speed: 150 });
     const o = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
     cleanups.push(() => o.close());
-    await playAgents(o, () => false);
+    await playAgents(o, () => false, cleanups);
     await until(
       () => o.store.events({ kind: 'canary-rollback' }).length + o.store.events({ kind: 'canary-promote' }).length > 0,
       'a verdict',
@@ -266,10 +177,10 @@ describe('canary rollout against a live orchestrator', () => {
   }, 90_000);
 
   it('promotes a version as good as the current one to every agent', async () => {
-    const { db, cfgFile } = setUp({});
+    const { db, cfgFile } = canarySetUp(tmp.dir, {});
     const o = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
     cleanups.push(() => o.close());
-    const agents = await playAgents(o, () => false);
+    const agents = await playAgents(o, () => false, cleanups);
     // 2.5 s of both on v1 (the baseline), then v1's weights again as a new version
     await until(() => agents.every((a) => a.versions.includes(1)), 'v1 on both agents');
     await new Promise((r) => setTimeout(r, 2500));
@@ -284,11 +195,11 @@ describe('canary rollout against a live orchestrator', () => {
   }, 90_000);
 
   it('promotes the same-weights drill (a copy of the current version as if learned): no false alarm on equal versions', async () => {
-    const { db, cfgFile, v1 } = setUp({ injectSameWeightsAfterS: 2.5 });
+    const { db, cfgFile, v1 } = canarySetUp(tmp.dir, { injectSameWeightsAfterS: 2.5 });
     const o = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
     cleanups.push(() => o.close());
     // the agents play a version's effect by its weights: the copy has v1's, so it is as good
-    const agents = await playAgents(o, (checksum) => checksum !== v1.checksum);
+    const agents = await playAgents(o, (checksum) => checksum !== v1.checksum, cleanups);
     await until(() => o.store.events({ kind: 'canary-promote' }).length > 0, 'the canary-promote event');
     expect(o.store.events({ kind: 'inject' })[0].message).toBe(
       'same-weights drill: a copy of weights v1 handed to the publish path as weights v2 (no gate: to the canary)',
@@ -301,7 +212,7 @@ describe('canary rollout against a live orchestrator', () => {
   }, 90_000);
 
   it('rolls back a canary left running by a restart', async () => {
-    const { db, cfgFile, v1 } = setUp({});
+    const { db, cfgFile, v1 } = canarySetUp(tmp.dir, {});
     const s = Store.open(db);
     const v2 = packWeights(
       unpackWeights(v1).map((t) => ({ shape: t.shape, data: t.data.map((x) => -x) })),
@@ -377,7 +288,7 @@ describe('the hub during a canary', () => {
 
 describe("agents' regime-guard switches", () => {
   it('are events naming the eAP, stored, counted on /metrics and served by the admin API', async () => {
-    const { db, cfgFile } = setUp({});
+    const { db, cfgFile } = canarySetUp(tmp.dir, {});
     const o = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
     cleanups.push(() => o.close());
     const raw = await rawAgent(
