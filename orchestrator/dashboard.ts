@@ -35,7 +35,9 @@
  *   latency, weight version; with `--explore`, the explored ones) and the last per-(eAP, node)
  *   telemetry intervals (requests, succeeded, in time), which every agent sends;
  * - alerts: the last events with their messages (the reasons), admin actions included;
- * - learning curve: the online learner's mean reward and KL per update.
+ * - learning curve: the online learner's mean reward and KL per update;
+ * - safe learning: what the learner, the weight gate and the canary do, in `kais status`'s words
+ *   (orchestrator/status-lines.ts), and the eAPs a running canary holds (the page marks their agents).
  */
 import * as fs from 'node:fs';
 import type * as http from 'node:http';
@@ -47,6 +49,7 @@ import { topologyOf } from '../shared/scenario';
 import { round } from '../shared/round';
 import { BEARER_CHALLENGE } from '../shared/auth';
 import { predictedFrame, predictedInTime, type Prediction } from './prediction';
+import { safeLearningLines } from './status-lines';
 
 /** What the feed reads at each tick. */
 export interface DashboardSources {
@@ -65,6 +68,11 @@ export interface DashboardSources {
   /** The simulator's prediction of the run (config `prediction`); absent or null: none. */
   prediction?(): Prediction | null;
   learner(): { updates: number; published: number; lastMeanReward: number; lastApproxKl: number } | null;
+  /**
+   * The learner, gate, canary and rejected versions as GET /v1/status gives them (orchestrator/main.ts
+   * safeLearningStatus); absent: the panel says safe learning is off.
+   */
+  safeLearning?(): { learner: unknown; gate: unknown; canary: unknown; rejectedVersions: unknown };
 }
 
 export interface DashboardEvent {
@@ -446,6 +454,16 @@ export class DashboardFeed {
       flows: this.flows,
       events: this.events,
       learner: learner ? { ...learner, curve: this.curve } : null,
+      safeLearning: this.safeLearningSnapshot(),
     };
+  }
+
+  /** The safe-learning panel: kais status's lines, and the eAPs under a running canary (none: []). */
+  private safeLearningSnapshot(): { lines: string[]; canaryEaps: number[] } {
+    const st = this.s.safeLearning?.();
+    if (!st) return { lines: [], canaryEaps: [] };
+    const running = (st.canary as { running?: { eaps?: unknown } | null } | null)?.running;
+    const eaps = Array.isArray(running?.eaps) ? running.eaps.filter((e): e is number => Number.isInteger(e)) : [];
+    return { lines: safeLearningLines(st), canaryEaps: eaps };
   }
 }

@@ -1077,6 +1077,13 @@ export async function startOrchestrator(
           recent: canary.recent.slice(0, 5),
         }
       : null;
+  // what kais status and the dashboard's safe-learning panel read (orchestrator/status-lines.ts)
+  const safeLearningStatus = () => ({
+    learner: learner ? { ...learner.stats } : null,
+    gate: gateStatus(),
+    canary: canaryStatus(),
+    rejectedVersions: store.rejectedModels().slice(0, 20),
+  });
   const adminStatus = () => ({
     epoch: store.epoch,
     orchestration: cfg.orchestration,
@@ -1094,10 +1101,7 @@ export async function startOrchestrator(
     // a policy step held while a weights canary runs (placement-loop.ts holdWhile): why, and how many since the start
     placementDeferred: { waitingFor: loop.waitingFor, steps: loop.deferredSteps },
     ...adminState.snapshot(), // overrides, holds
-    learner: learner ? { ...learner.stats } : null,
-    gate: gateStatus(),
-    canary: canaryStatus(),
-    rejectedVersions: store.rejectedModels().slice(0, 20),
+    ...safeLearningStatus(),
   });
   const adminApi = new AdminApi({
     scenario: cfg.scenario,
@@ -1148,6 +1152,7 @@ export async function startOrchestrator(
     forecast: () => (loop.forecast ? Array.from(loop.forecast) : null),
     prediction: prediction ? () => prediction.current() : undefined,
     learner: () => learner?.stats ?? null,
+    safeLearning: safeLearningStatus,
   });
   for (const e of store.events({ sinceMs: Date.now() - 3600_000, limit: 10_000 }).slice(-100)) dashboard.event(e);
   const web = new OrchestratorHttp(

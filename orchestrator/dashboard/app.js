@@ -26,7 +26,7 @@ function readToken() {
   return sessionStorage.getItem('kais-admin-token');
 }
 
-const state = { nodes: [], agents: [], charts: {}, built: '' };
+const state = { nodes: [], agents: [], eaps: [], charts: {}, built: '' };
 
 function chart(id, series, yLabel, legend = true) {
   const target = $(id);
@@ -85,9 +85,12 @@ function buildTopology(snap) {
   const topo = $('topology');
   topo.replaceChildren();
   const groups = [];
+  state.eaps = [];
   for (let b = 0; b < snap.numEaps; b++) {
     const g = el('div', 'eap');
-    g.append(el('div', 'label', `eAP ${b}`));
+    const label = el('div', 'label', `eAP ${b}`);
+    g.append(label);
+    state.eaps.push({ group: g, label });
     const box = el('div', 'nodes');
     g.append(box);
     topo.append(g);
@@ -146,17 +149,48 @@ function render(snap) {
 
   const versions = new Map();
   for (const a of snap.agents) versions.set(a.eap, [...(versions.get(a.eap) || []), a]);
+  // the eAPs a running canary holds: their agents and their group of nodes are marked
+  const safe = snap.safeLearning || { lines: [], canaryEaps: [] };
+  const underCanary = new Set(safe.canaryEaps);
   state.agents.forEach((chip, b) => {
     const sessions = versions.get(b) || [];
-    chip.className = sessions.length > 0 ? 'agent up' : 'agent';
+    const canary = underCanary.has(b);
+    chip.className = `${sessions.length > 0 ? 'agent up' : 'agent'}${canary ? ' canary' : ''}`;
     chip.dataset.connected = String(sessions.length > 0);
+    chip.dataset.canary = String(canary);
     chip.title =
-      sessions.length > 0
+      (sessions.length > 0
         ? sessions
             .map((s) => `eAP ${b} session ${s.session}: weights v${s.weightVersion ?? '–'}, placement v${s.placementVersion ?? '–'}`)
             .join('\n')
-        : `eAP ${b}: no agent connected`;
+        : `eAP ${b}: no agent connected`) + (canary ? '\nunder canary: the version being judged dispatches here' : '');
   });
+  state.eaps.forEach((g, b) => {
+    const canary = underCanary.has(b);
+    g.group.className = canary ? 'eap canary' : 'eap';
+    g.label.textContent = canary ? `eAP ${b} · canary` : `eAP ${b}`;
+  });
+  $('safe-learning').replaceChildren(
+    ...(safe.lines.length > 0
+      ? safe.lines.map((line) => {
+          const cls = line.startsWith(' ')
+            ? 'sub'
+            : /^rejected:|^canary: last verdict: \S+ rollback/.test(line)
+              ? 'alert'
+              : /^canary: v\d/.test(line)
+                ? 'running'
+                : '';
+          const li = el('li', cls, line.trim());
+          return li;
+        })
+      : [
+          el(
+            'li',
+            'sub',
+            'off: no online learner, weight gate or canary on this orchestrator (config "learner", "gate", "canary"; kais up learns by default, --gate, --canary)',
+          ),
+        ]),
+  );
   $('agents-count').textContent = `${connected.size} of ${snap.numEaps} connected (${snap.agents.length} sessions)`;
 
   // services: replicas now, forecast, override

@@ -16,6 +16,9 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { predictedInTime, readPrediction } from '../../orchestrator/prediction';
+import { readConfig, startOrchestrator } from '../../orchestrator/main';
+import { CANARY_ADMIN, canarySetUp, playAgents } from '../support/canary-play';
+import { perTestDir } from '../support/tmp';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
@@ -36,10 +39,13 @@ function cli(args: string[]): Promise<{ code: number | null; stdout: string; std
 
 let up: ChildProcess | null = null;
 let browser: Browser | null = null;
+const tmp = perTestDir('kais-dashboard-canary-');
 
 afterEach(async () => {
   await browser?.close();
+  browser = null;
   up?.kill('SIGKILL');
+  up = null;
 });
 
 (haveChromium ? it : it.skip)(
@@ -167,6 +173,9 @@ afterEach(async () => {
     await page.screenshot({ path: path.join(shots, '2-scaled-and-held.png'), fullPage: true });
     process.stderr.write(`dashboard: ${dom} DOM elements\n`);
 
+    // safe learning: kais up --policy lec runs no learner, gate or canary, and the panel says so
+    expect(await page.locator('#safe-learning').textContent()).toMatch(/^off: no online learner, weight gate or canary/);
+
     expect(problems).toEqual([]);
     // a wrong token is refused by the stream
     const refused = await page.evaluate(
@@ -181,6 +190,54 @@ afterEach(async () => {
     expect(orchestratorLines.length).toBeGreaterThan(0);
     expect(lines.some((l) => l.includes(token))).toBe(false);
     if (!keepIn) fs.rmSync(shots, { recursive: true, force: true });
+  },
+  90_000,
+);
+
+(haveChromium ? it : it.skip)(
+  'a canary on the dashboard: the safe-learning panel and the canary eAP marked while it runs, then its verdict, live',
+  async () => {
+    // an in-process orchestrator on the small scenario with the canary on eAP 1 and the bad-weights
+    // drill (test/support/canary-play.ts: the agents answer 30% in time under the drill's version, 80%
+    // otherwise), windows of 6 s so the page is read well inside the first one
+    const canary = { eaps: [1], windowS: 6, maxWindows: 2, settleS: 0.2, baselineS: 2, minRequests: 200 };
+    const { db, cfgFile, v1 } = canarySetUp(tmp.dir, { injectBadWeightsAfterS: 2.5, canary });
+    const o = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
+    tmp.cleanups.push(() => o.close());
+    await playAgents(o, (checksum) => checksum !== v1.checksum, tmp.cleanups);
+
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-background-networking'] });
+    const page = await browser.newPage({ viewport: { width: 1300, height: 1300 } });
+    const problems: string[] = [];
+    page.on('console', (m) => {
+      if (m.type() === 'error' || m.type() === 'warning') problems.push(`${m.type()}: ${m.text()}`);
+    });
+    page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
+    await page.goto(`http://127.0.0.1:${o.httpPort!}/dashboard#token=${CANARY_ADMIN}`);
+
+    // while it runs: the canary's line, each eAP's rate, the canary eAP's agent and nodes marked
+    const running = page.locator('#safe-learning li.running');
+    await running.waitFor({ timeout: 30_000 });
+    expect(await running.textContent()).toMatch(/^canary: v2 on eAPs 1 since \S+, \d of 2 windows judged: /);
+    await page
+      .locator('#safe-learning li.sub', { hasText: /^per eAP, in time of requests: canary 1 0\.300 of \d+; control 0 0\.800 of \d+$/ })
+      .waitFor({ timeout: 30_000 });
+    expect(await page.locator('.agent[data-canary="true"]').evaluateAll((xs) => xs.map((x) => (x as HTMLElement).dataset.eap))).toEqual([
+      '1',
+    ]);
+    expect(await page.locator('.eap.canary > .label').allTextContents()).toEqual(['eAP 1 · canary']);
+    const keepIn = process.env.KAIS_SCREENSHOTS;
+    if (keepIn) await page.screenshot({ path: path.join(keepIn, '3-canary.png'), fullPage: true });
+
+    // the verdict: rolled back, the rejected version named, no eAP marked any more
+    await page.locator('#safe-learning li.alert', { hasText: /^canary: last verdict: v2 rollback: / }).waitFor({ timeout: 60_000 });
+    await page.locator('#safe-learning li.alert', { hasText: /^rejected: v2 by the canary: / }).waitFor({ timeout: 10_000 });
+    await page.waitForFunction(() => document.querySelectorAll('.agent[data-canary="true"]').length === 0, undefined, { timeout: 10_000 });
+    expect(await page.locator('.eap.canary').count()).toBe(0);
+    expect(await page.locator('#safe-learning').textContent()).toMatch(
+      /canary: none running \(good version v\d+; 0 promoted, 1 rolled back/,
+    );
+    expect(problems).toEqual([]);
   },
   90_000,
 );

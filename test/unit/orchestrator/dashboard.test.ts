@@ -238,6 +238,66 @@ describe('DashboardFeed', () => {
     expect(s.numEaps).toBe(200);
     expect(s.agents).toHaveLength(200);
   });
+
+  it("shows safe learning in kais status's words, and the eAPs a running canary holds", () => {
+    const admin = new AdminState();
+    type Safe = { safeLearning: { lines: string[]; canaryEaps: number[] } };
+    // off: no line, no eAP (the page says it is off)
+    expect((new DashboardFeed(sources(admin)).snapshot() as unknown as Safe).safeLearning).toEqual({ lines: [], canaryEaps: [] });
+    const startedMs = Date.UTC(2026, 11, 7, 12, 0, 0);
+    let running: Record<string, unknown> | null = {
+      version: 5,
+      eaps: [1, 3],
+      startedMs,
+      windows: 1,
+      last: 'undecided: canary 0.700 vs control 0.800',
+      perEap: [
+        { eap: 1, canary: true, requests: 100, inDeadline: 70 },
+        { eap: 3, canary: true, requests: 0, inDeadline: 0 },
+        { eap: 0, canary: false, requests: 200, inDeadline: 160 },
+      ],
+    };
+    const feed = new DashboardFeed(
+      sources(admin, {
+        safeLearning: () => ({
+          learner: { transitionsRead: 512, updates: 2, published: 1 },
+          gate: null,
+          canary: {
+            config: { maxWindows: 4 },
+            running,
+            waiting: null,
+            goodVersion: 4,
+            promoted: 1,
+            rolledBack: 0,
+            superseded: 0,
+            recent: running ? [] : [{ version: 5, decision: 'rollback', reason: 'worse than the control' }],
+          },
+          rejectedVersions: running ? [] : [{ version: 5, source: 'canary', reason: 'worse than the control' }],
+        }),
+      }),
+    );
+    const on = (feed.snapshot() as unknown as Safe).safeLearning;
+    expect(on).toEqual({
+      lines: [
+        'learner: 512 transitions read, 2 updates, 1 version published',
+        'canary: v5 on eAPs 1, 3 since 2026-12-07T12:00:00.000Z, 1 of 4 windows judged: undecided: canary 0.700 vs control 0.800',
+        '  per eAP, in time of requests: canary 1 0.700 of 100, 3 - of 0; control 0 0.800 of 200',
+      ],
+      canaryEaps: [1, 3],
+    });
+    // the verdict: no eAP under canary, the verdict and the rejected version named
+    running = null;
+    const after = (feed.snapshot() as unknown as Safe).safeLearning;
+    expect(after).toEqual({
+      lines: [
+        'learner: 512 transitions read, 2 updates, 1 version published',
+        'canary: none running (good version v4; 1 promoted, 0 rolled back, 0 superseded)',
+        'canary: last verdict: v5 rollback: worse than the control',
+        'rejected: v5 by the canary: worse than the control',
+      ],
+      canaryEaps: [],
+    });
+  });
 });
 
 describe('the dashboard on the HTTP port', () => {
