@@ -1082,7 +1082,7 @@ export async function startOrchestrator(
     learner: learner ? { ...learner.stats } : null,
     gate: gateStatus(),
     canary: canaryStatus(),
-    rejectedVersions: store.rejectedModels().slice(0, 20),
+    rejectedVersions: store.rejectedModels(20),
   });
   const adminStatus = () => ({
     epoch: store.epoch,

@@ -674,11 +674,14 @@ export class Store {
   }
 
   /** Rejected versions, newest first. */
-  rejectedModels(): RejectedModelRecord[] {
+  rejectedModels(limit = -1): RejectedModelRecord[] {
+    // limit: the newest ones only (the status and the dashboard read 20 every second; -1: all)
     return (
       this.db
-        .prepare('SELECT ts_ms, version, based_on, source, reason, weights IS NOT NULL AS w FROM rejected_models ORDER BY rowid DESC')
-        .all() as { ts_ms: number; version: number; based_on: number | null; source: 'gate' | 'canary'; reason: string; w: number }[]
+        .prepare(
+          'SELECT ts_ms, version, based_on, source, reason, weights IS NOT NULL AS w FROM rejected_models ORDER BY rowid DESC LIMIT ?',
+        )
+        .all(limit) as { ts_ms: number; version: number; based_on: number | null; source: 'gate' | 'canary'; reason: string; w: number }[]
     ).map((r) => ({ tsMs: r.ts_ms, version: r.version, basedOn: r.based_on, source: r.source, reason: r.reason, hasWeights: r.w === 1 }));
   }
 
