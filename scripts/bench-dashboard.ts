@@ -80,6 +80,8 @@ async function orchestratorChild(dbFile: string): Promise<void> {
     overrides: () => admin.snapshot().overrides,
     forecast: () => null,
     learner: () => null,
+    // the safe-learning panel's read, as main.ts wires it (the newest rejected versions from the store)
+    safeLearning: () => ({ learner: null, gate: null, canary: null, rejectedVersions: store.rejectedModels(20) }),
   });
   const status = () => ({
     agents: sessions(),
