@@ -26,6 +26,7 @@ const COMMANDS: Record<string, () => CommandModule<any, any>> = {
   status: () => require('./orchestrator/admin-cli').statusCommand,
   scale: () => require('./orchestrator/admin-cli').scaleCommand,
   nodes: () => require('./orchestrator/admin-cli').nodesCommand,
+  weights: () => require('./orchestrator/admin-cli').weightsCommand,
 };
 
 /** One line: the user sees one line per mistake, whatever wrote the message (yargs writes several). */

@@ -10,6 +10,12 @@
  *   POST /v1/nodes/readmit     {node, reason, by?}
  *   GET  /v1/events?since=<ms>&kind=<k>&limit=<n>   oldest first, at most 1000 a page
  *   GET  /v1/forecast          arrivals per second per service expected next frame
+ *   POST /v1/weights/rollback  {to?, reason, by?}   every agent back to an earlier version's weights
+ *   POST /v1/weights/freeze    {reason, by?}        online learning stops publishing (kept over a restart)
+ *   POST /v1/weights/unfreeze  {reason, by?}
+ *
+ * The weights' changes are orchestrator/weights-admin.ts's (events `admin-rollback`,
+ * `admin-freeze`, `admin-unfreeze`); they touch no placement, so they need no executor.
  *
  * Every change is an event (`admin-scale`, `admin-release`, `admin-hold`, `admin-readmit`,
  * `admin-expired`) naming who (`by`, default "admin") and why, is saved in the store (overrides
@@ -24,6 +30,7 @@ import type { Scenario } from '../shared/scenario';
 import { topologyOf } from '../shared/scenario';
 import type { AdminSnapshot, AdminState } from './admin';
 import type { StepOutcome } from './placement-loop';
+import type { WeightsReply } from './weights-admin';
 
 export interface AdminDeps {
   scenario: Scenario;
@@ -40,6 +47,12 @@ export interface AdminDeps {
   status(): Record<string, unknown>;
   events(q: { sinceMs: number; kind?: string; limit: number }): unknown[];
   forecast(): number[] | null;
+  /** The weights' admin (orchestrator/weights-admin.ts); absent: /v1/weights/* answer 409. */
+  weights?: {
+    rollback(to: number | null, reason: string, by: string): WeightsReply;
+    freeze(reason: string, by: string): WeightsReply;
+    unfreeze(reason: string, by: string): WeightsReply;
+  };
 }
 
 export interface AdminReply {
@@ -63,6 +76,9 @@ const FIELDS: Record<string, readonly string[]> = {
   '/v1/scale/release': ['service', 'reason', 'by'],
   '/v1/nodes/hold': ['node', 'reason', 'by'],
   '/v1/nodes/readmit': ['node', 'reason', 'by'],
+  '/v1/weights/rollback': ['to', 'reason', 'by'],
+  '/v1/weights/freeze': ['reason', 'by'],
+  '/v1/weights/unfreeze': ['reason', 'by'],
 };
 
 /** Shortest override: one that ends before a step could apply it would replace the old one for nothing. */
@@ -90,7 +106,7 @@ export class AdminApi {
     }
     // the route first: a known path with the wrong method is 405, an unknown one 404, before the body is judged
     const gets = ['/v1/status', '/v1/forecast', '/v1/events'];
-    const posts = ['/v1/scale', '/v1/scale/release', '/v1/nodes/hold', '/v1/nodes/readmit'];
+    const posts = Object.keys(FIELDS);
     const allowed = gets.includes(path) ? 'GET' : posts.includes(path) ? 'POST' : null;
     if (allowed === null) return { status: 404, body: { reason: `no ${path} here (known: ${[...gets, ...posts].join(', ')})` } };
     if (method !== allowed) return { status: 405, body: { reason: `${path} takes ${allowed}, not ${method}` }, allow: allowed };
@@ -111,6 +127,7 @@ export class AdminApi {
       Number.isInteger(b[k]) && (b[k] as number) >= lo && (b[k] as number) <= hi
         ? (b[k] as number)
         : `${k}: must be an integer in ${lo}..${hi}`;
+    if (path.startsWith('/v1/weights/')) return this.weights(path, b, reason, by);
     const W = this.d.scenario.services.length;
     const s = this.d.state;
     const before = s.snapshot();
@@ -170,6 +187,22 @@ export class AdminApi {
       return this.changed(before, 'admin-readmit', `${by}: node ${node} re-admitted: ${reason}`);
     }
     return { status: 404, body: { reason: `no POST ${path} here` } };
+  }
+
+  /** /v1/weights/*: the weights' admin answers; a success carries the status as it stands after it. */
+  private weights(path: string, b: Record<string, unknown>, reason: string, by: string): AdminReply {
+    const w = this.d.weights;
+    if (!w) return { status: 409, body: { reason: 'this orchestrator serves no weights (no model, no learner)' } };
+    let r: WeightsReply;
+    if (path === '/v1/weights/rollback') {
+      const to = b.to === undefined || b.to === null ? null : b.to;
+      if (to !== null && !(Number.isInteger(to) && (to as number) >= 1))
+        return bad('to: must be a stored weight version (an integer >= 1)');
+      r = w.rollback(to as number | null, reason, by);
+    } else if (path === '/v1/weights/freeze') r = w.freeze(reason, by);
+    else r = w.unfreeze(reason, by);
+    // a success, and a change the store could not keep (503: nothing changed), carry the status as it stands
+    return r.status === 200 || r.status === 503 ? { status: r.status, body: { ...r.body, ...this.d.status() } } : r;
   }
 
   private async changed(before: AdminSnapshot, kind: string, message: string): Promise<AdminReply> {

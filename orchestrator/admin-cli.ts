@@ -1,5 +1,5 @@
 /**
- * `kais status`, `kais scale` and `kais nodes`: the admin's commands against a running
+ * `kais status`, `kais scale`, `kais nodes` and `kais weights`: the admin's commands against a running
  * orchestrator's admin API (orchestrator/admin-api.ts), following the other commands'
  * conventions: one option spec each, `--json` for the API's answer as is, exit 2 with one line
  * naming the flag for bad input, an unreachable orchestrator or a refused token.
@@ -43,6 +43,7 @@ const FIELD_FLAGS: Record<string, string> = {
   reason: '--reason',
   by: '--by',
   ttlS: '--ttl',
+  to: '--to',
 };
 
 /**
@@ -140,7 +141,7 @@ async function call(
   // the API names its body fields (replicas: ..., ttlS: ...): the line names the flag that carried it
   if (reply.status >= 400)
     throw new UsageError(
-      reason.replace(/^(service|replicas|node|reason|by|ttlS):/, (_m, f: string) => `${names.flags?.[f] ?? FIELD_FLAGS[f]}:`),
+      reason.replace(/^(service|replicas|node|reason|by|ttlS|to):/, (_m, f: string) => `${names.flags?.[f] ?? FIELD_FLAGS[f]}:`),
     );
   if (reply.status === 202 && typeof reply.body.message === 'string') return reply.body; // saved, still being applied
   if (reply.status !== 200) throw notKais(`HTTP ${reply.status}`);
@@ -323,5 +324,62 @@ export const nodesCommand: CommandModule<object, object> = {
       rows.push([n, placement.reduce((x, row) => x + row[n], 0), h ? `by ${oneLine(String(h.by))}: ${oneLine(String(h.reason))}` : '']);
     }
     process.stdout.write(`${change ? `${oneLine(String(s.message))}${refusedNote(s, ' (', ')')}\n` : ''}${table(rows)}\n`);
+  }),
+};
+
+export const WEIGHTS_SPEC = {
+  ...COMMON,
+  rollback: opt.boolean({
+    default: false,
+    describe:
+      'every agent back to an earlier version (a running canary: its good one; else --to, default the newest stored version below the current one never rejected)',
+  }),
+  to: opt.integer({ min: 1, describe: 'with --rollback: the stored weight version to go back to' }),
+  freeze: opt.boolean({
+    default: false,
+    describe: 'stop online learning: no update, no new version until --unfreeze (kept over a restart)',
+  }),
+  unfreeze: opt.boolean({ default: false, describe: 'online learning on again, from the current version' }),
+  reason: opt.optString({ describe: 'why (needed with --rollback, --freeze and --unfreeze)' }),
+  by: opt.optString({ defaultText: '$USER, else admin', describe: 'who (recorded in the event)' }),
+};
+export const weightsCommand: CommandModule<object, object> = {
+  command: 'weights',
+  describe: "show what the orchestrator's weights and safe learning do, or roll the agents' weights back, or freeze online learning",
+  builder: (y: Argv<object>) =>
+    yargsOptions(
+      y
+        .example(
+          `${ADMIN_TOKEN_ENV}=... $0 weights --orchestrator http://127.0.0.1:7001 --rollback --reason "late rate up"`,
+          'the previous good version',
+        )
+        .example(`${ADMIN_TOKEN_ENV}=... $0 weights --orchestrator http://127.0.0.1:7001 --freeze --reason "peak hours"`, 'no new version'),
+      WEIGHTS_SPEC,
+    ),
+  handler: namingFlags(WEIGHTS_SPEC, async (argv) => {
+    const a = resolveOptions(WEIGHTS_SPEC, argv);
+    const changes = (['rollback', 'freeze', 'unfreeze'] as const).filter((k) => a[k]);
+    if (changes.length > 1) throw new UsageError(`--${changes[1]}: give one of --rollback, --freeze and --unfreeze`);
+    const change = changes[0] ?? null;
+    if (a.to !== undefined && change !== 'rollback') throw new UsageError('--to: only with --rollback');
+    if (change && !a.reason) throw new UsageError(`--reason: say why (recorded with the ${change})`);
+    if (!change && a.reason) throw new UsageError('--reason: only with --rollback, --freeze or --unfreeze (showing records nothing)');
+    if (!change && a.by !== undefined) throw new UsageError('--by: only with --rollback, --freeze or --unfreeze (showing records nothing)');
+    const by = a.by ?? (process.env.USER || 'admin');
+    const s = asStatus(
+      a,
+      change
+        ? await call(a, 'POST', `/v1/weights/${change}`, {
+            ...(change === 'rollback' && a.to !== undefined ? { to: a.to } : {}),
+            reason: a.reason,
+            by,
+          })
+        : await call(a, 'GET', '/v1/status'),
+    );
+    if (a.json) return void process.stdout.write(`${JSON.stringify(s)}\n`);
+    // a change the store could not keep: call() said so on stderr (exit 1); the state as it stands follows
+    const head = change && s.ok === true ? `${oneLine(String(s.message))}\n` : '';
+    const lines = [`weights v${typeof s.weightVersion === 'number' ? s.weightVersion : '-'}`, ...safeLearningLines(s)];
+    process.stdout.write(`${head}${lines.join('\n')}\n`);
   }),
 };

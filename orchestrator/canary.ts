@@ -362,7 +362,7 @@ export interface CanaryStore {
   putRejectedModel(r: {
     version: number;
     basedOn: number | null;
-    source: 'gate' | 'canary';
+    source: 'gate' | 'canary' | 'admin';
     reason: string;
     body: WeightsBody | null;
   }): void;
@@ -712,23 +712,44 @@ export class CanaryRollout {
     if (next) this.start(next.tensors, next.head, next.source);
   }
 
-  private rollback(reason: string, kind: string): void {
+  /**
+   * The admin's rollback (`kais weights --rollback`) while a canary runs: the canary version is
+   * rolled back now, as a verdict would (event `admin-rollback`, kept as rejected by the admin); the
+   * restored body and the event's message, or null when no canary runs.
+   */
+  rollBackNow(reason: string): { restored: WeightsBody; message: string } | null {
+    if (!this.active) return null;
+    return this.rollback(reason, 'admin-rollback', 'admin');
+  }
+
+  /**
+   * Drops a version waiting for its baseline (no canary runs; the admin rolled back the version it
+   * was learned from); whether one was dropped. A version queued behind a running canary goes with
+   * the canary's rollback.
+   */
+  dropWaiting(): boolean {
+    if (!this.waitingFor) return false;
+    this.waitingFor = null;
+    this.stats.superseded++;
+    return true;
+  }
+
+  private rollback(reason: string, kind: string, source: 'canary' | 'admin' = 'canary'): { restored: WeightsBody; message: string } {
     const a = this.active!;
     const perEap = this.perEapPhrase();
     const restored = this.o.registry.restore(a.good!); // a canary starts only with a good version to go back to
     this.good = restored.version;
-    this.o.store.putRejectedModel({ version: a.version, basedOn: a.good, source: 'canary', reason, body: null });
+    this.o.store.putRejectedModel({ version: a.version, basedOn: a.good, source, reason, body: null });
     if (this.pending) this.stats.superseded++;
     const dropped = this.pending !== null;
     this.pending = null;
     this.finish();
     this.stats.rolledBack++;
     this.remember(a.version, 'rollback', reason);
-    this.o.event(
-      kind,
-      `weights v${a.version} rolled back after ${a.windows} window(s); every eAP gets v${a.good}'s weights as v${restored.version}${dropped ? ' (the version waiting behind it is dropped)' : ''}: ${reason}${perEap}`,
-    );
+    const message = `weights v${a.version} rolled back after ${a.windows} window(s); every eAP gets v${a.good}'s weights as v${restored.version}${dropped ? ' (the version waiting behind it is dropped)' : ''}: ${reason}${perEap}`;
+    this.o.event(kind, message);
     this.o.onRolledBack?.(restored);
+    return { restored, message };
   }
 
   private finish(): void {

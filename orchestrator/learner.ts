@@ -236,6 +236,7 @@ export class OnlineLearner {
   /** No update before this time (performance.now ms): the rest after the previous one. */
   private restUntil = 0;
   private disposed = false;
+  private frozen = false;
   /** Decisions skipped because they were taken with probability 1. */
   private deterministic = 0;
   /** Whether the "agents do not explore" hint was logged. */
@@ -324,6 +325,25 @@ export class OnlineLearner {
     this.minVersion = Math.max(this.minVersion, restored);
   }
 
+  /**
+   * The admin froze online learning (`kais weights --freeze`): experience is still read (and counted)
+   * but no update runs and no version is published until `unfreeze`.
+   */
+  freeze(): void {
+    this.frozen = true;
+  }
+
+  /** Learning again, from `current` (the version every agent holds now): decisions before it are not learned from. */
+  unfreeze(current: number | null): void {
+    this.frozen = false;
+    if (current !== null) this.reload(current);
+  }
+
+  /** Whether the admin froze learning. */
+  get isFrozen(): boolean {
+    return this.frozen;
+  }
+
   /** A version of this learner's that waited behind a canary has started as `version`: decisions of it are learned from. */
   noteVersion(version: number): void {
     // a learned version that waited (behind a canary, or for its baseline) is published when its canary starts
@@ -359,6 +379,11 @@ export class OnlineLearner {
       }
       if (this.version === null) await this.loadActor();
       this.read();
+      if (this.frozen) {
+        // frozen by the admin: nothing pending is learned from, now or after the thaw
+        this.pending.length = 0;
+        return false;
+      }
       if (!this.hinted && this.deterministic >= this.o.batch && this.pending.length === 0 && this.stats.transitionsUsed === 0) {
         this.hinted = true;
         this.o.log(

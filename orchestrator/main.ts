@@ -65,6 +65,7 @@ import { packLightActor, packWeights, unpackWeights, type WeightTensor } from '.
 import type { ActorHeadName, LightActorBody } from '../shared/protocol/envelope';
 import { Rng } from '../shared/rng';
 import { DashboardFeed } from './dashboard';
+import { WeightsAdmin } from './weights-admin';
 import { PredictionFile, readPrediction, type Prediction } from './prediction';
 import { AdminState, type AdminSnapshot } from './admin';
 import { AdminApi } from './admin-api';
@@ -1043,6 +1044,24 @@ export async function startOrchestrator(
     );
   }
 
+  // the admin's rollback and learning freeze (kais weights; a freeze kept in the store holds from the start)
+  const weightsAdmin = new WeightsAdmin({
+    store: {
+      latestModelVersion: () => store.latestModelVersion(),
+      model: (v) => store.model(v),
+      models: () => store.models(),
+      rejectedModels: () => store.rejectedModels(),
+      putRejectedModel: (r) => store.putRejectedModel(r),
+      learningFrozen: () => store.learningFrozen(),
+      putLearningFrozen: (json) => store.putLearningFrozen(json),
+    },
+    registry,
+    canary,
+    learner,
+    event: (kind, message) => event(kind, message),
+    log,
+  });
+
   const drillAfterS = cfg.injectBadWeightsAfterS ?? cfg.injectSameWeightsAfterS;
   if (drillAfterS !== null && (learner !== null || canary !== null)) {
     const kind = cfg.injectBadWeightsAfterS !== null ? 'bad' : 'same';
@@ -1079,7 +1098,7 @@ export async function startOrchestrator(
       : null;
   // what kais status and the dashboard's safe-learning panel read (orchestrator/status-lines.ts)
   const safeLearningStatus = () => ({
-    learner: learner ? { ...learner.stats } : null,
+    learner: learner ? { ...learner.stats, frozen: weightsAdmin.frozen } : null,
     gate: gateStatus(),
     canary: canaryStatus(),
     rejectedVersions: store.rejectedModels(20),
@@ -1113,6 +1132,7 @@ export async function startOrchestrator(
     status: adminStatus,
     events: (q) => store.events(q),
     forecast: () => (loop.forecast ? Array.from(loop.forecast, (x) => round(x, 3)) : null),
+    weights: weightsAdmin,
   });
   // the dashboard under /dashboard (orchestrator/dashboard.ts): the last hour's events, then the live ones;
   // live throughput against the simulator's prediction when the config names one

@@ -24,10 +24,16 @@ const plural = (n: unknown, one: string, many = `${one}s`): string => `${num(n)}
 export function safeLearningLines(s: Record<string, unknown>): string[] {
   const out: string[] = [];
   const l = s.learner;
-  if (isObject(l))
+  if (isObject(l)) {
     out.push(
       `learner: ${plural(l.transitionsRead, 'transition')} read, ${plural(l.updates, 'update')}, ${plural(l.published, 'version')} published`,
     );
+    const f = l.frozen;
+    if (isObject(f))
+      out.push(
+        `learner: frozen by ${oneLine(String(f.by))} since ${at(f.sinceMs)}: ${oneLine(String(f.reason))} (kais weights --unfreeze)`,
+      );
+  }
   const g = s.gate;
   if (isObject(g)) {
     const recent = Array.isArray(g.recent) ? g.recent.filter(isObject) : [];

@@ -278,7 +278,7 @@ export interface RejectedModelRecord {
   version: number;
   /** The version it was judged against (null: none). */
   basedOn: number | null;
-  source: 'gate' | 'canary';
+  source: 'gate' | 'canary' | 'admin';
   reason: string;
   /** Whether its weights are kept in this row (gate); a canary's are in `models` under `version`. */
   hasWeights: boolean;
@@ -656,13 +656,26 @@ export class Store {
     this.db.prepare(`INSERT INTO meta (key, value) VALUES ('admin', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`).run(json);
   }
 
+  /** The admin's freeze of online learning (orchestrator/weights-admin.ts), as JSON text; null when learning is not frozen. */
+  learningFrozen(): string | null {
+    return this.meta('learning-frozen');
+  }
+
+  putLearningFrozen(json: string | null): void {
+    if (json === null) this.db.prepare(`DELETE FROM meta WHERE key = 'learning-frozen'`).run();
+    else
+      this.db
+        .prepare(`INSERT INTO meta (key, value) VALUES ('learning-frozen', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`)
+        .run(json);
+  }
+
   // ------------------------------------------------------------------------------------------
   // Safe learning (issue 17): rejected versions, the running canary
   // ------------------------------------------------------------------------------------------
 
   /** Keeps a rejected version with its reason (the newest REJECTED_MODELS_KEPT rows are kept). */
   putRejectedModel(
-    r: { version: number; basedOn: number | null; source: 'gate' | 'canary'; reason: string; body: WeightsBody | null },
+    r: { version: number; basedOn: number | null; source: 'gate' | 'canary' | 'admin'; reason: string; body: WeightsBody | null },
     nowMs = Date.now(),
   ): void {
     this.db.transaction(() => {
@@ -681,7 +694,14 @@ export class Store {
         .prepare(
           'SELECT ts_ms, version, based_on, source, reason, weights IS NOT NULL AS w FROM rejected_models ORDER BY rowid DESC LIMIT ?',
         )
-        .all(limit) as { ts_ms: number; version: number; based_on: number | null; source: 'gate' | 'canary'; reason: string; w: number }[]
+        .all(limit) as {
+        ts_ms: number;
+        version: number;
+        based_on: number | null;
+        source: 'gate' | 'canary' | 'admin';
+        reason: string;
+        w: number;
+      }[]
     ).map((r) => ({ tsMs: r.ts_ms, version: r.version, basedOn: r.based_on, source: r.source, reason: r.reason, hasWeights: r.w === 1 }));
   }
 

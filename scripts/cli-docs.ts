@@ -14,7 +14,7 @@ import { UP_SPEC } from '../launcher/up';
 import { AGENT_SPEC, AGENT_TOKEN_ENV } from '../agent/cli';
 import { ORCHESTRATOR_SPEC } from '../orchestrator/cli';
 import { NODE_ADMIN_TOKEN_ENV, NODE_SPEC } from '../orchestrator/node-cli';
-import { ADMIN_TOKEN_ENV, NODES_SPEC, SCALE_SPEC, STATUS_SPEC } from '../orchestrator/admin-cli';
+import { ADMIN_TOKEN_ENV, NODES_SPEC, SCALE_SPEC, STATUS_SPEC, WEIGHTS_SPEC } from '../orchestrator/admin-cli';
 
 /** The text of docs/cli.md. */
 export function cliReference(): string {
@@ -36,8 +36,8 @@ export function cliReference(): string {
     '  problem, and exits with code **2**. Exit code 1 with "internal error" is a bug of ours: please report it.',
     `- Tokens are not taken only on the command line (\`ps\` shows it to every user): \`kais agent --token-file\``,
     `  or \`$${AGENT_TOKEN_ENV}\`; \`kais node --admin-token-file\` or \`$${NODE_ADMIN_TOKEN_ENV}\` (without either,`,
-    '  `kais node` makes a token and prints it once, as `adminToken` in its ready line); `kais status`, `kais scale`',
-    `  and \`kais nodes\` read the orchestrator's admin token from \`--admin-token-file\` or \`$${ADMIN_TOKEN_ENV}\`.`,
+    '  `kais node` makes a token and prints it once, as `adminToken` in its ready line); `kais status`, `kais scale`,',
+    `  \`kais nodes\` and \`kais weights\` read the orchestrator's admin token from \`--admin-token-file\` or \`$${ADMIN_TOKEN_ENV}\`.`,
     '- Booleans: `--flag` or `--no-flag`.',
     '',
     '## Options',
@@ -53,6 +53,7 @@ export function cliReference(): string {
     optionDocs('status', STATUS_SPEC),
     optionDocs('scale', SCALE_SPEC),
     optionDocs('nodes', NODES_SPEC),
+    optionDocs('weights', WEIGHTS_SPEC),
   ].join('\n');
 }
 

@@ -349,6 +349,8 @@ const CASES: string[][] = [
   ['nodes', '--orchestrator', 'http://127.0.0.1:1', '--hold', '1', '--readmit', '2', '--reason', 'x'],
   ['nodes', '--orchestrator', 'http://127.0.0.1:1', '--hold', '1'],
   ['nodes', '--orchestrator', 'http://127.0.0.1:1', '--hold', 'x', '--reason', 'x'],
+  ['weights', '--orchestrator', 'http://127.0.0.1:1', '--rollback', '--to', '0', '--reason', 'x'],
+  ['weights', '--orchestrator', 'http://127.0.0.1:1', '--rollback', '--to', 'last', '--reason', 'x'],
 ];
 
 /** A sample run through the real built CLI as a process (the corpus itself runs in-process: fast). */
@@ -487,6 +489,14 @@ describe('the line names the flag the user gave, and nothing is created before i
     ],
     [['nodes', '--orchestrator', 'http://127.0.0.1:1', '--reason', 'x'], /^kais: --reason: only with --hold or --readmit/],
     [['nodes', '--orchestrator', 'http://127.0.0.1:1', '--by', 'x'], /^kais: --by: only with --hold or --readmit/],
+    [['weights', '--orchestrator', 'http://127.0.0.1:1', '--rollback'], /^kais: --reason: say why \(recorded with the rollback\)$/],
+    [
+      ['weights', '--orchestrator', 'http://127.0.0.1:1', '--freeze', '--unfreeze', '--reason', 'x'],
+      /^kais: --unfreeze: give one of --rollback, --freeze and --unfreeze$/,
+    ],
+    [['weights', '--orchestrator', 'http://127.0.0.1:1', '--freeze', '--to', '2', '--reason', 'x'], /^kais: --to: only with --rollback$/],
+    [['weights', '--orchestrator', 'http://127.0.0.1:1', '--reason', 'x'], /^kais: --reason: only with --rollback, --freeze or --unfreeze/],
+    [['weights', '--orchestrator', 'http://127.0.0.1:1', '--by', 'x'], /^kais: --by: only with --rollback, --freeze or --unfreeze/],
     // kais has a shipped model: the bad trace is still the only line (it was said after "using the shipped model")
     [['up', '--scenario', 'kais', '--duration', '1', '--trace', f('empty')], /^kais: --trace: \S+ is empty/],
   ])('kais %j', async (args, message) => {

@@ -234,6 +234,32 @@ describe('OnlineLearner', () => {
     learner.dispose();
   });
 
+  it('frozen by the admin, reads experience but runs no update; unfrozen, learns from the current version on', async () => {
+    const shapes = actorShapes(D, A);
+    const w = initActorWeights(D, A, 5);
+    registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data }))); // v1
+    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 32, maxLag: 2 });
+    await learner.start();
+    learner.stop();
+    learner.freeze();
+    expect(learner.isFrozen).toBe(true);
+    const rng = new Rng(6);
+    store.appendExperience({ eap: 0, transitions: experience(w, 1, 64, rng) });
+    expect(await learner.poll()).toBe(false); // a batch and more pending, and no update
+    expect(learner.stats.transitionsRead).toBe(64);
+    expect(learner.stats.updates).toBe(0);
+    learner.unfreeze(1);
+    expect(learner.isFrozen).toBe(false);
+    // the 64 decisions read while frozen are gone: 31 more make no batch of 32, one more does
+    store.appendExperience({ eap: 0, transitions: experience(w, 1, 31, rng) });
+    expect(await learner.poll()).toBe(false);
+    store.appendExperience({ eap: 0, transitions: experience(w, 1, 1, rng) });
+    expect(await learner.poll()).toBe(true);
+    expect(learner.stats.updates).toBe(1);
+    expect(learner.stats.transitionsUsed).toBe(32);
+    learner.dispose();
+  });
+
   it('waits for a model, and after a restart resumes its cursor, update count and critic', async () => {
     const rng = new Rng(2);
     const first = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 32 });
