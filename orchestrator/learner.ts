@@ -135,6 +135,11 @@ export interface OnlineLearnerStats {
   transitionsLight: number;
   /** Actor updates the weight gate rejected (not published). */
   gateRejected: number;
+  /**
+   * Actor updates not published because the weights were rolled back (by a canary or the admin) or
+   * learning was frozen while they ran: they were learned from the version just rolled back.
+   */
+  staleUpdates: number;
 }
 
 /** Runs LearnerCore somewhere: a worker thread or this thread. */
@@ -208,6 +213,7 @@ export class OnlineLearner {
     lastMeanReward: 0,
     failedUpdates: 0,
     refusedUpdates: 0,
+    staleUpdates: 0,
     transitionsOutOfBounds: 0,
     transitionsLight: 0,
     gateRejected: 0,
@@ -337,6 +343,11 @@ export class OnlineLearner {
   unfreeze(current: number | null): void {
     this.frozen = false;
     if (current !== null) this.reload(current);
+  }
+
+  /** An update that ends now must not be published: a rollback (reload pending) or a freeze came while it ran. */
+  private overtaken(): boolean {
+    return this.reloadWanted || this.frozen;
   }
 
   /** Whether the admin froze learning. */
@@ -528,7 +539,14 @@ export class OnlineLearner {
     this.stats.lastApproxKl = res.approxKl;
     this.stats.lastMeanReward = rewardSum / n;
     this.stats.lastUpdateMs = res.ms;
-    if (res.actor && res.approxKl > this.o.maxKl) {
+    if (res.actor && this.overtaken()) {
+      // rolled back or frozen while the update ran: its actor came from what the admin or a canary just
+      // took back (the next poll reloads the restored version; a thaw reloads the current one)
+      this.stats.staleUpdates++;
+      this.o.log(
+        `learner: update ${this.stats.updates} not published: ${this.frozen ? 'learning was frozen' : 'the weights were rolled back'} while it ran`,
+      );
+    } else if (res.actor && res.approxKl > this.o.maxKl) {
       this.stats.refusedUpdates++;
       const message = `update ${this.stats.updates} not published: approximate KL ${res.approxKl.toFixed(4)} is past ${this.o.maxKl} (target ${this.o.targetKl}); actor back to weights v${this.version}`;
       this.o.log(`learner: ${message}`);
@@ -580,6 +598,13 @@ export class OnlineLearner {
         current,
       );
       if (this.disposed) return;
+      if (this.overtaken()) {
+        this.stats.staleUpdates++;
+        this.o.log(
+          `learner: update ${this.stats.updates} not published: the weights were rolled back or learning frozen during its gate check`,
+        );
+        return;
+      }
       if (!verdict.pass) {
         this.stats.gateRejected++;
         this.o.log(

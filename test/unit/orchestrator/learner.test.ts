@@ -260,6 +260,51 @@ describe('OnlineLearner', () => {
     learner.dispose();
   });
 
+  it('does not publish an update that a rollback or a freeze overtook while it ran', async () => {
+    const shapes = actorShapes(D, A);
+    const w = initActorWeights(D, A, 5);
+    registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data }))); // v1
+    const learner = new OnlineLearner({
+      scenario,
+      store,
+      registry,
+      head: 'relu1',
+      thread: 'in-process',
+      maxDuty: 1,
+      batch: 32,
+      criticWarmup: 0,
+      targetKl: 1,
+    });
+    await learner.start();
+    learner.stop();
+    const rng = new Rng(8);
+    store.appendExperience({ eap: 0, transitions: experience(w, 1, 32, rng) });
+    // the update is under way when v1 is rolled back (v2 = v1's weights)
+    const running = learner.poll();
+    registry.restore(1);
+    learner.reload(2);
+    expect(await running).toBe(true);
+    expect(learner.stats.updates).toBe(1);
+    expect(learner.stats.staleUpdates).toBe(1);
+    expect(learner.stats.published).toBe(0);
+    expect(store.latestModelVersion()).toBe(2);
+    // the next poll reloads v2 (nothing pending); then frozen while an update runs: the same
+    expect(await learner.poll()).toBe(false);
+    expect(learner.weightVersion).toBe(2);
+    store.appendExperience({ eap: 0, transitions: experience(w, 2, 32, rng) });
+    const again = learner.poll();
+    learner.freeze();
+    expect(await again).toBe(true);
+    expect(learner.stats.staleUpdates).toBe(2);
+    expect(store.latestModelVersion()).toBe(2);
+    // untouched, an update publishes
+    learner.unfreeze(2);
+    store.appendExperience({ eap: 0, transitions: experience(w, 2, 32, rng) });
+    expect(await learner.poll()).toBe(true);
+    expect(store.latestModelVersion()).toBe(3);
+    learner.dispose();
+  });
+
   it('waits for a model, and after a restart resumes its cursor, update count and critic', async () => {
     const rng = new Rng(2);
     const first = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 32 });
