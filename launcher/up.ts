@@ -419,8 +419,8 @@ export function restartLine(pid: number, r: Record<string, unknown>): string {
   return `orchestrator pid=${pid} back on ${String(r.url)} (weights v${v(r.weightVersion)}, placement v${v(r.placementVersion)}, resumed ${String(r.resumed)})`;
 }
 
-/** Event kinds `kais up` shows as lines and lists in its summary (issue 17 item 4). */
-const SAFE_LEARNING_KINDS = /^(gate-|canary-|inject$|guard-)/;
+/** Event kinds `kais up` shows as lines and lists in its summary (issue 17 item 4; the weights admin's since session 51). */
+const SAFE_LEARNING_KINDS = /^(gate-|canary-|inject$|guard-|admin-(rollback|freeze|unfreeze)$)/;
 
 /** The online learner's counts from the orchestrator's admin status (null: not there). */
 async function readLearner(base: string, ca?: string, bearer?: string): Promise<UpSummary['learner']> {
