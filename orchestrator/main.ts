@@ -25,7 +25,7 @@
  *   "prediction": null | "<file>" (the simulator's prediction of the run, relative to this file; orchestrator/prediction.ts)}`
  *
  * Bounds and trust (issue 14): `"limits"` caps the store's growing tables (experience MB and age,
- * metrics and events rows and age; pruned every `pruneS` in the background), `"intake"` the
+ * metrics and events rows and age, weight and placement versions kept; pruned every `pruneS` in the background), `"intake"` the
  * per-session budget of learning input (orchestrator/intake.ts: transitions and frames per second,
  * invalid frames before a quarantine, the quarantine's length). Every refusal, quarantine, new
  * store epoch, refused or failed learner update and store failure is an event in the store's
@@ -359,6 +359,8 @@ export function readConfig(file: string): OrchestratorConfig {
       metricsMaxAgeS: DEFAULT_STORE_LIMITS.metricsMaxAgeMs / 1000,
       eventsMaxRows: DEFAULT_STORE_LIMITS.eventsMaxRows,
       eventsMaxAgeS: DEFAULT_STORE_LIMITS.eventsMaxAgeMs / 1000,
+      modelsMaxRows: DEFAULT_STORE_LIMITS.modelsMaxRows,
+      placementsMaxRows: DEFAULT_STORE_LIMITS.placementsMaxRows,
       fileMaxMB: DEFAULT_STORE_LIMITS.fileMaxBytes / 1048576,
     },
     {
@@ -368,11 +370,13 @@ export function readConfig(file: string): OrchestratorConfig {
       eventsMaxAgeS: 3.2e8,
       metricsMaxRows: 1e10,
       eventsMaxRows: 1e10,
+      modelsMaxRows: 1e7,
+      placementsMaxRows: 1e10,
       fileMaxMB: 1e7,
     },
   );
   // row counts are whole; a limit that rounds to 0 would be no limit at all (the store's 0)
-  for (const k of ['metricsMaxRows', 'eventsMaxRows'] as const)
+  for (const k of ['metricsMaxRows', 'eventsMaxRows', 'modelsMaxRows', 'placementsMaxRows'] as const)
     if (!Number.isInteger(lim[k])) fail(`limits.${k}`, `must be a whole number of rows >= 1, got ${lim[k]}`);
   for (const k of ['experienceMaxMB', 'fileMaxMB'] as const)
     if (Math.round(lim[k] * 1048576) < 1) fail(`limits.${k}`, `must be at least one byte, got ${lim[k]} MB`);
@@ -420,6 +424,8 @@ export function readConfig(file: string): OrchestratorConfig {
       metricsMaxAgeMs: lim.metricsMaxAgeS * 1000,
       eventsMaxRows: Math.round(lim.eventsMaxRows),
       eventsMaxAgeMs: lim.eventsMaxAgeS * 1000,
+      modelsMaxRows: Math.round(lim.modelsMaxRows),
+      placementsMaxRows: Math.round(lim.placementsMaxRows),
       fileMaxBytes: Math.round(lim.fileMaxMB * 1048576),
     },
     pruneS,
@@ -887,7 +893,9 @@ export async function startOrchestrator(
       guard.run('a prune', () => {
         const n = store.prune();
         if (n.experience + n.metrics + n.events > 1000)
-          log(`pruned ${n.experience} experience batches, ${n.metrics} metric points, ${n.events} events`);
+          log(
+            `pruned ${n.experience} experience batches, ${n.metrics} metric points, ${n.events} events, ${n.models} weight versions, ${n.placements} placements`,
+          );
       });
       const problem = store.fileProblem();
       if (problem && !fileProblemLogged) {

@@ -67,6 +67,14 @@ export interface StoreLimits {
   /** Oldest event kept, ms. @defaultValue 30 days */
   eventsMaxAgeMs: number;
   /**
+   * Weight versions kept (the newest; a running canary's good version is kept too, whatever its
+   * age): one is 0.8 MB on kais, and online learning publishes one every 10-60 s, so unbounded they
+   * fill `fileMaxBytes` in days. @defaultValue 100
+   */
+  modelsMaxRows: number;
+  /** Placement versions kept (the newest; one a frame, 25 s on the built-in scenarios). @defaultValue 20,000 */
+  placementsMaxRows: number;
+  /**
    * Hard cap of the database file (SQLite `max_page_count`): a write that would grow it further
    * fails with SQLITE_FULL, as on a full disk (the orchestrator backs off; prune frees pages).
    * @defaultValue 4 GiB
@@ -81,6 +89,8 @@ export const DEFAULT_STORE_LIMITS: StoreLimits = {
   metricsMaxAgeMs: 7 * 86_400_000,
   eventsMaxRows: 100_000,
   eventsMaxAgeMs: 30 * 86_400_000,
+  modelsMaxRows: 100,
+  placementsMaxRows: 20_000,
   fileMaxBytes: 4 * 1024 * 1024 * 1024,
 };
 
@@ -99,6 +109,8 @@ export interface PruneResult {
   experience: number;
   metrics: number;
   events: number;
+  models: number;
+  placements: number;
 }
 
 /** SQLite's own error codes for a store that cannot be written (disk full, read-only, I/O). */
@@ -574,7 +586,7 @@ export class Store {
    */
   prune(nowMs = Date.now()): PruneResult {
     const L = this.limits;
-    const out: PruneResult = { experience: 0, metrics: 0, events: 0 };
+    const out: PruneResult = { experience: 0, metrics: 0, events: 0, models: 0, placements: 0 };
     this.db.transaction(() => {
       if (L.experienceMaxAgeMs > 0 && Number.isFinite(L.experienceMaxAgeMs)) {
         out.experience += this.deleteExperience('ts_ms < ?', nowMs - L.experienceMaxAgeMs);
@@ -596,9 +608,23 @@ export class Store {
       }
       out.metrics += this.pruneRows('metrics', L.metricsMaxRows, L.metricsMaxAgeMs, nowMs);
       out.events += this.pruneRows('events', L.eventsMaxRows, L.eventsMaxAgeMs, nowMs);
+      // the newest versions; a running canary's good version too (its rollback restores it)
+      const good = this.canaryState()?.good ?? -1;
+      out.models += this.pruneVersions('models', L.modelsMaxRows, good);
+      out.placements += this.pruneVersions('placements', L.placementsMaxRows, -1);
     })();
-    if (out.experience + out.metrics + out.events > 0) this.db.pragma('incremental_vacuum');
+    if (out.experience + out.metrics + out.events + out.models + out.placements > 0) this.db.pragma('incremental_vacuum');
     return out;
+  }
+
+  /** Versions below the newest `keep` go, except `spare`. */
+  private pruneVersions(table: 'models' | 'placements', keep: number, spare: number): number {
+    if (!(keep > 0 && Number.isFinite(keep))) return 0;
+    const cut = this.db.prepare(`SELECT version FROM ${table} ORDER BY version DESC LIMIT 1 OFFSET ?`).get(keep - 1) as
+      | { version: number }
+      | undefined;
+    if (!cut) return 0;
+    return this.db.prepare(`DELETE FROM ${table} WHERE version < ? AND version <> ?`).run(cut.version, spare).changes;
   }
 
   private deleteExperience(where: string, arg: number): number {

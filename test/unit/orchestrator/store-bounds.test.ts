@@ -10,7 +10,8 @@ import Database from 'better-sqlite3';
 import { StoreGuard } from '../../../orchestrator/main';
 import { isStoreWriteError, Store, StoreError } from '../../../orchestrator/store';
 import { ModelRegistry, startHub } from '../../../orchestrator/registry';
-import type { Transition } from '../../../shared/protocol/envelope';
+import { placementBody, type Transition } from '../../../shared/protocol/envelope';
+import { packWeights } from '../../../shared/protocol/weights';
 
 const transitions = (n: number, obsDim = 256): Transition[] =>
   Array.from({ length: n }, (_, k) => ({
@@ -51,6 +52,30 @@ describe('Store bounds and epochs', () => {
     expect(c.createdNow).toBe(true);
     expect(c.epoch).not.toBe(epoch);
     c.close();
+  });
+
+  it("keeps the newest weight and placement versions (and a running canary's good version), and says how many went", () => {
+    const s = Store.open(path.join(dir, 'o.db'), { limits: { modelsMaxRows: 3, placementsMaxRows: 2 } });
+    const body = (v: number) => packWeights([{ shape: [4], data: new Float32Array([v, v, v, v]) }], v);
+    for (let v = 1; v <= 6; v++) s.putModel(body(v));
+    for (let v = 1; v <= 5; v++) s.putPlacement(placementBody(v, v, [[1, 0]]));
+    // a canary of v6 runs with v2 as its good version: v2 stays, whatever its age
+    s.putCanaryState({ version: 6, good: 2, eaps: [0], startedMs: 0 });
+    const n = s.prune();
+    expect([n.models, n.placements]).toEqual([2, 3]);
+    expect(s.models().map((m) => m.version)).toEqual([2, 4, 5, 6]);
+    expect(s.model(2)!.checksum).toBe(body(2).checksum);
+    expect(s.latestPlacement()!.version).toBe(5);
+    expect(s.latestModelVersion()).toBe(6);
+    // the canary over: v2 goes too; a second prune finds nothing more
+    s.putCanaryState(null);
+    expect(s.prune().models).toBe(1);
+    expect(s.prune()).toMatchObject({ models: 0, placements: 0 });
+    expect(s.models().map((m) => m.version)).toEqual([4, 5, 6]);
+    // numbering goes on above the kept ones
+    s.putModel(body(7));
+    expect(s.latestModelVersion()).toBe(7);
+    s.close();
   });
 
   it('prunes experience by bytes and age, metrics and events by rows and age, oldest first', () => {
