@@ -483,6 +483,16 @@ function sameLightActor(stored: LightActorBody | undefined, wanted: LightActorBo
 }
 
 /** The stored admin state (JSON text), or none when absent or unreadable (logged: the admin sets it again). */
+/** The newest `n` stored weight versions, newest first, each with when it was stored and who rejected it (null: nobody). */
+function storedVersions(store: Store, n: number): { version: number; createdMs: number; rejectedBy: string | null }[] {
+  const rejected = new Map(store.rejectedModels().map((r) => [r.version, r.source]));
+  return store
+    .models()
+    .slice(-n)
+    .reverse()
+    .map((m) => ({ version: m.version, createdMs: m.createdMs, rejectedBy: rejected.get(m.version) ?? null }));
+}
+
 function readAdminState(text: string | null, log: (line: string) => void): AdminSnapshot | null {
   if (text === null) return null;
   try {
@@ -1129,6 +1139,8 @@ export async function startOrchestrator(
     placementDeferred: { waitingFor: loop.waitingFor, steps: loop.deferredSteps },
     ...adminState.snapshot(), // overrides, holds
     ...safeLearningStatus(),
+    // the newest stored weight versions (what kais weights --rollback --to can name), rejected or not
+    storedVersions: storedVersions(store, 10),
   });
   const adminApi = new AdminApi({
     scenario: cfg.scenario,

@@ -65,6 +65,14 @@ describe('kais weights against a live orchestrator', () => {
     expect(again.code).toBe(0);
     expect(again.stdout.split('\n')[0]).toBe("jest: weights v3 rolled back: every eAP gets v1's weights as v4: drill");
     await until(() => agents.every((a) => a.versions.includes(4)), 'every agent on v4');
+    // the versions it could name next, newest first, with who rejected them
+    const t = '\\d\\d:\\d\\d:\\d\\d';
+    expect(again.stdout).toMatch(
+      new RegExp(
+        `^stored \\(newest first, UTC\\): v4 ${t}, v3 ${t} \\(rejected by the admin\\), v2 ${t} \\(rejected by the admin\\), v1 ${t}$`,
+        'm',
+      ),
+    );
 
     // a version not stored, the current one: one line naming --to, exit 2, nothing published
     const missing = await kais(['weights', '--orchestrator', url, '--rollback', '--to', '9', '--reason', 'x']);
