@@ -247,7 +247,8 @@ CREATE TABLE IF NOT EXISTS learner (
 );
 -- Weight versions the gate or the canary rejected (issue 17), with the reason; the newest 100.
 -- A gate-rejected one was never published (its weights are here only); a rolled-back canary is
--- also in models (it was published to the canary eAPs), so its weights column is NULL.
+-- also in models (it was published to the canary eAPs; kept there while it is among the newest
+-- limits.modelsMaxRows), so its weights column is NULL. Source gate, canary or admin (kais weights).
 CREATE TABLE IF NOT EXISTS rejected_models (
   ts_ms INTEGER NOT NULL,
   version INTEGER NOT NULL,
