@@ -199,8 +199,8 @@ afterEach(async () => {
   async () => {
     // an in-process orchestrator on the small scenario with the canary on eAP 1 and the bad-weights
     // drill (test/support/canary-play.ts: the agents answer 30% in time under the drill's version, 80%
-    // otherwise), windows of 6 s so the page is read well inside the first one
-    const canary = { eaps: [1], windowS: 6, maxWindows: 2, settleS: 0.2, baselineS: 2, minRequests: 200 };
+    // otherwise), windows of 10 s so the page is read well inside the first one (a verdict can come at its end)
+    const canary = { eaps: [1], windowS: 10, maxWindows: 2, settleS: 0.2, baselineS: 2, minRequests: 200 };
     const { db, cfgFile, v1 } = canarySetUp(tmp.dir, { injectBadWeightsAfterS: 2.5, canary });
     const o = await startOrchestrator(readConfig(cfgFile), { dbPath: db, httpPort: 0, log: () => undefined });
     tmp.cleanups.push(() => o.close());
