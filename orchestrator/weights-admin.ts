@@ -115,19 +115,22 @@ export class WeightsAdmin {
       if (earlier.length === 0) return refuse(409, `no version below v${latest} that was never rejected is stored: name one with to`);
       target = Math.max(...earlier);
     }
-    const done = this.guarded(() => {
-      const body = this.d.registry.restore(target);
-      store.putRejectedModel({ version: latest, basedOn: target, source: 'admin', reason: `by ${by}: ${reason}`, body: null });
-      return body;
-    });
+    // the restored version is stored before it is pushed (registry.restore): a store that refuses it changes nothing
+    const done = this.guarded(() => this.d.registry.restore(target));
     if (done === null) return notMade(`the rollback of weights v${latest}`);
     const restored = done.value;
+    // pushed by now: a failure to list it among the rejected versions is said, not undone
+    const listed = this.guarded(() =>
+      store.putRejectedModel({ version: latest, basedOn: target, source: 'admin', reason: `by ${by}: ${reason}`, body: null }),
+    );
     const dropped = canary?.dropWaiting() ?? false;
     canary?.adoptGood(restored.version);
     this.d.learner?.reload(restored.version);
     return this.ok(
       'admin-rollback',
-      `${by}: weights v${latest} rolled back: every eAP gets v${target}'s weights as v${restored.version}${dropped ? ' (the version waiting for its canary is dropped)' : ''}: ${reason}`,
+      `${by}: weights v${latest} rolled back: every eAP gets v${target}'s weights as v${restored.version}` +
+        `${dropped ? ' (the version waiting for its canary is dropped)' : ''}` +
+        `${listed === null ? ` (the store could not list v${latest} among the rejected versions)` : ''}: ${reason}`,
       restored.version,
     );
   }

@@ -211,5 +211,20 @@ describe('WeightsAdmin', () => {
     expect(events).toEqual([]);
     expect(store.latestModelVersion()).toBe(2);
     expect(logs.filter((l) => /SQLITE_FULL/.test(l))).toHaveLength(2);
+    // the restored version stored and pushed, only its listing among the rejected ones failed: done, and said
+    const listing = make({
+      store: {
+        ...failing,
+        putRejectedModel: () => {
+          throw new Error('SQLITE_FULL: database or disk is full');
+        },
+      },
+    });
+    const half = listing.rollback(null, 'y', 'b');
+    expect(half.status).toBe(200);
+    expect(half.body.message).toBe(
+      "b: weights v2 rolled back: every eAP gets v1's weights as v3 (the store could not list v2 among the rejected versions): y",
+    );
+    expect(learner.reloaded).toEqual([3]);
   });
 });
