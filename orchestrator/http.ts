@@ -11,7 +11,8 @@
  *   kais_orchestrator_weight_version, _placement_version    gauges (-1: none)
  *   kais_orchestrator_events_total{kind}                    every event of the store's events table since the start
  *   kais_orchestrator_intake_total{verdict}                 accepted | invalid | rate_limited | quarantined
- *   kais_orchestrator_learner_updates_total{result}         run | published | failed | refused
+ *   kais_orchestrator_learner_updates_total{result}         run | published | failed | refused | stale
+ *   kais_orchestrator_learning_frozen                       gauge, 1 while an admin froze online learning (kais weights --freeze)
  *   kais_orchestrator_placement_orders_total{result}        executed | refused
  *   kais_orchestrator_placement_steps_failed_total          steps that failed (also events placement-failed)
  *   kais_orchestrator_gate_verdicts_total{verdict}          pass | reject | failed (with a weight gate)
@@ -39,7 +40,9 @@ export interface OrchestratorFigures {
   /** Events since the start, by kind. */
   eventTotals(): Record<string, number>;
   intake(): { accepted: number; invalid: number; rateLimited: number; quarantined: number };
-  learner(): { updates: number; published: number; failedUpdates: number; refusedUpdates: number } | null;
+  learner(): { updates: number; published: number; failedUpdates: number; refusedUpdates: number; staleUpdates?: number } | null;
+  /** Whether an admin froze online learning (absent: never). */
+  learningFrozen?(): boolean;
   /** The weight gate's verdicts (null: no gate). */
   gate?(): { passed: number; rejected: number; failed: number; lastMs: number } | null;
   /** The canary rollout's counts and the version under canary (null: no canary). */
@@ -91,8 +94,12 @@ export class OrchestratorHttp {
         [{ result: 'published' }, l.published],
         [{ result: 'failed' }, l.failedUpdates],
         [{ result: 'refused' }, l.refusedUpdates],
+        [{ result: 'stale' }, l.staleUpdates ?? 0],
       ];
     });
+    gauge('kais_orchestrator_learning_frozen', 'Whether an admin froze online learning (1) or not (0).', () =>
+      f.learningFrozen?.() ? 1 : 0,
+    );
     counter(
       'kais_orchestrator_gate_verdicts_total',
       'Weight gate verdicts on learned versions (failed: counted in reject too).',

@@ -1203,6 +1203,7 @@ export async function startOrchestrator(
       eventTotals: () => eventTotals,
       intake: () => intake.stats,
       learner: () => learner?.stats ?? null,
+      learningFrozen: () => weightsAdmin.frozen !== null,
       gate: () => gate?.stats ?? null,
       canary: () => (canary ? { ...canary.stats, running: canary.running?.version ?? null } : null),
       placementOrders: () => ({

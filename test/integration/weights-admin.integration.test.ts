@@ -7,15 +7,17 @@
  *   rolled back by the admin: every agent ends on the good version's weights as a new version, the
  *   event and the rejected version name who and why; then a rollback with no canary goes to the
  *   newest version never rejected, and a version not stored is one line naming --to (exit 2).
- * - Online learning frozen: kais status and kais weights say by whom; a restarted orchestrator on
- *   the same store is still frozen; unfrozen, the line goes.
+ * - Online learning frozen: kais status and kais weights say by whom, /metrics'
+ *   kais_orchestrator_learning_frozen is 1; a restarted orchestrator on the same store is still
+ *   frozen; unfrozen, the line goes and the gauge is 0.
  */
 import { execFile } from 'node:child_process';
 import * as path from 'node:path';
 import { readConfig, startOrchestrator } from '../../orchestrator/main';
 import { unpackWeights } from '../../shared/protocol/weights';
 import { CANARY_ADMIN, canarySetUp, playAgents } from '../support/canary-play';
-import { until as waitUntil } from '../support/wait';
+import { until as waitUntil, httpGet as get } from '../support/wait';
+import { parseMetrics, sample } from '../support/prometheus';
 import { perTestDir } from '../support/tmp';
 
 const KAIS = path.join(__dirname, '..', '..', 'dist', 'kais.js');
@@ -91,6 +93,9 @@ describe('kais weights against a live orchestrator', () => {
     expect(frozen.stdout).toMatch(/^jest: online learning frozen \(no update, no new version until unfrozen\): peak hours\nweights v1\n/);
     expect(frozen.stdout).toMatch(/^learner: frozen by jest since \S+: peak hours \(kais weights --unfreeze\)$/m);
     expect(first.learner!.isFrozen).toBe(true);
+    const frozenGauge = async (port: number) =>
+      sample(parseMetrics((await get(port, '/metrics')).text), 'kais_orchestrator_learning_frozen');
+    expect(await frozenGauge(first.httpPort!)).toBe(1);
     const twice = await kais(['weights', '--orchestrator', url, '--freeze', '--reason', 'again']);
     expect(twice).toMatchObject({
       code: 2,
@@ -114,6 +119,7 @@ describe('kais weights against a live orchestrator', () => {
     expect(thawed.stdout.split('\n')[0]).toBe("jest: online learning on again, from weights v1's decisions: peak over");
     expect(thawed.stdout).not.toMatch(/frozen/);
     expect(second.learner!.isFrozen).toBe(false);
+    expect(await frozenGauge(second.httpPort!)).toBe(0);
     expect(second.store.events({ kind: 'admin-freeze' })).toHaveLength(1);
     expect(second.store.events({ kind: 'admin-unfreeze' })).toHaveLength(1);
   }, 90_000);
