@@ -89,22 +89,21 @@ describe('OnlineLearner', () => {
   });
 
   const latest = () => unpackWeights(store.latestModel()!).map((t) => t.data);
+  /** A learner on this test's store and registry, updating in this thread at full duty, with `o` on top. */
+  const learnerWith = (o: Partial<ConstructorParameters<typeof OnlineLearner>[0]>) =>
+    new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, ...o });
+  /** Seeded random actor weights published as v1; returns them. */
+  const publishV1 = (): Float32Array[] => {
+    const shapes = actorShapes(D, A);
+    const w = initActorWeights(D, A, 5);
+    registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data })));
+    return w;
+  };
 
   it('turns experience into new weight versions that follow the rewards, without leaking tensors', async () => {
     const shapes = actorShapes(D, A);
     registry.publishWeights(initActorWeights(D, A, 5).map((data, i) => ({ shape: shapes[i], data })));
-    const learner = new OnlineLearner({
-      scenario,
-      store,
-      registry,
-      head: 'relu1',
-      thread: 'in-process',
-      maxDuty: 1,
-      batch: 128,
-      criticWarmup: 1,
-      lr: 2e-3,
-      targetKl: 0.05,
-    });
+    const learner = learnerWith({ batch: 128, criticWarmup: 1, lr: 2e-3, targetKl: 0.05 });
     const rng = new Rng(11);
     const before = probOfTarget0(latest(), new Rng(3));
     // nothing pending: no update
@@ -131,7 +130,7 @@ describe('OnlineLearner', () => {
     const shapes = actorShapes(D, A);
     const w = initActorWeights(D, A, 5);
     for (let v = 1; v <= 4; v++) registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data })));
-    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 64, maxLag: 2 });
+    const learner = learnerWith({ batch: 64, maxLag: 2 });
     const rng = new Rng(1);
     const good = experience(w, 4, 10, rng);
     const fallback = experience(w, 4, 10, rng).map((t) => ({ ...t, weightVersion: null }));
@@ -151,16 +150,7 @@ describe('OnlineLearner', () => {
     learner.dispose();
     // agents that never explore: one line says why nothing is learned
     const lines: string[] = [];
-    const idle = new OnlineLearner({
-      scenario,
-      store,
-      registry,
-      head: 'relu1',
-      thread: 'in-process',
-      maxDuty: 1,
-      batch: 16,
-      log: (l) => lines.push(l),
-    });
+    const idle = learnerWith({ batch: 16, log: (l) => lines.push(l) });
     await idle.start();
     idle.stop();
     store.appendExperience({ eap: 0, transitions: experience(w, 4, 40, rng).map((t) => ({ ...t, logProb: 0 })) });
@@ -178,13 +168,7 @@ describe('OnlineLearner', () => {
     // as main.ts's onStarted does), the second waits (null) and starts later
     let proposals = 0;
     let learnerRef: OnlineLearner | null = null;
-    const learner = new OnlineLearner({
-      scenario,
-      store,
-      registry,
-      head: 'relu1',
-      thread: 'in-process',
-      maxDuty: 1,
+    const learner = learnerWith({
       batch: 64,
       criticWarmup: 0,
       publish: (tensors, head) => {
@@ -213,13 +197,12 @@ describe('OnlineLearner', () => {
   });
 
   it('after a canary rollback, goes back to the restored weights and learns nothing from the rolled-back version', async () => {
-    const shapes = actorShapes(D, A);
-    const w = initActorWeights(D, A, 5);
-    registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data }))); // v1, good
-    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 32, maxLag: 2 });
+    const w = publishV1(); // the good one
+    const learner = learnerWith({ batch: 32, maxLag: 2 });
     await learner.start();
     learner.stop();
     const bad = w.map((a) => a.map((x) => -x));
+    const shapes = actorShapes(D, A);
     registry.publishWeights(bad.map((data, i) => ({ shape: shapes[i], data }))); // v2, the canary
     learner.noteVersion(2);
     registry.restore(1); // v3 = v1's weights
@@ -235,10 +218,8 @@ describe('OnlineLearner', () => {
   });
 
   it('frozen by the admin, reads experience but runs no update; unfrozen, learns from the current version on', async () => {
-    const shapes = actorShapes(D, A);
-    const w = initActorWeights(D, A, 5);
-    registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data }))); // v1
-    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 32, maxLag: 2 });
+    const w = publishV1();
+    const learner = learnerWith({ batch: 32, maxLag: 2 });
     await learner.start();
     learner.stop();
     learner.freeze();
@@ -261,20 +242,8 @@ describe('OnlineLearner', () => {
   });
 
   it('does not publish an update that a rollback or a freeze overtook while it ran', async () => {
-    const shapes = actorShapes(D, A);
-    const w = initActorWeights(D, A, 5);
-    registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data }))); // v1
-    const learner = new OnlineLearner({
-      scenario,
-      store,
-      registry,
-      head: 'relu1',
-      thread: 'in-process',
-      maxDuty: 1,
-      batch: 32,
-      criticWarmup: 0,
-      targetKl: 1,
-    });
+    const w = publishV1();
+    const learner = learnerWith({ batch: 32, criticWarmup: 0, targetKl: 1 });
     await learner.start();
     learner.stop();
     const rng = new Rng(8);
@@ -307,7 +276,7 @@ describe('OnlineLearner', () => {
 
   it('waits for a model, and after a restart resumes its cursor, update count and critic', async () => {
     const rng = new Rng(2);
-    const first = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 32 });
+    const first = learnerWith({ batch: 32 });
     await first.start();
     first.stop();
     expect(first.weightVersion).toBeNull();
@@ -328,7 +297,7 @@ describe('OnlineLearner', () => {
     first.dispose();
 
     // "restart": a new learner on the same store continues where the first stopped
-    const second = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', maxDuty: 1, batch: 32 });
+    const second = learnerWith({ batch: 32 });
     await second.start();
     second.stop();
     expect(second.weightVersion).toBe(2);
@@ -341,10 +310,8 @@ describe('OnlineLearner', () => {
   });
 
   it('rests after an update so that updates take at most maxDuty of a core, and learns from the newest decisions', async () => {
-    const shapes = actorShapes(D, A);
-    const w = initActorWeights(D, A, 5);
-    registry.publishWeights(w.map((data, i) => ({ shape: shapes[i], data })));
-    const learner = new OnlineLearner({ scenario, store, registry, head: 'relu1', thread: 'in-process', batch: 32, maxDuty: 0.001 });
+    const w = publishV1();
+    const learner = learnerWith({ batch: 32, maxDuty: 0.001 });
     const rng = new Rng(4);
     store.appendExperience({ eap: 0, transitions: experience(w, 1, 80, rng) });
     expect(await learner.poll()).toBe(true);
@@ -383,16 +350,7 @@ describe('OnlineLearner', () => {
   it('logs once and does not learn when the stored weights are not an actor of the scenario', async () => {
     registry.publishWeights([{ shape: [3, 2], data: new Float32Array(6) }]);
     const lines: string[] = [];
-    const learner = new OnlineLearner({
-      scenario,
-      store,
-      registry,
-      head: 'relu1',
-      thread: 'in-process',
-      maxDuty: 1,
-      batch: 8,
-      log: (l) => lines.push(l),
-    });
+    const learner = learnerWith({ batch: 8, log: (l) => lines.push(l) });
     await learner.start();
     learner.stop();
     expect(learner.weightVersion).toBeNull();
