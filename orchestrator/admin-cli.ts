@@ -379,21 +379,7 @@ export const weightsCommand: CommandModule<object, object> = {
     if (a.json) return void process.stdout.write(`${JSON.stringify(s)}\n`);
     // a change the store could not keep: call() said so on stderr (exit 1); the state as it stands follows
     const head = change && s.ok === true ? `${oneLine(String(s.message))}\n` : '';
-    const lines = [`weights v${typeof s.weightVersion === 'number' ? s.weightVersion : '-'}`, ...storedLine(s), ...safeLearningLines(s)];
+    const lines = [`weights v${typeof s.weightVersion === 'number' ? s.weightVersion : '-'}`, ...safeLearningLines(s)];
     process.stdout.write(`${head}${lines.join('\n')}\n`);
   }),
 };
-
-/** The stored versions an operator can roll back to (the status' storedVersions, newest first), or nothing from an older orchestrator. */
-function storedLine(s: Record<string, unknown>): string[] {
-  const rows = (Array.isArray(s.storedVersions) ? s.storedVersions : []).filter(
-    (x): x is { version: number; createdMs: number; rejectedBy: unknown } =>
-      typeof x === 'object' && x !== null && Number.isInteger((x as { version?: unknown }).version),
-  );
-  if (rows.length === 0) return [];
-  const one = (x: { version: number; createdMs: number; rejectedBy: unknown }) =>
-    `v${x.version} ${Number.isFinite(x.createdMs) ? new Date(x.createdMs).toISOString().slice(11, 19) : '-'}${
-      typeof x.rejectedBy === 'string' ? ` (rejected by the ${oneLine(x.rejectedBy)})` : ''
-    }`;
-  return [`stored (newest first, UTC): ${rows.map(one).join(', ')}`];
-}

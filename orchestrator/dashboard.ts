@@ -72,7 +72,7 @@ export interface DashboardSources {
    * The learner, gate, canary and rejected versions as GET /v1/status gives them (orchestrator/main.ts
    * safeLearningStatus); absent: the panel says safe learning is off.
    */
-  safeLearning?(): { learner: unknown; gate: unknown; canary: unknown; rejectedVersions: unknown };
+  safeLearning?(): { learner: unknown; gate: unknown; canary: unknown; rejectedVersions: unknown; storedVersions?: unknown };
 }
 
 export interface DashboardEvent {

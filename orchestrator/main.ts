@@ -1120,6 +1120,8 @@ export async function startOrchestrator(
     gate: gateStatus(),
     canary: canaryStatus(),
     rejectedVersions: store.rejectedModels(20),
+    // the newest stored weight versions (what kais weights --rollback --to can name), rejected or not
+    storedVersions: storedVersions(store, 10),
   });
   const adminStatus = () => ({
     epoch: store.epoch,
@@ -1139,8 +1141,6 @@ export async function startOrchestrator(
     placementDeferred: { waitingFor: loop.waitingFor, steps: loop.deferredSteps },
     ...adminState.snapshot(), // overrides, holds
     ...safeLearningStatus(),
-    // the newest stored weight versions (what kais weights --rollback --to can name), rejected or not
-    storedVersions: storedVersions(store, 10),
   });
   const adminApi = new AdminApi({
     scenario: cfg.scenario,

@@ -77,7 +77,24 @@ export function safeLearningLines(s: Record<string, unknown>): string[] {
     if (verdict)
       out.push(`canary: last verdict: v${num(verdict.version)} ${oneLine(String(verdict.decision))}: ${oneLine(String(verdict.reason))}`);
   }
+  out.push(...storedLine(s));
   const rejected = Array.isArray(s.rejectedVersions) ? s.rejectedVersions.filter(isObject).slice(0, 3) : [];
   for (const x of rejected) out.push(`rejected: v${num(x.version)} by the ${oneLine(String(x.source))}: ${oneLine(String(x.reason))}`);
   return out;
+}
+
+/**
+ * The stored versions an operator can roll back to (the status' storedVersions, newest first), when
+ * there are two or more (one: nothing to go back to); nothing from an older orchestrator.
+ */
+function storedLine(s: Record<string, unknown>): string[] {
+  const rows = (Array.isArray(s.storedVersions) ? s.storedVersions : []).filter(
+    (x): x is { version: number; createdMs: unknown; rejectedBy: unknown } => isObject(x) && Number.isInteger(x.version),
+  );
+  if (rows.length < 2) return [];
+  const one = (x: { version: number; createdMs: unknown; rejectedBy: unknown }) =>
+    `v${x.version} ${typeof x.createdMs === 'number' && Number.isFinite(x.createdMs) ? new Date(x.createdMs).toISOString().slice(11, 19) : '-'}${
+      typeof x.rejectedBy === 'string' ? ` (rejected by the ${oneLine(x.rejectedBy)})` : ''
+    }`;
+  return [`stored (newest first, UTC): ${rows.map(one).join(', ')}`];
 }

@@ -622,8 +622,7 @@ export class Store {
   private pruneVersions(table: 'models' | 'placements', keep: number, spare: number): number {
     if (!(keep > 0 && Number.isFinite(keep))) return 0;
     const cut = this.db.prepare(`SELECT version FROM ${table} ORDER BY version DESC LIMIT 1 OFFSET ?`).get(keep - 1) as
-      | { version: number }
-      | undefined;
+      { version: number } | undefined;
     if (!cut) return 0;
     return this.db.prepare(`DELETE FROM ${table} WHERE version < ? AND version <> ?`).run(cut.version, spare).changes;
   }

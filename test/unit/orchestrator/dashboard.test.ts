@@ -273,6 +273,12 @@ describe('DashboardFeed', () => {
             recent: running ? [] : [{ version: 5, decision: 'rollback', reason: 'worse than the control' }],
           },
           rejectedVersions: running ? [] : [{ version: 5, source: 'canary', reason: 'worse than the control' }],
+          storedVersions: running
+            ? [{ version: 5, createdMs: startedMs, rejectedBy: null }]
+            : [
+                { version: 6, createdMs: startedMs + 45_000, rejectedBy: null },
+                { version: 5, createdMs: startedMs, rejectedBy: 'canary' },
+              ],
         }),
       }),
     );
@@ -293,6 +299,7 @@ describe('DashboardFeed', () => {
         'learner: 512 transitions read, 2 updates, 1 version published',
         'canary: none running (good version v4; 1 promoted, 0 rolled back, 0 superseded)',
         'canary: last verdict: v5 rollback: worse than the control',
+        'stored (newest first, UTC): v6 12:00:45, v5 12:00:00 (rejected by the canary)',
         'rejected: v5 by the canary: worse than the control',
       ],
       canaryEaps: [],
