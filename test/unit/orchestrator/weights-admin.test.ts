@@ -123,6 +123,12 @@ describe('WeightsAdmin', () => {
     const r = a.rollback(1, 'back to the shipped one', 'a');
     expect(r.status).toBe(200);
     expect(firstValue(store.model(4))).toBe(1);
+    // a version rejected before (a canary's false alarm) can be named: it comes back as a new version
+    store.putRejectedModel({ version: 3, basedOn: 2, source: 'canary', reason: 'undecided, beyond the margin', body: null });
+    expect(a.rollback(3, 'the canary was wrong', 'a').body.message).toBe(
+      "a: weights v4 rolled back: every eAP gets v3's weights as v5: the canary was wrong",
+    );
+    expect(firstValue(store.model(5))).toBe(3);
   });
 
   it("while a canary runs, rolls the canary's version back through the canary, and only to its good version", () => {
