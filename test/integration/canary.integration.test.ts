@@ -24,7 +24,7 @@ import { readConfig, startOrchestrator } from '../../orchestrator/main';
 import { Store } from '../../orchestrator/store';
 import { actorShapes, initActorWeights } from '../../shared/nets/actor';
 import { Codec } from '../../shared/protocol/codec';
-import { makeFrame, type Frame, type NodeSample } from '../../shared/protocol/envelope';
+import { makeFrame, type Frame } from '../../shared/protocol/envelope';
 import { packWeights, unpackWeights } from '../../shared/protocol/weights';
 import { loadScenario, topologyOf } from '../../shared/scenario';
 import { observationDim } from '../../shared/spaces';
@@ -33,7 +33,7 @@ import { parseMetrics, sample } from '../support/prometheus';
 import { until as waitUntil, httpGet as get } from '../support/wait';
 import { expectConfigError } from '../support/config-error';
 import { perTestDir } from '../support/tmp';
-import { CANARY_ADMIN as ADMIN, canarySetUp, playAgents } from '../support/canary-play';
+import { CANARY_ADMIN as ADMIN, canarySetUp, nodeSample, playAgents } from '../support/canary-play';
 
 const ROOT = path.resolve(__dirname, '../..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
@@ -297,21 +297,9 @@ describe("agents' regime-guard switches", () => {
       new Codec(),
       cleanups,
     );
-    const s: NodeSample = {
-      node: 0,
-      ts: Date.now(),
-      cpu: 0.5,
-      mem: 0.5,
-      disk: 0,
-      upBwMbps: 1,
-      requests: 10,
-      succeeded: 9,
-      inDeadline: 5,
-      latencyMsSum: 900,
-    };
     raw.send('telemetry', {
       eap: 1,
-      samples: [s],
+      samples: [nodeSample(10, 9, 5)],
       guard: [
         { ts: Date.now(), level: 2, policy: 'round-robin', lateShare: 0.351, decision: 812 },
         { ts: Date.now(), level: 0, policy: 'cmmac', lateShare: 0.249, decision: 1090 },

@@ -18,6 +18,22 @@ import { rawAgent, type RawAgent } from './raw-agent';
 
 export const CANARY_ADMIN = 'admin-token-0123456789';
 
+/** One telemetry sample of node 0 now: `requests` sent, `succeeded` answered, `inDeadline` of them in time, 100 ms each. */
+export function nodeSample(requests: number, succeeded: number, inDeadline: number): NodeSample {
+  return {
+    node: 0,
+    ts: Date.now(),
+    cpu: 0.5,
+    mem: 0.5,
+    disk: 0,
+    upBwMbps: 1,
+    requests,
+    succeeded,
+    inDeadline,
+    latencyMsSum: 100 * succeeded,
+  };
+}
+
 const small = loadScenario('small');
 const topo = topologyOf(small);
 const A = topo.numNodes + 1;
@@ -96,19 +112,7 @@ export async function playAgents(
       // of the rest, half answered late, half refused
       const inDeadline = Math.round(60 * rate);
       const succeeded = inDeadline + (60 - inDeadline) / 2;
-      const s: NodeSample = {
-        node: 0,
-        ts: Date.now(),
-        cpu: 0.5,
-        mem: 0.5,
-        disk: 0,
-        upBwMbps: 1,
-        requests: 60,
-        succeeded,
-        inDeadline,
-        latencyMsSum: 6000,
-      };
-      a.raw.send('telemetry', { eap, samples: [s] });
+      a.raw.send('telemetry', { eap, samples: [nodeSample(60, succeeded, inDeadline)] });
     });
   }, 100);
   cleanups.push(() => clearInterval(timer));
