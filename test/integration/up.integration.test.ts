@@ -638,12 +638,14 @@ describe('kais up', () => {
     // busy one; a fixed 15 s run missed it once). --duration is only the bound on the wait: the
     // orchestrator runs niced below the agents, so on a busy machine its learner is starved first (with
     // three CPU hogs beside it, updates took 17-22 s and v2 landed at t=74 s; an 80 s bound failed a CI run).
+    // So the run is at half speed: 120 s of scenario time bound the wait to 240 s of wall time, the agents
+    // take half the CPU they would at speed 1, and the prediction kais up runs first covers 120 s, not 240.
     let learnedEverywhere = false;
     // on the GPG model without the actor switch (the default before session 44): with the shipped
     // switch the first frame (25 s) is the light actor's, which draws nothing, so learning would start
     // a frame late (the switch's drawing is covered in test/unit/agent/actor-policy.test.ts and above)
     const gate = path.join(__dirname, '..', '..', 'models', 'kais-gpg-gate.json');
-    const args = ['--duration', '240', '--gpg', gate, '--json', '--learn-batch', '256', '--explore', '1', '--verbose'];
+    const args = ['--duration', '120', '--speed', '0.5', '--gpg', gate, '--json', '--learn-batch', '256', '--explore', '1', '--verbose'];
     const run = await kaisUp(args, (line, child) => {
       const m = /\| weights v([\d,-]+) \|/.exec(line);
       if (!learnedEverywhere && m && m[1].split(',').every((v) => Number(v) >= 2)) {
