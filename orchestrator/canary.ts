@@ -61,6 +61,7 @@
 import type { EapId } from '../shared/domain';
 import type { ActorHeadName, NodeSample, WeightsBody } from '../shared/protocol/envelope';
 import type { WeightTensor } from '../shared/protocol/weights';
+import type { RejectionSource } from './store';
 
 export interface CanaryConfig {
   /** Share of the eAPs that get a new version first (at least one eAP, at most all but one). */
@@ -359,13 +360,7 @@ export interface CanaryRegistry {
 /** What the rollout keeps in the store (orchestrator/store.ts). */
 export interface CanaryStore {
   putCanaryState(s: { version: number; good: number | null; eaps: EapId[]; startedMs: number } | null): void;
-  putRejectedModel(r: {
-    version: number;
-    basedOn: number | null;
-    source: 'gate' | 'canary' | 'admin';
-    reason: string;
-    body: WeightsBody | null;
-  }): void;
+  putRejectedModel(r: { version: number; basedOn: number | null; source: RejectionSource; reason: string; body: WeightsBody | null }): void;
 }
 
 export interface CanaryStats {

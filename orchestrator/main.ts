@@ -71,7 +71,15 @@ import { AdminState, type AdminSnapshot } from './admin';
 import { AdminApi } from './admin-api';
 import type { OnlineLearner } from './learner';
 import { ModelRegistry, startHub } from './registry';
-import { DEFAULT_STORE_LIMITS, isStoreWriteError, Store, StoreError, type MetricPoint, type StoreLimits } from './store';
+import {
+  DEFAULT_STORE_LIMITS,
+  isStoreWriteError,
+  Store,
+  StoreError,
+  type MetricPoint,
+  type RejectedModelRecord,
+  type StoreLimits,
+} from './store';
 
 /**
  * Refusals any peer can provoke unauthenticated (refused hellos, failed TLS handshakes) make an
@@ -484,13 +492,17 @@ function sameLightActor(stored: LightActorBody | undefined, wanted: LightActorBo
 
 /** The stored admin state (JSON text), or none when absent or unreadable (logged: the admin sets it again). */
 /** The newest `n` stored weight versions, newest first, each with when it was stored and who rejected it (null: nobody). */
-function storedVersions(store: Store, n: number): { version: number; createdMs: number; rejectedBy: string | null }[] {
-  const rejected = new Map(store.rejectedModels().map((r) => [r.version, r.source]));
+function storedVersions(
+  store: Store,
+  rejected: readonly RejectedModelRecord[],
+  n: number,
+): { version: number; createdMs: number; rejectedBy: string | null }[] {
+  const by = new Map(rejected.map((r) => [r.version, r.source]));
   return store
     .models()
     .slice(-n)
     .reverse()
-    .map((m) => ({ version: m.version, createdMs: m.createdMs, rejectedBy: rejected.get(m.version) ?? null }));
+    .map((m) => ({ version: m.version, createdMs: m.createdMs, rejectedBy: by.get(m.version) ?? null }));
 }
 
 function readAdminState(text: string | null, log: (line: string) => void): AdminSnapshot | null {
@@ -1064,15 +1076,7 @@ export async function startOrchestrator(
 
   // the admin's rollback and learning freeze (kais weights; a freeze kept in the store holds from the start)
   const weightsAdmin = new WeightsAdmin({
-    store: {
-      latestModelVersion: () => store.latestModelVersion(),
-      model: (v) => store.model(v),
-      models: () => store.models(),
-      rejectedModels: () => store.rejectedModels(),
-      putRejectedModel: (r) => store.putRejectedModel(r),
-      learningFrozen: () => store.learningFrozen(),
-      putLearningFrozen: (json) => store.putLearningFrozen(json),
-    },
+    store,
     registry,
     canary,
     learner,
@@ -1115,14 +1119,17 @@ export async function startOrchestrator(
         }
       : null;
   // what kais status and the dashboard's safe-learning panel read (orchestrator/status-lines.ts)
-  const safeLearningStatus = () => ({
-    learner: learner ? { ...learner.stats, frozen: weightsAdmin.frozen } : null,
-    gate: gateStatus(),
-    canary: canaryStatus(),
-    rejectedVersions: store.rejectedModels(20),
-    // the newest stored weight versions (what kais weights --rollback --to can name), rejected or not
-    storedVersions: storedVersions(store, 10),
-  });
+  const safeLearningStatus = () => {
+    const rejected = store.rejectedModels(); // the newest 100 at most
+    return {
+      learner: learner ? { ...learner.stats, frozen: weightsAdmin.frozen } : null,
+      gate: gateStatus(),
+      canary: canaryStatus(),
+      rejectedVersions: rejected.slice(0, 20),
+      // the newest stored weight versions (what kais weights --rollback --to can name), rejected or not
+      storedVersions: storedVersions(store, rejected, 10),
+    };
+  };
   const adminStatus = () => ({
     epoch: store.epoch,
     orchestration: cfg.orchestration,

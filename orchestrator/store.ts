@@ -68,8 +68,9 @@ export interface StoreLimits {
   eventsMaxAgeMs: number;
   /**
    * Weight versions kept (the newest; a running canary's good version is kept too, whatever its
-   * age): one is 1.6 MB on kais (measured: a kais up store, the actor with its light actor), and online learning publishes one every 10-60 s, so unbounded they
-   * fill `fileMaxBytes` in days. @defaultValue 100
+   * age): one is 1.6 MB on kais (measured in a kais up store: the actor with its light actor), and
+   * online learning publishes one every 10-60 s, so unbounded they fill the 4 GiB `fileMaxBytes` in a
+   * day or two. @defaultValue 100
    */
   modelsMaxRows: number;
   /** Placement versions kept (the newest; one a frame, 25 s on the built-in scenarios). @defaultValue 20,000 */
@@ -285,13 +286,16 @@ const OWN_TABLES = new Set([
 export const REJECTED_MODELS_KEPT = 100;
 
 /** A weight version the gate or the canary rejected. */
+/** Who rejected a weight version: the gate, a canary, or an admin (kais weights --rollback). */
+export type RejectionSource = 'gate' | 'canary' | 'admin';
+
 export interface RejectedModelRecord {
   tsMs: number;
   /** The version number it had (canary) or would have had (gate). */
   version: number;
   /** The version it was judged against (null: none). */
   basedOn: number | null;
-  source: 'gate' | 'canary' | 'admin';
+  source: RejectionSource;
   reason: string;
   /** Whether its weights are kept in this row (gate); a canary's are in `models` under `version`. */
   hasWeights: boolean;
@@ -679,7 +683,7 @@ export class Store {
   }
 
   putAdminState(json: string): void {
-    this.db.prepare(`INSERT INTO meta (key, value) VALUES ('admin', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`).run(json);
+    this.putMeta('admin', json);
   }
 
   /** The admin's freeze of online learning (orchestrator/weights-admin.ts), as JSON text; null when learning is not frozen. */
@@ -688,11 +692,7 @@ export class Store {
   }
 
   putLearningFrozen(json: string | null): void {
-    if (json === null) this.db.prepare(`DELETE FROM meta WHERE key = 'learning-frozen'`).run();
-    else
-      this.db
-        .prepare(`INSERT INTO meta (key, value) VALUES ('learning-frozen', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`)
-        .run(json);
+    this.putMeta('learning-frozen', json);
   }
 
   // ------------------------------------------------------------------------------------------
@@ -701,7 +701,7 @@ export class Store {
 
   /** Keeps a rejected version with its reason (the newest REJECTED_MODELS_KEPT rows are kept). */
   putRejectedModel(
-    r: { version: number; basedOn: number | null; source: 'gate' | 'canary' | 'admin'; reason: string; body: WeightsBody | null },
+    r: { version: number; basedOn: number | null; source: RejectionSource; reason: string; body: WeightsBody | null },
     nowMs = Date.now(),
   ): void {
     this.db.transaction(() => {
@@ -713,18 +713,15 @@ export class Store {
   }
 
   /** Rejected versions, newest first. */
-  rejectedModels(limit = -1): RejectedModelRecord[] {
-    // limit: the newest ones only (the status and the dashboard read 20 every second; -1: all)
+  rejectedModels(): RejectedModelRecord[] {
     return (
       this.db
-        .prepare(
-          'SELECT ts_ms, version, based_on, source, reason, weights IS NOT NULL AS w FROM rejected_models ORDER BY rowid DESC LIMIT ?',
-        )
-        .all(limit) as {
+        .prepare('SELECT ts_ms, version, based_on, source, reason, weights IS NOT NULL AS w FROM rejected_models ORDER BY rowid DESC')
+        .all() as {
         ts_ms: number;
         version: number;
         based_on: number | null;
-        source: 'gate' | 'canary' | 'admin';
+        source: RejectionSource;
         reason: string;
         w: number;
       }[]
@@ -752,14 +749,19 @@ export class Store {
   }
 
   putCanaryState(s: { version: number; good: number | null; eaps: EapId[]; startedMs: number } | null): void {
-    this.db
-      .prepare(`INSERT INTO meta (key, value) VALUES ('canary', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`)
-      .run(s === null ? '' : JSON.stringify(s));
+    this.putMeta('canary', s === null ? '' : JSON.stringify(s));
   }
 
   private meta(key: string): string | null {
     const row = this.db.prepare('SELECT value FROM meta WHERE key = ?').get(key) as { value: string } | undefined;
     return row?.value ?? null;
+  }
+
+  /** Sets meta `key` (null: deletes it). */
+  private putMeta(key: string, value: string | null): void {
+    if (value === null) this.db.prepare('DELETE FROM meta WHERE key = ?').run(key);
+    else
+      this.db.prepare('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value').run(key, value);
   }
 
   // ------------------------------------------------------------------------------------------

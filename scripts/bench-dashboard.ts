@@ -81,7 +81,7 @@ async function orchestratorChild(dbFile: string): Promise<void> {
     forecast: () => null,
     learner: () => null,
     // the safe-learning panel's read, as main.ts wires it (the newest rejected versions from the store)
-    safeLearning: () => ({ learner: null, gate: null, canary: null, rejectedVersions: store.rejectedModels(20) }),
+    safeLearning: () => ({ learner: null, gate: null, canary: null, rejectedVersions: store.rejectedModels().slice(0, 20) }),
   });
   const status = () => ({
     agents: sessions(),

@@ -180,8 +180,7 @@ function render(snap) {
               : /^canary: v\d/.test(line)
                 ? 'running'
                 : '';
-          const li = el('li', cls, line.trim());
-          return li;
+          return el('li', cls, line.trim());
         })
       : [
           el(

@@ -96,7 +96,7 @@ describe('WeightsAdmin', () => {
         "alice: weights v4 rolled back: every eAP gets v2's weights as v5 (the version waiting for its canary is dropped): late share up",
       ],
     ]);
-    expect(store.rejectedModels(1)[0]).toMatchObject({ version: 4, basedOn: 2, source: 'admin', reason: 'by alice: late share up' });
+    expect(store.rejectedModels()[0]).toMatchObject({ version: 4, basedOn: 2, source: 'admin', reason: 'by alice: late share up' });
     expect(learner.reloaded).toEqual([5]);
     expect(adoptGood).toEqual([5]);
     expect(dropped).toBe(1);
