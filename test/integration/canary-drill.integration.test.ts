@@ -13,6 +13,7 @@
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { DEFAULT_CANARY } from '../../orchestrator/canary';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const KAIS = path.join(ROOT, 'dist', 'kais.js');
@@ -24,6 +25,8 @@ interface Ev {
 }
 
 const run = fs.existsSync(KAIS) ? it : it.skip;
+/** How long the drill's version waits for a baseline under the main actor: settleS + baselineS (62 s). */
+const WAIT_S = DEFAULT_CANARY.settleS + DEFAULT_CANARY.baselineS;
 
 describe('kais up --no-learn --canary --inject bad-weights', () => {
   run(
@@ -38,15 +41,16 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
       // On the shipped GPG model, with the actor switch: at load 1 every window is light and the light
       // actor (which no version changes) would decide everywhere; while the canary runs, the placement
       // names the main actor, so the canary judges the version, and its baseline is measured under the
-      // main actor too: the drill's version waits settleS + baselineS = 32 s for it before its canary
-      // starts (docs/safe-learning.md, "The canary under the actor switch"). So 130 s: the drill at
-      // 43 s, the canary from 75 s, its 4 windows of 10 s after 2 s of settling by 117 s. On a quiet
-      // machine the drill was rolled back after 1-2 windows at 90 s, 4 and 1 at 130 s (docs/safe-learning.md,
-      // "The baseline under the main actor"); sharing the 2 CPUs with another test file it was still
-      // undecided after 2 windows in 2 of 2 runs at 90 s, so the test asks for the rollback, not for its window.
+      // main actor too: the drill's version waits settleS + baselineS = 62 s for it before its canary
+      // starts (docs/safe-learning.md, "The canary under the actor switch"; 32 s before session 52's
+      // 60 s baseline). So 160 s: the drill at 53 s, the canary from 115 s, its 4 windows of 10 s after
+      // 2 s of settling by 157 s. On a quiet machine the drill was rolled back after 1-2 windows
+      // (docs/safe-learning.md, "The baseline under the main actor"); sharing the 2 CPUs with another
+      // test file it was still undecided after 2 windows in 2 of 2 runs at 90 s, so the test asks for
+      // the rollback, not for its window.
       const child = spawn(
         process.execPath,
-        [KAIS, 'up', '--duration', '130', '--no-learn', '--canary', '--inject', 'bad-weights', '--json'],
+        [KAIS, 'up', '--duration', '160', '--no-learn', '--canary', '--inject', 'bad-weights', '--json'],
         {
           stdio: ['ignore', 'pipe', 'pipe'],
         },
@@ -89,7 +93,9 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
       // the canary started when the main actor had dispatched for that long
       const waits = ev.find((e) => e.kind === 'canary-baseline')!;
       expect(waits.message).toMatch(
-        /^injected \(bad-weights drill\) version waits for a baseline under the main actor \(32 s of it\) before its canary: (the light actor dispatches now|the main actor has dispatched for \d+\.\d s)$/,
+        new RegExp(
+          String.raw`^injected \(bad-weights drill\) version waits for a baseline under the main actor \(${WAIT_S} s of it\) before its canary: (the light actor dispatches now|the main actor has dispatched for \d+\.\d s)$`,
+        ),
       );
       expect(waits.tsMs).toBeGreaterThanOrEqual(inject.tsMs);
       const hadS = /has dispatched for ([\d.]+) s$/.exec(waits.message);
@@ -97,11 +103,11 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
         const named = ev.find((e) => e.kind === 'canary-actor')!;
         expect(named.message).toMatch(/published again naming the main actor: the next canary's baseline is measured under it$/);
         expect(named.tsMs).toBeGreaterThanOrEqual(waits.tsMs);
-        expect(start.tsMs - waits.tsMs).toBeGreaterThanOrEqual(32_000);
+        expect(start.tsMs - waits.tsMs).toBeGreaterThanOrEqual(WAIT_S * 1000);
       } else {
-        expect(Number(hadS[1])).toBeLessThan(32);
+        expect(Number(hadS[1])).toBeLessThan(WAIT_S);
         // the message rounds to 0.1 s
-        expect(start.tsMs - waits.tsMs).toBeGreaterThanOrEqual(32_000 - Number(hadS[1]) * 1000 - 50);
+        expect(start.tsMs - waits.tsMs).toBeGreaterThanOrEqual(WAIT_S * 1000 - Number(hadS[1]) * 1000 - 50);
       }
       expect(rollback.tsMs).toBeGreaterThan(start.tsMs);
       // the light actor decided outside the canary, the main actor during it, at every eAP (canary and control)
@@ -110,6 +116,6 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
         expect(e.decisionsLight).toBeLessThan(e.sent);
       }
     },
-    240_000,
+    300_000,
   );
 });

@@ -151,13 +151,13 @@ describe('formatSummary', () => {
     const waits = ev(
       20_001,
       'canary-baseline',
-      'injected (bad-weights drill) version waits for a baseline under the main actor (32 s of it) before its canary: ...',
+      'injected (bad-weights drill) version waits for a baseline under the main actor (62 s of it) before its canary: ...',
     );
-    const start = ev(52_001, 'canary-start', 'injected (bad-weights drill) weights v2 to eAPs 0, 1 first (the others stay on v1); ...');
-    const note = /^note: the drill's weights v2 had no verdict when the run ended \(it came at 20 s; .*\): --duration 120 leaves it time$/m;
+    const start = ev(82_001, 'canary-start', 'injected (bad-weights drill) weights v2 to eAPs 0, 1 first (the others stay on v1); ...');
+    const note = /^note: the drill's weights v2 had no verdict when the run ended \(it came at 20 s; .*\): --duration 160 leaves it time$/m;
     expect(formatSummary({ ...run, safeLearningEvents: [inject, waits] })).toMatch(note);
     expect(formatSummary({ ...run, safeLearningEvents: [inject, waits, start] })).toMatch(note);
-    const rolledBack = ev(64_000, 'canary-rollback', "weights v2 rolled back after 1 window(s); every eAP gets v1's weights as v3: ...");
+    const rolledBack = ev(94_000, 'canary-rollback', "weights v2 rolled back after 1 window(s); every eAP gets v1's weights as v3: ...");
     expect(formatSummary({ ...run, safeLearningEvents: [inject, waits, start, rolledBack] })).not.toMatch(/^note:/m);
     // through the gate alone: its verdict is the last word; through the gate and then the canary, the canary's
     const gated = ev(21_000, 'gate-pass', 'weights v2 (current v1): candidate 0.99, current 0.99');

@@ -119,6 +119,29 @@ describe('canaryDecision', () => {
     expect(clusterDiffVariance(own.slice(0, 2))).toBeUndefined();
   });
 
+  it('clusterDiffVariance with lagS: neighbouring seconds that swing apart lower it, seconds that fail together raise it (truncated kernel)', () => {
+    // the canary alone swings, up then down: residuals 0.4/3, -0.4/3, 0; lag 1 adds 2 x (-(0.4/3)^2): the swings cancel
+    const apart = [
+      { nc: 100, xc: 90, nk: 100, xk: 50 },
+      { nc: 100, xc: 10, nk: 100, xk: 50 },
+      { nc: 100, xc: 50, nk: 100, xk: 50 },
+    ];
+    expect(clusterDiffVariance(apart, 0)).toBeCloseTo(1.5 * 2 * (0.4 / 3) ** 2, 12);
+    expect(clusterDiffVariance(apart, 1)).toBeCloseTo(0, 12);
+    // two good seconds, then two bad ones: residuals .1, .1, -.1, -.1; lag 1 adds 2 x 0.01
+    const together = [
+      { nc: 100, xc: 90, nk: 100, xk: 50 },
+      { nc: 100, xc: 90, nk: 100, xk: 50 },
+      { nc: 100, xc: 10, nk: 100, xk: 50 },
+      { nc: 100, xc: 10, nk: 100, xk: 50 },
+    ];
+    expect(clusterDiffVariance(together, 0)).toBeCloseTo((4 / 3) * 0.04, 12);
+    expect(clusterDiffVariance(together, 1)).toBeCloseTo((4 / 3) * 0.06, 12);
+    // lag 2 adds 2 x (-0.01 - 0.01), lag 3 2 x (-0.01): floored at 0; a lag longer than the seconds uses the lags there are
+    expect(clusterDiffVariance(together, 2)).toBeCloseTo((4 / 3) * 0.02, 12);
+    expect(clusterDiffVariance(together, 30)).toBe(0);
+  });
+
   it('uses the one-sided quantile of alpha split over the windows (Bonferroni)', () => {
     expect(normalQuantile(0.975)).toBeCloseTo(1.959964, 5);
     expect(normalQuantile(0.0125)).toBeCloseTo(-2.241403, 5);
@@ -141,6 +164,8 @@ describe('canary config and eAPs', () => {
       [{ minRequests: 0 }, 'minRequests'],
       [{ settleS: -1 }, 'settleS'],
       [{ baselineS: Number.NaN }, 'baselineS'],
+      [{ lagS: 1.5 }, 'lagS'],
+      [{ lagS: 31 }, 'lagS'],
     ];
     for (const [patch, field] of bad) expect(canaryConfigProblem({ ...DEFAULT_CANARY, ...patch })?.field).toBe(field);
     expect(canaryConfigProblem(DEFAULT_CANARY)).toBeNull();
@@ -269,6 +294,23 @@ describe('CanaryRollout (fake registry and clock)', () => {
     expect(calls).toEqual(['canary 0,1', 'promote', 'finished (running: none)', 'canary 0,1']);
     expect(rollout.running?.version).toBe(3);
     expect(rollout.goodVersion).toBe(2);
+  });
+
+  it('reports every judged window to onWindow, the verdict last', () => {
+    const judged: [number, string][] = [];
+    const r = rolloutWith({ onWindow: (d, w) => void judged.push([w, d.decision]) });
+    try {
+      r.propose([], 'softplus1', 'test');
+      r.applied(0, 2);
+      r.applied(1, 2);
+      for (let i = 0; i < 41 && r.stats.promoted === 0; i++) second(0.8, 0.8, r);
+      expect(r.stats.promoted).toBe(1);
+      expect(judged.map((j) => j[0])).toEqual(judged.map((_, i) => i + 1));
+      expect(judged.at(-1)?.[1]).toBe('promote');
+      expect(judged.slice(0, -1).every((j) => j[1] === 'wait')).toBe(true);
+    } finally {
+      r.dispose();
+    }
   });
 
   it('counts a canary eAP only once it applied the version', () => {
