@@ -19,7 +19,7 @@
  * weaker than the control whatever the version (what the baseline is there to take out).
  *
  * A store of `kais orchestrator --db <file>`, or of `kais up --keep-store <file>`. FROM: the first start, in seconds after the first point
- * (at least the largest baseline). The rest of the rule is DEFAULT_CANARY's (docs/safe-learning.md).
+ * (at least the largest baseline); UNTIL: the last one (default: the last that ends within the run). The rest of the rule is DEFAULT_CANARY's (docs/safe-learning.md).
  */
 import * as fs from 'node:fs';
 import { CanaryRollout, canaryConfigProblem, DEFAULT_CANARY, type CanaryConfig } from '../orchestrator/canary';
@@ -65,6 +65,8 @@ export interface ReplayOptions {
   step: number;
   /** The first start (seconds after the run's first point); at least config.baselineS. */
   from: number;
+  /** The last start (seconds after the run's first point; default: the last that ends within the run). */
+  until?: number;
   /** The canary eAPs' in-time share lowered by this much (0: an equal version). */
   loss: number;
   /** The canary eAPs' in-time share lowered by this much before the start too: a weaker canary zone (default 0). */
@@ -88,7 +90,7 @@ export function replayCanaries(runs: readonly RunTelemetry[], o: ReplayOptions):
   const length = c.settleS + c.maxWindows * c.windowS;
   const body = (version: number): WeightsBody => ({ version, checksum: 0, shapes: [], tensors: [] });
   for (const [r, run] of runs.entries()) {
-    for (let s0 = Math.max(o.from, c.baselineS); s0 + length < run.requests.length; s0 += o.step) {
+    for (let s0 = Math.max(o.from, c.baselineS); s0 + length < run.requests.length && s0 <= (o.until ?? Infinity); s0 += o.step) {
       // the orchestrator's own rollout on a clock of the run's seconds: built baselineS before the start
       // (its baseline reaches no further back), fed each second's telemetry, the version proposed at s0
       let nowMs = (s0 - c.baselineS) * 1000;
@@ -194,6 +196,7 @@ function main(): void {
   const canaryEaps = new Set(list('CAN', env('CAN', '0,1'), (x) => Number.isInteger(x) && x >= 0));
   const [step] = list('STEP', env('STEP', '5'), (x) => x >= 1);
   const [from] = list('FROM', env('FROM', '40'), (x) => x >= 0);
+  const [until] = list('UNTIL', env('UNTIL', String(Number.MAX_SAFE_INTEGER)), (x) => x >= 0);
   const bases = list('BASES', env('BASES', '0,30,60,120'), (x) => x >= 0 && x <= 3600);
   const losses = list('LOSSES', env('LOSSES', '0,0.03,0.05,0.1,0.24'), (x) => x >= 0 && x <= 1);
   const gaps = list('GAPS', env('GAPS', '0'), (x) => x >= 0 && x <= 1);
@@ -228,7 +231,7 @@ function main(): void {
   for (const config of configs)
     for (const gap of gaps) {
       const cells = losses.map((loss) => {
-        const v = replayCanaries(runs, { canaryEaps, config, step, from: Math.max(from, config.baselineS), loss, gap });
+        const v = replayCanaries(runs, { canaryEaps, config, step, from: Math.max(from, config.baselineS), until, loss, gap });
         if (v.length === 0) return '-';
         const rb = v.filter((x) => x.decision === 'rollback').length;
         return `${((100 * rb) / v.length).toFixed(0)}% of ${v.length} (${(v.reduce((a, x) => a + x.window, 0) / v.length).toFixed(1)})`;

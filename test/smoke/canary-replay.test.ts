@@ -81,6 +81,11 @@ describe('replayCanaries', () => {
     }
   });
 
+  it('starts from FROM to UNTIL, every STEP seconds', () => {
+    const config = { ...DEFAULT_CANARY, baselineS: 0 };
+    expect(replayCanaries([run], { canaryEaps: new Set([0, 1]), config, step: 5, from: 40, until: 100, loss: 0 })).toHaveLength(13);
+  });
+
   it('a version 24 points worse: rolled back at the first window, every time; 10 points worse: rolled back every time', () => {
     const drill = replay(0.24);
     expect(drill.every((x) => x.decision === 'rollback' && x.window === 1)).toBe(true);
