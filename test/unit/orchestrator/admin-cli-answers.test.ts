@@ -101,7 +101,10 @@ const MODES: Record<string, Mode> = {
         goodVersion: 4,
         recent: [{ version: 4, decision: 'promote', reason: 'not worse than the control' }],
       },
-      rejectedVersions: [{ version: 3, source: 'canary', reason: 'worse than the control' }],
+      rejectedVersions: [
+        { version: 3, source: 'canary', reason: 'worse than the control' },
+        { version: 2, source: 'admin', reason: 'by alice: late share up' },
+      ],
     }),
   // the same orchestrator between canaries, learning off and no gate (null): a line for the canary alone
   idle: (res) =>
@@ -215,6 +218,7 @@ describe("the admin commands name the flag of the orchestrator's refusals", () =
       '  per eAP, in time of requests: canary 0 0.520 of 1000, 1 - of 0; control 2 0.750 of 2000',
       'canary: last verdict: v4 promote: not worse than the control',
       'rejected: v3 by the canary: worse than the control',
+      'rejected: v2 (admin) by alice: late share up',
     ]);
     const idle = await runInProcess(['status', '--orchestrator', at('idle')]);
     expect(idle.code).toBe(0);
