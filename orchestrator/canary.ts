@@ -720,7 +720,8 @@ export class CanaryRollout {
     this.o.event(
       'canary-start',
       `${source} weights v${body.version} to eAPs ${eaps.join(', ')} first (the others stay on v${this.good ?? 'none'}); ` +
-        `up to ${c.maxWindows} windows of ${c.windowS} s after ${c.settleS} s, margin ${c.margin}, alpha ${c.alpha}, at least ${c.minRequests} requests per group`,
+        `up to ${c.maxWindows} windows of ${c.windowS} s after ${c.settleS} s, margin ${c.margin}, alpha ${c.alpha}, at least ${c.minRequests} requests per group, ` +
+        `baseline ${c.baselineS > 0 ? `the ${c.baselineS} s before` : 'none'}, se over seconds up to ${c.lagS} apart`,
     );
     this.o.onStarted?.(body, source);
     return body;
