@@ -22,7 +22,7 @@
  * (at least the largest baseline); UNTIL: the last one (default: the last that ends within the run). The rest of the rule is DEFAULT_CANARY's (docs/safe-learning.md).
  */
 import * as fs from 'node:fs';
-import { CanaryRollout, canaryConfigProblem, DEFAULT_CANARY, type CanaryConfig } from '../orchestrator/canary';
+import { CanaryRollout, canaryConfigProblem, canaryLongestS, DEFAULT_CANARY, type CanaryConfig } from '../orchestrator/canary';
 import type { WeightsBody } from '../shared/protocol/envelope';
 import { Store } from '../orchestrator/store';
 import { UsageError } from '../shared/errors';
@@ -87,7 +87,7 @@ export interface ReplayedVerdict {
 export function replayCanaries(runs: readonly RunTelemetry[], o: ReplayOptions): ReplayedVerdict[] {
   const c = o.config;
   const out: ReplayedVerdict[] = [];
-  const length = c.settleS + c.maxWindows * c.windowS;
+  const length = canaryLongestS(c, false);
   const body = (version: number): WeightsBody => ({ version, checksum: 0, shapes: [], tensors: [] });
   for (const [r, run] of runs.entries()) {
     for (let s0 = Math.max(o.from, c.baselineS); s0 + length < run.requests.length && s0 <= (o.until ?? Infinity); s0 += o.step) {
@@ -96,7 +96,6 @@ export function replayCanaries(runs: readonly RunTelemetry[], o: ReplayOptions):
       let nowMs = (s0 - c.baselineS) * 1000;
       let next = 2;
       let verdict: ReplayedVerdict | null = null;
-      let judged = { diff: NaN, se: NaN };
       const rollout = new CanaryRollout({
         config: { ...c, eaps: [...o.canaryEaps] },
         numEaps: run.numEaps,
@@ -108,13 +107,10 @@ export function replayCanaries(runs: readonly RunTelemetry[], o: ReplayOptions):
         },
         store: { putCanaryState: () => undefined, putRejectedModel: () => undefined },
         current: 1,
-        event: (kind, message) => {
-          const m = /after (\d+) window/.exec(message);
-          if (m && (kind === 'canary-promote' || kind === 'canary-rollback'))
-            verdict = { decision: kind === 'canary-promote' ? 'promote' : 'rollback', window: Number(m[1]), ...judged, run: r };
-        },
-        onWindow: (d) => {
-          judged = { diff: d.diff, se: d.se };
+        event: () => undefined,
+        // a window that decides is the verdict (nothing else ends a replayed canary)
+        onWindow: (d, window) => {
+          if (d.decision !== 'wait') verdict = { decision: d.decision, window, diff: d.diff, se: d.se, run: r };
         },
         now: () => nowMs,
         tickMs: 3_600_000, // ticked below, second by second
@@ -159,9 +155,10 @@ export function calibration(
   canaryEaps: ReadonlySet<number>,
   config: CanaryConfig,
   from: number,
+  until?: number,
 ): { n: number; mean: number; sd: number; se: number } | null {
   const c = { ...config, margin: 0, alpha: 1e-12 };
-  const v = replayCanaries(runs, { canaryEaps, config: c, step: c.settleS + c.maxWindows * c.windowS + 1, from, loss: 0 }).filter(
+  const v = replayCanaries(runs, { canaryEaps, config: c, step: canaryLongestS(c, false) + 1, from, until, loss: 0 }).filter(
     (x) => Number.isFinite(x.diff) && x.window === c.maxWindows,
   );
   if (v.length < 2) return null;
@@ -196,7 +193,7 @@ function main(): void {
   const canaryEaps = new Set(list('CAN', env('CAN', '0,1'), (x) => Number.isInteger(x) && x >= 0));
   const [step] = list('STEP', env('STEP', '5'), (x) => x >= 1);
   const [from] = list('FROM', env('FROM', '40'), (x) => x >= 0);
-  const [until] = list('UNTIL', env('UNTIL', String(Number.MAX_SAFE_INTEGER)), (x) => x >= 0);
+  const until = process.env.UNTIL === undefined ? undefined : list('UNTIL', process.env.UNTIL, (x) => x >= 0)[0];
   const bases = list('BASES', env('BASES', '0,30,60,120'), (x) => x >= 0 && x <= 3600);
   const losses = list('LOSSES', env('LOSSES', '0,0.03,0.05,0.1,0.24'), (x) => x >= 0 && x <= 1);
   const gaps = list('GAPS', env('GAPS', '0'), (x) => x >= 0 && x <= 1);
@@ -247,7 +244,7 @@ function main(): void {
   console.log('| rule | canaries | d | s.d. of d | se | s.d. / se |');
   console.log('| --- | --- | --- | --- | --- | --- |');
   for (const config of configs) {
-    const k = calibration(runs, canaryEaps, config, Math.max(from, config.baselineS));
+    const k = calibration(runs, canaryEaps, config, Math.max(from, config.baselineS), until);
     if (k === null) {
       console.log(`| ${name(config)} | fewer than 2 | - | - | - | - |`);
       continue;
