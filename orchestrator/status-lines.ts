@@ -79,16 +79,8 @@ export function safeLearningLines(s: Record<string, unknown>): string[] {
   }
   out.push(...storedLine(s));
   const rejected = Array.isArray(s.rejectedVersions) ? s.rejectedVersions.filter(isObject).slice(0, 3) : [];
-  for (const x of rejected) {
-    const source = oneLine(String(x.source));
-    const reason = oneLine(String(x.reason));
-    // the admin's reason already names who ("by alice: ..."): "rejected: v2 (admin) by alice: ..."
-    out.push(
-      source === 'admin' && reason.startsWith('by ')
-        ? `rejected: v${num(x.version)} (admin) ${reason}`
-        : `rejected: v${num(x.version)} by the ${source}: ${reason}`,
-    );
-  }
+  // the source in brackets, then its reason: an admin's reason names who ("by alice: ...")
+  for (const x of rejected) out.push(`rejected: v${num(x.version)} (${oneLine(String(x.source))}): ${oneLine(String(x.reason))}`);
   return out;
 }
 

@@ -231,7 +231,7 @@ afterEach(async () => {
 
     // the verdict: rolled back, the rejected version named, no eAP marked any more
     await page.locator('#safe-learning li.alert', { hasText: /^canary: last verdict: v2 rollback: / }).waitFor({ timeout: 60_000 });
-    await page.locator('#safe-learning li.alert', { hasText: /^rejected: v2 by the canary: / }).waitFor({ timeout: 10_000 });
+    await page.locator('#safe-learning li.alert', { hasText: /^rejected: v2 \(canary\): / }).waitFor({ timeout: 10_000 });
     await page.waitForFunction(() => document.querySelectorAll('.agent[data-canary="true"]').length === 0, undefined, { timeout: 10_000 });
     expect(await page.locator('.eap.canary').count()).toBe(0);
     expect(await page.locator('#safe-learning').textContent()).toMatch(

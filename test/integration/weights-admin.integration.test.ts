@@ -56,7 +56,7 @@ describe('kais weights against a live orchestrator', () => {
     );
     expect(lines[1]).toBe('weights v3');
     expect(r.stdout).toMatch(/^canary: none running \(good version v3; 0 promoted, 1 rolled back, 0 superseded\)$/m);
-    expect(r.stdout).toMatch(/^rejected: v2 \(admin\) by jest: late share up$/m);
+    expect(r.stdout).toMatch(/^rejected: v2 \(admin\): by jest: late share up$/m);
     await until(() => agents.every((a) => a.versions.includes(3)), 'every agent on v3');
     expect(unpackWeights(o.store.model(3)!)[0].data).toEqual(unpackWeights(v1)[0].data);
     expect(o.store.events({ kind: 'admin-rollback' }).map((e) => e.message)).toEqual([lines[0]]);

@@ -217,8 +217,8 @@ describe("the admin commands name the flag of the orchestrator's refusals", () =
       'canary: v5 on eAPs 0, 1 since 2026-12-07T14:00:00.000Z, 1 of 4 windows judged: undecided: d -0.010',
       '  per eAP, in time of requests: canary 0 0.520 of 1000, 1 - of 0; control 2 0.750 of 2000',
       'canary: last verdict: v4 promote: not worse than the control',
-      'rejected: v3 by the canary: worse than the control',
-      'rejected: v2 (admin) by alice: late share up',
+      'rejected: v3 (canary): worse than the control',
+      'rejected: v2 (admin): by alice: late share up',
     ]);
     const idle = await runInProcess(['status', '--orchestrator', at('idle')]);
     expect(idle.code).toBe(0);

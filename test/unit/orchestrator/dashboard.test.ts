@@ -300,7 +300,7 @@ describe('DashboardFeed', () => {
         'canary: none running (good version v4; 1 promoted, 0 rolled back, 0 superseded)',
         'canary: last verdict: v5 rollback: worse than the control',
         'stored (newest first, UTC): v6 12:00:45, v5 12:00:00 (rejected by the canary)',
-        'rejected: v5 by the canary: worse than the control',
+        'rejected: v5 (canary): worse than the control',
       ],
       canaryEaps: [],
     });
