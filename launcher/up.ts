@@ -59,7 +59,7 @@ import { SPEED_RANGE, type Request } from '../shared/domain';
 import { UsageError } from '../shared/errors';
 import { AGENT_TOKEN_ENV } from '../agent/cli';
 import { ADMIN_TOKEN_ENV } from '../orchestrator/admin-cli';
-import { canaryConfigProblem, canaryLongestS, DEFAULT_CANARY, type CanaryEapChoice } from '../orchestrator/canary';
+import { canaryConfigProblem, canaryLongestS, DEFAULT_CANARY, type CanaryConfig, type CanaryEapChoice } from '../orchestrator/canary';
 import { NODE_ADMIN_TOKEN_ENV } from '../orchestrator/node-cli';
 import { checkLoad, loadScenario, topologyOf, type Scenario } from '../shared/scenario';
 import { DEFAULT_WORKLOAD, drain, isWorkloadName, openWorkload, WORKLOAD_NAMES } from '../training/workload';
@@ -91,12 +91,13 @@ import {
 export const MAX_UP_REQUESTS = 4_000_000;
 
 /**
- * The drill comes at a third of the run; with `kais up --canary` (the default canary) its verdict
- * comes at most this many seconds after it (the baseline wait included: at load 1 every frame is light).
+ * The shortest run, to the next 10 s, whose drill has its verdict before the end with canary config
+ * `c`: the drill comes at a third of the run, and with `kais up --canary` its verdict comes at most
+ * canaryLongestS(c, true) seconds after it (the baseline wait included: at load 1 every frame is light).
  */
-const DRILL_VERDICT_S = canaryLongestS(DEFAULT_CANARY, true);
-/** The shortest run, to the next 10 s, whose drill has its verdict before the end. */
-const DRILL_RUN_S = Math.ceil((1.5 * DRILL_VERDICT_S) / 10) * 10;
+function drillRunS(c: CanaryConfig): number {
+  return Math.ceil((1.5 * canaryLongestS(c, true)) / 10) * 10;
+}
 
 /** The options of `kais up`, declared once (shared/config.ts makes the flags, checks and docs). */
 export const UP_SPEC = {
@@ -157,7 +158,7 @@ export const UP_SPEC = {
   }),
   inject: opt.choice(['none', 'bad-weights', 'same-weights'] as const, {
     default: 'none',
-    describe: `fault drill: bad-weights hands random weights to the publish path as if learned a third of the way into the run (judged by the gate with --gate, by the canary with --canary); same-weights hands a copy of the current version (the false-alarm drill: it must pass and be promoted); with --canary under the actor switch the canary first waits ${DEFAULT_CANARY.settleS + DEFAULT_CANARY.baselineS} s for a baseline under the main actor, so give the run ${DRILL_RUN_S} s or more`,
+    describe: `fault drill: bad-weights hands random weights to the publish path as if learned a third of the way into the run (judged by the gate with --gate, by the canary with --canary); same-weights hands a copy of the current version (the false-alarm drill: it must pass and be promoted); with --canary under the actor switch the canary first waits ${DEFAULT_CANARY.settleS + DEFAULT_CANARY.baselineS} s for a baseline under the main actor, so give the run ${drillRunS(DEFAULT_CANARY)} s or more (--canary-baseline shortens the wait)`,
   }),
   canary: opt.boolean({
     default: false,
@@ -170,6 +171,12 @@ export const UP_SPEC = {
     patternText: 'first, rotate or eAP ids (0,3)',
     describe:
       "with --canary: which eAPs get a version first: the first 40% every time, the next ones in turn at each canary (rotate), or these eAPs (the orchestrator config's canary.eaps)",
+  }),
+  canaryBaseline: opt.number({
+    default: DEFAULT_CANARY.baselineS,
+    min: 0,
+    max: 3600,
+    describe: `with --canary: the seconds before a canary whose difference between its eAPs and the others is taken out of its verdict (the orchestrator config's canary.baselineS; 0: none). Under the actor switch a version first waits ${DEFAULT_CANARY.settleS} s + this for it under the main actor: a drill with 30 needs a run of ${drillRunS({ ...DEFAULT_CANARY, baselineS: 30 })} s`,
   }),
   faults: opt.integer({
     default: 0,
@@ -299,6 +306,8 @@ export interface UpSummary {
   refusedReasons: Record<string, number>;
   /** The orchestrator's safe-learning events of the run (gate verdicts, canary starts, promotions and rollbacks, the drill's injection, agents' guard switches), oldest first. */
   safeLearningEvents: { tsMs: number; kind: string; eap: number | null; message: string }[];
+  /** With --canary: its baseline's seconds (`--canary-baseline`, the orchestrator config's canary.baselineS); null without a canary. */
+  canaryBaselineS: number | null;
   /**
    * Node failures played (`--faults`) and what they cost: requests the failed nodes refused or held
    * when they failed (the agents retry those on the cloud while their deadline allows), and the
@@ -551,6 +560,12 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     const problem = canaryConfigProblem({ ...DEFAULT_CANARY, eaps: canaryEaps }, topo.numEaps);
     if (problem) throw new UsageError(`--canary-eaps: ${problem.why}`);
   }
+  if (a.canaryBaseline !== DEFAULT_CANARY.baselineS && !a.canary) throw new UsageError('--canary-baseline: read only with --canary');
+  /** The canary's settings that differ from the defaults (the orchestrator config's `canary`; `true`: none do). */
+  const canaryConfig = {
+    ...(canaryEaps !== 'first' ? { eaps: canaryEaps } : {}),
+    ...(a.canaryBaseline !== DEFAULT_CANARY.baselineS ? { baselineS: a.canaryBaseline } : {}),
+  };
   const faultPlan = planFaults(a.faults, a.duration * a.speed, topo.numNodes, a.seed);
   // Ctrl-C (SIGINT) or SIGTERM from here on, the prediction included: a partial summary of what is
   // known (valid JSON with --json), the processes stop, the temporary folder goes, exit 130. A
@@ -826,7 +841,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
         learner: learning ? 'cmmac' : 'none',
         learnBatch: a.learnBatch,
         ...(a.gate && !heuristic ? { gate: true } : {}),
-        ...(a.canary && !heuristic ? { canary: canaryEaps === 'first' ? true : { eaps: canaryEaps } } : {}),
+        ...(a.canary && !heuristic ? { canary: Object.keys(canaryConfig).length === 0 ? true : canaryConfig } : {}),
         ...(a.inject === 'bad-weights' && !heuristic ? { injectBadWeightsAfterS: a.duration / 3 } : {}),
         ...(a.inject === 'same-weights' && !heuristic ? { injectSameWeightsAfterS: a.duration / 3 } : {}),
         ...(tls ? { tls } : {}),
@@ -1139,6 +1154,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       cpus: os.cpus().length,
       refusedReasons: reasons,
       safeLearningEvents: safeEvents,
+      canaryBaselineS: a.canary && !heuristic ? a.canaryBaseline : null,
       nodeExclusions: exclusions,
       nodeExclusionsByRule: byRule,
       learnedDetector: learned,
@@ -1479,8 +1495,10 @@ function drillNote(s: UpSummary): string[] {
   );
   const passedGate = after.some((e) => e.kind === 'gate-pass' && e.message.startsWith(v));
   if (final || (passedGate && !toCanary)) return [];
+  // the run's canary (its baseline may be --canary-baseline's; a summary without it: the default's)
+  const c: CanaryConfig = { ...DEFAULT_CANARY, baselineS: s.canaryBaselineS ?? DEFAULT_CANARY.baselineS };
   return [
-    `note: the drill's ${v.trim()} had no verdict when the run ended (it came at ${Math.round(s.durationS / 3)} s; a canary takes up to ${canaryLongestS(DEFAULT_CANARY, false)} s after it, ${DRILL_VERDICT_S} s when it waits for a baseline under the main actor): --duration ${Math.max(DRILL_RUN_S, Math.ceil(s.durationS * 1.5))} leaves it time`,
+    `note: the drill's ${v.trim()} had no verdict when the run ended (it came at ${Math.round(s.durationS / 3)} s; a canary takes up to ${canaryLongestS(c, false)} s after it, ${canaryLongestS(c, true)} s when it waits for a baseline under the main actor): --duration ${Math.max(drillRunS(c), Math.ceil(s.durationS * 1.5))} leaves it time`,
   ];
 }
 

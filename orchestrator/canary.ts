@@ -102,7 +102,7 @@ export const DEFAULT_CANARY: CanaryConfig = {
   alpha: 0.05,
   minRequests: 300,
   settleS: 2,
-  baselineS: 60,
+  baselineS: 120,
   lagS: 1,
   eaps: 'first',
 };

@@ -25,8 +25,15 @@ interface Ev {
 }
 
 const run = fs.existsSync(KAIS) ? it : it.skip;
-/** How long the drill's version waits for a baseline under the main actor: settleS + baselineS (62 s). */
-const WAIT_S = DEFAULT_CANARY.settleS + DEFAULT_CANARY.baselineS;
+/**
+ * The canary's baseline in this drill (`--canary-baseline`): 30 s instead of the default's 120 s, so
+ * the run takes 120 s instead of 250 s (the default's verdicts are measured in docs/safe-learning.md).
+ */
+const BASELINE_S = 30;
+/** How long the drill's version waits for a baseline under the main actor: settleS + baselineS (32 s). */
+const WAIT_S = DEFAULT_CANARY.settleS + BASELINE_S;
+/** The run: the drill at a third of it, then the wait, then up to settleS + 4 windows of 10 s (canaryLongestS), with room. */
+const RUN_S = 120;
 
 describe('kais up --no-learn --canary --inject bad-weights', () => {
   run(
@@ -41,16 +48,28 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
       // On the shipped GPG model, with the actor switch: at load 1 every window is light and the light
       // actor (which no version changes) would decide everywhere; while the canary runs, the placement
       // names the main actor, so the canary judges the version, and its baseline is measured under the
-      // main actor too: the drill's version waits settleS + baselineS = 62 s for it before its canary
-      // starts (docs/safe-learning.md, "The canary under the actor switch"; 32 s before session 52's
-      // 60 s baseline). So 160 s: the drill at 53 s, the canary from 115 s, its 4 windows of 10 s after
-      // 2 s of settling by 157 s. On a quiet machine the drill was rolled back after 1-2 windows
-      // (docs/safe-learning.md, "The baseline under the main actor"); sharing the 2 CPUs with another
-      // test file it was still undecided after 2 windows in 2 of 2 runs at 90 s, so the test asks for
-      // the rollback, not for its window.
+      // main actor too: the drill's version waits settleS + baselineS = 32 s for it before its canary
+      // starts (docs/safe-learning.md, "The canary under the actor switch"). So 120 s: the drill at 40 s,
+      // the canary from 72 s, its 4 windows of 10 s after 2 s of settling by 114 s (with the default
+      // 120 s baseline the same drill needs 250 s: the --inject help says so). On a quiet machine the
+      // drill was rolled back after 1-2 windows (docs/safe-learning.md, "The baseline under the main
+      // actor"); sharing the 2 CPUs with another test file it was still undecided after 2 windows in 2
+      // of 2 runs at 90 s, so the test asks for the rollback, not for its window.
       const child = spawn(
         process.execPath,
-        [KAIS, 'up', '--duration', '160', '--no-learn', '--canary', '--inject', 'bad-weights', '--json'],
+        [
+          KAIS,
+          'up',
+          '--duration',
+          String(RUN_S),
+          '--no-learn',
+          '--canary',
+          '--canary-baseline',
+          String(BASELINE_S),
+          '--inject',
+          'bad-weights',
+          '--json',
+        ],
         {
           stdio: ['ignore', 'pipe', 'pipe'],
         },
@@ -66,9 +85,11 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
         unanswered: number;
         perEap: { weightVersion: number | null; sent: number; decisionsLight: number }[];
         safeLearningEvents: Ev[];
+        canaryBaselineS: number | null;
       };
       expect(s.unanswered).toBe(0);
       expect(s.sent).toBeGreaterThan(0);
+      expect(s.canaryBaselineS).toBe(BASELINE_S);
       const ev = s.safeLearningEvents;
       const inject = ev.find((e) => e.kind === 'inject')!;
       expect(inject.message).toMatch(
@@ -77,6 +98,8 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
       const bad = Number(/as weights v(\d+)/.exec(inject.message)![1]);
       const start = ev.find((e) => e.kind === 'canary-start' && e.message.includes(`weights v${bad} `))!;
       expect(start.message).toMatch(/^injected \(bad-weights drill\) weights v\d+ to eAPs 0, 1 first/);
+      // --canary-baseline reached the orchestrator's canary
+      expect(start.message).toContain(`baseline the ${BASELINE_S} s before`);
       const rollback = ev.find((e) => e.kind === 'canary-rollback')!;
       expect(rollback.message).toMatch(
         new RegExp(`^weights v${bad} rolled back after [1-4] window\\(s\\); every eAP gets v\\d+'s weights as v(\\d+)`),
@@ -86,7 +109,7 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
       expect(stderr).toMatch(/kais up: event canary-rollback: weights v\d+ rolled back/);
       // no agent is left on the random version (a later learned canary may run on eAPs 0 and 1)
       for (const e of s.perEap) expect(e.weightVersion).toBeGreaterThanOrEqual(restored);
-      // the version waited for a baseline under the main actor (at 43 s it always does: the first frame
+      // the version waited for a baseline under the main actor (at 40 s it always does: the first frame
       // is light, and a step names the main actor at 25 s at the earliest). When the light actor was
       // named, the placement was published again naming the main one at the proposal and the canary
       // started settleS + baselineS later; when a heavy window had named it already (a busy machine),

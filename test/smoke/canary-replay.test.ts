@@ -88,6 +88,8 @@ describe('replayCanaries', () => {
 
   it('a version 24 points worse: rolled back at the first window, every time; 10 points worse: rolled back every time', () => {
     const drill = replay(0.24);
+    // the default baseline: starts from baselineS (120 s) on, every 5 s, each ending within the 300 s
+    expect(drill).toHaveLength(Math.floor((300 - DEFAULT_CANARY.baselineS - 42) / 5) + 1);
     expect(drill.every((x) => x.decision === 'rollback' && x.window === 1)).toBe(true);
     expect(replay(0.1).every((x) => x.decision === 'rollback')).toBe(true);
   });

@@ -453,6 +453,9 @@ describe('the line names the flag the user gave, and nothing is created before i
       /^kais: --canary-eaps: must leave at least one eAP as the control, got all 5$/,
     ],
     [UP('--canary-eaps', 'last'), /^kais: --canary-eaps: expected first, rotate or eAP ids \(0,3\), got "last"$/],
+    // --canary-baseline: with --canary, seconds in 0..3600
+    [UP('--canary-baseline', '30'), /^kais: --canary-baseline: read only with --canary$/],
+    [UP('--canary', '--canary-baseline', '-5'), /^kais: --canary-baseline: expected a number >= 0 and <= 3600, got "-5"$/],
     // --keep-store writes a new file: an existing one (any kind) is refused before anything runs
     [
       UP('--keep-store', f('text.txt')),
