@@ -46,8 +46,14 @@
  * Measurement: each eAP's telemetry counts from `settleS` after it applied the canary version (the
  * canary eAPs, per the agents' acks) or after the start (the others), so requests dispatched by
  * the previous version and answered later are mostly left out. A new version proposed while a
- * canary runs waits (the newest one only) and starts once the canary is promoted; a rollback drops
- * it (it was learned on top of the rolled-back version) and the learner reloads the good one.
+ * canary runs waits (the newest one only); a rollback drops it (it was learned on top of the
+ * rolled-back version) and the learner reloads the good one.
+ *
+ * Every canary starts with its whole baseline (`baselineReady`): `baselineS` seconds in which every
+ * eAP ran the same version, counted from the last canary's end (+ settleS) or the orchestrator's
+ * start. A version proposed before then waits (`waiting`, event `canary-baseline`), and so does the
+ * one queued behind a canary once that canary is promoted (before session 53 it started at once,
+ * with no baseline: the difference between the groups stayed in d).
  *
  * Restart: the running canary is kept in the store (`canaryState`); an orchestrator that starts
  * with a canary version as its latest rolls it back at once (it was never shown good).
@@ -57,8 +63,8 @@
  * while the light actor dispatches, or before the main one has dispatched for `settleS +
  * baselineS`, waits (`waiting`; event `canary-baseline`; the placement names the main actor from
  * then on, `onBaselineStarted`) and starts once that baseline is there; the baseline reads only
- * the main actor's seconds. A newer proposal replaces the waiting one; neither is kept over a
- * restart (a learned version comes again, a drill does not).
+ * the main actor's seconds. A newer proposal replaces the waiting one (either wait); neither a
+ * waiting nor a queued version is kept over a restart (a learned version comes again, a drill does not).
  */
 import type { EapId } from '../shared/domain';
 import type { ActorHeadName, NodeSample, WeightsBody } from '../shared/protocol/envelope';
@@ -468,6 +474,8 @@ export class CanaryRollout {
   private good: number | null;
   /** Since when every eAP has run the same version (the baseline never reaches before it). */
   private stableSinceMs: number;
+  /** Canaries ended (promoted or rolled back) since the start. */
+  private finished = 0;
   private samples: Sample[] = [];
   private readonly timer: NodeJS.Timeout;
   private readonly now: () => number;
@@ -489,10 +497,13 @@ export class CanaryRollout {
     return this.active;
   }
 
-  /** A version waiting for its baseline under the main actor (no canary runs meanwhile): its source and since when (null: none). */
-  get waiting(): { source: string; sinceMs: number } | null {
+  /**
+   * A version waiting for its canary's baseline (no canary runs meanwhile): its source, since when,
+   * and what it waits for now, as the `canary-baseline` event words it (null: none).
+   */
+  get waiting(): { source: string; sinceMs: number; waitsFor: string } | null {
     const w = this.waitingFor;
-    return w ? { source: w.source, sinceMs: w.sinceMs } : null;
+    return w ? { source: w.source, sinceMs: w.sinceMs, waitsFor: this.baselineWait().what } : null;
   }
 
   /** The version every eAP holds when no canary runs (null: none yet). */
@@ -532,17 +543,8 @@ export class CanaryRollout {
     }
     if (!this.baselineReady()) {
       this.waitingFor = { tensors, head, source, sinceMs: this.now() };
-      const c = this.o.config;
-      // a placement step may have named the main actor already (a heavy window): then the wait is the rest
-      const since = this.o.mainActorSinceMs?.() ?? null;
-      const dispatching =
-        since === null
-          ? 'the light actor dispatches now'
-          : `the main actor has dispatched for ${((this.now() - since) / 1000).toFixed(1)} s`;
-      this.o.event(
-        'canary-baseline',
-        `${source} version waits for a baseline under the main actor (${c.settleS + c.baselineS} s of it) before its canary: ${dispatching}`,
-      );
+      const w = this.baselineWait();
+      this.o.event('canary-baseline', `${source} version waits for ${w.what} before its canary: ${w.why}`);
       this.o.onBaselineStarted?.();
       return null;
     }
@@ -550,16 +552,47 @@ export class CanaryRollout {
   }
 
   /**
-   * Whether a canary starting now has its baseline under the main actor: the main actor has
-   * dispatched, settled, for the whole `baselineS` before now (always, without the actor switch or
-   * without a baseline), so the baseline's usual window reads only its seconds.
+   * What a version proposed now waits for, in the words of the `canary-baseline` event: a baseline
+   * under the main actor (the actor switch: the light one dispatches, or the main one has not for
+   * settleS + baselineS), else the rest of `baselineS` with every eAP on the same version (after the
+   * last canary's end, or the orchestrator's start: the telemetry before it is not here).
+   */
+  private baselineWait(): { what: string; why: string } {
+    const c = this.o.config;
+    const now = this.now();
+    if (this.o.mainActorSinceMs) {
+      // a placement step may have named the main actor already (a heavy window): then the wait is the rest
+      const since = this.o.mainActorSinceMs();
+      if (since === null || since + (c.settleS + c.baselineS) * 1000 > now) {
+        const dispatching =
+          since === null ? 'the light actor dispatches now' : `the main actor has dispatched for ${((now - since) / 1000).toFixed(1)} s`;
+        return { what: `a baseline under the main actor (${c.settleS + c.baselineS} s of it)`, why: dispatching };
+      }
+    }
+    const stable = Math.max(0, (now - this.stableSinceMs) / 1000).toFixed(1);
+    return {
+      what: `a baseline of ${c.baselineS} s with every eAP on the same version`,
+      why: `${stable} s so far, since ${this.finished > 0 ? 'the last canary ended' : 'the orchestrator started'}`,
+    };
+  }
+
+  /**
+   * Whether a canary starting now has its whole baseline: `baselineS` seconds in which every eAP ran
+   * the same version (since the last canary's end and its settleS, or the orchestrator's start), and
+   * under the actor switch in which the main actor dispatched, settled, so the baseline reads only its
+   * seconds (always ready without a baseline). Before session 53 a version queued behind a canary
+   * started at its verdict with no baseline at all (the difference between the groups left in d),
+   * and one proposed soon after the start with what there was.
    */
   private baselineReady(): boolean {
-    const f = this.o.mainActorSinceMs;
     const c = this.o.config;
-    if (!f || c.baselineS === 0) return true;
+    if (c.baselineS === 0) return true;
+    const now = this.now();
+    if (this.stableSinceMs + c.baselineS * 1000 > now) return false;
+    const f = this.o.mainActorSinceMs;
+    if (!f) return true;
     const since = f();
-    return since !== null && since + (c.settleS + c.baselineS) * 1000 <= this.now();
+    return since !== null && since + (c.settleS + c.baselineS) * 1000 <= now;
   }
 
   /** One telemetry frame of `eap` (the agents send one a second). */
@@ -736,9 +769,11 @@ export class CanaryRollout {
     this.stats.promoted++;
     this.remember(a.version, 'promote', d.reason);
     this.o.event('canary-promote', `weights v${a.version} to every eAP after ${a.windows} window(s): ${d.reason}${perEap}`);
+    // the version queued behind it waits for a baseline of its own (the seconds before this verdict
+    // had the canary eAPs on another version): `propose` starts it once that is there
     const next = this.pending;
     this.pending = null;
-    if (next) this.start(next.tensors, next.head, next.source);
+    if (next) this.propose(next.tensors, next.head, next.source);
   }
 
   /**
@@ -782,6 +817,7 @@ export class CanaryRollout {
   }
 
   private finish(): void {
+    this.finished++;
     this.active = null;
     this.countFrom = new Map();
     this.stableSinceMs = this.now() + this.o.config.settleS * 1000;

@@ -67,7 +67,9 @@ export function safeLearningLines(s: Record<string, unknown>): string[] {
         }));
       if (rows.length > 0) out.push(`  ${perEapText(rows)}`);
     } else if (isObject(w)) {
-      out.push(`canary: a ${oneLine(String(w.source))} version waits for a baseline under the main actor (since ${at(w.sinceMs)})`);
+      // waitsFor: since session 53 (an orchestrator before it waited only for a baseline under the main actor)
+      const what = typeof w.waitsFor === 'string' ? oneLine(w.waitsFor) : 'a baseline under the main actor';
+      out.push(`canary: a ${oneLine(String(w.source))} version waits for ${what} (since ${at(w.sinceMs)})`);
     } else {
       out.push(
         `canary: none running (good version v${num(c.goodVersion)}; ${num(c.promoted)} promoted, ${num(c.rolledBack)} rolled back, ${num(c.superseded)} superseded)`,

@@ -118,6 +118,49 @@ const MODES: Record<string, Mode> = {
       canary: { promoted: 1, rolledBack: 0, superseded: 2, running: null, waiting: null, goodVersion: 4, recent: [] },
       rejectedVersions: [],
     }),
+  // between canaries, a learned version waiting for its canary's baseline; `old`: an orchestrator before session 53 (no waitsFor)
+  waiting: (res) =>
+    json(res, 200, {
+      placement: [[1]],
+      agents: [],
+      overrides: [],
+      holds: [],
+      learner: null,
+      gate: null,
+      canary: {
+        promoted: 1,
+        rolledBack: 0,
+        superseded: 0,
+        running: null,
+        waiting: {
+          source: 'learned',
+          sinceMs: Date.UTC(2026, 11, 7, 14),
+          waitsFor: 'a baseline of 120 s with every eAP on the same version',
+        },
+        goodVersion: 4,
+        recent: [],
+      },
+      rejectedVersions: [],
+    }),
+  waitingOld: (res) =>
+    json(res, 200, {
+      placement: [[1]],
+      agents: [],
+      overrides: [],
+      holds: [],
+      learner: null,
+      gate: null,
+      canary: {
+        promoted: 1,
+        rolledBack: 0,
+        superseded: 0,
+        running: null,
+        waiting: { source: 'learned', sinceMs: 0 },
+        goodVersion: 4,
+        recent: [],
+      },
+      rejectedVersions: [],
+    }),
   pending: (res) =>
     json(res, 202, {
       ok: true,
@@ -224,6 +267,20 @@ describe("the admin commands name the flag of the orchestrator's refusals", () =
     expect(idle.code).toBe(0);
     expect(idle.stdout.trimEnd().split('\n').pop()).toBe('canary: none running (good version v4; 1 promoted, 0 rolled back, 2 superseded)');
     expect(idle.stdout).not.toMatch(/learner|gate|rejected/);
+  });
+
+  it('kais status says what a version waiting for its canary waits for (an older orchestrator: the baseline under the main actor)', async () => {
+    const lastLine = async (mode: string) => {
+      const r = await runInProcess(['status', '--orchestrator', at(mode)]);
+      expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+      return r.stdout.trimEnd().split('\n').pop();
+    };
+    expect(await lastLine('waiting')).toBe(
+      'canary: a learned version waits for a baseline of 120 s with every eAP on the same version (since 2026-12-07T14:00:00.000Z)',
+    );
+    expect(await lastLine('waitingOld')).toBe(
+      'canary: a learned version waits for a baseline under the main actor (since 1970-01-01T00:00:00.000Z)',
+    );
   });
 
   it('a change the cluster is still applying (202): exit 0, and the line says so', async () => {

@@ -296,6 +296,55 @@ describe('CanaryRollout (fake registry and clock)', () => {
     expect(rollout.goodVersion).toBe(2);
   });
 
+  it('starts every canary with its whole baseline: after the start, and the version queued behind a canary after its verdict', () => {
+    // a canary zone 20 points weaker than the control, whatever the version: only the baseline takes it out
+    const r = rolloutWith({ config: { ...config, baselineS: 5 }, onFinished: () => void calls.push('finished') });
+    try {
+      second(0.6, 0.8, r);
+      expect(r.propose([], 'softplus1', 'a')).toBeNull(); // 1 s after the start: 4 s to go
+      expect(r.waiting).toEqual({ source: 'a', sinceMs: 1000, waitsFor: 'a baseline of 5 s with every eAP on the same version' });
+      expect(events).toEqual([
+        [
+          'canary-baseline',
+          'a version waits for a baseline of 5 s with every eAP on the same version before its canary: 1.0 s so far, since the orchestrator started',
+        ],
+      ]);
+      for (let i = 0; i < 3; i++) second(0.6, 0.8, r);
+      expect(calls).toEqual([]);
+      second(0.6, 0.8, r);
+      expect(calls).toEqual(['canary 0,1']);
+      expect(r.running?.startedMs).toBe(5000);
+      expect(r.evidence().baseline?.canary.requests).toBe(400); // eAPs 0 and 1, the 4 s of 50 requests it saw before the start
+      r.applied(0, 2);
+      r.applied(1, 2);
+      expect(r.propose([], 'softplus1', 'b')).toBeNull(); // queued behind the canary
+      for (let i = 0; i < 41 && r.stats.promoted === 0; i++) second(0.6, 0.8, r);
+      expect(r.stats).toMatchObject({ promoted: 1, rolledBack: 0 });
+      const promotedMs = now;
+      // b waits settleS + baselineS after the verdict: the seconds before it had eAPs 0 and 1 on v2
+      expect(calls).toEqual(['canary 0,1', 'promote', 'finished']);
+      expect(r.waiting).toMatchObject({ source: 'b', sinceMs: promotedMs });
+      expect(events.at(-1)).toEqual([
+        'canary-baseline',
+        'b version waits for a baseline of 5 s with every eAP on the same version before its canary: 0.0 s so far, since the last canary ended',
+      ]);
+      for (let i = 0; i < 5; i++) second(0.6, 0.8, r);
+      expect(r.running).toBeNull();
+      second(0.6, 0.8, r);
+      expect(r.running).toMatchObject({ version: 3, startedMs: promotedMs + 6000 });
+      // its baseline: the 5 s after the settle, every eAP on v2, the zone's 20 points in it
+      const b = r.evidence().baseline!;
+      expect(b.canary).toEqual({ requests: 500, inDeadline: 300, late: 200, refused: 0 });
+      expect(b.control.inDeadline / b.control.requests).toBeCloseTo(0.8, 12);
+      r.applied(0, 3);
+      r.applied(1, 3);
+      for (let i = 0; i < 41 && r.stats.promoted === 1; i++) second(0.6, 0.8, r);
+      expect(r.stats).toMatchObject({ started: 2, promoted: 2, rolledBack: 0 });
+    } finally {
+      r.dispose();
+    }
+  });
+
   it('reports every judged window to onWindow, the verdict last', () => {
     const judged: [number, string][] = [];
     const r = rolloutWith({ onWindow: (d, w) => void judged.push([w, d.decision]) });
@@ -342,7 +391,7 @@ describe('CanaryRollout (fake registry and clock)', () => {
       for (let i = 0; i < 10; i++) tick(0.3, 0.8); // the light actor: the groups differ by 0.5
       expect(switched.propose([], 'softplus1', 'test')).toBeNull();
       expect(baselines).toBe(1);
-      expect(switched.waiting).toEqual({ source: 'test', sinceMs: 10_000 });
+      expect(switched.waiting).toEqual({ source: 'test', sinceMs: 10_000, waitsFor: 'a baseline under the main actor (6 s of it)' });
       expect(events).toEqual([
         [
           'canary-baseline',
@@ -375,8 +424,9 @@ describe('CanaryRollout (fake registry and clock)', () => {
 
     it('starts at once when the main actor has dispatched for the whole baseline, and without the switch', () => {
       mainSince = -Infinity; // a model without the switch
+      now = 5000; // the baseline's 5 s since the start
       expect(switched.propose([], 'softplus1', 'test')?.version).toBe(2);
-      expect(switched.running?.startedMs).toBe(0); // at once
+      expect(switched.running?.startedMs).toBe(5000); // at once
       expect(baselines).toBe(0);
       expect(events.map((e) => e[0])).toEqual(['canary-start']);
     });
