@@ -8,6 +8,18 @@ import type { AddressInfo } from 'node:net';
 import { runInProcess } from '../../support/in-process';
 
 type Mode = (res: http.ServerResponse) => void;
+
+/** GET /v1/status between canaries (no learner, no gate), with `waiting` as the canary's waiting version. */
+const betweenCanaries = (waiting: Record<string, unknown> | null) => ({
+  placement: [[1]],
+  agents: [],
+  overrides: [],
+  holds: [],
+  learner: null,
+  gate: null,
+  canary: { promoted: 1, rolledBack: 0, superseded: 2, running: null, waiting, goodVersion: 4, recent: [] },
+  rejectedVersions: [],
+});
 const json = (res: http.ServerResponse, status: number, body: unknown) =>
   void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
 const MODES: Record<string, Mode> = {
@@ -107,60 +119,19 @@ const MODES: Record<string, Mode> = {
       ],
     }),
   // the same orchestrator between canaries, learning off and no gate (null): a line for the canary alone
-  idle: (res) =>
-    json(res, 200, {
-      placement: [[1]],
-      agents: [],
-      overrides: [],
-      holds: [],
-      learner: null,
-      gate: null,
-      canary: { promoted: 1, rolledBack: 0, superseded: 2, running: null, waiting: null, goodVersion: 4, recent: [] },
-      rejectedVersions: [],
-    }),
-  // between canaries, a learned version waiting for its canary's baseline; `old`: an orchestrator before session 53 (no waitsFor)
+  idle: (res) => json(res, 200, betweenCanaries(null)),
+  // between canaries, a learned version waiting for its canary's baseline; `waitingOld`: an orchestrator before session 53 (no waitsFor)
   waiting: (res) =>
-    json(res, 200, {
-      placement: [[1]],
-      agents: [],
-      overrides: [],
-      holds: [],
-      learner: null,
-      gate: null,
-      canary: {
-        promoted: 1,
-        rolledBack: 0,
-        superseded: 0,
-        running: null,
-        waiting: {
-          source: 'learned',
-          sinceMs: Date.UTC(2026, 11, 7, 14),
-          waitsFor: 'a baseline of 120 s with every eAP on the same version',
-        },
-        goodVersion: 4,
-        recent: [],
-      },
-      rejectedVersions: [],
-    }),
-  waitingOld: (res) =>
-    json(res, 200, {
-      placement: [[1]],
-      agents: [],
-      overrides: [],
-      holds: [],
-      learner: null,
-      gate: null,
-      canary: {
-        promoted: 1,
-        rolledBack: 0,
-        superseded: 0,
-        running: null,
-        waiting: { source: 'learned', sinceMs: 0 },
-        goodVersion: 4,
-        recent: [],
-      },
-      rejectedVersions: [],
-    }),
+    json(
+      res,
+      200,
+      betweenCanaries({
+        source: 'learned',
+        sinceMs: Date.UTC(2026, 11, 7, 14),
+        waitsFor: 'a baseline of 120 s with every eAP on the same version',
+      }),
+    ),
+  waitingOld: (res) => json(res, 200, betweenCanaries({ source: 'learned', sinceMs: 0 })),
   pending: (res) =>
     json(res, 202, {
       ok: true,
