@@ -49,7 +49,7 @@
  * canary runs waits (the newest one only); a rollback drops it (it was learned on top of the
  * rolled-back version) and the learner reloads the good one.
  *
- * Every canary starts with its whole baseline (`baselineReady`): `baselineS` seconds in which every
+ * Every canary starts with its whole baseline (`baselineMissing`): `baselineS` seconds in which every
  * eAP ran the same version, counted from the last canary's end (+ settleS) or the orchestrator's
  * start. A version proposed before then waits (`waiting`, event `canary-baseline`), and so does the
  * one queued behind a canary once that canary is promoted (before session 53 it started at once,
@@ -474,8 +474,6 @@ export class CanaryRollout {
   private good: number | null;
   /** Since when every eAP has run the same version (the baseline never reaches before it). */
   private stableSinceMs: number;
-  /** Canaries ended (promoted or rolled back) since the start. */
-  private finished = 0;
   private samples: Sample[] = [];
   private readonly timer: NodeJS.Timeout;
   private readonly now: () => number;
@@ -503,7 +501,8 @@ export class CanaryRollout {
    */
   get waiting(): { source: string; sinceMs: number; waitsFor: string } | null {
     const w = this.waitingFor;
-    return w ? { source: w.source, sinceMs: w.sinceMs, waitsFor: this.baselineWait().what } : null;
+    // what it waits for now (null only for the moment before the tick that starts it)
+    return w ? { source: w.source, sinceMs: w.sinceMs, waitsFor: this.baselineMissing()?.what ?? 'its start' } : null;
   }
 
   /** The version every eAP holds when no canary runs (null: none yet). */
@@ -541,9 +540,9 @@ export class CanaryRollout {
       this.o.event('canary-skip', `${source} weights v${body.version} to every eAP at once: no previous version to compare it with`);
       return body;
     }
-    if (!this.baselineReady()) {
+    const w = this.baselineMissing();
+    if (w) {
       this.waitingFor = { tensors, head, source, sinceMs: this.now() };
-      const w = this.baselineWait();
       this.o.event('canary-baseline', `${source} version waits for ${w.what} before its canary: ${w.why}`);
       this.o.onBaselineStarted?.();
       return null;
@@ -552,13 +551,18 @@ export class CanaryRollout {
   }
 
   /**
-   * What a version proposed now waits for, in the words of the `canary-baseline` event: a baseline
-   * under the main actor (the actor switch: the light one dispatches, or the main one has not for
-   * settleS + baselineS), else the rest of `baselineS` with every eAP on the same version (after the
-   * last canary's end, or the orchestrator's start: the telemetry before it is not here).
+   * What a canary starting now still lacks of its whole baseline, in the words of the
+   * `canary-baseline` event, or null when it has it (always without a baseline). Under the actor
+   * switch, a baseline under the main actor: it has dispatched, settled, for `settleS + baselineS`, so
+   * the baseline reads only its seconds. And `baselineS` seconds in which every eAP ran the same
+   * version, since the last canary's end and its settleS or the orchestrator's start (the telemetry
+   * before it is not here). Before session 53 a version queued behind a canary started at its verdict
+   * with no baseline at all (the difference between the groups left in d), and one proposed soon
+   * after the start with what there was.
    */
-  private baselineWait(): { what: string; why: string } {
+  private baselineMissing(): { what: string; why: string } | null {
     const c = this.o.config;
+    if (c.baselineS === 0) return null;
     const now = this.now();
     if (this.o.mainActorSinceMs) {
       // a placement step may have named the main actor already (a heavy window): then the wait is the rest
@@ -569,30 +573,13 @@ export class CanaryRollout {
         return { what: `a baseline under the main actor (${c.settleS + c.baselineS} s of it)`, why: dispatching };
       }
     }
+    if (this.stableSinceMs + c.baselineS * 1000 <= now) return null;
     const stable = Math.max(0, (now - this.stableSinceMs) / 1000).toFixed(1);
+    const ended = this.stats.promoted + this.stats.rolledBack > 0;
     return {
       what: `a baseline of ${c.baselineS} s with every eAP on the same version`,
-      why: `${stable} s so far, since ${this.finished > 0 ? 'the last canary ended' : 'the orchestrator started'}`,
+      why: `${stable} s so far, since ${ended ? 'the last canary ended' : 'the orchestrator started'}`,
     };
-  }
-
-  /**
-   * Whether a canary starting now has its whole baseline: `baselineS` seconds in which every eAP ran
-   * the same version (since the last canary's end and its settleS, or the orchestrator's start), and
-   * under the actor switch in which the main actor dispatched, settled, so the baseline reads only its
-   * seconds (always ready without a baseline). Before session 53 a version queued behind a canary
-   * started at its verdict with no baseline at all (the difference between the groups left in d),
-   * and one proposed soon after the start with what there was.
-   */
-  private baselineReady(): boolean {
-    const c = this.o.config;
-    if (c.baselineS === 0) return true;
-    const now = this.now();
-    if (this.stableSinceMs + c.baselineS * 1000 > now) return false;
-    const f = this.o.mainActorSinceMs;
-    if (!f) return true;
-    const since = f();
-    return since !== null && since + (c.settleS + c.baselineS) * 1000 <= now;
   }
 
   /** One telemetry frame of `eap` (the agents send one a second). */
@@ -629,7 +616,7 @@ export class CanaryRollout {
     const a = this.active;
     if (!a) {
       const w = this.waitingFor;
-      if (w && this.baselineReady()) {
+      if (w && !this.baselineMissing()) {
         this.waitingFor = null;
         this.start(w.tensors, w.head, w.source);
       }
@@ -817,7 +804,6 @@ export class CanaryRollout {
   }
 
   private finish(): void {
-    this.finished++;
     this.active = null;
     this.countFrom = new Map();
     this.stableSinceMs = this.now() + this.o.config.settleS * 1000;
