@@ -164,10 +164,11 @@ describe('kais up', () => {
   it('deploys a model whose act is sample sampling: every agent draws every decision from the policy, and the prediction samples too', async () => {
     // the shipped actor fine-tuned on GPG's placement, exported by kais train --eval-act sample (an opt-in since session 25);
     // on the GPG model without the actor switch: under the shipped one the first frame is the light
-    // actor's, by argmax, and the sampling model would decide nothing in 10 s
+    // actor's, by argmax, and the sampling model would decide nothing in 5 s
+    // 5 s runs (10 s until session 54): every eAP decides hundreds of requests in 5 s
     const run = await kaisUp([
       '--duration',
-      '10',
+      '5',
       '--no-learn',
       '--gate',
       '--canary',
@@ -199,7 +200,7 @@ describe('kais up', () => {
     fs.writeFileSync(`${model}.json`, JSON.stringify(meta));
     const argmax = await kaisUp([
       '--duration',
-      '10',
+      '5',
       '--gpg',
       path.join(ROOT, 'models', 'kais-gpg-gate.json'),
       '--checkpoint',
