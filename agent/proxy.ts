@@ -7,6 +7,7 @@
  * outcome.
  */
 import * as http from 'node:http';
+import { keepAliveAgentOptions } from '../shared/http-limits';
 
 /** The target's own load report, when it sends one: per service waiting and busy counts. */
 export interface TargetLoad {
@@ -40,7 +41,7 @@ export class Proxy {
 
   /** `maxSockets`: open connections per target at most (the dispatcher passes its in-flight limit). */
   constructor(maxSockets: number) {
-    this.agent = new http.Agent({ keepAlive: true, maxSockets });
+    this.agent = new http.Agent(keepAliveAgentOptions(maxSockets)); // idle sockets closed before the node closes them
   }
 
   /** `ttlMs`: real ms the target has before the result is useless (it drops the request unstarted after that). */

@@ -19,6 +19,7 @@
  */
 import * as http from 'node:http';
 import type { NodeHealth } from './filters/node-health';
+import { keepAliveAgentOptions } from '../shared/http-limits';
 
 export interface TelemetryPollerOptions {
   nodeUrls: readonly string[];
@@ -40,7 +41,7 @@ export interface TelemetryPollerOptions {
 const MAX_TELEMETRY_BYTES = 64 * 1024;
 
 export class TelemetryPoller {
-  private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  private readonly agent = new http.Agent(keepAliveAgentOptions(1));
   private readonly lastSeq: number[];
   /** Consecutive polls without a new sample (failed, or the same seq). */
   private readonly noSample: Int32Array;

@@ -16,6 +16,7 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
 import type { Request } from '../shared/domain';
+import { keepAliveAgentOptions } from '../shared/http-limits';
 import { uploadS } from '../shared/network';
 import type { Scenario } from '../shared/scenario';
 
@@ -64,9 +65,7 @@ export class Replay {
     this.per = o.agentUrls.map(zero);
     this.targets = o.agentUrls.map((u) => new URL(u));
     this.httpAgents = o.agentUrls.map((u) =>
-      u.startsWith('https:')
-        ? new https.Agent({ keepAlive: true, maxSockets: 1024, ca: o.ca })
-        : new http.Agent({ keepAlive: true, maxSockets: 1024 }),
+      u.startsWith('https:') ? new https.Agent({ ...keepAliveAgentOptions(1024), ca: o.ca }) : new http.Agent(keepAliveAgentOptions(1024)),
     );
   }
 

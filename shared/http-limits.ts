@@ -18,6 +18,30 @@ export const HTTP_SERVER_LIMITS = {
 } as const;
 
 /**
+ * How long a kais client keeps an idle keep-alive connection before it closes it itself (ms): well
+ * under the 65 s keepAliveTimeout of every kais server (the agent's ingress, the emulated nodes).
+ *
+ * Why: Node's http.Agent without `timeout` keeps a free socket until the server closes it, and it
+ * learns of that close only when its event loop reads the FIN. A client busy sending (a burst of
+ * requests in one tick) takes a socket the server has just closed, writes into it and gets a reset.
+ * That is the likely end of 26 of the 312,157 requests of a 600 s `kais up` (seed 31, session 54):
+ * "no answer: read ECONNRESET", every process alive. On the agent's side such a reset marks a
+ * healthy node unreachable. With `timeout`, the client closes its idle sockets first, on its own
+ * timer (and Node lowers it to a server's `Keep-Alive: timeout=N` hint less 1 s; without `timeout`
+ * Node 20 ignores the hint). test/integration/keep-alive.integration.test.ts plays the race against
+ * a real server process, with and without it.
+ */
+export const CLIENT_IDLE_MS = 30_000;
+
+/** The options of a kais client's keep-alive http(s).Agent: at most `maxSockets` per target, idle ones closed after `idleMs`. */
+export function keepAliveAgentOptions(
+  maxSockets: number,
+  idleMs = CLIENT_IDLE_MS,
+): { keepAlive: true; maxSockets: number; timeout: number } {
+  return { keepAlive: true, maxSockets, timeout: idleMs };
+}
+
+/**
  * Connections a server holds at once (Node's server.maxConnections: one more is closed at once).
  * All of a process's sockets share one file-descriptor budget, so a flood on one port must not take
  * the descriptors its other links need (an agent's to its nodes and the orchestrator): 20,000 idle
