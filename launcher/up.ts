@@ -158,7 +158,7 @@ export const UP_SPEC = {
   }),
   inject: opt.choice(['none', 'bad-weights', 'same-weights'] as const, {
     default: 'none',
-    describe: `fault drill: bad-weights hands random weights to the publish path as if learned a third of the way into the run (judged by the gate with --gate, by the canary with --canary); same-weights hands a copy of the current version (the false-alarm drill: it must pass and be promoted); with --canary under the actor switch the canary first waits ${DEFAULT_CANARY.settleS + DEFAULT_CANARY.baselineS} s for a baseline under the main actor, so give the run ${drillRunS(DEFAULT_CANARY)} s or more (--canary-baseline shortens the wait)`,
+    describe: `fault drill: bad-weights hands random weights to the publish path as if learned a third of the way into the run (judged by the gate with --gate, by the canary with --canary); same-weights hands a copy of the current version (the false-alarm drill: it must pass and be promoted); with --canary under the actor switch the canary first waits ${DEFAULT_CANARY.settleS + DEFAULT_CANARY.baselineS} s for a baseline under the main actor, so give the run ${drillRunS(DEFAULT_CANARY)} s or more (--canary-baseline shortens the wait, --canary-windows the canary)`,
   }),
   canary: opt.boolean({
     default: false,
@@ -177,6 +177,12 @@ export const UP_SPEC = {
     min: 0,
     max: 3600,
     describe: `with --canary: the seconds before a canary whose difference between its eAPs and the others is taken out of its verdict (the orchestrator config's canary.baselineS; 0: none). Under the actor switch a version first waits ${DEFAULT_CANARY.settleS} s + this for it under the main actor: a drill with 30 needs a run of ${drillRunS({ ...DEFAULT_CANARY, baselineS: 30 })} s`,
+  }),
+  canaryWindows: opt.integer({
+    default: DEFAULT_CANARY.maxWindows,
+    min: 1,
+    max: 100,
+    describe: `with --canary: the most windows of ${DEFAULT_CANARY.windowS} s a canary is judged over before its verdict (the orchestrator config's canary.maxWindows): more windows, fewer false alarms and later verdicts (docs/safe-learning.md)`,
   }),
   faults: opt.integer({
     default: 0,
@@ -308,6 +314,8 @@ export interface UpSummary {
   safeLearningEvents: { tsMs: number; kind: string; eap: number | null; message: string }[];
   /** With --canary: its baseline's seconds (`--canary-baseline`, the orchestrator config's canary.baselineS); null without a canary. */
   canaryBaselineS: number | null;
+  /** With --canary: the most windows of its verdict (`--canary-windows`, the orchestrator config's canary.maxWindows); null without a canary. */
+  canaryWindows: number | null;
   /**
    * Node failures played (`--faults`) and what they cost: requests the failed nodes refused or held
    * when they failed (the agents retry those on the cloud while their deadline allows), and the
@@ -561,10 +569,12 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
     if (problem) throw new UsageError(`--canary-eaps: ${problem.why}`);
   }
   if (a.canaryBaseline !== DEFAULT_CANARY.baselineS && !a.canary) throw new UsageError('--canary-baseline: read only with --canary');
+  if (a.canaryWindows !== DEFAULT_CANARY.maxWindows && !a.canary) throw new UsageError('--canary-windows: read only with --canary');
   /** The canary's settings that differ from the defaults (the orchestrator config's `canary`; `true`: none do). */
   const canaryConfig = {
     ...(canaryEaps !== 'first' ? { eaps: canaryEaps } : {}),
     ...(a.canaryBaseline !== DEFAULT_CANARY.baselineS ? { baselineS: a.canaryBaseline } : {}),
+    ...(a.canaryWindows !== DEFAULT_CANARY.maxWindows ? { maxWindows: a.canaryWindows } : {}),
   };
   const faultPlan = planFaults(a.faults, a.duration * a.speed, topo.numNodes, a.seed);
   // Ctrl-C (SIGINT) or SIGTERM from here on, the prediction included: a partial summary of what is
@@ -1155,6 +1165,7 @@ export async function runUp(a: UpArgs, log: (line: string) => void): Promise<UpS
       refusedReasons: reasons,
       safeLearningEvents: safeEvents,
       canaryBaselineS: a.canary && !heuristic ? a.canaryBaseline : null,
+      canaryWindows: a.canary && !heuristic ? a.canaryWindows : null,
       nodeExclusions: exclusions,
       nodeExclusionsByRule: byRule,
       learnedDetector: learned,
@@ -1495,8 +1506,12 @@ function drillNote(s: UpSummary): string[] {
   );
   const passedGate = after.some((e) => e.kind === 'gate-pass' && e.message.startsWith(v));
   if (final || (passedGate && !toCanary)) return [];
-  // the run's canary (its baseline may be --canary-baseline's; a summary without it: the default's)
-  const c: CanaryConfig = { ...DEFAULT_CANARY, baselineS: s.canaryBaselineS ?? DEFAULT_CANARY.baselineS };
+  // the run's canary (its baseline and windows may be --canary-baseline's and --canary-windows'; a summary without them: the default's)
+  const c: CanaryConfig = {
+    ...DEFAULT_CANARY,
+    baselineS: s.canaryBaselineS ?? DEFAULT_CANARY.baselineS,
+    maxWindows: s.canaryWindows ?? DEFAULT_CANARY.maxWindows,
+  };
   return [
     `note: the drill's ${v.trim()} had no verdict when the run ended (it came at ${Math.round(s.durationS / 3)} s; a canary takes up to ${canaryLongestS(c, false)} s after it, ${canaryLongestS(c, true)} s when it waits for a baseline under the main actor): --duration ${Math.max(drillRunS(c), Math.ceil(s.durationS * 1.5))} leaves it time`,
   ];

@@ -19,7 +19,7 @@
  *   "kubernetes": {"kubeconfig": null (in-cluster) | "<file>", "namespace": "kais", "image": "<replica image>", "nodeLabel": "kais.io/node-index"},
  *   "actorHead": "softplus1", "heartbeatMs": 5000, "learner": "cmmac"|"none", "learnBatch": 2048,
  *   "detector": "vgru"|"none", "gate": null | true | {"margin": 0.01, "minRequests": 500, "arrivals": 20000, "seconds": 10, "heuristics": ["lec", "round-robin"]},
- *   "canary": null | true | {"share": 0.4, "windowS": 10, "maxWindows": 4, "margin": 0.03, "alpha": 0.05, "minRequests": 300, "settleS": 2, "baselineS": 120,
+ *   "canary": null | true | {"share": 0.4, "windowS": 10, "maxWindows": 8, "margin": 0.03, "alpha": 0.05, "minRequests": 300, "settleS": 2, "baselineS": 120,
  *              "lagS": 1, "eaps": "first" | "rotate" | [eAP ids]},
  *   "tls": null | {"cert": "<PEM file>", "key": "<PEM file>"} (relative to this file; wss:// and https://),
  *   "prediction": null | "<file>" (the simulator's prediction of the run, relative to this file; orchestrator/prediction.ts)}`

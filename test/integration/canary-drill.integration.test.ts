@@ -4,7 +4,7 @@
  * emulated cluster, the orchestrator, five agents and the load generator as real processes on
  * loopback; a third of the way in, random weights are handed to the publish path as if learned.
  * Under the shipped model's actor switch the version first waits for a baseline under the main
- * actor; then the canary must roll it back within its four windows (how many it takes depends on
+ * actor; then the canary must roll it back within its windows (how many it takes depends on
  * the load it meets: 1-4 on a quiet machine, docs/safe-learning.md), every agent
  * must end on a version after the rollback, no request may go unanswered, and the events must be
  * listed in the summary.
@@ -26,13 +26,16 @@ interface Ev {
 
 const run = fs.existsSync(KAIS) ? it : it.skip;
 /**
- * The canary's baseline in this drill (`--canary-baseline`): 30 s instead of the default's 120 s, so
- * the run takes 120 s instead of 250 s (the default's verdicts are measured in docs/safe-learning.md).
+ * The canary's baseline and windows in this drill (`--canary-baseline`, `--canary-windows`): 30 s
+ * and 4 windows instead of the default's 120 s and 8, so the run takes 120 s instead of 310 s (the
+ * default's verdicts are measured in docs/safe-learning.md; a random version is rolled back after
+ * 1-2 windows on a quiet machine, so the 4 windows of the default before session 54 leave room).
  */
 const BASELINE_S = 30;
+const WINDOWS = 4;
 /** How long the drill's version waits for a baseline under the main actor: settleS + baselineS (32 s). */
 const WAIT_S = DEFAULT_CANARY.settleS + BASELINE_S;
-/** The run: the drill at a third of it, then the wait, then up to settleS + 4 windows of 10 s (canaryLongestS), with room. */
+/** The run: the drill at a third of it, then the wait, then up to settleS + WINDOWS windows of 10 s (canaryLongestS), with room. */
 const RUN_S = 120;
 
 describe('kais up --no-learn --canary --inject bad-weights', () => {
@@ -51,7 +54,7 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
       // main actor too: the drill's version waits settleS + baselineS = 32 s for it before its canary
       // starts (docs/safe-learning.md, "The canary under the actor switch"). So 120 s: the drill at 40 s,
       // the canary from 72 s, its 4 windows of 10 s after 2 s of settling by 114 s (with the default
-      // 120 s baseline the same drill needs 250 s: the --inject help says so). On a quiet machine the
+      // 120 s baseline and 8 windows the same drill needs 310 s: the --inject help says so). On a quiet machine the
       // drill was rolled back after 1-2 windows (docs/safe-learning.md, "The baseline under the main
       // actor"); sharing the 2 CPUs with another test file it was still undecided after 2 windows in 2
       // of 2 runs at 90 s, so the test asks for the rollback, not for its window.
@@ -66,6 +69,8 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
           '--canary',
           '--canary-baseline',
           String(BASELINE_S),
+          '--canary-windows',
+          String(WINDOWS),
           '--inject',
           'bad-weights',
           '--json',
@@ -86,10 +91,11 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
         perEap: { weightVersion: number | null; sent: number; decisionsLight: number }[];
         safeLearningEvents: Ev[];
         canaryBaselineS: number | null;
+        canaryWindows: number | null;
       };
       expect(s.unanswered).toBe(0);
       expect(s.sent).toBeGreaterThan(0);
-      expect(s.canaryBaselineS).toBe(BASELINE_S);
+      expect([s.canaryBaselineS, s.canaryWindows]).toEqual([BASELINE_S, WINDOWS]);
       const ev = s.safeLearningEvents;
       const inject = ev.find((e) => e.kind === 'inject')!;
       expect(inject.message).toMatch(
@@ -98,8 +104,9 @@ describe('kais up --no-learn --canary --inject bad-weights', () => {
       const bad = Number(/as weights v(\d+)/.exec(inject.message)![1]);
       const start = ev.find((e) => e.kind === 'canary-start' && e.message.includes(`weights v${bad} `))!;
       expect(start.message).toMatch(/^injected \(bad-weights drill\) weights v\d+ to eAPs 0, 1 first/);
-      // --canary-baseline reached the orchestrator's canary
+      // --canary-baseline and --canary-windows reached the orchestrator's canary
       expect(start.message).toContain(`baseline the ${BASELINE_S} s before`);
+      expect(start.message).toContain(`up to ${WINDOWS} windows of 10 s`);
       const rollback = ev.find((e) => e.kind === 'canary-rollback')!;
       expect(rollback.message).toMatch(
         new RegExp(`^weights v${bad} rolled back after [1-4] window\\(s\\); every eAP gets v\\d+'s weights as v(\\d+)`),

@@ -7,7 +7,10 @@
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { DEFAULT_CANARY } from '../../orchestrator/canary';
+import { canaryLongestS, DEFAULT_CANARY } from '../../orchestrator/canary';
+
+/** A default canary's span: settleS + maxWindows x windowS (82 s since session 54, 42 s before). */
+const SPAN = canaryLongestS(DEFAULT_CANARY, false);
 import { Store } from '../../orchestrator/store';
 import type { MetricPoint } from '../../orchestrator/store';
 import { Rng } from '../../shared/rng';
@@ -76,7 +79,7 @@ describe('replayCanaries', () => {
   it('an equal version on steady telemetry: (nearly) never rolled back', () => {
     for (const baselineS of [0, 30]) {
       const v = replay(0, baselineS);
-      expect(v.length).toBe(Math.floor((300 - 40 - 42) / 5) + 1);
+      expect(v.length).toBe(Math.floor((300 - 40 - SPAN) / 5) + 1);
       expect(v.filter((x) => x.decision === 'rollback').length).toBeLessThanOrEqual(1);
     }
   });
@@ -89,7 +92,7 @@ describe('replayCanaries', () => {
   it('a version 24 points worse: rolled back at the first window, every time; 10 points worse: rolled back every time', () => {
     const drill = replay(0.24);
     // the default baseline: starts from baselineS (120 s) on, every 5 s, each ending within the 300 s
-    expect(drill).toHaveLength(Math.floor((300 - DEFAULT_CANARY.baselineS - 42) / 5) + 1);
+    expect(drill).toHaveLength(Math.floor((300 - DEFAULT_CANARY.baselineS - SPAN) / 5) + 1);
     expect(drill.every((x) => x.decision === 'rollback' && x.window === 1)).toBe(true);
     expect(replay(0.1).every((x) => x.decision === 'rollback')).toBe(true);
   });
@@ -100,7 +103,7 @@ describe("calibration: is the rule's se the spread of d?", () => {
   const runs = (late: number) => [41, 42, 43].map((seed) => telemetryOf(jitteredPoints(seed, 4000, late)));
   const ratio = (rs: ReturnType<typeof runs>, lagS: number) => {
     const k = calibration(rs, new Set([0, 1]), { ...DEFAULT_CANARY, baselineS: 0, lagS }, 40);
-    expect(k?.n).toBe(3 * (Math.floor((4000 - 40 - 42) / 43) + 1));
+    expect(k?.n).toBe(3 * (Math.floor((4000 - 40 - SPAN) / (SPAN + 1)) + 1));
     return k!.sd / k!.se;
   };
 
@@ -138,12 +141,15 @@ describe('scripts/canary-replay as a process', () => {
     const lines = r.stdout.trim().split('\n');
     expect(lines[0]).toMatch(/^the canary rule on 1 run\(s\) \(300 s\), canary eAPs 0, 1, a start every 5 s from 40 s;/);
     expect(lines[1]).toBe('| rule | equal version | loss 0.24 |');
-    expect(lines[3]).toMatch(/^\| baselineS 0 \| [0-2]% of 44 \(\d\.\d\) \| 100% of 44 \(1\.0\) \|$/);
-    expect(lines[4]).toMatch(/^\| baselineS 30 \| [0-2]% of 44 \(\d\.\d\) \| 100% of 44 \(1\.0\) \|$/);
-    // the calibration: 6 canaries that do not overlap in 300 s, each a row per rule
+    // a start every 5 s from 40 s, each ending within the 300 s (36 with the default 82 s span)
+    const n = Math.floor((300 - 40 - SPAN) / 5) + 1;
+    expect(lines[3]).toMatch(new RegExp(String.raw`^\| baselineS 0 \| [0-2]% of ${n} \(\d\.\d\) \| 100% of ${n} \(1\.0\) \|$`));
+    expect(lines[4]).toMatch(new RegExp(String.raw`^\| baselineS 30 \| [0-2]% of ${n} \(\d\.\d\) \| 100% of ${n} \(1\.0\) \|$`));
+    // the calibration: the canaries that do not overlap in 300 s (3 of 82 s), each a row per rule
+    const k = Math.floor((300 - 40 - SPAN) / (SPAN + 1)) + 1;
     expect(lines[6]).toMatch(/^calibration, equal version/);
-    expect(lines[9]).toMatch(/^\| baselineS 0 \| 6 \| -?0\.\d{4} \| 0\.\d{4} \| 0\.\d{4} \| \d\.\d\d \|$/);
-    expect(lines[10]).toMatch(/^\| baselineS 30 \| 6 \| /);
+    expect(lines[9]).toMatch(new RegExp(String.raw`^\| baselineS 0 \| ${k} \| -?0\.\d{4} \| 0\.\d{4} \| 0\.\d{4} \| \d\.\d\d \|$`));
+    expect(lines[10]).toMatch(new RegExp(String.raw`^\| baselineS 30 \| ${k} \| `));
   });
 
   cli('bad input: one line, exit 2', () => {

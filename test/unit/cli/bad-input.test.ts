@@ -456,6 +456,10 @@ describe('the line names the flag the user gave, and nothing is created before i
     // --canary-baseline: with --canary, seconds in 0..3600
     [UP('--canary-baseline', '30'), /^kais: --canary-baseline: read only with --canary$/],
     [UP('--canary', '--canary-baseline', '-5'), /^kais: --canary-baseline: expected a number >= 0 and <= 3600, got "-5"$/],
+    // --canary-windows: with --canary, a whole number in 1..100
+    [UP('--canary-windows', '4'), /^kais: --canary-windows: read only with --canary$/],
+    [UP('--canary', '--canary-windows', '0'), /^kais: --canary-windows: expected .*, got "0"$/],
+    [UP('--canary', '--canary-windows', '2.5'), /^kais: --canary-windows: expected .*, got "2.5"$/],
     // --keep-store writes a new file: an existing one (any kind) is refused before anything runs
     [
       UP('--keep-store', f('text.txt')),

@@ -73,6 +73,7 @@ const run: UpSummary = {
   },
   safeLearningEvents: [],
   canaryBaselineS: 120,
+  canaryWindows: 8,
   nodeExclusions: 43,
   nodeExclusionsByRule: {
     'device:faulty': 43,
@@ -155,21 +156,24 @@ describe('formatSummary', () => {
       'injected (bad-weights drill) version waits for a baseline under the main actor (122 s of it) before its canary: ...',
     );
     const start = ev(82_001, 'canary-start', 'injected (bad-weights drill) weights v2 to eAPs 0, 1 first (the others stay on v1); ...');
-    // the default canary: up to 2 + 4 x 10 s after the drill, 2 + 120 s more when it waits for its baseline (164 s): 1.5 x 164, to 10 s
+    // the default canary: up to 2 + 8 x 10 s after the drill, 2 + 120 s more when it waits for its baseline (204 s): 1.5 x 204, to 10 s
     const note =
-      /^note: the drill's weights v2 had no verdict when the run ended \(it came at 20 s; a canary takes up to 42 s after it, 164 s when it waits for a baseline under the main actor\): --duration 250 leaves it time$/m;
+      /^note: the drill's weights v2 had no verdict when the run ended \(it came at 20 s; a canary takes up to 82 s after it, 204 s when it waits for a baseline under the main actor\): --duration 310 leaves it time$/m;
     expect(formatSummary({ ...run, safeLearningEvents: [inject, waits] })).toMatch(note);
     expect(formatSummary({ ...run, safeLearningEvents: [inject, waits, start] })).toMatch(note);
     const rolledBack = ev(94_000, 'canary-rollback', "weights v2 rolled back after 1 window(s); every eAP gets v1's weights as v3: ...");
     expect(formatSummary({ ...run, safeLearningEvents: [inject, waits, start, rolledBack] })).not.toMatch(/^note:/m);
-    // --canary-baseline 30: the wait is 32 s, the run it needs 1.5 x 74 s, to 10 s
+    // --canary-baseline 30: the wait is 32 s, the run it needs 1.5 x 114 s, to 10 s
     expect(formatSummary({ ...run, canaryBaselineS: 30, safeLearningEvents: [inject, waits] })).toMatch(
+      /^note: .*\(it came at 20 s; a canary takes up to 82 s after it, 114 s when it waits for a baseline under the main actor\): --duration 180 leaves it time$/m,
+    );
+    // and --canary-windows 4: up to 2 + 4 x 10 s, 74 s with the wait: 1.5 x 74, to 10 s
+    const short = { ...run, canaryBaselineS: 30, canaryWindows: 4, safeLearningEvents: [inject, waits] };
+    expect(formatSummary(short)).toMatch(
       /^note: .*\(it came at 20 s; a canary takes up to 42 s after it, 74 s when it waits for a baseline under the main actor\): --duration 120 leaves it time$/m,
     );
     // a run of 100 s with the drill undecided: 1.5 x its length (more than the shortest drill run)
-    expect(formatSummary({ ...run, durationS: 100, canaryBaselineS: 30, safeLearningEvents: [inject, waits] })).toMatch(
-      /--duration 150 leaves it time$/m,
-    );
+    expect(formatSummary({ ...short, durationS: 100 })).toMatch(/--duration 150 leaves it time$/m);
     // through the gate alone: its verdict is the last word; through the gate and then the canary, the canary's
     const gated = ev(21_000, 'gate-pass', 'weights v2 (current v1): candidate 0.99, current 0.99');
     const gateInject = {

@@ -226,7 +226,8 @@ describe('CanaryRollout (fake registry and clock)', () => {
   };
   const rejected: unknown[] = [];
   const store = { putCanaryState: () => undefined, putRejectedModel: (r: unknown) => void rejected.push(r) };
-  const config: CanaryConfig = { ...DEFAULT_CANARY, windowS: 10, settleS: 1, baselineS: 0, minRequests: 100 };
+  // 4 windows (the default until session 54): the loops below give a verdict 1 + 4 x 10 s at most
+  const config: CanaryConfig = { ...DEFAULT_CANARY, windowS: 10, maxWindows: 4, settleS: 1, baselineS: 0, minRequests: 100 };
   const tel = (n: number, rate: number): NodeSample[] => [
     { node: 0, ts: 0, cpu: 0, mem: 0, disk: 0, upBwMbps: 0, requests: n, succeeded: n, inDeadline: Math.round(n * rate), latencyMsSum: 0 },
   ];
