@@ -29,7 +29,7 @@ export const HTTP_SERVER_LIMITS = {
  * healthy node unreachable. With `timeout`, the client closes its idle sockets first, on its own
  * timer (and Node lowers it to a server's `Keep-Alive: timeout=N` hint less 1 s; without `timeout`
  * Node 20 ignores the hint). test/integration/keep-alive.integration.test.ts plays the race against
- * a real server process, with and without it.
+ * a real server process, with and without it (the client busy until the server has closed).
  */
 export const CLIENT_IDLE_MS = 30_000;
 
