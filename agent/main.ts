@@ -16,7 +16,7 @@
  * finished and answered, the last experience is sent, the link closes.
  */
 import * as http from 'node:http';
-import { HTTP_SERVER_LIMITS, MAX_CONNECTIONS } from '../shared/http-limits';
+import { HTTP_SERVER_LIMITS, MAX_CONNECTIONS, SERVER_KEEP_ALIVE_MS } from '../shared/http-limits';
 import * as https from 'node:https';
 import type { TlsPair } from '../shared/tls';
 import type { AddressInfo } from 'node:net';
@@ -573,7 +573,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const server: http.Server = o.tls
     ? https.createServer({ ...HTTP_SERVER_LIMITS, cert: o.tls.cert, key: o.tls.key, minVersion: 'TLSv1.2' }, handler)
     : http.createServer(HTTP_SERVER_LIMITS, handler);
-  server.keepAliveTimeout = 65_000;
+  server.keepAliveTimeout = SERVER_KEEP_ALIVE_MS;
   server.maxConnections = MAX_CONNECTIONS.ingress;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -49,7 +49,13 @@
  */
 import { BEARER_CHALLENGE, bearerMatches } from '../shared/auth';
 import * as http from 'node:http';
-import { capConnectionsPerAddress, HTTP_SERVER_LIMITS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS } from '../shared/http-limits';
+import {
+  capConnectionsPerAddress,
+  HTTP_SERVER_LIMITS,
+  MAX_CONNECTIONS,
+  MAX_CONNECTIONS_PER_ADDRESS,
+  SERVER_KEEP_ALIVE_MS,
+} from '../shared/http-limits';
 import type { AddressInfo } from 'node:net';
 import type { Placement } from '../shared/domain';
 import type { Scenario } from '../shared/scenario';
@@ -633,7 +639,7 @@ export class EmulatedCluster {
     const host = this.o.host ?? '127.0.0.1';
     for (const t of this.targets) {
       const server = http.createServer(HTTP_SERVER_LIMITS, (req, res) => this.handleServe(t, req, res));
-      server.keepAliveTimeout = 65_000;
+      server.keepAliveTimeout = SERVER_KEEP_ALIVE_MS;
       server.maxConnections = MAX_CONNECTIONS.ingress;
       await listen(server, 0, host);
       this.servers.push(server);

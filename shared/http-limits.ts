@@ -18,8 +18,14 @@ export const HTTP_SERVER_LIMITS = {
 } as const;
 
 /**
+ * How long a kais server keeps an idle keep-alive connection (ms): the agent's ingress and the
+ * emulated nodes' targets (server.keepAliveTimeout; Node's default is 5 s).
+ */
+export const SERVER_KEEP_ALIVE_MS = 65_000;
+
+/**
  * How long a kais client keeps an idle keep-alive connection before it closes it itself (ms): well
- * under the 65 s keepAliveTimeout of every kais server (the agent's ingress, the emulated nodes).
+ * under SERVER_KEEP_ALIVE_MS, so a kais server never closes a connection a kais client still holds.
  *
  * Why: Node's http.Agent without `timeout` keeps a free socket until the server closes it, and it
  * learns of that close only when its event loop reads the FIN. A client busy sending (a burst of
